@@ -1,0 +1,33 @@
+# Every tests/<dir>/test_*.cpp is one GoogleTest executable; <dir> is its CTest label
+# (unit, kernels, grad, adgen, model, e2e, slow). Op tests (tests/ops) hold three kinds of
+# suites, told apart by name, so each kind gets its own label:
+#   <Op>Kernel.*  fast kernel against the reference kernel        -> label kernels
+#   <Op>Grad.*    reference backward against finite differences   -> label grad
+#   <Op>Api.*     front-end validation, accumulation, null skips  -> label unit
+find_package(GTest REQUIRED)
+include(GoogleTest)
+
+add_library(llmcc_test_support INTERFACE)
+target_include_directories(llmcc_test_support INTERFACE ${PROJECT_SOURCE_DIR}/tests/support
+                                                        ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(llmcc_test_support INTERFACE llmcc_core GTest::gtest GTest::gtest_main)
+
+file(GLOB LLMCC_TEST_FILES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/*/test_*.cpp)
+foreach(test_file ${LLMCC_TEST_FILES})
+  get_filename_component(test_name ${test_file} NAME_WE)
+  get_filename_component(test_dir ${test_file} DIRECTORY)
+  get_filename_component(test_label ${test_dir} NAME)
+  add_executable(${test_name} ${test_file})
+  target_link_libraries(${test_name} PRIVATE llmcc_test_support)
+  if(test_label STREQUAL "ops")
+    gtest_discover_tests(${test_name} TEST_FILTER "*Kernel.*" TEST_PREFIX "kernels."
+                         PROPERTIES LABELS kernels DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${test_name} TEST_FILTER "*Grad.*" TEST_PREFIX "grad."
+                         PROPERTIES LABELS grad DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${test_name} TEST_FILTER "*Api.*" TEST_PREFIX "unit."
+                         PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${test_name} TEST_PREFIX "${test_label}."
+                         PROPERTIES LABELS ${test_label} DISCOVERY_TIMEOUT 60)
+  endif()
+endforeach()

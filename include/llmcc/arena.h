@@ -1,0 +1,65 @@
+// Arena: bump allocation for one training step's activations, saved values and adjoints.
+//
+// A step allocates from the current arena (set with ArenaScope), and the trainer calls reset()
+// after the step, so a steady-state step allocates nothing from the heap. The capacity is fixed
+// at construction; a request beyond it throws llmcc::Error naming what asked and how much was
+// in use, never a crash. Pages are only touched when used, so a generous capacity costs address
+// space, not memory.
+#pragma once
+
+#include <cstddef>
+
+#include "llmcc/tensor.h"
+
+namespace llmcc {
+
+class Arena {
+ public:
+  static constexpr std::size_t kAlignment = 64;  // one cache line; also AVX-512 width
+
+  explicit Arena(std::size_t capacity_bytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Uninitialised, kAlignment-aligned memory; `what` names the requester in errors.
+  void* allocate(std::size_t bytes, const char* what);
+  // A tensor of the given shape; contents uninitialised.
+  Tensor tensor(const Shape& shape, const char* what, DType dtype = DType::F32);
+  // A tensor of the given shape filled with zeros.
+  Tensor zeros(const Shape& shape, const char* what, DType dtype = DType::F32);
+
+  // Frees everything at once; the high-water mark is kept.
+  void reset() { used_ = 0; }
+
+  std::size_t capacity() const { return capacity_; }
+  std::size_t used() const { return used_; }
+  std::size_t high_water() const { return high_water_; }
+
+ private:
+  unsigned char* base_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t used_ = 0;
+  std::size_t high_water_ = 0;
+};
+
+// Makes `arena` the current arena of this thread for the scope's lifetime (scopes nest).
+class ArenaScope {
+ public:
+  explicit ArenaScope(Arena& arena);
+  ~ArenaScope();
+  ArenaScope(const ArenaScope&) = delete;
+  ArenaScope& operator=(const ArenaScope&) = delete;
+
+ private:
+  Arena* previous_;
+};
+
+// The current arena; throws llmcc::Error naming `op` when no ArenaScope is active.
+Arena& current_arena(const char* op);
+
+// Shorthands used by op front ends: uninitialised / zeroed tensors from the current arena.
+Tensor new_tensor(const Shape& shape, const char* op);
+Tensor new_zeros(const Shape& shape, const char* op);
+
+}  // namespace llmcc

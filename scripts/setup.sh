@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every system package llmcc needs, from Debian, with apt-get. Idempotent: it checks
+# what is present first and installs only what is missing, saying what it installs.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev   # tests and benchmarks
+  libomp-dev                                   # OpenMP runtime headers (g++ uses libgomp)
+  libopenblas-openmp-dev                       # GEMM (chosen by measurement, docs/perf.md)
+  libblis-openmp-dev libdnnl-dev               # GEMM peers measured by bench/
+  llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} system packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: done"

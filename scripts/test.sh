@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command: setup, configure, build, run the default test suite (everything but the
+# `slow` label). Usage: scripts/test.sh [extra ctest arguments, e.g. -L grad]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLLMCC_WERROR=ON
+cmake --build build -j"$jobs"
+cd build
+ctest --output-on-failure -j"$jobs" -LE slow "$@"

@@ -1,0 +1,13 @@
+// The one GEMM interface every kernel uses; the library behind it is chosen by measurement
+// (docs/perf.md, bench/bench_gemm*.cpp) and linked through cmake/Gemm.cmake.
+#pragma once
+
+namespace llmcc::cpu {
+
+// Row-major C(M, N) = alpha * op(A) * op(B) + beta * C, where op(A) is (M, K) and op(B) is
+// (K, N). trans_a: A is stored (K, M); trans_b: B is stored (N, K). lda/ldb/ldc are row strides
+// of the stored matrices. Uses the thread count set by llmcc::set_num_threads.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+
+}  // namespace llmcc::cpu

@@ -1,0 +1,41 @@
+// add: front end, forward and pullback (the rule adgen calls for `a + b` on tensors).
+#include "llmcc/ops/add.h"
+
+#include "kernels/cpu/add.h"
+#include "kernels/ref/add.h"
+#include "llmcc/arena.h"
+#include "llmcc/runtime.h"
+#include "ops/check.h"
+
+namespace llmcc {
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check::same_shape("add", "a", a, "b", b);
+  Tensor out = new_tensor(a.shape(), "add");  // shape of a
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::add_forward(out.f32(), a.f32(), b.f32(), a.numel());
+  } else {
+    cpu::add_forward(out.f32(), a.f32(), b.f32(), a.numel());
+  }
+  return out;
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+
+void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
+                  Tensor* d_a, Tensor* d_b) {
+  (void)out;
+  check::same_shape("add", "a", a, "b", b);
+  check::same_shape("add", "a", a, "d_out", d_out);
+  check::adjoint("add", "d_a", d_a, a);
+  check::adjoint("add", "d_b", d_b, b);
+  float* da = d_a ? d_a->f32() : nullptr;
+  float* db = d_b ? d_b->f32() : nullptr;
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::add_backward(da, db, d_out.f32(), a.numel());
+  } else {
+    cpu::add_backward(da, db, d_out.f32(), a.numel());
+  }
+}
+
+}  // namespace llmcc

@@ -1,0 +1,47 @@
+#include "llmcc/parameters.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "llmcc/arena.h"
+#include "llmcc/error.h"
+
+namespace llmcc {
+namespace {
+constexpr std::size_t kAlignFloats = Arena::kAlignment / sizeof(float);
+}
+
+void ParameterStore::FreeDeleter::operator()(float* p) const { std::free(p); }
+
+ParameterStore::ParameterStore(const std::vector<Shape>& shapes) : shapes_(shapes) {
+  offsets_.reserve(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].ndim() == 0 || shapes[i].numel() == 0) {
+      fail("parameters", "parameter " + std::to_string(i) + " has empty shape " +
+                             shapes[i].str() + "; declare every parameter with its shape first");
+    }
+    offsets_.push_back(size_);
+    size_ += (static_cast<std::size_t>(shapes[i].numel()) + kAlignFloats - 1) / kAlignFloats *
+             kAlignFloats;
+  }
+  if (size_ == 0) return;
+  data_.reset(static_cast<float*>(std::aligned_alloc(Arena::kAlignment, size_ * sizeof(float))));
+  if (!data_) fail("parameters", "could not allocate " + std::to_string(size_) + " floats");
+  zero();
+}
+
+Tensor ParameterStore::tensor(std::size_t i) const {
+  return Tensor(data_.get() + offsets_.at(i), shapes_.at(i));
+}
+
+std::int64_t ParameterStore::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Shape& s : shapes_) n += s.numel();
+  return n;
+}
+
+void ParameterStore::zero() {
+  if (size_ > 0) std::memset(data_.get(), 0, size_ * sizeof(float));
+}
+
+}  // namespace llmcc
