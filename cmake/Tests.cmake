@@ -12,7 +12,18 @@ target_include_directories(llmcc_test_support INTERFACE ${PROJECT_SOURCE_DIR}/te
                                                         ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(llmcc_test_support INTERFACE llmcc_core GTest::gtest GTest::gtest_main)
 
-file(GLOB LLMCC_TEST_FILES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/*/test_*.cpp)
+# A test directory with its own CMakeLists.txt (tests that need generated code, fixtures or
+# extra libraries) is added as a subdirectory and globbed no further.
+file(GLOB LLMCC_TEST_DIRS LIST_DIRECTORIES true ${PROJECT_SOURCE_DIR}/tests/*)
+set(LLMCC_TEST_FILES "")
+foreach(dir ${LLMCC_TEST_DIRS})
+  if(EXISTS ${dir}/CMakeLists.txt)
+    add_subdirectory(${dir})
+  elseif(IS_DIRECTORY ${dir})
+    file(GLOB dir_tests CONFIGURE_DEPENDS ${dir}/test_*.cpp)
+    list(APPEND LLMCC_TEST_FILES ${dir_tests})
+  endif()
+endforeach()
 foreach(test_file ${LLMCC_TEST_FILES})
   get_filename_component(test_name ${test_file} NAME_WE)
   get_filename_component(test_dir ${test_file} DIRECTORY)
