@@ -1,7 +1,8 @@
 // ParameterStore: all parameters of a model in one contiguous buffer.
 //
 // A model declares its parameter tensors with shapes and null data, and lists them in
-// for_each_parameter(f) (checkpoint order). bind_parameters() lays them out one after another
+// for_each_parameter(f), calling f(name, tensor) for each in checkpoint order, with names such as
+// "h.3.ln_1.weight". bind_parameters() lays them out one after another
 // (each 64-byte aligned) in one allocation, so zeroing is one memset, the optimizer one flat
 // loop and an allreduce one call. A gradient store of the same layout is made by
 // ParameterStore::like() and bound to the model's gradient mirror the same way.
@@ -10,23 +11,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "llmcc/tensor.h"
 
 namespace llmcc {
 
+struct ParameterInfo {
+  std::string name;
+  Shape shape;
+};
+
 class ParameterStore {
  public:
   ParameterStore() = default;
   // Lays out tensors of the given shapes (all fp32) and allocates zeroed storage.
-  explicit ParameterStore(const std::vector<Shape>& shapes);
+  explicit ParameterStore(const std::vector<ParameterInfo>& params);
 
   // A store with the same layout, zeroed (for gradients or optimizer moments).
-  ParameterStore like() const { return ParameterStore(shapes_); }
+  ParameterStore like() const { return ParameterStore(params_); }
 
-  std::size_t count() const { return shapes_.size(); }
-  const Shape& shape(std::size_t i) const { return shapes_.at(i); }
+  std::size_t count() const { return params_.size(); }
+  const std::string& name(std::size_t i) const { return params_.at(i).name; }
+  const Shape& shape(std::size_t i) const { return params_.at(i).shape; }
   std::size_t offset(std::size_t i) const { return offsets_.at(i); }  // in floats
   Tensor tensor(std::size_t i) const;
 
@@ -37,7 +45,7 @@ class ParameterStore {
 
  private:
   struct FreeDeleter { void operator()(float* p) const; };
-  std::vector<Shape> shapes_;
+  std::vector<ParameterInfo> params_;
   std::vector<std::size_t> offsets_;
   std::unique_ptr<float, FreeDeleter> data_;
   std::size_t size_ = 0;
@@ -47,11 +55,12 @@ class ParameterStore {
 // Throws llmcc::Error if a tensor has no shape.
 template <class Model>
 ParameterStore bind_parameters(Model& model) {
-  std::vector<Shape> shapes;
-  model.for_each_parameter([&](Tensor& t) { shapes.push_back(t.shape()); });
-  ParameterStore store(shapes);
+  std::vector<ParameterInfo> params;
+  model.for_each_parameter(
+      [&](const std::string& name, Tensor& t) { params.push_back({name, t.shape()}); });
+  ParameterStore store(params);
   std::size_t i = 0;
-  model.for_each_parameter([&](Tensor& t) { t.bind(store.tensor(i++).raw()); });
+  model.for_each_parameter([&](const std::string&, Tensor& t) { t.bind(store.tensor(i++).raw()); });
   return store;
 }
 

@@ -13,15 +13,17 @@ constexpr std::size_t kAlignFloats = Arena::kAlignment / sizeof(float);
 
 void ParameterStore::FreeDeleter::operator()(float* p) const { std::free(p); }
 
-ParameterStore::ParameterStore(const std::vector<Shape>& shapes) : shapes_(shapes) {
-  offsets_.reserve(shapes.size());
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    if (shapes[i].ndim() == 0 || shapes[i].numel() == 0) {
-      fail("parameters", "parameter " + std::to_string(i) + " has empty shape " +
-                             shapes[i].str() + "; declare every parameter with its shape first");
+ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : params_(params) {
+  offsets_.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Shape& shape = params[i].shape;
+    if (shape.ndim() == 0 || shape.numel() == 0) {
+      fail("parameters", "parameter " + std::to_string(i) + " ('" + params[i].name +
+                             "') has empty shape " + shape.str() +
+                             "; declare every parameter with its shape first");
     }
     offsets_.push_back(size_);
-    size_ += (static_cast<std::size_t>(shapes[i].numel()) + kAlignFloats - 1) / kAlignFloats *
+    size_ += (static_cast<std::size_t>(shape.numel()) + kAlignFloats - 1) / kAlignFloats *
              kAlignFloats;
   }
   if (size_ == 0) return;
@@ -31,12 +33,12 @@ ParameterStore::ParameterStore(const std::vector<Shape>& shapes) : shapes_(shape
 }
 
 Tensor ParameterStore::tensor(std::size_t i) const {
-  return Tensor(data_.get() + offsets_.at(i), shapes_.at(i));
+  return Tensor(data_.get() + offsets_.at(i), params_.at(i).shape);
 }
 
 std::int64_t ParameterStore::parameter_count() const {
   std::int64_t n = 0;
-  for (const Shape& s : shapes_) n += s.numel();
+  for (const ParameterInfo& p : params_) n += p.shape.numel();
   return n;
 }
 

@@ -34,9 +34,9 @@ struct TwoLayers {
   Tensor w1{nullptr, {3, 5}}, b1{nullptr, {3}}, w2{nullptr, {17}};
   template <class F>
   void for_each_parameter(F&& f) {
-    f(w1);
-    f(b1);
-    f(w2);
+    f("l1.weight", w1);
+    f("l1.bias", b1);
+    f("l2.weight", w2);
   }
 };
 
@@ -44,6 +44,7 @@ TEST(ParameterStore, OneContiguousAlignedBufferInVisitingOrder) {
   TwoLayers m;
   ParameterStore store = bind_parameters(m);
   EXPECT_EQ(store.count(), 3u);
+  EXPECT_EQ(store.name(1), "l1.bias");
   EXPECT_EQ(store.parameter_count(), 15 + 3 + 17);
   EXPECT_EQ(m.w1.raw(), store.data());
   EXPECT_LT(m.w1.raw(), m.b1.raw());
@@ -59,8 +60,8 @@ TEST(ParameterStore, OneContiguousAlignedBufferInVisitingOrder) {
 }
 
 TEST(ParameterStore, RejectsUndeclaredShapes) {
-  EXPECT_TRUE(test::throws_error([] { ParameterStore s({Shape{2}, Shape{}}); },
-                                 {"[parameters]", "parameter 1", "empty shape"}));
+  EXPECT_TRUE(test::throws_error([] { ParameterStore s({{"a", Shape{2}}, {"b", Shape{}}}); },
+                                 {"[parameters]", "parameter 1 ('b')", "empty shape"}));
 }
 
 }  // namespace
