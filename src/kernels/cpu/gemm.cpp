@@ -1,13 +1,52 @@
+// cpu::gemm on the library chosen in cmake/Gemm.cmake (one of LLMCC_GEMM_OPENBLAS,
+// LLMCC_GEMM_BLIS, LLMCC_GEMM_ONEDNN). bench/ compiles this same file once per library, so the
+// numbers in docs/perf.md measure exactly this wrapper.
 #include "kernels/cpu/gemm.h"
 
+#include <omp.h>
+
+#if defined(LLMCC_GEMM_OPENBLAS)
 #include <cblas.h>
+#elif defined(LLMCC_GEMM_BLIS)
+#include <blis.h>
+#elif defined(LLMCC_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#else
+#error "no GEMM backend selected: define LLMCC_GEMM_OPENBLAS, LLMCC_GEMM_BLIS or LLMCC_GEMM_ONEDNN"
+#endif
 
 namespace llmcc::cpu {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#if defined(LLMCC_GEMM_OPENBLAS)
+  // The OpenMP build of OpenBLAS follows omp_get_max_threads() on every call.
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#elif defined(LLMCC_GEMM_BLIS)
+  // BLIS ignores omp_set_num_threads (it reads BLIS_NUM_THREADS/OMP_NUM_THREADS once), so
+  // the thread count set by llmcc::set_num_threads is passed per call. Row-major storage is
+  // row stride ld, column stride 1; BLIS applies the transposes to the stored matrices.
+  rntm_t rntm;
+  bli_rntm_init(&rntm);
+  bli_rntm_set_num_threads(omp_get_max_threads(), &rntm);
+  bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+               trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K, &alpha,
+               const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1, &beta, C, ldc, 1,
+               nullptr, &rntm);
+#elif defined(LLMCC_GEMM_ONEDNN)
+  // dnnl_sgemm is row-major and uses omp_get_max_threads() threads.
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc);
+  if (st != dnnl_success) {
+    // Only invalid arguments fail, and the callers are kernels that pass valid ones.
+    std::fprintf(stderr, "llmcc: dnnl_sgemm failed with status %d\n", static_cast<int>(st));
+    std::abort();
+  }
+#endif
 }
 
 }  // namespace llmcc::cpu
