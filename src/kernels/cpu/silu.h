@@ -1,0 +1,45 @@
+// Fast kernels for silu (OpenMP over blocks, vectorised loops), and the branch-free exp and
+// sigmoid that gelu's fast kernels share (gelu(x) = x * sigmoid(2u)).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+namespace llmcc::cpu {
+
+// exp(x) in float without a library call, so that `omp simd` loops vectorise (glibc's expf
+// only has vector variants under -ffast-math). x = k ln2 + r with |r| <= ln2/2 (ln2 split in
+// two so k * kLn2Hi is exact), e^r by a degree-7 Taylor polynomial (truncation < 6e-9
+// relative), 2^k written into the exponent bits. x is clamped to [-87, 88] so that 2^k stays
+// a normal float: exp(-87) ~ 1.6e-38 stands in for smaller results and exp(88) ~ 1.7e38 for
+// larger ones, which is harmless inside 1 / (1 + exp(.)). NaN propagates.
+inline float fast_exp(float x) {
+  constexpr float kLog2e = 1.44269504f;
+  constexpr float kLn2Hi = 0.693359375f;      // 355/512: few mantissa bits, k * kLn2Hi exact
+  constexpr float kLn2Lo = -2.12194440e-4f;   // ln2 - kLn2Hi
+  constexpr float kRound = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float k = (x * kLog2e + kRound) - kRound;  // nearest integer, in [-126, 127]
+  const float r = (x - k * kLn2Hi) - k * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;  // 2^k
+  return p * std::bit_cast<float>(bits);
+}
+
+// 1 / (1 + exp(-x)); no cancellation for either sign of x.
+inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+// out = x * sigmoid(x)  (n)
+void silu_forward(float* out, const float* x, std::int64_t n);
+// d_x += d_out * silu'(x)  (n); a null d_x is skipped.
+void silu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n);
+
+}  // namespace llmcc::cpu
