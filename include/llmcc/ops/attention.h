@@ -1,0 +1,39 @@
+// attention: fused causal multi-head self-attention with grouped-query heads (GQA).
+//
+// Query head h (0 <= h < n_head) attends with key/value head h / (n_head / n_kv_head), so
+// n_kv_head == n_head is ordinary multi-head attention and n_kv_head == 1 is multi-query
+// attention. Query t sees keys 0..t (causal), scores are scaled by 1/sqrt(HS).
+//
+// Shapes (HS = C / n_head, the head size; heads are contiguous HS-wide slices of the last dim):
+//   q   (B, T, n_head * HS)
+//   k   (B, T, n_kv_head * HS)
+//   v   (B, T, n_kv_head * HS)      the same shape as k
+//   out (B, T, n_head * HS)         heads concatenated per token, ready for the output projection
+//
+// Flash-style: the forward keeps an online softmax per query row and never forms a T x T matrix;
+// it saves only the log-sum-exp of each row, from which the backward recomputes probabilities.
+#pragma once
+
+#include "llmcc/tensor.h"
+
+namespace llmcc {
+
+struct AttentionSaved {
+  Tensor lse;  // (B, n_head, T): log(sum_{j<=t} exp(s_tj)), s_tj = q_t . k_j / sqrt(HS)
+};
+
+// The forward alone (saves nothing).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head);
+
+// The forward, recording in `saved` what attention_pullback needs besides the inputs and output.
+Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head,
+                     AttentionSaved& saved);
+
+// d_q += dL/dq, d_k += dL/dk, d_v += dL/dv given d_out = dL/dout (B, T, n_head * HS); a null
+// adjoint is skipped. The adjoints may alias each other (attention(x, x, x)). Allocates nothing
+// from the arena.
+void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                        int n_kv_head, const Tensor& out, const AttentionSaved& saved,
+                        const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v);
+
+}  // namespace llmcc

@@ -1,0 +1,167 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace llmcc::cpu {
+namespace {
+
+constexpr int kRows = 4;      // forward: query rows per tile, so each loaded k_j serves 4 dots
+constexpr int kKeys = 64;     // forward: keys per tile, so a row's softmax rescales once per tile
+constexpr int kBwdKeys = 32;  // backward: keys per tile; their k, v, dk, dv rows stay in L1
+
+// y += a * x  (n). y is an adjoint or output row, x an input row: they never overlap.
+inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
+#pragma omp simd
+  for (int d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+inline float dot(const float* __restrict a, const float* __restrict b, int n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// One tile of the forward: query rows i0 .. i0+nr-1 of head h in batch b.
+void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v, int b,
+                  int h, int i0, int T, int NH, int NKV, int HS) {
+  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+  const int kvh = h / (NH / NKV);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float* kb = k + std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
+  const float* vb = v + std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;
+  const int nr = std::min(kRows, T - i0);
+  const int i_last = i0 + nr - 1;
+
+  // Rows past T repeat the last real row so the 4-row dot kernel needs no tail case.
+  const float* qr[kRows];  // (HS) each
+  float* orow[kRows];      // (HS) each: the output row doubles as the unnormalised accumulator
+  float m[kRows], l[kRows];  // running max and running sum of exp(s - m)
+  for (int r = 0; r < kRows; ++r) {
+    const std::int64_t row = (std::int64_t{b} * T + std::min(i0 + r, i_last)) * Cq + std::int64_t{h} * HS;
+    qr[r] = q + row;
+    orow[r] = out + row;
+    m[r] = -std::numeric_limits<float>::infinity();
+    l[r] = 0.0f;
+  }
+  for (int r = 0; r < nr; ++r) std::fill(orow[r], orow[r] + HS, 0.0f);
+
+  float s[kRows][kKeys];  // scores, then probabilities, of the current tile
+  for (int j0 = 0; j0 <= i_last; j0 += kKeys) {
+    const int j1 = std::min(j0 + kKeys, i_last + 1);
+    for (int j = j0; j < j1; ++j) {
+      const float* kj = kb + std::int64_t{j} * Ckv;
+      const float *q0 = qr[0], *q1 = qr[1], *q2 = qr[2], *q3 = qr[3];
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+      for (int d = 0; d < HS; ++d) {
+        const float kd = kj[d];
+        a0 += q0[d] * kd;
+        a1 += q1[d] * kd;
+        a2 += q2[d] * kd;
+        a3 += q3[d] * kd;
+      }
+      s[0][j - j0] = a0 * scale;
+      s[1][j - j0] = a1 * scale;
+      s[2][j - j0] = a2 * scale;
+      s[3][j - j0] = a3 * scale;
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int n = std::min(j1, i0 + r + 1) - j0;  // keys of this tile that row i0+r sees
+      if (n <= 0) continue;
+      float mt = m[r];
+      for (int jj = 0; jj < n; ++jj) mt = std::max(mt, s[r][jj]);
+      const float corr = std::exp(m[r] - mt);  // 0 on the first tile, where m = -inf
+      float sum = 0.0f;
+      for (int jj = 0; jj < n; ++jj) {
+        s[r][jj] = std::exp(s[r][jj] - mt);
+        sum += s[r][jj];
+      }
+      l[r] = l[r] * corr + sum;
+      m[r] = mt;
+      float* o = orow[r];
+      if (corr != 1.0f) {
+#pragma omp simd
+        for (int d = 0; d < HS; ++d) o[d] *= corr;
+      }
+      for (int jj = 0; jj < n; ++jj) axpy(o, s[r][jj], vb + std::int64_t{j0 + jj} * Ckv, HS);
+    }
+  }
+  for (int r = 0; r < nr; ++r) {
+    const float inv = 1.0f / l[r];
+    float* o = orow[r];
+#pragma omp simd
+    for (int d = 0; d < HS; ++d) o[d] *= inv;
+    if (lse) lse[(std::int64_t{b} * NH + h) * T + i0 + r] = m[r] + std::log(l[r]);
+  }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       int B, int T, int NH, int NKV, int HS) {
+  const std::int64_t tiles = (T + kRows - 1) / kRows;
+  const std::int64_t tasks = std::int64_t{B} * NH * tiles;
+  // Causal tiles differ in cost (tile i does ~i keys), hence dynamic; consecutive tasks share a
+  // head, so a chunk reuses that head's K and V from cache.
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t t = 0; t < tasks; ++t) {
+    const int i0 = static_cast<int>(t % tiles) * kRows;
+    const int bh = static_cast<int>(t / tiles);
+    forward_tile(out, lse, q, k, v, bh / NH, bh % NH, i0, T, NH, NKV, HS);
+  }
+}
+
+void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
+                        const float* k, const float* v, const float* out, const float* lse, int B,
+                        int T, int NH, int NKV, int HS) {
+  if (!d_q && !d_k && !d_v) return;
+  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+  const int group = NH / NKV;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; ++b) {
+    for (int kvh = 0; kvh < NKV; ++kvh) {
+      const std::int64_t kv0 = std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const std::int64_t q0 = std::int64_t{b} * T * Cq + std::int64_t{h} * HS;  // row i at i*Cq
+        const float* lse_bh = lse + (std::int64_t{b} * NH + h) * T;                 // (T)
+        // Key tiles outermost: a tile's k, v, dk, dv rows stay in cache while every query row
+        // that sees them streams past.
+        for (int j0 = 0; j0 < T; j0 += kBwdKeys) {
+          const int j1 = std::min(j0 + kBwdKeys, T);
+          for (int i = j0; i < T; ++i) {
+            const std::int64_t qi_off = q0 + std::int64_t{i} * Cq;
+            const float* qi = q + qi_off;
+            const float* doi = d_out + qi_off;
+            const float D = dot(doi, out + qi_off, HS);  // dO_i . O_i
+            const float lse_i = lse_bh[i];
+            const int je = std::min(j1, i + 1);
+            for (int j = j0; j < je; ++j) {
+              const std::int64_t kj_off = kv0 + std::int64_t{j} * Ckv;
+              const float* kj = k + kj_off;
+              const float* vj = v + kj_off;
+              float s = 0.0f, dp = 0.0f;
+#pragma omp simd reduction(+ : s, dp)
+              for (int d = 0; d < HS; ++d) {
+                s += qi[d] * kj[d];
+                dp += doi[d] * vj[d];
+              }
+              const float p = std::exp(s * scale - lse_i);
+              const float ds = scale * p * (dp - D);
+              // Separate loops, not one fused one: d_q, d_k and d_v may alias each other.
+              if (d_v) axpy(d_v + kj_off, p, doi, HS);
+              if (d_k) axpy(d_k + kj_off, ds, qi, HS);
+              if (d_q) axpy(d_q + qi_off, ds, kj, HS);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace llmcc::cpu

@@ -1,0 +1,100 @@
+// Reference kernels for causal grouped-query attention: a plain two-pass softmax per query row
+// with an O(T) scratch row, templated on the scalar type so gradient tests can run in double.
+//
+// Layout (HS = head size, heads are HS-wide slices of the last dim):
+//   q, out, d_q, d_out  (B, T, NH * HS)      k, v, d_k, d_v  (B, T, NKV * HS)
+//   lse                 (B, NH, T)
+// Query head h uses kv head h / (NH / NKV); scores s_ij = q_i . k_j / sqrt(HS) for j <= i.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace llmcc::ref {
+
+// out_i = sum_{j<=i} softmax_j(s_i.) v_j; lse_i = log sum_{j<=i} exp(s_ij). lse may be null.
+template <class Real>
+void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v, int B,
+                       int T, int NH, int NKV, int HS) {
+  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+  const int group = NH / NKV;
+  const Real scale = Real(1) / std::sqrt(Real(HS));
+  std::vector<Real> s(T);  // (T) scores of one query row
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      const int kvh = h / group;
+      for (int i = 0; i < T; ++i) {
+        const Real* qi = q + (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        Real m = -std::numeric_limits<Real>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          const Real* kj = k + (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          Real dot = 0;
+          for (int d = 0; d < HS; ++d) dot += qi[d] * kj[d];
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
+        }
+        Real sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          s[j] = std::exp(s[j] - m);
+          sum += s[j];
+        }
+        Real* oi = out + (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        for (int d = 0; d < HS; ++d) oi[d] = 0;
+        for (int j = 0; j <= i; ++j) {
+          const Real* vj = v + (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          for (int d = 0; d < HS; ++d) oi[d] += s[j] / sum * vj[d];
+        }
+        if (lse) lse[(std::int64_t{b} * NH + h) * T + i] = m + std::log(sum);
+      }
+    }
+  }
+}
+
+// Recomputes p_ij = exp(s_ij - lse_i) and accumulates, with D_i = dO_i . O_i:
+//   dV_j += p_ij dO_i,  ds_ij = p_ij (dO_i . v_j - D_i),
+//   dQ_i += scale ds_ij k_j,  dK_j += scale ds_ij q_i.
+// Null adjoints are skipped; adjoints are only ever added to, so they may alias each other.
+template <class Real>
+void attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q,
+                        const Real* k, const Real* v, const Real* out, const Real* lse, int B,
+                        int T, int NH, int NKV, int HS) {
+  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+  const int group = NH / NKV;
+  const Real scale = Real(1) / std::sqrt(Real(HS));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      const int kvh = h / group;
+      for (int i = 0; i < T; ++i) {
+        const std::int64_t qoff = (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        const Real* qi = q + qoff;
+        const Real* oi = out + qoff;
+        const Real* doi = d_out + qoff;
+        Real D = 0;
+        for (int d = 0; d < HS; ++d) D += doi[d] * oi[d];
+        const Real lse_i = lse[(std::int64_t{b} * NH + h) * T + i];
+        for (int j = 0; j <= i; ++j) {
+          const std::int64_t kvoff = (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          const Real* kj = k + kvoff;
+          const Real* vj = v + kvoff;
+          Real s = 0, dp = 0;
+          for (int d = 0; d < HS; ++d) {
+            s += qi[d] * kj[d];
+            dp += doi[d] * vj[d];
+          }
+          const Real p = std::exp(s * scale - lse_i);
+          const Real ds = p * (dp - D);
+          for (int d = 0; d < HS; ++d) {
+            if (d_v) d_v[kvoff + d] += p * doi[d];
+            if (d_q) d_q[qoff + d] += scale * ds * kj[d];
+            if (d_k) d_k[kvoff + d] += scale * ds * qi[d];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace llmcc::ref

@@ -1,0 +1,291 @@
+// attention: fast kernel vs reference (Kernel), reference backward vs finite differences in
+// double (Grad), front-end validation, pullback contract and arena use (Api).
+#include "llmcc/ops/attention.h"
+
+#include <cmath>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/ref/attention.h"
+#include "test_support.h"
+
+namespace llmcc {
+namespace {
+
+using test::all_close;
+
+struct Case {
+  int B, T, NH, NKV, HS;
+  std::string str() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+           " NKV=" + std::to_string(NKV) + " HS=" + std::to_string(HS);
+  }
+  std::size_t nq() const { return std::size_t(B) * T * NH * HS; }    // q, out: (B, T, NH*HS)
+  std::size_t nkv() const { return std::size_t(B) * T * NKV * HS; }  // k, v: (B, T, NKV*HS)
+  std::size_t nlse() const { return std::size_t(B) * NH * T; }       // lse: (B, NH, T)
+};
+
+// Fast forward and backward on float against the reference run in double on the same inputs.
+void expect_fast_matches_reference(const Case& c) {
+  SCOPED_TRACE(c.str());
+  const auto q = test::random_vector<float>(c.nq(), 1, -2.0, 2.0);   // (B, T, NH*HS)
+  const auto k = test::random_vector<float>(c.nkv(), 2, -2.0, 2.0);  // (B, T, NKV*HS)
+  const auto v = test::random_vector<float>(c.nkv(), 3);             // (B, T, NKV*HS)
+  const auto d_out = test::random_vector<float>(c.nq(), 4);          // (B, T, NH*HS)
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
+             vd = test::cast_vector<double>(v), dod = test::cast_vector<double>(d_out);
+
+  std::vector<double> out_ref(c.nq()), lse_ref(c.nlse());
+  ref::attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B, c.T,
+                         c.NH, c.NKV, c.HS);
+  std::vector<float> out(c.nq()), lse(c.nlse());
+  cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
+                         c.NKV, c.HS);
+  EXPECT_TRUE(all_close("out", out, out_ref, 2e-6, 2e-5));
+  EXPECT_TRUE(all_close("lse", lse, lse_ref, 2e-6, 2e-6));
+
+  // Adjoints start non-zero: the kernels must accumulate.
+  auto d_q = test::random_vector<float>(c.nq(), 5), d_k = test::random_vector<float>(c.nkv(), 6),
+       d_v = test::random_vector<float>(c.nkv(), 7);
+  auto d_q_ref = test::cast_vector<double>(d_q), d_k_ref = test::cast_vector<double>(d_k),
+       d_v_ref = test::cast_vector<double>(d_v);
+  ref::attention_backward(d_q_ref.data(), d_k_ref.data(), d_v_ref.data(), dod.data(), qd.data(),
+                          kd.data(), vd.data(), out_ref.data(), lse_ref.data(), c.B, c.T, c.NH,
+                          c.NKV, c.HS);
+  cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(),
+                          v.data(), out.data(), lse.data(), c.B, c.T, c.NH, c.NKV, c.HS);
+  EXPECT_TRUE(all_close("d_q", d_q, d_q_ref, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("d_k", d_k, d_k_ref, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("d_v", d_v, d_v_ref, 1e-5, 1e-4));
+}
+
+TEST(AttentionKernel, FastMatchesReferenceOverAwkwardSizes) {
+  const int heads[][2] = {{1, 1}, {4, 4}, {4, 2}, {6, 1}};  // {NH, NKV}: MHA, GQA and MQA
+  test::for_each_thread_count([&](int) {
+    for (int T : {1, 3, 7, 64, 65, 197}) {
+      for (int HS : {1, 3, 8, 64}) {
+        for (const auto& nh : heads) {
+          const int B = T <= 65 ? 2 : 1;  // keeps the double reference fast at T = 197
+          expect_fast_matches_reference({B, T, nh[0], nh[1], HS});
+        }
+      }
+    }
+  });
+}
+
+TEST(AttentionKernel, FastMatchesReferenceAtLongerSequence) {
+  // T = 768 crosses many key tiles, so the running max is rescaled repeatedly.
+  test::for_each_thread_count([](int) { expect_fast_matches_reference({1, 768, 2, 1, 8}); });
+}
+
+TEST(AttentionKernel, FastForwardIsStableForLargeScores) {
+  // Scores around 1e3 overflow exp() unless the running max is subtracted.
+  const Case c{1, 70, 2, 2, 4};
+  auto q = test::random_vector<float>(c.nq(), 8, 20.0, 30.0);   // (B, T, NH*HS)
+  auto k = test::random_vector<float>(c.nkv(), 9, 20.0, 30.0);  // (B, T, NKV*HS)
+  auto v = test::random_vector<float>(c.nkv(), 10);             // (B, T, NKV*HS)
+  std::vector<float> out(c.nq()), out_ref(c.nq()), lse(c.nlse()), lse_ref(c.nlse());
+  cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
+                         c.NKV, c.HS);
+  ref::attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), c.B, c.T,
+                         c.NH, c.NKV, c.HS);
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_TRUE(all_close("out", out, out_ref, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("lse", lse, lse_ref, 1e-3, 1e-6));
+}
+
+TEST(AttentionGrad, ReferenceBackwardMatchesFiniteDifferencesWithGqa) {
+  for (const Case c : {Case{2, 5, 4, 2, 3}, Case{1, 4, 3, 1, 2}, Case{1, 3, 2, 2, 1}}) {
+    SCOPED_TRACE(c.str());
+    auto q = test::random_vector<double>(c.nq(), 21);   // (B, T, NH*HS)
+    auto k = test::random_vector<double>(c.nkv(), 22);  // (B, T, NKV*HS)
+    auto v = test::random_vector<double>(c.nkv(), 23);  // (B, T, NKV*HS)
+    const auto w = test::random_vector<double>(c.nq(), 24);  // adjoint of out
+    std::vector<double> out(c.nq()), lse(c.nlse());
+    auto loss = [&] {
+      ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
+                             c.NKV, c.HS);
+      return test::weighted_sum(out, w);
+    };
+    loss();  // out and lse at the unperturbed point, which the backward reads
+    std::vector<double> d_q(c.nq(), 0.0), d_k(c.nkv(), 0.0), d_v(c.nkv(), 0.0);
+    const auto out0 = out, lse0 = lse;
+    ref::attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(),
+                            v.data(), out0.data(), lse0.data(), c.B, c.T, c.NH, c.NKV, c.HS);
+    EXPECT_TRUE(test::fd_check(loss, {{"q", &q, &d_q}, {"k", &k, &d_k}, {"v", &v, &d_v}}));
+  }
+}
+
+// ---- Api -------------------------------------------------------------------------------------
+
+struct Inputs {
+  Tensor q, k, v, d_out;
+};
+
+Inputs make_inputs(Arena& arena, const Case& c) {
+  const Shape sq{c.B, c.T, c.NH * c.HS}, skv{c.B, c.T, c.NKV * c.HS};
+  return {test::tensor_from(arena, sq, test::random_vector<float>(c.nq(), 31)),    // q
+          test::tensor_from(arena, skv, test::random_vector<float>(c.nkv(), 32)),  // k
+          test::tensor_from(arena, skv, test::random_vector<float>(c.nkv(), 33)),  // v
+          test::tensor_from(arena, sq, test::random_vector<float>(c.nq(), 34))};   // d_out
+}
+
+TEST(AttentionApi, ReferenceAndFastModesAgreeThroughTheFrontEnd) {
+  Arena arena(16 << 20);
+  ArenaScope scope(arena);
+  const Case c{2, 33, 4, 2, 16};
+  const Inputs in = make_inputs(arena, c);
+  std::vector<float> results[2][4];  // [mode][out, d_q, d_k, d_v]
+  const KernelMode before = kernel_mode();
+  for (int mode = 0; mode < 2; ++mode) {
+    set_kernel_mode(mode == 0 ? KernelMode::Reference : KernelMode::Fast);
+    AttentionSaved saved;
+    Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);  // (B, T, NH*HS)
+    ASSERT_EQ(out.shape(), in.q.shape());
+    ASSERT_EQ(saved.lse.shape(), (Shape{c.B, c.NH, c.T}));
+    Tensor d_q = arena.zeros(in.q.shape(), "d_q"), d_k = arena.zeros(in.k.shape(), "d_k"),
+           d_v = arena.zeros(in.v.shape(), "d_v");
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
+    results[mode][0] = test::to_vector(out);
+    results[mode][1] = test::to_vector(d_q);
+    results[mode][2] = test::to_vector(d_k);
+    results[mode][3] = test::to_vector(d_v);
+    // attention() without saved values gives the same output.
+    EXPECT_TRUE(all_close("attention()", test::to_vector(attention(in.q, in.k, in.v, c.NH, c.NKV)),
+                          results[mode][0], 0.0, 0.0));
+  }
+  set_kernel_mode(before);
+  EXPECT_TRUE(all_close("out", results[1][0], results[0][0], 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("d_q", results[1][1], results[0][1], 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("d_k", results[1][2], results[0][2], 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("d_v", results[1][3], results[0][3], 1e-5, 1e-4));
+}
+
+TEST(AttentionApi, PullbackAccumulatesSkipsNullsAndToleratesAliasing) {
+  Arena arena(16 << 20);
+  ArenaScope scope(arena);
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    const KernelMode before = kernel_mode();
+    set_kernel_mode(mode);
+    SCOPED_TRACE(mode == KernelMode::Fast ? "fast" : "reference");
+    const Case c{2, 9, 3, 3, 4};  // NH == NKV, so q, k, v may be one tensor
+    const Inputs in = make_inputs(arena, c);
+    AttentionSaved saved;
+    Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);
+    Tensor d_q = arena.zeros(in.q.shape(), "d_q"), d_k = arena.zeros(in.k.shape(), "d_k"),
+           d_v = arena.zeros(in.v.shape(), "d_v");
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
+    const auto gq = test::to_vector(d_q), gk = test::to_vector(d_k), gv = test::to_vector(d_v);
+    for (float g : gk) ASSERT_TRUE(std::isfinite(g));
+
+    // Pre-filled adjoint: the pullback adds to it. Null d_q and d_v are skipped.
+    Tensor d_k2 = test::tensor_from(arena, in.k.shape(), std::vector<float>(c.nkv(), 1.0f));
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, nullptr, &d_k2, nullptr);
+    std::vector<float> expect(gk);
+    for (float& x : expect) x += 1.0f;
+    EXPECT_TRUE(all_close("d_k pre-filled", test::to_vector(d_k2), expect, 1e-6, 1e-6));
+    Tensor d_q2 = arena.zeros(in.q.shape(), "d_q2");
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q2, nullptr, nullptr);
+    EXPECT_TRUE(all_close("d_q alone", test::to_vector(d_q2), gq, 0.0, 0.0));
+
+    // One adjoint for all three inputs (as for attention(x, x, x)) receives the sum.
+    Tensor d_all = arena.zeros(in.q.shape(), "d_all");
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_all, &d_all, &d_all);
+    std::vector<float> sum(c.nq());
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = gq[i] + gk[i] + gv[i];
+    EXPECT_TRUE(all_close("aliased adjoints", test::to_vector(d_all), sum, 1e-6, 1e-5));
+    set_kernel_mode(before);
+  }
+}
+
+TEST(AttentionApi, AllocatesOnlyTheOutputAndLseFromTheArena) {
+  // A T x T score matrix per head would be B*NH*T*T floats; we allow the output, the lse
+  // (B, NH, T) and alignment padding, and nothing at all in the pullback.
+  Arena arena(64 << 20);
+  ArenaScope scope(arena);
+  const Case c{2, 197, 4, 2, 8};
+  const Inputs in = make_inputs(arena, c);
+  Tensor d_q = arena.zeros(in.q.shape(), "d_q"), d_k = arena.zeros(in.k.shape(), "d_k"),
+         d_v = arena.zeros(in.v.shape(), "d_v");
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    const KernelMode before = kernel_mode();
+    set_kernel_mode(mode);
+    const std::size_t pad = 2 * Arena::kAlignment;
+    std::size_t used = arena.used();
+    AttentionSaved saved;
+    Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);
+    EXPECT_LE(arena.used() - used, c.nq() * sizeof(float) + c.nlse() * sizeof(float) + pad);
+    used = arena.used();
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
+    EXPECT_EQ(arena.used(), used);
+    used = arena.used();
+    (void)attention(in.q, in.k, in.v, c.NH, c.NKV);
+    EXPECT_LE(arena.used() - used, c.nq() * sizeof(float) + pad);
+    set_kernel_mode(before);
+  }
+}
+
+TEST(AttentionApi, RejectsBadHeadCountsAndShapes) {
+  Arena arena(1 << 20);
+  const Tensor q = arena.zeros({2, 5, 12}, "q");  // (B, T, NH*HS) with NH = 4, HS = 3
+  const Tensor kv = arena.zeros({2, 5, 6}, "k");  // (B, T, NKV*HS) with NKV = 2
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, 2); }, {"[attention]", "no arena"}));
+  ArenaScope scope(arena);
+  EXPECT_NO_THROW((void)attention(q, kv, kv, 4, 2));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, 3); },
+                                 {"[attention]", "n_head 4 is not a multiple of n_kv_head 3"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 0, 1); },
+                                 {"[attention]", "n_head 0", "expected both >= 1"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, -2); }, {"[attention]", "n_kv_head -2"}));
+  // C = 12 is not a multiple of n_head = 8 (nor 5).
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 8, 4); },
+                                 {"[attention]", "q has shape (2, 5, 12)", "positive multiple of n_head 8"}));
+  // k's last dim must be n_kv_head * HS = 1 * 3.
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, 1); },
+                                 {"[attention]", "k has shape (2, 5, 6): dim 2 is 6, expected 3"}));
+  const Tensor kv_b = arena.zeros({1, 5, 6}, "k"), kv_t = arena.zeros({2, 4, 6}, "k");
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv_b, kv_b, 4, 2); },
+                                 {"[attention]", "k has shape (1, 5, 6): dim 0 is 1, expected 2 (B of q)"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv_t, kv_t, 4, 2); },
+                                 {"[attention]", "dim 1 is 4, expected 5 (T of q)"}));
+  const Tensor v_other = arena.zeros({2, 5, 3}, "v");
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, v_other, 4, 2); },
+                                 {"[attention]", "v has shape (2, 5, 3), expected (2, 5, 6)"}));
+  const Tensor q2d = arena.zeros({10, 12}, "q");
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q2d, kv, kv, 4, 2); },
+                                 {"[attention]", "q has shape (10, 12), expected 3 dims"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, Tensor(), kv, 4, 2); },
+                                 {"[attention]", "k has no storage"}));
+}
+
+TEST(AttentionApi, PullbackRejectsBadSavedOutputAndAdjoints) {
+  Arena arena(1 << 20);
+  ArenaScope scope(arena);
+  const Tensor q = arena.zeros({2, 5, 12}, "q");  // (B, T, NH*HS) with NH = 4, HS = 3
+  const Tensor kv = arena.zeros({2, 5, 6}, "k");  // (B, T, NKV*HS) with NKV = 2
+  AttentionSaved saved;
+  const Tensor out = attention_fwd(q, kv, kv, 4, 2, saved);
+  Tensor d_q = arena.zeros(q.shape(), "d_q"), d_kv = arena.zeros(kv.shape(), "d_kv");
+  EXPECT_NO_THROW(attention_pullback(q, kv, kv, 4, 2, out, saved, out, &d_q, &d_kv, &d_kv));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, out, AttentionSaved{}, out, &d_q, nullptr, nullptr); },
+      {"[attention]", "saved.lse has no storage"}));
+  AttentionSaved wrong{arena.zeros({2, 2, 5}, "lse")};
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, out, wrong, out, &d_q, nullptr, nullptr); },
+      {"[attention]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, d_kv, &d_q, nullptr, nullptr); },
+      {"[attention]", "d_out has shape (2, 5, 6), expected (2, 5, 12)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, d_kv, saved, out, &d_q, nullptr, nullptr); },
+      {"[attention]", "out has shape (2, 5, 6)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, &d_kv, nullptr, nullptr); },
+      {"[attention]", "d_q has shape (2, 5, 6), expected (2, 5, 12)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, nullptr, nullptr, &d_q); },
+      {"[attention]", "d_v has shape (2, 5, 12), expected (2, 5, 6)"}));
+}
+
+}  // namespace
+}  // namespace llmcc
