@@ -1,0 +1,19 @@
+// Fast kernels for linear: the matrix products go through cpu::gemm (one GEMM each), the bias
+// sum is an OpenMP loop over column blocks. Weight layout (OC, C) as in PyTorch.
+#pragma once
+
+#include <cstdint>
+
+namespace llmcc::cpu {
+
+// out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null. One GEMM: with a bias, the rows
+// of out start as b and the GEMM accumulates into them (beta = 1), so no pass after it.
+void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N,
+                    std::int64_t C, std::int64_t OC);
+
+// d_x (N, C) += d_out . w; d_w (OC, C) += d_out^T . x (both GEMMs with beta = 1);
+// d_b (OC) += column sums of d_out. A null adjoint skips its GEMM or sum.
+void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x,
+                     const float* w, std::int64_t N, std::int64_t C, std::int64_t OC);
+
+}  // namespace llmcc::cpu
