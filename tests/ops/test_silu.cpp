@@ -13,21 +13,26 @@ namespace {
 
 using test::all_close;
 
-// The fast kernel uses a polynomial exp; it must stay this close to the libm reference.
+// The fast kernel uses a polynomial exp; it must stay this close to the reference in double
+// (measured worst: 0.04 of this bound over [-20, 20]).
 constexpr double kAtol = 1e-6, kRtol = 1e-5;
 
-// Runs the fast and the reference kernel on x (n) and compares out and an accumulated d_x.
+// Runs the fast kernel on x (n) and compares out and an accumulated d_x with the reference
+// kernel run in double on the same inputs (the float reference itself loses digits where the
+// derivative cancels, so it is no yardstick at this tolerance).
 void expect_fast_matches_reference(const std::vector<float>& x, const std::vector<float>& d_out) {
   const auto n = static_cast<std::int64_t>(x.size());
-  std::vector<float> out(x.size()), out_ref(x.size());  // (n)
+  const auto xd = test::cast_vector<double>(x), d_out_d = test::cast_vector<double>(d_out);
+  std::vector<float> out(x.size());      // (n)
+  std::vector<double> out_ref(x.size());  // (n)
   cpu::silu_forward(out.data(), x.data(), n);
-  ref::silu_forward(out_ref.data(), x.data(), n);
+  ref::silu_forward(out_ref.data(), xd.data(), n);
   EXPECT_TRUE(all_close("out", out, out_ref, kAtol, kRtol));
 
   auto d_x = test::random_vector<float>(x.size(), 9);  // (n), pre-filled: must accumulate
-  auto d_x_ref = d_x;
+  auto d_x_ref = test::cast_vector<double>(d_x);        // (n)
   cpu::silu_backward(d_x.data(), x.data(), d_out.data(), n);
-  ref::silu_backward(d_x_ref.data(), x.data(), d_out.data(), n);
+  ref::silu_backward(d_x_ref.data(), xd.data(), d_out_d.data(), n);
   EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, kAtol, kRtol));
 }
 
@@ -103,10 +108,13 @@ TEST(SiluApi, ReferenceAndFastModesAgree) {
   ArenaScope scope(arena);
   const Shape s{4, 64, 65};
   const int n = 4 * 64 * 65;
-  Tensor x = test::tensor_from(arena, s, test::random_vector<float>(n, 5, -10.0, 10.0));
-  Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(n, 6));
+  // Moderate inputs: this compares with the float reference, which (unlike the fast kernel)
+  // cancels in the derivative's tails; accuracy there is the Kernel suite's job, against double.
+  const auto xv = test::random_vector<float>(n, 5, -4.0, 4.0);
+  Tensor x = test::tensor_from(arena, s, xv);  // (4, 64, 65)
+  Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(n, 6));  // (4, 64, 65)
   Tensor out_fast, out_ref;  // (4, 64, 65)
-  Tensor d_fast = arena.zeros(s, "d_fast"), d_ref = arena.zeros(s, "d_ref");
+  Tensor d_fast = arena.zeros(s, "d_fast"), d_ref = arena.zeros(s, "d_ref");  // (4, 64, 65)
   {
     ModeScope m(KernelMode::Fast);
     out_fast = silu(x);
@@ -119,6 +127,8 @@ TEST(SiluApi, ReferenceAndFastModesAgree) {
   }
   EXPECT_TRUE(all_close("out", test::to_vector(out_fast), test::to_vector(out_ref), kAtol, kRtol));
   EXPECT_TRUE(all_close("d_x", test::to_vector(d_fast), test::to_vector(d_ref), kAtol, kRtol));
+  // Polynomial exp vs libm: bitwise equality everywhere would mean one kernel ran twice.
+  EXPECT_NE(test::to_vector(out_fast), test::to_vector(out_ref)) << "kernel_mode had no effect";
 }
 
 TEST(SiluApi, RejectsBadArguments) {

@@ -10,13 +10,16 @@ void silu_forward(float* __restrict out, const float* __restrict x, std::int64_t
   for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] * fast_sigmoid(x[i]);
 }
 
+// silu' = s + x s (1 - s) with s = 1 / (1 + e), e = exp(-x). s (1 - s) is taken as e s s:
+// 1 - s in float is all rounding once s ~ 1 (x > ~8), and x times it would show.
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
 void silu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   if (!d_x) return;
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
-    const float s = fast_sigmoid(x[i]);
-    d_x[i] += d_out[i] * (s + x[i] * s * (1.0f - s));
+    const float e = fast_exp(-x[i]);
+    const float s = 1.0f / (1.0f + e);
+    d_x[i] += d_out[i] * (s + x[i] * ((e * s) * s));
   }
 }
 
