@@ -1,0 +1,25 @@
+// Reference kernels for mul: scalar loops, templated on the scalar type so that gradient tests
+// can run them in double.
+#pragma once
+
+#include <cstdint>
+
+namespace llmcc::ref {
+
+// out[i] = a[i] * b[i]  (n)
+template <class T>
+void mul_forward(T* out, const T* a, const T* b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+// d_a[i] += d_out[i] * b[i], d_b[i] += d_out[i] * a[i]  (n); null adjoints are skipped.
+// One statement after the other per element, so d_a == d_b gets both contributions.
+template <class T>
+void mul_backward(T* d_a, T* d_b, const T* a, const T* b, const T* d_out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (d_a) d_a[i] += d_out[i] * b[i];
+    if (d_b) d_b[i] += d_out[i] * a[i];
+  }
+}
+
+}  // namespace llmcc::ref

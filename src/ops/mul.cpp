@@ -1,0 +1,41 @@
+// mul: front end, forward and pullback (the rule adgen calls for `a * b` on two tensors).
+#include "llmcc/ops/mul.h"
+
+#include "kernels/cpu/mul.h"
+#include "kernels/ref/mul.h"
+#include "llmcc/arena.h"
+#include "llmcc/runtime.h"
+#include "ops/check.h"
+
+namespace llmcc {
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  check::same_shape("mul", "a", a, "b", b);
+  Tensor out = new_tensor(a.shape(), "mul");  // shape of a
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::mul_forward(out.f32(), a.f32(), b.f32(), a.numel());
+  } else {
+    cpu::mul_forward(out.f32(), a.f32(), b.f32(), a.numel());
+  }
+  return out;
+}
+
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+
+void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
+                  Tensor* d_a, Tensor* d_b) {
+  (void)out;  // the product rule needs only the inputs
+  check::same_shape("mul", "a", a, "b", b);
+  check::same_shape("mul", "a", a, "d_out", d_out);
+  check::adjoint("mul", "d_a", d_a, a);
+  check::adjoint("mul", "d_b", d_b, b);
+  float* da = d_a ? d_a->f32() : nullptr;
+  float* db = d_b ? d_b->f32() : nullptr;
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::mul_backward(da, db, a.f32(), b.f32(), d_out.f32(), a.numel());
+  } else {
+    cpu::mul_backward(da, db, a.f32(), b.f32(), d_out.f32(), a.numel());
+  }
+}
+
+}  // namespace llmcc
