@@ -1,11 +1,13 @@
-# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md);
-# every library is from Debian and installed by scripts/setup.sh.
+# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md):
+# oneDNN's dnnl_sgemm, about twice OpenBLAS 0.3.21 and five times BLIS 0.9 on the GPT-2 shapes.
+# Every library is from Debian and installed by scripts/setup.sh; -DLLMCC_GEMM=openblas|blis
+# switches (for comparison; both passed tests/kernels/test_gemm.cpp too).
 #
 # One INTERFACE target per library that is found (llmcc_gemm_openblas, llmcc_gemm_blis,
 # llmcc_gemm_onednn): include path, library and the LLMCC_GEMM_<LIB> definition that selects
 # the code path in gemm.cpp. bench/ builds gemm.cpp against each of them; llmcc_core links the
 # one named by LLMCC_GEMM through the alias llmcc_gemm_backend.
-set(LLMCC_GEMM "openblas" CACHE STRING "GEMM library for cpu::gemm: openblas, blis or onednn")
+set(LLMCC_GEMM "onednn" CACHE STRING "GEMM library for cpu::gemm: onednn, openblas or blis")
 set_property(CACHE LLMCC_GEMM PROPERTY STRINGS onednn openblas blis)
 
 set(_mt /usr/lib/x86_64-linux-gnu)

@@ -7,8 +7,8 @@ packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and benchmarks
   libomp-dev                                   # OpenMP runtime headers (g++ uses libgomp)
-  libopenblas-openmp-dev                       # GEMM (chosen by measurement, docs/perf.md)
-  libblis-openmp-dev libdnnl-dev               # GEMM peers measured by bench/
+  libdnnl-dev                                  # GEMM: oneDNN dnnl_sgemm (chosen by measurement, docs/perf.md)
+  libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
   python3
 )
