@@ -1,0 +1,284 @@
+// GPT-2 byte-level BPE: loading encoder.json / vocab.bpe, encode with a piece cache, decode.
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "llmcc/error.h"
+#include "llmcc/train/tokenizer.h"
+#include "train/gpt2_pretokenize.h"
+#include "train/json_reader.h"
+
+namespace llmcc {
+namespace {
+
+constexpr std::string_view kEndOfText = "<|endoftext|>";
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    fail("tokenizer", "cannot open " + std::string(what) + " '" + path + "': " + std::strerror(errno) +
+                          " (hint: pass the path of GPT-2's " + what +
+                          ", or set LLMCC_GPT2_TOKENIZER_DIR to the directory holding it)");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// GPT-2 stores each byte as a printable code point: bytes that are printable Latin-1 map to
+// themselves, the other 68 map to U+0100.. in byte order. Returns code point -> byte (-1: none).
+std::vector<int> unicode_to_byte() {
+  std::vector<int> inv(512, -1);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    inv[static_cast<std::size_t>(printable ? b : next++)] = b;
+  }
+  return inv;
+}
+
+// A token string in GPT-2's alphabet -> raw bytes; "" and an error description on failure.
+std::string to_bytes(std::string_view s, const std::vector<int>& inv, std::string& error) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t len = 0;
+    const uint32_t cp = gpt2::decode_utf8(s, i, len);
+    if (cp >= inv.size() || inv[cp] < 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "character U+%04X is not in GPT-2's byte alphabet",
+                    cp == 0xFFFFFFFFu ? 0xFFFDu : cp);
+      error = buf;
+      return {};
+    }
+    out += static_cast<char>(inv[cp]);
+    i += len;
+  }
+  return out;
+}
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+struct Gpt2Tokenizer::Cache {
+  static constexpr std::size_t kMaxEntries = 1 << 18;  // bounded: cleared when full
+  std::mutex mutex;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> pieces;
+};
+
+Gpt2Tokenizer::Gpt2Tokenizer() : cache_(std::make_unique<Cache>()) {}
+Gpt2Tokenizer::Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept = default;
+Gpt2Tokenizer& Gpt2Tokenizer::operator=(Gpt2Tokenizer&&) noexcept = default;
+Gpt2Tokenizer::~Gpt2Tokenizer() = default;
+
+Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::string& vocab_bpe) {
+  Gpt2Tokenizer tok;
+  const std::vector<int> inv = unicode_to_byte();
+
+  // encoder.json: every id in [0, n) exactly once.
+  const auto entries = parse_json_int_object(read_file(encoder_json, "encoder.json"), encoder_json, "tokenizer");
+  const auto bad_encoder = [&](const std::string& what) {
+    fail("tokenizer", encoder_json + ": " + what + " (is this GPT-2's encoder.json?)");
+  };
+  if (entries.size() < 256) {
+    bad_encoder("has " + std::to_string(entries.size()) + " tokens, expected at least 256 (one per byte)");
+  }
+  const std::size_t n = entries.size();
+  tok.token_bytes_.assign(n, {});
+  std::vector<bool> seen(n, false);
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids;  // bytes -> id
+  ids.reserve(n);
+  for (const auto& [key, id] : entries) {
+    if (id < 0 || static_cast<std::size_t>(id) >= n) {
+      bad_encoder("token '" + key + "' has id " + std::to_string(id) + ", expected 0.." + std::to_string(n - 1));
+    }
+    if (seen[static_cast<std::size_t>(id)]) bad_encoder("id " + std::to_string(id) + " is used twice");
+    seen[static_cast<std::size_t>(id)] = true;
+    std::string error;
+    std::string bytes = key == kEndOfText ? std::string(kEndOfText) : to_bytes(key, inv, error);
+    if (!error.empty()) bad_encoder("token '" + key + "' (id " + std::to_string(id) + "): " + error);
+    if (key == kEndOfText) tok.eot_ = static_cast<int32_t>(id);
+    else if (!ids.emplace(bytes, static_cast<int32_t>(id)).second) bad_encoder("token '" + key + "' appears twice");
+    tok.token_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
+  }
+  if (tok.eot_ < 0) bad_encoder("has no \"<|endoftext|>\" token");
+  for (int b = 0; b < 256; ++b) {
+    auto it = ids.find(std::string(1, static_cast<char>(b)));
+    if (it == ids.end()) bad_encoder("has no token for byte " + std::to_string(b));
+    tok.byte_token_[b] = it->second;
+  }
+
+  // vocab.bpe: "#version" line, then one merge "left right" per line, highest priority first.
+  const std::string merges = read_file(vocab_bpe, "vocab.bpe");
+  std::size_t pos = 0, line_no = 0;
+  int32_t rank = 0;
+  while (pos < merges.size()) {
+    std::size_t end = merges.find('\n', pos);
+    if (end == std::string::npos) end = merges.size();
+    std::string_view line(merges.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
+    const auto bad_line = [&](const std::string& what) {
+      fail("tokenizer", vocab_bpe + ":" + std::to_string(line_no) + ": " + what + " in '" + std::string(line) +
+                            "' (is this GPT-2's vocab.bpe, matching " + encoder_json + "?)");
+    };
+    const std::size_t space = line.find(' ');
+    if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+        line.find(' ', space + 1) != std::string_view::npos) {
+      bad_line("expected two tokens separated by one space");
+    }
+    std::string error;
+    const std::string left = to_bytes(line.substr(0, space), inv, error);
+    const std::string right = error.empty() ? to_bytes(line.substr(space + 1), inv, error) : std::string();
+    if (!error.empty()) bad_line(error);
+    const auto l = ids.find(left), r = ids.find(right), m = ids.find(left + right);
+    if (l == ids.end() || r == ids.end() || m == ids.end()) {
+      bad_line(std::string("the ") + (l == ids.end() ? "left token" : r == ids.end() ? "right token" : "merged token") +
+               " is not in encoder.json");
+    }
+    const uint64_t key = (static_cast<uint64_t>(l->second) << 32) | static_cast<uint32_t>(r->second);
+    tok.merges_.emplace(key, std::make_pair(rank++, m->second));  // first occurrence wins
+  }
+  if (tok.merges_.empty()) fail("tokenizer", vocab_bpe + ": no merges found (is this GPT-2's vocab.bpe?)");
+  return tok;
+}
+
+std::optional<std::filesystem::path> find_shared_data(const std::string& relative, std::vector<std::string>* tried) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> starts;
+  std::error_code ec;
+  fs::path cwd = fs::current_path(ec);
+  if (!ec) starts.push_back(cwd);
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) starts.push_back(exe.parent_path());
+  for (const fs::path& start : starts) {
+    for (fs::path dir = start;; dir = dir.parent_path()) {
+      const fs::path candidate = (dir / ".." / "shared" / "data" / relative).lexically_normal();
+      if (tried) tried->push_back(candidate.string());
+      if (fs::exists(candidate, ec)) return candidate;
+      if (dir == dir.parent_path()) break;
+    }
+  }
+  return std::nullopt;
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::load_default() {
+  std::filesystem::path dir;
+  if (const char* env = std::getenv("LLMCC_GPT2_TOKENIZER_DIR"); env && *env) {
+    dir = env;
+  } else {
+    std::vector<std::string> tried;
+    auto found = find_shared_data("gpt2/encoder.json", &tried);
+    if (!found) {
+      std::string list;
+      for (const auto& t : tried) list += "\n  " + t;
+      fail("tokenizer", "cannot find GPT-2's encoder.json; looked in:" + list +
+                            "\n(hint: set LLMCC_GPT2_TOKENIZER_DIR to the directory holding encoder.json and vocab.bpe)");
+    }
+    dir = found->parent_path();
+  }
+  return load((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
+}
+
+// BPE on one piece's bytes: repeatedly merge the adjacent pair with the best (lowest) rank in
+// vocab.bpe, all its occurrences left to right, until no adjacent pair is a merge (GPT-2's rule).
+void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  std::vector<int32_t> parts(piece.size());
+  for (std::size_t i = 0; i < piece.size(); ++i) parts[i] = byte_token_[static_cast<unsigned char>(piece[i])];
+  const auto pair_key = [&](std::size_t i) {
+    return (static_cast<uint64_t>(parts[i]) << 32) | static_cast<uint32_t>(parts[i + 1]);
+  };
+  while (parts.size() > 1) {
+    int32_t best_rank = INT32_MAX, merged = -1;
+    uint64_t best_key = 0;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto it = merges_.find(pair_key(i));
+      if (it != merges_.end() && it->second.first < best_rank) {
+        best_rank = it->second.first;
+        merged = it->second.second;
+        best_key = it->first;
+      }
+    }
+    if (merged < 0) break;
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (i + 1 < parts.size() && pair_key(i) == best_key) {
+        parts[w++] = merged;
+        ++i;
+      } else {
+        parts[w++] = parts[i];
+      }
+    }
+    parts.resize(w);
+  }
+  out.insert(out.end(), parts.begin(), parts.end());
+}
+
+void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto it = cache_->pieces.find(piece);
+    if (it != cache_->pieces.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const std::size_t start = out.size();
+  bpe(piece, out);
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  if (cache_->pieces.size() >= Cache::kMaxEntries) cache_->pieces.clear();
+  cache_->pieces.emplace(std::string(piece), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
+}
+
+std::vector<int32_t> Gpt2Tokenizer::encode_ordinary(std::string_view text) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  gpt2::pretokenize(text, [&](std::string_view piece) { encode_piece(piece, out); });
+  return out;
+}
+
+std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  const auto emit = [&](std::string_view piece) { encode_piece(piece, out); };
+  for (;;) {
+    const std::size_t at = text.find(kEndOfText);
+    gpt2::pretokenize(text.substr(0, at), emit);  // the text before the special token is encoded alone
+    if (at == std::string_view::npos) break;
+    out.push_back(eot_);
+    text.remove_prefix(at + kEndOfText.size());
+  }
+  return out;
+}
+
+std::string Gpt2Tokenizer::decode_token(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) {
+    fail("tokenizer", "decode: token id " + std::to_string(id) + " is out of range, expected 0.." +
+                          std::to_string(vocab_size() - 1) +
+                          " (ids from a padded vocabulary, e.g. 50304, must be sampled below vocab_size)");
+  }
+  return token_bytes_[static_cast<std::size_t>(id)];
+}
+
+std::string Gpt2Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) decode_token(id);  // throws with the message
+    out += token_bytes_[static_cast<std::size_t>(id)];
+  }
+  return out;
+}
+
+}  // namespace llmcc
