@@ -1,0 +1,61 @@
+#include "kernels/cpu/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/silu.h"  // fast_exp
+
+namespace llmcc::cpu {
+namespace {
+
+// A row is V exps; below this many elements in all a thread team costs more than it saves.
+constexpr std::int64_t kParallelElements = 16384;
+
+}  // namespace
+
+double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
+                             const float* __restrict logits, const std::int32_t* targets,
+                             std::int64_t N, std::int64_t V, std::int64_t Vp,
+                             std::int32_t ignore_index) {
+#pragma omp parallel for schedule(static) if (N * V >= kParallelElements)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row = logits + n * Vp;
+    float m = row[0];
+#pragma omp simd reduction(max : m)
+    for (std::int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
+    // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
+    // invisible next to the max term's 1.
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t v = 0; v < V; ++v) s += fast_exp(row[v] - m);
+    lse[n] = m + std::log(s);
+  }
+  // Serial, in row order, in double: N terms are cheap and the sum is then deterministic.
+  double loss = 0.0;
+  std::int64_t kept = 0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (targets[n] == ignore_index) continue;
+    loss += static_cast<double>(lse[n]) - static_cast<double>(logits[n * Vp + targets[n]]);
+    ++kept;
+  }
+  *count = kept;
+  return kept > 0 ? loss / static_cast<double>(kept) : 0.0;
+}
+
+void cross_entropy_backward(float* __restrict d_logits, const float* __restrict logits,
+                            const float* __restrict lse, const std::int32_t* targets, float scale,
+                            std::int64_t N, std::int64_t V, std::int64_t Vp,
+                            std::int32_t ignore_index) {
+#pragma omp parallel for schedule(static) if (N * V >= kParallelElements)
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (targets[n] == ignore_index) continue;
+    const float* row = logits + n * Vp;
+    float* d = d_logits + n * Vp;
+    const float l = lse[n];
+#pragma omp simd
+    for (std::int64_t v = 0; v < V; ++v) d[v] += scale * fast_exp(row[v] - l);
+    d[targets[n]] -= scale;
+  }
+}
+
+}  // namespace llmcc::cpu

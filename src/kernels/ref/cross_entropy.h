@@ -1,0 +1,51 @@
+// Reference kernels for cross_entropy: scalar loops, templated on the scalar type so that
+// gradient tests can run them in double.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace llmcc::ref {
+
+// lse[n] = log sum_{v < V} exp(logits[n, v]) for every row (max-subtracted, summed in double);
+// returns the mean over non-ignored rows of lse[n] - logits[n, targets[n]] (0 when none) and
+// writes their number to *count.  logits: (N, Vp), only v < V read; targets, lse: (N).
+template <class T>
+double cross_entropy_forward(T* lse, std::int64_t* count, const T* logits,
+                             const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                             std::int64_t Vp, std::int32_t ignore_index) {
+  double loss = 0.0;
+  std::int64_t kept = 0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* row = logits + n * Vp;
+    T m = row[0];
+    for (std::int64_t v = 1; v < V; ++v) m = row[v] > m ? row[v] : m;
+    double s = 0.0;
+    for (std::int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(row[v] - m));
+    lse[n] = m + static_cast<T>(std::log(s));
+    if (targets[n] == ignore_index) continue;
+    loss += static_cast<double>(lse[n]) - static_cast<double>(row[targets[n]]);
+    ++kept;
+  }
+  *count = kept;
+  return kept > 0 ? loss / static_cast<double>(kept) : 0.0;
+}
+
+// d_logits[n, v] += scale * (exp(logits[n, v] - lse[n]) - [v == targets[n]]) for v < V and
+// non-ignored rows; scale = d_out / count.  logits, d_logits: (N, Vp); lse, targets: (N).
+template <class T>
+void cross_entropy_backward(T* d_logits, const T* logits, const T* lse,
+                            const std::int32_t* targets, T scale, std::int64_t N, std::int64_t V,
+                            std::int64_t Vp, std::int32_t ignore_index) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (targets[n] == ignore_index) continue;
+    const T* row = logits + n * Vp;
+    T* d = d_logits + n * Vp;
+    for (std::int64_t v = 0; v < V; ++v) {
+      const T p = std::exp(row[v] - lse[n]);
+      d[v] += scale * (p - (v == targets[n] ? T(1) : T(0)));
+    }
+  }
+}
+
+}  // namespace llmcc::ref
