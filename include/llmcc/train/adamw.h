@@ -1,0 +1,61 @@
+// AdamW (Loshchilov and Hutter) on flat parameter stores, with PyTorch's torch.optim.AdamW
+// update (amsgrad off). For step t = 1, 2, ... and each element, in float:
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g * g
+//   p = p * (1 - lr * weight_decay)          only for tensors with ndim >= 2 (matrices,
+//                                            embeddings); biases and layernorm gains are not decayed
+//   p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// with the bias corrections 1 - beta^t computed in double. params, grads, m and v are stores of
+// one layout (ParameterStore::like()); m and v start at zero. One pass over memory per tensor,
+// OpenMP over elements, a vectorised inner loop.
+//
+//   AdamW opt(params, {.weight_decay = 0.1f});
+//   for (...) { grads.zero(); loss_grad(...); opt.step(params, grads, schedule.lr(step)); }
+#pragma once
+
+#include <cstdint>
+
+#include "llmcc/parameters.h"
+
+namespace llmcc {
+
+// PyTorch's defaults.
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+};
+
+// One AdamW step t (t >= 1: the number of steps taken including this one) with learning rate
+// lr. Throws llmcc::Error if the four stores' layouts differ or t < 1.
+void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
+                ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
+
+// AdamW with its moments and step count; m() and v() are what a checkpoint saves.
+class AdamW {
+ public:
+  AdamW(const ParameterStore& params, const AdamWConfig& config = {});
+
+  // Takes step t() + 1 and counts it.
+  void step(ParameterStore& params, const ParameterStore& grads, float lr);
+
+  std::int64_t t() const { return t_; }  // steps taken
+  void set_t(std::int64_t t) { t_ = t; }  // for resuming
+  const AdamWConfig& config() const { return config_; }
+  ParameterStore& m() { return m_; }
+  ParameterStore& v() { return v_; }
+  const ParameterStore& m() const { return m_; }
+  const ParameterStore& v() const { return v_; }
+
+ private:
+  AdamWConfig config_;
+  ParameterStore m_, v_;
+  std::int64_t t_ = 0;
+};
+
+// Throws llmcc::Error("[where] ...") naming the first tensor whose name, shape or offset differs.
+void check_same_layout(const ParameterStore& a, const ParameterStore& b, const char* where,
+                       const char* a_name, const char* b_name);
+
+}  // namespace llmcc
