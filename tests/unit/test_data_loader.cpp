@@ -1,0 +1,152 @@
+// DataLoader: sequential batches as llm.c serves them, seeded random windows as nanoGPT draws
+// them, exact resume from a saved state, and clear errors for unusable data.
+#include "llmcc/train/data_loader.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "test_support.h"
+
+namespace llmcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path = fs::temp_directory_path() /
+           ("llmcc_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  // A shard holding first, first + 1, ..., first + n - 1: every token names its own position.
+  std::string shard(const std::string& name, int first, int n) const {
+    std::vector<std::int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = first + i;
+    const std::string p = (path / name).string();
+    write_token_file(p, t);
+    return p;
+  }
+};
+
+std::vector<std::int32_t> row(const Tokens& t, int b) {
+  return std::vector<std::int32_t>(t.data() + b * t.T(), t.data() + (b + 1) * t.T());
+}
+
+TEST(DataLoader, SequentialAdvancesByBTAndWrapsToTheNextShard) {
+  TempDir dir;
+  // B*T = 6: shard a (20 tokens) gives batches at 0, 6, 12 (12 + 7 > 20 leaves a tail of 2);
+  // shard b (13 tokens) gives 0, 6; then shard a again.
+  const std::vector<std::string> shards = {dir.shard("a.bin", 0, 20), dir.shard("b.bin", 1000, 13)};
+  DataLoader dl(shards, {.B = 2, .T = 3});
+  EXPECT_EQ(dl.batches_per_epoch(), 5);
+  EXPECT_EQ(dl.num_tokens(), 33);
+  const std::vector<int> starts = {0, 6, 12, 1000, 1006, 0, 6};
+  for (int s : starts) {
+    SCOPED_TRACE("batch starting at " + std::to_string(s));
+    dl.next_batch();
+    EXPECT_EQ(row(dl.inputs(), 0), (std::vector<std::int32_t>{s, s + 1, s + 2}));  // (B, T) rows
+    EXPECT_EQ(row(dl.inputs(), 1), (std::vector<std::int32_t>{s + 3, s + 4, s + 5}));
+    EXPECT_EQ(row(dl.targets(), 1), (std::vector<std::int32_t>{s + 4, s + 5, s + 6}));
+  }
+  dl.reset();
+  std::vector<std::int32_t> in(6), tg(6);  // caller-owned (B, T) buffers
+  dl.next_batch(in.data(), tg.data());
+  EXPECT_EQ(in, (std::vector<std::int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(tg, (std::vector<std::int32_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(DataLoader, RandomWindowsAreSeededContiguousAndCoverEveryShard) {
+  TempDir dir;
+  const std::vector<std::string> shards = {dir.shard("a.bin", 0, 10), dir.shard("b.bin", 1000, 6)};
+  const int T = 4;
+  DataLoader a(shards, {.B = 3, .T = T, .mode = SampleMode::Random, .seed = 5});
+  DataLoader b(shards, {.B = 3, .T = T, .mode = SampleMode::Random, .seed = 5});
+  DataLoader c(shards, {.B = 3, .T = T, .mode = SampleMode::Random, .seed = 6});
+  std::set<std::int32_t> starts;
+  bool differs = false;
+  for (int i = 0; i < 200; ++i) {
+    a.next_batch();
+    b.next_batch();
+    c.next_batch();
+    for (int r = 0; r < 3; ++r) {
+      const auto in = row(a.inputs(), r), tg = row(a.targets(), r);
+      ASSERT_EQ(in, row(b.inputs(), r));
+      differs |= in != row(c.inputs(), r);
+      for (int t = 0; t < T; ++t) {
+        ASSERT_EQ(in[t], in[0] + t);   // one window of one shard
+        ASSERT_EQ(tg[t], in[t] + 1);
+      }
+      starts.insert(in[0]);
+    }
+  }
+  EXPECT_TRUE(differs);
+  // Shard a offers starts 0..5 (size 10 - T), shard b 1000..1001: all are drawn, nothing else.
+  EXPECT_EQ(starts, (std::set<std::int32_t>{0, 1, 2, 3, 4, 5, 1000, 1001}));
+}
+
+TEST(DataLoader, SavedStateResumesExactly) {
+  TempDir dir;
+  const std::vector<std::string> shards = {dir.shard("a.bin", 0, 50), dir.shard("b.bin", 500, 30)};
+  for (SampleMode mode : {SampleMode::Sequential, SampleMode::Random}) {
+    SCOPED_TRACE(mode == SampleMode::Sequential ? "sequential" : "random");
+    const DataLoaderConfig cfg{.B = 2, .T = 4, .mode = mode, .seed = 9};
+    DataLoader first(shards, cfg);
+    for (int i = 0; i < 7; ++i) first.next_batch();
+    const std::string saved = first.state().to_string();
+    std::vector<std::int32_t> expected;
+    for (int i = 0; i < 9; ++i) {
+      first.next_batch();
+      expected.insert(expected.end(), first.inputs().data(), first.inputs().data() + 8);
+    }
+    DataLoader resumed(shards, cfg);
+    resumed.set_state(DataLoaderState::parse(saved));
+    EXPECT_EQ(resumed.state().batches, 7);
+    std::vector<std::int32_t> got;
+    for (int i = 0; i < 9; ++i) {
+      resumed.next_batch();
+      got.insert(got.end(), resumed.inputs().data(), resumed.inputs().data() + 8);
+    }
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(resumed.state(), first.state());
+  }
+}
+
+TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
+  TempDir dir;
+  const std::string tiny = dir.shard("tiny.bin", 0, 8);
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 2, .T = 4}); },
+                                 {"[data_loader]", "tiny.bin", "too short", "8 tokens", "needs 9"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { DataLoader d({tiny}, {.B = 2, .T = 8, .mode = SampleMode::Random}); },
+      {"tiny.bin", "too short", "T + 1", "needs 9"}));
+  DataLoader random_ok({tiny}, {.B = 64, .T = 7, .mode = SampleMode::Random});  // T + 1 = 8 fits
+  random_ok.next_batch();
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({}, {.B = 1, .T = 1}); }, {"no token files"}));
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 0, .T = 1}); }, {"B=0"}));
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({dir.path.string() + "/missing.bin"}, {}); },
+                                 {"[token_file]", "missing.bin", "cannot open"}));
+
+  // Tokens outside the model's vocabulary name the file and the position.
+  const std::string ids = dir.shard("ids.bin", 95, 10);  // 95 .. 104
+  DataLoader checked({ids}, {.B = 1, .T = 3, .vocab_size = 100});
+  checked.next_batch();  // 95 .. 98
+  EXPECT_TRUE(test::throws_error([&] { checked.next_batch(); },
+                                 {"ids.bin", "token 5 is 100", "[0, 100)"}));
+
+  DataLoader dl({tiny}, {.B = 1, .T = 3});
+  EXPECT_TRUE(test::throws_error([&] { dl.set_state({.shard = 1}); }, {"shard 1", "1 shards"}));
+  EXPECT_TRUE(test::throws_error([&] { dl.set_state({.position = 5}); }, {"position 5", "tiny.bin"}));
+  EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 position=x rng=0 batches=0"); },
+                                 {"position", "bad value 'x'"}));
+  EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 rng=0 batches=0"); },
+                                 {"lacks field position"}));
+}
+
+}  // namespace
+}  // namespace llmcc
