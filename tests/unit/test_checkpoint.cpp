@@ -1,0 +1,223 @@
+// Checkpoints: bit-identical round trip of the whole training state, clear errors (never a
+// crash) for truncated or corrupt files and for another model's layout, keep-last-K, and an
+// interrupted write that leaves the previous checkpoint intact.
+#include "llmcc/train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "test_support.h"
+#include "train/crc32.h"
+
+namespace llmcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path = fs::temp_directory_path() /
+           ("llmcc_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::vector<ParameterInfo> layout(int C) {
+  return {{"wte.weight", Shape{50, C}},                  // (V, C)
+          {"h.0.ln_1.bias", Shape{C}},                   // (C)
+          {"h.0.attn.c_attn.weight", Shape{3 * C, C}},   // (3C, C)
+          {"lm_head.extra", Shape{2, 3, 5}}};            // a 3-D one for good measure
+}
+
+void fill(ParameterStore& s, std::uint64_t seed) {
+  for (std::size_t i = 0; i < s.count(); ++i) {
+    const auto v = test::random_vector<float>(s.shape(i).numel(), seed + i);
+    std::copy(v.begin(), v.end(), s.data() + s.offset(i));
+  }
+}
+
+bool same_bits(const ParameterStore& a, const ParameterStore& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A trained-looking state: random weights, a few AdamW steps, loader and RNG positions.
+struct TrainingRun {
+  ParameterStore params;
+  AdamW opt;
+  TrainState state;
+  explicit TrainingRun(int C, std::uint64_t seed) : params(layout(C)), opt(params) {
+    fill(params, seed);
+    ParameterStore grads = params.like();
+    fill(grads, seed + 100);
+    opt.step(params, grads, 0.01f);
+    opt.step(params, grads, 0.01f);
+    state.step = 2;
+    state.data = {.shard = 1, .position = 4096, .rng = 0xDEADBEEFCAFEF00Dull, .batches = 2};
+    state.rngs = {{"sample", 12345678901234567ull}, {"init", 0}};
+    state.config = {{"model", "gpt2-tiny"}, {"lr", "0.0006"}, {"note", "spaces = fine"}};
+  }
+};
+
+TEST(Checkpoint, Crc32IsTheStandardOne) {
+  EXPECT_EQ(detail::crc32("123456789", 9), 0xCBF43926u);
+  detail::Crc32 split;  // streaming in odd pieces gives the same value
+  split.update("1234", 4);
+  split.update("56789", 5);
+  EXPECT_EQ(split.value(), 0xCBF43926u);
+}
+
+TEST(Checkpoint, RoundTripIsBitIdentical) {
+  TempDir dir;
+  TrainingRun a(8, 1);
+  const std::string p = dir.file("ckpt.bin");
+  save_checkpoint(p, a.params, &a.opt, a.state);
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
+
+  TrainingRun b(8, 999);  // different contents, same layout
+  ASSERT_FALSE(same_bits(a.params, b.params));
+  const TrainState loaded = load_checkpoint(p, b.params, &b.opt);
+  EXPECT_TRUE(same_bits(a.params, b.params));
+  EXPECT_TRUE(same_bits(a.opt.m(), b.opt.m()));
+  EXPECT_TRUE(same_bits(a.opt.v(), b.opt.v()));
+  EXPECT_EQ(b.opt.t(), 2);
+  EXPECT_EQ(loaded, a.state);
+
+  const CheckpointReader r(p);
+  EXPECT_EQ(r.sections(), (std::vector<std::string>{"params", "adamw.m", "adamw.v", "state", "config"}));
+  const auto infos = r.tensors("params");
+  ASSERT_EQ(infos.size(), 4u);
+  EXPECT_EQ(infos[2].name, "h.0.attn.c_attn.weight");
+  EXPECT_EQ(infos[2].shape, (Shape{24, 8}));
+
+  // Weights only: loads into a model, but cannot resume training.
+  const std::string w = dir.file("weights.bin");
+  save_checkpoint(w, a.params, nullptr, a.state);
+  TrainingRun c(8, 5);
+  load_checkpoint(w, c.params, nullptr);
+  EXPECT_TRUE(same_bits(a.params, c.params));
+  EXPECT_TRUE(test::throws_error([&] { load_checkpoint(w, c.params, &c.opt); },
+                                 {"[checkpoint]", "weights.bin", "weights only"}));
+}
+
+TEST(Checkpoint, AnotherLayoutNamesTheTensorAndChangesNothing) {
+  TempDir dir;
+  TrainingRun a(8, 1);
+  const std::string p = dir.file("ckpt.bin");
+  save_checkpoint(p, a.params, &a.opt, a.state);
+  TrainingRun small(4, 2);
+  const ParameterStore before = [&] {
+    ParameterStore s = small.params.like();
+    std::memcpy(s.data(), small.params.data(), s.size() * sizeof(float));
+    return s;
+  }();
+  EXPECT_TRUE(test::throws_error(
+      [&] { load_checkpoint(p, small.params, &small.opt); },
+      {"[checkpoint]", "ckpt.bin: wte.weight has shape (50, 8) in the checkpoint, (50, 4) in the model"}));
+  EXPECT_TRUE(same_bits(before, small.params));
+
+  ParameterStore missing({{"wte.weight", Shape{50, 8}}, {"h.0.ln_1.bias", Shape{8}},
+                          {"h.0.attn.c_attn.weight", Shape{24, 8}}});
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).read_tensors("params", missing); },
+                                 {"lm_head.extra in the checkpoint's 'params' has no counterpart"}));
+  std::vector<ParameterInfo> more = layout(8);
+  more.push_back({"h.1.ln_1.bias", Shape{8}});
+  ParameterStore bigger(more);
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).read_tensors("params", bigger); },
+                                 {"h.1.ln_1.bias of the model is not in the checkpoint"}));
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).blob("nope"); },
+                                 {"no section 'nope'", "params, adamw.m"}));
+}
+
+TEST(Checkpoint, TruncatedOrCorruptFilesAreErrorsNeverCrashes) {
+  TempDir dir;
+  TrainingRun a(8, 1);
+  const std::string good = dir.file("good.bin");
+  save_checkpoint(good, a.params, &a.opt, a.state);
+  std::vector<char> bytes(fs::file_size(good));
+  std::ifstream(good, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::string bad = dir.file("bad.bin");
+  const auto write_bad = [&](std::size_t n) {
+    std::ofstream(bad, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(n));
+  };
+  int checked = 0;
+  for (std::size_t n = 0; n < bytes.size(); n += (n < 256 ? 1 : 97)) {
+    write_bad(n);
+    TrainingRun b(8, 3);
+    ASSERT_TRUE(test::throws_error([&] { load_checkpoint(bad, b.params, &b.opt); },
+                                   {"[checkpoint]", "bad.bin"}))
+        << "truncated to " << n << " of " << bytes.size() << " bytes";
+    ++checked;
+  }
+  EXPECT_GT(checked, 300);
+  write_bad(bytes.size() - 1);
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader r(bad); }, {"bad.bin", "truncated"}));
+
+  // A flipped bit anywhere is caught by the checksum (or an earlier structural check).
+  for (std::size_t at = 0; at < bytes.size(); at += 131) {
+    bytes[at] ^= 0x10;
+    write_bad(bytes.size());
+    ASSERT_TRUE(test::throws_error([&] { CheckpointReader r(bad); }, {"[checkpoint]", "bad.bin"}))
+        << "bit flipped at " << at;
+    bytes[at] ^= 0x10;
+  }
+  bytes[bytes.size() / 2] ^= 1;
+  write_bad(bytes.size());
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader r(bad); }, {"bad.bin", "checksum mismatch"}));
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader r(dir.file("none.bin")); },
+                                 {"[checkpoint]", "none.bin", "cannot open"}));
+}
+
+TEST(Checkpoint, KeepsTheLastKAndSurvivesAnInterruptedWrite) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  EXPECT_FALSE(latest_checkpoint(run).has_value());
+  TrainingRun a(4, 1);
+  for (std::int64_t step : {100, 200, 300, 400, 1000000}) {
+    a.state.step = step;
+    save_checkpoint_in_dir(run, 3, a.params, &a.opt, a.state);
+  }
+  const auto all = list_checkpoints(run);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].first, 300);
+  EXPECT_EQ(fs::path(all[0].second).filename(), "ckpt_000300.bin");
+  EXPECT_EQ(fs::path(all[2].second).filename(), "ckpt_1000000.bin");
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 1000000));
+
+  // A crash while writing step 1000100 leaves only a partial .tmp: the last good checkpoint
+  // is untouched and still the latest; the next save replaces and cleans up the leftover.
+  const std::string partial = checkpoint_path(run, 1000100) + ".tmp";
+  {
+    std::vector<char> head(100, 'x');
+    std::ofstream(partial, std::ios::binary).write(head.data(), 100);
+  }
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 1000000));
+  TrainingRun b(4, 2);
+  EXPECT_EQ(load_checkpoint(*latest_checkpoint(run), b.params, &b.opt).step, 1000000);
+  EXPECT_TRUE(same_bits(a.params, b.params));
+  a.state.step = 1000100;
+  save_checkpoint_in_dir(run, 3, a.params, &a.opt, a.state);
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_EQ(list_checkpoints(run).size(), 3u);
+  EXPECT_EQ(load_checkpoint(*latest_checkpoint(run), b.params, &b.opt).step, 1000100);
+  EXPECT_TRUE(test::throws_error([&] { prune_checkpoints(run, 0); }, {"keep_last must be >= 1"}));
+}
+
+TEST(Checkpoint, KeyValuesRoundTripAndRejectWhatTheyCannotHold) {
+  const KeyValues kv = {{"a", "1"}, {"b.c", "x=y z"}, {"empty", ""}};
+  EXPECT_EQ(parse_key_values(format_key_values(kv), "test"), kv);
+  EXPECT_TRUE(test::throws_error([] { format_key_values({{"a=b", "1"}}); }, {"key 'a=b'"}));
+  EXPECT_TRUE(test::throws_error([] { format_key_values({{"a", "1\n2"}}); }, {"value of 'a'"}));
+  EXPECT_TRUE(test::throws_error([] { parse_key_values("a=1\nnoequals\n", "f.bin"); },
+                                 {"f.bin: line 2 is not key=value"}));
+}
+
+}  // namespace
+}  // namespace llmcc
