@@ -1,6 +1,7 @@
 // GPT-2 byte-level BPE: loading encoder.json / vocab.bpe, encode with a piece cache, decode.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <queue>
 #include <sstream>
 
 #include "llmcc/error.h"
@@ -157,7 +159,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
 
 std::optional<std::filesystem::path> find_shared_data(const std::string& relative, std::vector<std::string>* tried) {
   namespace fs = std::filesystem;
-  std::vector<fs::path> starts;
+  std::vector<fs::path> starts, seen;
   std::error_code ec;
   fs::path cwd = fs::current_path(ec);
   if (!ec) starts.push_back(cwd);
@@ -166,9 +168,12 @@ std::optional<std::filesystem::path> find_shared_data(const std::string& relativ
   for (const fs::path& start : starts) {
     for (fs::path dir = start;; dir = dir.parent_path()) {
       const fs::path candidate = (dir / ".." / "shared" / "data" / relative).lexically_normal();
-      if (tried) tried->push_back(candidate.string());
-      if (fs::exists(candidate, ec)) return candidate;
-      if (dir == dir.parent_path()) break;
+      if (std::find(seen.begin(), seen.end(), candidate) == seen.end()) {
+        seen.push_back(candidate);
+        if (tried) tried->push_back(candidate.string());
+        if (fs::exists(candidate, ec)) return candidate;
+      }
+      if (dir == dir.parent_path()) break;  // the root
     }
   }
   return std::nullopt;
@@ -192,38 +197,65 @@ Gpt2Tokenizer Gpt2Tokenizer::load_default() {
   return load((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
 }
 
-// BPE on one piece's bytes: repeatedly merge the adjacent pair with the best (lowest) rank in
-// vocab.bpe, all its occurrences left to right, until no adjacent pair is a merge (GPT-2's rule).
+// BPE on one piece's bytes, GPT-2's rule: take the adjacent pair with the best (lowest) rank in
+// vocab.bpe, merge all its occurrences left to right, and repeat until no adjacent pair is a merge.
+// Done with a linked list and a heap of candidate pairs ordered by (rank, position), so a long
+// piece (a base64 blob, a line of 100k letters) costs O(n log n) instead of O(n^2). Each round
+// pops every candidate of one rank; the pairs that round forms are queued only after it, which is
+// exactly "all occurrences, then re-evaluate". A popped candidate whose tokens changed since it was
+// queued is stale and skipped.
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
-  std::vector<int32_t> parts(piece.size());
-  for (std::size_t i = 0; i < piece.size(); ++i) parts[i] = byte_token_[static_cast<unsigned char>(piece[i])];
-  const auto pair_key = [&](std::size_t i) {
-    return (static_cast<uint64_t>(parts[i]) << 32) | static_cast<uint32_t>(parts[i + 1]);
+  const auto n = static_cast<int32_t>(piece.size());
+  struct Node {
+    int32_t id, prev, next;  // prev/next: neighbouring live nodes, -1 at the ends
+    bool alive;
   };
-  while (parts.size() > 1) {
-    int32_t best_rank = INT32_MAX, merged = -1;
-    uint64_t best_key = 0;
-    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-      auto it = merges_.find(pair_key(i));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        merged = it->second.second;
-        best_key = it->first;
-      }
-    }
-    if (merged < 0) break;
-    std::size_t w = 0;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      if (i + 1 < parts.size() && pair_key(i) == best_key) {
-        parts[w++] = merged;
-        ++i;
-      } else {
-        parts[w++] = parts[i];
-      }
-    }
-    parts.resize(w);
+  std::vector<Node> nodes(static_cast<std::size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    nodes[static_cast<std::size_t>(i)] = {byte_token_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])],
+                                          i - 1, i + 1 < n ? i + 1 : -1, true};
   }
-  out.insert(out.end(), parts.begin(), parts.end());
+  struct Candidate {
+    int32_t rank, pos, left, right, merged;
+  };
+  const auto later = [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> heap(later);
+  const auto consider = [&](int32_t pos) {  // queue the pair starting at node pos, if it is a merge
+    if (pos < 0) return;
+    const int32_t next = nodes[static_cast<std::size_t>(pos)].next;
+    if (next < 0) return;
+    const int32_t left = nodes[static_cast<std::size_t>(pos)].id, right = nodes[static_cast<std::size_t>(next)].id;
+    auto it = merges_.find((static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right));
+    if (it != merges_.end()) heap.push({it->second.first, pos, left, right, it->second.second});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+  std::vector<int32_t> merged_at;
+  while (!heap.empty()) {
+    const int32_t rank = heap.top().rank;
+    merged_at.clear();
+    while (!heap.empty() && heap.top().rank == rank) {
+      const Candidate c = heap.top();
+      heap.pop();
+      Node& a = nodes[static_cast<std::size_t>(c.pos)];
+      if (!a.alive || a.id != c.left || a.next < 0 || nodes[static_cast<std::size_t>(a.next)].id != c.right) continue;
+      Node& b = nodes[static_cast<std::size_t>(a.next)];
+      b.alive = false;
+      a.id = c.merged;
+      a.next = b.next;
+      if (b.next >= 0) nodes[static_cast<std::size_t>(b.next)].prev = c.pos;
+      merged_at.push_back(c.pos);
+    }
+    for (int32_t pos : merged_at) {
+      if (!nodes[static_cast<std::size_t>(pos)].alive) continue;
+      consider(nodes[static_cast<std::size_t>(pos)].prev);
+      consider(pos);
+    }
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = nodes[static_cast<std::size_t>(i)].next) {
+    out.push_back(nodes[static_cast<std::size_t>(i)].id);  // node 0 is never removed
+  }
 }
 
 void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {

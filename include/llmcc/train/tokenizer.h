@@ -4,9 +4,10 @@
 // byte-to-unicode alphabet) and vocab.bpe (the merges, most important first). Encoding splits the
 // text with GPT-2's pre-tokenisation pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// and runs BPE on the UTF-8 bytes of each piece. It matches tiktoken's "gpt2" encoding token for
-// token (tests/unit/test_tokenizer.cpp checks all of Tiny Shakespeare against
-// scripts/tokenizer_reference.py).
+// (\p{L}, \p{N} from Unicode 16.0, as in tiktoken's regex engine) and runs BPE on the UTF-8 bytes
+// of each piece. It matches tiktoken's "gpt2" encoding token for token: tests/unit/test_tokenizer.cpp
+// checks all of Tiny Shakespeare and a set of tricky strings against a fixture written by
+// scripts/tokenizer_reference.py.
 //
 //   auto tok = llmcc::Gpt2Tokenizer::load_default();  // ../shared/data/gpt2 or $LLMCC_GPT2_TOKENIZER_DIR
 //   std::vector<int32_t> ids = tok.encode("Hello world<|endoftext|>");  // {15496, 995, 50256}
