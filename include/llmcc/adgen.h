@@ -1,0 +1,135 @@
+// adgen markers and the small run-time support that generated gradient code uses.
+//
+// Markers (attributes seen only by Clang, so g++ builds the same code warning-free):
+//   LLMCC_ADGEN_ENTRY        on a float-valued function: adgen generates `<name>_grad`, which
+//                            returns the value and accumulates the gradient with respect to every
+//                            module, Tensor and float argument (Tokens, ints, configs get none).
+//   LLMCC_ADGEN_CHECKPOINT   on a function: every call of it saves only its inputs and re-runs its
+//                            forward inside the backward. For one call site only, wrap the call:
+//                            `x = llmcc::adgen::checkpoint(b.forward(x));`
+//   LLMCC_ADGEN_RULE("add")  on an operator: `a + b` is the rule `add`; the operator's parameters
+//                            are matched to the rule's by name.
+// See docs/adgen.md and docs/adgen-subset.md.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "llmcc/arena.h"
+#include "llmcc/parameters.h"
+#include "llmcc/tensor.h"
+
+#if defined(__clang__)
+#define LLMCC_ADGEN_ANNOTATE(what) [[clang::annotate(what)]]
+#else
+#define LLMCC_ADGEN_ANNOTATE(what)
+#endif
+
+#define LLMCC_ADGEN_ENTRY LLMCC_ADGEN_ANNOTATE("llmcc.adgen.entry")
+#define LLMCC_ADGEN_CHECKPOINT LLMCC_ADGEN_ANNOTATE("llmcc.adgen.checkpoint")
+#define LLMCC_ADGEN_RULE(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.rule:" name)
+
+namespace llmcc::adgen {
+
+// Identity at run time; to adgen, "checkpoint this call": save its inputs only and re-run its
+// forward in the backward.
+template <class T>
+inline T checkpoint(T value) {
+  return value;
+}
+
+// ---- used by generated code --------------------------------------------------------------
+
+// The adjoint `*p` ready for a rule's pullback (which accumulates): allocated and zeroed on the
+// first contribution. Null stays null (inactive).
+inline Tensor* acc(Tensor* p, const Tensor& like) {
+  if (p != nullptr && !p->defined()) *p = new_zeros(like.shape(), "adgen adjoint");
+  return p;
+}
+
+// adj += d for a whole-tensor pass-through (`return x;`, `Tensor y = x;`). The first contribution
+// takes over d's buffer (d's holder is dead after this point by construction of the reverse
+// sweep), later ones add element-wise.
+inline void accumulate(Tensor& adj, const Tensor& d) {
+  if (!d.defined()) return;
+  if (!adj.defined()) {
+    adj = d;
+    return;
+  }
+  float* a = adj.f32();
+  const float* g = d.f32();
+  const std::int64_t n = adj.numel();
+  for (std::int64_t i = 0; i < n; ++i) a[i] += g[i];
+}
+inline void accumulate(Tensor* adj, const Tensor& d) {
+  if (adj != nullptr) accumulate(*adj, d);
+}
+
+// Generated code specialises GradOf<Module> { using type = Module_Grad; }.
+template <class Module>
+struct GradOf;
+template <class Module>
+using grad_t = typename GradOf<Module>::type;
+
+// A gradient mirror whose tensors live in one zeroed contiguous buffer laid out like the
+// model's parameters (the order of model.for_each_parameter when the model has it, else the
+// field order). zero() is one memset; parameter gradients accumulate across calls.
+template <class Grad>
+struct GradBuffer {
+  Grad grad;
+  ParameterStore store;
+  void zero() { store.zero(); }
+};
+
+template <class Module>
+GradBuffer<grad_t<Module>> make_grad(const Module& m) {
+  GradBuffer<grad_t<Module>> out;
+  out.grad.shape_like(m);
+  struct Pair {
+    std::string name;
+    const Tensor* param;
+    Tensor* grad;
+    bool placed;
+  };
+  std::vector<Pair> pairs;
+  out.grad.for_each_pair(m, "", [&](const std::string& name, const Tensor& p, Tensor& g) {
+    pairs.push_back({name, &p, &g, false});
+  });
+  std::vector<std::size_t> order;
+  if constexpr (requires(Module& mm) {
+                  mm.for_each_parameter([](const std::string&, Tensor&) {});
+                }) {
+    const_cast<Module&>(m).for_each_parameter([&](const std::string&, Tensor& t) {
+      for (std::size_t i = 0; i < pairs.size(); ++i)
+        if (!pairs[i].placed && pairs[i].param == &t) {
+          pairs[i].placed = true;
+          order.push_back(i);
+          break;
+        }
+    });
+  }
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    if (!pairs[i].placed) order.push_back(i);
+  std::vector<ParameterInfo> infos;
+  for (std::size_t i : order) infos.push_back({pairs[i].name, pairs[i].param->shape()});
+  out.store = ParameterStore(infos);
+  for (std::size_t k = 0; k < order.size(); ++k)
+    *pairs[order[k]].grad = Tensor(out.store.tensor(k).raw(), pairs[order[k]].param->shape());
+  return out;
+}
+
+// Bytes of distinct tensor buffers a Saved struct keeps for the backward (each buffer once).
+template <class Saved>
+std::size_t saved_bytes(const Saved& s) {
+  std::unordered_set<const void*> seen;
+  std::size_t bytes = 0;
+  s.visit([&](const Tensor& t) {
+    if (t.defined() && seen.insert(t.raw()).second) bytes += t.nbytes();
+  });
+  return bytes;
+}
+
+}  // namespace llmcc::adgen

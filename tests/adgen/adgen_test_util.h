@@ -1,0 +1,95 @@
+// Helpers for adgen's execution tests: bind random parameters to a test model, and compare a
+// generated gradient with central finite differences of the float forward.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/arena.h"
+#include "test_support.h"
+
+namespace adgen_test {
+
+using llmcc::Tensor;
+
+// Binds every parameter of `m` (shapes already declared) to `storage`, filled uniformly in
+// [-scale, scale]. Uses the generated Grad mirror's for_each_pair to find the parameters.
+template <class Model>
+void bind_random(Model& m, std::vector<float>& storage, unsigned seed, float scale = 0.5f) {
+  llmcc::adgen::grad_t<Model> shapes;
+  shapes.shape_like(m);
+  std::size_t total = 0;
+  shapes.for_each_pair(m, "", [&](const std::string&, const Tensor& p, Tensor&) { total += p.numel(); });
+  storage.assign(total, 0.0f);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (auto& v : storage) v = dist(rng);
+  std::size_t off = 0;
+  shapes.for_each_pair(m, "", [&](const std::string&, const Tensor& p, Tensor&) {
+    const_cast<Tensor&>(p).bind(storage.data() + off);
+    off += p.numel();
+  });
+}
+
+// Central differences of `loss` (float forward) for every element of `param`, against `grad`.
+// Relative error |a - n| / max(|a|, |n|, 1e-2 * max|n|) must stay under max_rel.
+inline ::testing::AssertionResult fd_matches(const std::string& name, const Tensor& param, const Tensor& grad,
+                                             const std::function<double()>& loss, double h = 1e-2,
+                                             double max_rel = 2e-2) {
+  if (!grad.defined()) return ::testing::AssertionFailure() << name << ": gradient not allocated";
+  float* x = param.f32();
+  std::vector<double> numeric(static_cast<std::size_t>(param.numel()));
+  double max_n = 0.0;
+  for (std::int64_t i = 0; i < param.numel(); ++i) {
+    const float saved = x[i];
+    x[i] = saved + static_cast<float>(h);
+    const double up = loss();
+    x[i] = saved - static_cast<float>(h);
+    const double down = loss();
+    x[i] = saved;
+    numeric[static_cast<std::size_t>(i)] = (up - down) / (2.0 * h);
+    max_n = std::max(max_n, std::fabs(numeric[static_cast<std::size_t>(i)]));
+  }
+  double worst = 0.0;
+  std::string first;
+  for (std::int64_t i = 0; i < param.numel(); ++i) {
+    const double a = grad.f32()[i], n = numeric[static_cast<std::size_t>(i)];
+    const double rel = std::fabs(a - n) / std::max({std::fabs(a), std::fabs(n), 1e-2 * max_n, 1e-6});
+    if (rel > worst) worst = rel;
+    if (!(rel <= max_rel) && first.size() < 400)
+      first += "\n    [" + std::to_string(i) + "] adgen " + std::to_string(a) + ", numeric " + std::to_string(n);
+  }
+  if (worst <= max_rel && max_n > 0.0)
+    return ::testing::AssertionSuccess() << name << ": max rel error " << worst;
+  return ::testing::AssertionFailure() << name << ": max rel error " << worst << " (limit " << max_rel
+                                       << "), max |numeric| " << max_n << first;
+}
+
+// Checks every parameter of `m` with fd_matches.
+template <class Model>
+void expect_grad_matches_fd(Model& m, llmcc::adgen::grad_t<Model>& g, const std::function<double()>& loss,
+                            double h = 1e-2, double max_rel = 2e-2) {
+  int checked = 0;
+  g.for_each_pair(m, "", [&](const std::string& name, const Tensor& p, Tensor& d) {
+    EXPECT_TRUE(fd_matches(name, p, d, loss, h, max_rel));
+    ++checked;
+  });
+  EXPECT_GT(checked, 0);
+}
+
+inline Tensor random_tensor(std::vector<float>& storage, const llmcc::Shape& shape, unsigned seed,
+                            float scale = 1.0f) {
+  storage.resize(static_cast<std::size_t>(shape.numel()));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (auto& v : storage) v = dist(rng);
+  return Tensor(storage.data(), shape);
+}
+
+}  // namespace adgen_test

@@ -1,0 +1,735 @@
+// The reverse emitter. For each planned function it writes
+//   Ret  F_fwd(params, F_Saved& _s)                       the primal, recording into _s
+//   void F_bwd(params, const F_Saved& _s, d_out, adjoint pointers)   the reverse sweep
+// Every value the backward reads lives in the Saved record (temps as `_s.t3`, snapshots of
+// locals as `_s.x_3`, rule buffers, callee records, one record per loop iteration), so the
+// backward never re-runs a forward unless a call is checkpointed.
+#include "emitter.h"
+
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace adgen {
+namespace {
+
+const char* kTensor = "llmcc::Tensor";
+
+bool contains_word(const std::string& text, const std::string& word) {
+  std::size_t pos = 0;
+  auto is_id = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  while ((pos = text.find(word, pos)) != std::string::npos) {
+    const bool left = pos == 0 || !is_id(text[pos - 1]);
+    const bool right = pos + word.size() >= text.size() || !is_id(text[pos + word.size()]);
+    if (left && right) return true;
+    pos += word.size();
+  }
+  return false;
+}
+
+// Indented text.
+class Out {
+ public:
+  void line(const std::string& s) {
+    if (s.empty()) {
+      text_ += "\n";
+      return;
+    }
+    text_ += std::string(static_cast<std::size_t>(indent_) * 2, ' ') + s + "\n";
+  }
+  void open(const std::string& s) {
+    line(s.empty() ? "{" : s + " {");
+    ++indent_;
+  }
+  void close(const std::string& tail = "}") {
+    --indent_;
+    line(tail);
+  }
+  void raw(const std::string& s) { text_ += s; }
+  void set_indent(int i) { indent_ = i; }
+  int indent() const { return indent_; }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+  int indent_ = 0;
+};
+
+// One Saved record (the function's, or one loop iteration's).
+struct Record {
+  std::string var;       // "_s", "_r0"
+  std::string type;      // "Block_forward_Saved", "Loop0"
+  std::vector<std::pair<std::string, std::string>> slots;  // (type, name)
+  std::vector<std::string> visit;                          // lines of visit()
+  std::vector<std::unique_ptr<Record>> nested;             // loop records
+  std::set<std::string> used;
+
+  std::string slot(const std::string& type_name, const std::string& base) {
+    std::string name = base;
+    for (int k = 2; used.count(name); ++k) name = base + "_" + std::to_string(k);
+    used.insert(name);
+    slots.push_back({type_name, name});
+    return name;
+  }
+};
+
+// Where the emitter put each statement's values.
+struct StmtSlots {
+  std::string out;                 // Call/Arith: the temp's slot
+  std::string saved;               // Call: rule or callee record
+  std::map<int, std::string> snap;  // Call/Arith: argument index -> snapshot slot
+  std::string branch;              // If
+  std::string loop;                // Loop: vector slot
+  std::string loop_var_slot;       // counted Loop
+  Record* record = nullptr;        // Loop: the iteration record
+};
+
+class FuncEmitter {
+ public:
+  FuncEmitter(const Program& p, const FuncPlan& f) : prog_(p), f_(f) {
+    root_.var = "_s";
+    root_.type = f.id + "_Saved";
+  }
+
+  void run() {
+    fwd_.set_indent(1);
+    emit_fwd(f_.body, root_);
+    bwd_body_.set_indent(1);
+    emit_bwd(f_.body, root_);
+  }
+
+  std::string saved_struct() const {
+    Out o;
+    write_record(o, root_, true);
+    return o.str();
+  }
+  std::string fwd_signature(bool define) const {
+    std::string s = ret_type() + " " + f_.id + "_fwd(" + primal_params(define ? &fwd_.str() : nullptr);
+    s += (f_.params.empty() && !f_.is_method ? "" : ", ") + f_.id + "_Saved& _s)";
+    return s;
+  }
+  std::string bwd_signature(bool define) const {
+    const std::string* body = define ? &bwd_text_ : nullptr;
+    std::string s = "void " + f_.id + "_bwd(" + primal_params(body);
+    s += (f_.params.empty() && !f_.is_method ? "" : ", ");
+    s += "const " + f_.id + "_Saved& " + name_if_used("_s", body);
+    s += f_.ret == VKind::Tensor ? ", const llmcc::Tensor& " : ", float ";
+    s += name_if_used("d_out", body);
+    if (f_.is_method) s += ", " + f_.self_grad_type + "* " + name_if_used("d_self", body);
+    for (const auto& p : f_.params) {
+      if (p.is_module)
+        s += ", " + p.grad_type + "* " + name_if_used("d_" + p.name, body);
+      else if (p.kind == VKind::Tensor)
+        s += ", llmcc::Tensor* " + name_if_used("d_" + p.name, body);
+      else if (p.kind == VKind::Float)
+        s += ", float* " + name_if_used("d_" + p.name, body);
+    }
+    return s + ")";
+  }
+  std::string fwd_definition() const {
+    return fwd_signature(true) + " {\n" + fwd_.str() + "}\n";
+  }
+  std::string bwd_definition() {
+    finish_bwd();
+    return bwd_signature(true) + " {\n" + bwd_text_ + "}\n";
+  }
+
+ private:
+  std::string ret_type() const { return f_.ret == VKind::Tensor ? kTensor : "float"; }
+
+  static std::string name_if_used(const std::string& name, const std::string* body) {
+    if (body == nullptr || contains_word(*body, name)) return name;
+    return "/*" + name + "*/";
+  }
+  std::string primal_params(const std::string* body) const {
+    std::string s;
+    if (f_.is_method) s += "const " + f_.self_type + "& " + name_if_used("self", body);
+    for (const auto& p : f_.params) {
+      if (!s.empty()) s += ", ";
+      s += p.type + " " + name_if_used(p.name, body);
+    }
+    return s;
+  }
+
+  void write_record(Out& o, const Record& r, bool top) const {
+    o.open("struct " + r.type);
+    for (const auto& n : r.nested) write_record(o, *n, false);
+    for (const auto& [type, name] : r.slots) o.line(type + " " + name + ";");
+    if (r.visit.empty()) {
+      o.line("template <class F>");
+      o.line("void visit(F&&) const {}");
+    } else {
+      o.line("// Every tensor this record keeps for the backward (see adgen::saved_bytes).");
+      o.line("template <class F>");
+      o.open("void visit(F&& f) const");
+      for (const auto& v : r.visit) o.line(v);
+      o.close();
+    }
+    o.close("};");
+    (void)top;
+  }
+
+  // ---- operands ----------------------------------------------------------------------------
+  std::string field_text(const Operand& op) const { return op.mod.primal() + "." + op.field; }
+  std::string field_grad_ptr(const Operand& op) const {
+    std::string path;
+    for (const auto& e : op.mod.elems) path += e;
+    if (!path.empty() && path[0] == '.') path = path.substr(1);
+    std::string member = path.empty() ? op.field : path + "." + op.field;
+    return "(" + op.mod.grad_root() + " ? &" + op.mod.grad_root() + "->" + member + " : nullptr)";
+  }
+
+  std::string fwd_text(const Operand& op, const Record& r, const StmtSlots* ss, int idx) const {
+    if (ss != nullptr) {
+      auto it = ss->snap.find(idx);
+      if (it != ss->snap.end()) return r.var + "." + it->second;
+    }
+    switch (op.src) {
+      case Operand::Src::Param:
+      case Operand::Src::Local: return op.name;
+      case Operand::Src::Temp: return r.var + "." + temp_slot_.at(op.name);
+      case Operand::Src::Field: return field_text(op);
+      case Operand::Src::Inactive: return op.fwd_text;
+    }
+    return "";
+  }
+  std::string rev_text(const Operand& op, const Record& r, const StmtSlots& ss, int idx) const {
+    auto it = ss.snap.find(idx);
+    if (it != ss.snap.end()) return r.var + "." + it->second;
+    switch (op.src) {
+      case Operand::Src::Param: return op.name;
+      case Operand::Src::Local: return "/*unsaved*/" + op.name;  // never: locals are snapshot
+      case Operand::Src::Temp: return r.var + "." + temp_slot_.at(op.name);
+      case Operand::Src::Field: return field_text(op);
+      case Operand::Src::Inactive: return op.rev_text;
+    }
+    return "";
+  }
+  // Pointer to the operand's adjoint (Tensor* or float*), or "nullptr".
+  std::string adj_ptr(const Operand& op) const {
+    if (op.kind == VKind::Inactive) return "nullptr";
+    switch (op.src) {
+      case Operand::Src::Param: return "d_" + op.name;
+      case Operand::Src::Local: return "&_d_" + op.name;
+      case Operand::Src::Temp: return "&_d_" + op.name;
+      case Operand::Src::Field: return field_grad_ptr(op);
+      case Operand::Src::Inactive: return "nullptr";
+    }
+    return "nullptr";
+  }
+  // `adjoint += value` for a float operand.
+  void float_contrib(Out& o, const Operand& op, const std::string& value) {
+    if (op.kind != VKind::Float) return;
+    switch (op.src) {
+      case Operand::Src::Param: o.line("if (d_" + op.name + ") *d_" + op.name + " += " + value + ";"); break;
+      case Operand::Src::Local:
+      case Operand::Src::Temp: o.line("_d_" + op.name + " += " + value + ";"); break;
+      default: break;
+    }
+  }
+  void tensor_contrib(Out& o, const Operand& op, const std::string& value) {
+    if (op.kind != VKind::Tensor) return;
+    switch (op.src) {
+      case Operand::Src::Param: o.line("llmcc::adgen::accumulate(d_" + op.name + ", " + value + ");"); break;
+      case Operand::Src::Local:
+      case Operand::Src::Temp: o.line("llmcc::adgen::accumulate(_d_" + op.name + ", " + value + ");"); break;
+      case Operand::Src::Field: o.line("llmcc::adgen::accumulate(" + field_grad_ptr(op) + ", " + value + ");"); break;
+      default: break;
+    }
+  }
+  void note_adjoint(const Operand& op) {
+    if (op.kind == VKind::Inactive) return;
+    if (op.src == Operand::Src::Local || op.src == Operand::Src::Temp)
+      adjoints_[op.name] = op.kind;
+  }
+
+  // Snapshot slots for arguments the backward cannot read otherwise.
+  void snapshot(Out& o, Record& r, StmtSlots& ss, const Operand& op, int idx, const std::string& base) {
+    std::string type;
+    std::string value;
+    if (op.src == Operand::Src::Local) {
+      type = op.kind == VKind::Tensor ? kTensor : "float";
+      value = op.name;
+    } else if (op.src == Operand::Src::Inactive && op.rev_text.empty()) {
+      type = op.type;
+      value = op.fwd_text;
+    } else {
+      return;
+    }
+    const std::string name = r.slot(type, base);
+    ss.snap[idx] = name;
+    o.line(r.var + "." + name + " = " + value + ";");
+    if (type == kTensor) r.visit.push_back("f(" + name + ");");
+  }
+
+  std::string snap_base(const Operand& op, const std::string& temp) const {
+    const std::string n = temp.size() > 1 ? temp.substr(1) : temp;
+    if (op.src == Operand::Src::Local) return op.name + "_" + n;
+    return "a" + n;
+  }
+
+  // ---- forward -----------------------------------------------------------------------------
+  void emit_fwd(const std::vector<Stmt>& body, Record& r) {
+    for (const Stmt& s : body) emit_fwd_stmt(s, r);
+  }
+
+  std::string callee_args_fwd(const Stmt& s, const Record& r, const StmtSlots& ss) const {
+    std::vector<std::string> a;
+    const Call& c = s.call;
+    if (c.kind == Call::Kind::Func && c.has_object) a.push_back(c.object.primal());
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      if (c.kind == Call::Kind::Func && i < c.module_args.size() && !c.module_args[i].root.empty())
+        a.push_back(c.module_args[i].primal());
+      else
+        a.push_back(fwd_text(c.args[i], r, &ss, static_cast<int>(i)));
+    }
+    std::string out;
+    for (std::size_t i = 0; i < a.size(); ++i) out += (i ? ", " : "") + a[i];
+    return out;
+  }
+  std::string callee_args_rev(const Stmt& s, const Record& r, const StmtSlots& ss) const {
+    std::vector<std::string> a;
+    const Call& c = s.call;
+    if (c.kind == Call::Kind::Func && c.has_object) a.push_back(c.object.primal());
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      if (c.kind == Call::Kind::Func && i < c.module_args.size() && !c.module_args[i].root.empty())
+        a.push_back(c.module_args[i].primal());
+      else
+        a.push_back(rev_text(c.args[i], r, ss, static_cast<int>(i)));
+    }
+    std::string out;
+    for (std::size_t i = 0; i < a.size(); ++i) out += (i ? ", " : "") + a[i];
+    return out;
+  }
+
+  void emit_fwd_stmt(const Stmt& s, Record& r) {
+    StmtSlots& ss = slots_[&s];
+    switch (s.kind) {
+      case Stmt::Kind::Call: {
+        const Call& c = s.call;
+        const std::string n = s.temp.substr(1);
+        for (std::size_t i = 0; i < c.args.size(); ++i)
+          if (!(c.kind == Call::Kind::Func && i < c.module_args.size() && !c.module_args[i].root.empty()))
+            snapshot(fwd_, r, ss, c.args[i], static_cast<int>(i), snap_base(c.args[i], s.temp));
+        const bool tensor = c.ret == VKind::Tensor;
+        ss.out = r.slot(tensor ? kTensor : "float", s.temp);
+        temp_slot_[s.temp] = ss.out;
+        if (tensor) r.visit.push_back("f(" + ss.out + ");");
+        std::string args = callee_args_fwd(s, r, ss);
+        std::string lhs = r.var + "." + ss.out + " = ";
+        if (c.kind == Call::Kind::Math) {
+          fwd_.line(lhs + c.name + "(" + args + ");");
+        } else if (c.kind == Call::Kind::Rule) {
+          if (!c.fwd_name.empty()) {
+            std::string base = c.name.substr(c.name.rfind(':') == std::string::npos ? 0 : c.name.rfind(':') + 1);
+            ss.saved = r.slot(c.saved_type, base + "_" + n);
+            for (const auto& fld : c.saved_tensor_fields) r.visit.push_back("f(" + ss.saved + "." + fld + ");");
+            fwd_.line(lhs + c.fwd_name + "(" + args + (args.empty() ? "" : ", ") + r.var + "." + ss.saved + ");");
+          } else {
+            fwd_.line(lhs + c.name + "(" + args + ");");
+          }
+        } else {  // generated callee
+          const FuncPlan& g = *c.func;
+          if (c.checkpoint) {
+            // Checkpointed: run the primal, keep only the inputs (snapshots above).
+            std::string call = c.has_object ? c.object.primal() + "." + g.primal : g.primal;
+            std::string pargs;
+            for (std::size_t i = 0; i < c.args.size(); ++i) {
+              std::string t = (i < c.module_args.size() && !c.module_args[i].root.empty())
+                                  ? c.module_args[i].primal()
+                                  : fwd_text(c.args[i], r, &ss, static_cast<int>(i));
+              pargs += (i ? ", " : "") + t;
+            }
+            fwd_.line("// checkpointed: inputs saved, forward re-run in the backward");
+            fwd_.line(lhs + call + "(" + pargs + ");");
+          } else {
+            std::string base = c.has_object && !c.object.last.empty() ? c.object.last : g.id;
+            ss.saved = r.slot(g.id + "_Saved", base);
+            r.visit.push_back(ss.saved + ".visit(f);");
+            fwd_.line(lhs + g.id + "_fwd(" + args + (args.empty() ? "" : ", ") + r.var + "." + ss.saved + ");");
+          }
+        }
+        break;
+      }
+      case Stmt::Kind::Arith: {
+        snapshot(fwd_, r, ss, s.lhs, 0, snap_base(s.lhs, s.temp));
+        if (s.op != 'n') snapshot(fwd_, r, ss, s.rhs, 1, snap_base(s.rhs, s.temp) + "b");
+        ss.out = r.slot("float", s.temp);
+        temp_slot_[s.temp] = ss.out;
+        std::string a = fwd_text(s.lhs, r, &ss, 0);
+        std::string e = s.op == 'n' ? "-" + a : a + " " + std::string(1, s.op) + " " + fwd_text(s.rhs, r, &ss, 1);
+        fwd_.line(r.var + "." + ss.out + " = " + e + ";");
+        break;
+      }
+      case Stmt::Kind::Assign: {
+        const std::string v = fwd_text(s.value, r, nullptr, -1);
+        const std::string type = s.local_kind == VKind::Tensor ? kTensor : "float";
+        fwd_.line((s.declare ? type + " " : std::string()) + s.local + " = " + v + ";");
+        break;
+      }
+      case Stmt::Kind::Verbatim: fwd_.line(s.text); break;
+      case Stmt::Kind::If: {
+        ss.branch = r.slot("bool", "branch" + std::to_string(s.id));
+        fwd_.line(r.var + "." + ss.branch + " = static_cast<bool>(" + s.cond + ");");
+        fwd_.open("if (" + r.var + "." + ss.branch + ")");
+        emit_fwd(s.then_body, r);
+        if (!s.else_body.empty()) {
+          fwd_.close("} else {");
+          fwd_.set_indent(fwd_.indent() + 1);
+          emit_fwd(s.else_body, r);
+        }
+        fwd_.close();
+        break;
+      }
+      case Stmt::Kind::Loop: {
+        auto rec = std::make_unique<Record>();
+        rec->var = "_r" + std::to_string(s.id);
+        rec->type = "Loop" + std::to_string(s.id);
+        ss.loop = r.slot("std::vector<" + rec->type + ">", "loop" + std::to_string(s.id));
+        ss.record = rec.get();
+        const std::string vec = r.var + "." + ss.loop;
+        r.visit.push_back("for (const auto& r : " + ss.loop + ") r.visit(f);");
+        if (s.range_over_modules) {
+          const std::string i = "_i" + std::to_string(s.id);
+          fwd_.line(vec + ".reserve(" + s.range.primal() + ".size());");
+          fwd_.open("for (std::size_t " + i + " = 0; " + i + " < " + s.range.primal() + ".size(); ++" + i + ")");
+          fwd_.line("auto& " + rec->var + " = " + vec + ".emplace_back();");
+        } else {
+          fwd_.open(s.header);
+          fwd_.line("auto& " + rec->var + " = " + vec + ".emplace_back();");
+          ss.loop_var_slot = rec->slot(s.loop_var_type, s.loop_var);
+          fwd_.line(rec->var + "." + ss.loop_var_slot + " = " + s.loop_var + ";");
+        }
+        emit_fwd(s.body, *rec);
+        if (rec->slots.empty() && s.range_over_modules) fwd_.line("(void)" + rec->var + ";");
+        fwd_.close();
+        r.nested.push_back(std::move(rec));
+        break;
+      }
+      case Stmt::Kind::Return: fwd_.line("return " + fwd_text(s.value, r, nullptr, -1) + ";"); break;
+    }
+  }
+
+  // ---- backward ----------------------------------------------------------------------------
+  void emit_bwd(const std::vector<Stmt>& body, const Record& r) {
+    for (auto it = body.rbegin(); it != body.rend(); ++it) emit_bwd_stmt(*it, r);
+  }
+
+  void emit_bwd_stmt(const Stmt& s, const Record& r) {
+    Out& o = bwd_body_;
+    const StmtSlots& ss = slots_.at(&s);
+    switch (s.kind) {
+      case Stmt::Kind::Return: {
+        if (f_.ret == VKind::Tensor) {
+          note_adjoint(s.value);
+          tensor_contrib(o, s.value, "d_out");
+        } else {
+          note_adjoint(s.value);
+          float_contrib(o, s.value, "d_out");
+        }
+        break;
+      }
+      case Stmt::Kind::Assign: {
+        adjoints_[s.local] = s.local_kind;
+        note_adjoint(s.value);
+        if (s.local_kind == VKind::Tensor) {
+          o.open("if (_d_" + s.local + ".defined())");
+          o.line("const llmcc::Tensor _g = _d_" + s.local + ";");
+          o.line("_d_" + s.local + " = llmcc::Tensor();");
+          tensor_contrib(o, s.value, "_g");
+          o.close();
+        } else {
+          o.open("");
+          o.line("const float _g = _d_" + s.local + ";");
+          o.line("_d_" + s.local + " = 0.0f;");
+          float_contrib(o, s.value, "_g");
+          o.close();
+        }
+        break;
+      }
+      case Stmt::Kind::Verbatim: break;
+      case Stmt::Kind::Arith: {
+        adjoints_[s.temp] = VKind::Float;
+        note_adjoint(s.lhs);
+        if (s.op != 'n') note_adjoint(s.rhs);
+        const std::string a = rev_text(s.lhs, r, ss, 0);
+        const std::string b = s.op == 'n' ? "" : rev_text(s.rhs, r, ss, 1);
+        o.open("");
+        o.line("const float _g = _d_" + s.temp + ";");
+        o.line("_d_" + s.temp + " = 0.0f;");
+        switch (s.op) {
+          case '+': float_contrib(o, s.lhs, "_g"); float_contrib(o, s.rhs, "_g"); break;
+          case '-': float_contrib(o, s.lhs, "_g"); float_contrib(o, s.rhs, "-_g"); break;
+          case '*': float_contrib(o, s.lhs, "_g * " + b); float_contrib(o, s.rhs, "_g * " + a); break;
+          case '/':
+            float_contrib(o, s.lhs, "_g / " + b);
+            float_contrib(o, s.rhs, "-_g * " + a + " / (" + b + " * " + b + ")");
+            break;
+          case 'n': float_contrib(o, s.lhs, "-_g"); break;
+        }
+        o.close();
+        break;
+      }
+      case Stmt::Kind::Call: emit_bwd_call(s, r, ss); break;
+      case Stmt::Kind::If: {
+        o.open("if (" + r.var + "." + ss.branch + ")");
+        emit_bwd(s.then_body, r);
+        if (!s.else_body.empty()) {
+          o.close("} else {");
+          o.set_indent(o.indent() + 1);
+          emit_bwd(s.else_body, r);
+        }
+        o.close();
+        break;
+      }
+      case Stmt::Kind::Loop: {
+        const Record& rec = *ss.record;
+        const std::string i = "_i" + std::to_string(s.id);
+        o.open("for (std::size_t " + i + " = " + r.var + "." + ss.loop + ".size(); " + i + "-- > 0;)");
+        const int mark = static_cast<int>(o.str().size());
+        Out inner;
+        inner.set_indent(o.indent());
+        std::swap(inner, bwd_body_);
+        emit_bwd(s.body, rec);
+        std::swap(inner, bwd_body_);
+        const std::string body = inner.str();
+        if (contains_word(body, rec.var) || (!s.range_over_modules && contains_word(body, s.loop_var)))
+          o.line("const auto& " + rec.var + " = " + r.var + "." + ss.loop + "[" + i + "];");
+        if (!s.range_over_modules && contains_word(body, s.loop_var))
+          o.line("const " + s.loop_var_type + " " + s.loop_var + " = " + rec.var + "." + ss.loop_var_slot + ";");
+        o.raw(body);
+        (void)mark;
+        o.close();
+        break;
+      }
+    }
+  }
+
+  void emit_bwd_call(const Stmt& s, const Record& r, const StmtSlots& ss) {
+    Out& o = bwd_body_;
+    const Call& c = s.call;
+    const bool tensor = c.ret == VKind::Tensor;
+    adjoints_[s.temp] = c.ret;
+    for (std::size_t i = 0; i < c.args.size(); ++i) note_adjoint(c.args[i]);
+    const std::string d = "_d_" + s.temp;
+    o.open(tensor ? "if (" + d + ".defined())" : "");
+    const std::string args = callee_args_rev(s, r, ss);
+    const std::string sep = args.empty() ? "" : ", ";
+    if (c.kind == Call::Kind::Math) {
+      const std::string x = rev_text(c.args[0], r, ss, 0);
+      const std::string y = r.var + "." + ss.out;
+      o.line("const float _g = " + d + ";");
+      o.line(d + " = 0.0f;");
+      const std::string& n = c.name;
+      auto is = [&](const char* a) { return n == a || n == std::string("std::") + (a + 0); };
+      if (is("expf") || is("exp")) float_contrib(o, c.args[0], "_g * " + y);
+      else if (is("tanhf") || is("tanh")) float_contrib(o, c.args[0], "_g * (1.0f - " + y + " * " + y + ")");
+      else if (is("logf") || is("log")) float_contrib(o, c.args[0], "_g / " + x);
+      else if (is("sqrtf") || is("sqrt")) float_contrib(o, c.args[0], "_g * 0.5f / " + y);
+      else if (is("fabsf") || is("fabs") || is("abs"))
+        float_contrib(o, c.args[0], "(" + x + " >= 0.0f ? _g : -_g)");
+      else if (is("sinf") || is("sin")) float_contrib(o, c.args[0], "_g * cosf(" + x + ")");
+      else if (is("cosf") || is("cos")) float_contrib(o, c.args[0], "-_g * sinf(" + x + ")");
+      else if (is("powf") || is("pow")) {
+        const std::string e = rev_text(c.args[1], r, ss, 1);
+        float_contrib(o, c.args[0], "_g * " + e + " * powf(" + x + ", " + e + " - 1.0f)");
+        float_contrib(o, c.args[1], "_g * " + y + " * logf(" + x + ")");
+      }
+      o.close();
+      return;
+    }
+    if (c.kind == Call::Kind::Rule) {
+      std::string call = c.pullback + "(" + args + sep + r.var + "." + ss.out;
+      if (!ss.saved.empty()) call += ", " + r.var + "." + ss.saved;
+      call += ", " + d;
+      for (std::size_t i = 0; i < c.args.size(); ++i) {
+        if (!c.adjoint_of[i]) continue;
+        const Operand& a = c.args[i];
+        std::string p = adj_ptr(a);
+        if (p != "nullptr" && a.kind == VKind::Tensor)
+          p = "llmcc::adgen::acc(" + p + ", " + rev_text(a, r, ss, static_cast<int>(i)) + ")";
+        call += ", " + p;
+      }
+      o.line(call + ");");
+    } else {
+      const FuncPlan& g = *c.func;
+      std::string tail;
+      if (c.has_object) tail += ", " + c.object.grad_ptr();
+      for (std::size_t i = 0; i < c.args.size(); ++i) {
+        const Param& p = g.params[i];
+        if (p.is_module)
+          tail += ", " + c.module_args[i].grad_ptr();
+        else if (p.kind != VKind::Inactive)
+          tail += ", " + adj_ptr(c.args[i]);
+      }
+      if (c.checkpoint) {
+        o.line("// checkpointed: re-run the forward from the saved inputs, then reverse it");
+        o.line(g.id + "_Saved _c;");
+        o.line(g.id + "_fwd(" + args + sep + "_c);");
+        o.line(g.id + "_bwd(" + args + sep + "_c, " + d + tail + ");");
+      } else {
+        o.line(g.id + "_bwd(" + args + sep + r.var + "." + ss.saved + ", " + d + tail + ");");
+      }
+    }
+    o.line(tensor ? d + " = llmcc::Tensor();" : d + " = 0.0f;");
+    o.close();
+  }
+
+  void finish_bwd() {
+    if (finished_) return;
+    finished_ = true;
+    std::string decls;
+    const std::string body = bwd_body_.str();
+    for (const auto& [name, kind] : adjoints_) {
+      if (!contains_word(body, "_d_" + name)) continue;
+      decls += kind == VKind::Tensor ? "  llmcc::Tensor _d_" + name + ";  // adjoint of " + name + "\n"
+                                     : "  float _d_" + name + " = 0.0f;\n";
+    }
+    bwd_text_ = decls + body;
+  }
+
+  const Program& prog_;
+  const FuncPlan& f_;
+  Record root_;
+  Out fwd_, bwd_body_;
+  std::string bwd_text_;
+  bool finished_ = false;
+  std::map<const Stmt*, StmtSlots> slots_;
+  std::map<std::string, std::string> temp_slot_;
+  std::map<std::string, VKind> adjoints_;
+};
+
+std::string entry_signature(const FuncPlan& f, bool define) {
+  std::string s = "float " + f.id + "_grad(";
+  bool first = true;
+  auto add = [&](const std::string& x) {
+    s += (first ? "" : ", ") + x;
+    first = false;
+  };
+  for (const auto& p : f.params) add(p.type + " " + p.name);
+  for (const auto& p : f.params) {
+    if (p.is_module) add(p.grad_type + "& d_" + p.name);
+    else if (p.kind == VKind::Tensor) add("llmcc::Tensor* d_" + p.name);
+    else if (p.kind == VKind::Float) add("float* d_" + p.name);
+  }
+  (void)define;
+  return s + ")";
+}
+
+std::string entry_definition(const FuncPlan& f) {
+  Out o;
+  o.open(entry_signature(f, true));
+  std::string args;
+  for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
+  std::string grads;
+  for (const auto& p : f.params) {
+    if (p.is_module) grads += ", &d_" + p.name;
+    else if (p.kind != VKind::Inactive) grads += ", d_" + p.name;
+  }
+  o.line(f.id + "_Saved _s;");
+  o.line("const float value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
+  o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");
+  o.line("return value;");
+  o.close();
+  return o.str();
+}
+
+void emit_module(Out& o, const ModulePlan& m) {
+  o.line("// Gradient mirror of " + m.type + ": one adjoint per parameter, accumulated (+=).");
+  o.open("struct " + m.grad_type);
+  for (const auto& f : m.fields) {
+    if (f.kind == ModuleField::Kind::Tensor) o.line("llmcc::Tensor " + f.name + ";");
+    else if (f.kind == ModuleField::Kind::Module) o.line(f.grad_type + " " + f.name + ";");
+    else o.line("std::vector<" + f.grad_type + "> " + f.name + ";");
+  }
+  o.line("");
+  o.line("// Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).");
+  o.open("void shape_like(const " + m.type + "& m)");
+  for (const auto& f : m.fields) {
+    if (f.kind == ModuleField::Kind::Tensor)
+      o.line(f.name + " = llmcc::Tensor(nullptr, m." + f.name + ".shape());");
+    else if (f.kind == ModuleField::Kind::Module)
+      o.line(f.name + ".shape_like(m." + f.name + ");");
+    else {
+      o.line(f.name + ".resize(m." + f.name + ".size());");
+      o.line("for (std::size_t i = 0; i < " + f.name + ".size(); ++i) " + f.name + "[i].shape_like(m." +
+             f.name + "[i]);");
+    }
+  }
+  o.close();
+  o.line("// Calls f(name, parameter, gradient) for every parameter, in field order.");
+  o.line("template <class F>");
+  o.open("void for_each_pair(const " + m.type + "& m, const std::string& prefix, F&& f)");
+  for (const auto& f : m.fields) {
+    if (f.kind == ModuleField::Kind::Tensor)
+      o.line("f(prefix + \"" + f.name + "\", m." + f.name + ", " + f.name + ");");
+    else if (f.kind == ModuleField::Kind::Module)
+      o.line(f.name + ".for_each_pair(m." + f.name + ", prefix + \"" + f.name + ".\", f);");
+    else
+      o.line("for (std::size_t i = 0; i < " + f.name + ".size(); ++i) " + f.name + "[i].for_each_pair(m." +
+             f.name + "[i], prefix + \"" + f.name + ".\" + std::to_string(i) + \".\", f);");
+  }
+  o.close();
+  o.close("};");
+  o.line("");
+}
+
+}  // namespace
+
+Generated emit(const Program& p, const std::string& header_name) {
+  Generated g;
+  const std::string banner = "// Generated by adgen " + std::string(kVersion) + " from " + p.source_name +
+                             ". Do not edit: regenerate.\n";
+  std::vector<std::unique_ptr<FuncEmitter>> fe;
+  for (const auto& f : p.funcs) {
+    fe.push_back(std::make_unique<FuncEmitter>(p, *f));
+    fe.back()->run();
+  }
+
+  Out h;
+  h.raw(banner);
+  h.raw("#pragma once\n\n#include <cstddef>\n#include <string>\n#include <vector>\n\n#include \"llmcc/adgen.h\"\n");
+  for (const auto& inc : p.includes) h.raw("#include \"" + inc + "\"\n");
+  h.raw("\n");
+  if (!p.ns.empty()) h.raw("namespace " + p.ns + " {\n\n");
+  for (const auto& m : p.modules) emit_module(h, m);
+  for (std::size_t i = 0; i < p.funcs.size(); ++i) {
+    const FuncPlan& f = *p.funcs[i];
+    h.line("// " + f.id + ": what the backward of " + f.source + " reads.");
+    h.raw(fe[i]->saved_struct());
+    h.line(fe[i]->fwd_signature(false) + ";");
+    h.line(fe[i]->bwd_signature(false) + ";");
+    if (f.entry) {
+      h.line("// Returns the value and accumulates the gradient into the d_ arguments.");
+      h.line(entry_signature(f, false) + ";");
+    }
+    h.line("");
+  }
+  if (!p.ns.empty()) h.raw("}  // namespace " + p.ns + "\n\n");
+  if (!p.modules.empty()) {
+    h.raw("namespace llmcc::adgen {\n");
+    const std::string q = p.ns.empty() ? "" : p.ns + "::";
+    for (const auto& m : p.modules)
+      h.raw("template <>\nstruct GradOf<" + m.type + "> {\n  using type = " + q + m.grad_type + ";\n};\n");
+    h.raw("}  // namespace llmcc::adgen\n");
+  }
+  g.header = h.str();
+
+  Out s;
+  s.raw(banner);
+  s.raw("#include \"" + header_name + "\"\n\n#include <cmath>\n\n");
+  if (!p.ns.empty()) s.raw("namespace " + p.ns + " {\n\n");
+  for (std::size_t i = 0; i < p.funcs.size(); ++i) {
+    s.raw(fe[i]->fwd_definition());
+    s.raw("\n");
+    s.raw(fe[i]->bwd_definition());
+    s.raw("\n");
+    if (p.funcs[i]->entry) s.raw(entry_definition(*p.funcs[i]) + "\n");
+  }
+  if (!p.ns.empty()) s.raw("}  // namespace " + p.ns + "\n");
+  g.source = s.str();
+  return g;
+}
+
+}  // namespace adgen

@@ -1,0 +1,1028 @@
+#include "planner.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "clang/AST/Attr.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/StmtCXX.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+
+namespace adgen {
+
+using namespace clang;
+
+// Per-function lowering state.
+struct Planner::Scope {
+  FuncPlan* fp = nullptr;
+  const FunctionDecl* fd = nullptr;
+  const CXXRecordDecl* self = nullptr;          // module of a member function
+  std::map<const VarDecl*, std::string> names;  // unique names of locals
+  std::set<std::string> used_names;
+  std::map<const VarDecl*, ModPath> aliases;    // module references (range-for element, ...)
+  std::set<const VarDecl*> loop_vars;           // counted-loop variables (restored backwards)
+  std::set<std::string> active_locals;
+  int temps = 0;
+  int blocks = 0;  // If/Loop ids
+};
+
+namespace {
+
+bool has_annotation(const Decl* d, const char* what) {
+  for (const Decl* r : d->redecls())
+    for (const auto* a : r->specific_attrs<AnnotateAttr>())
+      if (a->getAnnotation() == what) return true;
+  return false;
+}
+
+const Expr* strip(const Expr* e) {
+  while (true) {
+    e = e->IgnoreParens();
+    if (const auto* c = dyn_cast<ImplicitCastExpr>(e)) {
+      const CastKind k = c->getCastKind();
+      if (k == CK_NoOp || k == CK_LValueToRValue || k == CK_UncheckedDerivedToBase || k == CK_DerivedToBase ||
+          k == CK_ConstructorConversion || k == CK_UserDefinedConversion) {
+        e = c->getSubExpr();
+        continue;
+      }
+      return e;
+    }
+    if (const auto* m = dyn_cast<MaterializeTemporaryExpr>(e)) {
+      e = m->getSubExpr();
+      continue;
+    }
+    if (const auto* b = dyn_cast<CXXBindTemporaryExpr>(e)) {
+      e = b->getSubExpr();
+      continue;
+    }
+    if (const auto* w = dyn_cast<ExprWithCleanups>(e)) {
+      e = w->getSubExpr();
+      continue;
+    }
+    if (const auto* c = dyn_cast<CXXConstructExpr>(e)) {
+      if (c->getNumArgs() == 1 && c->getConstructor()->isCopyOrMoveConstructor()) {
+        e = c->getArg(0);
+        continue;
+      }
+      return e;
+    }
+    return e;
+  }
+}
+
+bool is_math(const FunctionDecl* f) {
+  static const std::set<std::string> names = {"expf", "tanhf", "logf", "sqrtf", "powf", "fabsf", "sinf", "cosf",
+                                              "exp",  "tanh",  "log",  "sqrt",  "pow",  "fabs",  "sin",  "cos"};
+  const std::string q = f->getQualifiedNameAsString();
+  const std::string n = f->getNameAsString();
+  return names.count(n) && (q == n || q == "std::" + n);
+}
+
+}  // namespace
+
+Planner::Planner(ASTContext& ctx, Diagnostics& diag) : ctx_(ctx), diag_(diag), act_(ctx), rules_(ctx, diag, act_) {}
+
+void Planner::need_file(const Decl* d) {
+  const SourceManager& sm = ctx_.getSourceManager();
+  const SourceLocation loc = sm.getExpansionLoc(d->getLocation());
+  if (sm.isInSystemHeader(loc)) return;
+  const auto entry = sm.getFileEntryRefForID(sm.getFileID(loc));
+  if (entry) files_.insert(entry->getName().str());
+}
+
+std::string Planner::ensure_module(const CXXRecordDecl* rd) {
+  rd = rd->getDefinition();
+  if (auto it = modules_.find(rd); it != modules_.end()) return it->second;
+  std::string grad = rd->getNameAsString() + "_Grad";
+  modules_[rd] = grad;
+  need_file(rd);
+  if (isa<ClassTemplateSpecializationDecl>(rd))
+    diag_.error(rd->getLocation(), "module '" + rd->getNameAsString() +
+                                       "' is a class template: adgen supports plain structs of parameters");
+  ModulePlan m;
+  m.type = rules_.type_name(ctx_.getRecordType(rd));
+  m.grad_type = grad;
+  for (const FieldDecl* f : rd->fields()) {
+    ModuleField mf;
+    mf.name = f->getNameAsString();
+    if (act_.is_tensor(f->getType())) {
+      mf.kind = ModuleField::Kind::Tensor;
+    } else if (const auto* sub = act_.module_record(f->getType())) {
+      mf.kind = ModuleField::Kind::Module;
+      mf.type = rules_.type_name(ctx_.getRecordType(sub));
+      mf.grad_type = ensure_module(sub);
+    } else if (const auto* el = act_.module_vec_elem(f->getType())) {
+      mf.kind = ModuleField::Kind::ModuleVec;
+      mf.type = rules_.type_name(ctx_.getRecordType(el));
+      mf.grad_type = ensure_module(el);
+    } else {
+      continue;  // configuration: no gradient
+    }
+    if (f->getAccess() == AS_private || f->getAccess() == AS_protected)
+      diag_.error(f->getLocation(), "module field '" + mf.name +
+                                        "' is not public: the generated backward reads parameters directly; "
+                                        "make it a public field (struct)");
+    m.fields.push_back(mf);
+  }
+  program_.modules.push_back(m);  // after its sub-modules: dependencies first
+  return grad;
+}
+
+void Planner::plan_entry(const FunctionDecl* entry) {
+  const FunctionDecl* def = entry->getDefinition();
+  if (def == nullptr || !def->hasBody()) {
+    diag_.error(entry->getLocation(), "entry '" + entry->getNameAsString() + "' has no body in this translation unit");
+    return;
+  }
+  if (!act_.is_float(def->getReturnType())) {
+    diag_.error(def->getLocation(), "entry '" + def->getNameAsString() +
+                                        "' must return float (the loss); differentiate a scalar");
+    return;
+  }
+  need_file(entry);
+  FuncPlan* fp = plan_function(def, def->getLocation());
+  if (fp != nullptr) fp->entry = true;
+}
+
+FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
+  f = f->getDefinition() ? f->getDefinition() : f;
+  if (auto it = planned_.find(f); it != planned_.end()) return it->second;
+  if (in_progress_.count(f)) {
+    diag_.error(use, "recursive call of '" + f->getNameAsString() +
+                         "': adgen differentiates call trees without recursion (use a loop over layers)");
+    return nullptr;
+  }
+  if (f->isVariadic() || f->getTemplatedKind() != FunctionDecl::TK_NonTemplate) {
+    diag_.error(use, "'" + f->getNameAsString() +
+                         "' is a template or variadic function: adgen differentiates plain functions");
+    return nullptr;
+  }
+  in_progress_.insert(f);
+  auto owned = std::make_unique<FuncPlan>();
+  FuncPlan* fp = owned.get();
+  Scope sc;
+  sc.fp = fp;
+  sc.fd = f;
+  const auto* md = dyn_cast<CXXMethodDecl>(f);
+  if (md != nullptr && !md->isStatic()) {
+    sc.self = act_.module_record(ctx_.getRecordType(md->getParent()));
+    if (sc.self == nullptr) {
+      diag_.error(use, "member function '" + md->getQualifiedNameAsString() +
+                           "' of a type without parameters: adgen differentiates members of modules "
+                           "(structs holding Tensor fields)");
+      in_progress_.erase(f);
+      return nullptr;
+    }
+    if (!md->isConst())
+      diag_.error(md->getLocation(), "member function '" + md->getQualifiedNameAsString() +
+                                         "' is not const: a differentiated forward must not modify its module");
+    fp->is_method = true;
+    fp->self_type = rules_.type_name(ctx_.getRecordType(md->getParent()));
+    fp->self_grad_type = ensure_module(sc.self);
+    std::string method = md->getOverloadedOperator() == OO_Call ? "call" : md->getNameAsString();
+    fp->id = md->getParent()->getNameAsString() + "_" + method;
+    fp->primal = md->getOverloadedOperator() == OO_Call ? "operator()" : md->getNameAsString();
+  } else {
+    fp->id = f->getNameAsString();
+    fp->primal = f->getQualifiedNameAsString();
+  }
+  for (std::string base = fp->id; func_ids_.count(fp->id);) fp->id = base + "_" + std::to_string(func_ids_.size());
+  func_ids_.insert(fp->id);
+  fp->checkpoint = has_annotation(f, "llmcc.adgen.checkpoint");
+  {
+    const PresumedLoc pl = ctx_.getSourceManager().getPresumedLoc(f->getLocation());
+    std::string file = pl.isValid() ? pl.getFilename() : "?";
+    file = file.substr(file.find_last_of('/') == std::string::npos ? 0 : file.find_last_of('/') + 1);
+    fp->source = (md ? md->getQualifiedNameAsString() : f->getQualifiedNameAsString()) + " (" + file + ":" +
+                 std::to_string(pl.isValid() ? pl.getLine() : 0) + ")";
+  }
+  if (act_.is_tensor(f->getReturnType())) {
+    fp->ret = VKind::Tensor;
+  } else if (act_.is_float(f->getReturnType())) {
+    fp->ret = VKind::Float;
+  } else {
+    diag_.error(use, "'" + f->getNameAsString() + "' returns '" + f->getReturnType().getAsString() +
+                         "': differentiated functions return Tensor or float");
+    in_progress_.erase(f);
+    return nullptr;
+  }
+  fp->ret_type = rules_.type_name(f->getReturnType());
+  for (const ParmVarDecl* p : f->parameters()) {
+    Param pp;
+    pp.name = p->getNameAsString();
+    if (pp.name.empty()) pp.name = "_unnamed" + std::to_string(fp->params.size());
+    pp.type = rules_.type_name(p->getType());
+    sc.used_names.insert(pp.name);
+    const QualType t = p->getType();
+    const bool mutable_ref = (t->isReferenceType() && !t.getNonReferenceType().isConstQualified()) ||
+                             t->isPointerType();
+    if (act_.is_tensor(t) || act_.is_float(t)) {
+      pp.kind = act_.is_tensor(t) ? VKind::Tensor : VKind::Float;
+      if (mutable_ref)
+        diag_.error(p->getLocation(), "parameter '" + pp.name +
+                                          "' is a non-const reference or pointer: a differentiated function "
+                                          "takes tensors by value or const reference");
+    } else if (const auto* m = act_.module_record(t)) {
+      pp.is_module = true;
+      pp.module_type = rules_.type_name(ctx_.getRecordType(m));
+      pp.grad_type = ensure_module(m);
+      if (!t->isReferenceType() || !t.getNonReferenceType().isConstQualified())
+        diag_.error(p->getLocation(), "module parameter '" + pp.name + "' must be a const reference");
+    } else if (act_.is_double(t)) {
+      diag_.error(p->getLocation(), "parameter '" + pp.name + "' is double: adgen differentiates float scalars");
+    }
+    fp->params.push_back(pp);
+  }
+  if (f->getBody() == nullptr) {
+    in_progress_.erase(f);
+    return nullptr;
+  }
+  act_.analyze(f);
+  const auto* body = dyn_cast<CompoundStmt>(f->getBody());
+  if (body == nullptr) {
+    diag_.error(f->getLocation(), "function-try-blocks are not supported");
+  } else {
+    const clang::Stmt* last = body->body_empty() ? nullptr : body->body_back();
+    for (const clang::Stmt* s : body->body()) {
+      if (isa<ReturnStmt>(s) && s != last)
+        diag_.error(s->getBeginLoc(), "early return: a differentiated function has one return, as its last "
+                                      "statement");
+      lower_stmt(sc, s, fp->body);
+    }
+    if (last == nullptr || !isa<ReturnStmt>(last))
+      diag_.error(f->getEndLoc(), "'" + f->getNameAsString() + "' must end with `return <expression>;`");
+  }
+  in_progress_.erase(f);
+  planned_[f] = fp;
+  program_.funcs.push_back(std::move(owned));
+  return fp;
+}
+
+// ---- text ----------------------------------------------------------------------------------
+
+std::string Planner::text(Scope& sc, const clang::Stmt* s) {
+  const SourceManager& sm = ctx_.getSourceManager();
+  const LangOptions& lo = ctx_.getLangOpts();
+  const CharSourceRange range = CharSourceRange::getTokenRange(sm.getExpansionRange(s->getSourceRange()).getAsRange());
+  const SourceLocation begin = range.getBegin();
+  std::string src = Lexer::getSourceText(range, sm, lo).str();
+  const unsigned base = sm.getFileOffset(begin);
+  struct Edit {
+    unsigned off, len;
+    std::string with;
+  };
+  std::vector<Edit> edits;
+  auto offset = [&](SourceLocation l) -> long {
+    l = sm.getExpansionLoc(l);
+    if (sm.getFileID(l) != sm.getFileID(begin)) return -1;
+    return static_cast<long>(sm.getFileOffset(l)) - static_cast<long>(base);
+  };
+  std::function<void(const clang::Stmt*)> walk = [&](const clang::Stmt* n) {
+    if (n == nullptr) return;
+    if (const auto* me = dyn_cast<MemberExpr>(n)) {
+      if (const auto* th = dyn_cast<CXXThisExpr>(me->getBase()->IgnoreImpCasts())) {
+        if (th->isImplicit()) {
+          const long o = offset(me->getMemberLoc());
+          if (o >= 0) edits.push_back({static_cast<unsigned>(o), 0, "self."});
+        } else {
+          const long o = offset(th->getBeginLoc());
+          const long m = offset(me->getMemberLoc());
+          if (o >= 0 && m >= o) edits.push_back({static_cast<unsigned>(o), static_cast<unsigned>(m - o), "self."});
+        }
+        return;  // `this` itself needs no more edits
+      }
+    }
+    if (const auto* dre = dyn_cast<DeclRefExpr>(n)) {
+      if (const auto* vd = dyn_cast<VarDecl>(dre->getDecl())) {
+        const long o = offset(dre->getLocation());
+        const unsigned len = static_cast<unsigned>(vd->getName().size());
+        if (auto a = sc.aliases.find(vd); a != sc.aliases.end() && o >= 0)
+          edits.push_back({static_cast<unsigned>(o), len, a->second.primal()});
+        else if (auto r = sc.names.find(vd); r != sc.names.end() && r->second != vd->getName() && o >= 0)
+          edits.push_back({static_cast<unsigned>(o), len, r->second});
+      }
+    }
+    if (const auto* ds = dyn_cast<DeclStmt>(n)) {
+      for (const Decl* d : ds->decls())
+        if (const auto* vd = dyn_cast<VarDecl>(d)) {
+          if (auto r = sc.names.find(vd); r != sc.names.end() && r->second != vd->getName()) {
+            const long o = offset(vd->getLocation());
+            if (o >= 0) edits.push_back({static_cast<unsigned>(o), static_cast<unsigned>(vd->getName().size()), r->second});
+          }
+          if (vd->getInit()) walk(vd->getInit());
+        }
+      return;
+    }
+    for (const clang::Stmt* c : n->children()) walk(c);
+  };
+  walk(s);
+  std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.off > b.off; });
+  for (const Edit& e : edits)
+    if (e.off + e.len <= src.size()) src.replace(e.off, e.len, e.with);
+  // One line: generated code is re-indented by the emitter.
+  std::string flat;
+  bool space = false;
+  for (char c : src) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = true;
+      continue;
+    }
+    if (space && !flat.empty()) flat += ' ';
+    space = false;
+    flat += c;
+  }
+  return flat;
+}
+
+bool Planner::reevaluable(Scope& sc, const clang::Stmt* s) const {
+  if (s == nullptr) return true;
+  if (const auto* dre = dyn_cast<DeclRefExpr>(s)) {
+    const auto* vd = dyn_cast<VarDecl>(dre->getDecl());
+    if (vd == nullptr || !vd->isLocalVarDeclOrParm()) return true;
+    if (isa<ParmVarDecl>(vd) || sc.loop_vars.count(vd)) return true;
+    if (sc.aliases.count(vd)) return true;
+    return false;
+  }
+  for (const clang::Stmt* c : s->children())
+    if (!reevaluable(sc, c)) return false;
+  return true;
+}
+
+bool Planner::mentions_active(Scope& sc, const clang::Stmt* s) const {
+  if (s == nullptr) return false;
+  if (const auto* e = dyn_cast<Expr>(s))
+    if (act_.active(e)) return true;
+  if (const auto* ds = dyn_cast<DeclStmt>(s))
+    for (const Decl* d : ds->decls())
+      if (const auto* vd = dyn_cast<VarDecl>(d))
+        if (act_.active_var(vd) || act_.is_module_like(vd->getType())) return true;
+  for (const clang::Stmt* c : s->children())
+    if (mentions_active(sc, c)) return true;
+  return false;
+}
+
+// Writes to a tensor's data (or rebinding it) would change a value the backward reads.
+void Planner::check_mutation(Scope& sc, const clang::Stmt* s) {
+  if (s == nullptr) return;
+  if (const auto* mc = dyn_cast<CXXMemberCallExpr>(s)) {
+    const Expr* obj = mc->getImplicitObjectArgument();
+    const CXXMethodDecl* m = mc->getMethodDecl();
+    if (obj != nullptr && m != nullptr && act_.is_tensor(obj->getType()) && act_.active(obj)) {
+      const std::string n = m->getNameAsString();
+      if (n == "f32" || n == "raw" || n == "bind" || !m->isConst())
+        diag_.error(mc->getExprLoc(), "mutation of a saved tensor: '" + n + "()' exposes or rebinds the data of '" +
+                                          text(sc, obj) +
+                                          "', which the backward reads; differentiated code only combines "
+                                          "tensors through rules (write a rule with a pullback instead)");
+    }
+  }
+  for (const clang::Stmt* c : s->children()) check_mutation(sc, c);
+}
+
+// ---- statements ----------------------------------------------------------------------------
+
+void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stmt>& out) {
+  if (s == nullptr || isa<NullStmt>(s)) return;
+  if (const auto* cs = dyn_cast<CompoundStmt>(s)) {
+    for (const clang::Stmt* c : cs->body()) lower_stmt(sc, c, out);
+    return;
+  }
+  if (const auto* ds = dyn_cast<DeclStmt>(s)) return lower_decl(sc, ds, out);
+  if (const auto* rs = dyn_cast<ReturnStmt>(s)) {
+    if (rs->getRetValue() == nullptr) {
+      diag_.error(rs->getBeginLoc(), "return without a value");
+      return;
+    }
+    check_mutation(sc, rs->getRetValue());
+    adgen::Stmt st;
+    st.kind = adgen::Stmt::Kind::Return;
+    st.value = lower_expr(sc, rs->getRetValue(), out);
+    out.push_back(st);
+    return;
+  }
+  if (const auto* is = dyn_cast<IfStmt>(s)) return lower_if(sc, is, out);
+  if (const auto* fs = dyn_cast<ForStmt>(s)) return lower_for(sc, fs, out);
+  if (const auto* rf = dyn_cast<CXXForRangeStmt>(s)) return lower_range_for(sc, rf, out);
+  if (const auto* ws = dyn_cast<WhileStmt>(s)) {
+    if (act_.active(ws->getCond()) || mentions_active(sc, ws->getCond()))
+      diag_.error(ws->getWhileLoc(), "while loop whose trip count depends on a differentiable value: adgen "
+                                     "supports range-for and counted for loops over layers");
+    else
+      diag_.error(ws->getWhileLoc(), "while loop: adgen supports range-for and counted for loops "
+                                     "(`for (int i = 0; i < n; ++i)`) whose trip count does not depend on tensors");
+    return;
+  }
+  if (const auto* dw = dyn_cast<DoStmt>(s)) {
+    diag_.error(dw->getDoLoc(), "do-while loop: adgen supports range-for and counted for loops");
+    return;
+  }
+  if (isa<GotoStmt>(s) || isa<IndirectGotoStmt>(s)) {
+    diag_.error(s->getBeginLoc(), "goto: adgen supports structured control flow only (if/else, for, range-for)");
+    return;
+  }
+  if (const auto* ls = dyn_cast<LabelStmt>(s)) {
+    diag_.error(ls->getBeginLoc(), "label '" + std::string(ls->getName()) + "': goto and labels are not supported");
+    return lower_stmt(sc, ls->getSubStmt(), out);
+  }
+  if (isa<SwitchStmt>(s)) {
+    diag_.error(s->getBeginLoc(), "switch: use if/else on a non-differentiable condition");
+    return;
+  }
+  if (isa<BreakStmt>(s) || isa<ContinueStmt>(s)) {
+    diag_.error(s->getBeginLoc(), std::string(isa<BreakStmt>(s) ? "break" : "continue") +
+                                      ": loops over layers run every iteration; use if/else inside the body");
+    return;
+  }
+  if (isa<CXXTryStmt>(s)) {
+    diag_.error(s->getBeginLoc(), "try/catch inside a differentiated function is not supported");
+    return;
+  }
+  if (const auto* e = dyn_cast<Expr>(s)) {
+    const Expr* x = e->IgnoreParens();
+    if (const auto* w = dyn_cast<ExprWithCleanups>(x)) x = w->getSubExpr()->IgnoreParens();
+    if (const auto* bo = dyn_cast<BinaryOperator>(x)) {
+      if (bo->isAssignmentOp()) {
+        char op = 0;
+        switch (bo->getOpcode()) {
+          case BO_AddAssign: op = '+'; break;
+          case BO_SubAssign: op = '-'; break;
+          case BO_MulAssign: op = '*'; break;
+          case BO_DivAssign: op = '/'; break;
+          default: break;
+        }
+        return lower_assign(sc, bo, bo->getLHS(), bo->getRHS(), op, out);
+      }
+    }
+    if (const auto* oc = dyn_cast<CXXOperatorCallExpr>(x)) {
+      if (oc->getOperator() == OO_Equal && oc->getNumArgs() == 2)
+        return lower_assign(sc, oc, oc->getArg(0), oc->getArg(1), 0, out);
+    }
+    check_mutation(sc, e);
+    adgen::Stmt st;
+    st.kind = adgen::Stmt::Kind::Verbatim;
+    st.text = text(sc, e) + ";";
+    out.push_back(st);
+    return;
+  }
+  if (!mentions_active(sc, s)) {
+    adgen::Stmt st;
+    st.kind = adgen::Stmt::Kind::Verbatim;
+    st.text = text(sc, s);
+    out.push_back(st);
+    return;
+  }
+  diag_.error(s->getBeginLoc(), std::string("unsupported statement '") + s->getStmtClassName() +
+                                    "' in a differentiated function (see docs/adgen-subset.md)");
+}
+
+void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>& out) {
+  for (const Decl* d : ds->decls()) {
+    const auto* vd = dyn_cast<VarDecl>(d);
+    if (vd == nullptr) continue;
+    std::string name = vd->getNameAsString();
+    for (int k = 2; sc.used_names.count(name); ++k) name = vd->getNameAsString() + "_" + std::to_string(k);
+    sc.used_names.insert(name);
+    sc.names[vd] = name;
+    const QualType t = vd->getType();
+    if (vd->isStaticLocal()) {
+      diag_.error(vd->getLocation(), "static local '" + name + "' in a differentiated function is not supported");
+      continue;
+    }
+    if (act_.is_module_like(t)) {
+      if (!t->isReferenceType()) {
+        diag_.error(vd->getLocation(), "local module copy '" + name +
+                                           "': bind modules by const reference (`const Block& b = h[i];`)");
+        continue;
+      }
+      ModPath p;
+      if (vd->getInit() && resolve_module(sc, vd->getInit(), p, true)) {
+        if (p.last.empty()) p.last = name;
+        sc.aliases[vd] = p;
+      }
+      continue;
+    }
+    if (act_.is_double(t) && act_.active_var(vd)) {
+      diag_.error(vd->getLocation(), "double local '" + name +
+                                         "' holds a differentiable value: adgen differentiates float scalars");
+      continue;
+    }
+    if ((act_.is_tensor(t) || act_.is_float(t)) && act_.active_var(vd)) {
+      if (vd->getInit() == nullptr) {
+        diag_.error(vd->getLocation(), "differentiable local '" + name + "' needs an initialiser");
+        continue;
+      }
+      check_mutation(sc, vd->getInit());
+      adgen::Stmt st;
+      st.kind = adgen::Stmt::Kind::Assign;
+      st.declare = true;
+      st.local = name;
+      st.local_kind = act_.is_tensor(t) ? VKind::Tensor : VKind::Float;
+      st.value = lower_expr(sc, vd->getInit(), out);
+      sc.fp->locals.push_back({name, st.local_kind});
+      out.push_back(st);
+      continue;
+    }
+    // Inactive local: forward only.
+    if (vd->getInit()) check_mutation(sc, vd->getInit());
+    adgen::Stmt st;
+    st.kind = adgen::Stmt::Kind::Verbatim;
+    std::string type = rules_.type_name(t);
+    st.text = type + " " + name;
+    if (const Expr* init = vd->getInit()) {
+      const auto* ce = dyn_cast<CXXConstructExpr>(strip(init));
+      if (ce != nullptr && ce->getNumArgs() == 0)
+        st.text += "{}";
+      else if (vd->getInitStyle() == VarDecl::ListInit)
+        st.text += text(sc, init);
+      else
+        st.text += " = " + text(sc, init);
+    }
+    st.text += ";";
+    out.push_back(st);
+  }
+}
+
+void Planner::lower_assign(Scope& sc, const Expr* whole, const Expr* lhs, const Expr* rhs, char compound,
+                           std::vector<adgen::Stmt>& out) {
+  const auto* dre = dyn_cast<DeclRefExpr>(lhs->IgnoreParenImpCasts());
+  const VarDecl* vd = dre ? dyn_cast<VarDecl>(dre->getDecl()) : nullptr;
+  const bool carrier = act_.is_tensor(lhs->getType()) || act_.is_float(lhs->getType());
+  if (vd == nullptr || isa<ParmVarDecl>(vd) || !vd->isLocalVarDecl()) {
+    if (carrier || act_.is_double(lhs->getType())) {
+      diag_.error(whole->getExprLoc(), "mutation of a saved tensor or parameter: assignment to '" + text(sc, lhs) +
+                                           "'; only locals of the differentiated function may be reassigned");
+      return;
+    }
+  }
+  if (vd == nullptr || !act_.active_var(vd)) {
+    if (act_.is_double(lhs->getType()) && act_.active(rhs)) {
+      diag_.error(whole->getExprLoc(), "double arithmetic on a differentiable value: use float");
+      return;
+    }
+    check_mutation(sc, whole);
+    adgen::Stmt st;
+    st.kind = adgen::Stmt::Kind::Verbatim;
+    st.text = text(sc, whole) + ";";
+    out.push_back(st);
+    return;
+  }
+  if (act_.is_double(lhs->getType())) {
+    diag_.error(whole->getExprLoc(), "double arithmetic on a differentiable value: use float");
+    return;
+  }
+  check_mutation(sc, rhs);
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::Assign;
+  st.local = sc.names.count(vd) ? sc.names[vd] : vd->getNameAsString();
+  st.local_kind = act_.is_tensor(lhs->getType()) ? VKind::Tensor : VKind::Float;
+  Operand value = lower_expr(sc, rhs, out);
+  if (compound != 0) {
+    if (st.local_kind != VKind::Float) {
+      diag_.error(whole->getExprLoc(), "compound assignment on a tensor: write `x = x + y` (the add rule)");
+      return;
+    }
+    Operand cur;
+    cur.src = Operand::Src::Local;
+    cur.kind = VKind::Float;
+    cur.name = st.local;
+    adgen::Stmt ar;
+    ar.kind = adgen::Stmt::Kind::Arith;
+    ar.temp = "t" + std::to_string(sc.temps++);
+    ar.op = compound;
+    ar.lhs = cur;
+    ar.rhs = value;
+    out.push_back(ar);
+    value = Operand();
+    value.src = Operand::Src::Temp;
+    value.kind = VKind::Float;
+    value.name = ar.temp;
+  }
+  st.value = value;
+  out.push_back(st);
+}
+
+void Planner::lower_if(Scope& sc, const IfStmt* s, std::vector<adgen::Stmt>& out) {
+  if (s->getInit() != nullptr || s->getConditionVariable() != nullptr || s->isConstexpr() || s->isConsteval()) {
+    diag_.error(s->getIfLoc(), "if with an initialiser, condition variable or constexpr: write a plain "
+                               "`if (condition)`");
+    return;
+  }
+  if (act_.active(s->getCond()) || act_.is_float(s->getCond()->IgnoreImpCasts()->getType()) ||
+      [&] {
+        // A comparison of differentiable floats makes the branch depend on them.
+        std::function<bool(const clang::Stmt*)> f = [&](const clang::Stmt* n) -> bool {
+          if (const auto* e = dyn_cast_or_null<Expr>(n))
+            if (act_.is_float(e->getType()) && act_.active(e)) return true;
+          for (const clang::Stmt* c : n->children())
+            if (c && f(c)) return true;
+          return false;
+        };
+        return f(s->getCond());
+      }()) {
+    diag_.error(s->getIfLoc(), "if condition depends on a differentiable value: branches must be chosen by "
+                               "configuration, integers or token data");
+    return;
+  }
+  check_mutation(sc, s->getCond());
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::If;
+  st.id = sc.blocks++;
+  st.cond = text(sc, s->getCond());
+  lower_stmt(sc, s->getThen(), st.then_body);
+  if (s->getElse()) lower_stmt(sc, s->getElse(), st.else_body);
+  out.push_back(std::move(st));
+}
+
+void Planner::lower_for(Scope& sc, const ForStmt* s, std::vector<adgen::Stmt>& out) {
+  if (!mentions_active(sc, s->getBody())) {
+    adgen::Stmt st;  // a loop that computes nothing differentiable: forward only
+    st.kind = adgen::Stmt::Kind::Verbatim;
+    st.text = text(sc, s);
+    out.push_back(st);
+    return;
+  }
+  const auto* init = dyn_cast_or_null<DeclStmt>(s->getInit());
+  const VarDecl* var = init && init->isSingleDecl() ? dyn_cast<VarDecl>(init->getSingleDecl()) : nullptr;
+  if (var == nullptr || !var->getType()->isIntegerType()) {
+    diag_.error(s->getForLoc(), "for loop without an integer loop variable: adgen supports counted loops "
+                                "`for (int i = 0; i < n; ++i)` and range-for over std::vector<Module>");
+    return;
+  }
+  if (mentions_active(sc, s->getCond()) || mentions_active(sc, s->getInc())) {
+    diag_.error(s->getForLoc(), "loop whose trip count depends on a differentiable value: the number of "
+                                "iterations must come from configuration, sizes or integers");
+    return;
+  }
+  std::string name = var->getNameAsString();
+  for (int k = 2; sc.used_names.count(name); ++k) name = var->getNameAsString() + "_" + std::to_string(k);
+  sc.used_names.insert(name);
+  sc.names[var] = name;
+  sc.loop_vars.insert(var);
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::Loop;
+  st.id = sc.blocks++;
+  st.loop_var = name;
+  st.loop_var_type = rules_.type_name(var->getType());
+  st.header = "for (" + text(sc, s->getInit());
+  if (st.header.back() != ';') st.header += ";";
+  st.header += " " + (s->getCond() ? text(sc, s->getCond()) : std::string()) + "; " +
+               (s->getInc() ? text(sc, s->getInc()) : std::string()) + ")";
+  lower_stmt(sc, s->getBody(), st.body);
+  out.push_back(std::move(st));
+}
+
+void Planner::lower_range_for(Scope& sc, const CXXForRangeStmt* s, std::vector<adgen::Stmt>& out) {
+  const VarDecl* var = s->getLoopVariable();
+  ModPath range;
+  if (!act_.module_vec_elem(s->getRangeInit()->getType())) {
+    if (!mentions_active(sc, s->getBody())) {
+      adgen::Stmt st;
+      st.kind = adgen::Stmt::Kind::Verbatim;
+      st.text = text(sc, s);
+      out.push_back(st);
+      return;
+    }
+    diag_.error(s->getForLoc(), "range-for over '" + s->getRangeInit()->getType().getAsString() +
+                                    "': adgen's range-for walks a std::vector<Module> field (the layers)");
+    return;
+  }
+  if (!resolve_module(sc, s->getRangeInit(), range, true)) return;
+  if (!var->getType()->isReferenceType()) {
+    diag_.error(var->getLocation(), "range-for copies each module: write `for (const Block& b : h)`");
+    return;
+  }
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::Loop;
+  st.id = sc.blocks++;
+  st.range_over_modules = true;
+  st.range = range;
+  ModPath elem = range;
+  elem.elems.push_back("[_i" + std::to_string(st.id) + "]");
+  elem.type = rules_.type_name(ctx_.getRecordType(act_.module_vec_elem(s->getRangeInit()->getType())));
+  elem.grad_type = ensure_module(act_.module_vec_elem(s->getRangeInit()->getType()));
+  sc.aliases[var] = elem;
+  sc.used_names.insert(var->getNameAsString());
+  lower_stmt(sc, s->getBody(), st.body);
+  out.push_back(std::move(st));
+}
+
+// ---- expressions ---------------------------------------------------------------------------
+
+Operand Planner::inactive(Scope& sc, const Expr* e) {
+  Operand op;
+  op.src = Operand::Src::Inactive;
+  op.kind = VKind::Inactive;
+  if (const auto* da = dyn_cast<CXXDefaultArgExpr>(e->IgnoreParenImpCasts())) {
+    op.fwd_text = text(sc, da->getParam()->getDefaultArg());
+    op.rev_text = op.fwd_text;
+  } else {
+    op.fwd_text = text(sc, e);
+    if (reevaluable(sc, e)) op.rev_text = op.fwd_text;
+  }
+  op.type = rules_.type_name(Activity::bare(e->getType()));
+  const Expr* s = e->IgnoreParenImpCasts();
+  op.is_literal = isa<FloatingLiteral>(s) || isa<IntegerLiteral>(s);
+  return op;
+}
+
+bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool report) {
+  e = strip(e);
+  auto fail = [&](const std::string& what) {
+    if (report)
+      diag_.error(e->getExprLoc(), "unsupported module expression '" + text(sc, e) + "': " + what);
+    return false;
+  };
+  if (const auto* th = dyn_cast<CXXThisExpr>(e)) {
+    (void)th;
+    path = ModPath();
+    path.root = "self";
+    path.type = sc.fp->self_type;
+    path.grad_type = sc.fp->self_grad_type;
+    return true;
+  }
+  if (const auto* dre = dyn_cast<DeclRefExpr>(e)) {
+    const auto* vd = dyn_cast<VarDecl>(dre->getDecl());
+    if (vd != nullptr) {
+      if (auto a = sc.aliases.find(vd); a != sc.aliases.end()) {
+        path = a->second;
+        return true;
+      }
+      if (isa<ParmVarDecl>(vd) && act_.module_record(vd->getType())) {
+        path = ModPath();
+        path.root = vd->getNameAsString();
+        path.type = rules_.type_name(ctx_.getRecordType(act_.module_record(vd->getType())));
+        path.grad_type = ensure_module(act_.module_record(vd->getType()));
+        return true;
+      }
+    }
+    return fail("modules are reached from `this`, a module parameter or a const reference to an element");
+  }
+  if (const auto* me = dyn_cast<MemberExpr>(e)) {
+    const auto* fd = dyn_cast<FieldDecl>(me->getMemberDecl());
+    if (fd == nullptr) return fail("not a field");
+    if (!resolve_module(sc, me->getBase(), path, report)) return false;
+    path.elems.push_back("." + fd->getNameAsString());
+    path.last = fd->getNameAsString();
+    if (const auto* m = act_.module_record(fd->getType())) {
+      path.type = rules_.type_name(ctx_.getRecordType(m));
+      path.grad_type = ensure_module(m);
+    }
+    return true;
+  }
+  const Expr* base = nullptr;
+  const Expr* index = nullptr;
+  if (const auto* oc = dyn_cast<CXXOperatorCallExpr>(e); oc && oc->getOperator() == OO_Subscript) {
+    base = oc->getArg(0);
+    index = oc->getArg(1);
+  } else if (const auto* mc = dyn_cast<CXXMemberCallExpr>(e);
+             mc && mc->getMethodDecl() && mc->getMethodDecl()->getName() == "at" && mc->getNumArgs() == 1) {
+    base = mc->getImplicitObjectArgument();
+    index = mc->getArg(0);
+  }
+  if (base != nullptr && act_.module_vec_elem(base->getType())) {
+    if (!resolve_module(sc, base, path, report)) return false;
+    if (!reevaluable(sc, index))
+      return fail("the index must be made of loop variables, parameters and constants");
+    path.elems.push_back("[" + text(sc, index) + "]");
+    const auto* el = act_.module_vec_elem(base->getType());
+    path.type = rules_.type_name(ctx_.getRecordType(el));
+    path.grad_type = ensure_module(el);
+    return true;
+  }
+  return fail("adgen follows fields, vector elements and const references of modules");
+}
+
+Operand Planner::lower_expr(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>& out) {
+  const Expr* e = strip(e0);
+  if (!act_.active(e)) return inactive(sc, e);
+  const QualType t = e->getType();
+  if (act_.is_double(t)) {
+    diag_.error(e->getExprLoc(), "double arithmetic on a differentiable value: adgen differentiates float scalars");
+    return inactive(sc, e);
+  }
+  Operand op;
+  op.kind = act_.is_tensor(t) ? VKind::Tensor : act_.is_float(t) ? VKind::Float : VKind::Inactive;
+  if (const auto* dre = dyn_cast<DeclRefExpr>(e)) {
+    const auto* vd = dyn_cast<VarDecl>(dre->getDecl());
+    if (vd != nullptr && isa<ParmVarDecl>(vd)) {
+      op.src = Operand::Src::Param;
+      op.name = vd->getNameAsString();
+      return op;
+    }
+    if (vd != nullptr && op.kind != VKind::Inactive) {
+      op.src = Operand::Src::Local;
+      op.name = sc.names.count(vd) ? sc.names[vd] : vd->getNameAsString();
+      return op;
+    }
+  }
+  if (const auto* me = dyn_cast<MemberExpr>(e)) {
+    const auto* fd = dyn_cast<FieldDecl>(me->getMemberDecl());
+    if (fd != nullptr && act_.is_tensor(fd->getType()) && act_.module_record(me->getBase()->getType())) {
+      if (!resolve_module(sc, me->getBase(), op.mod, true)) return inactive(sc, e);
+      op.src = Operand::Src::Field;
+      op.field = fd->getNameAsString();
+      return op;
+    }
+  }
+  if (const auto* ce = dyn_cast<CallExpr>(e)) return lower_call(sc, ce, out, false);
+  if (const auto* bo = dyn_cast<BinaryOperator>(e)) {
+    const BinaryOperatorKind k = bo->getOpcode();
+    if (op.kind == VKind::Float && (k == BO_Add || k == BO_Sub || k == BO_Mul || k == BO_Div)) {
+      adgen::Stmt st;
+      st.kind = adgen::Stmt::Kind::Arith;
+      st.lhs = lower_expr(sc, bo->getLHS(), out);
+      st.rhs = lower_expr(sc, bo->getRHS(), out);
+      st.op = k == BO_Add ? '+' : k == BO_Sub ? '-' : k == BO_Mul ? '*' : '/';
+      st.temp = "t" + std::to_string(sc.temps++);
+      out.push_back(st);
+      Operand r;
+      r.src = Operand::Src::Temp;
+      r.kind = VKind::Float;
+      r.name = st.temp;
+      return r;
+    }
+  }
+  if (const auto* uo = dyn_cast<UnaryOperator>(e)) {
+    if (op.kind == VKind::Float && uo->getOpcode() == UO_Plus) return lower_expr(sc, uo->getSubExpr(), out);
+    if (op.kind == VKind::Float && uo->getOpcode() == UO_Minus) {
+      adgen::Stmt st;
+      st.kind = adgen::Stmt::Kind::Arith;
+      st.op = 'n';
+      st.lhs = lower_expr(sc, uo->getSubExpr(), out);
+      st.temp = "t" + std::to_string(sc.temps++);
+      out.push_back(st);
+      Operand r;
+      r.src = Operand::Src::Temp;
+      r.kind = VKind::Float;
+      r.name = st.temp;
+      return r;
+    }
+  }
+  if (const auto* ic = dyn_cast<ImplicitCastExpr>(e)) {
+    if (ic->getCastKind() == CK_FloatingCast)
+      diag_.error(e->getExprLoc(), "conversion between float and double of a differentiable value: use float");
+    else if (ic->getCastKind() == CK_FloatingToIntegral)
+      return inactive(sc, e);
+    else
+      diag_.error(e->getExprLoc(), "unsupported conversion of a differentiable value");
+    return inactive(sc, e);
+  }
+  if (isa<ConditionalOperator>(e)) {
+    diag_.error(e->getExprLoc(), "?: on differentiable values: use if/else on a non-differentiable condition");
+    return inactive(sc, e);
+  }
+  if (isa<LambdaExpr>(e)) {
+    diag_.error(e->getExprLoc(), "lambda in a differentiated function: write a named function");
+    return inactive(sc, e);
+  }
+  diag_.error(e->getExprLoc(), std::string("unsupported expression '") + e->getStmtClassName() +
+                                   "' on a differentiable value (see docs/adgen-subset.md)");
+  return inactive(sc, e);
+}
+
+Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::Stmt>& out, bool checkpoint) {
+  Operand result;
+  result.src = Operand::Src::Temp;
+  const FunctionDecl* callee = ce->getDirectCallee();
+  if (callee == nullptr) {
+    diag_.error(ce->getExprLoc(), "call through a function pointer or callable object '" + text(sc, ce->getCallee()) +
+                                      "': adgen needs a direct call to a rule or to a function with a body");
+    return inactive(sc, ce);
+  }
+  if (callee->getQualifiedNameAsString() == "llmcc::adgen::checkpoint") {
+    const Expr* inner = strip(ce->getArg(0));
+    const auto* ic = dyn_cast<CallExpr>(inner);
+    if (ic == nullptr) {
+      diag_.error(ce->getExprLoc(), "checkpoint() takes a call of a differentiated function");
+      return inactive(sc, ce);
+    }
+    return lower_call(sc, ic, out, true);
+  }
+  Call call;
+  call.checkpoint = checkpoint;
+  call.ret = act_.is_tensor(ce->getType()) ? VKind::Tensor : VKind::Float;
+  if (!act_.is_tensor(ce->getType()) && !act_.is_float(ce->getType())) {
+    diag_.error(ce->getExprLoc(), "call of '" + callee->getNameAsString() + "' returning '" +
+                                      ce->getType().getAsString() + "' on differentiable values");
+    return inactive(sc, ce);
+  }
+  std::vector<const Expr*> args;
+  const auto* md = dyn_cast<CXXMethodDecl>(callee);
+  const Expr* object = nullptr;
+  if (md != nullptr && !md->isStatic()) {
+    if (const auto* mc = dyn_cast<CXXMemberCallExpr>(ce)) {
+      object = mc->getImplicitObjectArgument();
+      for (const Expr* a : mc->arguments()) args.push_back(a);
+    } else if (const auto* oc = dyn_cast<CXXOperatorCallExpr>(ce)) {
+      object = oc->getArg(0);
+      for (unsigned i = 1; i < oc->getNumArgs(); ++i) args.push_back(oc->getArg(i));
+    }
+    if (md->isVirtual() && !md->hasAttr<FinalAttr>() && !md->getParent()->hasAttr<FinalAttr>()) {
+      diag_.error(ce->getExprLoc(), "virtual call of '" + md->getQualifiedNameAsString() +
+                                        "': adgen needs the callee statically; make it non-virtual (modules are "
+                                        "plain structs)");
+      return inactive(sc, ce);
+    }
+    if (object == nullptr || !act_.is_module_like(object->getType())) {
+      diag_.error(ce->getExprLoc(), "method call '" + md->getNameAsString() +
+                                        "' on a non-module object produces a differentiable value: only rules "
+                                        "(free functions with a pullback) and module member functions are supported");
+      return inactive(sc, ce);
+    }
+  } else {
+    for (const Expr* a : ce->arguments()) args.push_back(a);
+  }
+  const FunctionDecl* def = callee->getDefinition();
+  const bool system = act_.in_system_header(callee);
+  bool broken = false;
+  const RuleInfo* rule = nullptr;
+  if (is_math(callee)) {
+    call.kind = Call::Kind::Math;
+    call.name = callee->getNameAsString();
+    for (const Expr* a : args) call.args.push_back(lower_expr(sc, a, out));
+  } else if (md == nullptr && (rule = rules_.lookup(callee, ce->getExprLoc(), &broken)) != nullptr) {
+    call.kind = Call::Kind::Rule;
+    call.name = rule->primal->getQualifiedNameAsString();
+    call.pullback = rule->pullback->getQualifiedNameAsString();
+    if (rule->fwd) {
+      call.fwd_name = rule->fwd->getQualifiedNameAsString();
+      call.saved_type = rule->saved_type;
+      call.saved_tensor_fields = rule->saved_tensor_fields;
+    }
+    call.adjoint_of = rule->adjoint_of;
+    need_file(rule->primal);
+    need_file(rule->pullback);
+    if (callee != rule->primal) need_file(callee);
+    for (std::size_t i = 0; i < rule->arg_of.size(); ++i) {
+      const Expr* a = args[static_cast<std::size_t>(rule->arg_of[i])];
+      Operand o = lower_expr(sc, a, out);
+      if (o.kind != VKind::Inactive && !rule->adjoint_of[i])
+        diag_.warning(a->getExprLoc(), "differentiable value passed to parameter '" +
+                                           rule->primal->getParamDecl(static_cast<unsigned>(i))->getNameAsString() +
+                                           "' of rule '" + rule->primal->getNameAsString() +
+                                           "', which takes no adjoint: no gradient flows through it");
+      call.args.push_back(o);
+    }
+    if (checkpoint) diag_.warning(ce->getExprLoc(), "checkpoint() of a rule has no effect: rules save only what "
+                                                    "their pullback reads");
+    call.checkpoint = false;
+  } else if (broken) {
+    return inactive(sc, ce);
+  } else if (callee->isOverloadedOperator() && md == nullptr) {
+    diag_.error(ce->getExprLoc(), "operator '" + callee->getNameAsString() +
+                                      "' has no rule: mark its declaration LLMCC_ADGEN_RULE(\"<rule>\") "
+                                      "(parameters named like the rule's)");
+    return inactive(sc, ce);
+  } else if (system) {
+    diag_.error(ce->getExprLoc(), "call of library function '" + callee->getQualifiedNameAsString() +
+                                      "' on differentiable values: adgen never differentiates the standard "
+                                      "library; use a rule");
+    return inactive(sc, ce);
+  } else if (def == nullptr || !def->hasBody()) {
+    diag_.error(ce->getExprLoc(), "call of '" + callee->getQualifiedNameAsString() + "' has no rule (no '" +
+                                      callee->getNameAsString() +
+                                      "_pullback' declared beside it) and no body adgen can differentiate");
+    return inactive(sc, ce);
+  } else {
+    FuncPlan* g = plan_function(def, ce->getExprLoc());
+    if (g == nullptr) return inactive(sc, ce);
+    call.kind = Call::Kind::Func;
+    call.func = g;
+    call.checkpoint = checkpoint || g->checkpoint;
+    if (md != nullptr) {
+      call.has_object = true;
+      if (!resolve_module(sc, object, call.object, true)) return inactive(sc, ce);
+    }
+    call.module_args.resize(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const ParmVarDecl* p = def->getParamDecl(static_cast<unsigned>(i));
+      if (act_.module_record(p->getType())) {
+        if (!resolve_module(sc, args[i], call.module_args[i], true)) return inactive(sc, ce);
+        Operand placeholder;
+        call.args.push_back(placeholder);
+      } else {
+        call.args.push_back(lower_expr(sc, args[i], out));
+      }
+    }
+  }
+  // Passing a differentiable tensor to a mutable reference or pointer is a mutation.
+  for (std::size_t i = 0; i < args.size() && i < callee->getNumParams(); ++i) {
+    const QualType pt = callee->getParamDecl(static_cast<unsigned>(i))->getType();
+    const bool mut = (pt->isReferenceType() && !pt.getNonReferenceType().isConstQualified()) || pt->isPointerType();
+    if (mut && act_.active(args[i]) && !act_.is_module_like(args[i]->getType()))
+      diag_.error(args[i]->getExprLoc(), "mutation of a saved tensor: '" + text(sc, args[i]) +
+                                             "' is passed to a non-const reference or pointer parameter of '" +
+                                             callee->getNameAsString() + "'");
+  }
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::Call;
+  st.temp = "t" + std::to_string(sc.temps++);
+  st.call = std::move(call);
+  result.kind = st.call.ret;
+  result.name = st.temp;
+  out.push_back(std::move(st));
+  return result;
+}
+
+}  // namespace adgen

@@ -1,0 +1,70 @@
+// The planner: from the Clang AST of a translation unit to adgen's IR (ir.h).
+//
+// Starting at each LLMCC_ADGEN_ENTRY function it walks the call graph: a call to a rule is
+// recorded as a rule call; a call to a function with a body (member of a module, or free) is
+// planned recursively (callees before callers); anything outside the subset is reported at its
+// source location (diagnostics.h). Module types reached get a Grad mirror.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "activity.h"
+#include "diagnostics.h"
+#include "ir.h"
+#include "rules.h"
+
+namespace adgen {
+
+class Planner {
+ public:
+  Planner(clang::ASTContext& ctx, Diagnostics& diag);
+
+  void plan_entry(const clang::FunctionDecl* entry);
+  Program& program() { return program_; }
+  // Files whose declarations the generated code needs (modules, rules, entries).
+  const std::set<std::string>& needed_files() const { return files_; }
+
+ private:
+  struct Scope;  // per-function lowering state (planner.cpp)
+
+  FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
+  std::string ensure_module(const clang::CXXRecordDecl* rd);
+  void need_file(const clang::Decl* d);
+
+  // statements
+  void lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<Stmt>& out);
+  void lower_decl(Scope& sc, const clang::DeclStmt* ds, std::vector<Stmt>& out);
+  void lower_assign(Scope& sc, const clang::Expr* whole, const clang::Expr* lhs, const clang::Expr* rhs,
+                    char compound, std::vector<Stmt>& out);
+  void lower_if(Scope& sc, const clang::IfStmt* s, std::vector<Stmt>& out);
+  void lower_for(Scope& sc, const clang::ForStmt* s, std::vector<Stmt>& out);
+  void lower_range_for(Scope& sc, const clang::CXXForRangeStmt* s, std::vector<Stmt>& out);
+
+  // expressions
+  Operand lower_expr(Scope& sc, const clang::Expr* e, std::vector<Stmt>& out);
+  Operand lower_call(Scope& sc, const clang::CallExpr* ce, std::vector<Stmt>& out, bool checkpoint);
+  Operand inactive(Scope& sc, const clang::Expr* e);
+  bool resolve_module(Scope& sc, const clang::Expr* e, ModPath& path, bool report);
+
+  // text of inactive code with `self.` and renamed locals
+  std::string text(Scope& sc, const clang::Stmt* s);
+  bool reevaluable(Scope& sc, const clang::Stmt* s) const;
+  void check_mutation(Scope& sc, const clang::Stmt* s);
+  bool mentions_active(Scope& sc, const clang::Stmt* s) const;
+
+  clang::ASTContext& ctx_;
+  Diagnostics& diag_;
+  Activity act_;
+  Rules rules_;
+  Program program_;
+  std::map<const clang::FunctionDecl*, FuncPlan*> planned_;
+  std::set<const clang::FunctionDecl*> in_progress_;
+  std::map<const clang::CXXRecordDecl*, std::string> modules_;
+  std::set<std::string> func_ids_;
+  std::set<std::string> files_;
+};
+
+}  // namespace adgen
