@@ -38,12 +38,15 @@ void bind_random(Model& m, std::vector<float>& storage, unsigned seed, float sca
 }
 
 // Central differences of `loss` (float forward) for every element of `param`, against `grad`.
-// Relative error |a - n| / max(|a|, |n|, 1e-2 * max|n|) must stay under max_rel.
+// Each element must satisfy |a - n| <= noise + max_rel * max(|a|, |n|), where noise is the
+// finite-difference resolution of a float loss, 16 * |loss| * FLT_EPSILON / (2h), plus
+// 1e-3 of the largest numeric element (so that round-off on ~0 elements does not dominate).
 inline ::testing::AssertionResult fd_matches(const std::string& name, const Tensor& param, const Tensor& grad,
                                              const std::function<double()>& loss, double h = 1e-2,
                                              double max_rel = 2e-2) {
   if (!grad.defined()) return ::testing::AssertionFailure() << name << ": gradient not allocated";
   float* x = param.f32();
+  const double l0 = loss();
   std::vector<double> numeric(static_cast<std::size_t>(param.numel()));
   double max_n = 0.0;
   for (std::int64_t i = 0; i < param.numel(); ++i) {
@@ -56,19 +59,21 @@ inline ::testing::AssertionResult fd_matches(const std::string& name, const Tens
     numeric[static_cast<std::size_t>(i)] = (up - down) / (2.0 * h);
     max_n = std::max(max_n, std::fabs(numeric[static_cast<std::size_t>(i)]));
   }
+  const double noise = 16.0 * std::fabs(l0) * 1.1920929e-7 / (2.0 * h) + 1e-3 * max_n;
   double worst = 0.0;
   std::string first;
   for (std::int64_t i = 0; i < param.numel(); ++i) {
     const double a = grad.f32()[i], n = numeric[static_cast<std::size_t>(i)];
-    const double rel = std::fabs(a - n) / std::max({std::fabs(a), std::fabs(n), 1e-2 * max_n, 1e-6});
+    const double excess = std::fabs(a - n) - noise;
+    const double rel = excess <= 0.0 ? 0.0 : excess / std::max(std::fabs(a), std::fabs(n));
     if (rel > worst) worst = rel;
     if (!(rel <= max_rel) && first.size() < 400)
       first += "\n    [" + std::to_string(i) + "] adgen " + std::to_string(a) + ", numeric " + std::to_string(n);
   }
-  if (worst <= max_rel && max_n > 0.0)
+  if (worst <= max_rel)
     return ::testing::AssertionSuccess() << name << ": max rel error " << worst;
-  return ::testing::AssertionFailure() << name << ": max rel error " << worst << " (limit " << max_rel
-                                       << "), max |numeric| " << max_n << first;
+  return ::testing::AssertionFailure() << name << ": max rel error " << worst << " beyond noise " << noise
+                                       << " (limit " << max_rel << "), max |numeric| " << max_n << first;
 }
 
 // Checks every parameter of `m` with fd_matches.

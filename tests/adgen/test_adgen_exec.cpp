@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "adgen_test_util.h"
+#include "constructs.grad.h"
+#include "gpt.grad.h"
+#include "llmcc/runtime.h"
 #include "mlp.grad.h"
 
 namespace {
@@ -44,6 +47,26 @@ TEST(AdgenExec, MlpMatchesFiniteDifferences) {
   }));
 }
 
+// The checker itself: a gradient that is off by 10% in one element is caught.
+TEST(AdgenExec, FiniteDifferenceCheckCatchesAWrongGradient) {
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  mlp::Model m = make_mlp(1, 3);
+  std::vector<float> params, xs;
+  adgen_test::bind_random(m, params, 5);
+  Tensor x = adgen_test::random_tensor(xs, {2, 3}, 6);
+  auto g = llmcc::adgen::make_grad(m);
+  mlp::loss_grad(m, x, g.grad, nullptr);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(mlp::loss(m, x));
+  };
+  EXPECT_TRUE(adgen_test::fd_matches("in.w", m.in.w, g.grad.in.w, loss));
+  g.grad.in.w.f32()[4] *= 1.1f;
+  EXPECT_FALSE(adgen_test::fd_matches("in.w", m.in.w, g.grad.in.w, loss));
+}
+
 TEST(AdgenExec, ParameterGradientsAccumulate) {
   llmcc::Arena arena(1 << 22);
   llmcc::ArenaScope scope(arena);
@@ -59,6 +82,87 @@ TEST(AdgenExec, ParameterGradientsAccumulate) {
   g.zero();
   mlp::loss_grad(m, x, g.grad, nullptr);
   for (std::size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(g.store.data()[i], once[i]) << i;
+}
+
+double eval(const std::function<float()>& f) {
+  llmcc::Arena a(1 << 22);
+  llmcc::ArenaScope s(a);
+  return static_cast<double>(f());
+}
+
+// Counted for with if/else inside, config if/else, reassignment, a free function, +, *, float *
+// tensor, a rule with saved buffers, a tied weight, float arithmetic and a float argument.
+TEST(AdgenExec, ConstructsMatchFiniteDifferences) {
+  for (bool use_norm : {true, false})
+    for (int layers : {1, 3}) {
+      SCOPED_TRACE("use_norm=" + std::to_string(use_norm) + " layers=" + std::to_string(layers));
+      constexpr int C = 3;
+      cons::Net net;
+      net.use_norm = use_norm;
+      net.w_shared = Tensor(nullptr, {C, C});
+      net.layers.resize(static_cast<std::size_t>(layers));
+      for (auto& l : net.layers) l.w = Tensor(nullptr, {C, C});
+      net.head.w = Tensor(nullptr, {C, C});
+      std::vector<float> params, xs;
+      adgen_test::bind_random(net, params, 11, 0.4f);
+      Tensor x = adgen_test::random_tensor(xs, {2, C}, 12);
+      float s = 0.7f;
+      llmcc::Arena arena(1 << 22);
+      llmcc::ArenaScope scope(arena);
+      auto g = llmcc::adgen::make_grad(net);
+      Tensor dx;
+      float ds = 0.0f;
+      const float value = cons::loss_grad(net, x, s, g.grad, &dx, &ds);
+      auto loss = [&] { return eval([&] { return cons::loss(net, x, s); }); };
+      EXPECT_NEAR(value, loss(), 1e-5 * std::fabs(loss()) + 1e-6);
+      adgen_test::expect_grad_matches_fd(net, g.grad, loss, 1e-2, 2e-2);
+      EXPECT_TRUE(adgen_test::fd_matches("x", x, dx, loss, 1e-2, 2e-2));
+      const double h = 1e-2;
+      const double fd_s = (eval([&] { return cons::loss(net, x, s + static_cast<float>(h)); }) -
+                           eval([&] { return cons::loss(net, x, s - static_cast<float>(h)); })) / (2 * h);
+      EXPECT_NEAR(ds, fd_s, 2e-2 * std::fabs(fd_s) + 1e-3);
+    }
+}
+
+// A GPT-2-shaped tree on the library's rules with the LM head tied to wte.
+TEST(AdgenExec, GptShapedModelMatchesFiniteDifferences) {
+  llmcc::set_kernel_mode(llmcc::KernelMode::Reference);
+  gpt::Gpt m;
+  const int V = m.cfg.V, C = m.cfg.C, maxT = m.cfg.maxT, B = 2, T = 5;
+  m.wte = Tensor(nullptr, {V, C});
+  m.wpe = Tensor(nullptr, {maxT, C});
+  m.h.resize(2);
+  auto lin = [](gpt::Linear& l, int OC, int IC) {
+    l.w = Tensor(nullptr, {OC, IC});
+    l.b = Tensor(nullptr, {OC});
+  };
+  auto ln = [&](gpt::LayerNorm& l) {
+    l.w = Tensor(nullptr, {C});
+    l.b = Tensor(nullptr, {C});
+  };
+  for (auto& b : m.h) {
+    ln(b.ln1);
+    ln(b.ln2);
+    lin(b.attn.q, C, C);
+    lin(b.attn.k, C, C);
+    lin(b.attn.v, C, C);
+    lin(b.attn.proj, C, C);
+    lin(b.mlp.fc, 4 * C, C);
+    lin(b.mlp.proj, C, 4 * C);
+  }
+  ln(m.ln_f);
+  std::vector<float> params;
+  adgen_test::bind_random(m, params, 21, 1.0f);
+  std::vector<std::int32_t> ids = {1, 4, 7, 2, 9, 0, 3, 10, 5, 6}, tg = {4, 7, 2, 9, 0, 3, 10, 5, 6, 1};
+  llmcc::Tokens idx(ids.data(), B, T), targets(tg.data(), B, T);
+  llmcc::Arena arena(1 << 24);
+  llmcc::ArenaScope scope(arena);
+  auto g = llmcc::adgen::make_grad(m);
+  const float value = gpt::gpt_loss_grad(m, idx, targets, g.grad);
+  auto loss = [&] { return eval([&] { return gpt::gpt_loss(m, idx, targets); }); };
+  EXPECT_NEAR(value, loss(), 1e-5);
+  adgen_test::expect_grad_matches_fd(m, g.grad, loss, 1e-2, 3e-2);
+  llmcc::set_kernel_mode(llmcc::KernelMode::Fast);
 }
 
 }  // namespace

@@ -83,6 +83,11 @@ bool Activity::active(const Expr* e) const {
     return active_var(vd);
   }
   if (isa<CXXThisExpr>(e)) return true;
+  // A member call on a module (m.forward(idx)) is active through its object, which hides
+  // under the callee's bound-member type.
+  if (const auto* mc = dyn_cast<CXXMemberCallExpr>(e))
+    if (const Expr* obj = mc->getImplicitObjectArgument())
+      if (is_module_like(obj->getType()) || active(obj)) return true;
   for (const Stmt* c : e->children())
     if (const auto* ce = dyn_cast_or_null<Expr>(c))
       if (active(ce)) return true;

@@ -362,6 +362,24 @@ bool Planner::mentions_active(Scope& sc, const clang::Stmt* s) const {
   return false;
 }
 
+// Reads a differentiable value (a float, or a tensor's data) rather than only shapes and config.
+bool Planner::data_dependent(const clang::Stmt* s) const {
+  if (s == nullptr) return false;
+  if (const auto* e = dyn_cast<Expr>(s)) {
+    if ((act_.is_float(e->getType()) || act_.is_double(e->getType())) && act_.active(e)) return true;
+    if (const auto* mc = dyn_cast<CXXMemberCallExpr>(e)) {
+      const Expr* obj = mc->getImplicitObjectArgument();
+      const CXXMethodDecl* m = mc->getMethodDecl();
+      if (obj && m && act_.is_tensor(obj->getType()) && act_.active(obj) &&
+          (m->getName() == "f32" || m->getName() == "raw"))
+        return true;
+    }
+  }
+  for (const clang::Stmt* c : s->children())
+    if (data_dependent(c)) return true;
+  return false;
+}
+
 // Writes to a tensor's data (or rebinding it) would change a value the backward reads.
 void Planner::check_mutation(Scope& sc, const clang::Stmt* s) {
   if (s == nullptr) return;
@@ -398,6 +416,10 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
     adgen::Stmt st;
     st.kind = adgen::Stmt::Kind::Return;
     st.value = lower_expr(sc, rs->getRetValue(), out);
+    if (st.value.kind == VKind::Inactive)
+      diag_.error(rs->getBeginLoc(), "the returned value of '" + sc.fd->getNameAsString() +
+                                         "' does not depend on any differentiable input (parameters, Tensor or "
+                                         "float arguments): its gradient would be zero");
     out.push_back(st);
     return;
   }
@@ -405,7 +427,7 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
   if (const auto* fs = dyn_cast<ForStmt>(s)) return lower_for(sc, fs, out);
   if (const auto* rf = dyn_cast<CXXForRangeStmt>(s)) return lower_range_for(sc, rf, out);
   if (const auto* ws = dyn_cast<WhileStmt>(s)) {
-    if (act_.active(ws->getCond()) || mentions_active(sc, ws->getCond()))
+    if (data_dependent(ws->getCond()))
       diag_.error(ws->getWhileLoc(), "while loop whose trip count depends on a differentiable value: adgen "
                                      "supports range-for and counted for loops over layers");
     else
@@ -608,22 +630,8 @@ void Planner::lower_if(Scope& sc, const IfStmt* s, std::vector<adgen::Stmt>& out
                                "`if (condition)`");
     return;
   }
-  if (act_.active(s->getCond()) || act_.is_float(s->getCond()->IgnoreImpCasts()->getType()) ||
-      [&] {
-        // A comparison of differentiable floats makes the branch depend on them.
-        std::function<bool(const clang::Stmt*)> f = [&](const clang::Stmt* n) -> bool {
-          if (const auto* e = dyn_cast_or_null<Expr>(n))
-            if (act_.is_float(e->getType()) && act_.active(e)) return true;
-          for (const clang::Stmt* c : n->children())
-            if (c && f(c)) return true;
-          return false;
-        };
-        return f(s->getCond());
-      }()) {
-    diag_.error(s->getIfLoc(), "if condition depends on a differentiable value: branches must be chosen by "
-                               "configuration, integers or token data");
-    return;
-  }
+  // A condition may read differentiable floats (`if (x > 0)` in a scalar function): the branch
+  // taken is recorded and the backward differentiates that branch (piecewise derivative).
   check_mutation(sc, s->getCond());
   adgen::Stmt st;
   st.kind = adgen::Stmt::Kind::If;
@@ -649,7 +657,7 @@ void Planner::lower_for(Scope& sc, const ForStmt* s, std::vector<adgen::Stmt>& o
                                 "`for (int i = 0; i < n; ++i)` and range-for over std::vector<Module>");
     return;
   }
-  if (mentions_active(sc, s->getCond()) || mentions_active(sc, s->getInc())) {
+  if (data_dependent(s->getCond()) || data_dependent(s->getInc())) {
     diag_.error(s->getForLoc(), "loop whose trip count depends on a differentiable value: the number of "
                                 "iterations must come from configuration, sizes or integers");
     return;

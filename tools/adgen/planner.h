@@ -54,6 +54,7 @@ class Planner {
   bool reevaluable(Scope& sc, const clang::Stmt* s) const;
   void check_mutation(Scope& sc, const clang::Stmt* s);
   bool mentions_active(Scope& sc, const clang::Stmt* s) const;
+  bool data_dependent(const clang::Stmt* s) const;
 
   clang::ASTContext& ctx_;
   Diagnostics& diag_;

@@ -19,7 +19,7 @@ using llmcc::Tensor;
 
 struct Counters {
   std::map<std::string, int> calls;  // "matmul", "matmul_pullback", ...
-  std::size_t out_bytes = 0;         // bytes of rule outputs allocated
+  std::size_t out_bytes = 0;         // arena bytes of rule outputs allocated
   void reset() {
     calls.clear();
     out_bytes = 0;
@@ -32,7 +32,8 @@ inline Counters& counters() {
 
 inline Tensor new_out(const llmcc::Shape& s, const char* op) {
   Tensor t = llmcc::new_tensor(s, op);
-  counters().out_bytes += t.nbytes();
+  const std::size_t a = llmcc::Arena::kAlignment;
+  counters().out_bytes += (t.nbytes() + a - 1) / a * a;  // as the arena rounds
   return t;
 }
 

@@ -1,0 +1,67 @@
+// One model exercising every construct of subset v1 at once: a counted for over a module
+// vector with if/else inside, an if/else on a config field, reassigned tensor locals, a free
+// differentiable function, tensor operators (+, *, float * tensor), a rule with saved buffers
+// (norm_fwd + NormSaved), a tied parameter (w_shared used twice), float arithmetic on the loss
+// and a float argument the gradient flows to.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "llmcc/ops/mul.h"
+#include "llmcc/ops/scale.h"
+#include "models/toy_rules.h"
+
+namespace cons {
+
+using llmcc::Tensor;
+
+struct Lin {
+  Tensor w;  // (C, C)
+  Tensor forward(const Tensor& x) const { return toy::matmul(x, w); }
+};
+
+// A free differentiable function: reassignment and `return op(...)`.
+inline Tensor mix(const Tensor& a, const Tensor& b) {
+  Tensor y = a + b;
+  y = toy::tanh_op(y);
+  return y * a;
+}
+
+struct Net {
+  bool use_norm = true;  // configuration
+  float gain = 2.0f;     // configuration float: no gradient
+  Tensor w_shared;       // (C, C), used twice (weight tying)
+  std::vector<Lin> layers;
+  Lin head;
+
+  Tensor forward(const Tensor& x) const {
+    Tensor y = toy::matmul(x, w_shared);
+    const int n = static_cast<int>(layers.size());
+    for (int i = 0; i < n; ++i) {
+      if (i % 2 == 0) {
+        y = layers[i].forward(y);
+      } else {
+        Tensor t = toy::tanh_op(layers[i].forward(y));
+        y = y + t;
+      }
+    }
+    if (use_norm)
+      y = toy::norm(y);
+    else
+      y = gain * y;
+    y = mix(y, toy::matmul(y, w_shared));
+    return head.forward(y);
+  }
+};
+
+LLMCC_ADGEN_ENTRY inline float loss(const Net& net, const Tensor& x, float s) {
+  float a = toy::sumsq(net.forward(x));
+  const float b = toy::sumsq(toy::scale_by(x, s));
+  float c = a * 0.5f + b / (4.0f + a);
+  c -= 0.25f * b;
+  const float d = -c;
+  return a * a - d;
+}
+
+}  // namespace cons

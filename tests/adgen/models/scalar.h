@@ -1,0 +1,30 @@
+// Scalar functions adgen differentiates: GPT-2's gelu written as plain float code, and a
+// function using every supported maths call, locals and an if on the argument.
+#pragma once
+
+#include <cmath>
+
+#include "llmcc/adgen.h"
+
+namespace scal {
+
+LLMCC_ADGEN_ENTRY inline float gelu(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  const float u = k * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(u));
+}
+
+LLMCC_ADGEN_ENTRY inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+LLMCC_ADGEN_ENTRY inline float zoo(float x, float y) {
+  float r = sqrtf(x * x + 1.0f) + logf(1.0f + y * y);
+  if (x > 0.3f) {
+    r = r * powf(fabsf(y) + 1.0f, 1.5f);
+  } else {
+    r = r - expf(0.5f * x) * y;
+  }
+  const float t = tanhf(r / 4.0f);
+  return t * t + r;
+}
+
+}  // namespace scal

@@ -1,0 +1,92 @@
+// Scalar functions: adgen's derivative of a float function made of arithmetic, locals, if and
+// maths calls matches finite differences in double, and its gelu derivative matches the
+// hand-written gelu pullback of the tensor library.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "llmcc/arena.h"
+#include "llmcc/ops/gelu.h"
+#include "llmcc/ops/silu.h"
+#include "scalar.grad.h"
+
+namespace {
+
+// The same functions in double, for finite differences free of float round-off.
+double gelu_d(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+double zoo_d(double x, double y) {
+  double r = std::sqrt(x * x + 1.0) + std::log(1.0 + y * y);
+  if (x > 0.3)
+    r = r * std::pow(std::fabs(y) + 1.0, 1.5);
+  else
+    r = r - std::exp(0.5 * x) * y;
+  const double t = std::tanh(r / 4.0);
+  return t * t + r;
+}
+
+TEST(AdgenScalar, GeluMatchesFiniteDifferences) {
+  for (double x = -4.0; x <= 4.0; x += 0.37) {
+    float d = 0.0f;
+    const float v = scal::gelu_grad(static_cast<float>(x), &d);
+    const double h = 1e-6;
+    const double fd = (gelu_d(x + h) - gelu_d(x - h)) / (2 * h);
+    EXPECT_NEAR(v, gelu_d(x), 1e-5);
+    EXPECT_NEAR(d, fd, 1e-5 + 1e-5 * std::fabs(fd)) << "x=" << x;
+  }
+}
+
+TEST(AdgenScalar, GeluMatchesHandWrittenPullback) {
+  std::vector<float> xs;
+  for (float x = -6.0f; x <= 6.0f; x += 0.05f) xs.push_back(x);
+  const auto n = static_cast<std::int64_t>(xs.size());
+  llmcc::Arena arena(1 << 20);
+  llmcc::ArenaScope scope(arena);
+  llmcc::Tensor x(xs.data(), {n});
+  llmcc::Tensor out = llmcc::gelu(x);
+  std::vector<float> ones(xs.size(), 1.0f), dx(xs.size(), 0.0f);
+  llmcc::Tensor d_out(ones.data(), {n}), d_x(dx.data(), {n});
+  llmcc::gelu_pullback(x, out, d_out, &d_x);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    float d = 0.0f;
+    scal::gelu_grad(xs[i], &d);
+    EXPECT_NEAR(d, dx[i], 2e-5f + 2e-5f * std::fabs(dx[i])) << "x=" << xs[i];
+  }
+}
+
+TEST(AdgenScalar, SiluMatchesHandWrittenPullback) {
+  std::vector<float> xs;
+  for (float x = -8.0f; x <= 8.0f; x += 0.05f) xs.push_back(x);
+  const auto n = static_cast<std::int64_t>(xs.size());
+  llmcc::Arena arena(1 << 20);
+  llmcc::ArenaScope scope(arena);
+  llmcc::Tensor x(xs.data(), {n});
+  llmcc::Tensor out = llmcc::silu(x);
+  std::vector<float> ones(xs.size(), 1.0f), dx(xs.size(), 0.0f);
+  llmcc::Tensor d_out(ones.data(), {n}), d_x(dx.data(), {n});
+  llmcc::silu_pullback(x, out, d_out, &d_x);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    float d = 0.0f;
+    scal::silu_grad(xs[i], &d);
+    EXPECT_NEAR(d, dx[i], 2e-5f + 2e-5f * std::fabs(dx[i])) << "x=" << xs[i];
+  }
+}
+
+TEST(AdgenScalar, MathsCallsLocalsAndIfMatchFiniteDifferences) {
+  for (double x : {-1.3, -0.2, 0.1, 0.7, 1.9})
+    for (double y : {-1.1, -0.4, 0.3, 1.2}) {
+      float dx = 0.0f, dy = 0.0f;
+      const float v = scal::zoo_grad(static_cast<float>(x), static_cast<float>(y), &dx, &dy);
+      const double h = 1e-6;
+      const double fx = (zoo_d(x + h, y) - zoo_d(x - h, y)) / (2 * h);
+      const double fy = (zoo_d(x, y + h) - zoo_d(x, y - h)) / (2 * h);
+      EXPECT_NEAR(v, zoo_d(x, y), 1e-4);
+      EXPECT_NEAR(dx, fx, 1e-4 + 1e-4 * std::fabs(fx)) << x << "," << y;
+      EXPECT_NEAR(dy, fy, 1e-4 + 1e-4 * std::fabs(fy)) << x << "," << y;
+    }
+}
+
+}  // namespace
