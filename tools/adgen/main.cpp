@@ -17,10 +17,12 @@
 #include "clang/AST/Attr.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"
+#include "clang/Format/Format.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/CompilationDatabase.h"
+#include "clang/Tooling/Core/Replacement.h"
 #include "clang/Tooling/Tooling.h"
 #include "diagnostics.h"
 #include "emitter.h"
@@ -33,6 +35,22 @@ struct Options {
   std::vector<std::string> flags;
   std::vector<std::string> include_dirs;
 };
+
+// Generated code goes through clang-format's library (the one linked into adgen, so the output
+// does not depend on which clang-format binary is installed): Google style, 100 columns.
+std::string format_code(const std::string& code, const std::string& name) {
+  clang::format::FormatStyle style = clang::format::getGoogleStyle(clang::format::FormatStyle::LK_Cpp);
+  style.ColumnLimit = 100;
+  style.SortIncludes = clang::format::FormatStyle::SI_Never;
+  const std::vector<clang::tooling::Range> ranges{clang::tooling::Range(0, static_cast<unsigned>(code.size()))};
+  const clang::tooling::Replacements reps = clang::format::reformat(style, code, ranges, name);
+  llvm::Expected<std::string> out = clang::tooling::applyAllReplacements(code, reps);
+  if (!out) {
+    llvm::consumeError(out.takeError());
+    return code;
+  }
+  return *out;
+}
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -117,7 +135,8 @@ class Consumer : public clang::ASTConsumer {
     const std::string header_name =
         o_.header_include.empty() ? fs::path(o_.out_header).filename().string() : o_.header_include;
     const adgen::Generated g = adgen::emit(prog, header_name);
-    if (!write_file(o_.out_header, g.header) || !write_file(o_.out_source, g.source)) {
+    if (!write_file(o_.out_header, format_code(g.header, o_.out_header)) ||
+        !write_file(o_.out_source, format_code(g.source, o_.out_source))) {
       diag.error(sm.getLocForStartOfFile(sm.getMainFileID()), "cannot write the outputs '" + o_.out_header +
                                                                   "' / '" + o_.out_source + "'");
     }

@@ -25,6 +25,7 @@ struct Planner::Scope {
   std::set<std::string> active_locals;
   int temps = 0;
   int blocks = 0;  // If/Loop ids
+  int errors_at_start = 0;
 };
 
 namespace {
@@ -162,6 +163,7 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   auto owned = std::make_unique<FuncPlan>();
   FuncPlan* fp = owned.get();
   Scope sc;
+  sc.errors_at_start = diag_.errors();
   sc.fp = fp;
   sc.fd = f;
   const auto* md = dyn_cast<CXXMethodDecl>(f);
@@ -416,7 +418,7 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
     adgen::Stmt st;
     st.kind = adgen::Stmt::Kind::Return;
     st.value = lower_expr(sc, rs->getRetValue(), out);
-    if (st.value.kind == VKind::Inactive)
+    if (st.value.kind == VKind::Inactive && diag_.errors() == sc.errors_at_start)
       diag_.error(rs->getBeginLoc(), "the returned value of '" + sc.fd->getNameAsString() +
                                          "' does not depend on any differentiable input (parameters, Tensor or "
                                          "float arguments): its gradient would be zero");
@@ -570,6 +572,9 @@ void Planner::lower_assign(Scope& sc, const Expr* whole, const Expr* lhs, const 
   const auto* dre = dyn_cast<DeclRefExpr>(lhs->IgnoreParenImpCasts());
   const VarDecl* vd = dre ? dyn_cast<VarDecl>(dre->getDecl()) : nullptr;
   const bool carrier = act_.is_tensor(lhs->getType()) || act_.is_float(lhs->getType());
+  const int before = diag_.errors();
+  check_mutation(sc, lhs);
+  if (diag_.errors() > before) return;
   if (vd == nullptr || isa<ParmVarDecl>(vd) || !vd->isLocalVarDecl()) {
     if (carrier || act_.is_double(lhs->getType())) {
       diag_.error(whole->getExprLoc(), "mutation of a saved tensor or parameter: assignment to '" + text(sc, lhs) +
