@@ -27,10 +27,12 @@ function(llmcc_adgen)
     if(TARGET adgen)
       add_custom_command(
         OUTPUT ${out_h} ${out_cpp}
-        COMMAND adgen ${abs} --out-header ${out_h} --out-source ${out_cpp} --root ${ARG_ROOT} --
+        COMMAND adgen ${abs} --out-header ${out_h} --out-source ${out_cpp} --root ${ARG_ROOT}
+                --depfile ${ARG_OUTPUT_DIR}/${name}.grad.d --
                 "$<$<BOOL:${incs}>:-I$<JOIN:${incs},;-I>>" "$<$<BOOL:${defs}>:-D$<JOIN:${defs},;-D>>"
                 -I${ARG_OUTPUT_DIR}
         DEPENDS adgen ${abs} ${ARG_DEPENDS}
+        DEPFILE ${ARG_OUTPUT_DIR}/${name}.grad.d
         COMMENT "adgen ${src}"
         COMMAND_EXPAND_LISTS VERBATIM)
     elseif(EXISTS ${PROJECT_SOURCE_DIR}/generated/${name}.grad.cpp)

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@
 namespace {
 
 struct Options {
-  std::string source, out_header, out_source, root, header_include;
+  std::string source, out_header, out_source, root, header_include, depfile;
   std::vector<std::string> flags;
   std::vector<std::string> include_dirs;
 };
@@ -139,6 +140,19 @@ class Consumer : public clang::ASTConsumer {
         !write_file(o_.out_source, format_code(g.source, o_.out_source))) {
       diag.error(sm.getLocForStartOfFile(sm.getMainFileID()), "cannot write the outputs '" + o_.out_header +
                                                                   "' / '" + o_.out_source + "'");
+      return;
+    }
+    if (!o_.depfile.empty()) {
+      // Every non-system file the translation unit read: the build reruns adgen when any changes.
+      std::set<std::string> deps;
+      for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
+        const std::string f = it->first.getName().str();
+        if (f.rfind("/usr/", 0) != 0 && !f.empty() && f[0] != '<') deps.insert(fs::absolute(f).lexically_normal().string());
+      }
+      std::string text = fs::absolute(o_.out_header).lexically_normal().string() + ":";
+      for (const auto& d : deps) text += " \\\n  " + d;
+      if (!write_file(o_.depfile, text + "\n"))
+        diag.error(sm.getLocForStartOfFile(sm.getMainFileID()), "cannot write the depfile '" + o_.depfile + "'");
     }
   }
 
@@ -169,7 +183,7 @@ class Factory : public clang::tooling::FrontendActionFactory {
 int usage(const char* why) {
   std::cerr << "adgen: " << why << "\n"
             << "usage: adgen <source> --out-header <file.grad.h> --out-source <file.grad.cpp> [--root <dir>] "
-               "[--header-include <name>] -- <compiler flags>\n";
+               "[--header-include <name>] [--depfile <file.d>] -- <compiler flags>\n";
   return 2;
 }
 
@@ -195,6 +209,8 @@ int main(int argc, char** argv) {
       if (!value(o.out_source)) return usage("--out-source needs a value");
     } else if (a == "--root") {
       if (!value(o.root)) return usage("--root needs a value");
+    } else if (a == "--depfile") {
+      if (!value(o.depfile)) return usage("--depfile needs a value");
     } else if (a == "--header-include") {
       if (!value(o.header_include)) return usage("--header-include needs a value");
     } else if (a == "--version") {
