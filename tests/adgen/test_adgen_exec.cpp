@@ -158,6 +158,15 @@ TEST(AdgenExec, GptShapedModelMatchesFiniteDifferences) {
   llmcc::Arena arena(1 << 24);
   llmcc::ArenaScope scope(arena);
   auto g = llmcc::adgen::make_grad(m);
+  // The gradient buffer has the model's for_each_parameter layout (wpe before wte here).
+  std::vector<std::string> order;
+  m.for_each_parameter([&](const std::string&, Tensor& t) {
+    order.push_back(t.shape().str());
+  });
+  ASSERT_EQ(g.store.count(), order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(g.store.shape(i).str(), order[i]) << i;
+  EXPECT_EQ(g.store.name(0), "wpe");
+  EXPECT_EQ(g.grad.wpe.raw(), static_cast<void*>(g.store.data()));
   const float value = gpt::gpt_loss_grad(m, idx, targets, g.grad);
   auto loss = [&] { return eval([&] { return gpt::gpt_loss(m, idx, targets); }); };
   EXPECT_NEAR(value, loss(), 1e-5);

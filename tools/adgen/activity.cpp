@@ -49,8 +49,13 @@ bool Activity::module_uncached(const CXXRecordDecl* rd) const {
     if (n == "llmcc::Tensor" || n == "llmcc::Tokens" || in_system_header(rd)) return false;
     if (n.find("Saved") != std::string::npos) return false;
   }
-  for (const FieldDecl* f : rd->fields())
+  if (rd->isLambda()) return false;
+  for (const FieldDecl* f : rd->fields()) {
     if (is_tensor(f->getType()) || module_record(f->getType()) || module_vec_elem(f->getType())) return true;
+    // Tensors in containers adgen does not mirror (std::vector<Tensor>, arrays, pointers) still
+    // make a module, so that the planner reports the field instead of dropping its gradient.
+    if (f->getType().getCanonicalType().getAsString().find("llmcc::Tensor") != std::string::npos) return true;
+  }
   return false;
 }
 

@@ -607,7 +607,9 @@ std::string entry_signature(const FuncPlan& f, bool define) {
     s += (first ? "" : ", ") + x;
     first = false;
   };
+  if (f.is_method) add("const " + f.self_type + "& self");
   for (const auto& p : f.params) add(p.type + " " + p.name);
+  if (f.is_method) add(f.self_grad_type + "& d_self");
   for (const auto& p : f.params) {
     if (p.is_module) add(p.grad_type + "& d_" + p.name);
     else if (p.kind == VKind::Tensor) add("llmcc::Tensor* d_" + p.name);
@@ -620,9 +622,9 @@ std::string entry_signature(const FuncPlan& f, bool define) {
 std::string entry_definition(const FuncPlan& f) {
   Out o;
   o.open(entry_signature(f, true));
-  std::string args;
+  std::string args = f.is_method ? "self" : "";
   for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
-  std::string grads;
+  std::string grads = f.is_method ? ", &d_self" : "";
   for (const auto& p : f.params) {
     if (p.is_module) grads += ", &d_" + p.name;
     else if (p.kind != VKind::Inactive) grads += ", d_" + p.name;

@@ -61,6 +61,14 @@ const Expr* strip(const Expr* e) {
       e = w->getSubExpr();
       continue;
     }
+    if (const auto* c = dyn_cast<ExplicitCastExpr>(e)) {
+      if (c->getCastKind() == CK_NoOp && c->getType().getCanonicalType().getUnqualifiedType() ==
+                                             c->getSubExpr()->getType().getCanonicalType().getUnqualifiedType()) {
+        e = c->getSubExpr();  // static_cast<float>(a float)
+        continue;
+      }
+      return e;
+    }
     if (const auto* c = dyn_cast<CXXConstructExpr>(e)) {
       if (c->getNumArgs() == 1 && c->getConstructor()->isCopyOrMoveConstructor()) {
         e = c->getArg(0);
@@ -118,7 +126,14 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
       mf.type = rules_.type_name(ctx_.getRecordType(el));
       mf.grad_type = ensure_module(el);
     } else {
-      continue;  // configuration: no gradient
+      // Configuration: no gradient. Tensors hidden in containers adgen does not mirror would
+      // silently get none, so they are errors.
+      const std::string ts = f->getType().getCanonicalType().getAsString();
+      if (ts.find("llmcc::Tensor") != std::string::npos || act_.module_record(f->getType()))
+        diag_.error(f->getLocation(), "module field '" + mf.name + "' of type '" + f->getType().getAsString() +
+                                          "' holds parameters adgen cannot mirror: use Tensor fields, nested "
+                                          "modules by value or std::vector<Module>");
+      continue;
     }
     if (f->getAccess() == AS_private || f->getAccess() == AS_protected)
       diag_.error(f->getLocation(), "module field '" + mf.name +
@@ -513,6 +528,11 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
       diag_.error(vd->getLocation(), "static local '" + name + "' in a differentiated function is not supported");
       continue;
     }
+    if (vd->getInit() != nullptr && isa<LambdaExpr>(strip(vd->getInit()))) {
+      diag_.error(vd->getLocation(), "lambda '" + name + "' in a differentiated function: write a named "
+                                                          "function (a module member or a free function)");
+      continue;
+    }
     if (act_.is_module_like(t)) {
       if (!t->isReferenceType()) {
         diag_.error(vd->getLocation(), "local module copy '" + name +
@@ -764,6 +784,7 @@ bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool repor
       if (isa<ParmVarDecl>(vd) && act_.module_record(vd->getType())) {
         path = ModPath();
         path.root = vd->getNameAsString();
+        path.last = path.root;
         path.type = rules_.type_name(ctx_.getRecordType(act_.module_record(vd->getType())));
         path.grad_type = ensure_module(act_.module_record(vd->getType()));
         return true;

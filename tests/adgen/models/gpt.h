@@ -3,6 +3,7 @@
 // an LM head tied to the token embedding (wte used twice), cross-entropy loss.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "llmcc/ops/add.h"
@@ -68,6 +69,21 @@ struct Gpt {
   Tensor wpe;  // (maxT, C)
   std::vector<Block> h;
   LayerNorm ln_f;
+  // Checkpoint order (Hugging Face names); the gradient buffer from adgen::make_grad follows it.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f("wpe", wpe);
+    f("wte", wte);
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const std::string p = "h." + std::to_string(i) + ".";
+      Block& b = h[i];
+      f(p + "ln_1.weight", b.ln1.w), f(p + "ln_1.bias", b.ln1.b);
+      for (Linear* l : {&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.proj, &b.mlp.fc, &b.mlp.proj})
+        f(p + "linear.weight", l->w), f(p + "linear.bias", l->b);
+      f(p + "ln_2.weight", b.ln2.w), f(p + "ln_2.bias", b.ln2.b);
+    }
+    f("ln_f.weight", ln_f.w), f("ln_f.bias", ln_f.b);
+  }
   Tensor forward(const Tokens& idx) const {
     Tensor x = llmcc::token_position_embedding(idx, wte, wpe);  // (B, T, C)
     for (const Block& b : h) x = b.forward(x);
