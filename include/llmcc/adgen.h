@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -39,6 +40,36 @@ namespace llmcc::adgen {
 template <class T>
 inline T checkpoint(T value) {
   return value;
+}
+
+// ---- element-wise ops from scalar functions ----------------------------------------------
+// A scalar function marked LLMCC_ADGEN_ENTRY, `float f(float)`, gets a generated
+// `float f_grad(float x, float* d_x)`; these two helpers turn the pair into a tensor op and its
+// pullback (the rule contract), e.g.
+//   Tensor my_act(const Tensor& x) { return adgen::map_unary<f>(x, "my_act"); }
+//   void my_act_pullback(const Tensor& x, const Tensor& out, const Tensor& d_out, Tensor* d_x) {
+//     adgen::map_unary_pullback<f_grad>(x, d_out, d_x); }
+// Scalar loops, not a fast kernel: a starting point for a new activation, checked against its
+// generated derivative.
+template <float (*F)(float)>
+Tensor map_unary(const Tensor& x, const char* op) {
+  Tensor out = new_tensor(x.shape(), op);
+  const float* in = x.f32();
+  float* o = out.f32();
+  for (std::int64_t i = 0; i < x.numel(); ++i) o[i] = F(in[i]);
+  return out;
+}
+template <float (*FGrad)(float, float*)>
+void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
+  if (d_x == nullptr) return;
+  const float* in = x.f32();
+  const float* g = d_out.f32();
+  float* d = d_x->f32();
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    float slope = 0.0f;
+    FGrad(in[i], &slope);
+    d[i] += g[i] * slope;
+  }
 }
 
 // ---- used by generated code --------------------------------------------------------------

@@ -53,7 +53,7 @@ TEST(AdgenCount, EachRuleForwardRunsOncePerGradientCall) {
   EXPECT_EQ(c["matmul_pullback"], 1 + 2 * kL);
   EXPECT_EQ(c["tanh_op_pullback"], kL);
   EXPECT_EQ(c["sumsq_pullback"], 1);
-  std::printf("3-level model, L=%d: matmul fwd %d, tanh fwd %d per gradient call (Clad: 4 each); forward "
+  std::printf("3-level model, L=%d: matmul fwd %d, tanh fwd %d per gradient call; forward "
               "allocated %zu bytes = rule outputs %zu; backward %zu bytes of adjoints\n",
               kL, c["matmul"], c["tanh_op"], fwd_bytes, toy::counters().out_bytes + add_bytes,
               arena.used() - fwd_bytes);

@@ -89,4 +89,35 @@ TEST(AdgenScalar, MathsCallsLocalsAndIfMatchFiniteDifferences) {
     }
 }
 
+// An element-wise op defined from the scalar gelu and its generated derivative, through the
+// rule contract, equals the library's hand-written gelu op and pullback.
+llmcc::Tensor gelu_from_scalar(const llmcc::Tensor& x) { return llmcc::adgen::map_unary<scal::gelu>(x, "gelu_s"); }
+void gelu_from_scalar_pullback(const llmcc::Tensor& x, const llmcc::Tensor& out, const llmcc::Tensor& d_out,
+                               llmcc::Tensor* d_x) {
+  (void)out;
+  llmcc::adgen::map_unary_pullback<scal::gelu_grad>(x, d_out, d_x);
+}
+
+TEST(AdgenScalar, ElementwiseOpFromScalarFunctionMatchesLibraryGelu) {
+  std::vector<float> xs, gs;
+  for (float x = -5.0f; x <= 5.0f; x += 0.01f) {
+    xs.push_back(x);
+    gs.push_back(0.5f + 0.25f * std::sin(7.0f * x));
+  }
+  const auto n = static_cast<std::int64_t>(xs.size());
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  llmcc::Tensor x(xs.data(), {n}), d_out(gs.data(), {n});
+  const llmcc::Tensor a = gelu_from_scalar(x), b = llmcc::gelu(x);
+  std::vector<float> da(xs.size(), 0.25f), db(xs.size(), 0.25f);  // pre-filled: both accumulate
+  llmcc::Tensor d_a(da.data(), {n}), d_b(db.data(), {n});
+  gelu_from_scalar_pullback(x, a, d_out, &d_a);
+  llmcc::gelu_pullback(x, b, d_out, &d_b);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_NEAR(a.f32()[i], b.f32()[i], 2e-6f + 2e-6f * std::fabs(b.f32()[i])) << "x=" << xs[i];
+    EXPECT_NEAR(da[i], db[i], 2e-5f) << "x=" << xs[i];
+  }
+  gelu_from_scalar_pullback(x, a, d_out, nullptr);  // a null adjoint is skipped
+}
+
 }  // namespace
