@@ -630,9 +630,9 @@ std::string entry_definition(const FuncPlan& f) {
     else if (p.kind != VKind::Inactive) grads += ", d_" + p.name;
   }
   o.line(f.id + "_Saved _s;");
-  o.line("const float value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
+  o.line("const float _value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
   o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");
-  o.line("return value;");
+  o.line("return _value;");
   o.close();
   return o.str();
 }

@@ -412,6 +412,21 @@ void Planner::check_mutation(Scope& sc, const clang::Stmt* s) {
                                           "tensors through rules (write a rule with a pullback instead)");
     }
   }
+  if (const auto* ce = dyn_cast<CallExpr>(s); ce && !isa<CXXMemberCallExpr>(s)) {
+    if (const FunctionDecl* fd = ce->getDirectCallee()) {
+      const unsigned shift = isa<CXXOperatorCallExpr>(s) && isa<CXXMethodDecl>(fd) ? 1 : 0;
+      for (unsigned i = shift; i < ce->getNumArgs() && i - shift < fd->getNumParams(); ++i) {
+        const QualType pt = fd->getParamDecl(i - shift)->getType();
+        const bool mut = (pt->isReferenceType() && !pt.getNonReferenceType().isConstQualified()) ||
+                         (pt->isPointerType() && !pt->getPointeeType().isConstQualified());
+        const Expr* a = ce->getArg(i);
+        if (mut && act_.is_tensor(a->getType()) && act_.active(a))
+          diag_.error(a->getExprLoc(), "mutation of a saved tensor: '" + text(sc, a) +
+                                           "' is passed to a non-const reference or pointer parameter of '" +
+                                           fd->getNameAsString() + "', which could change a value the backward reads");
+      }
+    }
+  }
   for (const clang::Stmt* c : s->children()) check_mutation(sc, c);
 }
 
@@ -520,6 +535,11 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
     const auto* vd = dyn_cast<VarDecl>(d);
     if (vd == nullptr) continue;
     std::string name = vd->getNameAsString();
+    // Names adgen uses itself (temporaries t<N>, `_`-prefixed helpers, `self`) get a suffix.
+    const bool reserved = name.empty() || name[0] == '_' || name == "self" || name == "d_out" ||
+                          (name.size() > 1 && name[0] == 't' &&
+                           name.find_first_not_of("0123456789", 1) == std::string::npos);
+    if (reserved) name += "_v";
     for (int k = 2; sc.used_names.count(name); ++k) name = vd->getNameAsString() + "_" + std::to_string(k);
     sc.used_names.insert(name);
     sc.names[vd] = name;
@@ -685,6 +705,25 @@ void Planner::lower_for(Scope& sc, const ForStmt* s, std::vector<adgen::Stmt>& o
   if (data_dependent(s->getCond()) || data_dependent(s->getInc())) {
     diag_.error(s->getForLoc(), "loop whose trip count depends on a differentiable value: the number of "
                                 "iterations must come from configuration, sizes or integers");
+    return;
+  }
+  // The backward restores the loop variable from each iteration's record, so the body must not
+  // change it.
+  std::function<bool(const clang::Stmt*)> writes = [&](const clang::Stmt* n) -> bool {
+    if (n == nullptr) return false;
+    const Expr* target = nullptr;
+    if (const auto* bo = dyn_cast<BinaryOperator>(n); bo && bo->isAssignmentOp()) target = bo->getLHS();
+    if (const auto* uo = dyn_cast<UnaryOperator>(n); uo && uo->isIncrementDecrementOp()) target = uo->getSubExpr();
+    if (target != nullptr)
+      if (const auto* d = dyn_cast<DeclRefExpr>(target->IgnoreParenImpCasts()); d && d->getDecl() == var) return true;
+    for (const clang::Stmt* c : n->children())
+      if (writes(c)) return true;
+    return false;
+  };
+  if (writes(s->getBody())) {
+    diag_.error(s->getForLoc(), "the loop variable '" + var->getNameAsString() +
+                                    "' is modified in the loop body: counted loops over layers step only in "
+                                    "the increment");
     return;
   }
   std::string name = var->getNameAsString();
@@ -1040,15 +1079,7 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
       }
     }
   }
-  // Passing a differentiable tensor to a mutable reference or pointer is a mutation.
-  for (std::size_t i = 0; i < args.size() && i < callee->getNumParams(); ++i) {
-    const QualType pt = callee->getParamDecl(static_cast<unsigned>(i))->getType();
-    const bool mut = (pt->isReferenceType() && !pt.getNonReferenceType().isConstQualified()) || pt->isPointerType();
-    if (mut && act_.active(args[i]) && !act_.is_module_like(args[i]->getType()))
-      diag_.error(args[i]->getExprLoc(), "mutation of a saved tensor: '" + text(sc, args[i]) +
-                                             "' is passed to a non-const reference or pointer parameter of '" +
-                                             callee->getNameAsString() + "'");
-  }
+  // (Passing a differentiable tensor to a mutable reference is reported by check_mutation.)
   adgen::Stmt st;
   st.kind = adgen::Stmt::Kind::Call;
   st.temp = "t" + std::to_string(sc.temps++);
