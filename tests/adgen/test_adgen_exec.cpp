@@ -5,6 +5,7 @@
 #include "adgen_test_util.h"
 #include "constructs.grad.h"
 #include "gpt.grad.h"
+#include "llama.grad.h"
 #include "llmcc/runtime.h"
 #include "mlp.grad.h"
 
@@ -169,6 +170,43 @@ TEST(AdgenExec, GptShapedModelMatchesFiniteDifferences) {
   EXPECT_EQ(g.grad.wpe.raw(), static_cast<void*>(g.store.data()));
   const float value = gpt::gpt_loss_grad(m, idx, targets, g.grad);
   auto loss = [&] { return eval([&] { return gpt::gpt_loss(m, idx, targets); }); };
+  EXPECT_NEAR(value, loss(), 1e-5);
+  adgen_test::expect_grad_matches_fd(m, g.grad, loss, 1e-2, 3e-2);
+  llmcc::set_kernel_mode(llmcc::KernelMode::Fast);
+}
+
+// A Llama-shaped tree: RMSNorm, RoPE, GQA attention, SwiGLU with the * operator, a counted loop.
+TEST(AdgenExec, LlamaShapedModelMatchesFiniteDifferences) {
+  llmcc::set_kernel_mode(llmcc::KernelMode::Reference);
+  llama::Llama m;
+  const llama::Config& c = m.cfg;
+  const int HS = c.C / c.NH, B = 2, T = 4;
+  m.tok = Tensor(nullptr, {c.V, c.C});
+  m.head = Tensor(nullptr, {c.V, c.C});
+  m.norm.w = Tensor(nullptr, {c.C});
+  m.layers.resize(static_cast<std::size_t>(c.L));
+  for (auto& b : m.layers) {
+    b.n1.w = Tensor(nullptr, {c.C});
+    b.n2.w = Tensor(nullptr, {c.C});
+    b.attn.n_head = c.NH;
+    b.attn.n_kv_head = c.NKV;
+    b.attn.wq = Tensor(nullptr, {c.C, c.C});
+    b.attn.wk = Tensor(nullptr, {c.NKV * HS, c.C});
+    b.attn.wv = Tensor(nullptr, {c.NKV * HS, c.C});
+    b.attn.wo = Tensor(nullptr, {c.C, c.C});
+    b.mlp.w1 = Tensor(nullptr, {c.FF, c.C});
+    b.mlp.w3 = Tensor(nullptr, {c.FF, c.C});
+    b.mlp.w2 = Tensor(nullptr, {c.C, c.FF});
+  }
+  std::vector<float> params;
+  adgen_test::bind_random(m, params, 31, 1.0f);
+  std::vector<std::int32_t> ids = {1, 12, 7, 2, 9, 0, 3, 11}, tg = {12, 7, 2, 9, 0, 3, 11, 5};
+  llmcc::Tokens idx(ids.data(), B, T), targets(tg.data(), B, T);
+  llmcc::Arena arena(1 << 24);
+  llmcc::ArenaScope scope(arena);
+  auto g = llmcc::adgen::make_grad(m);
+  const float value = llama::llama_loss_grad(m, idx, targets, g.grad);
+  auto loss = [&] { return eval([&] { return llama::llama_loss(m, idx, targets); }); };
   EXPECT_NEAR(value, loss(), 1e-5);
   adgen_test::expect_grad_matches_fd(m, g.grad, loss, 1e-2, 3e-2);
   llmcc::set_kernel_mode(llmcc::KernelMode::Fast);
