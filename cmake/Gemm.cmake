@@ -1,5 +1,7 @@
 # The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md):
-# oneDNN's dnnl_sgemm, about twice OpenBLAS 0.3.21 and five times BLIS 0.9 on the GPT-2 shapes.
+# oneDNN's dnnl_sgemm: on one thread tied with OpenBLAS 0.3.21's auto-detected AVX-512 kernels,
+# twice OpenBLAS under this environment's OPENBLAS_CORETYPE=Haswell, six times BLIS 0.9 (generic
+# kernels on this CPU), and independent of OpenBLAS's CPU detection.
 # Every library is from Debian and installed by scripts/setup.sh; -DLLMCC_GEMM=openblas|blis
 # switches (for comparison; both passed tests/kernels/test_gemm.cpp too).
 #
