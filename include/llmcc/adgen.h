@@ -74,6 +74,14 @@ void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
 
 // ---- used by generated code --------------------------------------------------------------
 
+// The next per-iteration record of a loop: records kept from an earlier step are reused with
+// their capacity (the loop then resizes to the count), so a steady-state step allocates nothing.
+template <class Record>
+Record& next_record(std::vector<Record>& records, std::size_t& count) {
+  if (count == records.size()) records.emplace_back();
+  return records[count++];
+}
+
 // The adjoint `*p` ready for a rule's pullback (which accumulates): allocated and zeroed on the
 // first contribution. Null stays null (inactive).
 inline Tensor* acc(Tensor* p, const Tensor& like) {

@@ -107,4 +107,28 @@ TEST(AdgenCount, CheckpointedBlockRunsTwiceAndSavesLess) {
   }
 }
 
+// A Saved record kept across steps is reused: the second call allocates no new loop records.
+TEST(AdgenCount, ReusedSavedRecordKeepsItsStorage) {
+  mlp::Model m;
+  m.in.w = Tensor(nullptr, {kC, kC});
+  shape_blocks(m);
+  std::vector<float> params, xs;
+  adgen_test::bind_random(m, params, 13);
+  Tensor x = adgen_test::random_tensor(xs, {kN, kC}, 14);
+  auto g = llmcc::adgen::make_grad(m);
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  mlp::loss_Saved saved;
+  const float first = mlp::loss_grad(m, x, g.grad, nullptr, saved);
+  ASSERT_EQ(saved.m.loop0.size(), static_cast<std::size_t>(kL));
+  const auto* records = saved.m.loop0.data();
+  std::vector<float> once(g.store.data(), g.store.data() + g.store.size());
+  g.zero();
+  arena.reset();
+  EXPECT_EQ(mlp::loss_grad(m, x, g.grad, nullptr, saved), first);
+  EXPECT_EQ(saved.m.loop0.data(), records);  // same storage: no reallocation
+  EXPECT_EQ(saved.m.loop0.size(), static_cast<std::size_t>(kL));
+  for (std::size_t i = 0; i < once.size(); ++i) EXPECT_EQ(g.store.data()[i], once[i]) << i;
+}
+
 }  // namespace

@@ -390,20 +390,24 @@ class FuncEmitter {
         ss.record = rec.get();
         const std::string vec = r.var + "." + ss.loop;
         r.visit.push_back("for (const auto& r : " + ss.loop + ") r.visit(f);");
+        // Records are reused across steps (next_record), so a steady-state step allocates nothing.
+        const std::string count = "_n" + std::to_string(s.id);
+        fwd_.line("std::size_t " + count + " = 0;");
+        const std::string next = "auto& " + rec->var + " = llmcc::adgen::next_record(" + vec + ", " + count + ");";
         if (s.range_over_modules) {
           const std::string i = "_i" + std::to_string(s.id);
-          fwd_.line(vec + ".reserve(" + s.range.primal() + ".size());");
           fwd_.open("for (std::size_t " + i + " = 0; " + i + " < " + s.range.primal() + ".size(); ++" + i + ")");
-          fwd_.line("auto& " + rec->var + " = " + vec + ".emplace_back();");
+          fwd_.line(next);
         } else {
           fwd_.open(s.header);
-          fwd_.line("auto& " + rec->var + " = " + vec + ".emplace_back();");
+          fwd_.line(next);
           ss.loop_var_slot = rec->slot(s.loop_var_type, s.loop_var);
           fwd_.line(rec->var + "." + ss.loop_var_slot + " = " + s.loop_var + ";");
         }
         emit_fwd(s.body, *rec);
         if (rec->slots.empty() && s.range_over_modules) fwd_.line("(void)" + rec->var + ";");
         fwd_.close();
+        fwd_.line(vec + ".resize(" + count + ");");
         r.nested.push_back(std::move(rec));
         break;
       }
@@ -621,7 +625,23 @@ std::string entry_signature(const FuncPlan& f, bool define) {
 
 std::string entry_definition(const FuncPlan& f) {
   Out o;
-  o.open(entry_signature(f, true));
+  {
+    // The overload without a record makes a fresh one; keeping one across steps (the overload
+    // below) reuses its loop records, so steady-state steps allocate nothing on the heap.
+    std::string call = f.is_method ? "self" : "";
+    for (const auto& p : f.params) call += (call.empty() ? "" : ", ") + p.name;
+    if (f.is_method) call += ", d_self";
+    for (const auto& p : f.params)
+      if (p.is_module || p.kind != VKind::Inactive) call += ", d_" + p.name;
+    o.open(entry_signature(f, true));
+    o.line(f.id + "_Saved _s;");
+    o.line("return " + f.id + "_grad(" + call + ", _s);");
+    o.close();
+    o.line("");
+  }
+  std::string sig = entry_signature(f, true);
+  sig = sig.substr(0, sig.size() - 1) + ", " + f.id + "_Saved& _s)";
+  o.open(sig);
   std::string args = f.is_method ? "self" : "";
   for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
   std::string grads = f.is_method ? ", &d_self" : "";
@@ -629,7 +649,6 @@ std::string entry_definition(const FuncPlan& f) {
     if (p.is_module) grads += ", &d_" + p.name;
     else if (p.kind != VKind::Inactive) grads += ", d_" + p.name;
   }
-  o.line(f.id + "_Saved _s;");
   o.line("const float _value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
   o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");
   o.line("return _value;");
@@ -705,6 +724,9 @@ Generated emit(const Program& p, const std::string& header_name) {
     if (f.entry) {
       h.line("// Returns the value and accumulates the gradient into the d_ arguments.");
       h.line(entry_signature(f, false) + ";");
+      h.line("// The same, reusing `saved` (kept across steps: no heap allocation once warm).");
+      std::string sig = entry_signature(f, false);
+      h.line(sig.substr(0, sig.size() - 1) + ", " + f.id + "_Saved& saved);");
     }
     h.line("");
   }
