@@ -437,7 +437,10 @@ class FuncEmitter {
       case Stmt::Kind::Assign: {
         adjoints_[s.local] = s.local_kind;
         note_adjoint(s.value);
-        if (s.local_kind == VKind::Tensor) {
+        if (s.value.kind == VKind::Inactive) {
+          // The local gets a constant: its adjoint stops here.
+          o.line("_d_" + s.local + (s.local_kind == VKind::Tensor ? " = llmcc::Tensor();" : " = 0.0f;"));
+        } else if (s.local_kind == VKind::Tensor) {
           o.open("if (_d_" + s.local + ".defined())");
           o.line("const llmcc::Tensor _g = _d_" + s.local + ";");
           o.line("_d_" + s.local + " = llmcc::Tensor();");

@@ -91,8 +91,10 @@ class Consumer : public clang::ASTConsumer {
       std::vector<const clang::FunctionDecl*> entries;
       clang::SourceManager* sm = nullptr;
       bool VisitFunctionDecl(clang::FunctionDecl* f) {
-        if (!f->isThisDeclarationADefinition() || sm->isInSystemHeader(sm->getExpansionLoc(f->getLocation())))
-          return true;
+        if (sm->isInSystemHeader(sm->getExpansionLoc(f->getLocation()))) return true;
+        if (!f->isThisDeclarationADefinition() && f->getDefinition() != nullptr) return true;  // seen there
+        for (const auto* e : entries)
+          if (e->getCanonicalDecl() == f->getCanonicalDecl()) return true;
         for (const clang::Decl* r : f->redecls())
           for (const auto* a : r->specific_attrs<clang::AnnotateAttr>())
             if (a->getAnnotation() == "llmcc.adgen.entry") {

@@ -26,6 +26,8 @@ struct Planner::Scope {
   int temps = 0;
   int blocks = 0;  // If/Loop ids
   int errors_at_start = 0;
+  const clang::Stmt* last = nullptr;  // the body's final statement (the one return)
+  bool reported_early_return = false;
 };
 
 namespace {
@@ -261,12 +263,8 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
     diag_.error(f->getLocation(), "function-try-blocks are not supported");
   } else {
     const clang::Stmt* last = body->body_empty() ? nullptr : body->body_back();
-    for (const clang::Stmt* s : body->body()) {
-      if (isa<ReturnStmt>(s) && s != last)
-        diag_.error(s->getBeginLoc(), "early return: a differentiated function has one return, as its last "
-                                      "statement");
-      lower_stmt(sc, s, fp->body);
-    }
+    sc.last = last;
+    for (const clang::Stmt* s : body->body()) lower_stmt(sc, s, fp->body);
     if (last == nullptr || !isa<ReturnStmt>(last))
       diag_.error(f->getEndLoc(), "'" + f->getNameAsString() + "' must end with `return <expression>;`");
   }
@@ -440,6 +438,13 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
   }
   if (const auto* ds = dyn_cast<DeclStmt>(s)) return lower_decl(sc, ds, out);
   if (const auto* rs = dyn_cast<ReturnStmt>(s)) {
+    if (s != sc.last) {
+      if (!sc.reported_early_return)
+        diag_.error(rs->getBeginLoc(), "early return: a differentiated function has one return, as its last "
+                                       "statement (assign a local in each branch and return it)");
+      sc.reported_early_return = true;
+      return;
+    }
     if (rs->getRetValue() == nullptr) {
       diag_.error(rs->getBeginLoc(), "return without a value");
       return;
@@ -572,17 +577,22 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
       continue;
     }
     if ((act_.is_tensor(t) || act_.is_float(t)) && act_.active_var(vd)) {
-      if (vd->getInit() == nullptr) {
-        diag_.error(vd->getLocation(), "differentiable local '" + name + "' needs an initialiser");
-        continue;
-      }
-      check_mutation(sc, vd->getInit());
       adgen::Stmt st;
       st.kind = adgen::Stmt::Kind::Assign;
       st.declare = true;
       st.local = name;
       st.local_kind = act_.is_tensor(t) ? VKind::Tensor : VKind::Float;
-      st.value = lower_expr(sc, vd->getInit(), out);
+      const auto* ctor = vd->getInit() ? dyn_cast<CXXConstructExpr>(strip(vd->getInit())) : nullptr;
+      if (vd->getInit() == nullptr || (ctor != nullptr && ctor->getNumArgs() == 0)) {
+        // `Tensor c;` / `float r;`: starts empty (zero), assigned later.
+        st.value.src = Operand::Src::Inactive;
+        st.value.kind = VKind::Inactive;
+        st.value.fwd_text = st.local_kind == VKind::Tensor ? "llmcc::Tensor()" : "0.0f";
+        st.value.rev_text = st.value.fwd_text;
+      } else {
+        check_mutation(sc, vd->getInit());
+        st.value = lower_expr(sc, vd->getInit(), out);
+      }
       sc.fp->locals.push_back({name, st.local_kind});
       out.push_back(st);
       continue;
