@@ -4,6 +4,8 @@
 //   LLMCC_ADGEN_ENTRY        on a float-valued function: adgen generates `<name>_grad`, which
 //                            returns the value and accumulates the gradient with respect to every
 //                            module, Tensor and float argument (Tokens, ints, configs get none).
+//   LLMCC_ADGEN_WRT("m, x")  with LLMCC_ADGEN_ENTRY: only these arguments get adjoints (the
+//                            others are treated as constants and their pullback work is skipped).
 //   LLMCC_ADGEN_CHECKPOINT   on a function: every call of it saves only its inputs and re-runs its
 //                            forward inside the backward. For one call site only, wrap the call:
 //                            `x = llmcc::adgen::checkpoint(b.forward(x));`
@@ -30,6 +32,7 @@
 #endif
 
 #define LLMCC_ADGEN_ENTRY LLMCC_ADGEN_ANNOTATE("llmcc.adgen.entry")
+#define LLMCC_ADGEN_WRT(names) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.wrt:" names)
 #define LLMCC_ADGEN_CHECKPOINT LLMCC_ADGEN_ANNOTATE("llmcc.adgen.checkpoint")
 #define LLMCC_ADGEN_RULE(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.rule:" name)
 

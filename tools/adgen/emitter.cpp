@@ -6,6 +6,7 @@
 // backward never re-runs a forward unless a call is checkpointed.
 #include "emitter.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -607,6 +608,10 @@ class FuncEmitter {
   std::map<std::string, VKind> adjoints_;
 };
 
+bool wanted(const FuncPlan& f, const std::string& name) {
+  return f.wrt.empty() || std::find(f.wrt.begin(), f.wrt.end(), name) != f.wrt.end();
+}
+
 std::string entry_signature(const FuncPlan& f, bool define) {
   std::string s = "float " + f.id + "_grad(";
   bool first = true;
@@ -616,8 +621,9 @@ std::string entry_signature(const FuncPlan& f, bool define) {
   };
   if (f.is_method) add("const " + f.self_type + "& self");
   for (const auto& p : f.params) add(p.type + " " + p.name);
-  if (f.is_method) add(f.self_grad_type + "& d_self");
+  if (f.is_method && wanted(f, "self")) add(f.self_grad_type + "& d_self");
   for (const auto& p : f.params) {
+    if (!wanted(f, p.name)) continue;
     if (p.is_module) add(p.grad_type + "& d_" + p.name);
     else if (p.kind == VKind::Tensor) add("llmcc::Tensor* d_" + p.name);
     else if (p.kind == VKind::Float) add("float* d_" + p.name);
@@ -633,9 +639,9 @@ std::string entry_definition(const FuncPlan& f) {
     // below) reuses its loop records, so steady-state steps allocate nothing on the heap.
     std::string call = f.is_method ? "self" : "";
     for (const auto& p : f.params) call += (call.empty() ? "" : ", ") + p.name;
-    if (f.is_method) call += ", d_self";
+    if (f.is_method && wanted(f, "self")) call += ", d_self";
     for (const auto& p : f.params)
-      if (p.is_module || p.kind != VKind::Inactive) call += ", d_" + p.name;
+      if ((p.is_module || p.kind != VKind::Inactive) && wanted(f, p.name)) call += ", d_" + p.name;
     o.open(entry_signature(f, true));
     o.line(f.id + "_Saved _s;");
     o.line("return " + f.id + "_grad(" + call + ", _s);");
@@ -647,10 +653,11 @@ std::string entry_definition(const FuncPlan& f) {
   o.open(sig);
   std::string args = f.is_method ? "self" : "";
   for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
-  std::string grads = f.is_method ? ", &d_self" : "";
+  // Arguments outside LLMCC_ADGEN_WRT get a null adjoint: inactive, their pullbacks skip work.
+  std::string grads = f.is_method ? (wanted(f, "self") ? ", &d_self" : ", nullptr") : "";
   for (const auto& p : f.params) {
-    if (p.is_module) grads += ", &d_" + p.name;
-    else if (p.kind != VKind::Inactive) grads += ", d_" + p.name;
+    if (p.is_module) grads += wanted(f, p.name) ? ", &d_" + p.name : ", nullptr";
+    else if (p.kind != VKind::Inactive) grads += wanted(f, p.name) ? ", d_" + p.name : ", nullptr";
   }
   o.line("const float _value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
   o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");

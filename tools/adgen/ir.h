@@ -123,6 +123,7 @@ struct FuncPlan {
   std::vector<std::pair<std::string, VKind>> locals;  // active locals (unique names)
   std::vector<std::string> temps_tensor, temps_float;
   bool entry = false;
+  std::vector<std::string> wrt;  // entry: LLMCC_ADGEN_WRT names (empty: every differentiable argument)
   bool checkpoint = false;    // LLMCC_ADGEN_CHECKPOINT on the function
   std::string source;         // "file:line" for comments
 };

@@ -160,7 +160,33 @@ void Planner::plan_entry(const FunctionDecl* entry) {
   }
   need_file(entry);
   FuncPlan* fp = plan_function(def, def->getLocation());
-  if (fp != nullptr) fp->entry = true;
+  if (fp == nullptr) return;
+  fp->entry = true;
+  // LLMCC_ADGEN_WRT("m, x"): the arguments the gradient is taken with respect to.
+  for (const Decl* r : def->redecls())
+    for (const auto* a : r->specific_attrs<AnnotateAttr>()) {
+      const std::string text = a->getAnnotation().str();
+      if (text.rfind("llmcc.adgen.wrt:", 0) != 0) continue;
+      std::string list = text.substr(16);
+      for (std::size_t pos = 0; pos <= list.size();) {
+        std::size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string name = list.substr(pos, end - pos);
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        pos = end + 1;
+        if (name.empty()) continue;
+        bool found = false;
+        for (const Param& p : fp->params)
+          if (p.name == name && (p.is_module || p.kind != VKind::Inactive)) found = true;
+        if (fp->is_method && name == "self") found = true;
+        if (!found)
+          diag_.error(a->getLocation(), "LLMCC_ADGEN_WRT names '" + name + "', which is not a module, Tensor or "
+                                        "float parameter of '" + def->getNameAsString() + "'");
+        else if (std::find(fp->wrt.begin(), fp->wrt.end(), name) == fp->wrt.end())
+          fp->wrt.push_back(name);
+      }
+    }
 }
 
 FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
