@@ -97,6 +97,11 @@ TEST(AdgenCount, CheckpointedBlockRunsTwiceAndSavesLess) {
     if (layer < 0) {
       plain_grad = grad;
       plain_saved = saved_bytes;
+      adgen_test::expect_grad_matches_fd(m, g.grad, [&] {
+        llmcc::Arena a(1 << 20);
+        llmcc::ArenaScope s(a);
+        return static_cast<double>(ckpt::loss(m, x));
+      });
     } else {
       // Same gradient, less saved.
       for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_FLOAT_EQ(grad[i], plain_grad[i]) << i;

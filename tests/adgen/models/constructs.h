@@ -46,10 +46,12 @@ struct Net {
         y = y + t;
       }
     }
+    Tensor z;  // declared without a value, assigned in each branch
     if (use_norm)
-      y = toy::norm(y);
+      z = toy::norm(y);
     else
-      y = gain * y;
+      z = y * gain;  // Tensor * float: the scale rule
+    y = 2.0f * z;    // float * Tensor: the scale rule
     y = mix(y, toy::matmul(y, w_shared));
     return head.forward(y);
   }
