@@ -89,6 +89,24 @@ TEST(AdgenScalar, MathsCallsLocalsAndIfMatchFiniteDifferences) {
     }
 }
 
+// Returns in every branch of a final if/else (a result local is assigned in each).
+TEST(AdgenScalar, ReturnsInBranchesMatchFiniteDifferences) {
+  auto leaky_d = [](double x, double slope) {
+    if (x > 0.0) return x * x;
+    if (x > -1.0) return slope * x;
+    return -slope + 0.5 * (x + 1.0);
+  };
+  for (double x : {-2.5, -1.5, -0.6, -0.1, 0.2, 1.7})
+    for (double slope : {0.1, 0.3}) {
+      float dx = 0.0f, ds = 0.0f;
+      const float v = scal::leaky_grad(static_cast<float>(x), static_cast<float>(slope), &dx, &ds);
+      const double h = 1e-6;
+      EXPECT_NEAR(v, leaky_d(x, slope), 1e-5);
+      EXPECT_NEAR(dx, (leaky_d(x + h, slope) - leaky_d(x - h, slope)) / (2 * h), 1e-4) << x;
+      EXPECT_NEAR(ds, (leaky_d(x, slope + h) - leaky_d(x, slope - h)) / (2 * h), 1e-4) << x;
+    }
+}
+
 // An element-wise op defined from the scalar gelu and its generated derivative, through the
 // rule contract, equals the library's hand-written gelu op and pullback.
 llmcc::Tensor gelu_from_scalar(const llmcc::Tensor& x) { return llmcc::adgen::map_unary<scal::gelu>(x, "gelu_s"); }

@@ -17,6 +17,16 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
   }
   if (const auto* ds = dyn_cast<DeclStmt>(s)) return lower_decl(sc, ds, out);
   if (const auto* rs = dyn_cast<ReturnStmt>(s)) {
+    if (sc.tail_returns.count(rs) && rs->getRetValue() != nullptr) {
+      check_mutation(sc, rs->getRetValue());
+      adgen::Stmt st;
+      st.kind = adgen::Stmt::Kind::Assign;
+      st.local = "_ret";
+      st.local_kind = sc.fp->ret;
+      st.value = lower_expr(sc, rs->getRetValue(), out);
+      out.push_back(st);
+      return;
+    }
     if (s != sc.last) {
       if (!sc.reported_early_return)
         diag_.error(rs->getBeginLoc(), "early return: a differentiated function has one return, as its last "

@@ -206,9 +206,40 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   } else {
     const clang::Stmt* last = body->body_empty() ? nullptr : body->body_back();
     sc.last = last;
+    // A final if/else whose every branch ends in a return (`if (c) return a; else return b;`)
+    // assigns a result local in each branch and returns it once.
+    std::function<bool(const clang::Stmt*)> tail = [&](const clang::Stmt* st) -> bool {
+      if (st == nullptr) return false;
+      if (const auto* cs = dyn_cast<CompoundStmt>(st)) return !cs->body_empty() && tail(cs->body_back());
+      if (const auto* rs = dyn_cast<ReturnStmt>(st)) {
+        sc.tail_returns.insert(rs);
+        return true;
+      }
+      if (const auto* is = dyn_cast<IfStmt>(st)) return is->getElse() != nullptr && tail(is->getThen()) && tail(is->getElse());
+      return false;
+    };
+    const bool tail_if = last != nullptr && isa<IfStmt>(last) && tail(last);
+    if (!tail_if) sc.tail_returns.clear();
+    if (tail_if) {
+      adgen::Stmt decl;
+      decl.kind = adgen::Stmt::Kind::Assign;
+      decl.declare = true;
+      decl.local = "_ret";
+      decl.local_kind = fp->ret;
+      decl.value.fwd_text = decl.value.rev_text = fp->ret == VKind::Tensor ? "llmcc::Tensor()" : "0.0f";
+      fp->body.push_back(decl);
+    }
     for (const clang::Stmt* s : body->body()) lower_stmt(sc, s, fp->body);
-    if (last == nullptr || !isa<ReturnStmt>(last))
+    if (tail_if) {
+      adgen::Stmt ret;
+      ret.kind = adgen::Stmt::Kind::Return;
+      ret.value.src = Operand::Src::Local;
+      ret.value.kind = fp->ret;
+      ret.value.name = "_ret";
+      fp->body.push_back(ret);
+    } else if (last == nullptr || !isa<ReturnStmt>(last)) {
       diag_.error(f->getEndLoc(), "'" + f->getNameAsString() + "' must end with `return <expression>;`");
+    }
   }
   in_progress_.erase(f);
   planned_[f] = fp;

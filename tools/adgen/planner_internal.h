@@ -32,6 +32,7 @@ struct Planner::Scope {
   int errors_at_start = 0;
   const clang::Stmt* last = nullptr;  // the body's final statement (the one return)
   bool reported_early_return = false;
+  std::set<const clang::ReturnStmt*> tail_returns;  // returns that assign `_ret` (final if/else)
 };
 
 

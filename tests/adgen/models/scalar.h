@@ -27,4 +27,16 @@ LLMCC_ADGEN_ENTRY inline float zoo(float x, float y) {
   return t * t + r;
 }
 
+// Returns in both branches of a final if/else.
+LLMCC_ADGEN_ENTRY inline float leaky(float x, float slope) {
+  if (x > 0.0f) {
+    const float y = x * x;
+    return y;
+  } else if (x > -1.0f) {
+    return slope * x;
+  } else {
+    return -slope + 0.5f * (x + 1.0f);
+  }
+}
+
 }  // namespace scal
