@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -83,6 +85,49 @@ template <class Record>
 Record& next_record(std::vector<Record>& records, std::size_t& count) {
   if (count == records.size()) records.emplace_back();
   return records[count++];
+}
+
+// ---- checkpointing -------------------------------------------------------------------------
+namespace detail {
+inline std::size_t& scratch_depth() {
+  thread_local std::size_t depth = 0;
+  return depth;
+}
+// One scratch arena per nesting depth (a checkpointed call inside a checkpointed call), as large
+// as the arena it stands in for (address space; pages are touched only when used).
+inline Arena& scratch_arena(std::size_t depth, std::size_t capacity) {
+  thread_local std::vector<std::unique_ptr<Arena>> arenas;
+  if (arenas.size() <= depth) arenas.resize(depth + 1);
+  if (!arenas[depth] || arenas[depth]->capacity() < capacity) arenas[depth] = std::make_unique<Arena>(capacity);
+  return *arenas[depth];
+}
+}  // namespace detail
+
+// Scratch memory for a checkpointed call: while it lives, ops allocate from a scratch arena
+// that is emptied when it ends, so the call's activations (and, in the backward, its re-run
+// activations and internal adjoints) do not stay in the step arena.
+class Scratch {
+ public:
+  Scratch()
+      : arena_(detail::scratch_arena(detail::scratch_depth()++, current_arena("adgen checkpoint").capacity())),
+        scope_(arena_) {}
+  ~Scratch() {
+    arena_.reset();
+    --detail::scratch_depth();
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+ private:
+  Arena& arena_;
+  ArenaScope scope_;
+};
+
+// The one copy checkpointing makes: a checkpointed call's output, moved out of scratch memory.
+inline Tensor copy_to(Arena& arena, const Tensor& t) {
+  Tensor out = arena.tensor(t.shape(), "adgen checkpoint output", t.dtype());
+  std::memcpy(out.raw(), t.raw(), t.nbytes());
+  return out;
 }
 
 // The adjoint `*p` ready for a rule's pullback (which accumulates): allocated and zeroed on the

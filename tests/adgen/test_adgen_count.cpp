@@ -76,16 +76,19 @@ TEST(AdgenCount, CheckpointedBlockRunsTwiceAndSavesLess) {
   llmcc::ArenaScope scope(arena);
 
   std::vector<float> plain_grad;
-  std::size_t plain_saved = 0;
+  std::size_t plain_saved = 0, plain_fwd = 0, plain_peak = 0;
   for (int layer : {-1, 1}) {
     m.checkpoint_layer = layer;
     auto g = llmcc::adgen::make_grad(m);
     toy::counters().reset();
-    arena.reset();
+    llmcc::Arena step(1 << 22);  // a fresh step arena: its high-water mark is this call's peak
+    llmcc::ArenaScope step_scope(step);
     ckpt::loss_Saved saved;
     const float value = ckpt::loss_fwd(m, x, saved);
     const std::size_t saved_bytes = llmcc::adgen::saved_bytes(saved);
+    const std::size_t fwd_bytes = step.used();
     ckpt::loss_bwd(m, x, saved, 1.0f, &g.grad, nullptr);
+    const std::size_t peak = step.high_water();
     auto& c = toy::counters().calls;
     const int extra = layer >= 0 ? 1 : 0;
     EXPECT_EQ(c["matmul"], 2 * kL + 2 * extra) << "layer " << layer;
@@ -97,6 +100,8 @@ TEST(AdgenCount, CheckpointedBlockRunsTwiceAndSavesLess) {
     if (layer < 0) {
       plain_grad = grad;
       plain_saved = saved_bytes;
+      plain_fwd = fwd_bytes;
+      plain_peak = peak;
       adgen_test::expect_grad_matches_fd(m, g.grad, [&] {
         llmcc::Arena a(1 << 20);
         llmcc::ArenaScope s(a);
@@ -106,8 +111,15 @@ TEST(AdgenCount, CheckpointedBlockRunsTwiceAndSavesLess) {
       // Same gradient, less saved.
       for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_FLOAT_EQ(grad[i], plain_grad[i]) << i;
       EXPECT_LT(saved_bytes, plain_saved);
-      std::printf("checkpointing block %d: matmul fwd %d (+2 re-run), saved tensors %zu -> %zu bytes\n", layer,
-                  matmuls, plain_saved, saved_bytes);
+      // The checkpointed block's activations (fc1 and tanh outputs (N, 2C), fc2 output (N, C))
+      // stay in scratch memory; its output is kept as one copy in place of the add's output.
+      const std::size_t a = llmcc::Arena::kAlignment;
+      auto rounded = [&](std::size_t floats) { return (floats * sizeof(float) + a - 1) / a * a; };
+      EXPECT_EQ(plain_fwd - fwd_bytes, 2 * rounded(kN * 2 * kC) + rounded(kN * kC));
+      EXPECT_LT(peak, plain_peak);
+      std::printf("checkpointing block %d: matmul fwd %d (+2 re-run); saved tensors %zu -> %zu bytes; step "
+                  "arena after forward %zu -> %zu bytes, peak %zu -> %zu bytes\n",
+                  layer, matmuls, plain_saved, saved_bytes, plain_fwd, fwd_bytes, plain_peak, peak);
     }
   }
 }

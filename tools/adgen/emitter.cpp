@@ -342,8 +342,19 @@ class FuncEmitter {
                                   : fwd_text(c.args[i], r, &ss, static_cast<int>(i));
               pargs += (i ? ", " : "") + t;
             }
+            // Its activations live in scratch memory freed right after; only the inputs (the
+            // snapshots above) and one copy of the output are kept.
+            fwd_.open("");
             fwd_.line("// checkpointed: inputs saved, forward re-run in the backward");
-            fwd_.line(lhs + call + "(" + pargs + ");");
+            if (c.ret == VKind::Tensor) {
+              fwd_.line("llmcc::Arena& _keep = llmcc::current_arena(\"adgen checkpoint\");");
+              fwd_.line("llmcc::adgen::Scratch _scratch;");
+              fwd_.line(lhs + "llmcc::adgen::copy_to(_keep, " + call + "(" + pargs + "));");
+            } else {
+              fwd_.line("llmcc::adgen::Scratch _scratch;");
+              fwd_.line(lhs + call + "(" + pargs + ");");
+            }
+            fwd_.close();
           } else {
             std::string base = c.has_object && !c.object.last.empty() ? c.object.last : g.id;
             ss.saved = r.slot(g.id + "_Saved", base);
@@ -563,19 +574,33 @@ class FuncEmitter {
     } else {
       const FuncPlan& g = *c.func;
       std::string tail;
+      std::vector<std::string> escaping;  // checkpointed: tensor adjoints allocated before scratch
       if (c.has_object) tail += ", " + c.object.grad_ptr();
       for (std::size_t i = 0; i < c.args.size(); ++i) {
         const Param& p = g.params[i];
-        if (p.is_module)
+        if (p.is_module) {
           tail += ", " + c.module_args[i].grad_ptr();
-        else if (p.kind != VKind::Inactive)
-          tail += ", " + adj_ptr(c.args[i]);
+        } else if (p.kind != VKind::Inactive) {
+          std::string ptr = adj_ptr(c.args[i]);
+          if (c.checkpoint && p.kind == VKind::Tensor && ptr != "nullptr") {
+            const std::string name = "_a" + std::to_string(escaping.size());
+            escaping.push_back("llmcc::Tensor* " + name + " = llmcc::adgen::acc(" + ptr + ", " +
+                               rev_text(c.args[i], r, ss, static_cast<int>(i)) + ");");
+            ptr = name;
+          }
+          tail += ", " + ptr;
+        }
       }
       if (c.checkpoint) {
-        o.line("// checkpointed: re-run the forward from the saved inputs, then reverse it");
+        o.line("// checkpointed: the adjoints that leave the call are allocated in the step arena;");
+        o.line("// the forward is re-run and reversed in scratch memory freed at the end of the block");
+        for (const auto& e : escaping) o.line(e);
+        o.open("");
+        o.line("llmcc::adgen::Scratch _scratch;");
         o.line(g.id + "_Saved _c;");
         o.line(g.id + "_fwd(" + args + sep + "_c);");
         o.line(g.id + "_bwd(" + args + sep + "_c, " + d + tail + ");");
+        o.close();
       } else {
         o.line(g.id + "_bwd(" + args + sep + r.var + "." + ss.saved + ", " + d + tail + ");");
       }
