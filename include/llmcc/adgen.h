@@ -87,7 +87,7 @@ Record& next_record(std::vector<Record>& records, std::size_t& count) {
   return records[count++];
 }
 
-// ---- checkpointing -------------------------------------------------------------------------
+// ---- scratch memory: checkpointing and adjoint liveness ------------------------------------
 namespace detail {
 inline std::size_t& scratch_depth() {
   thread_local std::size_t depth = 0;
@@ -95,17 +95,22 @@ inline std::size_t& scratch_depth() {
 }
 // One scratch arena per nesting depth (a checkpointed call inside a checkpointed call), as large
 // as the arena it stands in for (address space; pages are touched only when used).
-inline Arena& scratch_arena(std::size_t depth, std::size_t capacity) {
+inline std::vector<std::unique_ptr<Arena>>& scratch_arenas() {
   thread_local std::vector<std::unique_ptr<Arena>> arenas;
+  return arenas;
+}
+inline Arena& scratch_arena(std::size_t depth, std::size_t capacity) {
+  std::vector<std::unique_ptr<Arena>>& arenas = scratch_arenas();
   if (arenas.size() <= depth) arenas.resize(depth + 1);
   if (!arenas[depth] || arenas[depth]->capacity() < capacity) arenas[depth] = std::make_unique<Arena>(capacity);
   return *arenas[depth];
 }
 }  // namespace detail
 
-// Scratch memory for a checkpointed call: while it lives, ops allocate from a scratch arena
-// that is emptied when it ends, so the call's activations (and, in the backward, its re-run
-// activations and internal adjoints) do not stay in the step arena.
+// Scratch memory: while it lives, ops allocate from a scratch arena that is emptied when it
+// ends. Generated backwards run each callee's backward in one, so its internal adjoints are
+// freed when it returns (the backward's peak is the saved activations plus one call chain's
+// working set); a checkpointed call also runs its forward (and re-run) in one.
 class Scratch {
  public:
   Scratch()
@@ -122,6 +127,17 @@ class Scratch {
   Arena& arena_;
   ArenaScope scope_;
 };
+
+// Memory the scratch arenas of this thread have used at most (one per nesting depth, all of
+// which can be live at once): add it to the step arena's high-water mark for the true peak.
+inline std::size_t scratch_high_water() {
+  std::size_t bytes = 0;
+  for (const auto& a : detail::scratch_arenas())
+    if (a) bytes += a->high_water();
+  return bytes;
+}
+// Frees this thread's scratch arenas (and forgets their high-water marks).
+inline void release_scratch() { detail::scratch_arenas().clear(); }
 
 // The one copy checkpointing makes: a checkpointed call's output, moved out of scratch memory.
 inline Tensor copy_to(Arena& arena, const Tensor& t) {

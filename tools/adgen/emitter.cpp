@@ -574,7 +574,7 @@ class FuncEmitter {
     } else {
       const FuncPlan& g = *c.func;
       std::string tail;
-      std::vector<std::string> escaping;  // checkpointed: tensor adjoints allocated before scratch
+      std::vector<std::string> escaping;  // tensor adjoints leaving the callee, allocated before scratch
       if (c.has_object) tail += ", " + c.object.grad_ptr();
       for (std::size_t i = 0; i < c.args.size(); ++i) {
         const Param& p = g.params[i];
@@ -582,7 +582,7 @@ class FuncEmitter {
           tail += ", " + c.module_args[i].grad_ptr();
         } else if (p.kind != VKind::Inactive) {
           std::string ptr = adj_ptr(c.args[i]);
-          if (c.checkpoint && p.kind == VKind::Tensor && ptr != "nullptr") {
+          if (p.kind == VKind::Tensor && ptr != "nullptr") {
             const std::string name = "_a" + std::to_string(escaping.size());
             escaping.push_back("llmcc::Tensor* " + name + " = llmcc::adgen::acc(" + ptr + ", " +
                                rev_text(c.args[i], r, ss, static_cast<int>(i)) + ");");
@@ -602,7 +602,13 @@ class FuncEmitter {
         o.line(g.id + "_bwd(" + args + sep + "_c, " + d + tail + ");");
         o.close();
       } else {
+        // Adjoint liveness: the adjoints that leave the callee live in the caller's arena; the
+        // callee's own adjoints and pullback scratch are freed when it returns.
+        for (const auto& e : escaping) o.line(e);
+        o.open("");
+        o.line("llmcc::adgen::Scratch _scratch;");
         o.line(g.id + "_bwd(" + args + sep + r.var + "." + ss.saved + ", " + d + tail + ");");
+        o.close();
       }
     }
     o.line(tensor ? d + " = llmcc::Tensor();" : d + " = 0.0f;");
