@@ -71,6 +71,34 @@ INSTANTIATE_TEST_SUITE_P(Inputs, AdgenGolden, ::testing::ValuesIn(golden_inputs(
                            return fs::path(i.param).stem().string();
                          });
 
+// docs/adgen.md shows generated code from the layernorm_block golden: every C++ block after
+// "Generated (" must appear verbatim in the golden files, so the docs cannot drift.
+TEST(AdgenDocs, ExamplesAreVerbatimGoldenOutput) {
+  const std::string doc = adgen_test::read_file(std::string(LLMCC_SOURCE_DIR) + "/docs/adgen.md");
+  const std::string golden = adgen_test::read_file(std::string(ADGEN_TEST_DIR) + "/golden/layernorm_block.grad.h.golden") +
+                             adgen_test::read_file(std::string(ADGEN_TEST_DIR) + "/golden/layernorm_block.grad.cpp.golden");
+  std::size_t pos = doc.find("Generated (");
+  ASSERT_NE(pos, std::string::npos);
+  const std::size_t end = doc.find("## Compared with Clad", pos);
+  int blocks = 0;
+  while ((pos = doc.find("```cpp\n", pos)) != std::string::npos && pos < end) {
+    pos += 7;
+    const std::size_t close = doc.find("```", pos);
+    // Each top-level definition in the block (separated by blank lines) is checked on its own.
+    std::string block = doc.substr(pos, close - pos);
+    for (std::size_t start = 0; start < block.size();) {
+      std::size_t stop = block.find("\n\n", start);
+      if (stop == std::string::npos) stop = block.size();
+      const std::string piece = block.substr(start, stop - start);
+      EXPECT_NE(golden.find(piece), std::string::npos) << "docs/adgen.md shows code adgen no longer writes:\n" << piece;
+      start = stop + 2;
+    }
+    ++blocks;
+    pos = close + 3;
+  }
+  EXPECT_GE(blocks, 4);
+}
+
 // generated/ holds adgen's output for the shipped models (for builds without Clang): each file
 // names its source in its first line; regenerating it must give the same bytes.
 TEST(AdgenGenerated, CommittedFilesAreFresh) {
