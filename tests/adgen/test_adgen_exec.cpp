@@ -108,19 +108,21 @@ TEST(AdgenExec, ConstructsMatchFiniteDifferences) {
       adgen_test::bind_random(net, params, 11, 0.4f);
       Tensor x = adgen_test::random_tensor(xs, {2, C}, 12);
       float s = 0.7f;
+      std::vector<std::int32_t> id_data = {2, 7};
+      llmcc::Tokens ids(id_data.data(), 2, 1);
       llmcc::Arena arena(1 << 22);
       llmcc::ArenaScope scope(arena);
       auto g = llmcc::adgen::make_grad(net);
       Tensor dx;
       float ds = 0.0f;
-      const float value = cons::loss_grad(net, x, s, g.grad, &dx, &ds);
-      auto loss = [&] { return eval([&] { return cons::loss(net, x, s); }); };
+      const float value = cons::loss_grad(net, x, ids, s, g.grad, &dx, &ds);
+      auto loss = [&] { return eval([&] { return cons::loss(net, x, ids, s); }); };
       EXPECT_NEAR(value, loss(), 1e-5 * std::fabs(loss()) + 1e-6);
       adgen_test::expect_grad_matches_fd(net, g.grad, loss, 1e-2, 2e-2);
       EXPECT_TRUE(adgen_test::fd_matches("x", x, dx, loss, 1e-2, 2e-2));
       const double h = 1e-2;
-      const double fd_s = (eval([&] { return cons::loss(net, x, s + static_cast<float>(h)); }) -
-                           eval([&] { return cons::loss(net, x, s - static_cast<float>(h)); })) / (2 * h);
+      const double fd_s = (eval([&] { return cons::loss(net, x, ids, s + static_cast<float>(h)); }) -
+                           eval([&] { return cons::loss(net, x, ids, s - static_cast<float>(h)); })) / (2 * h);
       EXPECT_NEAR(ds, fd_s, 2e-2 * std::fabs(fd_s) + 1e-3);
     }
 }

@@ -2,7 +2,7 @@
 // vector with if/else inside, an if/else on a config field, reassigned tensor locals, a free
 // differentiable function, tensor operators (+, *, float * tensor), a rule with saved buffers
 // (norm_fwd + NormSaved), a tied parameter (w_shared used twice), float arithmetic on the loss
-// and a float argument the gradient flows to.
+// a float argument the gradient flows to, and an inactive tensor computed from token ids.
 #pragma once
 
 #include <cmath>
@@ -35,8 +35,9 @@ struct Net {
   std::vector<Lin> layers;
   Lin head;
 
-  Tensor forward(const Tensor& x) const {
-    Tensor y = toy::matmul(x, w_shared);
+  Tensor forward(const Tensor& x, const llmcc::Tokens& ids) const {
+    const Tensor hot = toy::one_hot(ids, static_cast<int>(x.dim(1)));  // inactive: from token ids
+    Tensor y = toy::matmul(x, w_shared) + toy::matmul(hot, head.w);
     const int n = static_cast<int>(layers.size());
     for (int i = 0; i < n; ++i) {
       if (i % 2 == 0) {
@@ -57,8 +58,8 @@ struct Net {
   }
 };
 
-LLMCC_ADGEN_ENTRY inline float loss(const Net& net, const Tensor& x, float s) {
-  float a = toy::sumsq(net.forward(x));
+LLMCC_ADGEN_ENTRY inline float loss(const Net& net, const Tensor& x, const llmcc::Tokens& ids, float s) {
+  float a = toy::sumsq(net.forward(x, ids));
   const float b = toy::sumsq(toy::scale_by(x, s));
   float c = a * 0.5f + b / (4.0f + a);
   c -= 0.25f * b;

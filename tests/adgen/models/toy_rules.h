@@ -190,4 +190,13 @@ inline void lookup_pullback(const llmcc::Tokens& ids, const Tensor& table, const
     for (std::int64_t c = 0; c < C; ++c) d_table->f32()[ids.data()[t] * C + c] += d_out.f32()[t * C + c];
 }
 
+// Not a rule (no pullback) and never differentiated: a tensor made from token ids only.
+// out (N, C): row n is the one-hot vector of ids[n] % C.
+inline Tensor one_hot(const llmcc::Tokens& ids, int C) {
+  Tensor out = new_out({ids.numel(), C}, "one_hot");
+  for (std::int64_t n = 0; n < ids.numel(); ++n)
+    for (int c = 0; c < C; ++c) out.f32()[n * C + c] = (ids.data()[n] % C == c) ? 1.0f : 0.0f;
+  return out;
+}
+
 }  // namespace toy
