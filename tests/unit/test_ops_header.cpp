@@ -1,0 +1,22 @@
+// The umbrella header compiles on its own and declares every op's forward and pullback.
+#include "llmcc/ops.h"
+
+#include <gtest/gtest.h>
+
+TEST(OpsHeader, DeclaresEveryRule) {
+  using namespace llmcc;
+  EXPECT_NE(&add_pullback, nullptr);
+  EXPECT_NE(&attention_pullback, nullptr);
+  EXPECT_NE(&cross_entropy_pullback, nullptr);
+  EXPECT_NE(&token_embedding_pullback, nullptr);
+  EXPECT_NE(&token_position_embedding_pullback, nullptr);
+  EXPECT_NE(&gelu_pullback, nullptr);
+  EXPECT_NE(&layernorm_pullback, nullptr);
+  EXPECT_NE(&linear_pullback, nullptr);
+  EXPECT_NE(&linear_nobias_pullback, nullptr);
+  EXPECT_NE(&mul_pullback, nullptr);
+  EXPECT_NE(&rmsnorm_pullback, nullptr);
+  EXPECT_NE(&rope_pullback, nullptr);
+  EXPECT_NE(&scale_pullback, nullptr);
+  EXPECT_NE(&silu_pullback, nullptr);
+}
