@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace llmcc {
@@ -14,16 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("llmcc_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
   // A shard holding first, first + 1, ..., first + n - 1: every token names its own position.
   std::string shard(const std::string& name, int first, int n) const {
     std::vector<std::int32_t> t(n);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace llmcc {
@@ -14,18 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("llmcc_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using test::TempDir;
 
 void write_raw(const std::string& path, const std::vector<std::int32_t>& header_ints,
                const std::vector<std::uint16_t>& tokens) {
