@@ -11,6 +11,13 @@ add_library(llmcc_test_support INTERFACE)
 target_include_directories(llmcc_test_support INTERFACE ${PROJECT_SOURCE_DIR}/tests/support
                                                         ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(llmcc_test_support INTERFACE llmcc_core GTest::gtest GTest::gtest_main)
+# Model, trainer and command-line tests: the models (src/nn), every command (tools/llmcc) and the
+# llmcc binary's path, for tests that run it as a user would.
+if(TARGET llmcc_cli)
+  target_link_libraries(llmcc_test_support INTERFACE llmcc_cli)
+  target_compile_definitions(llmcc_test_support INTERFACE
+    LLMCC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" LLMCC_BINARY="$<TARGET_FILE:llmcc>")
+endif()
 
 # A test directory with its own CMakeLists.txt (tests that need generated code, fixtures or
 # extra libraries) is added as a subdirectory and globbed no further.

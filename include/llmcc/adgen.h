@@ -205,10 +205,13 @@ GradBuffer<grad_t<Module>> make_grad(const Module& m) {
   if constexpr (requires(Module& mm) {
                   mm.for_each_parameter([](const std::string&, Tensor&) {});
                 }) {
-    const_cast<Module&>(m).for_each_parameter([&](const std::string&, Tensor& t) {
+    // The model's own names, so the gradient store has the parameter store's layout and names
+    // (the optimizer and clipping check both).
+    const_cast<Module&>(m).for_each_parameter([&](const std::string& name, Tensor& t) {
       for (std::size_t i = 0; i < pairs.size(); ++i)
         if (!pairs[i].placed && pairs[i].param == &t) {
           pairs[i].placed = true;
+          pairs[i].name = name;
           order.push_back(i);
           break;
         }

@@ -1,0 +1,126 @@
+// GPT-2 as plain forward code. adgen reads this file and generates its backward
+// (generated/gpt2.grad.{h,cpp}, `gpt2_loss_grad`); there is no hand-written model backward.
+//
+// Token + position embedding, n_layer pre-LN blocks (causal self-attention, GELU MLP, each with a
+// residual), a final layernorm and an LM head tied to the token embedding. wte has
+// padded_vocab_size rows (llm.c's padding); the rows past vocab_size are never indexed and
+// cross_entropy gives their logits no gradient, so they stay as initialised (zero).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/ops/add.h"
+#include "llmcc/ops/attention.h"
+#include "llmcc/ops/cross_entropy.h"
+#include "llmcc/ops/embedding.h"
+#include "llmcc/ops/gelu.h"
+#include "llmcc/ops/layernorm.h"
+#include "llmcc/ops/linear.h"
+#include "nn/gpt2_config.h"
+
+namespace llmcc::nn {
+
+struct Gpt2LayerNorm {
+  Tensor w;  // (C)
+  Tensor b;  // (C)
+  Tensor forward(const Tensor& x) const { return llmcc::layernorm(x, w, b); }  // (B, T, C)
+};
+
+struct Gpt2Linear {
+  Tensor w;  // (OC, C)
+  Tensor b;  // (OC)
+  Tensor forward(const Tensor& x) const { return llmcc::linear(x, w, b); }  // (B, T, OC)
+};
+
+struct Gpt2Attention {
+  int n_head = 0;
+  Gpt2Linear q, k, v;  // (C, C) each: llm.c's c_attn (3C, C) split by rows
+  Gpt2Linear c_proj;   // (C, C)
+  Tensor forward(const Tensor& x) const {                                            // x: (B, T, C)
+    Tensor y = llmcc::attention(q.forward(x), k.forward(x), v.forward(x), n_head, n_head);  // (B, T, C)
+    return c_proj.forward(y);                                                        // (B, T, C)
+  }
+};
+
+struct Gpt2Mlp {
+  Gpt2Linear c_fc;    // (4C, C)
+  Gpt2Linear c_proj;  // (C, 4C)
+  Tensor forward(const Tensor& x) const { return c_proj.forward(llmcc::gelu(c_fc.forward(x))); }  // (B, T, C)
+};
+
+struct Gpt2Block {
+  Gpt2LayerNorm ln_1;
+  Gpt2Attention attn;
+  Gpt2LayerNorm ln_2;
+  Gpt2Mlp mlp;
+  Tensor forward(const Tensor& x) const {  // x: (B, T, C)
+    Tensor h = x + attn.forward(ln_1.forward(x));
+    return h + mlp.forward(ln_2.forward(h));
+  }
+};
+
+struct Gpt2 {
+  Gpt2Config cfg;
+  Tensor wte;  // (padded_vocab_size, C), also the LM head
+  Tensor wpe;  // (max_seq_len, C)
+  std::vector<Gpt2Block> h;
+  Gpt2LayerNorm ln_f;
+
+  // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
+  explicit Gpt2(const Gpt2Config& config);
+  Gpt2() = default;
+
+  // The one list of parameters: checkpoints, the optimizer, zeroing, counting and the gradient
+  // buffer's layout all follow this order and these names.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f("wte", wte);
+    f("wpe", wpe);
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const std::string p = "h." + std::to_string(i) + ".";
+      Gpt2Block& b = h[i];
+      f(p + "ln_1.weight", b.ln_1.w);
+      f(p + "ln_1.bias", b.ln_1.b);
+      f(p + "attn.q.weight", b.attn.q.w);
+      f(p + "attn.q.bias", b.attn.q.b);
+      f(p + "attn.k.weight", b.attn.k.w);
+      f(p + "attn.k.bias", b.attn.k.b);
+      f(p + "attn.v.weight", b.attn.v.w);
+      f(p + "attn.v.bias", b.attn.v.b);
+      f(p + "attn.c_proj.weight", b.attn.c_proj.w);
+      f(p + "attn.c_proj.bias", b.attn.c_proj.b);
+      f(p + "ln_2.weight", b.ln_2.w);
+      f(p + "ln_2.bias", b.ln_2.b);
+      f(p + "mlp.c_fc.weight", b.mlp.c_fc.w);
+      f(p + "mlp.c_fc.bias", b.mlp.c_fc.b);
+      f(p + "mlp.c_proj.weight", b.mlp.c_proj.w);
+      f(p + "mlp.c_proj.bias", b.mlp.c_proj.b);
+    }
+    f("ln_f.weight", ln_f.w);
+    f("ln_f.bias", ln_f.b);
+  }
+
+  // Logits over the padded vocabulary. idx: (B, T) with T <= max_seq_len; returns (B, T, Vp).
+  Tensor forward(const Tokens& idx) const {
+    Tensor x = llmcc::token_position_embedding(idx, wte, wpe);  // (B, T, C)
+    for (const Gpt2Block& b : h) x = b.forward(x);              // (B, T, C)
+    return llmcc::linear_nobias(ln_f.forward(x), wte);          // (B, T, Vp)
+  }
+};
+
+// Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
+// idx, targets: (B, T).
+LLMCC_ADGEN_ENTRY inline float gpt2_loss(const Gpt2& m, const Tokens& idx, const Tokens& targets) {
+  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
+}
+
+// GPT-2's initialisation (as llm.c and nanoGPT): every weight matrix and both embeddings
+// N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj weights) N(0, 0.02 / sqrt(2 L)),
+// biases zero, layernorm weights one, padded vocabulary rows zero. Draws from Rng(seed) in
+// for_each_parameter order, so the same seed gives the same model.
+void gpt2_init(Gpt2& model, std::uint64_t seed);
+
+}  // namespace llmcc::nn

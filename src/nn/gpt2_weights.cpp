@@ -1,0 +1,60 @@
+#include "nn/gpt2_weights.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "llmcc/error.h"
+
+namespace llmcc::nn {
+
+Gpt2Weights make_gpt2(const Gpt2Config& config) {
+  Gpt2Weights w{Gpt2(config), ParameterStore()};
+  w.params = bind_parameters(w.model);
+  return w;
+}
+
+void gpt2_config_to_kv(const Gpt2Config& c, KeyValues& kv) {
+  kv["model.family"] = "gpt2";
+  kv["model.vocab_size"] = std::to_string(c.vocab_size);
+  kv["model.padded_vocab_size"] = std::to_string(c.padded_vocab_size);
+  kv["model.max_seq_len"] = std::to_string(c.max_seq_len);
+  kv["model.n_layer"] = std::to_string(c.n_layer);
+  kv["model.n_head"] = std::to_string(c.n_head);
+  kv["model.n_embd"] = std::to_string(c.n_embd);
+}
+
+Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
+  auto get = [&](const std::string& key) -> int {
+    const auto it = kv.find(key);
+    if (it == kv.end()) fail("gpt2", where + ": configuration has no " + key);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || errno != 0 || *end != '\0' || v <= 0 || v > (1L << 30))
+      fail("gpt2", where + ": " + key + " = '" + it->second + "' is not a positive integer");
+    return static_cast<int>(v);
+  };
+  if (const auto it = kv.find("model.family"); it != kv.end() && it->second != "gpt2")
+    fail("gpt2", where + ": holds a '" + it->second + "' model, not gpt2");
+  Gpt2Config c;
+  c.vocab_size = get("model.vocab_size");
+  c.padded_vocab_size = get("model.padded_vocab_size");
+  c.max_seq_len = get("model.max_seq_len");
+  c.n_layer = get("model.n_layer");
+  c.n_head = get("model.n_head");
+  c.n_embd = get("model.n_embd");
+  c.validate();
+  return c;
+}
+
+Gpt2Weights load_gpt2(const std::string& path) {
+  CheckpointReader reader(path);
+  if (!reader.has("config")) fail("gpt2", path + ": checkpoint has no config section");
+  const Gpt2Config config =
+      gpt2_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  Gpt2Weights w = make_gpt2(config);
+  reader.read_tensors("params", w.params);
+  return w;
+}
+
+}  // namespace llmcc::nn

@@ -1,0 +1,61 @@
+// llmcc: the command line. `llmcc <command> [flags]`; `llmcc <command> --help` lists the flags.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+#include "llmcc/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"prepare", llmcc::cli::run_prepare, "tokenize text files into train/val shards (llm.c format)"},
+    {"tokenize", llmcc::cli::run_tokenize, "print the GPT-2 token ids of a text (or decode ids)"},
+    {"train", llmcc::cli::run_train, "train a model (or resume) on token shards"},
+    {"eval", llmcc::cli::run_eval, "validation loss of a checkpoint"},
+    {"generate", llmcc::cli::run_generate, "sample text from a checkpoint"},
+    {"export", llmcc::cli::run_export, "convert between llmcc checkpoints and llm.c weight files"},
+    {"bench", llmcc::cli::run_bench, "time training steps and print a per-op profile"},
+};
+
+void usage(std::FILE* out) {
+  std::fputs("usage: llmcc <command> [flags]\n\nCommands:\n", out);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fputs("\n`llmcc <command> --help` lists a command's flags.\n", out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(argc - 2, argv + 2);
+    } catch (const llmcc::Error& e) {
+      std::fprintf(stderr, "llmcc %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "llmcc %s: internal error: %s\n", c.name, e.what());
+      return 3;
+    }
+  }
+  std::fprintf(stderr, "llmcc: unknown command '%s'\n\n", name.c_str());
+  usage(stderr);
+  return 2;
+}
