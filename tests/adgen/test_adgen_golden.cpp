@@ -113,7 +113,10 @@ TEST(AdgenGenerated, CommittedFilesAreFresh) {
       const auto from = text.find(" from "), dot = text.find(". Do not edit");
       ASSERT_TRUE(from != std::string::npos && dot != std::string::npos) << name << ": no source in its banner";
       const std::string source = std::string(LLMCC_SOURCE_DIR) + "/" + text.substr(from + 6, dot - from - 6);
-      const std::string out = ::testing::TempDir() + "/adgen_fresh_" + stem;
+      // Same file names as the committed ones: the .cpp includes its header by name.
+      const fs::path out_dir = fs::path(::testing::TempDir()) / "adgen_fresh";
+      fs::create_directories(out_dir);
+      const std::string out = (out_dir / stem).string();
       const adgen_test::RunResult r = adgen_test::run_adgen(source, out + ".grad.h", out + ".grad.cpp");
       ASSERT_EQ(r.exit_code, 0) << r.output;
       EXPECT_TRUE(adgen_test::read_file(out + ".grad.cpp") == text)
