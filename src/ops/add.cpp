@@ -4,12 +4,14 @@
 #include "kernels/cpu/add.h"
 #include "kernels/ref/add.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  LLMCC_PROFILE("add.fwd");
   check::same_shape("add", "a", a, "b", b);
   Tensor out = new_tensor(a.shape(), "add");  // shape of a
   if (kernel_mode() == KernelMode::Reference) {
@@ -24,6 +26,7 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 
 void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
                   Tensor* d_a, Tensor* d_b) {
+  LLMCC_PROFILE("add.bwd");
   (void)out;
   check::same_shape("add", "a", a, "b", b);
   check::same_shape("add", "a", a, "d_out", d_out);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/ref/attention.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -62,17 +63,20 @@ Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, in
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
+  LLMCC_PROFILE("attention.fwd");
   return forward(q, k, v, n_head, n_kv_head, nullptr);
 }
 
 Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head,
                      AttentionSaved& saved) {
+  LLMCC_PROFILE("attention.fwd");
   return forward(q, k, v, n_head, n_kv_head, &saved);
 }
 
 void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
                         int n_kv_head, const Tensor& out, const AttentionSaved& saved,
                         const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v) {
+  LLMCC_PROFILE("attention.bwd");
   const Dims s = check_inputs(q, k, v, n_head, n_kv_head);
   check::same_shape(kOp, "q", q, "out", out);
   check::same_shape(kOp, "q", q, "d_out", d_out);

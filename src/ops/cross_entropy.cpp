@@ -7,6 +7,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/ref/cross_entropy.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -77,6 +78,7 @@ float forward(const Tensor& logits, const Tokens& targets, int ignore_index, con
 }  // namespace
 
 float cross_entropy(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index) {
+  LLMCC_PROFILE("cross_entropy.fwd");
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
   CrossEntropySaved scratch;  // the kernels need lse as a buffer; it dies with the arena
   return forward(logits, targets, ignore_index, r, scratch);
@@ -84,6 +86,7 @@ float cross_entropy(const Tensor& logits, const Tokens& targets, int vocab_size,
 
 float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_size,
                         int ignore_index, CrossEntropySaved& saved) {
+  LLMCC_PROFILE("cross_entropy.fwd");
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
   return forward(logits, targets, ignore_index, r, saved);
 }
@@ -91,6 +94,7 @@ float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_s
 void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int vocab_size,
                             int ignore_index, float out, const CrossEntropySaved& saved,
                             float d_out, Tensor* d_logits) {
+  LLMCC_PROFILE("cross_entropy.bwd");
   (void)out;  // the backward reads logits and saved.lse only
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
   check::ndim(kOp, "saved.lse", saved.lse, 1, "(N)");

@@ -6,6 +6,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/ref/embedding.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -77,12 +78,14 @@ void backward(const Tokens& idx, const Tensor& d_out, Tensor* d_wte, Tensor* d_w
 }  // namespace
 
 Tensor token_embedding(const Tokens& idx, const Tensor& wte) {
+  LLMCC_PROFILE("token_embedding.fwd");
   const Dims d = check_tokens(kTok, idx, wte);
   return forward(kTok, idx, wte, nullptr, d);
 }
 
 void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& out,
                               const Tensor& d_out, Tensor* d_wte) {
+  LLMCC_PROFILE("token_embedding.bwd");
   (void)out;  // the backward reads idx and d_out only
   const Dims d = check_tokens(kTok, idx, wte);
   check_d_out(kTok, d_out, d);
@@ -91,6 +94,7 @@ void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor
 }
 
 Tensor token_position_embedding(const Tokens& idx, const Tensor& wte, const Tensor& wpe) {
+  LLMCC_PROFILE("tok_pos_embedding.fwd");
   const Dims d = check_tokens(kTokPos, idx, wte);
   check_positions(wpe, d);
   return forward(kTokPos, idx, wte, wpe.f32(), d);
@@ -99,6 +103,7 @@ Tensor token_position_embedding(const Tokens& idx, const Tensor& wte, const Tens
 void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe,
                                        const Tensor& out, const Tensor& d_out, Tensor* d_wte,
                                        Tensor* d_wpe) {
+  LLMCC_PROFILE("tok_pos_embedding.bwd");
   (void)out;  // the backward reads idx and d_out only
   const Dims d = check_tokens(kTokPos, idx, wte);
   check_positions(wpe, d);

@@ -4,12 +4,14 @@
 #include "kernels/cpu/gelu.h"
 #include "kernels/ref/gelu.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor gelu(const Tensor& x) {
+  LLMCC_PROFILE("gelu.fwd");
   check::defined("gelu", "x", x);
   Tensor out = new_tensor(x.shape(), "gelu");  // shape of x
   if (kernel_mode() == KernelMode::Reference) {
@@ -21,6 +23,7 @@ Tensor gelu(const Tensor& x) {
 }
 
 void gelu_pullback(const Tensor& x, const Tensor& out, const Tensor& d_out, Tensor* d_x) {
+  LLMCC_PROFILE("gelu.bwd");
   (void)out;  // gelu' needs tanh(u), which out = 0.5 x (1 + tanh u) cannot give at x = 0
   check::same_shape("gelu", "x", x, "d_out", d_out);
   check::adjoint("gelu", "d_x", d_x, x);

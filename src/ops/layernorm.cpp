@@ -6,6 +6,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/ref/layernorm.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -52,11 +53,13 @@ Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, float* mean, f
 }  // namespace
 
 Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b) {
+  LLMCC_PROFILE("layernorm.fwd");
   const Rows r = check_inputs(x, w, b);
   return forward(x, w, b, nullptr, nullptr, r);  // nothing to save
 }
 
 Tensor layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, LayerNormSaved& saved) {
+  LLMCC_PROFILE("layernorm.fwd");
   const Rows r = check_inputs(x, w, b);
   saved.mean = new_tensor({r.N}, kOp);  // (N)
   saved.rstd = new_tensor({r.N}, kOp);  // (N)
@@ -66,6 +69,7 @@ Tensor layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, LayerNor
 void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
                         const LayerNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w,
                         Tensor* d_b) {
+  LLMCC_PROFILE("layernorm.bwd");
   (void)out;  // the backward reads x, w and the saved statistics only
   const Rows r = check_inputs(x, w, b);
   check_saved(saved, r.N);

@@ -7,6 +7,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/ref/linear.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -83,21 +84,25 @@ void backward(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  LLMCC_PROFILE("linear.fwd");
   return forward("linear", x, w, &b);
 }
 
 void linear_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
                      const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_b) {
+  LLMCC_PROFILE("linear.bwd");
   (void)out;  // the adjoints need only the inputs
   backward("linear", x, w, &b, d_out, d_x, d_w, d_b);
 }
 
 Tensor linear_nobias(const Tensor& x, const Tensor& w) {
+  LLMCC_PROFILE("linear_nobias.fwd");
   return forward("linear_nobias", x, w, nullptr);
 }
 
 void linear_nobias_pullback(const Tensor& x, const Tensor& w, const Tensor& out,
                             const Tensor& d_out, Tensor* d_x, Tensor* d_w) {
+  LLMCC_PROFILE("linear_nobias.bwd");
   (void)out;
   backward("linear_nobias", x, w, nullptr, d_out, d_x, d_w, nullptr);
 }

@@ -4,12 +4,14 @@
 #include "kernels/cpu/mul.h"
 #include "kernels/ref/mul.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  LLMCC_PROFILE("mul.fwd");
   check::same_shape("mul", "a", a, "b", b);
   Tensor out = new_tensor(a.shape(), "mul");  // shape of a
   if (kernel_mode() == KernelMode::Reference) {
@@ -24,6 +26,7 @@ Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 
 void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
                   Tensor* d_a, Tensor* d_b) {
+  LLMCC_PROFILE("mul.bwd");
   (void)out;  // the product rule needs only the inputs
   check::same_shape("mul", "a", a, "b", b);
   check::same_shape("mul", "a", a, "d_out", d_out);

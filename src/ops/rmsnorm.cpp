@@ -7,6 +7,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/ref/rmsnorm.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -46,11 +47,13 @@ Tensor forward(const Tensor& x, const Tensor& w, float eps, float* rstd, Rows r)
 }  // namespace
 
 Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps) {
+  LLMCC_PROFILE("rmsnorm.fwd");
   const Rows r = check_inputs(x, w, eps);
   return forward(x, w, eps, nullptr, r);  // nothing to save
 }
 
 Tensor rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, RmsNormSaved& saved) {
+  LLMCC_PROFILE("rmsnorm.fwd");
   const Rows r = check_inputs(x, w, eps);
   saved.rstd = new_tensor({r.N}, kOp);  // (N)
   return forward(x, w, eps, saved.rstd.f32(), r);
@@ -58,6 +61,7 @@ Tensor rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, RmsNormSaved& sa
 
 void rmsnorm_pullback(const Tensor& x, const Tensor& w, float eps, const Tensor& out,
                       const RmsNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w) {
+  LLMCC_PROFILE("rmsnorm.bwd");
   (void)out;  // the backward reads x, w and the saved rstd only (eps is folded into rstd)
   const Rows r = check_inputs(x, w, eps);
   check::ndim(kOp, "saved.rstd", saved.rstd, 1, "(N)");

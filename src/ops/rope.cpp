@@ -7,6 +7,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/ref/rope.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
@@ -41,6 +42,7 @@ Dims check_inputs(const Tensor& x, int n_head, float theta, int pos_offset) {
 }  // namespace
 
 Tensor rope(const Tensor& x, int n_head, float theta, int pos_offset) {
+  LLMCC_PROFILE("rope.fwd");
   const Dims d = check_inputs(x, n_head, theta, pos_offset);
   Tensor out = new_tensor(x.shape(), kOp);  // (B, T, C)
   if (kernel_mode() == KernelMode::Reference) {
@@ -53,6 +55,7 @@ Tensor rope(const Tensor& x, int n_head, float theta, int pos_offset) {
 
 void rope_pullback(const Tensor& x, int n_head, float theta, int pos_offset, const Tensor& out,
                    const Tensor& d_out, Tensor* d_x) {
+  LLMCC_PROFILE("rope.bwd");
   (void)out;  // the backward is a rotation of d_out; it reads neither x nor out
   const Dims d = check_inputs(x, n_head, theta, pos_offset);
   check::same_shape(kOp, "x", x, "d_out", d_out);

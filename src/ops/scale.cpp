@@ -4,12 +4,14 @@
 #include "kernels/cpu/scale.h"
 #include "kernels/ref/scale.h"
 #include "llmcc/arena.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor scale(const Tensor& x, float s) {
+  LLMCC_PROFILE("scale.fwd");
   check::defined("scale", "x", x);
   Tensor out = new_tensor(x.shape(), "scale");  // shape of x
   if (kernel_mode() == KernelMode::Reference) {
@@ -25,6 +27,7 @@ Tensor operator*(const Tensor& x, float s) { return scale(x, s); }
 
 void scale_pullback(const Tensor& x, float s, const Tensor& out, const Tensor& d_out, Tensor* d_x,
                     float* d_s) {
+  LLMCC_PROFILE("scale.bwd");
   (void)out;  // linear in x: the backward needs x (for d_s) and s, not the output
   check::same_shape("scale", "x", x, "d_out", d_out);
   check::adjoint("scale", "d_x", d_x, x);

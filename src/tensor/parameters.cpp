@@ -5,6 +5,7 @@
 
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
+#include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
@@ -43,6 +44,7 @@ std::int64_t ParameterStore::parameter_count() const {
 }
 
 void ParameterStore::zero() {
+  LLMCC_PROFILE("store.zero");  // the gradient zeroing of a training step
   if (size_ > 0) std::memset(data_.get(), 0, size_ * sizeof(float));
 }
 

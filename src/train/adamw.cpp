@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "llmcc/error.h"
+#include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
@@ -65,6 +66,7 @@ void check_same_layout(const ParameterStore& a, const ParameterStore& b, const c
 
 void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
                 ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
+  LLMCC_PROFILE("adamw.step");
   if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
   check_same_layout(params, grads, "adamw", "params", "grads");
   check_same_layout(params, m, "adamw", "params", "m");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "llmcc/error.h"
+#include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
@@ -14,6 +15,7 @@ constexpr std::int64_t kChunk = 1 << 14;  // floats per partial sum
 }
 
 double grad_norm(const ParameterStore& grads) {
+  LLMCC_PROFILE("grad_norm");
   const float* g = grads.data();
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -32,6 +34,7 @@ double grad_norm(const ParameterStore& grads) {
 }
 
 void scale_grads(ParameterStore& grads, float factor) {
+  LLMCC_PROFILE("scale_grads");
   float* g = grads.data();
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
 #pragma omp parallel for simd schedule(static) if (n >= 32768)
