@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "llmcc/error.h"
+#include "nn/gpt2_llmc.h"
 
 namespace llmcc::nn {
 
@@ -48,6 +49,7 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
 }
 
 Gpt2Weights load_gpt2(const std::string& path) {
+  if (is_llmc_model_file(path)) return load_gpt2_llmc(path);
   CheckpointReader reader(path);
   if (!reader.has("config")) fail("gpt2", path + ": checkpoint has no config section");
   const Gpt2Config config =

@@ -2,7 +2,7 @@
 //
 //   Gpt2Weights w = make_gpt2(gpt2_preset("gpt2-tiny"));  // shapes declared, storage zeroed
 //   gpt2_init(w.model, seed);
-//   Gpt2Weights back = load_gpt2(path);  // an llmcc checkpoint (weights from "params")
+//   Gpt2Weights back = load_gpt2(path);  // an llmcc checkpoint or an llm.c model file
 #pragma once
 
 #include <memory>
@@ -28,7 +28,9 @@ void gpt2_config_to_kv(const Gpt2Config& config, KeyValues& kv);
 // Throws llmcc::Error naming `where` and the missing or malformed key.
 Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where);
 
-// Loads the weights of an llmcc checkpoint (its "config" section gives the shape).
+// Loads the weights of an llmcc checkpoint (its "config" section gives the shape, "params" the
+// weights) or of an llm.c GPT-2 model file (gpt2_124M.bin, fp32 or bf16; see nn/gpt2_llmc.h),
+// told apart by the file's magic.
 Gpt2Weights load_gpt2(const std::string& path);
 
 }  // namespace llmcc::nn
