@@ -1,9 +1,109 @@
-// llmcc tokenize: placeholder until its issue lands.
+// llmcc tokenize: GPT-2 token ids of a text, and text of token ids.
+//
+//   llmcc tokenize --text "Hello world"      stdout: "15496 995"      stderr: "2 tokens"
+//   llmcc tokenize --file notes.txt          (--file - reads standard input)
+//   llmcc tokenize --decode 15496 995        stdout: "Hello world"
+//
+// Ids go to stdout (one line, space separated) and the count to stderr, so the output pipes
+// cleanly. Decoded text is written byte for byte; a newline is added only on a terminal.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
+#include "llmcc/train/tokenizer.h"
 
 namespace llmcc::cli {
 
-int run_tokenize(int, char**) { fail("llmcc tokenize", "not implemented yet"); }
+namespace {
+
+constexpr const char* kCmd = "llmcc tokenize";
+
+std::string read_input(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(kCmd, "input file " + path + " does not exist");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(kCmd, "cannot open input file " + path + " for reading");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::int32_t parse_id(const std::string& text, int vocab_size) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || end != text.c_str() + text.size())
+    fail(kCmd, "--decode expects token ids (integers), got '" + text + "'");
+  if (v < 0 || v >= vocab_size)
+    fail(kCmd, "token id " + text + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+  return static_cast<std::int32_t>(v);
+}
+
+}  // namespace
+
+int run_tokenize(int argc, char** argv) {
+  std::string text, file, tokenizer_dir;
+  std::vector<std::string> decode;
+  bool ordinary = false;
+
+  ArgParser p("tokenize", "Print the GPT-2 token ids of a text, or the text of token ids.");
+  p.add("--text", &text, "text to encode");
+  p.add("--file", &file, "file to encode ('-' reads standard input)");
+  p.add("--decode", &decode, "token ids to turn back into text");
+  p.add("--ordinary", &ordinary, "encode '<|endoftext|>' as ordinary characters, not as the token 50256");
+  p.add("--tokenizer", &tokenizer_dir,
+        "directory with encoder.json and vocab.bpe [default: $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2]");
+  p.epilogue(
+      "Ids are printed space separated on stdout, their count on stderr.\n\n"
+      "Examples:\n"
+      "  llmcc tokenize --text \"Hello world\"        # 15496 995\n"
+      "  llmcc tokenize --decode 15496 995          # Hello world");
+  if (!p.parse(argc, argv)) return 0;
+
+  const int modes = int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode"));
+  if (modes != 1) fail(kCmd, "give exactly one of --text, --file or --decode (see llmcc tokenize --help)");
+
+  const Gpt2Tokenizer tok = tokenizer_dir.empty()
+                                ? Gpt2Tokenizer::load_default()
+                                : Gpt2Tokenizer::load((std::filesystem::path(tokenizer_dir) / "encoder.json").string(),
+                                                      (std::filesystem::path(tokenizer_dir) / "vocab.bpe").string());
+
+  if (p.given("--decode")) {
+    std::vector<std::int32_t> ids;
+    ids.reserve(decode.size());
+    for (const std::string& d : decode) ids.push_back(parse_id(d, tok.vocab_size()));
+    const std::string out = tok.decode(ids);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+    return 0;
+  }
+
+  if (p.given("--file")) text = read_input(file);
+  const std::vector<std::int32_t> ids = ordinary ? tok.encode_ordinary(text) : tok.encode(text);
+  std::string line;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i != 0) line += ' ';
+    line += std::to_string(ids[i]);
+  }
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "%zu tokens\n", ids.size());
+  return 0;
+}
 
 }  // namespace llmcc::cli

@@ -1,0 +1,284 @@
+// `llmcc prepare` and `llmcc tokenize` run as a user runs them (the built binary, LLMCC_BINARY):
+// shards decode back to the input, splits have the documented sizes, bad input exits 1 with a
+// message naming the problem and writes nothing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llmcc/train/token_file.h"
+#include "llmcc/train/tokenizer.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llmcc::Gpt2Tokenizer;
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Runs `llmcc <args>` with stdout and stderr captured in files of `dir`.
+CliResult run_llmcc(const llmcc::test::TempDir& dir, const std::vector<std::string>& args) {
+  std::string cmd = quote(LLMCC_BINARY);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
+  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+const Gpt2Tokenizer* tokenizer() {
+  static const std::unique_ptr<Gpt2Tokenizer> tok = []() -> std::unique_ptr<Gpt2Tokenizer> {
+    if (!llmcc::find_shared_data("gpt2/encoder.json") && !std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) return nullptr;
+    return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load_default());
+  }();
+  return tok.get();
+}
+
+#define REQUIRE_TOKENIZER()                                                                  \
+  const Gpt2Tokenizer* tok = tokenizer();                                                    \
+  if (tok == nullptr) GTEST_SKIP() << "GPT-2 tokenizer files not found (../shared/data/gpt2 " \
+                                      "or $LLMCC_GPT2_TOKENIZER_DIR)"
+
+// Every <split>_NNNNNN.bin in dir, in order (stops at the first missing number).
+std::vector<std::string> shards(const fs::path& dir, const std::string& split) {
+  std::vector<std::string> paths;
+  for (int i = 0;; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%s_%06d.bin", split.c_str(), i);
+    if (!fs::exists(dir / name)) break;
+    paths.push_back((dir / name).string());
+  }
+  return paths;
+}
+
+std::vector<std::int32_t> read_all(const std::vector<std::string>& paths) {
+  std::vector<std::int32_t> all;
+  for (const auto& p : paths) {
+    const auto t = llmcc::read_token_file(p);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
+}
+
+std::size_t count_bin_files(const fs::path& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".bin") ++n;
+  return n;
+}
+
+const std::string kDocA =
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+    "First Citizen:\nYou are all resolved rather to die than to famish?\n";
+const std::string kDocB =
+    "Caf\xc3\xa9 na\xc3\xafve \xe2\x80\x94 numbers 12345, tabs\tand  spaces, and <|endoftext|> inside.\n";
+
+TEST(CliPrepare, ShardsDecodeToTheInputWithTheDocumentedSplit) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  write_file(dir.file("a.txt"), kDocA);
+  write_file(dir.file("b.txt"), kDocB);
+  const fs::path out = dir.path / "data";
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), dir.file("b.txt"), "--out",
+                                      out.string(), "--val-fraction", "0.25", "--shard-tokens", "16"});
+  ASSERT_EQ(r.code, 0) << r.err;
+
+  // The stream is eot a eot b (a literal <|endoftext|> in b is the eot token too).
+  std::vector<std::int32_t> expected = {tok->eot()};
+  for (int32_t id : tok->encode(kDocA)) expected.push_back(id);
+  expected.push_back(tok->eot());
+  for (int32_t id : tok->encode(kDocB)) expected.push_back(id);
+
+  const auto train_paths = shards(out, "train"), val_paths = shards(out, "val");
+  const auto train = read_all(train_paths), val = read_all(val_paths);
+  const auto total = static_cast<std::int64_t>(expected.size());
+  const auto n_val = std::llround(static_cast<double>(total) * 0.25);
+  EXPECT_EQ(static_cast<std::int64_t>(val.size()), n_val);
+  EXPECT_EQ(static_cast<std::int64_t>(train.size()), total - n_val);
+  // At most 16 tokens a shard, all full but the last of each split.
+  EXPECT_EQ(train_paths.size(), (train.size() + 15) / 16);
+  EXPECT_EQ(val_paths.size(), (val.size() + 15) / 16);
+  EXPECT_EQ(count_bin_files(out), train_paths.size() + val_paths.size());
+  for (const auto& p : train_paths) EXPECT_EQ(llmcc::TokenFile(p).version(), 1) << p;
+
+  std::vector<std::int32_t> all = train;
+  all.insert(all.end(), val.begin(), val.end());
+  EXPECT_EQ(all, expected);
+  EXPECT_EQ(tok->decode(all), "<|endoftext|>" + kDocA + "<|endoftext|>" + kDocB);
+  // The report names the counts and the files.
+  EXPECT_NE(r.out.find("train " + std::to_string(train.size()) + ", val " + std::to_string(val.size())),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("val_000000.bin"), std::string::npos) << r.out;
+}
+
+TEST(CliPrepare, FormatV2WritesUint32AndARerunRemovesStaleShards) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  write_file(dir.file("a.txt"), kDocA);
+  const std::string out = dir.file("data");
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--shard-tokens", "8"}).code, 0);
+  ASSERT_GT(shards(out, "train").size(), 2u);
+
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--format", "v2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(shards(out, "train").size(), 1u);
+  EXPECT_EQ(shards(out, "val").size(), 1u);
+  EXPECT_EQ(count_bin_files(out), 2u) << r.out;
+  EXPECT_EQ(llmcc::TokenFile(out + "/train_000000.bin").version(), 2);
+  auto all = read_all({out + "/train_000000.bin", out + "/val_000000.bin"});
+  EXPECT_EQ(tok->decode(all), "<|endoftext|>" + kDocA);
+}
+
+// The data-set name: llm.c's dev/data/tinyshakespeare.py makes every blank-line-separated speech
+// a document and gets 338,028 tokens (32,768 val + 305,260 train in its split).
+TEST(CliPrepare, TinyShakespeareByNameMatchesLlmc) {
+  REQUIRE_TOKENIZER();
+  const auto input = llmcc::find_shared_data("tinyshakespeare/input.txt");
+  if (!input) GTEST_SKIP() << "../shared/data/tinyshakespeare/input.txt not found";
+  llmcc::test::TempDir dir;
+  const std::string out = dir.file("ts");
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", "tinyshakespeare", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto train = llmcc::read_token_file(out + "/train_000000.bin");
+  const auto val = llmcc::read_token_file(out + "/val_000000.bin");
+  EXPECT_EQ(train.size() + val.size(), 338028u);
+  EXPECT_EQ(val.size(), 33803u);  // round(0.1 * 338028)
+  EXPECT_EQ(train.front(), tok->eot());
+  std::vector<std::int32_t> all = train;
+  all.insert(all.end(), val.begin(), val.end());
+  std::string expected = "<|endoftext|>" + slurp(input->string());
+  // eot after every blank line
+  for (std::size_t at = expected.find("\n\n"); at != std::string::npos; at = expected.find("\n\n", at + 15))
+    expected.insert(at + 2, "<|endoftext|>");
+  const std::string decoded = tok->decode(all);
+  EXPECT_EQ(decoded.size(), expected.size());
+  EXPECT_TRUE(decoded == expected) << "the shards do not decode to Tiny Shakespeare with llm.c's separators";
+}
+
+TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  write_file(dir.file("a.txt"), kDocA);
+  write_file(dir.file("empty.txt"), "");
+  write_file(dir.file("tiny.txt"), "Hi");
+  const std::string out = dir.file("data");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string missing = dir.file("no_such_file.txt");
+  const std::vector<Case> cases = {
+      {{"--input", dir.file("a.txt"), missing, "--out", out}, missing},
+      {{"--input", dir.file("empty.txt"), "--out", out}, "empty.txt is empty"},
+      {{"--input", dir.file("tiny.txt"), "--out", out}, "input too small"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "0"}, "--val-fraction must be in (0, 1)"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "1"}, "--val-fraction must be in (0, 1)"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "half"}, "--val-fraction expects a number"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--format", "v3"}, "--format must be v1 or v2"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--bogus"}, "unknown flag --bogus"},
+      {{"--out", out}, "--input is required"},
+      // A file where the output directory should be.
+      {{"--input", dir.file("a.txt"), "--out", dir.file("a.txt") + "/sub"}, "cannot create output directory"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--tokenizer", dir.file("nowhere")}, "nowhere"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"prepare"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const CliResult r = run_llmcc(dir, args);
+    std::string shown;
+    for (const auto& a : c.args) shown += " " + a;
+    EXPECT_EQ(r.code, 1) << shown << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << shown << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find("llmcc prepare: error:"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(count_bin_files(out), 0u);
+}
+
+TEST(CliTokenize, EncodesAndDecodesRoundTrip) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  const std::string text = "Hello world<|endoftext|> It's 2024 \xe2\x80\x94 caf\xc3\xa9!\n";
+  const auto expected = tok->encode(text);
+
+  CliResult r = run_llmcc(dir, {"tokenize", "--text", text});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string line;
+  for (std::size_t i = 0; i < expected.size(); ++i) line += (i ? " " : "") + std::to_string(expected[i]);
+  EXPECT_EQ(r.out, line + "\n");
+  EXPECT_NE(r.err.find(std::to_string(expected.size()) + " tokens"), std::string::npos) << r.err;
+
+  write_file(dir.file("in.txt"), text);
+  r = run_llmcc(dir, {"tokenize", "--file", dir.file("in.txt")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, line + "\n");
+
+  // --ordinary keeps <|endoftext|> as characters.
+  r = run_llmcc(dir, {"tokenize", "--ordinary", "--text", "a<|endoftext|>"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("50256"), std::string::npos) << r.out;
+
+  std::vector<std::string> args = {"tokenize", "--decode"};
+  for (int32_t id : expected) args.push_back(std::to_string(id));
+  r = run_llmcc(dir, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, text);  // byte for byte (no newline added when not a terminal)
+}
+
+TEST(CliTokenize, BadInputExitsOne) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"tokenize", "--decode", "15496", "50257"}, "token id 50257 is outside the vocabulary [0, 50257)"},
+      {{"tokenize", "--decode", "-1"}, "token id -1 is outside"},
+      {{"tokenize", "--decode", "12x"}, "expects token ids (integers), got '12x'"},
+      {{"tokenize", "--file", dir.file("missing.txt")}, "missing.txt does not exist"},
+      {{"tokenize", "--text", "a", "--decode", "1"}, "exactly one of --text, --file or --decode"},
+      {{"tokenize"}, "exactly one of"},
+      {{"tokenize", "--txt", "a"}, "unknown flag --txt"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_llmcc(dir, c.args);
+    EXPECT_EQ(r.code, 1) << c.args.back() << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "stderr: " << r.err;
+  }
+}
+
+}  // namespace
