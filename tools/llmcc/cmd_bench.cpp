@@ -1,9 +1,217 @@
-// llmcc bench: placeholder until its issue lands.
+// llmcc bench: training-step speed of a GPT-2 preset on random data, and where the time goes.
+//
+//   llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --warmup 2 --steps 10
+//
+// Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
+// runs warm-up steps then timed steps (Gpt2BenchStep: forward + backward through the generated
+// gradient, AdamW, zeroing; no allocation once warm), and prints median and min ms per step,
+// tokens/s, achieved GFLOP/s (Gpt2Config::flops_per_step), MFU against the measured peak, peak
+// RSS and the arenas' high-water marks. Then, unless --no-profile, a separate run with the
+// per-op profiler on (llmcc/profile.h): forward and backward ms per op per step and their share
+// of the step. The last line, "result: key=value ...", is for scripts (bench/compare.sh).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "bench_peak.h"
+#include "bench_step.h"
 #include "commands.h"
 #include "llmcc/error.h"
+#include "llmcc/profile.h"
+#include "llmcc/runtime.h"
+#include "nn/gpt2_config.h"
 
 namespace llmcc::cli {
+namespace {
 
-int run_bench(int, char**) { fail("llmcc bench", "not implemented yet"); }
+constexpr const char* kCmd = "llmcc bench";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// One line of the per-op table: an op's forward and backward seconds and calls over the run.
+struct OpTime {
+  double fwd = 0, bwd = 0, other = 0;
+  std::int64_t fwd_calls = 0, bwd_calls = 0, other_calls = 0;
+  double total() const { return fwd + bwd + other; }
+};
+
+// Groups profiler entries "<op>.fwd" / "<op>.bwd" by op; other names (the optimizer, zeroing)
+// stand alone.
+std::map<std::string, OpTime> group_by_op(const std::vector<profile::Entry>& entries) {
+  std::map<std::string, OpTime> ops;
+  auto ends_with = [](const std::string& s, const char* suffix) {
+    const std::string x(suffix);
+    return s.size() > x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  for (const profile::Entry& e : entries) {
+    if (ends_with(e.name, ".fwd")) {
+      OpTime& o = ops[e.name.substr(0, e.name.size() - 4)];
+      o.fwd += e.seconds;
+      o.fwd_calls += e.calls;
+    } else if (ends_with(e.name, ".bwd")) {
+      OpTime& o = ops[e.name.substr(0, e.name.size() - 4)];
+      o.bwd += e.seconds;
+      o.bwd_calls += e.calls;
+    } else {
+      OpTime& o = ops[e.name];
+      o.other += e.seconds;
+      o.other_calls += e.calls;
+    }
+  }
+  return ops;
+}
+
+void print_profile(const std::vector<Gpt2BenchStep::Split>& splits) {
+  const double n = static_cast<double>(splits.size());
+  std::vector<double> steps;
+  double fwd = 0, bwd = 0, opt = 0;
+  for (const auto& s : splits) {
+    steps.push_back(s.forward + s.backward + s.optimizer);
+    fwd += s.forward;
+    bwd += s.backward;
+    opt += s.optimizer;
+  }
+  const double step_ms = 1e3 * (fwd + bwd + opt) / n;  // mean: the profile is a sum over steps
+  std::printf("\nper-op profile (%zu profiled steps, mean step %.1f ms: forward %.1f, backward %.1f, "
+              "optimizer+zero %.1f; median step %.1f ms)\n",
+              splits.size(), step_ms, 1e3 * fwd / n, 1e3 * bwd / n, 1e3 * opt / n, 1e3 * median(steps));
+  const auto ops = group_by_op(profile::snapshot());
+  std::vector<std::pair<std::string, OpTime>> rows(ops.begin(), ops.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total() > b.second.total(); });
+  std::printf("%-24s %9s %10s %10s %10s %7s\n", "op", "uses/step", "fwd ms", "bwd ms", "total ms", "share");
+  double profiled = 0;
+  for (const auto& [name, o] : rows) {
+    // Uses per step: forward calls (or calls, for the optimizer and zeroing).
+    const double calls = static_cast<double>(o.fwd_calls > 0 ? o.fwd_calls : o.bwd_calls + o.other_calls) / n;
+    const double total_ms = 1e3 * o.total() / n;
+    profiled += total_ms;
+    auto cell = [&](double seconds, std::int64_t c, char* buf) {
+      if (c == 0) std::snprintf(buf, 16, "%10s", "-");
+      else std::snprintf(buf, 16, "%10.2f", 1e3 * seconds / n);
+    };
+    char f[16], b[16];
+    cell(o.fwd + o.other, o.fwd_calls + o.other_calls, f);
+    cell(o.bwd, o.bwd_calls, b);
+    std::printf("%-24s %9.0f %s %s %10.2f %6.1f%%\n", name.c_str(), calls, f, b, total_ms,
+                100.0 * total_ms / step_ms);
+  }
+  // Whatever no op accounts for: adgen's glue (adjoint zero-fill and pass-through sums), arena
+  // bookkeeping, and the clock reads themselves.
+  const double rest = step_ms - profiled;
+  std::printf("%-24s %9s %10s %10s %10.2f %6.1f%%\n", "(outside ops)", "", "", "", rest, 100.0 * rest / step_ms);
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  std::string model = "gpt2";
+  int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
+  bool with_profile = true;
+  double peak_seconds = 1.0;
+  std::uint64_t seed = 1337;
+  ArgParser p("bench", "Time GPT-2 training steps on random data; print tokens/s, MFU and a per-op profile.");
+  p.section("Model and batch");
+  p.add("--model", &model, "GPT-2 preset (" + [] {
+    std::string s;
+    for (const auto& n : nn::gpt2_preset_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }() + ")");
+  p.add("--batch-size", &batch, "sequences per step (B)");
+  p.add("--seq-len", &seq_len, "tokens per sequence (T), at most the model's max_seq_len");
+  p.add("--seed", &seed, "seed of the weights and the random tokens");
+  p.section("Run");
+  p.add("--threads", &threads, "OpenMP threads (kernels, GEMM library and the FMA peak)");
+  p.add("--warmup", &warmup, "untimed steps first (the first sizes memory and caches)");
+  p.add("--steps", &steps, "timed steps");
+  p.add("--profile", &with_profile, "after the timed steps, a separate run with the per-op profiler on");
+  p.add("--profile-steps", &profile_steps, "steps of the profiled run");
+  p.add("--peak-seconds", &peak_seconds, "time spent measuring the fp32 FMA peak");
+  p.epilogue("Example: llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --steps 10");
+  if (!p.parse(argc, argv)) return 0;
+  if (threads < 1) fail(kCmd, "--threads must be at least 1, got " + std::to_string(threads));
+  if (warmup < 0) fail(kCmd, "--warmup must be at least 0, got " + std::to_string(warmup));
+  if (steps < 1) fail(kCmd, "--steps must be at least 1, got " + std::to_string(steps));
+  if (with_profile && profile_steps < 1)
+    fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
+  if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
+
+  const nn::Gpt2Config config = nn::gpt2_preset(model);
+  if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
+  if (seq_len < 1 || seq_len > config.max_seq_len) {
+    fail(kCmd, "--seq-len must be in [1, " + std::to_string(config.max_seq_len) + "] (max_seq_len of " + model +
+                   "), got " + std::to_string(seq_len));
+  }
+  set_num_threads(threads);
+
+  const FmaPeak peak = measure_fma_peak(threads, peak_seconds);
+  std::printf("llmcc bench: %s (%s), %.2fM parameters, B=%d T=%d, %d threads\n", model.c_str(),
+              config.str().c_str(), static_cast<double>(config.parameter_count()) * 1e-6, batch, seq_len,
+              threads);
+  std::printf("fp32 FMA peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)\n",
+              peak.isa.c_str(), peak.threads, peak.gflops, peak.gflops_per_thread);
+  std::fflush(stdout);
+
+  Gpt2BenchStep bench(config, batch, seq_len, seed);
+  float first_loss = 0, loss = 0;
+  for (int i = 0; i < warmup; ++i) {
+    loss = bench.step();
+    if (i == 0) first_loss = loss;
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    loss = bench.step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (warmup == 0 && i == 0) first_loss = loss;
+  }
+  const double med = median(ms), best = *std::min_element(ms.begin(), ms.end()),
+               worst = *std::max_element(ms.begin(), ms.end());
+  const double tokens = static_cast<double>(batch) * seq_len;
+  const double gflop = config.flops_per_step(batch, seq_len) * 1e-9;
+  const double gflops = gflop / (med * 1e-3);
+  const double mfu = gflops / peak.gflops;
+  std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss,
+              loss);
+  std::printf("ms/step: median %.1f, min %.1f, max %.1f\n", med, best, worst);
+  std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3), tokens / (best * 1e-3));
+  std::printf("GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
+              gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
+  std::printf("peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
+              peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
+              mib(bench.arena_capacity()));
+  const double rss = peak_rss_mib();  // before the profiled run, which allocates nothing more
+
+  if (with_profile) {
+    profile::reset();
+    profile::enable(true);
+    std::vector<Gpt2BenchStep::Split> splits;
+    for (int i = 0; i < profile_steps; ++i) splits.push_back(bench.step_split());
+    profile::enable(false);
+    print_profile(splits);
+  }
+  std::printf("\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
+              "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f\n",
+              model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
+              rss);
+  return 0;
+}
 
 }  // namespace llmcc::cli

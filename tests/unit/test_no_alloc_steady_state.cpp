@@ -1,0 +1,217 @@
+// A steady-state training step allocates nothing from the heap: steps 2..5 of a tiny GPT-2's
+// training (the step `llmcc bench` times: arena reset, zero gradients, gpt2_loss_grad with the
+// kept Saved record, AdamW; Gpt2BenchStep) make zero allocations, on every thread.
+//
+// Counting: this executable defines malloc, calloc, realloc, aligned_alloc, posix_memalign and
+// memalign (forwarding to glibc's __libc_* entry points), so every allocation in the process is
+// seen: ours, the C++ runtime's (operator new ends in malloc), OpenMP's and the GEMM library's,
+// on every thread. operator new is replaced too, so an allocation that does not reach malloc
+// (a C++ runtime built differently) is still counted. On failure the test prints the size and a
+// backtrace of the first few allocations (`nm -C --defined-only <test binary> | sort` names the
+// offsets of functions that are not exported).
+#include <execinfo.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "bench_step.h"
+#include "llmcc/profile.h"
+#include "llmcc/runtime.h"
+#include "nn/gpt2_config.h"
+
+// glibc's own allocator entry points (exported for exactly this kind of interposition).
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+}
+
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+
+// The first kTraces allocations seen while counting: size and call stack.
+constexpr int kTraces = 8, kDepth = 24;
+struct Trace {
+  std::size_t bytes;
+  int depth;
+  void* frames[kDepth];
+};
+Trace g_traces[kTraces];
+std::atomic<int> g_trace_count{0};
+thread_local bool t_in_hook = false;  // backtrace() may allocate: do not count or trace that
+
+void note(std::size_t bytes) {
+  if (!g_counting.load(std::memory_order_relaxed) || t_in_hook) return;
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const int slot = g_trace_count.fetch_add(1, std::memory_order_relaxed);
+  if (slot < kTraces) {
+    t_in_hook = true;
+    g_traces[slot].bytes = bytes;
+    g_traces[slot].depth = backtrace(g_traces[slot].frames, kDepth);
+    t_in_hook = false;
+  }
+}
+
+void print_traces() {
+  const int n = std::min(g_trace_count.load(), kTraces);
+  for (int i = 0; i < n; ++i) {
+    std::fprintf(stderr, "allocation %d: %zu bytes\n", i + 1, g_traces[i].bytes);
+    std::fflush(stderr);
+    backtrace_symbols_fd(g_traces[i].frames, g_traces[i].depth, STDERR_FILENO);  // no malloc
+  }
+}
+
+void* checked(void* p) {
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+// ---- malloc family ------------------------------------------------------------------------
+extern "C" {
+void* malloc(std::size_t n) noexcept {
+  note(n);
+  return __libc_malloc(n);
+}
+void* calloc(std::size_t count, std::size_t n) noexcept {
+  note(count * n);
+  return __libc_calloc(count, n);
+}
+void* realloc(void* p, std::size_t n) noexcept {
+  note(n);
+  return __libc_realloc(p, n);
+}
+void free(void* p) noexcept { __libc_free(p); }
+void* memalign(std::size_t alignment, std::size_t n) noexcept {
+  note(n);
+  return __libc_memalign(alignment, n);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t n) noexcept {
+  note(n);
+  return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t n) noexcept {
+  note(n);
+  void* p = __libc_memalign(alignment, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+}
+
+// ---- operator new / delete (every replaceable form) -----------------------------------------
+// Counted here; the malloc they call is not counted again (t_in_hook).
+namespace {
+void* counted_new(std::size_t n, std::size_t alignment) {
+  note(n);
+  const bool was = t_in_hook;
+  t_in_hook = true;
+  void* p = alignment > alignof(std::max_align_t) ? __libc_memalign(alignment, n == 0 ? 1 : n)
+                                                  : __libc_malloc(n == 0 ? 1 : n);
+  t_in_hook = was;
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return checked(counted_new(n, 0)); }
+void* operator new[](std::size_t n) { return checked(counted_new(n, 0)); }
+void* operator new(std::size_t n, std::align_val_t a) { return checked(counted_new(n, static_cast<std::size_t>(a))); }
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return checked(counted_new(n, static_cast<std::size_t>(a)));
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_new(n, 0); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_new(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_new(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_new(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete[](void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, std::size_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { __libc_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { __libc_free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { __libc_free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { __libc_free(p); }
+
+namespace {
+
+// Runs one uncounted step, then counts the allocations of the next four: on a new `bench`, steps
+// 2..5 (step 1 sizes the Saved record, the scratch arenas and the thread team).
+long allocations_in_next_4_steps(llmcc::cli::Gpt2BenchStep& bench, bool print = true) {
+  bench.step();
+  void* warm[4];
+  backtrace(warm, 4);  // loads libgcc's unwinder now, not inside the counted steps
+  g_allocations = 0;
+  g_trace_count = 0;
+  g_counting = true;
+  for (int step = 2; step <= 5; ++step) bench.step();
+  g_counting = false;
+  const long n = g_allocations.load();
+  if (n != 0 && print) print_traces();
+  return n;
+}
+
+TEST(NoAllocSteadyState, CountingSeesAllocations) {
+  // The hooks are live: an allocation through new, malloc and aligned_alloc is each counted once.
+  g_allocations = 0;
+  g_counting = true;
+  int* volatile a = new int(1);
+  void* volatile b = std::malloc(16);
+  void* volatile c = std::aligned_alloc(64, 128);
+  g_counting = false;
+  delete a;
+  std::free(b);
+  std::free(c);
+  EXPECT_EQ(g_allocations.load(), 3);
+}
+
+// DISABLED until the steady-state step really allocates nothing (issue 5, item 3); run it with
+// --gtest_also_run_disabled_tests. Measured on gpt2-tiny, B=2, T=32, 2 threads (about 910
+// allocations per step), the sources were:
+//   - op front ends building their error messages before checking (check::that(cond, op,
+//     "x has shape " + ...) concatenates std::strings on every call): about 540 per step;
+//   - oneDNN's dnnl_sgemm allocating its packing buffers (73,984 and 192 bytes) on every call:
+//     about 225 per step;
+//   - libgomp allocating a team (1,568 bytes) for every `parallel ... if (false)` region (a
+//     one-thread team is freed at its end, not cached): about 150 per step, from AdamW's
+//     per-tensor loop, linear bias, add, layernorm and embedding kernels on small tensors.
+TEST(NoAllocSteadyState, DISABLED_TrainingStepsTwoToFiveAllocateNothing) {
+  llmcc::set_num_threads(2);
+  llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
+  EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
+}
+
+TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
+  // The profiler links a site into its list on first use without allocating: profiled steps
+  // allocate exactly as often as unprofiled ones.
+  llmcc::set_num_threads(2);
+  llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
+  const long plain = allocations_in_next_4_steps(bench, /*print=*/false);
+  llmcc::profile::reset();
+  llmcc::profile::enable(true);
+  const long profiled = allocations_in_next_4_steps(bench, /*print=*/false);
+  llmcc::profile::enable(false);
+  EXPECT_EQ(profiled, plain);
+  EXPECT_FALSE(llmcc::profile::snapshot().empty());
+}
+
+}  // namespace

@@ -1,0 +1,126 @@
+#include "bench_peak.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "llmcc/error.h"
+
+namespace llmcc::cli {
+namespace {
+
+#if defined(__AVX512F__)
+using Vec = __m512;
+constexpr int kLanes = 16;
+constexpr const char* kIsa = "avx512";
+inline Vec vset(float x) { return _mm512_set1_ps(x); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+// (Not _mm512_reduce_add_ps: GCC 12 warns about an uninitialised value inside it.)
+inline float vsum(Vec a) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, a);
+  float s = 0;
+  for (float x : t) s += x;
+  return s;
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+using Vec = __m256;
+constexpr int kLanes = 8;
+constexpr const char* kIsa = "avx2";
+inline Vec vset(float x) { return _mm256_set1_ps(x); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vsum(Vec a) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, a);
+  float s = 0;
+  for (float x : t) s += x;
+  return s;
+}
+#else
+using Vec = float;
+constexpr int kLanes = 1;
+constexpr const char* kIsa = "scalar";
+inline Vec vset(float x) { return x; }
+inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline float vsum(Vec a) { return a; }
+#endif
+
+// Independent accumulators per thread: FMA latency (4 cycles on current x86) times two FMA
+// pipes needs at least 8 in flight; 16 leaves room and still fits the 32 vector registers.
+constexpr int kAcc = 16;
+constexpr double kFlopsPerIter = 2.0 * kLanes * kAcc;
+
+// `iters` rounds of kAcc independent FMAs; acc -> acc * m + a converges to a / (1 - m) = 1, so
+// values stay normal. The sum is returned so the compiler cannot drop the loop.
+__attribute__((noinline)) float fma_loop(std::int64_t iters, float seed) {
+  Vec acc[kAcc];
+  for (int k = 0; k < kAcc; ++k) acc[k] = vset(seed + 1e-3f * static_cast<float>(k));
+  const Vec m = vset(0.9999999f), a = vset(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kAcc; ++k) acc[k] = vfma(acc[k], m, a);
+  }
+  Vec s = acc[0];
+  for (int k = 1; k < kAcc; ++k) s = s + acc[k];
+  return vsum(s);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+FmaPeak measure_fma_peak(int threads, double seconds) {
+  if (threads < 1) fail("fma peak", "thread count must be at least 1, got " + std::to_string(threads));
+  if (!(seconds > 0)) fail("fma peak", "measuring time must be positive");
+  volatile float sink = 0;
+  // Calibrate on one thread (also wakes the core up): bursts of about kBurst seconds, shorter
+  // than a scheduler time slice, so on a loaded machine many bursts still run undisturbed.
+  constexpr double kBurst = 5e-4;
+  std::int64_t iters = 1 << 10;
+  for (;;) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sink = sink + fma_loop(iters, 1.0f);
+    const double dt = seconds_since(t0);
+    if (dt > 0.01 || iters > (std::int64_t{1} << 40)) {
+      iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(iters) * kBurst / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  // Every thread runs bursts back to back for `seconds` and keeps its best burst's rate.
+  std::vector<double> best(static_cast<std::size_t>(threads), 0.0);
+  std::vector<float> out(static_cast<std::size_t>(threads), 0.0f);
+#pragma omp parallel num_threads(threads)
+  {
+    const std::size_t id = static_cast<std::size_t>(omp_get_thread_num());
+    float acc = 0;
+    double mine = 0;
+#pragma omp barrier
+    const auto start = std::chrono::steady_clock::now();
+    while (seconds_since(start) < seconds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      acc += fma_loop(iters, 1.0f + static_cast<float>(id));
+      mine = std::max(mine, kFlopsPerIter * static_cast<double>(iters) / seconds_since(t0));
+    }
+    best[id] = mine;
+    out[id] = acc;
+  }
+  for (float o : out) sink = sink + o;
+  (void)sink;
+  double sum = 0;
+  for (double r : best) sum += r;
+  FmaPeak p;
+  p.gflops = sum * 1e-9;
+  p.threads = threads;
+  p.gflops_per_thread = p.gflops / threads;
+  p.isa = kIsa;
+  return p;
+}
+
+}  // namespace llmcc::cli

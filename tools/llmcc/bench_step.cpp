@@ -1,0 +1,99 @@
+#include "bench_step.h"
+
+#include <chrono>
+#include <string>
+
+#include "llmcc/error.h"
+#include "llmcc/train/rng.h"
+
+namespace llmcc::cli {
+namespace {
+
+// GPT-2's usual optimizer settings; the learning rate is constant (the schedule costs nothing).
+constexpr AdamWConfig kAdamW{0.9f, 0.95f, 1e-8f, 0.1f};
+constexpr float kLearningRate = 3e-4f;
+
+const nn::Gpt2Config& checked(const nn::Gpt2Config& config, int B, int T) {
+  config.validate();
+  if (B < 1) fail("llmcc bench", "batch size must be at least 1, got " + std::to_string(B));
+  if (T < 1 || T > config.max_seq_len) {
+    fail("llmcc bench", "sequence length must be in [1, " + std::to_string(config.max_seq_len) +
+                            "] (the model's max_seq_len), got " + std::to_string(T));
+  }
+  return config;
+}
+
+nn::Gpt2Weights init_weights(const nn::Gpt2Config& config, std::uint64_t seed) {
+  nn::Gpt2Weights w = nn::make_gpt2(config);
+  nn::gpt2_init(w.model, seed);
+  return w;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
+  const std::size_t BT = static_cast<std::size_t>(B) * static_cast<std::size_t>(T);
+  const std::size_t C = static_cast<std::size_t>(config.n_embd);
+  const std::size_t L = static_cast<std::size_t>(config.n_layer);
+  const std::size_t NH = static_cast<std::size_t>(config.n_head);
+  const std::size_t Vp = static_cast<std::size_t>(config.padded_vocab_size);
+  // A block keeps about 20 C floats per token (layernorm outputs, q, k, v, attention output,
+  // projections, residuals, 4C fc and 4C GELU); the head keeps logits and their gradient.
+  const std::size_t floats = BT * (L * 32 * C + 3 * Vp + 8 * C) + L * BT * NH * 2;
+  return floats * sizeof(float) + (std::size_t{64} << 20);
+}
+
+Gpt2BenchStep::Gpt2BenchStep(const nn::Gpt2Config& config, int B, int T, std::uint64_t seed)
+    : config_(checked(config, B, T)),
+      B_(B),
+      T_(T),
+      weights_(init_weights(config, seed)),
+      grads_(adgen::make_grad(weights_.model)),
+      opt_(weights_.params, kAdamW),
+      arena_(bench_arena_bytes(config, B, T)) {
+  // One stream of B*T + 1 random tokens: targets are the inputs shifted by one (as llm.c).
+  Rng rng(seed + 1);
+  std::vector<std::int32_t> stream(static_cast<std::size_t>(B) * T + 1);
+  for (auto& id : stream) id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(config.vocab_size)));
+  inputs_.assign(stream.begin(), stream.end() - 1);
+  targets_.assign(stream.begin() + 1, stream.end());
+}
+
+float Gpt2BenchStep::step() {
+  const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
+  arena_.reset();
+  ArenaScope scope(arena_);
+  grads_.zero();
+  const float loss = nn::gpt2_loss_grad(weights_.model, x, y, grads_.grad, saved_);
+  opt_.step(weights_.params, grads_.store, kLearningRate);
+  return loss;
+}
+
+Gpt2BenchStep::Split Gpt2BenchStep::step_split() {
+  const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
+  Split s;
+  arena_.reset();
+  ArenaScope scope(arena_);
+  auto t0 = std::chrono::steady_clock::now();
+  grads_.zero();
+  s.optimizer += seconds_since(t0);
+  // What gpt2_loss_grad(..., saved) runs, in its two halves.
+  t0 = std::chrono::steady_clock::now();
+  s.loss = nn::gpt2_loss_fwd(weights_.model, x, y, saved_);
+  s.forward = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  nn::gpt2_loss_bwd(weights_.model, x, y, saved_, 1.0f, &grads_.grad);
+  s.backward = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  opt_.step(weights_.params, grads_.store, kLearningRate);
+  s.optimizer += seconds_since(t0);
+  return s;
+}
+
+std::size_t Gpt2BenchStep::scratch_high_water() const { return adgen::scratch_high_water(); }
+
+}  // namespace llmcc::cli
