@@ -1,0 +1,237 @@
+#include "train_log.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <vector>
+
+#include "llmcc/error.h"
+
+namespace llmcc::cli {
+
+namespace {
+
+template <class T>
+void append_number(std::string& out, T v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// The value of the line's "step" field, or -1 when it has none (or is not a log line of ours).
+std::int64_t step_of(const std::string& line) {
+  const std::string key = "\"step\": ";
+  const auto at = line.find(key);
+  if (at == std::string::npos) return -1;
+  std::int64_t v = -1;
+  const char* p = line.data() + at + key.size();
+  std::from_chars(p, line.data() + line.size(), v);
+  return v;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;  // UTF-8 passes through; a generated sample may split a character
+        }
+    }
+  }
+  out += '"';
+}
+
+JsonLine& JsonLine::begin() {
+  buf_.clear();
+  buf_ += '{';
+  first_ = true;
+  return *this;
+}
+
+void JsonLine::key(std::string_view k) {
+  if (!first_) buf_ += ", ";
+  first_ = false;
+  append_json_string(buf_, k);
+  buf_ += ": ";
+}
+
+JsonLine& JsonLine::field(std::string_view k, double v) {
+  key(k);
+  append_number(buf_, v);
+  return *this;
+}
+
+JsonLine& JsonLine::field(std::string_view k, float v) {
+  key(k);
+  append_number(buf_, v);
+  return *this;
+}
+
+JsonLine& JsonLine::field(std::string_view k, std::int64_t v) {
+  key(k);
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  buf_.append(buf, r.ptr);
+  return *this;
+}
+
+JsonLine& JsonLine::field(std::string_view k, std::string_view text) {
+  key(k);
+  append_json_string(buf_, text);
+  return *this;
+}
+
+JsonLine& JsonLine::raw_field(std::string_view k, std::string_view json) {
+  key(k);
+  buf_ += json;
+  return *this;
+}
+
+const std::string& JsonLine::end() {
+  buf_ += '}';
+  return buf_;
+}
+
+TrainLog::TrainLog(const std::string& path, std::int64_t resume_step) : path_(path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (const fs::path parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
+  if (resume_step >= 0 && fs::exists(path, ec)) {
+    // Keep what the interrupted run logged up to its checkpoint; drop what came after it, which
+    // the resumed run is about to log again.
+    std::vector<std::string> keep;
+    {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty() && step_of(line) <= resume_step) keep.push_back(line);
+    }
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      for (const std::string& line : keep) out << line << '\n';
+      if (!out) fail("llmcc train", "cannot write the log " + tmp);
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) fail("llmcc train", "cannot replace the log " + path + ": " + ec.message());
+  }
+  file_ = std::fopen(path.c_str(), resume_step >= 0 ? "a" : "w");
+  if (file_ == nullptr) fail("llmcc train", "cannot open the log " + path + " for writing");
+}
+
+TrainLog::~TrainLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void TrainLog::write(const std::string& line) {
+  if (file_ == nullptr) return;
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fputc('\n', file_);
+  if (std::fflush(file_) != 0) fail("llmcc train", "cannot write the log " + path_);
+}
+
+Progress::Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDOUT_FILENO) != 0) {}
+
+Progress::~Progress() { finish(); }
+
+void Progress::clear_pending() {
+  if (pending_) {
+    std::fputs("\r\033[K", stdout);
+    pending_ = false;
+  }
+}
+
+void Progress::print(const std::string& text) {
+  if (quiet_) return;
+  clear_pending();
+  std::fputs(text.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void Progress::warn(const std::string& text) {
+  if (!quiet_) clear_pending();
+  std::fflush(stdout);
+  std::fprintf(stderr, "llmcc train: warning: %s\n", text.c_str());
+}
+
+void Progress::step(std::int64_t step, std::int64_t steps, float loss, float lr, double grad_norm, double ms,
+                    double tokens_per_s, double eta_seconds) {
+  if (quiet_) return;
+  char line[256];
+  const int width = static_cast<int>(std::to_string(steps).size());
+  std::snprintf(line, sizeof line, "step %*lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | ETA %s",
+                width, static_cast<long long>(step), static_cast<long long>(steps), static_cast<double>(loss),
+                static_cast<double>(lr), grad_norm, ms, tokens_per_s, format_duration(eta_seconds).c_str());
+  if (tty_) {
+    std::fprintf(stdout, "\r%s\033[K", line);
+    pending_ = true;
+  } else {
+    std::fprintf(stdout, "%s\n", line);
+  }
+  std::fflush(stdout);
+}
+
+void Progress::finish() {
+  if (pending_) {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    pending_ = false;
+  }
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long long s = std::llround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  return buf;
+}
+
+std::string format_count(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
+  else if (n >= 1e4)
+    std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  return buf;
+}
+
+std::string format_mib(std::size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace llmcc::cli

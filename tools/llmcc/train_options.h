@@ -1,0 +1,100 @@
+// The options of `llmcc train`: flags, validation, and their round trip through a checkpoint.
+//
+// Every training hyper-parameter is also a checkpoint config key ("train.lr", "data.train.0",
+// ...; the model's shape under "model.*"). Resuming restores each one from the checkpoint unless
+// the flag is given again; a given flag whose value differs wins and gets a warning, because the
+// run then no longer matches an uninterrupted one. Run-local flags (--out-dir, --log, --threads,
+// --quiet, --resume, --init-from, --stop-after) are not stored.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "llmcc/train/checkpoint.h"
+#include "model_flags.h"
+#include "nn/gpt2_config.h"
+
+namespace llmcc::cli {
+
+struct TrainOptions {
+  ModelFlags model;
+
+  // Data.
+  std::vector<std::string> train_data;  // files or glob patterns (expanded by expand_data_paths)
+  std::vector<std::string> val_data;
+  std::string sampling = "random";  // random | sequential
+
+  // Run.
+  std::string out_dir;
+  std::string log_path;   // empty: <out_dir>/log.jsonl
+  std::string resume;     // checkpoint path, "auto", or empty
+  std::string init_from;  // weights file, or empty
+  std::int64_t steps = 1000;
+  std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this run
+  int batch_size = 4;
+  int seq_len = 64;
+  int grad_accum = 1;
+  std::uint64_t seed = 1337;
+  int threads = 0;  // 0: OpenMP's default (all cores)
+  bool quiet = false;
+
+  // Optimizer and schedule.
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  std::int64_t warmup_steps = 0;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  double grad_clip = 1.0;  // 0: off
+
+  // Validation, samples, checkpoints.
+  std::int64_t val_every = 100;  // 0: only at the end
+  int val_steps = 20;            // 0: one full pass over the validation shards
+  std::int64_t sample_every = 0;  // 0: never
+  int sample_tokens = 64;
+  float sample_temperature = 1.0f;
+  int sample_top_k = 0;
+  std::int64_t ckpt_every = 0;  // 0: only at the end
+  int keep_last = 3;
+
+  std::set<std::string> given;  // the flags given on the command line ("--lr", ...)
+
+  bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
+  std::int64_t tokens_per_step() const {
+    return std::int64_t{batch_size} * seq_len * grad_accum;
+  }
+};
+
+// Adds every train flag (model flags included) to `p`, grouped by section, with its default.
+void add_train_flags(ArgParser& p, TrainOptions& o);
+// Parses argv into `o` (given flags recorded). Returns false when --help was printed.
+bool parse_train_flags(int argc, char** argv, TrainOptions& o);
+bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o);
+
+// Checks every value and combination against the model's configuration; throws llmcc::Error
+// ("[llmcc train] --seq-len 512 exceeds the model's max_seq_len 256 ...") naming the flag.
+void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config);
+
+// Files named by `args` (paths or glob patterns, in order; each pattern's matches sorted). A
+// missing file or a pattern matching nothing throws llmcc::Error naming the flag and the path.
+std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag);
+
+// The run's configuration as checkpoint key=values: the model's (gpt2_config_to_kv) and every
+// stored hyper-parameter; data paths as given to the loader (data.train.N, data.val.N).
+KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& config,
+                              const std::vector<std::string>& train_files,
+                              const std::vector<std::string>& val_files);
+// For a resume: sets every stored option not given on the command line from `kv`; returns one
+// warning per given flag whose value differs from the checkpoint's. Throws llmcc::Error naming
+// `source` and the key for a malformed value.
+std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv, const std::string& source);
+
+// Shortest text that reads back to the same value (for logs and checkpoint keys).
+std::string format_number(double v);
+std::string format_number(float v);
+
+}  // namespace llmcc::cli

@@ -1,0 +1,21 @@
+// The trainer's periodic text samples: a few tokens generated from <|endoftext|>, decoded with the
+// GPT-2 tokenizer when the model's vocabulary is GPT-2's and one can be found (otherwise the ids).
+#pragma once
+
+#include <string>
+
+#include "llmcc/train/rng.h"
+#include "nn/gpt2.h"
+
+namespace llmcc::cli {
+
+struct SampleText {
+  std::string text;      // decoded text, or the ids separated by spaces
+  bool decoded = false;  // false: ids (no tokenizer for this vocabulary)
+};
+
+// Draws `tokens` new tokens with the KV-cache generator (nn::gpt2_sample) using `rng` only, so
+// the training trajectory never depends on sampling.
+SampleText sample_text(const nn::Gpt2& model, int tokens, float temperature, int top_k, Rng& rng);
+
+}  // namespace llmcc::cli

@@ -1,0 +1,445 @@
+#include "trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <vector>
+
+#include "gpt2.grad.h"
+#include "llmcc/adgen.h"
+#include "llmcc/error.h"
+#include "llmcc/runtime.h"
+#include "llmcc/train/adamw.h"
+#include "llmcc/train/checkpoint.h"
+#include "llmcc/train/grad_clip.h"
+#include "llmcc/train/rng.h"
+#include "llmcc/train/schedule.h"
+#include "nn/gpt2_weights.h"
+#include "train_log.h"
+#include "train_sample.h"
+
+namespace llmcc::cli {
+
+namespace {
+
+constexpr const char* kWhere = "llmcc train";
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---- SIGINT / SIGTERM: finish the step, checkpoint, stop ---------------------------------
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_requested.store(true);
+  std::signal(sig, SIG_DFL);  // a second signal ends the process at once
+}
+
+// Installs the handlers for the trainer's lifetime and restores the previous ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_requested.store(false);
+    old_int_ = std::signal(SIGINT, on_stop_signal);
+    old_term_ = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
+
+// ---- seeds ------------------------------------------------------------------------------
+
+// The run's random streams (weights, batches, samples) come from one --seed through SplitMix64,
+// so they are independent of each other and a given seed always gives the same three.
+struct Seeds {
+  std::uint64_t init, data, sample;
+};
+Seeds derive_seeds(std::uint64_t seed) {
+  Rng r(seed);
+  const std::uint64_t init = r.next_u64(), data = r.next_u64(), sample = r.next_u64();
+  return {init, data, sample};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// ---- where the model comes from ----------------------------------------------------------
+
+struct Origin {
+  nn::Gpt2Config config;
+  std::string resume_path;  // non-empty: resume from this checkpoint
+  std::optional<nn::Gpt2Weights> init;  // --init-from weights
+  std::vector<std::string> warnings;
+};
+
+Origin resolve_origin(TrainOptions& o) {
+  namespace fs = std::filesystem;
+  Origin out;
+  if (o.resume == "auto") {
+    if (o.out_dir.empty()) fail(kWhere, "--resume auto needs --out-dir (the directory to look in)");
+    if (auto last = latest_checkpoint(o.out_dir)) out.resume_path = *last;
+  } else if (!o.resume.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.resume, ec)) fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
+    out.resume_path = o.resume;
+    if (o.out_dir.empty()) {
+      const fs::path parent = fs::path(o.resume).parent_path();
+      o.out_dir = parent.empty() ? "." : parent.string();
+    }
+  }
+  if (!out.resume_path.empty()) {
+    if (!o.init_from.empty()) fail(kWhere, "--resume and --init-from exclude each other");
+    CheckpointReader reader(out.resume_path);
+    if (!reader.has("config") || !reader.has("state") || !reader.has("adamw.m"))
+      fail(kWhere, "--resume: " + out.resume_path +
+                       " holds weights only, not a training state (use --init-from to start from its weights)");
+    const KeyValues kv = parse_key_values(reader.blob("config"), out.resume_path + " [config]");
+    out.config = nn::gpt2_config_from_kv(kv, out.resume_path);
+    o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
+    out.warnings = restore_train_options(o, kv, out.resume_path);
+    return out;
+  }
+  if (!o.init_from.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.init_from, ec)) fail(kWhere, "--init-from: no such file '" + o.init_from + "'");
+    out.init.emplace(nn::load_gpt2(o.init_from));
+    out.config = out.init->model.cfg;
+    o.model.check_matches(out.config, "--init-from " + o.init_from, kWhere);
+    return out;
+  }
+  out.config = o.model.config();
+  return out;
+}
+
+// ---- the trainer ------------------------------------------------------------------------
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options);
+  TrainResult run();
+
+ private:
+  void print_header();
+  float train_step(std::int64_t step, double* grad_norm);
+  float validate(std::int64_t step);
+  void sample(std::int64_t step);
+  std::string checkpoint(std::int64_t step);
+
+  TrainOptions o_;
+  Origin origin_;
+  std::vector<std::string> train_files_, val_files_;
+  KeyValues config_kv_;
+  Seeds seeds_{};
+  nn::Gpt2Weights w_;
+  adgen::GradBuffer<nn::Gpt2_Grad> g_;
+  std::unique_ptr<AdamW> opt_;
+  LrSchedule schedule_;
+  std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::int64_t val_batches_ = 0;
+  Rng sample_rng_;
+  nn::gpt2_loss_Saved saved_;  // kept across steps: a warm step allocates no records
+  std::unique_ptr<Arena> arena_;
+  std::int64_t start_step_ = 0;
+  Progress progress_;
+  std::unique_ptr<TrainLog> log_;
+  JsonLine line_;
+};
+
+Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.quiet) {
+  origin_ = resolve_origin(o_);
+  validate_train_options(o_, origin_.config);
+  for (const std::string& warning : origin_.warnings) progress_.warn(warning);
+  train_files_ = expand_data_paths(o_.train_data, "--train-data");
+  val_files_ = expand_data_paths(o_.val_data, "--val-data");
+  const bool resuming = !origin_.resume_path.empty();
+  if (!resuming) {
+    if (auto existing = latest_checkpoint(o_.out_dir))
+      fail(kWhere, "--out-dir " + o_.out_dir + " already holds checkpoints (" + *existing +
+                       "); continue that run with --resume auto, or choose another directory");
+  }
+  if (o_.threads > 0) set_num_threads(o_.threads);
+  config_kv_ = train_options_to_kv(o_, origin_.config, train_files_, val_files_);
+  seeds_ = derive_seeds(o_.seed);
+
+  // Model, gradient buffer, optimizer.
+  if (origin_.init) {
+    w_ = std::move(*origin_.init);
+    origin_.init.reset();
+  } else {
+    w_ = nn::make_gpt2(origin_.config);
+    if (!resuming) nn::gpt2_init(w_.model, seeds_.init);
+  }
+  g_ = adgen::make_grad(w_.model);
+  opt_ = std::make_unique<AdamW>(
+      w_.params, AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay});
+  schedule_ = LrSchedule{.max_lr = o_.lr, .min_lr = o_.min_lr, .warmup_steps = o_.warmup_steps, .max_steps = o_.steps};
+  schedule_.validate();
+
+  // Data: shards are opened (and checked) here, so a bad file fails before any training.
+  const int V = origin_.config.vocab_size;
+  train_loader_ = std::make_unique<DataLoader>(
+      train_files_, DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len,
+                                     .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
+                                     .seed = seeds_.data, .vocab_size = V});
+  if (!val_files_.empty()) {
+    val_loader_ = std::make_unique<DataLoader>(
+        val_files_, DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
+    const std::int64_t epoch = val_loader_->batches_per_epoch();
+    val_batches_ = o_.val_steps > 0 ? std::min<std::int64_t>(o_.val_steps, epoch) : epoch;
+  }
+  sample_rng_ = Rng(seeds_.sample);
+
+  if (resuming) {
+    const TrainState state = load_checkpoint(origin_.resume_path, w_.params, opt_.get());
+    start_step_ = state.step;
+    try {
+      train_loader_->set_state(state.data);
+    } catch (const Error& e) {
+      fail(kWhere, std::string(e.what()) + " (resuming " + origin_.resume_path +
+                       " with other --train-data than it was trained on?)");
+    }
+    if (const auto it = state.rngs.find("sample"); it != state.rngs.end()) sample_rng_.set_state(it->second);
+    if (opt_->t() != state.step)
+      fail(kWhere, origin_.resume_path + ": AdamW has taken " + std::to_string(opt_->t()) + " steps but the state says " +
+                       std::to_string(state.step));
+  }
+
+  arena_ = std::make_unique<Arena>(step_arena_bytes(origin_.config, o_.batch_size, o_.seq_len));
+  const std::string log_path = o_.log_path.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string() : o_.log_path;
+  log_ = std::make_unique<TrainLog>(log_path, resuming ? start_step_ : -1);
+}
+
+void Trainer::print_header() {
+  const nn::Gpt2Config& c = origin_.config;
+  std::ostringstream s;
+  const char* origin = !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
+  const std::string from = !origin_.resume_path.empty() ? origin_.resume_path : o_.init_from;
+  s << "llmcc train: GPT-2 " << c.str() << ", " << format_count(static_cast<double>(w_.params.parameter_count()))
+    << " parameters" << (from.empty() ? std::string(", initialised with seed ") + std::to_string(o_.seed)
+                                      : std::string(", ") + origin + from + (origin_.resume_path.empty() ? "" : " at step " + std::to_string(start_step_)))
+    << "\n";
+  s << "  data: " << train_files_.size() << " train shard(s), " << format_count(static_cast<double>(train_loader_->num_tokens()))
+    << " tokens, " << o_.sampling << " batches";
+  if (val_loader_)
+    s << "; " << val_files_.size() << " val shard(s), " << format_count(static_cast<double>(val_loader_->num_tokens()))
+      << " tokens, " << val_batches_ << " batches per evaluation";
+  s << "\n";
+  s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
+    << " micro-batches = " << o_.tokens_per_step() << " tokens per step; " << o_.steps << " steps ("
+    << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps)) << " tokens)\n";
+  s << "  optimizer: AdamW lr " << format_number(o_.lr) << " -> " << format_number(o_.min_lr) << " (warmup "
+    << o_.warmup_steps << ", cosine), betas (" << format_number(o_.beta1) << ", " << format_number(o_.beta2)
+    << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
+    << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
+  s << "  threads " << num_threads() << "; step arena " << format_mib(arena_->capacity()) << " reserved; "
+    << format_count(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9) << " GFLOP per step\n";
+  s << "  out: " << o_.out_dir << " (checkpoints "
+    << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end" : std::string("at the end"))
+    << ", keep " << o_.keep_last << "); log " << (log_->path().empty() ? std::string("off") : log_->path());
+  progress_.print(s.str());
+}
+
+// One optimizer step; returns the mean micro-batch loss and sets *grad_norm (before clipping).
+float Trainer::train_step(std::int64_t step, double* grad_norm) {
+  const float lr = schedule_.lr(step);
+  const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
+  g_.zero();
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < o_.grad_accum; ++micro) {
+    train_loader_->next_batch();
+    const Tokens x = train_loader_->inputs(), y = train_loader_->targets();  // (B, T) each
+    arena_->reset();
+    ArenaScope scope(*arena_);
+    // The gradient of loss / grad_accum: the accumulated gradient is the micro-batches' mean.
+    const float loss = nn::gpt2_loss_fwd(w_.model, x, y, saved_);
+    nn::gpt2_loss_bwd(w_.model, x, y, saved_, d_loss, &g_.grad);
+    loss_sum += loss;
+  }
+  arena_->reset();
+  const float loss = static_cast<float>(loss_sum / o_.grad_accum);
+  *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(g_.store, o_.grad_clip) : llmcc::grad_norm(g_.store);
+  if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) return loss;  // the caller stops
+  opt_->step(w_.params, g_.store, lr);
+  return loss;
+}
+
+float Trainer::validate(std::int64_t step) {
+  if (!val_loader_) return kNaN;
+  const auto t0 = std::chrono::steady_clock::now();
+  const float loss = static_cast<float>(evaluate_loss(w_.model, *val_loader_, val_batches_, *arena_));
+  log_->write(line_.begin().field("step", step).field("val_loss", loss).end());
+  progress_.print("step " + std::to_string(step) + ": val loss " + fixed(loss, 4) + " (" +
+                  std::to_string(val_batches_) + " batches, " + fixed(seconds_since(t0), 1) + " s)");
+  return loss;
+}
+
+void Trainer::sample(std::int64_t step) {
+  const SampleText text = sample_text(w_.model, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
+  log_->write(line_.begin().field("step", step).field("sample", text.text).end());
+  progress_.print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) + " tokens" +
+                  (text.decoded ? "" : ", token ids: no GPT-2 tokenizer for this vocabulary") + "):\n" + text.text +
+                  "\n---");
+}
+
+std::string Trainer::checkpoint(std::int64_t step) {
+  TrainState state;
+  state.step = step;
+  state.data = train_loader_->state();
+  state.rngs["sample"] = sample_rng_.state();
+  state.config = config_kv_;
+  const std::string path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, w_.params, opt_.get(), state);
+  log_->write(line_.begin().field("step", step).field("checkpoint", path).end());
+  progress_.print("step " + std::to_string(step) + ": checkpoint " + path);
+  return path;
+}
+
+TrainResult Trainer::run() {
+  StopSignals signals;
+  TrainResult result;
+  result.step = start_step_;
+  result.last_loss = kNaN;
+  result.val_loss = kNaN;
+
+  // The run's configuration as the first line of this invocation.
+  std::string config_json = "{";
+  for (const auto& [k, v] : config_kv_) {
+    if (config_json.size() > 1) config_json += ", ";
+    append_json_string(config_json, k);
+    config_json += ": ";
+    append_json_string(config_json, v);
+  }
+  config_json += "}";
+  line_.begin().field("step", start_step_).field("event", origin_.resume_path.empty() ? "start" : "resume");
+  if (!origin_.resume_path.empty()) line_.field("from", origin_.resume_path);
+  log_->write(line_.field("params", w_.params.parameter_count()).raw_field("config", config_json).end());
+  print_header();
+
+  if (start_step_ >= o_.steps) {
+    progress_.print("the checkpoint is at step " + std::to_string(start_step_) + " of " + std::to_string(o_.steps) +
+                    ": nothing to train (raise --steps to continue)");
+    return result;
+  }
+  // A fresh run's starting point (a resumed one logged it before its checkpoint).
+  if (start_step_ == 0 && o_.val_every > 0) result.val_loss = validate(0);
+
+  const std::int64_t tokens = o_.tokens_per_step();
+  double timed_seconds = 0.0;  // steps after the first of this invocation, for the ETA
+  std::int64_t timed_steps = 0;
+  std::int64_t step = start_step_;
+  while (step < o_.steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const float lr = schedule_.lr(step);
+    double norm = 0.0;
+    const float loss = train_step(step, &norm);
+    ++step;
+    const double seconds = seconds_since(t0);
+    if (step > start_step_ + 1) {
+      timed_seconds += seconds;
+      ++timed_steps;
+    }
+    const double per_step = timed_steps > 0 ? timed_seconds / static_cast<double>(timed_steps) : seconds;
+    const double tok_s = static_cast<double>(tokens) / seconds;
+    log_->write(line_.begin()
+                    .field("step", step)
+                    .field("loss", loss)
+                    .field("lr", lr)
+                    .field("grad_norm", norm)
+                    .field("tokens_per_s", std::round(tok_s * 10.0) / 10.0)
+                    .field("ms", std::round(seconds * 1e6) / 1e3)
+                    .end());
+    progress_.step(step, o_.steps, loss, lr, norm, seconds * 1e3, tok_s,
+                   per_step * static_cast<double>(o_.steps - step));
+    result.step = step;
+    result.last_loss = loss;
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      progress_.finish();
+      fail(kWhere, "step " + std::to_string(step) + ": the " + (std::isfinite(loss) ? "gradient norm" : "loss") +
+                       " is not finite (lr " + format_number(lr) +
+                       "); the weights were not updated. Try a lower --lr, more --warmup-steps or --grad-clip 1" +
+                       (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
+    }
+    if (step == start_step_ + 1) {
+      progress_.print("step arena: high-water " + format_mib(arena_->high_water()) + " of " +
+                      format_mib(arena_->capacity()) + " reserved (+ " + format_mib(adgen::scratch_high_water()) +
+                      " adgen scratch)");
+    }
+
+    const bool last = step == o_.steps;
+    const bool stop_after = o_.stop_after > 0 && step - start_step_ >= o_.stop_after;
+    const bool interrupted = g_stop_requested.load();
+    if (val_loader_ && (last || (o_.val_every > 0 && step % o_.val_every == 0))) result.val_loss = validate(step);
+    if (o_.sample_every > 0 && (last || step % o_.sample_every == 0)) sample(step);
+    if (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0))
+      result.checkpoint = checkpoint(step);
+    if (interrupted) {
+      result.interrupted = true;
+      progress_.print("interrupted at step " + std::to_string(step) + "; continue with --resume auto --out-dir " +
+                      o_.out_dir);
+      break;
+    }
+    if (stop_after && !last) {
+      progress_.print("stopped after " + std::to_string(step - start_step_) + " steps (--stop-after); continue with "
+                      "--resume auto --out-dir " + o_.out_dir);
+      break;
+    }
+  }
+  progress_.finish();
+  return result;
+}
+
+}  // namespace
+
+std::size_t step_arena_bytes(const nn::Gpt2Config& c, int B, int T) {
+  // Floats per micro-batch: each layer keeps about 16 (B, T, C) tensors for its backward (two
+  // layernorm outputs, q, k, v, attention output, two projections, two residual sums, the MLP's
+  // 4C hidden state before and after GELU) plus per-row statistics; the LM head keeps (B, T, Vp)
+  // logits and its backward makes a gradient of the same size. Twice the activations covers the
+  // backward's adjoints with room to spare.
+  const double BT = static_cast<double>(B) * T, C = c.n_embd;
+  const double per_layer = 16.0 * BT * C + 4.0 * BT + 2.0 * B * c.n_head * T;
+  const double activations = c.n_layer * per_layer + 4.0 * BT * C + 2.0 * BT * c.padded_vocab_size;
+  const double bytes = 4.0 * (2.0 * activations + 2.0 * BT * c.padded_vocab_size);
+  return static_cast<std::size_t>(bytes) + (std::size_t{64} << 20);
+}
+
+double evaluate_loss(const nn::Gpt2& model, DataLoader& loader, std::int64_t batches, Arena& arena) {
+  loader.reset();
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    loader.next_batch();
+    arena.reset();
+    ArenaScope scope(arena);
+    sum += nn::gpt2_loss(model, loader.inputs(), loader.targets());
+  }
+  arena.reset();
+  return batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+}
+
+TrainResult run_training(TrainOptions options) {
+  Trainer trainer(std::move(options));
+  return trainer.run();
+}
+
+}  // namespace llmcc::cli
