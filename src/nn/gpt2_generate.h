@@ -64,8 +64,8 @@ class Sampler {
 
  private:
   int vocab_size_;
-  std::vector<float> values_;   // (V) scratch for the k-th largest logit
-  std::vector<double> probs_;   // (V) unnormalised probabilities of the kept ids
+  std::vector<float> values_;  // (V) scratch for the k-th largest logit
+  std::vector<double> probs_;  // (V) unnormalised probabilities of the kept ids
 };
 
 enum class ContextFull { Stop, Slide };
@@ -88,7 +88,8 @@ class Gpt2Generator {
   Tensor step(std::int32_t token);
 
   int length() const { return static_cast<int>(tokens_.size()); }  // tokens in the cache
-  int max_length() const { return maxT_; }                          // max_seq_len
+  int max_length() const { return maxT_; }                         // max_seq_len
+  int vocab_size() const { return V_; }                            // ids a token may take
   bool full() const { return length() >= maxT_; }
   ContextFull on_full() const { return on_full_; }
   // The tokens whose keys and values are cached (the current window), oldest first.
@@ -106,8 +107,8 @@ class Gpt2Generator {
   const Gpt2& m_;
   ContextFull on_full_;
   int L_, C_, NH_, maxT_, V_, Vp_;
-  Arena state_;    // k_cache, v_cache, residual: sized once
-  Arena scratch_;  // per layer (prefill) or per token (decode) temporaries, reset each time
+  Arena state_;      // k_cache, v_cache, residual: sized once
+  Arena scratch_;    // per layer (prefill) or per token (decode) temporaries, reset each time
   Tensor k_cache_;   // (L, maxT, C)
   Tensor v_cache_;   // (L, maxT, C)
   Tensor residual_;  // (maxT, C): the residual stream between layers
@@ -119,8 +120,9 @@ class Gpt2Generator {
 struct GenerateStats {
   int prompt_tokens = 0;
   int new_tokens = 0;
+  int decode_steps = 0;        // step() calls: new_tokens - 1 (the last token is never fed back)
   double prefill_seconds = 0;  // the prompt's prefill, up to its logits
-  double decode_seconds = 0;   // sampling and every step() after it
+  double decode_seconds = 0;   // every sampling and step() after the prefill
   bool stopped_at_eot = false;
   bool stopped_at_limit = false;  // ContextFull::Stop and the sequence reached max_seq_len
 };

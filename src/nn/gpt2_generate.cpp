@@ -1,0 +1,287 @@
+// Gpt2Generator (prefill + KV-cache decode), Sampler, generate() and gpt2_sample().
+#include "nn/gpt2_generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "llmcc/error.h"
+#include "llmcc/ops/add.h"
+#include "llmcc/ops/attention.h"
+#include "llmcc/ops/embedding.h"
+#include "llmcc/ops/layernorm.h"
+#include "llmcc/ops/linear.h"
+#include "nn/kv_attention.h"
+
+namespace llmcc::nn {
+
+namespace {
+
+constexpr const char* kGen = "gpt2 generate";
+constexpr const char* kSampler = "sampler";
+
+// Bytes one arena allocation of n floats takes (arenas round every request up to 64 bytes).
+std::size_t arena_bytes(std::int64_t n) {
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+}
+
+// One block's temporaries for T rows, allocation by allocation as block_forward makes them:
+// ln_1, q, k, v, attention, c_proj, +, ln_2, c_fc, gelu, c_proj, + (and the scores of the
+// single-query attention when decoding).
+std::size_t block_scratch_bytes(std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t maxT) {
+  const std::size_t row = arena_bytes(T * C), wide = arena_bytes(T * 4 * C);
+  return 10 * row + 2 * wide + arena_bytes(NH * maxT);
+}
+
+}  // namespace
+
+// ---- sampling ---------------------------------------------------------------------------------
+
+void SamplingConfig::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0.0f)
+    fail(kSampler,
+         "temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
+  if (top_k < 0) fail(kSampler, "top_k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
+}
+
+Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) {
+  if (vocab_size <= 0) fail(kSampler, "vocab_size is " + std::to_string(vocab_size) + ", expected > 0");
+  values_.resize(static_cast<std::size_t>(vocab_size));
+  probs_.resize(static_cast<std::size_t>(vocab_size));
+}
+
+std::int32_t Sampler::sample(const Tensor& logits, const SamplingConfig& cfg, Rng& rng) {
+  if (!logits.defined()) fail(kSampler, "logits tensor has no data");
+  return sample(std::span<const float>(logits.f32(), static_cast<std::size_t>(logits.numel())), cfg, rng);
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig& cfg, Rng& rng) {
+  cfg.validate();
+  const int V = vocab_size_;
+  if (logits.size() < static_cast<std::size_t>(V))
+    fail(kSampler, "logits have " + std::to_string(logits.size()) +
+                       " values, expected at least the vocab size " + std::to_string(V));
+  // The first id of largest logit; greedy decoding, and the softmax's shift.
+  int best = 0;
+  for (int i = 1; i < V; ++i)
+    if (logits[i] > logits[best]) best = i;
+  if (cfg.temperature == 0.0f || cfg.top_k == 1) return best;
+
+  // Kept ids: all, or the top_k largest (the k-th largest value is the threshold; ids equal to it
+  // are kept in id order until k are kept, so exactly k survive and the choice is deterministic).
+  float threshold = -INFINITY;
+  int at_threshold = V;  // how many ids equal to the threshold may still be kept
+  if (cfg.top_k > 0 && cfg.top_k < V) {
+    std::copy(logits.begin(), logits.begin() + V, values_.begin());
+    auto kth = values_.begin() + (cfg.top_k - 1);
+    std::nth_element(values_.begin(), kth, values_.end(), std::greater<float>());
+    threshold = *kth;
+    const auto above =
+        std::count_if(logits.begin(), logits.begin() + V, [&](float l) { return l > threshold; });
+    at_threshold = cfg.top_k - static_cast<int>(above);
+  }
+  const double max = logits[best], inv_t = 1.0 / static_cast<double>(cfg.temperature);
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) {
+    double p = 0.0;
+    if (logits[i] > threshold || (logits[i] == threshold && at_threshold-- > 0))
+      p = std::exp((static_cast<double>(logits[i]) - max) * inv_t);
+    probs_[i] = p;
+    sum += p;
+  }
+  // One uniform draw walks the cumulative distribution in id order.
+  const double target = rng.uniform_f64() * sum;
+  double acc = 0.0;
+  int last_kept = best;
+  for (int i = 0; i < V; ++i) {
+    if (probs_[i] == 0.0) continue;
+    acc += probs_[i];
+    last_kept = i;
+    if (target < acc) return i;
+  }
+  return last_kept;  // rounding left target at the very end
+}
+
+// ---- the generator ----------------------------------------------------------------------------
+
+Gpt2Generator::Gpt2Generator(const Gpt2& model, ContextFull on_full)
+    : m_(model),
+      on_full_(on_full),
+      L_(model.cfg.n_layer),
+      C_(model.cfg.n_embd),
+      NH_(model.cfg.n_head),
+      maxT_(model.cfg.max_seq_len),
+      V_(model.cfg.vocab_size),
+      Vp_(model.cfg.padded_vocab_size),
+      state_(2 * arena_bytes(std::int64_t{model.cfg.n_layer} * model.cfg.max_seq_len * model.cfg.n_embd) +
+             arena_bytes(std::int64_t{model.cfg.max_seq_len} * model.cfg.n_embd)),
+      scratch_([&] {
+        const std::int64_t T = model.cfg.max_seq_len, C = model.cfg.n_embd;
+        // The largest of: a prefill layer, a decode layer, the embedding, the LM head row.
+        const std::size_t head = arena_bytes(C) + arena_bytes(model.cfg.padded_vocab_size);
+        return std::max({block_scratch_bytes(T, C, model.cfg.n_head, T),
+                         block_scratch_bytes(1, C, model.cfg.n_head, T), arena_bytes(T * C), head});
+      }()) {
+  model.cfg.validate();
+  if (static_cast<int>(model.h.size()) != L_ || !model.wte.defined() || !model.wpe.defined())
+    fail(kGen, "the model has no weights bound (build it with make_gpt2 or load_gpt2)");
+  k_cache_ = state_.zeros({L_, maxT_, C_}, "k cache");  // (L, maxT, C)
+  v_cache_ = state_.zeros({L_, maxT_, C_}, "v cache");  // (L, maxT, C)
+  residual_ = state_.zeros({maxT_, C_}, "residual");    // (maxT, C)
+  tokens_.reserve(static_cast<std::size_t>(maxT_));
+}
+
+Gpt2Generator::~Gpt2Generator() = default;
+
+std::size_t Gpt2Generator::planned_bytes() const { return state_.capacity() + scratch_.capacity(); }
+
+void Gpt2Generator::check_token(std::int32_t token, const char* what) const {
+  if (token < 0 || token >= V_)
+    fail(kGen, std::string(what) + " token id " + std::to_string(token) +
+                   " is outside the model's vocabulary [0, " + std::to_string(V_) + ")");
+}
+
+Tensor Gpt2Generator::prefill(std::span<const std::int32_t> prompt) {
+  if (prompt.empty()) fail(kGen, "the prompt is empty, expected at least one token (e.g. <|endoftext|>)");
+  if (prompt.size() > static_cast<std::size_t>(maxT_))
+    fail(kGen, "the prompt has " + std::to_string(prompt.size()) +
+                   " tokens, more than the model's context of " + std::to_string(maxT_) + " (max_seq_len)");
+  for (std::int32_t t : prompt) check_token(t, "prompt");
+  tokens_.assign(prompt.begin(), prompt.end());  // within the reserved capacity: no allocation
+  return run_prompt(tokens_, true);
+}
+
+Tensor Gpt2Generator::step(std::int32_t token) {
+  check_token(token, "next");
+  if (full()) {
+    if (on_full_ == ContextFull::Stop)
+      fail(kGen,
+           "the sequence already holds " + std::to_string(maxT_) +
+               " tokens, the model's context (max_seq_len); cannot append another (use ContextFull::Slide "
+               "to slide the window)");
+    // Slide: keep the last maxT-1 tokens, recompute their cache at positions 0.., then append.
+    std::copy(tokens_.begin() + 1, tokens_.end(), tokens_.begin());
+    tokens_.pop_back();
+    if (!tokens_.empty()) run_prompt(tokens_, false);
+    ++slides_;
+  }
+  return decode_one(token);
+}
+
+// Runs tokens (the whole cached sequence, from position 0) through the model's own ops,
+// filling the cache rows 0..T-1; returns the last row's logits (Vp) when asked.
+Tensor Gpt2Generator::run_prompt(std::span<const std::int32_t> tokens, bool want_logits) {
+  const int T = static_cast<int>(tokens.size());
+  const std::int64_t layer = std::int64_t{maxT_} * C_;  // one layer of the cache
+  ArenaScope scope(scratch_);
+  scratch_.reset();
+  {
+    Tensor x0 = token_position_embedding(Tokens(tokens.data(), 1, T), m_.wte, m_.wpe);  // (1, T, C)
+    std::memcpy(residual_.f32(), x0.f32(), x0.nbytes());
+  }
+  for (int l = 0; l < L_; ++l) {
+    scratch_.reset();  // each layer's temporaries replace the previous layer's
+    const Gpt2Block& b = m_.h[l];
+    const Tensor x(residual_.f32(), {1, T, C_});                                             // (1, T, C)
+    const Tensor a = b.ln_1.forward(x);                                                      // (1, T, C)
+    const Tensor q = b.attn.q.forward(a), k = b.attn.k.forward(a), v = b.attn.v.forward(a);  // (1, T, C)
+    std::memcpy(k_cache_.f32() + l * layer, k.f32(), k.nbytes());
+    std::memcpy(v_cache_.f32() + l * layer, v.f32(), v.nbytes());
+    const Tensor h = x + b.attn.c_proj.forward(attention(q, k, v, NH_, NH_));  // (1, T, C)
+    const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));                   // (1, T, C)
+    std::memcpy(residual_.f32(), out.f32(), out.nbytes());
+  }
+  if (!want_logits) return {};
+  scratch_.reset();
+  const Tensor last(residual_.f32() + std::int64_t{T - 1} * C_, {1, 1, C_});  // (1, 1, C)
+  const Tensor logits = linear_nobias(m_.ln_f.forward(last), m_.wte);         // (1, 1, Vp)
+  return Tensor(logits.raw(), {Vp_});
+}
+
+// One new position: the block's ops on (1, 1, C), attention over the cache rows 0..pos.
+Tensor Gpt2Generator::decode_one(std::int32_t token) {
+  const int pos = length();
+  LLMCC_ASSERT(pos < maxT_, "decode_one on a full sequence");
+  const std::int64_t layer = std::int64_t{maxT_} * C_;  // one layer of the cache
+  const int HS = C_ / NH_;
+  ArenaScope scope(scratch_);
+  float* x0 = residual_.f32();  // (C): row 0 carries the one position
+  const float* te = m_.wte.f32() + std::int64_t{token} * C_;
+  const float* pe = m_.wpe.f32() + std::int64_t{pos} * C_;
+  for (int c = 0; c < C_; ++c) x0[c] = te[c] + pe[c];
+  for (int l = 0; l < L_; ++l) {
+    scratch_.reset();
+    const Gpt2Block& b = m_.h[l];
+    const Tensor x(x0, {1, 1, C_});                                                          // (1, 1, C)
+    const Tensor a = b.ln_1.forward(x);                                                      // (1, 1, C)
+    const Tensor q = b.attn.q.forward(a), k = b.attn.k.forward(a), v = b.attn.v.forward(a);  // (1, 1, C)
+    float* kc = k_cache_.f32() + l * layer;                                                  // (maxT, C)
+    float* vc = v_cache_.f32() + l * layer;                                                  // (maxT, C)
+    std::memcpy(kc + std::int64_t{pos} * C_, k.f32(), k.nbytes());
+    std::memcpy(vc + std::int64_t{pos} * C_, v.f32(), v.nbytes());
+    const Tensor y = new_tensor({1, 1, C_}, "kv attention");           // (1, 1, C)
+    const Tensor scores = new_tensor({NH_, pos + 1}, "kv attention");  // (NH, pos + 1)
+    attention_single_query(y.f32(), q.f32(), kc, vc, pos + 1, NH_, HS, C_, scores.f32());
+    const Tensor h = x + b.attn.c_proj.forward(y);            // (1, 1, C)
+    const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));  // (1, 1, C)
+    std::memcpy(x0, out.f32(), out.nbytes());
+  }
+  tokens_.push_back(token);  // within the reserved capacity
+  scratch_.reset();
+  const Tensor logits = linear_nobias(m_.ln_f.forward(Tensor(x0, {1, 1, C_})), m_.wte);  // (1, 1, Vp)
+  return Tensor(logits.raw(), {Vp_});
+}
+
+// ---- whole generations ------------------------------------------------------------------------
+
+GenerateStats generate(Gpt2Generator& gen, std::span<const std::int32_t> prompt, int max_new_tokens,
+                       const SamplingConfig& cfg, Rng& rng,
+                       const std::function<void(std::int32_t)>& on_token) {
+  cfg.validate();
+  if (max_new_tokens < 0)
+    fail(kGen, "max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0");
+  const std::int32_t start[1] = {cfg.eot};
+  if (prompt.empty()) prompt = start;
+  using Clock = std::chrono::steady_clock;
+  GenerateStats st;
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  if (max_new_tokens == 0) return st;
+  Sampler sampler(gen.vocab_size());
+  const auto t0 = Clock::now();
+  Tensor logits = gen.prefill(prompt);  // (Vp)
+  const auto t1 = Clock::now();
+  for (;;) {
+    const std::int32_t next = sampler.sample(logits, cfg, rng);
+    ++st.new_tokens;
+    if (on_token) on_token(next);
+    if (cfg.stop_at_eot && next == cfg.eot) {
+      st.stopped_at_eot = true;
+      break;
+    }
+    if (st.new_tokens == max_new_tokens) break;
+    if (gen.full() && gen.on_full() == ContextFull::Stop) {
+      st.stopped_at_limit = true;
+      break;
+    }
+    logits = gen.step(next);
+    ++st.decode_steps;
+  }
+  const auto t2 = Clock::now();
+  st.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  st.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
+  return st;
+}
+
+std::vector<std::int32_t> gpt2_sample(const Gpt2& m, const std::vector<std::int32_t>& prompt,
+                                      int max_new_tokens, const SamplingConfig& cfg, Rng& rng) {
+  Gpt2Generator gen(m, ContextFull::Slide);
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(std::max(max_new_tokens, 0)));
+  generate(gen, prompt, max_new_tokens, cfg, rng, [&](std::int32_t id) { out.push_back(id); });
+  return out;
+}
+
+}  // namespace llmcc::nn
