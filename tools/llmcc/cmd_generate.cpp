@@ -1,9 +1,143 @@
-// llmcc generate: placeholder until its issue lands.
+// llmcc generate: sample text from a GPT-2 checkpoint with a KV cache.
+//
+//   llmcc generate --ckpt run/ckpt_005000.bin --prompt "ROMEO:" --max-tokens 200 --top-k 40
+//
+// The prompt and then each new token's text go to stdout as they are produced; the timing
+// (prefill and decode tokens/s) goes to stderr, so the text pipes cleanly.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
+#include "llmcc/train/rng.h"
+#include "llmcc/train/tokenizer.h"
+#include "nn/gpt2_generate.h"
+#include "nn/gpt2_weights.h"
 
 namespace llmcc::cli {
 
-int run_generate(int, char**) { fail("llmcc generate", "not implemented yet"); }
+namespace {
+
+constexpr const char* kCmd = "llmcc generate";
+
+void write_out(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);  // stream: each token's text appears as soon as it is chosen
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  std::string ckpt, prompt, tokenizer_dir, on_full = "stop";
+  int max_tokens = 256, top_k = 0, threads = 0;
+  float temperature = 1.0f;
+  std::uint64_t seed = 1337;
+  bool stop_at_eot = true;
+
+  ArgParser p("generate",
+              "Sample text from a GPT-2 checkpoint (KV cache: the prompt runs once, then one "
+              "position per token).");
+  p.add("--ckpt", &ckpt, "checkpoint: an llmcc checkpoint or an llm.c GPT-2 weight file (gpt2_124M.bin)");
+  p.require("--ckpt");
+  p.add("--prompt", &prompt, "text to continue; empty starts from <|endoftext|>");
+  p.add("--max-tokens", &max_tokens, "new tokens to generate (>= 0)");
+  p.add("--temperature", &temperature, "softmax temperature (>= 0); 0 is greedy (argmax)");
+  p.add("--top-k", &top_k, "sample among the k most likely tokens; 0 considers all");
+  p.add("--seed", &seed, "random seed: the same seed, checkpoint and flags give the same text");
+  p.add("--stop-at-eot", &stop_at_eot,
+        "stop when the model produces <|endoftext|> (--no-stop-at-eot continues)");
+  p.add("--on-full", &on_full,
+        "when the sequence reaches the model's context (max_seq_len): 'stop', or 'slide' the window "
+        "(recomputes the cache of the last max_seq_len - 1 tokens for every further token: slow)");
+  p.add("--threads", &threads, "threads for the kernels; 0 uses every core");
+  p.add("--tokenizer", &tokenizer_dir,
+        "directory with encoder.json and vocab.bpe [default: $LLMCC_GPT2_TOKENIZER_DIR or "
+        "../shared/data/gpt2]");
+  p.epilogue(
+      "The text (prompt, then each new token) goes to stdout as it is produced; prefill and decode\n"
+      "tokens/s go to stderr.\n\n"
+      "Examples:\n"
+      "  llmcc generate --ckpt run/ckpt_005000.bin --prompt \"ROMEO:\" --max-tokens 200 --top-k 40\n"
+      "  llmcc generate --ckpt gpt2_124M.bin --prompt \"The meaning of life is\" --temperature 0");
+  if (!p.parse(argc, argv)) return 0;
+
+  if (max_tokens < 0) fail(kCmd, "--max-tokens is " + std::to_string(max_tokens) + ", expected >= 0");
+  if (!std::isfinite(temperature) || temperature < 0.0f)
+    fail(kCmd,
+         "--temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
+  if (top_k < 0) fail(kCmd, "--top-k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
+  if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
+  if (on_full != "stop" && on_full != "slide")
+    fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(ckpt, ec))
+    fail(kCmd, "checkpoint " + ckpt +
+                   " does not exist or is not a file (give --ckpt a file written by llmcc train "
+                   "or an llm.c gpt2_*.bin)");
+  if (threads > 0) set_num_threads(threads);
+
+  const Gpt2Tokenizer tok =
+      tokenizer_dir.empty()
+          ? Gpt2Tokenizer::load_default()
+          : Gpt2Tokenizer::load((std::filesystem::path(tokenizer_dir) / "encoder.json").string(),
+                                (std::filesystem::path(tokenizer_dir) / "vocab.bpe").string());
+  const nn::Gpt2Weights w = nn::load_gpt2(ckpt);
+  const nn::Gpt2Config& cfg = w.model.cfg;
+  if (cfg.vocab_size > tok.vocab_size())
+    fail(kCmd, ckpt + ": the model has " + std::to_string(cfg.vocab_size) +
+                   " tokens, more than the tokenizer's " + std::to_string(tok.vocab_size()) +
+                   "; its output could not be decoded");
+
+  nn::SamplingConfig sc;
+  sc.temperature = temperature;
+  sc.top_k = top_k;
+  sc.stop_at_eot = stop_at_eot;
+  sc.eot = tok.eot();
+  const std::vector<std::int32_t> ids = tok.encode(prompt);
+  if (ids.size() > static_cast<std::size_t>(cfg.max_seq_len))
+    fail(kCmd, "the prompt is " + std::to_string(ids.size()) +
+                   " tokens long, more than the model's context of " + std::to_string(cfg.max_seq_len) +
+                   " tokens (max_seq_len)");
+  for (std::int32_t id : ids)
+    if (id >= cfg.vocab_size)
+      fail(kCmd, "the prompt has token " + std::to_string(id) + ", outside the model's vocabulary of " +
+                     std::to_string(cfg.vocab_size));
+  if (ids.empty() && tok.eot() >= cfg.vocab_size)
+    fail(kCmd, "the prompt is empty and <|endoftext|> (" + std::to_string(tok.eot()) +
+                   ") is outside the model's vocabulary; give a --prompt");
+
+  nn::Gpt2Generator gen(w.model, on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop);
+  std::fprintf(stderr, "model %s from %s; cache and scratch %.1f MiB\n", cfg.str().c_str(), ckpt.c_str(),
+               static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
+  write_out(prompt);
+  Rng rng(seed);
+  const nn::GenerateStats st = nn::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
+    if (stop_at_eot && id == tok.eot()) return;  // the end marker is not text
+    write_out(tok.decode_token(id));
+  });
+  write_out("\n");
+
+  if (st.stopped_at_limit)
+    std::fprintf(stderr,
+                 "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
+                 cfg.max_seq_len);
+  if (st.stopped_at_eot) std::fprintf(stderr, "stopped at <|endoftext|>\n");
+  const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tokens/s)\n", st.prompt_tokens, st.prefill_seconds,
+               rate(st.prompt_tokens, st.prefill_seconds));
+  // Decode speed counts the cached steps (each new token but the last is fed back once).
+  std::fprintf(stderr, "decode: %d new tokens, %d cached steps in %.3f s (%.1f tokens/s)\n", st.new_tokens,
+               st.decode_steps, st.decode_seconds, rate(st.decode_steps, st.decode_seconds));
+  if (gen.slides() > 0)
+    std::fprintf(stderr, "the window slid %lld times (a prefill each)\n",
+                 static_cast<long long>(gen.slides()));
+  return 0;
+}
 
 }  // namespace llmcc::cli
