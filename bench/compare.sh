@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# llmcc against PyTorch on the same GPT-2 training step, alternating in one invocation.
+#
+#   bench/compare.sh [--model gpt2] [--batch-size 4] [--seq-len 64] [--threads 2] [--rounds 3]
+#                    [--steps 10] [--warmup 2] [--llmcc build/llmcc] [--python /usr/bin/python3]
+#                    [--modes "eager compile"] [--keep-openblas-env] [--log-dir DIR]
+#
+# Each round runs `llmcc bench` then bench/pytorch_gpt2.py once per PyTorch mode, so machine
+# load drifts over both sides alike. Every run prints its median ms/step; the table shows, per
+# side, the median over rounds of those medians, tokens/s from it, the best single step, the
+# largest peak RSS, and the ratio of tokens/s (llmcc / PyTorch). The first llmcc round also
+# prints the per-op profile. A PyTorch mode that is not available (torch.compile before 2.0)
+# is reported and skipped.
+#
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for PyTorch by default: this environment pins
+# OpenBLAS to its AVX2 Haswell kernels, and PyTorch (Debian's python3-torch) does its GEMMs in
+# OpenBLAS, so the unset environment is PyTorch's fastest configuration here (docs/perf.md).
+# --keep-openblas-env runs it with them. Both sides get OMP_NUM_THREADS=--threads.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+model=gpt2 batch=4 seq_len=64 threads=2 rounds=3 steps=10 warmup=2
+llmcc="${LLMCC:-$root/build/llmcc}"
+python="${PYTHON:-/usr/bin/python3}"
+modes="eager compile"
+keep_env=0
+log_dir=""
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+need() { [[ $# -ge 2 && -n "$2" ]] || { echo "compare.sh: $1 expects a value" >&2; exit 1; }; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) need "$@"; model="$2"; shift 2 ;;
+    --batch-size) need "$@"; batch="$2"; shift 2 ;;
+    --seq-len) need "$@"; seq_len="$2"; shift 2 ;;
+    --threads) need "$@"; threads="$2"; shift 2 ;;
+    --rounds) need "$@"; rounds="$2"; shift 2 ;;
+    --steps) need "$@"; steps="$2"; shift 2 ;;
+    --warmup) need "$@"; warmup="$2"; shift 2 ;;
+    --llmcc) need "$@"; llmcc="$2"; shift 2 ;;
+    --python) need "$@"; python="$2"; shift 2 ;;
+    --modes) need "$@"; modes="$2"; shift 2 ;;
+    --keep-openblas-env) keep_env=1; shift ;;
+    --log-dir) need "$@"; log_dir="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+done
+for n in "$batch" "$seq_len" "$threads" "$rounds" "$steps" "$warmup"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { echo "compare.sh: expected a whole number, got '$n'" >&2; exit 1; }
+done
+[[ -x "$llmcc" ]] || { echo "compare.sh: no llmcc binary at $llmcc (build it, or pass --llmcc PATH)" >&2; exit 1; }
+"$python" -c "import torch" 2>/dev/null || { echo "compare.sh: $python cannot import torch (pass --python)" >&2; exit 1; }
+if [[ -z "$log_dir" ]]; then log_dir="$(mktemp -d /tmp/llmcc-compare.XXXXXX)"; fi
+mkdir -p "$log_dir"
+
+py_env=(env)
+[[ $keep_env -eq 1 ]] || py_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+py_env+=(OMP_NUM_THREADS="$threads")
+common=(--model "$model" --batch-size "$batch" --seq-len "$seq_len" --threads "$threads" --warmup "$warmup" --steps "$steps")
+
+echo "compare.sh: $model B=$batch T=$seq_len, $threads threads, $rounds rounds of $warmup warm-up + $steps timed steps"
+echo "  llmcc:   $llmcc ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "  pytorch: $python $("$python" -c 'import torch; print(torch.__version__)'), modes: $modes" \
+     "$([[ $keep_env -eq 1 ]] && echo '(OpenBLAS environment kept)' || echo '(OPENBLAS_CORETYPE unset)')"
+echo "  machine: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); logs in $log_dir"
+
+# result lines: "<side> key=value ..." gathered over rounds
+results="$log_dir/results.txt"
+: > "$results"
+unavailable=""
+for ((r = 1; r <= rounds; r++)); do
+  log="$log_dir/llmcc.$r.log"
+  profile=(--no-profile)
+  [[ $r -eq 1 ]] && profile=(--profile)
+  OMP_NUM_THREADS="$threads" "$llmcc" bench "${common[@]}" "${profile[@]}" > "$log" 2>&1 ||
+    { echo "compare.sh: llmcc bench failed (round $r):" >&2; cat "$log" >&2; exit 1; }
+  line="$(grep '^result:' "$log" | tail -1)"
+  echo "llmcc ${line#result: }" >> "$results"
+  echo "round $r: llmcc $(sed 's/.*median_ms=\([^ ]*\).*/\1/' <<< "$line") ms/step (load $(cut -d' ' -f1 /proc/loadavg))"
+  for mode in $modes; do
+    [[ " $unavailable " == *" $mode "* ]] && continue
+    log="$log_dir/pytorch-$mode.$r.log"
+    set +e
+    "${py_env[@]}" "$python" "$here/pytorch_gpt2.py" "${common[@]}" --mode "$mode" > "$log" 2>&1
+    rc=$?
+    set -e
+    if [[ $rc -eq 2 ]]; then
+      echo "round $r: pytorch-$mode not available: $(tail -1 "$log")"
+      unavailable+=" $mode"
+      continue
+    elif [[ $rc -ne 0 ]]; then
+      echo "compare.sh: pytorch_gpt2.py --mode $mode failed (round $r):" >&2; cat "$log" >&2; exit 1
+    fi
+    line="$(grep '^result:' "$log" | tail -1)"
+    echo "pytorch-$mode ${line#result: }" >> "$results"
+    echo "round $r: pytorch-$mode $(sed 's/.*median_ms=\([^ ]*\).*/\1/' <<< "$line") ms/step (load $(cut -d' ' -f1 /proc/loadavg))"
+  done
+done
+
+echo
+sed -n '/^fp32 FMA peak/p' "$log_dir/llmcc.1.log"
+echo
+# Table: per side, median over rounds of the per-run median, best step, largest peak RSS.
+awk -v tokens="$((batch * seq_len))" '
+  function get(key,   i, kv) {
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) return kv[2] }
+    return ""
+  }
+  function median(arr, n,   i, j, t, a) {
+    for (i = 1; i <= n; i++) a[i] = arr[i]
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  {
+    side = $1
+    if (!(side in count)) order[++sides] = side
+    n = ++count[side]
+    ms[side, n] = get("median_ms")
+    mn = get("min_ms"); if (!(side in best) || mn < best[side]) best[side] = mn
+    rss = get("peak_rss_mib"); if (rss > maxrss[side]) maxrss[side] = rss
+    all[side] = all[side] (n > 1 ? ", " : "") sprintf("%.0f", ms[side, n])
+    if (side == "llmcc") { gf = get("gflops"); peak = get("peak_gflops") }
+  }
+  END {
+    for (s = 1; s <= sides; s++) {
+      side = order[s]
+      delete arr
+      for (i = 1; i <= count[side]; i++) arr[i] = ms[side, i]
+      med[side] = median(arr, count[side])
+    }
+    printf "| side | median ms/step | tokens/s | best step ms | peak RSS MiB | per-round medians (ms) | tokens/s ratio llmcc/side |\n"
+    printf "| --- | --- | --- | --- | --- | --- | --- |\n"
+    for (s = 1; s <= sides; s++) {
+      side = order[s]
+      ratio = ("llmcc" in med) ? sprintf("%.2fx", med[side] / med["llmcc"]) : "-"
+      printf "| %s | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
+             best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio)
+    }
+  }' "$results"
+echo
+echo "llmcc per-op profile (round 1):"
+sed -n '/^per-op profile/,/^(outside ops)/p' "$log_dir/llmcc.1.log"

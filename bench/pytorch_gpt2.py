@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""GPT-2 training-step speed in PyTorch on CPU: the peer of `llmcc bench`.
+
+The same model as src/nn/gpt2.h (GPT-2 with the padded vocabulary 50304, LM head tied to the
+token embedding, tanh GELU, pre-LN blocks, fp32), the same batch (one fixed batch of random
+tokens, targets shifted by one), the same optimizer (AdamW, betas 0.9/0.95, eps 1e-8, weight
+decay 0.1 on 2-D tensors, lr 3e-4) and the same thread count. Runs warm-up steps, then timed
+steps of zero_grad + forward + backward + AdamW, and prints median/min ms per step, tokens/s and
+peak RSS, ending with a "result: key=value ..." line like llmcc bench's (bench/compare.sh reads
+it).
+
+  /usr/bin/python3 bench/pytorch_gpt2.py --model gpt2 --batch-size 4 --seq-len 64 --threads 2
+  ... --mode compile    torch.compile (PyTorch 2.x; Debian's 1.13 has none: reported, exit 2)
+
+Attention uses F.scaled_dot_product_attention when PyTorch has it (2.x, fused), else the
+explicit masked softmax (1.13), as nanoGPT does.
+"""
+import argparse
+import math
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {  # name: (n_layer, n_head, n_embd, max_seq_len), as src/nn/gpt2_config.cpp
+    "gpt2": (12, 12, 768, 1024),
+    "gpt2-medium": (24, 16, 1024, 1024),
+    "gpt2-large": (36, 20, 1280, 1024),
+    "gpt2-xl": (48, 25, 1600, 1024),
+    "gpt2-tiny": (4, 4, 128, 256),
+    "gpt2-mini": (6, 6, 384, 256),
+}
+VOCAB, PADDED_VOCAB = 50257, 50304
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH, T_max):
+        super().__init__()
+        self.NH = NH
+        self.ln_1 = nn.LayerNorm(C)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.c_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+        self.fused = hasattr(F, "scaled_dot_product_attention")
+        if not self.fused:
+            self.register_buffer("mask", torch.tril(torch.ones(T_max, T_max, dtype=torch.bool)), persistent=False)
+
+    def attn(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.NH, C // self.NH).transpose(1, 2)  # (B, NH, T, HS)
+        k = k.view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        v = v.view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        if self.fused:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, NH, T, T)
+            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    def __init__(self, L, NH, C, T_max):
+        super().__init__()
+        self.wte = nn.Embedding(PADDED_VOCAB, C)
+        self.wpe = nn.Embedding(T_max, C)
+        self.h = nn.ModuleList([Block(C, NH, T_max) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C)
+        # GPT-2 initialisation (as gpt2_init): N(0, 0.02), residual projections / sqrt(2L).
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.wte.weight[VOCAB:].zero_()
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.h:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # (B, T, Vp): the tied head
+        # Like llmcc's cross_entropy: softmax over the real vocabulary only.
+        return F.cross_entropy(logits[..., :VOCAB].reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="gpt2", choices=sorted(PRESETS))
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument("--seed", type=int, default=1337)
+    args = ap.parse_args()
+
+    L, NH, C, T_max = PRESETS[args.model]
+    B, T = args.batch_size, args.seq_len
+    if not 1 <= T <= T_max:
+        sys.exit(f"pytorch_gpt2.py: --seq-len must be in [1, {T_max}] for {args.model}, got {T}")
+    if args.mode == "compile" and not hasattr(torch, "compile"):
+        print(f"pytorch_gpt2.py: torch.compile is not available in PyTorch {torch.__version__} "
+              "(it needs 2.0 or later)", file=sys.stderr)
+        sys.exit(2)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = GPT2(L, NH, C, T_max)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    step_model = torch.compile(model) if args.mode == "compile" else model
+    stream = torch.randint(0, VOCAB, (B * T + 1,), dtype=torch.long)
+    x, y = stream[:-1].view(B, T), stream[1:].view(B, T)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = step_model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"pytorch_gpt2.py: {args.model} (L{L} H{NH} C{C}), {n_params / 1e6:.2f}M parameters, B={B} T={T}, "
+          f"{args.threads} threads, PyTorch {torch.__version__}, {args.mode}, "
+          f"attention {'sdpa' if model.h[0].fused else 'explicit'}")
+    first = None
+    for _ in range(args.warmup):
+        loss = step()
+        first = loss if first is None else first
+    ms = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        ms.append(1e3 * (time.perf_counter() - t0))
+        first = loss if first is None else first
+    med, best = statistics.median(ms), min(ms)
+    tokens = B * T
+    print(f"loss {first:.4f} -> {loss:.4f} (one fixed batch)")
+    print(f"ms/step: median {med:.1f}, min {best:.1f}, max {max(ms):.1f}")
+    print(f"tokens/s: {tokens / (med * 1e-3):.1f} (median step)")
+    print(f"peak RSS: {peak_rss_mib():.1f} MiB")
+    print(f"result: impl=pytorch-{args.mode} model={args.model} B={B} T={T} threads={args.threads} "
+          f"median_ms={med:.3f} min_ms={best:.3f} tokens_per_s={tokens / (med * 1e-3):.3f} "
+          f"peak_rss_mib={peak_rss_mib():.1f} torch={torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()
