@@ -64,15 +64,9 @@ std::vector<Segment> llmc_order(const Gpt2& m, std::int64_t wte_rows) {
 std::size_t element_bytes(LlmcDType dtype) { return dtype == LlmcDType::F32 ? 4 : 2; }
 const char* dtype_label(LlmcDType dtype) { return dtype == LlmcDType::F32 ? "fp32" : "bf16"; }
 
-// A hint for magics of other llm.c files that users confuse with model files.
 std::string magic_hint(std::int32_t magic) {
-  switch (magic) {
-    case 20240520: return " (that magic is llm.c's token file; pass it as data, not as a model)";
-    case 20240327: return " (that magic is llm.c's debug state file, gpt2_124M_debug_state.bin)";
-    case 20240328: return " (that magic is llm.c's tokenizer file, gpt2_tokenizer.bin)";
-    case 20240803: return " (that magic is llm.c's Llama 3 model file, not GPT-2)";
-    default: return "";
-  }
+  const std::string name = llmc_magic_name(magic);
+  return name.empty() ? "" : " (that magic is " + name + ")";
 }
 
 LlmcHeader parse_header(const std::string& path, const unsigned char* bytes, std::size_t size) {
@@ -130,6 +124,17 @@ LlmcHeader parse_header(const std::string& path, const unsigned char* bytes, std
 }
 
 }  // namespace
+
+std::string llmc_magic_name(std::int32_t magic) {
+  switch (magic) {
+    case 20240326: return "llm.c's GPT-2 model file";
+    case 20240520: return "llm.c's token file: pass it as data, not as a model";
+    case 20240327: return "llm.c's debug state file (gpt2_124M_debug_state.bin)";
+    case 20240328: return "llm.c's tokenizer file (gpt2_tokenizer.bin)";
+    case 20240803: return "llm.c's Llama 3 model file, not GPT-2";
+    default: return "";
+  }
+}
 
 std::uint16_t f32_to_bf16(float x) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);

@@ -56,6 +56,10 @@ Gpt2Weights load_gpt2_llmc(const std::string& path);
 // Writes the model in llm.c's layout, atomically (<path>.tmp, fsync, rename).
 void save_gpt2_llmc(const Gpt2& model, const std::string& path, LlmcDType dtype = LlmcDType::F32);
 
+// For error messages: which llm.c file a magic number belongs to ("llm.c's token file: ..."), or
+// empty for one llm.c does not use.
+std::string llmc_magic_name(std::int32_t magic);
+
 // fp32 <-> bf16 as llm.c and PyTorch do (round to nearest even; NaN stays NaN).
 std::uint16_t f32_to_bf16(float x);
 float bf16_to_f32(std::uint16_t x);

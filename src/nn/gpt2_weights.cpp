@@ -1,7 +1,10 @@
 #include "nn/gpt2_weights.h"
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "llmcc/error.h"
 #include "nn/gpt2_llmc.h"
@@ -49,7 +52,23 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
 }
 
 Gpt2Weights load_gpt2(const std::string& path) {
-  if (is_llmc_model_file(path)) return load_gpt2_llmc(path);
+  // Told apart by the first bytes: "LLMCCKPT" (docs/data-format.md) or llm.c's int32 magic.
+  char head[8] = {};
+  std::size_t got = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    got = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+  }
+  std::int32_t magic = 0;
+  std::memcpy(&magic, head, sizeof magic);
+  if (got >= 4 && magic == kLlmcModelMagic) return load_gpt2_llmc(path);
+  if (got == sizeof head && std::memcmp(head, "LLMCCKPT", 8) != 0) {
+    const std::string name = llmc_magic_name(magic);
+    fail("gpt2", path + ": neither an llmcc checkpoint (magic \"LLMCCKPT\") nor an llm.c GPT-2 model file " +
+                     "(int32 magic 20240326); its first int32 is " + std::to_string(magic) +
+                     (name.empty() ? "" : ", the magic of " + name));
+  }
+  // An llmcc checkpoint, or a file too short or unreadable: the reader says what is wrong.
   CheckpointReader reader(path);
   if (!reader.has("config")) fail("gpt2", path + ": checkpoint has no config section");
   const Gpt2Config config =

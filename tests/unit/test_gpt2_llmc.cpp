@@ -247,9 +247,17 @@ TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   EXPECT_FALSE(llmcc::nn::is_llmc_model_file(dir.file("absent.bin")));
   EXPECT_TRUE(same_params(llmcc::nn::load_gpt2(dir.file("model.ckpt")), w));
   EXPECT_TRUE(same_params(llmcc::nn::load_gpt2(dir.file("model.bin")), w));
-  // Neither kind: the checkpoint reader's error, which names the llm.c import too.
+  // Neither kind: both magics named, and llm.c's other files recognised.
   write_bytes(dir.file("junk.bin"), std::vector<char>(4096, 'x'));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("junk.bin")); }, {"junk.bin", "magic"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("junk.bin")); },
+                           {"junk.bin", "neither an llmcc checkpoint", "nor an llm.c GPT-2 model file"}));
+  std::vector<char> tokens(2048, 0);
+  set_header_int(tokens, 0, 20240520);
+  write_bytes(dir.file("tokens.bin"), tokens);
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
+  // Too short to tell: the checkpoint reader's error.
+  write_bytes(dir.file("short.bin"), {'L', 'L'});
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
 }
 
 TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
