@@ -44,7 +44,8 @@ const std::string kDir = std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/"
 
 std::string read_file(const std::string& name) {
   std::ifstream in(kDir + name, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open fixture " + kDir + name + " (run scripts/gpt2_reference.py)");
+  if (!in)
+    throw std::runtime_error("cannot open fixture " + kDir + name + " (run scripts/gpt2_reference.py)");
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
@@ -158,7 +159,8 @@ TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
   const llmcc::Tensor logits = w.model.forward(idx());
   ASSERT_EQ(std::size_t(logits.numel()), fx_.logits.size());
   const Deviation dl = deviation(logits.f32(), fx_.logits.data(), logits.numel());
-  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| " << dl.scale;
+  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| "
+                          << dl.scale;
 
   // Loss and gradient: the adgen-generated gpt2_loss_grad.
   arena_.reset();
@@ -170,7 +172,8 @@ TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
   ASSERT_EQ(g.store.count(), ref.count());
   double global = 0;
   for (std::size_t i = 0; i < ref.count(); ++i)
-    global = std::max(global, deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale);
+    global =
+        std::max(global, deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale);
   const double floor = 1e-5 * global;
   std::size_t worst = 0;
   std::vector<Deviation> devs;
@@ -192,8 +195,11 @@ TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
   for (std::size_t i = 0; i < ref.count(); ++i) {
     const bool key_bias = ref.name(i).find("attn.k.bias") != std::string::npos;
     const double own = deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale;
-    if (!key_bias) EXPECT_GT(own, floor) << ref.name(i) << " is under the floor; the floor hides nothing else";
-    else EXPECT_LT(own, 1e-9 * global) << ref.name(i) << " should be zero in exact arithmetic";
+    if (key_bias) {
+      EXPECT_LT(own, 1e-9 * global) << ref.name(i) << " should be zero in exact arithmetic";
+    } else {
+      EXPECT_GT(own, floor) << ref.name(i) << " is under the floor; the floor hides nothing else";
+    }
   }
 }
 

@@ -70,7 +70,9 @@ std::int32_t header_int(const std::vector<char>& bytes, int i) {
   return v;
 }
 
-void set_header_int(std::vector<char>& bytes, int i, std::int32_t v) { std::memcpy(bytes.data() + 4 * i, &v, 4); }
+void set_header_int(std::vector<char>& bytes, int i, std::int32_t v) {
+  std::memcpy(bytes.data() + 4 * i, &v, 4);
+}
 
 bool same_params(const Gpt2Weights& a, const Gpt2Weights& b) {
   return a.params.size() == b.params.size() &&
@@ -97,7 +99,8 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
   struct Entry {
     const char* name;
     std::int64_t size;
-    std::function<float(std::int64_t l, std::int64_t e)> model_value;  // l = layer, e = element within the slice
+    std::function<float(std::int64_t l, std::int64_t e)>
+        model_value;  // l = layer, e = element within the slice
   };
   const auto& m = w.model;
   auto layer = [&](std::size_t l) -> const llmcc::nn::Gpt2Block& { return m.h[l]; };
@@ -222,7 +225,8 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
     for (std::int64_t i = 0; i < back.model.wte.numel(); ++i) {
       const float want = i < real ? w.model.wte.f32()[i] : 0.0f;
       const float got = back.model.wte.f32()[i];
-      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(want))) << i;
+      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(want)))
+          << i;
     }
     // Everything after wte is where it was.
     const float* a = w.model.wpe.f32();
@@ -254,7 +258,8 @@ TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   std::vector<char> tokens(2048, 0);
   set_header_int(tokens, 0, 20240520);
   write_bytes(dir.file("tokens.bin"), tokens);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
   // Too short to tell: the checkpoint reader's error.
   write_bytes(dir.file("short.bin"), {'L', 'L'});
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
@@ -290,8 +295,11 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   ASSERT_EQ(0, run({"--ckpt", dir.file("a.bin"), "--out", dir.file("d.bin"), "--format=llmc-bf16"}));
   EXPECT_EQ(llmcc::nn::read_llmc_header(dir.file("d.bin")).version, 5);
   EXPECT_EQ(0, run({"--help"}));
-  EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"}); },
-                           {"--format", "gguf", "llmc-bf16"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"});
+      },
+      {"--format", "gguf", "llmc-bf16"}));
   EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("missing.bin"), "--out", dir.file("e.bin")}); },
                            {"missing.bin", "does not exist"}));
   EXPECT_TRUE(throws_error([&] { run({"--out", dir.file("e.bin")}); }, {"--ckpt"}));
@@ -304,7 +312,8 @@ class Gpt2LlmcErrors : public ::testing::Test {
     bytes_ = read_bytes(good_);
   }
   // Writes the bytes as bad.bin and expects loading it to fail with every fragment.
-  ::testing::AssertionResult fails_with(const std::vector<char>& bytes, std::initializer_list<const char*> fragments) {
+  ::testing::AssertionResult fails_with(const std::vector<char>& bytes,
+                                        std::initializer_list<const char*> fragments) {
     write_bytes(bad_, bytes);
     return throws_error([&] { llmcc::nn::load_gpt2_llmc(bad_); }, fragments);
   }

@@ -31,7 +31,8 @@ std::string describe(const nn::Gpt2Config& c) {
 
 int run_export(int argc, char** argv) {
   std::string ckpt, out, format = "auto";
-  ArgParser p("export", "Convert GPT-2 weights between llmcc checkpoints and llm.c model files (gpt2_124M.bin).");
+  ArgParser p("export",
+              "Convert GPT-2 weights between llmcc checkpoints and llm.c model files (gpt2_124M.bin).");
   p.add("--ckpt", &ckpt, "input: an llmcc checkpoint or an llm.c GPT-2 model file (fp32 or bf16)");
   p.add("--out", &out, "output file (written atomically)");
   p.add("--format", &format,
@@ -60,7 +61,8 @@ int run_export(int argc, char** argv) {
     if (std::filesystem::is_directory(ckpt, ec))
       fail(kCmd, "--ckpt " + ckpt + " is a directory; give one checkpoint file (e.g. " +
                      checkpoint_path(ckpt, 1000) + ")");
-    if (std::filesystem::is_directory(out, ec)) fail(kCmd, "--out " + out + " is a directory, expected a file name");
+    if (std::filesystem::is_directory(out, ec))
+      fail(kCmd, "--out " + out + " is a directory, expected a file name");
   }
 
   const bool from_llmc = nn::is_llmc_model_file(ckpt);
@@ -81,7 +83,8 @@ int run_export(int argc, char** argv) {
   const char* kind = format == "llmcc" ? "llmcc weights-only checkpoint"
                      : format == "llmc" ? "llm.c model file, fp32, version 3"
                                         : "llm.c model file, bf16, version 5";
-  std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind, static_cast<unsigned long long>(ec ? 0 : bytes));
+  std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind,
+              static_cast<unsigned long long>(ec ? 0 : bytes));
   return 0;
 }
 
