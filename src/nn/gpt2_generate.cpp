@@ -108,7 +108,7 @@ std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig
 // ---- the generator ----------------------------------------------------------------------------
 
 Gpt2Generator::Gpt2Generator(const Gpt2& model, ContextFull on_full)
-    : m_(model),
+    : m_((model.cfg.validate(), model)),  // before any size below is computed from it
       on_full_(on_full),
       L_(model.cfg.n_layer),
       C_(model.cfg.n_embd),
@@ -125,12 +125,13 @@ Gpt2Generator::Gpt2Generator(const Gpt2& model, ContextFull on_full)
         return std::max({block_scratch_bytes(T, C, model.cfg.n_head, T),
                          block_scratch_bytes(1, C, model.cfg.n_head, T), arena_bytes(T * C), head});
       }()) {
-  model.cfg.validate();
   if (static_cast<int>(model.h.size()) != L_ || !model.wte.defined() || !model.wpe.defined())
     fail(kGen, "the model has no weights bound (build it with make_gpt2 or load_gpt2)");
-  k_cache_ = state_.zeros({L_, maxT_, C_}, "k cache");  // (L, maxT, C)
-  v_cache_ = state_.zeros({L_, maxT_, C_}, "v cache");  // (L, maxT, C)
-  residual_ = state_.zeros({maxT_, C_}, "residual");    // (maxT, C)
+  // Uninitialised: a cache row is always written before it is read, and untouched pages cost
+  // nothing, so a short generation with a long-context model stays cheap.
+  k_cache_ = state_.tensor({L_, maxT_, C_}, "k cache");  // (L, maxT, C)
+  v_cache_ = state_.tensor({L_, maxT_, C_}, "v cache");  // (L, maxT, C)
+  residual_ = state_.tensor({maxT_, C_}, "residual");    // (maxT, C)
   tokens_.reserve(static_cast<std::size_t>(maxT_));
 }
 
