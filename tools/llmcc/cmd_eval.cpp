@@ -1,9 +1,111 @@
-// llmcc eval: placeholder until its issue lands.
+// llmcc eval: the mean validation loss (and perplexity) of a checkpoint's weights on token shards.
+//
+// Batches are read sequentially from the start of the shards, as the trainer's validation does,
+// so the same flags give the same number the training log shows.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "args.h"
 #include "commands.h"
+#include "llmcc/arena.h"
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
+#include "llmcc/train/checkpoint.h"
+#include "llmcc/train/data_loader.h"
+#include "model_flags.h"
+#include "nn/gpt2_weights.h"
+#include "train_options.h"
+#include "trainer.h"
 
 namespace llmcc::cli {
 
-int run_eval(int, char**) { fail("llmcc eval", "not implemented yet"); }
+namespace {
+
+constexpr const char* kWhere = "llmcc eval";
+
+// The checkpoint's stored training batch shape, so eval defaults to what validation used.
+void defaults_from_checkpoint(const std::string& path, int* B, int* T) {
+  CheckpointReader reader(path);
+  if (!reader.has("config")) return;
+  const KeyValues kv = parse_key_values(reader.blob("config"), path + " [config]");
+  auto get = [&](const char* key, int* out) {
+    const auto it = kv.find(key);
+    if (it == kv.end()) return;
+    try {
+      const int v = std::stoi(it->second);
+      if (v > 0) *out = v;
+    } catch (const std::exception&) {
+      // A malformed value: keep the flag's default.
+    }
+  };
+  get("train.batch_size", B);
+  get("train.seq_len", T);
+}
+
+}  // namespace
+
+int run_eval(int argc, char** argv) {
+  std::string ckpt;
+  std::vector<std::string> val_data;
+  int batch_size = 4, seq_len = 64, threads = 0;
+  std::int64_t steps = 0;
+  bool json = false;
+  ArgParser p("eval", "Mean next-token loss (and perplexity) of a checkpoint's weights on token shards.");
+  p.add("--ckpt", &ckpt, "weights: an llmcc checkpoint or an llm.c GPT-2 file");
+  p.add("--val-data", &val_data, "token shards: files or glob patterns (llm.c format)");
+  p.add("--batch-size", &batch_size, "sequences per batch (default: the checkpoint's training --batch-size)");
+  p.add("--seq-len", &seq_len, "tokens per sequence (default: the checkpoint's training --seq-len)");
+  p.add("--steps", &steps, "batches to evaluate (0: one pass over all shards)");
+  p.add("--threads", &threads, "worker threads (0: all cores)");
+  p.add("--json", &json, "print one JSON object instead of text");
+  p.require("--ckpt");
+  p.require("--val-data");
+  p.epilogue(
+      "Example:\n"
+      "  llmcc eval --ckpt runs/tiny/ckpt_000500.bin --val-data data/tinyshakespeare/val_*.bin");
+  if (!p.parse(argc, argv)) return 0;
+
+  if (threads < 0) fail(kWhere, "--threads must be >= 0, got " + std::to_string(threads));
+  if (steps < 0) fail(kWhere, "--steps must be >= 0, got " + std::to_string(steps));
+  if (threads > 0) set_num_threads(threads);
+  const std::vector<std::string> files = expand_data_paths(val_data, "--val-data");
+  nn::Gpt2Weights w = nn::load_gpt2(ckpt);
+  int B = batch_size, T = seq_len;
+  if (!p.given("--batch-size") || !p.given("--seq-len")) {
+    int cB = B, cT = T;
+    try {
+      defaults_from_checkpoint(ckpt, &cB, &cT);
+    } catch (const Error&) {
+      // Not an llmcc checkpoint (an llm.c file): the flags' defaults stand.
+    }
+    if (!p.given("--batch-size")) B = cB;
+    if (!p.given("--seq-len")) T = cT;
+  }
+  if (B <= 0) fail(kWhere, "--batch-size must be positive, got " + std::to_string(B));
+  if (T <= 0 || T > w.model.cfg.max_seq_len)
+    fail(kWhere, "--seq-len must be in [1, " + std::to_string(w.model.cfg.max_seq_len) +
+                     "] (the model's max_seq_len), got " + std::to_string(T));
+
+  DataLoader loader(files, DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential,
+                                            .vocab_size = w.model.cfg.vocab_size});
+  const std::int64_t epoch = loader.batches_per_epoch();
+  const std::int64_t batches = steps > 0 ? steps : epoch;
+  Arena arena(step_arena_bytes(w.model.cfg, B, T));
+  const double loss = evaluate_loss(w.model, loader, batches, arena);
+  const double ppl = std::exp(loss);
+  if (json) {
+    std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld, \"batch_size\": %d, \"seq_len\": %d, "
+                "\"tokens\": %lld}\n",
+                loss, ppl, static_cast<long long>(batches), B, T, static_cast<long long>(batches * B * T));
+  } else {
+    std::printf("%s: GPT-2 %s\n", ckpt.c_str(), w.model.cfg.str().c_str());
+    std::printf("val loss %.4f, perplexity %.2f (%lld batches of %d x %d tokens%s)\n", loss, ppl,
+                static_cast<long long>(batches), B, T,
+                batches > epoch ? ", more than one pass: batches repeat" : "");
+  }
+  return 0;
+}
 
 }  // namespace llmcc::cli

@@ -23,7 +23,7 @@ void append_number(std::string& out, T v) {
     return;
   }
   char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
   out.append(buf, r.ptr);
 }
 
