@@ -167,13 +167,14 @@ TEST_F(TrainResume, StopAndResumeEqualsOneRun) {
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step arena: high-water"), std::string::npos) << r.out;
   // B: the same run stopped after 3 steps (a new process), then resumed in its directory with no
-  // training flags at all: everything comes back from the checkpoint.
+  // training flags at all: everything comes back from the checkpoint (the thread count too).
   r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "3"}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   ASSERT_TRUE(fs::exists(b + "/ckpt_000003.bin"));
-  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto", "--threads", "2"});
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(r.err, "");  // nothing overridden, so no warning
+  EXPECT_NE(r.out.find("threads 2"), std::string::npos) << r.out;
   // C: resumed from A's mid-run checkpoint into a fresh directory.
   r = run_llmcc(dir, {"train", "--resume", a + "/ckpt_000003.bin", "--out-dir", c, "--threads", "2"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;

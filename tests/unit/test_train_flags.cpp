@@ -155,7 +155,8 @@ TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
   const TrainOptions trained = parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4",
                                             "--seed", "42", "--sampling", "sequential", "--weight-decay", "0.05"});
   const auto config = llmcc::nn::gpt2_preset("gpt2-tiny");
-  const auto kv = llmcc::cli::train_options_to_kv(trained, config, {dir.file("t.bin")}, {});
+  auto kv = llmcc::cli::train_options_to_kv(trained, config, {dir.file("t.bin")}, {});
+  kv["run.threads"] = "3";  // added by the trainer: the count it used
   EXPECT_EQ(kv.at("model.n_layer"), "4");
   EXPECT_EQ(kv.at("train.lr"), "0.0003");
   EXPECT_EQ(kv.at("data.train.0"), dir.file("t.bin"));
@@ -171,13 +172,18 @@ TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
   EXPECT_EQ(resumed.seed, 42u);
   EXPECT_EQ(resumed.sampling, "sequential");
   EXPECT_EQ(resumed.train_data, (std::vector<std::string>{dir.file("t.bin")}));
-  EXPECT_EQ(llmcc::cli::train_options_to_kv(resumed, config, {dir.file("t.bin")}, {}), kv);
+  EXPECT_EQ(resumed.threads, 3);
+  auto again = llmcc::cli::train_options_to_kv(resumed, config, {dir.file("t.bin")}, {});
+  again["run.threads"] = "3";
+  EXPECT_EQ(again, kv);
 
   // A given flag wins; a different value is warned about, by flag.
-  TrainOptions extended = parse_train({"--steps", "800", "--lr", "3e-4"});
+  TrainOptions extended = parse_train({"--steps", "800", "--lr", "3e-4", "--threads", "1"});
   const auto warnings = llmcc::cli::restore_train_options(extended, kv, "ckpt.bin");
-  ASSERT_EQ(warnings.size(), 1u);
+  ASSERT_EQ(warnings.size(), 2u);
   EXPECT_NE(warnings[0].find("--steps 800 replaces the checkpoint's 500"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("--threads 1 differs from the checkpoint's run (3 threads)"), std::string::npos)
+      << warnings[1];
   EXPECT_EQ(extended.steps, 800);
   EXPECT_EQ(extended.grad_accum, 4);
 

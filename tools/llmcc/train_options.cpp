@@ -307,6 +307,17 @@ std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues&
     }
     if (!s.set(o, it->second)) bad(source + ": config key " + std::string(s.key) + " = '" + it->second + "' is malformed");
   }
+  // The thread count the checkpoint's run used (kernels may round differently with another).
+  if (const auto it = kv.find("run.threads"); it != kv.end()) {
+    int threads = 0;
+    if (!from_text(it->second, &threads) || threads < 1)
+      bad(source + ": config key run.threads = '" + it->second + "' is malformed");
+    if (!o.was_given("--threads"))
+      o.threads = threads;
+    else if (o.threads != threads)
+      warnings.push_back("--threads " + std::to_string(o.threads) + " differs from the checkpoint's run (" + it->second +
+                         " threads): kernels may round differently, so the run may differ from an uninterrupted one");
+  }
   std::vector<std::string> paths;
   if (list_from_kv(kv, "data.train", source, &paths)) {
     if (!o.was_given("--train-data"))

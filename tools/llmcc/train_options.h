@@ -3,8 +3,9 @@
 // Every training hyper-parameter is also a checkpoint config key ("train.lr", "data.train.0",
 // ...; the model's shape under "model.*"). Resuming restores each one from the checkpoint unless
 // the flag is given again; a given flag whose value differs wins and gets a warning, because the
-// run then no longer matches an uninterrupted one. Run-local flags (--out-dir, --log, --threads,
-// --quiet, --resume, --init-from, --stop-after) are not stored.
+// run then no longer matches an uninterrupted one. The thread count the run used is kept too
+// ("run.threads", restored unless --threads is given): kernels may round differently with another.
+// Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after) are not stored.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +85,8 @@ void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config)
 std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag);
 
 // The run's configuration as checkpoint key=values: the model's (gpt2_config_to_kv) and every
-// stored hyper-parameter; data paths as given to the loader (data.train.N, data.val.N).
+// stored hyper-parameter; data paths as given to the loader (data.train.N, data.val.N). The
+// trainer adds "run.threads" (the count actually used).
 KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& config,
                               const std::vector<std::string>& train_files,
                               const std::vector<std::string>& val_files);

@@ -181,6 +181,9 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
   }
   if (o_.threads > 0) set_num_threads(o_.threads);
   config_kv_ = train_options_to_kv(o_, origin_.config, train_files_, val_files_);
+  // Kernels split work by thread count, which can change float rounding: the count is recorded so
+  // that a resume uses it again (restore_train_options).
+  config_kv_["run.threads"] = std::to_string(num_threads());
   seeds_ = derive_seeds(o_.seed);
 
   // Model, gradient buffer, optimizer.
