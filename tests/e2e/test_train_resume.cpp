@@ -83,12 +83,26 @@ void write_shard(const std::string& path, std::size_t n, std::uint64_t seed) {
 // validation in between. `changes` replaces flags' values (or adds flags).
 std::vector<std::string> run_flags(const llmcc::test::TempDir& dir,
                                    const std::vector<std::pair<std::string, std::string>>& changes = {}) {
-  std::vector<std::pair<std::string, std::string>> flags = {
-      {"--train-data", dir.file("train.bin")}, {"--val-data", dir.file("val.bin")}, {"--model", "gpt2-tiny"},
-      {"--n-layer", "2"}, {"--n-embd", "64"}, {"--n-head", "4"}, {"--vocab-size", std::to_string(kVocab)},
-      {"--max-seq-len", "64"}, {"--batch-size", "4"}, {"--seq-len", "32"}, {"--grad-accum", "2"},
-      {"--grad-clip", "0.5"}, {"--steps", "8"}, {"--warmup-steps", "2"}, {"--lr", "3e-3"}, {"--min-lr", "3e-4"},
-      {"--val-every", "3"}, {"--val-steps", "2"}, {"--seed", "7"}, {"--threads", "2"}};
+  std::vector<std::pair<std::string, std::string>> flags = {{"--train-data", dir.file("train.bin")},
+                                                            {"--val-data", dir.file("val.bin")},
+                                                            {"--model", "gpt2-tiny"},
+                                                            {"--n-layer", "2"},
+                                                            {"--n-embd", "64"},
+                                                            {"--n-head", "4"},
+                                                            {"--vocab-size", std::to_string(kVocab)},
+                                                            {"--max-seq-len", "64"},
+                                                            {"--batch-size", "4"},
+                                                            {"--seq-len", "32"},
+                                                            {"--grad-accum", "2"},
+                                                            {"--grad-clip", "0.5"},
+                                                            {"--steps", "8"},
+                                                            {"--warmup-steps", "2"},
+                                                            {"--lr", "3e-3"},
+                                                            {"--min-lr", "3e-4"},
+                                                            {"--val-every", "3"},
+                                                            {"--val-steps", "2"},
+                                                            {"--seed", "7"},
+                                                            {"--threads", "2"}};
   for (const auto& [flag, value] : changes) {
     bool replaced = false;
     for (auto& f : flags)
@@ -142,8 +156,8 @@ llmcc::ParameterStore read_section(const llmcc::CheckpointReader& r, const std::
     if (std::memcmp(ta.raw(), tb.raw(), ta.nbytes()) != 0) {
       std::int64_t k = 0;
       while (ta.f32()[k] == tb.f32()[k]) ++k;
-      return ::testing::AssertionFailure() << section << "." << sa.name(i) << "[" << k << "]: " << ta.f32()[k]
-                                           << " vs " << tb.f32()[k];
+      return ::testing::AssertionFailure()
+             << section << "." << sa.name(i) << "[" << k << "]: " << ta.f32()[k] << " vs " << tb.f32()[k];
     }
   }
   return ::testing::AssertionSuccess();
@@ -216,7 +230,8 @@ TEST_F(TrainResume, StopAndResumeEqualsOneRun) {
   EXPECT_NE(r.out.find("nothing to train"), std::string::npos) << r.out;
 
   // eval over the same batches reproduces the final logged validation loss.
-  r = run_llmcc(dir, {"eval", "--ckpt", final_a, "--val-data", dir.file("val.bin"), "--steps", "2", "--json"});
+  r = run_llmcc(dir,
+                {"eval", "--ckpt", final_a, "--val-data", dir.file("val.bin"), "--steps", "2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const double eval_loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
   EXPECT_NEAR(eval_loss, std::stod(logged(a + "/log.jsonl", "val_loss").at(8)), 1e-5) << r.out;
@@ -225,11 +240,13 @@ TEST_F(TrainResume, StopAndResumeEqualsOneRun) {
 TEST_F(TrainResume, SequentialBatchesResumeExactlyAndSamplesChangeNothing) {
   // The sequential loader's position (shard, offset) instead of the random loader's Rng; B also
   // prints samples, which draw from their own Rng and must not move the training trajectory.
-  const auto flags = run_flags(dir, {{"--sampling", "sequential"}, {"--grad-accum", "3"}, {"--val-every", "0"}});
+  const auto flags =
+      run_flags(dir, {{"--sampling", "sequential"}, {"--grad-accum", "3"}, {"--val-every", "0"}});
   const std::string a = dir.file("a"), b = dir.file("b");
   CliResult r = run_llmcc(dir, concat(flags, {"--out-dir", a}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "5", "--sample-every", "2", "--sample-tokens", "8"}));
+  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "5", "--sample-every", "2",
+                                    "--sample-tokens", "8"}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step 4: sample (8 tokens, token ids"), std::string::npos) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto", "--threads", "2"});
@@ -282,7 +299,8 @@ TEST_F(TrainResume, BadInputIsAClearError) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--resume auto"), std::string::npos) << r.err;
   // A changed hyper-parameter on resume is allowed, with a warning naming it.
-  r = run_llmcc(dir, {"train", "--out-dir", dir.file("r"), "--resume", "auto", "--lr", "1e-3", "--stop-after", "1"});
+  r = run_llmcc(
+      dir, {"train", "--out-dir", dir.file("r"), "--resume", "auto", "--lr", "1e-3", "--stop-after", "1"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("--lr 0.001 replaces the checkpoint's 0.003"), std::string::npos) << r.err;
 }

@@ -49,8 +49,8 @@ TEST(ModelFlags, PresetAndOverrides) {
   const auto def = parse_model({}).config();
   EXPECT_EQ(def.n_layer, 12);
   EXPECT_EQ(def.n_embd, 768);
-  const auto c = parse_model({"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--vocab-size", "1000",
-                              "--max-seq-len", "32"})
+  const auto c = parse_model({"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--vocab-size",
+                              "1000", "--max-seq-len", "32"})
                      .config();
   EXPECT_EQ(c.n_layer, 2);
   EXPECT_EQ(c.n_head, 4);  // the preset's
@@ -62,8 +62,11 @@ TEST(ModelFlags, PresetAndOverrides) {
 
 TEST(ModelFlags, BadValuesNameTheFlag) {
   EXPECT_TRUE(throws_error([] { parse_model({"--n-layer", "-1"}).config(); }, {"--n-layer", "positive"}));
-  EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt2-tiny", "--n-embd", "66"}).config(); },
-                           {"n_embd", "n_head", "gpt2-tiny"}));
+  EXPECT_TRUE(throws_error(
+      [] {
+        parse_model({"--model", "gpt2-tiny", "--n-embd", "66"}).config();
+      },
+      {"n_embd", "n_head", "gpt2-tiny"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt5"}).config(); }, {"gpt5", "gpt2-tiny"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--n-layer", "two"}); }, {"--n-layer expects an integer"}));
 }
@@ -75,11 +78,15 @@ TEST(ModelFlags, ConflictsWithALoadedModelNameTheFlag) {
   parse_model({}).check_matches(loaded, "the checkpoint c.bin", "where");
   parse_model({"--n-layer", "2", "--n-head", "4"}).check_matches(loaded, "the checkpoint c.bin", "where");
   EXPECT_TRUE(throws_error(
-      [&] { parse_model({"--n-layer", "3"}).check_matches(loaded, "the checkpoint c.bin", "where"); },
+      [&] {
+        parse_model({"--n-layer", "3"}).check_matches(loaded, "the checkpoint c.bin", "where");
+      },
       {"[where]", "--n-layer 3 conflicts with the checkpoint c.bin", "n_layer 2"}));
   // A preset is a whole shape: gpt2-tiny has 4 layers, the file 2.
   EXPECT_TRUE(throws_error(
-      [&] { parse_model({"--model", "gpt2-tiny"}).check_matches(loaded, "the checkpoint c.bin", "where"); },
+      [&] {
+        parse_model({"--model", "gpt2-tiny"}).check_matches(loaded, "the checkpoint c.bin", "where");
+      },
       {"--model gpt2-tiny conflicts", "n_layer 2"}));
   parse_model({"--model", "gpt2-tiny", "--n-layer", "2"}).check_matches(loaded, "x", "where");
 }
@@ -94,11 +101,15 @@ TEST(TrainFlags, ParsesAndRecordsGivenFlags) {
   EXPECT_EQ(o.grad_clip, 0.0);
   EXPECT_TRUE(o.quiet);
   EXPECT_EQ(o.model.model, "gpt2-tiny");
-  EXPECT_EQ(o.given, (std::set<std::string>{"--train-data", "--batch-size", "--seq-len", "--lr", "--grad-clip",
-                                            "--quiet", "--model"}));
+  EXPECT_EQ(o.given, (std::set<std::string>{"--train-data", "--batch-size", "--seq-len", "--lr",
+                                            "--grad-clip", "--quiet", "--model"}));
   EXPECT_TRUE(throws_error([] { parse_train({"--bogus", "1"}); }, {"unknown flag --bogus"}));
   EXPECT_TRUE(throws_error([] { parse_train({"-B", "4"}); }, {"'-B'"}));
-  EXPECT_TRUE(throws_error([] { parse_train({"--steps", "ten"}); }, {"--steps expects an integer, got 'ten'"}));
+  EXPECT_TRUE(throws_error(
+      [] {
+        parse_train({"--steps", "ten"});
+      },
+      {"--steps expects an integer, got 'ten'"}));
 }
 
 TEST(TrainFlags, ValidationNamesTheFlag) {
@@ -122,13 +133,20 @@ TEST(TrainFlags, ValidationNamesTheFlag) {
   EXPECT_TRUE(check({"--eps", "0"}, {"--eps"}));
   EXPECT_TRUE(check({"--grad-clip", "-1"}, {"--grad-clip"}));
   EXPECT_TRUE(check({"--keep-last", "0"}, {"--keep-last"}));
-  EXPECT_TRUE(check({"--sampling", "shuffled"}, {"--sampling must be 'random' or 'sequential', got 'shuffled'"}));
+  EXPECT_TRUE(
+      check({"--sampling", "shuffled"}, {"--sampling must be 'random' or 'sequential', got 'shuffled'"}));
   EXPECT_TRUE(check({"--val-every", "10"}, {"--val-every needs --val-data"}));
   EXPECT_TRUE(check({"--sample-top-k", "60000"}, {"--sample-top-k"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::cli::validate_train_options(parse_train({"--out-dir", "run"}), config); }, {"--train-data is required"}));
+      [&] {
+        llmcc::cli::validate_train_options(parse_train({"--out-dir", "run"}), config);
+      },
+      {"--train-data is required"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::cli::validate_train_options(parse_train({"--train-data", "t.bin"}), config); }, {"--out-dir is required"}));
+      [&] {
+        llmcc::cli::validate_train_options(parse_train({"--train-data", "t.bin"}), config);
+      },
+      {"--out-dir is required"}));
 }
 
 TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
@@ -136,7 +154,8 @@ TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
   const std::vector<std::int32_t> ids = {1, 2, 3};
   for (const char* name : {"train_000001.bin", "train_000000.bin", "val_000000.bin"})
     llmcc::write_token_file(dir.file(name), ids);
-  const auto files = llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")}, "--train-data");
+  const auto files =
+      llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")}, "--train-data");
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], dir.file("train_000000.bin"));  // sorted
   EXPECT_EQ(files[1], dir.file("train_000001.bin"));
@@ -152,8 +171,9 @@ TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
 TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
   llmcc::test::TempDir dir;
   llmcc::write_token_file(dir.file("t.bin"), std::vector<std::int32_t>{1, 2, 3});
-  const TrainOptions trained = parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4",
-                                            "--seed", "42", "--sampling", "sequential", "--weight-decay", "0.05"});
+  const TrainOptions trained =
+      parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4", "--seed", "42",
+                   "--sampling", "sequential", "--weight-decay", "0.05"});
   const auto config = llmcc::nn::gpt2_preset("gpt2-tiny");
   auto kv = llmcc::cli::train_options_to_kv(trained, config, {dir.file("t.bin")}, {});
   kv["run.threads"] = "3";  // added by the trainer: the count it used
@@ -204,8 +224,9 @@ TEST(TrainLog, JsonLinesAreExactAndEscaped) {
                              .field("grad_norm", std::nan(""))
                              .field("sample", std::string_view("a \"b\"\n\\c\x01"))
                              .end();
-  EXPECT_EQ(s, "{\"step\": 3, \"loss\": 10.869901, \"lr\": 0.0006, \"grad_norm\": null, "
-               "\"sample\": \"a \\\"b\\\"\\n\\\\c\\u0001\"}");
+  EXPECT_EQ(s,
+            "{\"step\": 3, \"loss\": 10.869901, \"lr\": 0.0006, \"grad_norm\": null, "
+            "\"sample\": \"a \\\"b\\\"\\n\\\\c\\u0001\"}");
   // The shortest form reads back to the same float.
   EXPECT_EQ(std::stof("10.869901"), loss);
   // The buffer is reused.

@@ -88,17 +88,19 @@ int run_eval(int argc, char** argv) {
     fail(kWhere, "--seq-len must be in [1, " + std::to_string(w.model.cfg.max_seq_len) +
                      "] (the model's max_seq_len), got " + std::to_string(T));
 
-  DataLoader loader(files, DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential,
-                                            .vocab_size = w.model.cfg.vocab_size});
+  DataLoader loader(
+      files,
+      DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = w.model.cfg.vocab_size});
   const std::int64_t epoch = loader.batches_per_epoch();
   const std::int64_t batches = steps > 0 ? steps : epoch;
   Arena arena(step_arena_bytes(w.model.cfg, B, T));
   const double loss = evaluate_loss(w.model, loader, batches, arena);
   const double ppl = std::exp(loss);
   if (json) {
-    std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld, \"batch_size\": %d, \"seq_len\": %d, "
-                "\"tokens\": %lld}\n",
-                loss, ppl, static_cast<long long>(batches), B, T, static_cast<long long>(batches * B * T));
+    std::printf(
+        "{\"loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld, \"batch_size\": %d, \"seq_len\": %d, "
+        "\"tokens\": %lld}\n",
+        loss, ppl, static_cast<long long>(batches), B, T, static_cast<long long>(batches * B * T));
   } else {
     std::printf("%s: GPT-2 %s\n", ckpt.c_str(), w.model.cfg.str().c_str());
     std::printf("val loss %.4f, perplexity %.2f (%lld batches of %d x %d tokens%s)\n", loss, ppl,

@@ -67,8 +67,8 @@ void ModelFlags::check_matches(const nn::Gpt2Config& actual, const std::string& 
   for (const Override& o : kOverrides) {
     const int v = this->*o.value;
     if (v != 0 && v != actual.*o.target) {
-      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source + ", which holds " +
-                      o.field + " " + std::to_string(actual.*o.target) +
+      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source +
+                      ", which holds " + o.field + " " + std::to_string(actual.*o.target) +
                       " (the model's shape comes from the file; drop the flag)");
     }
   }

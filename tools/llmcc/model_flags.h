@@ -19,8 +19,8 @@
 namespace llmcc::cli {
 
 struct ModelFlags {
-  std::string model;     // preset name; empty: "gpt2" for a new model, the file's for a loaded one
-  int n_layer = 0;       // 0: the preset's
+  std::string model;  // preset name; empty: "gpt2" for a new model, the file's for a loaded one
+  int n_layer = 0;    // 0: the preset's
   int n_head = 0;
   int n_embd = 0;
   int max_seq_len = 0;
@@ -33,8 +33,7 @@ struct ModelFlags {
   bool any() const;
   // Throws llmcc::Error("[where] --n-layer 3 conflicts with <source>, which holds n_layer 2 ...")
   // for the first given flag whose value differs from `actual`.
-  void check_matches(const nn::Gpt2Config& actual, const std::string& source,
-                     const std::string& where) const;
+  void check_matches(const nn::Gpt2Config& actual, const std::string& source, const std::string& where) const;
 };
 
 // Adds the model flags to `p` under a "Model" heading; values land in `flags`.

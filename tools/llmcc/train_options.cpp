@@ -108,7 +108,8 @@ bool list_from_kv(const KeyValues& kv, const std::string& prefix, const std::str
   const auto it = kv.find(prefix + ".count");
   if (it == kv.end()) return false;
   std::size_t n = 0;
-  if (!from_text(it->second, &n)) bad(source + ": config key " + prefix + ".count = '" + it->second + "' is not a count");
+  if (!from_text(it->second, &n))
+    bad(source + ": config key " + prefix + ".count = '" + it->second + "' is not a count");
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < n; ++i) {
     const auto p = kv.find(prefix + "." + std::to_string(i));
@@ -139,7 +140,8 @@ std::string format_number(float v) {
 
 void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.section("Data");
-  p.add("--train-data", &o.train_data, "training token shards: files or glob patterns (llm.c format, see llmcc prepare)");
+  p.add("--train-data", &o.train_data,
+        "training token shards: files or glob patterns (llm.c format, see llmcc prepare)");
   p.add("--val-data", &o.val_data, "validation token shards: files or glob patterns");
   p.add("--sampling", &o.sampling,
         "how training batches are drawn: random (windows anywhere, seeded) or sequential (llm.c)");
@@ -166,7 +168,8 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--lr", &o.lr, "peak learning rate");
   p.add("--min-lr", &o.min_lr, "learning rate at the end of the cosine decay");
   p.add("--warmup-steps", &o.warmup_steps, "steps of linear warmup to --lr");
-  p.add("--weight-decay", &o.weight_decay, "AdamW weight decay (2-D weights only; biases and norms are not decayed)");
+  p.add("--weight-decay", &o.weight_decay,
+        "AdamW weight decay (2-D weights only; biases and norms are not decayed)");
   p.add("--beta1", &o.beta1, "AdamW beta1");
   p.add("--beta2", &o.beta2, "AdamW beta2");
   p.add("--eps", &o.eps, "AdamW epsilon");
@@ -175,7 +178,8 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.section("Validation, samples and checkpoints");
   p.add("--val-every", &o.val_every, "validation loss every N steps (and at the start and end; 0: end only)");
   p.add("--val-steps", &o.val_steps, "validation batches per evaluation (0: one pass over --val-data)");
-  p.add("--sample-every", &o.sample_every, "print a generated sample every N steps, and at the end (0: never)");
+  p.add("--sample-every", &o.sample_every,
+        "print a generated sample every N steps, and at the end (0: never)");
   p.add("--sample-tokens", &o.sample_tokens, "tokens per sample");
   p.add("--sample-temperature", &o.sample_temperature, "sampling temperature (0: greedy)");
   p.add("--sample-top-k", &o.sample_top_k, "sample among the k most likely tokens (0: all)");
@@ -227,7 +231,8 @@ void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config)
   need(o.batch_size > 0, "--batch-size must be positive, got " + n(o.batch_size));
   need(o.seq_len > 0, "--seq-len must be positive, got " + n(o.seq_len));
   need(o.seq_len <= config.max_seq_len, "--seq-len " + n(o.seq_len) + " exceeds the model's max_seq_len " +
-                                            n(config.max_seq_len) + " (raise --max-seq-len or lower --seq-len)");
+                                            n(config.max_seq_len) +
+                                            " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
@@ -249,8 +254,9 @@ void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config)
        "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size) + "], got " + n(o.sample_top_k));
   need(o.ckpt_every >= 0, "--ckpt-every must be >= 0, got " + n(o.ckpt_every));
   need(o.keep_last > 0, "--keep-last must be positive, got " + n(o.keep_last));
-  need(o.val_data.empty() ? !o.was_given("--val-every") || o.val_every == 0 : true,
-       "--val-every needs --val-data (the validation shards)");
+  // The default --val-every is harmless without validation data; asking for it explicitly is not.
+  const bool asked_for_val = o.was_given("--val-every") && o.val_every > 0;
+  need(!asked_for_val || !o.val_data.empty(), "--val-every needs --val-data (the validation shards)");
 }
 
 std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag) {
@@ -270,7 +276,8 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
     std::error_code ec;
     if (!fs::exists(arg, ec)) bad(flag + ": no such file '" + arg + "'");
     if (fs::is_directory(arg, ec))
-      bad(flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg + "/*train*.bin')");
+      bad(flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg +
+          "/*train*.bin')");
     out.push_back(arg);
   }
   for (std::string& path : out) {
@@ -292,20 +299,23 @@ KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& confi
   return kv;
 }
 
-std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv, const std::string& source) {
+std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv,
+                                               const std::string& source) {
   std::vector<std::string> warnings;
   for (const Stored& s : stored_options()) {
     const auto it = kv.find(s.key);
     if (it == kv.end()) continue;  // an older or hand-made checkpoint: keep the flag's value
     if (o.was_given(s.flag)) {
       TrainOptions probe = o;
-      if (!s.set(probe, it->second)) bad(source + ": config key " + std::string(s.key) + " = '" + it->second + "' is malformed");
+      if (!s.set(probe, it->second))
+        bad(source + ": config key " + std::string(s.key) + " = '" + it->second + "' is malformed");
       if (s.get(probe) != s.get(o))
         warnings.push_back(std::string(s.flag) + " " + s.get(o) + " replaces the checkpoint's " + it->second +
                            " (the run will differ from an uninterrupted one)");
       continue;
     }
-    if (!s.set(o, it->second)) bad(source + ": config key " + std::string(s.key) + " = '" + it->second + "' is malformed");
+    if (!s.set(o, it->second))
+      bad(source + ": config key " + std::string(s.key) + " = '" + it->second + "' is malformed");
   }
   // The thread count the checkpoint's run used (kernels may round differently with another).
   if (const auto it = kv.find("run.threads"); it != kv.end()) {
@@ -315,15 +325,17 @@ std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues&
     if (!o.was_given("--threads"))
       o.threads = threads;
     else if (o.threads != threads)
-      warnings.push_back("--threads " + std::to_string(o.threads) + " differs from the checkpoint's run (" + it->second +
-                         " threads): kernels may round differently, so the run may differ from an uninterrupted one");
+      warnings.push_back(
+          "--threads " + std::to_string(o.threads) + " differs from the checkpoint's run (" + it->second +
+          " threads): kernels may round differently, so the run may differ from an uninterrupted one");
   }
   std::vector<std::string> paths;
   if (list_from_kv(kv, "data.train", source, &paths)) {
     if (!o.was_given("--train-data"))
       o.train_data = paths;
     else if (expand_data_paths(o.train_data, "--train-data") != paths)
-      warnings.push_back("--train-data differs from the checkpoint's shards (the data position may not carry over)");
+      warnings.push_back(
+          "--train-data differs from the checkpoint's shards (the data position may not carry over)");
   }
   if (list_from_kv(kv, "data.val", source, &paths) && !o.was_given("--val-data")) o.val_data = paths;
   return warnings;

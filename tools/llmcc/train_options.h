@@ -53,8 +53,8 @@ struct TrainOptions {
   double grad_clip = 1.0;  // 0: off
 
   // Validation, samples, checkpoints.
-  std::int64_t val_every = 100;  // 0: only at the end
-  int val_steps = 20;            // 0: one full pass over the validation shards
+  std::int64_t val_every = 100;   // 0: only at the end
+  int val_steps = 20;             // 0: one full pass over the validation shards
   std::int64_t sample_every = 0;  // 0: never
   int sample_tokens = 64;
   float sample_temperature = 1.0f;
@@ -65,9 +65,7 @@ struct TrainOptions {
   std::set<std::string> given;  // the flags given on the command line ("--lr", ...)
 
   bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
-  std::int64_t tokens_per_step() const {
-    return std::int64_t{batch_size} * seq_len * grad_accum;
-  }
+  std::int64_t tokens_per_step() const { return std::int64_t{batch_size} * seq_len * grad_accum; }
 };
 
 // Adds every train flag (model flags included) to `p`, grouped by section, with its default.
@@ -93,7 +91,8 @@ KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& confi
 // For a resume: sets every stored option not given on the command line from `kv`; returns one
 // warning per given flag whose value differs from the checkpoint's. Throws llmcc::Error naming
 // `source` and the key for a malformed value.
-std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv, const std::string& source);
+std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv,
+                                               const std::string& source);
 
 // Shortest text that reads back to the same value (for logs and checkpoint keys).
 std::string format_number(double v);

@@ -89,7 +89,7 @@ std::string fixed(double v, int digits) {
 
 struct Origin {
   nn::Gpt2Config config;
-  std::string resume_path;  // non-empty: resume from this checkpoint
+  std::string resume_path;              // non-empty: resume from this checkpoint
   std::optional<nn::Gpt2Weights> init;  // --init-from weights
   std::vector<std::string> warnings;
 };
@@ -102,7 +102,8 @@ Origin resolve_origin(TrainOptions& o) {
     if (auto last = latest_checkpoint(o.out_dir)) out.resume_path = *last;
   } else if (!o.resume.empty()) {
     std::error_code ec;
-    if (!fs::is_regular_file(o.resume, ec)) fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
+    if (!fs::is_regular_file(o.resume, ec))
+      fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
     out.resume_path = o.resume;
     if (o.out_dir.empty()) {
       const fs::path parent = fs::path(o.resume).parent_path();
@@ -113,8 +114,9 @@ Origin resolve_origin(TrainOptions& o) {
     if (!o.init_from.empty()) fail(kWhere, "--resume and --init-from exclude each other");
     CheckpointReader reader(out.resume_path);
     if (!reader.has("config") || !reader.has("state") || !reader.has("adamw.m"))
-      fail(kWhere, "--resume: " + out.resume_path +
-                       " holds weights only, not a training state (use --init-from to start from its weights)");
+      fail(kWhere,
+           "--resume: " + out.resume_path +
+               " holds weights only, not a training state (use --init-from to start from its weights)");
     const KeyValues kv = parse_key_values(reader.blob("config"), out.resume_path + " [config]");
     out.config = nn::gpt2_config_from_kv(kv, out.resume_path);
     o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
@@ -123,7 +125,8 @@ Origin resolve_origin(TrainOptions& o) {
   }
   if (!o.init_from.empty()) {
     std::error_code ec;
-    if (!fs::is_regular_file(o.init_from, ec)) fail(kWhere, "--init-from: no such file '" + o.init_from + "'");
+    if (!fs::is_regular_file(o.init_from, ec))
+      fail(kWhere, "--init-from: no such file '" + o.init_from + "'");
     out.init.emplace(nn::load_gpt2(o.init_from));
     out.config = out.init->model.cfg;
     o.model.check_matches(out.config, "--init-from " + o.init_from, kWhere);
@@ -196,19 +199,26 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
   }
   g_ = adgen::make_grad(w_.model);
   opt_ = std::make_unique<AdamW>(
-      w_.params, AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay});
-  schedule_ = LrSchedule{.max_lr = o_.lr, .min_lr = o_.min_lr, .warmup_steps = o_.warmup_steps, .max_steps = o_.steps};
+      w_.params,
+      AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay});
+  schedule_ = LrSchedule{
+      .max_lr = o_.lr, .min_lr = o_.min_lr, .warmup_steps = o_.warmup_steps, .max_steps = o_.steps};
   schedule_.validate();
 
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
   const int V = origin_.config.vocab_size;
   train_loader_ = std::make_unique<DataLoader>(
-      train_files_, DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len,
-                                     .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
-                                     .seed = seeds_.data, .vocab_size = V});
+      train_files_,
+      DataLoaderConfig{.B = o_.batch_size,
+                       .T = o_.seq_len,
+                       .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
+                       .seed = seeds_.data,
+                       .vocab_size = V});
   if (!val_files_.empty()) {
     val_loader_ = std::make_unique<DataLoader>(
-        val_files_, DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
+        val_files_,
+        DataLoaderConfig{
+            .B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
     const std::int64_t epoch = val_loader_->batches_per_epoch();
     val_batches_ = o_.val_steps > 0 ? std::min<std::int64_t>(o_.val_steps, epoch) : epoch;
   }
@@ -225,33 +235,40 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
     }
     if (const auto it = state.rngs.find("sample"); it != state.rngs.end()) sample_rng_.set_state(it->second);
     if (opt_->t() != state.step)
-      fail(kWhere, origin_.resume_path + ": AdamW has taken " + std::to_string(opt_->t()) + " steps but the state says " +
-                       std::to_string(state.step));
+      fail(kWhere, origin_.resume_path + ": AdamW has taken " + std::to_string(opt_->t()) +
+                       " steps but the state says " + std::to_string(state.step));
   }
 
   arena_ = std::make_unique<Arena>(step_arena_bytes(origin_.config, o_.batch_size, o_.seq_len));
-  const std::string log_path = o_.log_path.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string() : o_.log_path;
+  const std::string log_path =
+      o_.log_path.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string() : o_.log_path;
   log_ = std::make_unique<TrainLog>(log_path, resuming ? start_step_ : -1);
 }
 
 void Trainer::print_header() {
   const nn::Gpt2Config& c = origin_.config;
   std::ostringstream s;
-  const char* origin = !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
+  const char* origin =
+      !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
   const std::string from = !origin_.resume_path.empty() ? origin_.resume_path : o_.init_from;
-  s << "llmcc train: GPT-2 " << c.str() << ", " << format_count(static_cast<double>(w_.params.parameter_count()))
-    << " parameters" << (from.empty() ? std::string(", initialised with seed ") + std::to_string(o_.seed)
-                                      : std::string(", ") + origin + from + (origin_.resume_path.empty() ? "" : " at step " + std::to_string(start_step_)))
+  s << "llmcc train: GPT-2 " << c.str() << ", "
+    << format_count(static_cast<double>(w_.params.parameter_count())) << " parameters"
+    << (from.empty() ? std::string(", initialised with seed ") + std::to_string(o_.seed)
+                     : std::string(", ") + origin + from +
+                           (origin_.resume_path.empty() ? "" : " at step " + std::to_string(start_step_)))
     << "\n";
-  s << "  data: " << train_files_.size() << " train shard(s), " << format_count(static_cast<double>(train_loader_->num_tokens()))
-    << " tokens, " << o_.sampling << " batches";
+  s << "  data: " << train_files_.size() << " train shard(s), "
+    << format_count(static_cast<double>(train_loader_->num_tokens())) << " tokens, " << o_.sampling
+    << " batches";
   if (val_loader_)
-    s << "; " << val_files_.size() << " val shard(s), " << format_count(static_cast<double>(val_loader_->num_tokens()))
-      << " tokens, " << val_batches_ << " batches per evaluation";
+    s << "; " << val_files_.size() << " val shard(s), "
+      << format_count(static_cast<double>(val_loader_->num_tokens())) << " tokens, " << val_batches_
+      << " batches per evaluation";
   s << "\n";
   s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
     << " micro-batches = " << o_.tokens_per_step() << " tokens per step; " << o_.steps << " steps ("
-    << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps)) << " tokens)\n";
+    << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps))
+    << " tokens)\n";
   s << "  optimizer: AdamW lr " << format_number(o_.lr) << " -> " << format_number(o_.min_lr) << " (warmup "
     << o_.warmup_steps << ", cosine), betas (" << format_number(o_.beta1) << ", " << format_number(o_.beta2)
     << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
@@ -259,7 +276,8 @@ void Trainer::print_header() {
   s << "  threads " << num_threads() << "; step arena " << format_mib(arena_->capacity()) << " reserved; "
     << format_count(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9) << " GFLOP per step\n";
   s << "  out: " << o_.out_dir << " (checkpoints "
-    << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end" : std::string("at the end"))
+    << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end"
+                          : std::string("at the end"))
     << ", keep " << o_.keep_last << "); log " << (log_->path().empty() ? std::string("off") : log_->path());
   progress_.print(s.str());
 }
@@ -299,11 +317,12 @@ float Trainer::validate(std::int64_t step) {
 }
 
 void Trainer::sample(std::int64_t step) {
-  const SampleText text = sample_text(w_.model, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
+  const SampleText text =
+      sample_text(w_.model, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
   log_->write(line_.begin().field("step", step).field("sample", text.text).end());
-  progress_.print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) + " tokens" +
-                  (text.decoded ? "" : ", token ids: no GPT-2 tokenizer for this vocabulary") + "):\n" + text.text +
-                  "\n---");
+  progress_.print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) +
+                  " tokens" + (text.decoded ? "" : ", token ids: no GPT-2 tokenizer for this vocabulary") +
+                  "):\n" + text.text + "\n---");
 }
 
 std::string Trainer::checkpoint(std::int64_t step) {
@@ -340,8 +359,8 @@ TrainResult Trainer::run() {
   print_header();
 
   if (start_step_ >= o_.steps) {
-    progress_.print("the checkpoint is at step " + std::to_string(start_step_) + " of " + std::to_string(o_.steps) +
-                    ": nothing to train (raise --steps to continue)");
+    progress_.print("the checkpoint is at step " + std::to_string(start_step_) + " of " +
+                    std::to_string(o_.steps) + ": nothing to train (raise --steps to continue)");
     return result;
   }
   // A fresh run's starting point (a resumed one logged it before its checkpoint).
@@ -378,33 +397,37 @@ TrainResult Trainer::run() {
     result.last_loss = loss;
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       progress_.finish();
-      fail(kWhere, "step " + std::to_string(step) + ": the " + (std::isfinite(loss) ? "gradient norm" : "loss") +
-                       " is not finite (lr " + format_number(lr) +
-                       "); the weights were not updated. Try a lower --lr, more --warmup-steps or --grad-clip 1" +
-                       (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
+      fail(kWhere,
+           "step " + std::to_string(step) + ": the " + (std::isfinite(loss) ? "gradient norm" : "loss") +
+               " is not finite (lr " + format_number(lr) +
+               "); the weights were not updated. Try a lower --lr, more --warmup-steps or --grad-clip 1" +
+               (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
     }
     if (step == start_step_ + 1) {
       progress_.print("step arena: high-water " + format_mib(arena_->high_water()) + " of " +
-                      format_mib(arena_->capacity()) + " reserved (+ " + format_mib(adgen::scratch_high_water()) +
-                      " adgen scratch)");
+                      format_mib(arena_->capacity()) + " reserved (+ " +
+                      format_mib(adgen::scratch_high_water()) + " adgen scratch)");
     }
 
     const bool last = step == o_.steps;
     const bool stop_after = o_.stop_after > 0 && step - start_step_ >= o_.stop_after;
     const bool interrupted = g_stop_requested.load();
-    if (val_loader_ && (last || (o_.val_every > 0 && step % o_.val_every == 0))) result.val_loss = validate(step);
+    if (val_loader_ && (last || (o_.val_every > 0 && step % o_.val_every == 0)))
+      result.val_loss = validate(step);
     if (o_.sample_every > 0 && (last || step % o_.sample_every == 0)) sample(step);
     if (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0))
       result.checkpoint = checkpoint(step);
     if (interrupted) {
       result.interrupted = true;
-      progress_.print("interrupted at step " + std::to_string(step) + "; continue with --resume auto --out-dir " +
-                      o_.out_dir);
+      progress_.print("interrupted at step " + std::to_string(step) +
+                      "; continue with --resume auto --out-dir " + o_.out_dir);
       break;
     }
     if (stop_after && !last) {
-      progress_.print("stopped after " + std::to_string(step - start_step_) + " steps (--stop-after); continue with "
-                      "--resume auto --out-dir " + o_.out_dir);
+      progress_.print("stopped after " + std::to_string(step - start_step_) +
+                      " steps (--stop-after); continue with "
+                      "--resume auto --out-dir " +
+                      o_.out_dir);
       break;
     }
   }

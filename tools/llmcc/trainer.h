@@ -27,11 +27,11 @@
 namespace llmcc::cli {
 
 struct TrainResult {
-  std::int64_t step = 0;           // optimizer steps completed
-  float last_loss = 0.0f;          // training loss of the last step of this invocation (NaN: none)
-  float val_loss = 0.0f;           // last validation loss (NaN: none)
-  std::string checkpoint;          // last checkpoint written (empty: none)
-  bool interrupted = false;        // stopped by SIGINT/SIGTERM
+  std::int64_t step = 0;     // optimizer steps completed
+  float last_loss = 0.0f;    // training loss of the last step of this invocation (NaN: none)
+  float val_loss = 0.0f;     // last validation loss (NaN: none)
+  std::string checkpoint;    // last checkpoint written (empty: none)
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM
 };
 
 // Resolves the model (fresh, --init-from or --resume), validates, trains and checkpoints.
