@@ -266,7 +266,8 @@ void Trainer::print_header() {
       << " batches per evaluation";
   s << "\n";
   s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
-    << " micro-batches = " << o_.tokens_per_step() << " tokens per step; " << o_.steps << " steps ("
+    << (o_.grad_accum == 1 ? " micro-batch = " : " micro-batches = ") << o_.tokens_per_step()
+    << " tokens per step; " << o_.steps << " steps ("
     << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps))
     << " tokens)\n";
   s << "  optimizer: AdamW lr " << format_number(o_.lr) << " -> " << format_number(o_.min_lr) << " (warmup "
@@ -274,7 +275,7 @@ void Trainer::print_header() {
     << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
     << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(arena_->capacity()) << " reserved; "
-    << format_count(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9) << " GFLOP per step\n";
+    << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
   s << "  out: " << o_.out_dir << " (checkpoints "
     << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end"
                           : std::string("at the end"))
