@@ -37,6 +37,9 @@ foreach(test_file ${LLMCC_TEST_FILES})
   get_filename_component(test_label ${test_dir} NAME)
   add_executable(${test_name} ${test_file})
   target_link_libraries(${test_name} PRIVATE llmcc_test_support)
+  if(TARGET llmcc)
+    add_dependencies(${test_name} llmcc)  # tests that run the binary must not see a stale one
+  endif()
   if(test_label STREQUAL "ops")
     gtest_discover_tests(${test_name} TEST_FILTER "*Kernel.*" TEST_PREFIX "kernels."
                          PROPERTIES LABELS kernels DISCOVERY_TIMEOUT 60)
