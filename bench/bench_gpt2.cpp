@@ -26,8 +26,8 @@ void bm_train_step(benchmark::State& state, std::string preset, int B, int T, in
   for (auto _ : state) benchmark::DoNotOptimize(bench->step());
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(B) * T, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOPS"] = benchmark::Counter(config.flops_per_step(B, T) * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(config.flops_per_step(B, T) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The same trivial body with and without a (disabled) profiler scope.
@@ -63,7 +63,8 @@ void bm_call_profile_on(benchmark::State& state) {
 const int kRegistered = [] {
   for (const char* preset : {"gpt2-tiny", "gpt2"}) {
     for (int threads : {1, 2}) {
-      const std::string name = std::string("train_step/") + preset + "/B:4/T:64/threads:" + std::to_string(threads);
+      const std::string name =
+          std::string("train_step/") + preset + "/B:4/T:64/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark(name.c_str(), bm_train_step, preset, 4, 64, threads)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond)

@@ -3,14 +3,18 @@
 #
 #   bench/compare.sh [--model gpt2] [--batch-size 4] [--seq-len 64] [--threads 2] [--rounds 3]
 #                    [--steps 10] [--warmup 2] [--llmcc build/llmcc] [--python /usr/bin/python3]
-#                    [--modes "eager compile"] [--keep-openblas-env] [--log-dir DIR]
+#                    [--modes "eager compile"] [--keep-openblas-env] [--env "NAME=VALUE ..."]
+#                    [--log-dir DIR]
 #
 # Each round runs `llmcc bench` then bench/pytorch_gpt2.py once per PyTorch mode, so machine
 # load drifts over both sides alike. Every run prints its median ms/step; the table shows, per
 # side, the median over rounds of those medians, tokens/s from it, the best single step, the
-# largest peak RSS, and the ratio of tokens/s (llmcc / PyTorch). The first llmcc round also
-# prints the per-op profile. A PyTorch mode that is not available (torch.compile before 2.0)
-# is reported and skipped.
+# largest peak RSS, and the ratio of tokens/s (llmcc / PyTorch) from the medians and from the
+# best steps (on a loaded machine the best step is the least disturbed one). Every llmcc round
+# also runs its profiled steps; the profile shown is from the round where they ran fastest. A
+# PyTorch mode that is not available (torch.compile before 2.0) is reported and skipped.
+# Runs may add environment variables to both sides with --env "NAME=VALUE ..." (for example
+# OMP_WAIT_POLICY=passive).
 #
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for PyTorch by default: this environment pins
 # OpenBLAS to its AVX2 Haswell kernels, and PyTorch (Debian's python3-torch) does its GEMMs in
@@ -25,9 +29,10 @@ llmcc="${LLMCC:-$root/build/llmcc}"
 python="${PYTHON:-/usr/bin/python3}"
 modes="eager compile"
 keep_env=0
+extra_env=""
 log_dir=""
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 need() { [[ $# -ge 2 && -n "$2" ]] || { echo "compare.sh: $1 expects a value" >&2; exit 1; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -42,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --python) need "$@"; python="$2"; shift 2 ;;
     --modes) need "$@"; modes="$2"; shift 2 ;;
     --keep-openblas-env) keep_env=1; shift ;;
+    --env) need "$@"; extra_env="$2"; shift 2 ;;
     --log-dir) need "$@"; log_dir="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
@@ -55,15 +61,21 @@ done
 if [[ -z "$log_dir" ]]; then log_dir="$(mktemp -d /tmp/llmcc-compare.XXXXXX)"; fi
 mkdir -p "$log_dir"
 
+read -r -a extra <<< "$extra_env"
+for kv in "${extra[@]}"; do
+  [[ "$kv" == *=* ]] || { echo "compare.sh: --env expects NAME=VALUE words, got '$kv'" >&2; exit 1; }
+done
 py_env=(env)
 [[ $keep_env -eq 1 ]] || py_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-py_env+=(OMP_NUM_THREADS="$threads")
+py_env+=(OMP_NUM_THREADS="$threads" "${extra[@]}")
+llmcc_env=(env OMP_NUM_THREADS="$threads" "${extra[@]}")
 common=(--model "$model" --batch-size "$batch" --seq-len "$seq_len" --threads "$threads" --warmup "$warmup" --steps "$steps")
 
 echo "compare.sh: $model B=$batch T=$seq_len, $threads threads, $rounds rounds of $warmup warm-up + $steps timed steps"
 echo "  llmcc:   $llmcc ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "  pytorch: $python $("$python" -c 'import torch; print(torch.__version__)'), modes: $modes" \
      "$([[ $keep_env -eq 1 ]] && echo '(OpenBLAS environment kept)' || echo '(OPENBLAS_CORETYPE unset)')"
+[[ -z "$extra_env" ]] || echo "  environment of both sides: $extra_env"
 echo "  machine: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); logs in $log_dir"
 
 # result lines: "<side> key=value ..." gathered over rounds
@@ -72,9 +84,7 @@ results="$log_dir/results.txt"
 unavailable=""
 for ((r = 1; r <= rounds; r++)); do
   log="$log_dir/llmcc.$r.log"
-  profile=(--no-profile)
-  [[ $r -eq 1 ]] && profile=(--profile)
-  OMP_NUM_THREADS="$threads" "$llmcc" bench "${common[@]}" "${profile[@]}" > "$log" 2>&1 ||
+  "${llmcc_env[@]}" "$llmcc" bench "${common[@]}" --profile > "$log" 2>&1 ||
     { echo "compare.sh: llmcc bench failed (round $r):" >&2; cat "$log" >&2; exit 1; }
   line="$(grep '^result:' "$log" | tail -1)"
   echo "llmcc ${line#result: }" >> "$results"
@@ -99,8 +109,12 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 
+# The profile of the round whose profiled steps were fastest (the least disturbed by other load).
+best_log="$(for f in "$log_dir"/llmcc.*.log; do
+  echo "$(sed -n 's/^per-op profile.*mean step \([0-9.]*\) ms.*/\1/p' "$f") $f"
+done | sort -n | head -1 | cut -d' ' -f2)"
 echo
-sed -n '/^fp32 FMA peak/p' "$log_dir/llmcc.1.log"
+sed -n '/^fp32 FMA peak/p' "$best_log"
 echo
 # Table: per side, median over rounds of the per-run median, best step, largest peak RSS.
 awk -v tokens="$((batch * seq_len))" '
@@ -130,15 +144,17 @@ awk -v tokens="$((batch * seq_len))" '
       for (i = 1; i <= count[side]; i++) arr[i] = ms[side, i]
       med[side] = median(arr, count[side])
     }
-    printf "| side | median ms/step | tokens/s | best step ms | peak RSS MiB | per-round medians (ms) | tokens/s ratio llmcc/side |\n"
-    printf "| --- | --- | --- | --- | --- | --- | --- |\n"
+    printf "| side | median ms/step | tokens/s | best step ms | peak RSS MiB | per-round medians (ms) |"
+    printf " llmcc/side tokens/s (median) | (best step) |\n"
+    printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
     for (s = 1; s <= sides; s++) {
       side = order[s]
       ratio = ("llmcc" in med) ? sprintf("%.2fx", med[side] / med["llmcc"]) : "-"
-      printf "| %s | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
-             best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio)
+      bratio = ("llmcc" in best) ? sprintf("%.2fx", best[side] / best["llmcc"]) : "-"
+      printf "| %s | %.1f | %.1f | %.1f | %.0f | %s | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
+             best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio), (side == "llmcc" ? "-" : bratio)
     }
   }' "$results"
 echo
-echo "llmcc per-op profile (round 1):"
-sed -n '/^per-op profile/,/^(outside ops)/p' "$log_dir/llmcc.1.log"
+echo "llmcc per-op profile ($(basename "$best_log" .log), the round with the fastest profiled steps):"
+sed -n '/^per-op profile/,/^(outside ops)/p' "$best_log"

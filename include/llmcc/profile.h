@@ -53,7 +53,7 @@ void reset();
 
 struct Entry {
   std::string name;
-  double seconds = 0;       // total wall time
+  double seconds = 0;  // total wall time
   std::int64_t calls = 0;
 };
 
@@ -72,9 +72,9 @@ class Scope {
   }
   ~Scope() {
     if (site_ != nullptr) {
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - start_)
-                          .count();
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
+              .count();
       detail::record(*site_, static_cast<std::int64_t>(ns));
     }
   }
@@ -91,8 +91,7 @@ class Scope {
 #define LLMCC_PROFILE_CAT2(a, b) a##b
 #define LLMCC_PROFILE_CAT(a, b) LLMCC_PROFILE_CAT2(a, b)
 // Times the rest of the enclosing block under `name` (a string literal).
-#define LLMCC_PROFILE(name)                                                                     \
-  static constinit ::llmcc::profile::detail::Site LLMCC_PROFILE_CAT(llmcc_profile_site_,        \
-                                                                    __LINE__){name};            \
-  const ::llmcc::profile::Scope LLMCC_PROFILE_CAT(llmcc_profile_scope_, __LINE__)(              \
-      LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__))
+#define LLMCC_PROFILE(name)                                                                               \
+  static constinit ::llmcc::profile::detail::Site LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__){name}; \
+  const ::llmcc::profile::Scope LLMCC_PROFILE_CAT(                                                        \
+      llmcc_profile_scope_, __LINE__)(LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__))

@@ -73,8 +73,8 @@ std::string report(double total_seconds) {
   const double total = total_seconds > 0 ? total_seconds : sum;
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof line, "%-28s %10s %12s %12s %8s\n", "name", "calls", "total ms",
-                "ms/call", "share");
+  std::snprintf(line, sizeof line, "%-28s %10s %12s %12s %8s\n", "name", "calls", "total ms", "ms/call",
+                "share");
   out += line;
   for (const Entry& e : entries) {
     std::snprintf(line, sizeof line, "%-28s %10lld %12.3f %12.4f %7.1f%%\n", e.name.c_str(),

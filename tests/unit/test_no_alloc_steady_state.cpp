@@ -127,7 +127,9 @@ void* counted_new(std::size_t n, std::size_t alignment) {
 
 void* operator new(std::size_t n) { return checked(counted_new(n, 0)); }
 void* operator new[](std::size_t n) { return checked(counted_new(n, 0)); }
-void* operator new(std::size_t n, std::align_val_t a) { return checked(counted_new(n, static_cast<std::size_t>(a))); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return checked(counted_new(n, static_cast<std::size_t>(a)));
+}
 void* operator new[](std::size_t n, std::align_val_t a) {
   return checked(counted_new(n, static_cast<std::size_t>(a)));
 }

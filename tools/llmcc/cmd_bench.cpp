@@ -2,6 +2,7 @@
 //
 //   llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --warmup 2 --steps 10
 //
+// Model flags are the trainer's (model_flags.h: a preset and per-field overrides).
 // Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
 // runs warm-up steps then timed steps (Gpt2BenchStep: forward + backward through the generated
 // gradient, AdamW, zeroing; no allocation once warm), and prints median and min ms per step,
@@ -25,6 +26,7 @@
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "model_flags.h"
 #include "nn/gpt2_config.h"
 
 namespace llmcc::cli {
@@ -90,12 +92,14 @@ void print_profile(const std::vector<Gpt2BenchStep::Split>& splits) {
     opt += s.optimizer;
   }
   const double step_ms = 1e3 * (fwd + bwd + opt) / n;  // mean: the profile is a sum over steps
-  std::printf("\nper-op profile (%zu profiled steps, mean step %.1f ms: forward %.1f, backward %.1f, "
-              "optimizer+zero %.1f; median step %.1f ms)\n",
-              splits.size(), step_ms, 1e3 * fwd / n, 1e3 * bwd / n, 1e3 * opt / n, 1e3 * median(steps));
+  std::printf(
+      "\nper-op profile (%zu profiled steps, mean step %.1f ms: forward %.1f, backward %.1f, "
+      "optimizer+zero %.1f; median step %.1f ms)\n",
+      splits.size(), step_ms, 1e3 * fwd / n, 1e3 * bwd / n, 1e3 * opt / n, 1e3 * median(steps));
   const auto ops = group_by_op(profile::snapshot());
   std::vector<std::pair<std::string, OpTime>> rows(ops.begin(), ops.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total() > b.second.total(); });
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.total() > b.second.total(); });
   std::printf("%-24s %9s %10s %10s %10s %7s\n", "op", "uses/step", "fwd ms", "bwd ms", "total ms", "share");
   double profiled = 0;
   for (const auto& [name, o] : rows) {
@@ -104,8 +108,10 @@ void print_profile(const std::vector<Gpt2BenchStep::Split>& splits) {
     const double total_ms = 1e3 * o.total() / n;
     profiled += total_ms;
     auto cell = [&](double seconds, std::int64_t c, char* buf) {
-      if (c == 0) std::snprintf(buf, 16, "%10s", "-");
-      else std::snprintf(buf, 16, "%10.2f", 1e3 * seconds / n);
+      if (c == 0)
+        std::snprintf(buf, 16, "%10s", "-");
+      else
+        std::snprintf(buf, 16, "%10.2f", 1e3 * seconds / n);
     };
     char f[16], b[16];
     cell(o.fwd + o.other, o.fwd_calls + o.other_calls, f);
@@ -116,24 +122,21 @@ void print_profile(const std::vector<Gpt2BenchStep::Split>& splits) {
   // Whatever no op accounts for: adgen's glue (adjoint zero-fill and pass-through sums), arena
   // bookkeeping, and the clock reads themselves.
   const double rest = step_ms - profiled;
-  std::printf("%-24s %9s %10s %10s %10.2f %6.1f%%\n", "(outside ops)", "", "", "", rest, 100.0 * rest / step_ms);
+  std::printf("%-24s %9s %10s %10s %10.2f %6.1f%%\n", "(outside ops)", "", "", "", rest,
+              100.0 * rest / step_ms);
 }
 
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  std::string model = "gpt2";
+  ModelFlags model_flags;
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time GPT-2 training steps on random data; print tokens/s, MFU and a per-op profile.");
-  p.section("Model and batch");
-  p.add("--model", &model, "GPT-2 preset (" + [] {
-    std::string s;
-    for (const auto& n : nn::gpt2_preset_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }() + ")");
+  add_model_flags(p, model_flags);
+  p.section("Batch");
   p.add("--batch-size", &batch, "sequences per step (B)");
   p.add("--seq-len", &seq_len, "tokens per sequence (T), at most the model's max_seq_len");
   p.add("--seed", &seed, "seed of the weights and the random tokens");
@@ -150,14 +153,16 @@ int run_bench(int argc, char** argv) {
   if (warmup < 0) fail(kCmd, "--warmup must be at least 0, got " + std::to_string(warmup));
   if (steps < 1) fail(kCmd, "--steps must be at least 1, got " + std::to_string(steps));
   if (with_profile && profile_steps < 1)
-    fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
+    fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) +
+                   " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
 
-  const nn::Gpt2Config config = nn::gpt2_preset(model);
+  const nn::Gpt2Config config = model_flags.config();
+  const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
   if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
   if (seq_len < 1 || seq_len > config.max_seq_len) {
-    fail(kCmd, "--seq-len must be in [1, " + std::to_string(config.max_seq_len) + "] (max_seq_len of " + model +
-                   "), got " + std::to_string(seq_len));
+    fail(kCmd, "--seq-len must be in [1, " + std::to_string(config.max_seq_len) +
+                   "] (the model's max_seq_len), got " + std::to_string(seq_len));
   }
   set_num_threads(threads);
 
@@ -165,8 +170,8 @@ int run_bench(int argc, char** argv) {
   std::printf("llmcc bench: %s (%s), %.2fM parameters, B=%d T=%d, %d threads\n", model.c_str(),
               config.str().c_str(), static_cast<double>(config.parameter_count()) * 1e-6, batch, seq_len,
               threads);
-  std::printf("fp32 FMA peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)\n",
-              peak.isa.c_str(), peak.threads, peak.gflops, peak.gflops_per_thread);
+  std::printf("fp32 FMA peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)\n", peak.isa.c_str(),
+              peak.threads, peak.gflops, peak.gflops_per_thread);
   std::fflush(stdout);
 
   Gpt2BenchStep bench(config, batch, seq_len, seed);
@@ -191,12 +196,15 @@ int run_bench(int argc, char** argv) {
   std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss,
               loss);
   std::printf("ms/step: median %.1f, min %.1f, max %.1f\n", med, best, worst);
-  std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3), tokens / (best * 1e-3));
-  std::printf("GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
-              gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
-  std::printf("peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
-              peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
-              mib(bench.arena_capacity()));
+  std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3),
+              tokens / (best * 1e-3));
+  std::printf(
+      "GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
+      gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
+  std::printf(
+      "peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
+      peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
+      mib(bench.arena_capacity()));
   const double rss = peak_rss_mib();  // before the profiled run, which allocates nothing more
 
   if (with_profile) {
@@ -207,10 +215,11 @@ int run_bench(int argc, char** argv) {
     profile::enable(false);
     print_profile(splits);
   }
-  std::printf("\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
-              "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f\n",
-              model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
-              rss);
+  std::printf(
+      "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
+      "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f\n",
+      model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
+      rss);
   return 0;
 }
 
