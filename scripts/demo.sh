@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine (Debian bookworm, root or sudo): install the system packages,
+# build llmcc, tokenize Tiny Shakespeare, train a small GPT-2 on it for a few minutes while
+# printing training and validation loss and samples, then generate text from the final
+# checkpoint.
+#
+# Usage: bash scripts/demo.sh
+# Environment (optional):
+#   LLMCC_BUILD_DIR   build directory (default: build)
+#   DEMO_STEPS        optimizer steps (default below; about 3-5 minutes on 2 cores)
+#   DEMO_THREADS      threads (default: every core)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build="${LLMCC_BUILD_DIR:-build}"
+steps="${DEMO_STEPS:-600}"   # 600 x 2,048 tokens: about 3.5 minutes, val loss 10.8 -> 4.8
+threads="${DEMO_THREADS:-0}"
+data="$build/data/tinyshakespeare"
+run="$build/runs/demo"
+start=$(date +%s)
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "1/5 system packages (scripts/setup.sh)"
+bash scripts/setup.sh
+
+say "2/5 configure and build llmcc (Release, $build/)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j"$(nproc)" --target llmcc
+llmcc="$build/llmcc"
+
+say "3/5 tokenize Tiny Shakespeare into $data"
+"$llmcc" prepare --input tinyshakespeare --out "$data"
+
+say "4/5 train a small GPT-2 (gpt2-tiny: 4 layers, 4 heads, 128 channels, GPT-2's 50,257-token vocabulary; 7M parameters)"
+rm -rf "$run"
+# The validation loss starts at ln(50257) = 10.8 (step 0) and is printed every 100 steps.
+"$llmcc" train --model gpt2-tiny \
+  --train-data "$data/train_*.bin" --val-data "$data/val_*.bin" \
+  --out-dir "$run" --steps "$steps" --batch-size 16 --seq-len 128 \
+  --lr 2e-3 --min-lr 2e-4 --warmup-steps 30 \
+  --val-every 100 --val-steps 20 --sample-every 200 --sample-tokens 48 \
+  --threads "$threads"
+
+say "5/5 generate from the final checkpoint"
+ckpt=$(ls -1 "$run"/ckpt_*.bin | tail -n 1)
+# Every speech is a document (prepare puts <|endoftext|> between them); keep going past them.
+"$llmcc" generate --ckpt "$ckpt" --prompt "ROMEO:" --max-tokens 150 --temperature 0.8 --top-k 40 \
+  --no-stop-at-eot --threads "$threads"
+echo
+
+say "done in $(( $(date +%s) - start )) s; the log of every step is $run/log.jsonl"
