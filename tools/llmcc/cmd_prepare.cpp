@@ -1,6 +1,6 @@
 // llmcc prepare: text files -> GPT-2 token shards for training, in llm.c's token-file format.
 //
-// What it writes (docs/training.md, "Preparing data"):
+// What it writes (also in `llmcc prepare --help` and the README):
 //   * Every input file is one document; like llm.c's dev/data scripts, each document is
 //     preceded by <|endoftext|> (id 50256), so the stream is  eot doc1 eot doc2 ...
 //     A literal "<|endoftext|>" inside a file also becomes that token (an already delimited
