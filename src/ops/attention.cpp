@@ -21,23 +21,27 @@ struct Dims {
 
 // Validates q (B, T, NH*HS), k and v (B, T, NKV*HS) and the head counts; returns the sizes.
 Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
-  check::that(n_head >= 1 && n_kv_head >= 1, kOp,
-              "n_head " + std::to_string(n_head) + " and n_kv_head " + std::to_string(n_kv_head) +
-                  ", expected both >= 1");
-  check::that(n_head % n_kv_head == 0, kOp,
-              "n_head " + std::to_string(n_head) + " is not a multiple of n_kv_head " +
-                  std::to_string(n_kv_head) + ", expected n_kv_head to divide n_head");
+  check::that(n_head >= 1 && n_kv_head >= 1, kOp, [&] {
+    return "n_head " + std::to_string(n_head) + " and n_kv_head " + std::to_string(n_kv_head) +
+           ", expected both >= 1";
+  });
+  check::that(n_head % n_kv_head == 0, kOp, [&] {
+    return "n_head " + std::to_string(n_head) + " is not a multiple of n_kv_head " +
+           std::to_string(n_kv_head) + ", expected n_kv_head to divide n_head";
+  });
   check::ndim(kOp, "q", q, 3, "(B, T, n_head * HS)");
   check::ndim(kOp, "k", k, 3, "(B, T, n_kv_head * HS)");
   const std::int64_t C = q.dim(2);
-  check::that(C > 0 && C % n_head == 0, kOp,
-              "q has shape " + q.shape().str() + ": last dim " + std::to_string(C) +
-                  ", expected a positive multiple of n_head " + std::to_string(n_head));
+  check::that(C > 0 && C % n_head == 0, kOp, [&] {
+    return "q has shape " + q.shape().str() + ": last dim " + std::to_string(C) +
+           ", expected a positive multiple of n_head " + std::to_string(n_head);
+  });
   const std::int64_t HS = C / n_head;
   check::dim(kOp, "k", k, 0, q.dim(0), "B of q");
   check::dim(kOp, "k", k, 1, q.dim(1), "T of q");
-  check::dim(kOp, "k", k, 2, n_kv_head * HS,
-             "n_kv_head " + std::to_string(n_kv_head) + " * head size " + std::to_string(HS));
+  check::dim(kOp, "k", k, 2, n_kv_head * HS, [&] {
+    return "n_kv_head " + std::to_string(n_kv_head) + " * head size " + std::to_string(HS);
+  });
   check::same_shape(kOp, "k", k, "v", v);
   return {static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), n_head, n_kv_head,
           static_cast<int>(HS)};

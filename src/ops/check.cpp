@@ -17,13 +17,11 @@ void ndim(const char* op, const char* name, const Tensor& t, int n, const char* 
   }
 }
 
-void dim(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
-         const std::string& why) {
-  if (t.dim(axis) != expected) {
-    fail(op, std::string(name) + " has shape " + t.shape().str() + ": dim " +
-                 std::to_string(axis) + " is " + std::to_string(t.dim(axis)) + ", expected " +
-                 std::to_string(expected) + " (" + why + ")");
-  }
+void dim_failed(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
+                const std::string& why) {
+  fail(op, std::string(name) + " has shape " + t.shape().str() + ": dim " + std::to_string(axis) +
+               " is " + std::to_string(t.dim(axis)) + ", expected " + std::to_string(expected) +
+               " (" + why + ")");
 }
 
 void same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name,

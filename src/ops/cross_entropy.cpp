@@ -26,22 +26,27 @@ struct Rows {
 Rows check_inputs(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index) {
   check::defined(kOp, "logits", logits);
   check::tokens(kOp, "targets", targets);
-  // Built with += : GCC 12 gives a false -Wrestrict on `"(" + std::to_string(..)`.
-  std::string tshape = "(";
-  tshape += std::to_string(targets.B()) + ", " + std::to_string(targets.T()) + ")";
+  // "(B, T)" of the targets, for messages. Built with += : GCC 12 gives a false -Wrestrict on
+  // `"(" + std::to_string(..)`.
+  const auto tshape = [&] {
+    std::string s = "(";
+    s += std::to_string(targets.B()) + ", " + std::to_string(targets.T()) + ")";
+    return s;
+  };
   if (logits.ndim() == 3) {
-    check::dim(kOp, "logits", logits, 0, targets.B(), "B of targets " + tshape);
-    check::dim(kOp, "logits", logits, 1, targets.T(), "T of targets " + tshape);
+    check::dim(kOp, "logits", logits, 0, targets.B(), [&] { return "B of targets " + tshape(); });
+    check::dim(kOp, "logits", logits, 1, targets.T(), [&] { return "T of targets " + tshape(); });
   } else if (logits.ndim() == 2) {
-    check::dim(kOp, "logits", logits, 0, targets.numel(), "B * T of targets " + tshape);
+    check::dim(kOp, "logits", logits, 0, targets.numel(), [&] { return "B * T of targets " + tshape(); });
   } else {
     fail(kOp, "logits has shape " + logits.shape().str() +
                   ", expected 3 dims (B, T, Vp) or 2 dims (N, Vp)");
   }
   const std::int64_t Vp = logits.dim(-1);
-  check::that(vocab_size >= 1 && vocab_size <= Vp, kOp,
-              "vocab_size is " + std::to_string(vocab_size) + ", expected 1 <= vocab_size <= Vp = " +
-                  std::to_string(Vp) + " (last dim of logits " + logits.shape().str() + ")");
+  check::that(vocab_size >= 1 && vocab_size <= Vp, kOp, [&] {
+    return "vocab_size is " + std::to_string(vocab_size) + ", expected 1 <= vocab_size <= Vp = " +
+           std::to_string(Vp) + " (last dim of logits " + logits.shape().str() + ")";
+  });
   std::int64_t count = 0;
   const std::int32_t* t = targets.data();
   for (std::int64_t n = 0; n < targets.numel(); ++n) {
@@ -99,10 +104,10 @@ void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int voc
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
   check::ndim(kOp, "saved.lse", saved.lse, 1, "(N)");
   check::dim(kOp, "saved.lse", saved.lse, 0, r.N, "rows of logits");
-  check::that(saved.count == r.count, kOp,
-              "saved.count is " + std::to_string(saved.count) + ", expected " +
-                  std::to_string(r.count) +
-                  " (targets not equal to ignore_index; was saved filled for other targets?)");
+  check::that(saved.count == r.count, kOp, [&] {
+    return "saved.count is " + std::to_string(saved.count) + ", expected " + std::to_string(r.count) +
+           " (targets not equal to ignore_index; was saved filled for other targets?)";
+  });
   check::adjoint(kOp, "d_logits", d_logits, logits);
   if (d_logits == nullptr || r.count == 0) return;  // all ignored: no gradient (see header)
   const float scale = d_out / static_cast<float>(r.count);

@@ -25,7 +25,8 @@ Dims check_tokens(const char* op, const Tokens& idx, const Tensor& wte) {
   check::tokens(op, "idx", idx);
   check::ndim(op, "wte", wte, 2, "(V, C)");
   const std::int64_t V = wte.dim(0), C = wte.dim(1);
-  check::that(V > 0 && C > 0, op, "wte has shape " + wte.shape().str() + ", expected V > 0 and C > 0");
+  check::that(V > 0 && C > 0, op,
+              [&] { return "wte has shape " + wte.shape().str() + ", expected V > 0 and C > 0"; });
   const std::int32_t* ids = idx.data();
   for (std::int64_t i = 0; i < idx.numel(); ++i) {
     if (ids[i] < 0 || ids[i] >= V) {
@@ -41,10 +42,10 @@ Dims check_tokens(const char* op, const Tokens& idx, const Tensor& wte) {
 void check_positions(const Tensor& wpe, const Dims& d) {
   check::ndim(kTokPos, "wpe", wpe, 2, "(maxT, C)");
   check::dim(kTokPos, "wpe", wpe, 1, d.C, "C, dim 1 of wte");
-  check::that(d.T <= wpe.dim(0), kTokPos,
-              "idx has T = " + std::to_string(d.T) + ", expected T <= maxT = " +
-                  std::to_string(wpe.dim(0)) + " (rows of wpe " + wpe.shape().str() +
-                  ", the longest sequence the model has positions for)");
+  check::that(d.T <= wpe.dim(0), kTokPos, [&] {
+    return "idx has T = " + std::to_string(d.T) + ", expected T <= maxT = " + std::to_string(wpe.dim(0)) +
+           " (rows of wpe " + wpe.shape().str() + ", the longest sequence the model has positions for)";
+  });
 }
 
 void check_d_out(const char* op, const Tensor& d_out, const Dims& d) {

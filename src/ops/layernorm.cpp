@@ -21,10 +21,11 @@ struct Rows {
 };
 Rows check_inputs(const Tensor& x, const Tensor& w, const Tensor& b) {
   check::defined(kOp, "x", x);
-  check::that(x.ndim() == 2 || x.ndim() == 3, kOp,
-              "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)");
+  check::that(x.ndim() == 2 || x.ndim() == 3, kOp, [&] {
+    return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)";
+  });
   const std::int64_t C = x.dim(-1);
-  check::that(C > 0, kOp, "x has shape " + x.shape().str() + ", expected a last dim C > 0");
+  check::that(C > 0, kOp, [&] { return "x has shape " + x.shape().str() + ", expected a last dim C > 0"; });
   check::ndim(kOp, "w", w, 1, "(C)");
   check::dim(kOp, "w", w, 0, C, "last dim of x");
   check::ndim(kOp, "b", b, 1, "(C)");

@@ -23,12 +23,14 @@ struct Dims {
 // Validates x, w and (when given) b, and returns the sizes and the output shape.
 Dims check_inputs(const char* op, const Tensor& x, const Tensor& w, const Tensor* b) {
   check::defined(op, "x", x);
-  check::that(x.ndim() == 2 || x.ndim() == 3, op,
-              "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)");
+  check::that(x.ndim() == 2 || x.ndim() == 3, op, [&] {
+    return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)";
+  });
   check::ndim(op, "w", w, 2, "(OC, C)");
   const std::int64_t C = x.dim(-1), OC = w.dim(0);
-  check::that(x.numel() > 0 && OC > 0, op,
-              "x " + x.shape().str() + " or w " + w.shape().str() + " is empty, expected sizes > 0");
+  check::that(x.numel() > 0 && OC > 0, op, [&] {
+    return "x " + x.shape().str() + " or w " + w.shape().str() + " is empty, expected sizes > 0";
+  });
   check::dim(op, "w", w, 1, C, "last dim of x");
   if (b) {
     check::ndim(op, "b", *b, 1, "(OC)");
@@ -36,8 +38,9 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& w, const Tensor
   }
   const std::int64_t N = x.numel() / C;
   // cpu::gemm takes int sizes and strides.
-  check::that(N <= INT_MAX && C <= INT_MAX && OC <= INT_MAX, op,
-              "x " + x.shape().str() + " and w " + w.shape().str() + " exceed the GEMM's int sizes");
+  check::that(N <= INT_MAX && C <= INT_MAX && OC <= INT_MAX, op, [&] {
+    return "x " + x.shape().str() + " and w " + w.shape().str() + " exceed the GEMM's int sizes";
+  });
   const Shape out = x.ndim() == 2 ? Shape{N, OC} : Shape{x.dim(0), x.dim(1), OC};
   return {N, C, OC, out};
 }
@@ -47,9 +50,9 @@ void check_adjoints(const char* op, const Dims& d, const Tensor& d_out, const Te
                     const Tensor& w, const Tensor* b, const Tensor* d_x, const Tensor* d_w,
                     const Tensor* d_b) {
   check::defined(op, "d_out", d_out);
-  check::that(d_out.shape() == d.out, op,
-              "d_out has shape " + d_out.shape().str() + ", expected " + d.out.str() +
-                  " (the shape of out)");
+  check::that(d_out.shape() == d.out, op, [&] {
+    return "d_out has shape " + d_out.shape().str() + ", expected " + d.out.str() + " (the shape of out)";
+  });
   check::adjoint(op, "d_x", d_x, x);
   check::adjoint(op, "d_w", d_w, w);
   if (b) check::adjoint(op, "d_b", d_b, *b);

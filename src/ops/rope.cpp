@@ -23,19 +23,23 @@ struct Dims {
 Dims check_inputs(const Tensor& x, int n_head, float theta, int pos_offset) {
   check::ndim(kOp, "x", x, 3, "(B, T, C)");
   const std::int64_t C = x.dim(2);
-  check::that(n_head >= 1, kOp, "n_head is " + std::to_string(n_head) + ", expected >= 1");
-  check::that(C % n_head == 0, kOp,
-              "x has shape " + x.shape().str() + ": C = " + std::to_string(C) +
-                  " is not divisible by n_head = " + std::to_string(n_head));
+  check::that(n_head >= 1, kOp, [&] { return "n_head is " + std::to_string(n_head) + ", expected >= 1"; });
+  check::that(C % n_head == 0, kOp, [&] {
+    return "x has shape " + x.shape().str() + ": C = " + std::to_string(C) +
+           " is not divisible by n_head = " + std::to_string(n_head);
+  });
   const std::int64_t HS = C / n_head;
-  check::that(HS % 2 == 0, kOp,
-              "head size HS = C / n_head = " + std::to_string(HS) +
-                  " is odd, expected an even HS (rope rotates pairs x[2i], x[2i+1])");
-  check::that(std::isfinite(theta) && theta > 0.0f, kOp,
-              "theta is " + std::to_string(theta) + ", expected a finite value > 0 (e.g. 10000)");
-  check::that(pos_offset >= 0, kOp,
-              "pos_offset is " + std::to_string(pos_offset) +
-                  ", expected >= 0 (the number of positions already in the KV cache)");
+  check::that(HS % 2 == 0, kOp, [&] {
+    return "head size HS = C / n_head = " + std::to_string(HS) +
+           " is odd, expected an even HS (rope rotates pairs x[2i], x[2i+1])";
+  });
+  check::that(std::isfinite(theta) && theta > 0.0f, kOp, [&] {
+    return "theta is " + std::to_string(theta) + ", expected a finite value > 0 (e.g. 10000)";
+  });
+  check::that(pos_offset >= 0, kOp, [&] {
+    return "pos_offset is " + std::to_string(pos_offset) +
+           ", expected >= 0 (the number of positions already in the KV cache)";
+  });
   return {static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), n_head, static_cast<int>(HS)};
 }
 
