@@ -1,35 +1,61 @@
 #include "llmcc/train/grad_clip.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
+
 constexpr std::int64_t kChunk = 1 << 14;  // floats per partial sum
+// Chunks whose partial sums are held at once, on the stack (8 KiB): the norm runs on every
+// clipped training step, which allocates nothing from the heap.
+constexpr std::int64_t kBatch = 1024;
+
+// Whether a loop worth parallelising gets a parallel region: libgomp allocates a team for every
+// region that runs on one thread (it caches only teams of several threads), so a loop that
+// would run on one thread anyway stays outside any region.
+bool use_team(bool worth) { return worth && omp_get_max_threads() > 1 && !omp_in_parallel(); }
+
+// Sum of squares of g[begin, end) in double.
+double sum_squares(const float* g, std::int64_t begin, std::int64_t end) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t i = begin; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
+  return s;
 }
+
+}  // namespace
 
 double grad_norm(const ParameterStore& grads) {
   LLMCC_PROFILE("grad_norm");
   const float* g = grads.data();
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t i = begin; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
-    partial[static_cast<std::size_t>(c)] = s;
-  }
+  // Partial sums of kBatch chunks at a time, added in chunk order: the same sum whatever the
+  // thread count.
   double total = 0.0;
-  for (double s : partial) total += s;
+  double partial[kBatch];
+  for (std::int64_t c0 = 0; c0 < chunks; c0 += kBatch) {
+    const std::int64_t count = std::min(kBatch, chunks - c0);
+    const auto chunk_sum = [&](std::int64_t c) {
+      const std::int64_t begin = (c0 + c) * kChunk;
+      partial[c] = sum_squares(g, begin, std::min(n, begin + kChunk));
+    };
+    if (use_team(count > 1)) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t c = 0; c < count; ++c) chunk_sum(c);
+    } else {
+      for (std::int64_t c = 0; c < count; ++c) chunk_sum(c);
+    }
+    for (std::int64_t c = 0; c < count; ++c) total += partial[c];
+  }
   return std::sqrt(total);
 }
 
@@ -37,8 +63,13 @@ void scale_grads(ParameterStore& grads, float factor) {
   LLMCC_PROFILE("scale_grads");
   float* g = grads.data();
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
-#pragma omp parallel for simd schedule(static) if (n >= 32768)
-  for (std::int64_t i = 0; i < n; ++i) g[i] *= factor;
+  if (use_team(n >= 32768)) {
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) g[i] *= factor;
+  } else {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) g[i] *= factor;
+  }
 }
 
 double clip_grad_norm(ParameterStore& grads, double max_norm) {
