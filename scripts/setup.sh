@@ -11,6 +11,7 @@ packages=(
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
   python3
+  curl ca-certificates                         # Tiny Shakespeare download when no local copy
 )
 
 missing=()
