@@ -10,6 +10,7 @@ packages=(
   libdnnl-dev                                  # GEMM: oneDNN dnnl_sgemm (chosen by measurement, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
+  libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)
   python3
   curl ca-certificates                         # Tiny Shakespeare download when no local copy
 )

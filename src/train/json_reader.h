@@ -1,7 +1,14 @@
-// A minimal JSON reader for flat objects of string keys and integer values, such as GPT-2's
-// encoder.json: {"!": 0, "\u0120the": 262, ...}. Strings may hold any escape JSON allows,
-// \uXXXX with surrogate pairs included; keys come back as UTF-8. Anything else (nested values,
-// floats, true/false/null) is an error naming the file, the line and column, and what was found.
+// A small JSON reader (RFC 8259) and writer helpers, private to llmcc.
+//
+//   parse_json_int_object: flat objects of string keys and integer values, such as GPT-2's
+//     encoder.json: {"!": 0, "\u0120the": 262, ...}.
+//   parse_json: any JSON document into a JsonValue tree (safetensors headers, Hugging Face
+//     config.json). Object keys keep their file order; a repeated key is an error (a
+//     safetensors header naming one tensor twice is corrupt, not "last one wins").
+//
+// Strings may hold any escape JSON allows, \uXXXX with surrogate pairs included; they come back
+// as UTF-8. Errors name the file, the line and column, and what was expected and found:
+//   Error("[<where>] <filename>:<line>:<col>: expected ..., got ...").
 #pragma once
 
 #include <cstdint>
@@ -12,9 +19,36 @@
 
 namespace llmcc {
 
-// Throws Error("[<where>] <filename>:<line>:<col>: expected ..., got ...").
 std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text,
                                                                     const std::string& filename,
                                                                     const std::string& where);
+
+struct JsonValue {
+  enum class Kind { Null, Bool, Number, String, Array, Object };
+  Kind kind = Kind::Null;
+  bool boolean = false;
+  double number = 0.0;      // every number, as a double
+  bool is_integer = false;  // written without fraction or exponent and fits int64
+  int64_t integer = 0;      // its exact value when is_integer
+  std::string string;
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object;  // in file order, keys unique
+
+  // The member named key of an object, or null when absent (or when this is not an object).
+  const JsonValue* find(std::string_view key) const;
+  // "null", "a boolean", "a number", "a string", "an array", "an object" (for messages).
+  const char* kind_name() const;
+};
+
+// Nesting deeper than 64 levels is an error (no stack exhaustion on hostile input).
+JsonValue parse_json(std::string_view text, const std::string& filename, const std::string& where);
+
+// s as a JSON string literal with quotes; control characters, '"' and '\' escaped, other
+// bytes (UTF-8) kept as they are.
+std::string json_quote(std::string_view s);
+
+// x as a JSON number that reads back to the same float (shortest round-trip form); integers
+// have no fraction ("1", "1e-05"). x must be finite.
+std::string json_number(double x);
 
 }  // namespace llmcc

@@ -1,0 +1,79 @@
+// SentencePiece tokenizers (Llama's kind) through Debian's libsentencepiece.
+//
+//   auto tok = llmcc::SpTokenizer::load("tok512.model");
+//   std::vector<int32_t> ids = tok.encode("Hello world");   // no bos/eos added
+//   std::string text = tok.decode(ids);
+//   tok.vocab_size(); tok.bos(); tok.eos();                 // -1 when the model has none
+//
+//   llmcc::SpTrainOptions opt;                              // BPE, byte fallback, identity
+//   opt.inputs = {"input.txt"};                             // normalisation: see below
+//   opt.vocab_size = 512;
+//   opt.model_prefix = "tok512";                            // writes tok512.model, tok512.vocab
+//   llmcc::train_sp_tokenizer(opt);
+//
+// Training runs SentencePiece's own trainer on every line of the inputs (a line is a sentence to
+// it). The defaults make a tokenizer that round-trips any text exactly, as Llama's does: the
+// 'identity' normalisation (no NFKC), whitespace kept as it is (no collapsing of runs, no
+// trimming), byte fallback (a byte the vocabulary lacks becomes one of 256 byte tokens <0xNN>,
+// never <unk>; newlines, which the line-based trainer never sees, come out that way), digits split
+// into single characters, and ids unk 0, bos 1, eos 2 (no pad). Training is deterministic: the
+// trainer runs on one thread with a fixed seed and all input lines, so the same inputs and options
+// give a byte-identical model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace llmcc {
+
+class SpTokenizer {
+ public:
+  // Throws llmcc::Error("[sp_tokenizer] <path>: ...") for a missing, unreadable or corrupt file.
+  static SpTokenizer load(const std::string& model_path);
+
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  // An id outside [0, vocab_size()) throws llmcc::Error naming it.
+  std::string decode(std::span<const std::int32_t> ids) const;
+  std::string piece(std::int32_t id) const;  // the vocabulary entry ("▁the", "<0x0A>", "<s>")
+
+  int vocab_size() const;
+  int bos() const;  // -1 if the model has none
+  int eos() const;
+  int unk() const;
+  const std::string& path() const { return path_; }
+
+  SpTokenizer(SpTokenizer&&) noexcept;
+  SpTokenizer& operator=(SpTokenizer&&) noexcept;
+  ~SpTokenizer();
+
+ private:
+  SpTokenizer();
+  std::string path_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+};
+
+struct SpTrainOptions {
+  std::vector<std::string> inputs;  // UTF-8 text files; every line is a training sentence
+  int vocab_size = 0;               // including unk, bos, eos and (with byte fallback) 256 byte tokens
+  std::string model_prefix;         // writes <prefix>.model and <prefix>.vocab
+  std::string model_type = "bpe";   // bpe or unigram
+  bool byte_fallback = true;
+  double character_coverage = 1.0;  // fraction of characters kept as pieces (rarer ones -> bytes)
+  int max_sentence_length = 16384;  // bytes; longer lines are skipped by the trainer
+  bool quiet = true;                // hide SentencePiece's training log (errors still reported)
+};
+
+// Trains and writes the model; returns the path of the .model file. Throws llmcc::Error naming
+// the input or the option for a missing input, an empty input, a bad option, or a failure the
+// library reports (its message included, e.g. a vocabulary too large for the text).
+std::string train_sp_tokenizer(const SpTrainOptions& options);
+
+}  // namespace llmcc
