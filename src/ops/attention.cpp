@@ -1,8 +1,11 @@
-// attention: front end, forward and pullback of fused causal grouped-query self-attention.
+// attention: front ends, forward and pullback of fused causal grouped-query self-attention, on
+// separate q, k, v (attention) or on one packed qkv tensor (attention_qkv). Both run the same
+// kernels; the packed form passes row strides instead of copying q, k, v apart.
 #include "llmcc/ops/attention.h"
 
 #include <string>
 
+#include "kernels/attention_layout.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/ref/attention.h"
 #include "llmcc/arena.h"
@@ -14,21 +17,23 @@ namespace llmcc {
 namespace {
 
 constexpr const char* kOp = "attention";
+constexpr const char* kOpQkv = "attention_qkv";
 
-struct Dims {
-  int B, T, NH, NKV, HS;
-};
-
-// Validates q (B, T, NH*HS), k and v (B, T, NKV*HS) and the head counts; returns the sizes.
-Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
-  check::that(n_head >= 1 && n_kv_head >= 1, kOp, [&] {
+void check_head_counts(const char* op, int n_head, int n_kv_head) {
+  check::that(n_head >= 1 && n_kv_head >= 1, op, [&] {
     return "n_head " + std::to_string(n_head) + " and n_kv_head " + std::to_string(n_kv_head) +
            ", expected both >= 1";
   });
-  check::that(n_head % n_kv_head == 0, kOp, [&] {
+  check::that(n_head % n_kv_head == 0, op, [&] {
     return "n_head " + std::to_string(n_head) + " is not a multiple of n_kv_head " +
            std::to_string(n_kv_head) + ", expected n_kv_head to divide n_head";
   });
+}
+
+// Validates q (B, T, NH*HS), k and v (B, T, NKV*HS) and the head counts; returns the layout.
+AttentionLayout check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                             int n_kv_head) {
+  check_head_counts(kOp, n_head, n_kv_head);
   check::ndim(kOp, "q", q, 3, "(B, T, n_head * HS)");
   check::ndim(kOp, "k", k, 3, "(B, T, n_kv_head * HS)");
   const std::int64_t C = q.dim(2);
@@ -43,64 +48,123 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
     return "n_kv_head " + std::to_string(n_kv_head) + " * head size " + std::to_string(HS);
   });
   check::same_shape(kOp, "k", k, "v", v);
-  return {static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), n_head, n_kv_head,
-          static_cast<int>(HS)};
+  return AttentionLayout::dense(static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), n_head,
+                                n_kv_head, static_cast<int>(HS));
 }
 
-Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head,
-               AttentionSaved* saved) {
-  const Dims s = check_inputs(q, k, v, n_head, n_kv_head);
-  Tensor out = new_tensor(q.shape(), kOp);  // (B, T, NH * HS)
+// Validates qkv (B, T, (NH + 2*NKV) * HS) and the head counts; returns the packed layout.
+AttentionLayout check_packed(const Tensor& qkv, int n_head, int n_kv_head) {
+  check_head_counts(kOpQkv, n_head, n_kv_head);
+  check::ndim(kOpQkv, "qkv", qkv, 3, "(B, T, (n_head + 2 * n_kv_head) * HS)");
+  const std::int64_t W = qkv.dim(2), heads = std::int64_t{n_head} + 2 * std::int64_t{n_kv_head};
+  check::that(W > 0 && W % heads == 0, kOpQkv, [&] {
+    return "qkv has shape " + qkv.shape().str() + ": last dim " + std::to_string(W) +
+           ", expected a positive multiple of n_head + 2 * n_kv_head = " + std::to_string(heads) +
+           " (query, key and value heads of size HS)";
+  });
+  return AttentionLayout::packed(static_cast<int>(qkv.dim(0)), static_cast<int>(qkv.dim(1)),
+                                 n_head, n_kv_head, static_cast<int>(W / heads));
+}
+
+// The output (B, T, NH*HS) and, when `saved`, the lse (B, NH, T) of either form.
+Tensor forward(const char* op, const AttentionLayout& L, const float* q, const float* k,
+               const float* v, AttentionSaved* saved) {
+  Tensor out = new_tensor({L.B, L.T, std::int64_t{L.NH} * L.HS}, op);  // (B, T, NH * HS)
   float* lse = nullptr;
   if (saved) {
-    saved->lse = new_tensor({s.B, s.NH, s.T}, kOp);  // (B, NH, T)
+    saved->lse = new_tensor({L.B, L.NH, L.T}, op);  // (B, NH, T)
     lse = saved->lse.f32();
   }
   if (kernel_mode() == KernelMode::Reference) {
-    ref::attention_forward(out.f32(), lse, q.f32(), k.f32(), v.f32(), s.B, s.T, s.NH, s.NKV, s.HS);
+    ref::attention_forward(out.f32(), lse, q, k, v, L);
   } else {
-    cpu::attention_forward(out.f32(), lse, q.f32(), k.f32(), v.f32(), s.B, s.T, s.NH, s.NKV, s.HS);
+    cpu::attention_forward(out.f32(), lse, q, k, v, L);
   }
   return out;
+}
+
+// Checks what both pullbacks read besides their inputs: out and d_out (B, T, NH*HS) and saved.lse.
+void check_saved(const char* op, const AttentionLayout& L, const Tensor& out,
+                 const AttentionSaved& saved, const Tensor& d_out) {
+  const std::int64_t C = std::int64_t{L.NH} * L.HS;
+  check::ndim(op, "out", out, 3, "(B, T, n_head * HS)");
+  check::dim(op, "out", out, 0, L.B, "B");
+  check::dim(op, "out", out, 1, L.T, "T");
+  check::dim(op, "out", out, 2, C, "n_head * HS");
+  check::same_shape(op, "out", out, "d_out", d_out);
+  check::ndim(op, "saved.lse", saved.lse, 3,
+              op == kOp ? "(B, n_head, T); did you run attention_fwd?"
+                        : "(B, n_head, T); did you run attention_qkv_fwd?");
+  check::dim(op, "saved.lse", saved.lse, 0, L.B, "B");
+  check::dim(op, "saved.lse", saved.lse, 1, L.NH, "n_head");
+  check::dim(op, "saved.lse", saved.lse, 2, L.T, "T");
+}
+
+void backward(const AttentionLayout& L, const float* q, const float* k, const float* v,
+              const Tensor& out, const AttentionSaved& saved, const Tensor& d_out, float* dq,
+              float* dk, float* dv) {
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
+  } else {
+    cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
+  }
 }
 
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
   LLMCC_PROFILE("attention.fwd");
-  return forward(q, k, v, n_head, n_kv_head, nullptr);
+  const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
+  return forward(kOp, L, q.f32(), k.f32(), v.f32(), nullptr);
 }
 
 Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head,
                      AttentionSaved& saved) {
   LLMCC_PROFILE("attention.fwd");
-  return forward(q, k, v, n_head, n_kv_head, &saved);
+  const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
+  return forward(kOp, L, q.f32(), k.f32(), v.f32(), &saved);
 }
 
 void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
                         int n_kv_head, const Tensor& out, const AttentionSaved& saved,
                         const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v) {
   LLMCC_PROFILE("attention.bwd");
-  const Dims s = check_inputs(q, k, v, n_head, n_kv_head);
+  const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
   check::same_shape(kOp, "q", q, "out", out);
-  check::same_shape(kOp, "q", q, "d_out", d_out);
-  check::ndim(kOp, "saved.lse", saved.lse, 3, "(B, n_head, T); did you run attention_fwd?");
-  check::dim(kOp, "saved.lse", saved.lse, 0, s.B, "B of q");
-  check::dim(kOp, "saved.lse", saved.lse, 1, s.NH, "n_head");
-  check::dim(kOp, "saved.lse", saved.lse, 2, s.T, "T of q");
+  check_saved(kOp, L, out, saved, d_out);
   check::adjoint(kOp, "d_q", d_q, q);
   check::adjoint(kOp, "d_k", d_k, k);
   check::adjoint(kOp, "d_v", d_v, v);
-  float* dq = d_q ? d_q->f32() : nullptr;
-  float* dk = d_k ? d_k->f32() : nullptr;
-  float* dv = d_v ? d_v->f32() : nullptr;
-  if (kernel_mode() == KernelMode::Reference) {
-    ref::attention_backward(dq, dk, dv, d_out.f32(), q.f32(), k.f32(), v.f32(), out.f32(),
-                            saved.lse.f32(), s.B, s.T, s.NH, s.NKV, s.HS);
-  } else {
-    cpu::attention_backward(dq, dk, dv, d_out.f32(), q.f32(), k.f32(), v.f32(), out.f32(),
-                            saved.lse.f32(), s.B, s.T, s.NH, s.NKV, s.HS);
-  }
+  if (!d_q && !d_k && !d_v) return;
+  backward(L, q.f32(), k.f32(), v.f32(), out, saved, d_out, d_q ? d_q->f32() : nullptr,
+           d_k ? d_k->f32() : nullptr, d_v ? d_v->f32() : nullptr);
+}
+
+Tensor attention_qkv(const Tensor& qkv, int n_head, int n_kv_head) {
+  LLMCC_PROFILE("attention.fwd");
+  const AttentionLayout L = check_packed(qkv, n_head, n_kv_head);
+  const float* p = qkv.f32();
+  return forward(kOpQkv, L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), nullptr);
+}
+
+Tensor attention_qkv_fwd(const Tensor& qkv, int n_head, int n_kv_head, AttentionSaved& saved) {
+  LLMCC_PROFILE("attention.fwd");
+  const AttentionLayout L = check_packed(qkv, n_head, n_kv_head);
+  const float* p = qkv.f32();
+  return forward(kOpQkv, L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), &saved);
+}
+
+void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const Tensor& out,
+                            const AttentionSaved& saved, const Tensor& d_out, Tensor* d_qkv) {
+  LLMCC_PROFILE("attention.bwd");
+  const AttentionLayout L = check_packed(qkv, n_head, n_kv_head);
+  check_saved(kOpQkv, L, out, saved, d_out);
+  check::adjoint(kOpQkv, "d_qkv", d_qkv, qkv);
+  if (!d_qkv) return;
+  const float* p = qkv.f32();
+  float* d = d_qkv->f32();
+  backward(L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), out, saved, d_out, d,
+           d + L.packed_k_offset(), d + L.packed_v_offset());
 }
 
 }  // namespace llmcc

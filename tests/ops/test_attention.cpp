@@ -24,20 +24,51 @@ struct Case {
   std::size_t nlse() const { return std::size_t(B) * NH * T; }       // lse: (B, NH, T)
 };
 
+// Packs dense q (B, T, NH*HS), k and v (B, T, NKV*HS) into qkv (B, T, (NH + 2*NKV) * HS), rows
+// laid out [q heads | k heads | v heads], and back.
+template <class Real>
+std::vector<Real> pack_qkv(const Case& c, const std::vector<Real>& q, const std::vector<Real>& k,
+                           const std::vector<Real>& v) {
+  const std::size_t Cq = std::size_t(c.NH) * c.HS, Ckv = std::size_t(c.NKV) * c.HS, W = Cq + 2 * Ckv;
+  std::vector<Real> qkv(std::size_t(c.B) * c.T * W);
+  for (std::size_t r = 0; r < std::size_t(c.B) * c.T; ++r) {
+    std::copy_n(&q[r * Cq], Cq, &qkv[r * W]);
+    std::copy_n(&k[r * Ckv], Ckv, &qkv[r * W + Cq]);
+    std::copy_n(&v[r * Ckv], Ckv, &qkv[r * W + Cq + Ckv]);
+  }
+  return qkv;
+}
+template <class Real>
+void unpack_qkv(const Case& c, const std::vector<Real>& qkv, std::vector<Real>* q,
+                std::vector<Real>* k, std::vector<Real>* v) {
+  const std::size_t Cq = std::size_t(c.NH) * c.HS, Ckv = std::size_t(c.NKV) * c.HS, W = Cq + 2 * Ckv;
+  q->resize(c.nq());
+  k->resize(c.nkv());
+  v->resize(c.nkv());
+  for (std::size_t r = 0; r < std::size_t(c.B) * c.T; ++r) {
+    std::copy_n(&qkv[r * W], Cq, &(*q)[r * Cq]);
+    std::copy_n(&qkv[r * W + Cq], Ckv, &(*k)[r * Ckv]);
+    std::copy_n(&qkv[r * W + Cq + Ckv], Ckv, &(*v)[r * Ckv]);
+  }
+}
+
+enum class Layout { Dense, Packed };
+
 // Fast forward and backward on float, with 1 and 2 threads, against the reference run in double
-// on the same inputs.
-void expect_fast_matches_reference(const Case& c) {
-  SCOPED_TRACE(c.str());
+// on dense copies of the same inputs. With Layout::Packed the fast kernels read q, k, v from one
+// packed qkv buffer and accumulate into one packed d_qkv (row strides, GPT-2's c_attn layout).
+void expect_fast_matches_reference(const Case& c, Layout layout = Layout::Dense) {
+  SCOPED_TRACE(c.str() + (layout == Layout::Packed ? " packed" : " dense"));
   const auto q = test::random_vector<float>(c.nq(), 1, -2.0, 2.0);   // (B, T, NH*HS)
   const auto k = test::random_vector<float>(c.nkv(), 2, -2.0, 2.0);  // (B, T, NKV*HS)
   const auto v = test::random_vector<float>(c.nkv(), 3);             // (B, T, NKV*HS)
   const auto d_out = test::random_vector<float>(c.nq(), 4);          // (B, T, NH*HS)
   const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
              vd = test::cast_vector<double>(v), dod = test::cast_vector<double>(d_out);
+  const AttentionLayout dense = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
 
   std::vector<double> out_ref(c.nq()), lse_ref(c.nlse());
-  ref::attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B, c.T,
-                         c.NH, c.NKV, c.HS);
+  ref::attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), dense);
   // Adjoints start non-zero: the kernels must accumulate.
   const auto d_q0 = test::random_vector<float>(c.nq(), 5);   // (B, T, NH*HS)
   const auto d_k0 = test::random_vector<float>(c.nkv(), 6);  // (B, T, NKV*HS)
@@ -45,18 +76,30 @@ void expect_fast_matches_reference(const Case& c) {
   auto d_q_ref = test::cast_vector<double>(d_q0), d_k_ref = test::cast_vector<double>(d_k0),
        d_v_ref = test::cast_vector<double>(d_v0);
   ref::attention_backward(d_q_ref.data(), d_k_ref.data(), d_v_ref.data(), dod.data(), qd.data(),
-                          kd.data(), vd.data(), out_ref.data(), lse_ref.data(), c.B, c.T, c.NH,
-                          c.NKV, c.HS);
+                          kd.data(), vd.data(), out_ref.data(), lse_ref.data(), dense);
 
   test::for_each_thread_count([&](int) {  // the reference is computed once, outside
     std::vector<float> out(c.nq()), lse(c.nlse());
-    cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
-                           c.NKV, c.HS);
+    std::vector<float> d_q = d_q0, d_k = d_k0, d_v = d_v0;
+    if (layout == Layout::Dense) {
+      cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), dense);
+      cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(),
+                              v.data(), out.data(), lse.data(), dense);
+    } else {
+      const AttentionLayout L = AttentionLayout::packed(c.B, c.T, c.NH, c.NKV, c.HS);
+      const auto qkv = pack_qkv(c, q, k, v);  // (B, T, (NH + 2*NKV) * HS)
+      auto d_qkv = pack_qkv(c, d_q0, d_k0, d_v0);
+      const float* p = qkv.data();
+      float* d = d_qkv.data();
+      cpu::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(),
+                             p + L.packed_v_offset(), L);
+      cpu::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), d_out.data(), p,
+                              p + L.packed_k_offset(), p + L.packed_v_offset(), out.data(),
+                              lse.data(), L);
+      unpack_qkv(c, d_qkv, &d_q, &d_k, &d_v);
+    }
     EXPECT_TRUE(all_close("out", out, out_ref, 2e-6, 2e-5));
     EXPECT_TRUE(all_close("lse", lse, lse_ref, 2e-6, 2e-6));
-    auto d_q = d_q0, d_k = d_k0, d_v = d_v0;
-    cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(),
-                            v.data(), out.data(), lse.data(), c.B, c.T, c.NH, c.NKV, c.HS);
     EXPECT_TRUE(all_close("d_q", d_q, d_q_ref, 1e-5, 1e-4));
     EXPECT_TRUE(all_close("d_k", d_k, d_k_ref, 1e-5, 1e-4));
     EXPECT_TRUE(all_close("d_v", d_v, d_v_ref, 1e-5, 1e-4));
@@ -75,46 +118,91 @@ TEST(AttentionKernel, FastMatchesReferenceOverAwkwardSizes) {
   }
 }
 
+TEST(AttentionKernel, FastMatchesReferenceOnPackedQkvOverAwkwardSizes) {
+  const int heads[][2] = {{1, 1}, {4, 4}, {4, 2}, {6, 1}};  // {NH, NKV}: MHA, GQA and MQA
+  for (int T : {1, 3, 7, 64, 65, 197}) {
+    for (int HS : {1, 3, 8, 24, 64}) {
+      for (const auto& nh : heads) {
+        const int B = T <= 65 ? 2 : 1;
+        expect_fast_matches_reference({B, T, nh[0], nh[1], HS}, Layout::Packed);
+      }
+    }
+  }
+}
+
 TEST(AttentionKernel, FastMatchesReferenceAtLongerSequence) {
   // T = 768 crosses many key tiles, so the running max is rescaled repeatedly.
   expect_fast_matches_reference({1, 768, 2, 1, 8});
 }
 
 TEST(AttentionKernel, FastForwardIsStableForLargeScores) {
-  // Scores around 1e3 overflow exp() unless the running max is subtracted.
+  // Scores around 1e3 overflow exp() unless the running max is subtracted. Against the reference
+  // in double: float scores near 1250 are spaced 1.2e-4 apart, so even an exact float kernel's
+  // probabilities are off by up to ~1e-4 relative (3e-5 measured on the output); a float
+  // reference is no closer, and its own rounding differs with the vector width.
   const Case c{1, 70, 2, 2, 4};
   auto q = test::random_vector<float>(c.nq(), 8, 20.0, 30.0);   // (B, T, NH*HS)
   auto k = test::random_vector<float>(c.nkv(), 9, 20.0, 30.0);  // (B, T, NKV*HS)
   auto v = test::random_vector<float>(c.nkv(), 10);             // (B, T, NKV*HS)
-  std::vector<float> out(c.nq()), out_ref(c.nq()), lse(c.nlse()), lse_ref(c.nlse());
-  cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
-                         c.NKV, c.HS);
-  ref::attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), c.B, c.T,
-                         c.NH, c.NKV, c.HS);
+  std::vector<float> out(c.nq()), lse(c.nlse());
+  std::vector<double> out_ref(c.nq()), lse_ref(c.nlse());
+  const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
+  cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), L);
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
+             vd = test::cast_vector<double>(v);
+  ref::attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), L);
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
-  EXPECT_TRUE(all_close("out", out, out_ref, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("out", out, out_ref, 2e-4, 0.0));
   EXPECT_TRUE(all_close("lse", lse, lse_ref, 1e-3, 1e-6));
 }
 
 TEST(AttentionGrad, ReferenceBackwardMatchesFiniteDifferencesWithGqa) {
   for (const Case c : {Case{2, 5, 4, 2, 3}, Case{1, 4, 3, 1, 2}, Case{1, 3, 2, 2, 1}}) {
     SCOPED_TRACE(c.str());
+    const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
     auto q = test::random_vector<double>(c.nq(), 21);   // (B, T, NH*HS)
     auto k = test::random_vector<double>(c.nkv(), 22);  // (B, T, NKV*HS)
     auto v = test::random_vector<double>(c.nkv(), 23);  // (B, T, NKV*HS)
     const auto w = test::random_vector<double>(c.nq(), 24);  // adjoint of out
     std::vector<double> out(c.nq()), lse(c.nlse());
     auto loss = [&] {
-      ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
-                             c.NKV, c.HS);
+      ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), L);
       return test::weighted_sum(out, w);
     };
     loss();  // out and lse at the unperturbed point, which the backward reads
     std::vector<double> d_q(c.nq(), 0.0), d_k(c.nkv(), 0.0), d_v(c.nkv(), 0.0);
     const auto out0 = out, lse0 = lse;
     ref::attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(),
-                            v.data(), out0.data(), lse0.data(), c.B, c.T, c.NH, c.NKV, c.HS);
+                            v.data(), out0.data(), lse0.data(), L);
     EXPECT_TRUE(test::fd_check(loss, {{"q", &q, &d_q}, {"k", &k, &d_k}, {"v", &v, &d_v}}));
+  }
+}
+
+TEST(AttentionGrad, ReferenceBackwardOnPackedQkvMatchesFiniteDifferences) {
+  // The loss is a function of the one packed tensor qkv; its gradient d_qkv is written through
+  // the strided layout, so a wrong stride or offset shows up as a wrong element of d_qkv.
+  for (const Case c : {Case{2, 5, 4, 2, 3}, Case{1, 4, 3, 1, 2}, Case{2, 3, 2, 2, 1}}) {
+    SCOPED_TRACE(c.str());
+    const AttentionLayout L = AttentionLayout::packed(c.B, c.T, c.NH, c.NKV, c.HS);
+    const std::size_t W = std::size_t(c.NH + 2 * c.NKV) * c.HS;
+    auto qkv = test::random_vector<double>(std::size_t(c.B) * c.T * W, 25);  // (B, T, W)
+    const auto w = test::random_vector<double>(c.nq(), 26);                  // adjoint of out
+    std::vector<double> out(c.nq()), lse(c.nlse());
+    auto loss = [&] {
+      const double* p = qkv.data();
+      ref::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(),
+                             p + L.packed_v_offset(), L);
+      return test::weighted_sum(out, w);
+    };
+    loss();
+    const auto out0 = out, lse0 = lse;
+    std::vector<double> d_qkv(qkv.size(), 0.0);
+    const double* p = qkv.data();
+    double* d = d_qkv.data();
+    ref::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), w.data(), p,
+                            p + L.packed_k_offset(), p + L.packed_v_offset(), out0.data(),
+                            lse0.data(), L);
+    EXPECT_TRUE(test::fd_check(loss, {{"qkv", &qkv, &d_qkv}}));
   }
 }
 
@@ -288,6 +376,114 @@ TEST(AttentionApi, PullbackRejectsBadSavedOutputAndAdjoints) {
   EXPECT_TRUE(test::throws_error(
       [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, nullptr, nullptr, &d_q); },
       {"[attention]", "d_v has shape (2, 5, 12), expected (2, 5, 6)"}));
+}
+
+// ---- Api: attention_qkv (packed q, k, v) ------------------------------------------------------
+
+TEST(AttentionApi, PackedQkvAgreesWithSeparateTensorsInBothModes) {
+  Arena arena(16 << 20);
+  ArenaScope scope(arena);
+  const KernelMode before = kernel_mode();
+  for (const Case c : {Case{2, 33, 4, 2, 16}, Case{1, 7, 3, 3, 5}, Case{2, 1, 2, 1, 4}}) {
+    for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+      set_kernel_mode(mode);
+      SCOPED_TRACE(c.str() + (mode == KernelMode::Fast ? " fast" : " reference"));
+      const Inputs in = make_inputs(arena, c);
+      const int W = (c.NH + 2 * c.NKV) * c.HS;
+      const Tensor qkv = test::tensor_from(  // (B, T, (NH + 2*NKV) * HS)
+          arena, {c.B, c.T, W},
+          pack_qkv(c, test::to_vector(in.q), test::to_vector(in.k), test::to_vector(in.v)));
+
+      AttentionSaved saved, saved_qkv;
+      const Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);  // (B, T, NH*HS)
+      const Tensor out_qkv = attention_qkv_fwd(qkv, c.NH, c.NKV, saved_qkv);   // (B, T, NH*HS)
+      ASSERT_EQ(out_qkv.shape(), (Shape{c.B, c.T, c.NH * c.HS}));
+      ASSERT_EQ(saved_qkv.lse.shape(), (Shape{c.B, c.NH, c.T}));
+      EXPECT_TRUE(all_close("out", test::to_vector(out_qkv), test::to_vector(out), 1e-6, 1e-6));
+      EXPECT_TRUE(all_close("lse", test::to_vector(saved_qkv.lse), test::to_vector(saved.lse), 1e-6, 1e-6));
+      EXPECT_TRUE(all_close("attention_qkv()", test::to_vector(attention_qkv(qkv, c.NH, c.NKV)),
+                            test::to_vector(out_qkv), 0.0, 0.0));
+
+      // Separate adjoints start at 1; the packed one at 1 too: it must accumulate.
+      Tensor d_q = test::tensor_from(arena, in.q.shape(), std::vector<float>(c.nq(), 1.0f));
+      Tensor d_k = test::tensor_from(arena, in.k.shape(), std::vector<float>(c.nkv(), 1.0f));
+      Tensor d_v = test::tensor_from(arena, in.v.shape(), std::vector<float>(c.nkv(), 1.0f));
+      attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
+      Tensor d_qkv = test::tensor_from(arena, qkv.shape(),
+                                       std::vector<float>(std::size_t(qkv.numel()), 1.0f));
+      attention_qkv_pullback(qkv, c.NH, c.NKV, out_qkv, saved_qkv, in.d_out, &d_qkv);
+      const auto expect = pack_qkv(c, test::to_vector(d_q), test::to_vector(d_k), test::to_vector(d_v));
+      EXPECT_TRUE(all_close("d_qkv", test::to_vector(d_qkv), expect, 1e-6, 1e-5));
+      EXPECT_NO_THROW(attention_qkv_pullback(qkv, c.NH, c.NKV, out_qkv, saved_qkv, in.d_out, nullptr));
+    }
+  }
+  set_kernel_mode(before);
+}
+
+TEST(AttentionApi, PackedQkvAllocatesOnlyTheOutputAndLse) {
+  Arena arena(64 << 20);
+  ArenaScope scope(arena);
+  const Case c{2, 197, 4, 2, 8};
+  const Tensor qkv = test::tensor_from(  // (B, T, (NH + 2*NKV) * HS)
+      arena, {c.B, c.T, (c.NH + 2 * c.NKV) * c.HS},
+      test::random_vector<float>(std::size_t(c.B) * c.T * (c.NH + 2 * c.NKV) * c.HS, 35));
+  const Tensor d_out = test::tensor_from(arena, {c.B, c.T, c.NH * c.HS}, test::random_vector<float>(c.nq(), 36));
+  Tensor d_qkv = arena.zeros(qkv.shape(), "d_qkv");
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    const KernelMode before = kernel_mode();
+    set_kernel_mode(mode);
+    const std::size_t pad = 2 * Arena::kAlignment;
+    std::size_t used = arena.used();
+    AttentionSaved saved;
+    const Tensor out = attention_qkv_fwd(qkv, c.NH, c.NKV, saved);
+    EXPECT_LE(arena.used() - used, c.nq() * sizeof(float) + c.nlse() * sizeof(float) + pad);
+    used = arena.used();
+    attention_qkv_pullback(qkv, c.NH, c.NKV, out, saved, d_out, &d_qkv);
+    EXPECT_EQ(arena.used(), used);
+    set_kernel_mode(before);
+  }
+}
+
+TEST(AttentionApi, PackedQkvRejectsBadHeadCountsShapesAndAdjoints) {
+  Arena arena(1 << 20);
+  ArenaScope scope(arena);
+  // NH = 4, NKV = 2, HS = 3: last dim (4 + 2*2) * 3 = 24.
+  const Tensor qkv = arena.zeros({2, 5, 24}, "qkv");
+  EXPECT_NO_THROW((void)attention_qkv(qkv, 4, 2));
+  EXPECT_NO_THROW((void)attention_qkv(qkv, 2, 2));  // also 6 heads of 4: NH = NKV = 2, HS = 4
+  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(qkv, 4, 3); },
+                                 {"[attention_qkv]", "n_head 4 is not a multiple of n_kv_head 3"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(qkv, 0, 1); },
+                                 {"[attention_qkv]", "n_head 0", "expected both >= 1"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(qkv, 5, 5); },
+                                 {"[attention_qkv]", "qkv has shape (2, 5, 24): last dim 24",
+                                  "multiple of n_head + 2 * n_kv_head = 15"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(arena.zeros({10, 24}, "qkv"), 4, 2); },
+                                 {"[attention_qkv]", "qkv has shape (10, 24), expected 3 dims"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(Tensor(), 4, 2); },
+                                 {"[attention_qkv]", "qkv has no storage"}));
+
+  AttentionSaved saved;
+  const Tensor out = attention_qkv_fwd(qkv, 4, 2, saved);  // (2, 5, 12)
+  Tensor d_qkv = arena.zeros(qkv.shape(), "d_qkv");
+  EXPECT_NO_THROW(attention_qkv_pullback(qkv, 4, 2, out, saved, out, &d_qkv));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_qkv_pullback(qkv, 4, 2, out, AttentionSaved{}, out, &d_qkv); },
+      {"[attention_qkv]", "saved.lse has no storage"}));
+  AttentionSaved wrong{arena.zeros({2, 2, 5}, "lse")};
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_qkv_pullback(qkv, 4, 2, out, wrong, out, &d_qkv); },
+      {"[attention_qkv]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
+  Tensor d_small = arena.zeros({2, 5, 12}, "d_qkv");
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_qkv_pullback(qkv, 4, 2, out, saved, out, &d_small); },
+      {"[attention_qkv]", "d_qkv has shape (2, 5, 12), expected (2, 5, 24)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_qkv_pullback(qkv, 4, 2, qkv, saved, out, &d_qkv); },
+      {"[attention_qkv]", "out has shape (2, 5, 24): dim 2 is 24, expected 12 (n_head * HS)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { attention_qkv_pullback(qkv, 4, 2, out, saved, qkv, &d_qkv); },
+      {"[attention_qkv]", "d_out has shape (2, 5, 24), expected (2, 5, 12)"}));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ TEST(OpsHeader, DeclaresEveryRule) {
   using namespace llmcc;
   EXPECT_NE(&add_pullback, nullptr);
   EXPECT_NE(&attention_pullback, nullptr);
+  EXPECT_NE(&attention_qkv_pullback, nullptr);
   EXPECT_NE(&cross_entropy_pullback, nullptr);
   EXPECT_NE(&token_embedding_pullback, nullptr);
   EXPECT_NE(&token_position_embedding_pullback, nullptr);

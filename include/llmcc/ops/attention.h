@@ -10,6 +10,12 @@
 //   v   (B, T, n_kv_head * HS)      the same shape as k
 //   out (B, T, n_head * HS)         heads concatenated per token, ready for the output projection
 //
+// attention_qkv is the same op on one packed tensor, as GPT-2's fused c_attn linear produces:
+//   qkv (B, T, (n_head + 2 * n_kv_head) * HS), each token's row laid out as
+//       [n_head query heads | n_kv_head key heads | n_kv_head value heads]
+//   out (B, T, n_head * HS)
+// The kernels read q, k, v (and write their adjoints) in place through row strides: no copies.
+//
 // Flash-style: the forward keeps an online softmax per query row and never forms a T x T matrix;
 // it saves only the log-sum-exp of each row, from which the backward recomputes probabilities.
 #pragma once
@@ -35,5 +41,17 @@ Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_he
 void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
                         int n_kv_head, const Tensor& out, const AttentionSaved& saved,
                         const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v);
+
+// attention on q, k, v packed in one tensor qkv (B, T, (n_head + 2 * n_kv_head) * HS).
+Tensor attention_qkv(const Tensor& qkv, int n_head, int n_kv_head);
+
+// The forward, recording in `saved` what attention_qkv_pullback needs besides the input and
+// output (the same record as attention_fwd's).
+Tensor attention_qkv_fwd(const Tensor& qkv, int n_head, int n_kv_head, AttentionSaved& saved);
+
+// d_qkv += dL/dqkv given d_out = dL/dout (B, T, n_head * HS); a null d_qkv is skipped.
+// Allocates nothing from the arena.
+void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const Tensor& out,
+                            const AttentionSaved& saved, const Tensor& d_out, Tensor* d_qkv);
 
 }  // namespace llmcc

@@ -11,8 +11,8 @@ namespace {
 
 constexpr int kRows = 4;      // forward: query rows per tile, so each loaded k_j serves 4 dots
 constexpr int kKeys = 64;     // forward: keys per tile, so a row's softmax rescales once per tile
-constexpr int kBwdKeys = 32;
-constexpr int kChunk = 16;    // forward: output columns kept in registers while summing P V  // backward: keys per tile; their k, v, dk, dv rows stay in L1
+constexpr int kChunk = 16;    // forward: output columns kept in registers while summing P V
+constexpr int kBwdKeys = 32;  // backward: keys per tile; their k, v, dk, dv rows stay in L1
 
 // y += a * x  (n). y is an adjoint or output row, x an input row: they never overlap.
 inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
@@ -51,8 +51,9 @@ inline float fast_exp(float x) {
 // for full tiles, 1 for the rows left over at the end of a sequence.
 template <int R>
 void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v, int b,
-                  int h, int i0, int T, int NH, int NKV, int HS) {
-  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+                  int h, int i0, const AttentionLayout& L) {
+  const int T = L.T, NH = L.NH, NKV = L.NKV, HS = L.HS;
+  const std::int64_t Ckv = L.ld_kv;
   const int kvh = h / (NH / NKV);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const float* kb = k + std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
@@ -63,9 +64,9 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
   float* orow[R];      // (HS) each: the output row doubles as the unnormalised accumulator
   float m[R], l[R];    // running max and running sum of exp(s - m)
   for (int r = 0; r < R; ++r) {
-    const std::int64_t row = (std::int64_t{b} * T + i0 + r) * Cq + std::int64_t{h} * HS;
-    qr[r] = q + row;
-    orow[r] = out + row;
+    const std::int64_t row = std::int64_t{b} * T + i0 + r;
+    qr[r] = q + row * L.ld_q + std::int64_t{h} * HS;
+    orow[r] = out + row * L.ld_out + std::int64_t{h} * HS;
     m[r] = -std::numeric_limits<float>::infinity();
     l[r] = 0.0f;
     std::fill(orow[r], orow[r] + HS, 0.0f);
@@ -159,7 +160,8 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       int B, int T, int NH, int NKV, int HS) {
+                       const AttentionLayout& L) {
+  const int B = L.B, T = L.T, NH = L.NH;
   const std::int64_t tiles = (T + kRows - 1) / kRows;
   const std::int64_t tasks = std::int64_t{B} * NH * tiles;
   // Causal tiles differ in cost (tile i does ~i keys), hence dynamic; consecutive tasks share a
@@ -169,18 +171,19 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     const int i0 = static_cast<int>(t % tiles) * kRows;
     const int b = static_cast<int>(t / tiles) / NH, h = static_cast<int>(t / tiles) % NH;
     if (i0 + kRows <= T) {
-      forward_tile<kRows>(out, lse, q, k, v, b, h, i0, T, NH, NKV, HS);
+      forward_tile<kRows>(out, lse, q, k, v, b, h, i0, L);
     } else {
-      for (int i = i0; i < T; ++i) forward_tile<1>(out, lse, q, k, v, b, h, i, T, NH, NKV, HS);
+      for (int i = i0; i < T; ++i) forward_tile<1>(out, lse, q, k, v, b, h, i, L);
     }
   }
 }
 
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse, int B,
-                        int T, int NH, int NKV, int HS) {
+                        const float* k, const float* v, const float* out, const float* lse,
+                        const AttentionLayout& L) {
   if (!d_q && !d_k && !d_v) return;
-  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
+  const int B = L.B, T = L.T, NH = L.NH, NKV = L.NKV, HS = L.HS;
+  const std::int64_t Ckv = L.ld_kv;
   const int group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
 #pragma omp parallel for collapse(2) schedule(static)
@@ -188,17 +191,19 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
     for (int kvh = 0; kvh < NKV; ++kvh) {
       const std::int64_t kv0 = std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const std::int64_t q0 = std::int64_t{b} * T * Cq + std::int64_t{h} * HS;  // row i at i*Cq
+        const std::int64_t q0 = std::int64_t{b} * T * L.ld_q + std::int64_t{h} * HS;  // row i at i*ld_q
+        const std::int64_t o0 = std::int64_t{b} * T * L.ld_out + std::int64_t{h} * HS;
         const float* lse_bh = lse + (std::int64_t{b} * NH + h) * T;                 // (T)
         // Key tiles outermost: a tile's k, v, dk, dv rows stay in cache while every query row
         // that sees them streams past.
         for (int j0 = 0; j0 < T; j0 += kBwdKeys) {
           const int j1 = std::min(j0 + kBwdKeys, T);
           for (int i = j0; i < T; ++i) {
-            const std::int64_t qi_off = q0 + std::int64_t{i} * Cq;
+            const std::int64_t qi_off = q0 + std::int64_t{i} * L.ld_q;
+            const std::int64_t oi_off = o0 + std::int64_t{i} * L.ld_out;
             const float* qi = q + qi_off;
-            const float* doi = d_out + qi_off;
-            const float D = dot(doi, out + qi_off, HS);  // dO_i . O_i
+            const float* doi = d_out + oi_off;
+            const float D = dot(doi, out + oi_off, HS);  // dO_i . O_i
             const float lse_i = lse_bh[i];
             const int je = std::min(j1, i + 1);
             for (int j = j0; j < je; ++j) {

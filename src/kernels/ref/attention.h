@@ -1,9 +1,11 @@
 // Reference kernels for causal grouped-query attention: a plain two-pass softmax per query row
 // with an O(T) scratch row, templated on the scalar type so gradient tests can run in double.
 //
-// Layout (HS = head size, heads are HS-wide slices of the last dim):
-//   q, out, d_q, d_out  (B, T, NH * HS)      k, v, d_k, d_v  (B, T, NKV * HS)
-//   lse                 (B, NH, T)
+// Layout (see kernels/attention_layout.h; HS = head size, heads are HS-wide slices of a row):
+//   q, d_q      row (b, t) at (b*T + t) * ld_q,   NH heads
+//   k, v, d_k, d_v  row (b, t) at (b*T + t) * ld_kv, NKV heads
+//   out, d_out  row (b, t) at (b*T + t) * ld_out, NH heads
+//   lse         (B, NH, T) dense
 // Query head h uses kv head h / (NH / NKV); scores s_ij = q_i . k_j / sqrt(HS) for j <= i.
 #pragma once
 
@@ -13,24 +15,25 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_layout.h"
+
 namespace llmcc::ref {
 
 // out_i = sum_{j<=i} softmax_j(s_i.) v_j; lse_i = log sum_{j<=i} exp(s_ij). lse may be null.
 template <class Real>
-void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v, int B,
-                       int T, int NH, int NKV, int HS) {
-  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
-  const int group = NH / NKV;
+void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v,
+                       const AttentionLayout& L) {
+  const int T = L.T, HS = L.HS, group = L.NH / L.NKV;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   std::vector<Real> s(T);  // (T) scores of one query row
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
+  for (int b = 0; b < L.B; ++b) {
+    for (int h = 0; h < L.NH; ++h) {
       const int kvh = h / group;
       for (int i = 0; i < T; ++i) {
-        const Real* qi = q + (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        const Real* qi = q + (std::int64_t{b} * T + i) * L.ld_q + std::int64_t{h} * HS;
         Real m = -std::numeric_limits<Real>::infinity();
         for (int j = 0; j <= i; ++j) {
-          const Real* kj = k + (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          const Real* kj = k + (std::int64_t{b} * T + j) * L.ld_kv + std::int64_t{kvh} * HS;
           Real dot = 0;
           for (int d = 0; d < HS; ++d) dot += qi[d] * kj[d];
           s[j] = dot * scale;
@@ -41,13 +44,13 @@ void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const
           s[j] = std::exp(s[j] - m);
           sum += s[j];
         }
-        Real* oi = out + (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        Real* oi = out + (std::int64_t{b} * T + i) * L.ld_out + std::int64_t{h} * HS;
         for (int d = 0; d < HS; ++d) oi[d] = 0;
         for (int j = 0; j <= i; ++j) {
-          const Real* vj = v + (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          const Real* vj = v + (std::int64_t{b} * T + j) * L.ld_kv + std::int64_t{kvh} * HS;
           for (int d = 0; d < HS; ++d) oi[d] += s[j] / sum * vj[d];
         }
-        if (lse) lse[(std::int64_t{b} * NH + h) * T + i] = m + std::log(sum);
+        if (lse) lse[(std::int64_t{b} * L.NH + h) * T + i] = m + std::log(sum);
       }
     }
   }
@@ -59,24 +62,24 @@ void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const
 // Null adjoints are skipped; adjoints are only ever added to, so they may alias each other.
 template <class Real>
 void attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q,
-                        const Real* k, const Real* v, const Real* out, const Real* lse, int B,
-                        int T, int NH, int NKV, int HS) {
-  const std::int64_t Cq = std::int64_t{NH} * HS, Ckv = std::int64_t{NKV} * HS;
-  const int group = NH / NKV;
+                        const Real* k, const Real* v, const Real* out, const Real* lse,
+                        const AttentionLayout& L) {
+  const int T = L.T, HS = L.HS, group = L.NH / L.NKV;
   const Real scale = Real(1) / std::sqrt(Real(HS));
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
+  for (int b = 0; b < L.B; ++b) {
+    for (int h = 0; h < L.NH; ++h) {
       const int kvh = h / group;
       for (int i = 0; i < T; ++i) {
-        const std::int64_t qoff = (std::int64_t{b} * T + i) * Cq + std::int64_t{h} * HS;
+        const std::int64_t qoff = (std::int64_t{b} * T + i) * L.ld_q + std::int64_t{h} * HS;
+        const std::int64_t ooff = (std::int64_t{b} * T + i) * L.ld_out + std::int64_t{h} * HS;
         const Real* qi = q + qoff;
-        const Real* oi = out + qoff;
-        const Real* doi = d_out + qoff;
+        const Real* oi = out + ooff;
+        const Real* doi = d_out + ooff;
         Real D = 0;
         for (int d = 0; d < HS; ++d) D += doi[d] * oi[d];
-        const Real lse_i = lse[(std::int64_t{b} * NH + h) * T + i];
+        const Real lse_i = lse[(std::int64_t{b} * L.NH + h) * T + i];
         for (int j = 0; j <= i; ++j) {
-          const std::int64_t kvoff = (std::int64_t{b} * T + j) * Ckv + std::int64_t{kvh} * HS;
+          const std::int64_t kvoff = (std::int64_t{b} * T + j) * L.ld_kv + std::int64_t{kvh} * HS;
           const Real* kj = k + kvoff;
           const Real* vj = v + kvoff;
           Real s = 0, dp = 0;
