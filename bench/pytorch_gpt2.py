@@ -9,14 +9,24 @@ steps of zero_grad + forward + backward + AdamW, and prints median/min ms per st
 peak RSS, ending with a "result: key=value ..." line like llmcc bench's (bench/compare.sh reads
 it).
 
-  /usr/bin/python3 bench/pytorch_gpt2.py --model gpt2 --batch-size 4 --seq-len 64 --threads 2
-  ... --mode compile    torch.compile (PyTorch 2.x; Debian's 1.13 has none: reported, exit 2)
+  build/venv-torch/bin/python3 bench/pytorch_gpt2.py --model gpt2 --batch-size 4 --seq-len 64 --threads 2
+  ... --mode compile    torch.compile (inductor; PyTorch 2.x; Debian's 1.13 has none: reported, exit 2)
+  ... --describe        one line: torch version, GEMM library, oneDNN, CPU capability; then exit
 
-Attention uses F.scaled_dot_product_attention when PyTorch has it (2.x, fused), else the
-explicit masked softmax (1.13), as nanoGPT does.
+bench/setup_pytorch.sh makes build/venv-torch (PyTorch 2.x from PyPI); Debian's python3-torch
+1.13 (/usr/bin/python3) works too.
+
+Fastest PyTorch for each version, as nanoGPT: q, k and v are one (3C, C) linear (c_attn);
+attention is F.scaled_dot_product_attention(is_causal=True) when PyTorch has it (2.x), else the
+explicit masked softmax (1.13); AdamW is PyTorch's fused CPU kernel when it has one (2.4 and
+later; --adamw picks another implementation), else its default (a loop over tensors). The
+first warm-up step of --mode compile compiles the model (minutes on two busy cores; inductor
+caches the result in /tmp/torchinductor_$USER, so later runs start faster); its peak RSS
+includes the compiler's.
 """
 import argparse
 import math
+import re
 import resource
 import statistics
 import sys
@@ -97,6 +107,45 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits[..., :VOCAB].reshape(-1, VOCAB), targets.reshape(-1))
 
 
+def describe():
+    """One line: torch version and where it runs a CPU step (from torch.__config__.show())."""
+    cfg = torch.__config__.show()
+    lines = [line.strip(" -") for line in cfg.splitlines()]
+    mkl = [line.split("Version ")[1].split("-")[0] for line in lines if "Math Kernel Library" in line and "Version " in line]
+    dnnl = [line.split()[2] for line in lines if line.startswith("Intel(R) MKL-DNN") and len(line.split()) > 2]
+    cap = [line.split(": ", 1)[1] for line in lines if line.startswith("CPU capability usage")]
+    blas = re.search(r"BLAS_INFO=(\w+)", cfg)
+    torch.ones(8, 8) @ torch.ones(8, 8)  # loads the BLAS library if it is a separate one (Debian's)
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if re.search(r"/lib(open)?blas|/libblis|/libmkl", line)})
+    except OSError:
+        libs = []
+    return (f"torch {torch.__version__} (in {sys.prefix}): GEMM via BLAS_INFO={blas.group(1) if blas else '?'}"
+            + (f" (MKL {mkl[0]})" if mkl else "") + (f" ({', '.join(libs)})" if libs else "")
+            + f", oneDNN {dnnl[0] if dnnl else 'none'}"
+            + f", CPU capability {cap[0] if cap else '?'}")
+
+
+def make_adamw(model, impl):
+    """AdamW as llmcc's (betas 0.9/0.95, eps 1e-8, decay 0.1 on 2-D tensors, lr 3e-4).
+
+    impl: auto = fused if this PyTorch has a fused CPU AdamW, else its default. Returns the
+    optimizer and the implementation's name."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    if impl in ("auto", "fused"):
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kw), "fused"
+        except (TypeError, RuntimeError) as e:
+            if impl == "fused":
+                sys.exit(f"pytorch_gpt2.py: --adamw fused: PyTorch {torch.__version__} has no fused CPU AdamW ({e})")
+        return torch.optim.AdamW(groups, **kw), "default"
+    return torch.optim.AdamW(groups, foreach=(impl == "foreach"), **kw), impl
+
+
 def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
@@ -110,8 +159,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument("--adamw", choices=["auto", "fused", "foreach", "loop"], default="auto",
+                    help="AdamW implementation (auto: fused when this PyTorch has it on CPU, else its default)")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--describe", action="store_true", help="print torch's version and CPU backends, then exit")
     args = ap.parse_args()
+    if args.describe:
+        print(describe())
+        return
 
     L, NH, C, T_max = PRESETS[args.model]
     B, T = args.batch_size, args.seq_len
@@ -125,10 +180,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = GPT2(L, NH, C, T_max)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    opt, adamw = make_adamw(model, args.adamw)
     step_model = torch.compile(model) if args.mode == "compile" else model
     stream = torch.randint(0, VOCAB, (B * T + 1,), dtype=torch.long)
     x, y = stream[:-1].view(B, T), stream[1:].view(B, T)
@@ -143,7 +195,8 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     print(f"pytorch_gpt2.py: {args.model} (L{L} H{NH} C{C}), {n_params / 1e6:.2f}M parameters, B={B} T={T}, "
           f"{args.threads} threads, PyTorch {torch.__version__}, {args.mode}, "
-          f"attention {'sdpa' if model.h[0].fused else 'explicit'}")
+          f"attention {'sdpa' if model.h[0].fused else 'explicit'}, AdamW {adamw}")
+    print(describe())
     first = None
     for _ in range(args.warmup):
         loss = step()
@@ -162,7 +215,8 @@ def main():
     print(f"peak RSS: {peak_rss_mib():.1f} MiB")
     print(f"result: impl=pytorch-{args.mode} model={args.model} B={B} T={T} threads={args.threads} "
           f"median_ms={med:.3f} min_ms={best:.3f} tokens_per_s={tokens / (med * 1e-3):.3f} "
-          f"peak_rss_mib={peak_rss_mib():.1f} torch={torch.__version__}")
+          f"peak_rss_mib={peak_rss_mib():.1f} torch={torch.__version__} adamw={adamw} "
+          f"attention={'sdpa' if model.h[0].fused else 'explicit'}")
 
 
 if __name__ == "__main__":
