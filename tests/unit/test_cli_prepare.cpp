@@ -209,7 +209,7 @@ TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
       {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "0"}, "--val-fraction must be in (0, 1)"},
       {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "1"}, "--val-fraction must be in (0, 1)"},
       {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "half"}, "--val-fraction expects a number"},
-      {{"--input", dir.file("a.txt"), "--out", out, "--format", "v3"}, "--format must be v1 or v2"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--format", "v3"}, "--format must be auto, v1 or v2"},
       {{"--input", dir.file("a.txt"), "--out", out, "--bogus"}, "unknown flag --bogus"},
       {{"--out", out}, "--input is required"},
       // A file where the output directory should be.

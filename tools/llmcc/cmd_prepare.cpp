@@ -1,10 +1,14 @@
-// llmcc prepare: text files -> GPT-2 token shards for training, in llm.c's token-file format.
+// llmcc prepare: text files -> token shards for training, in llm.c's token-file format, with
+// GPT-2's BPE (the default) or a SentencePiece model (--tokenizer sp:MODEL).
 //
 // What it writes (also in `llmcc prepare --help` and the README):
-//   * Every input file is one document; like llm.c's dev/data scripts, each document is
-//     preceded by <|endoftext|> (id 50256), so the stream is  eot doc1 eot doc2 ...
-//     A literal "<|endoftext|>" inside a file also becomes that token (an already delimited
-//     corpus keeps its documents).
+//   * Every input file is one document; each document is preceded by the tokenizer's document
+//     start: GPT-2's <|endoftext|> (id 50256), as llm.c's dev/data scripts do, or a
+//     SentencePiece model's bos (its eos if it has no bos), as llama2.c's pretokenizer does. So
+//     the stream is  start doc1 start doc2 ...  With GPT-2 a literal "<|endoftext|>" inside a
+//     file also becomes that token (an already delimited corpus keeps its documents).
+//   * Token files are version 1 (uint16 ids) when the vocabulary has at most 65,536 ids and
+//     version 2 (uint32) above that (--format auto), the same for every shard of a run.
 //   * The data set name `tinyshakespeare` stands for Tiny Shakespeare; as in llm.c's
 //     dev/data/tinyshakespeare.py every blank-line-separated speech is its own document.
 //   * Split: the LAST --val-fraction of the token stream (rounded to whole tokens) is the
@@ -22,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <span>
 #include <sstream>
@@ -32,6 +37,7 @@
 #include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
+#include "llmcc/train/text_tokenizer.h"
 #include "llmcc/train/token_file.h"
 #include "llmcc/train/tokenizer.h"
 
@@ -122,24 +128,25 @@ std::string locate_tinyshakespeare(const fs::path& out_dir) {
                  "--input path/to/input.txt)");
 }
 
-// eot before every document, as llm.c's data scripts do; with split_speeches also after every
-// blank line (llm.c's tinyshakespeare.py: text.replace('\n\n', '\n\n<|endoftext|>')).
-void encode_document(const Gpt2Tokenizer& tok, const Document& doc, std::vector<std::int32_t>& out) {
-  out.push_back(tok.eot());
+// The document start before every document, as llm.c's data scripts do; with split_speeches
+// also after every blank line (llm.c's tinyshakespeare.py: text.replace('\n\n', '\n\n<|endoftext|>')).
+void encode_document(const TextTokenizer& tok, const Document& doc, std::vector<std::int32_t>& out) {
+  const int start_id = tok.document_start();
+  if (start_id >= 0) out.push_back(start_id);
   if (!doc.split_speeches) {
     const std::vector<std::int32_t> ids = tok.encode(doc.text);
     out.insert(out.end(), ids.begin(), ids.end());
     return;
   }
-  // encode() cuts the text at every <|endoftext|> first, so encoding the speeches one by one
-  // gives the same ids as encoding the joined string.
+  // GPT-2's encode() cuts the text at every <|endoftext|> first, so encoding the speeches one by
+  // one gives the same ids as encoding the joined string.
   std::size_t start = 0;
   while (start < doc.text.size()) {
     const std::size_t blank = doc.text.find("\n\n", start);
     const std::size_t end = blank == std::string::npos ? doc.text.size() : blank + 2;
     const std::vector<std::int32_t> ids = tok.encode(std::string_view(doc.text).substr(start, end - start));
     out.insert(out.end(), ids.begin(), ids.end());
-    if (blank != std::string::npos) out.push_back(tok.eot());
+    if (blank != std::string::npos && start_id >= 0) out.push_back(start_id);
     start = end;
   }
 }
@@ -183,30 +190,36 @@ void remove_stale_shards(const fs::path& dir, const std::string& split, std::siz
 
 int run_prepare(int argc, char** argv) {
   std::vector<std::string> inputs;
-  std::string out_dir, tokenizer_dir, format = "v1";
+  std::string out_dir, tokenizer_spec = "gpt2", format = "auto";
   double val_fraction = 0.1;
   std::int64_t shard_tokens = 100'000'000;
 
-  ArgParser p("prepare", "Tokenize text files with GPT-2's tokenizer into train/val token shards (llm.c format).");
+  ArgParser p("prepare", "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
   p.add("--input", &inputs,
         "text files, or the data set name 'tinyshakespeare'");
   p.add("--out", &out_dir, "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing)");
   p.add("--val-fraction", &val_fraction, "fraction of the token stream, taken from its end, used for validation");
-  p.add("--tokenizer", &tokenizer_dir,
-        "directory with encoder.json and vocab.bpe [default: $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2]");
+  p.add("--tokenizer", &tokenizer_spec,
+        "gpt2 (GPT-2 BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2), gpt2:DIR (encoder.json and "
+        "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
   p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file");
-  p.add("--format", &format, "token file version: v1 = uint16 (llm.c), v2 = uint32 (vocabularies over 65535)");
+  p.add("--format", &format,
+        "token file version: v1 = uint16 ids (llm.c), v2 = uint32 ids, auto = v1 when the vocabulary has at most "
+        "65536 ids, else v2");
   p.require("--input");
   p.require("--out");
   p.epilogue(
-      "Every input file becomes '<|endoftext|>' + its text (a literal <|endoftext|> in it is that token too).\n"
+      "Every input file becomes the document start + its text: GPT-2's '<|endoftext|>' (a literal <|endoftext|>\n"
+      "in the text is that token too), or a SentencePiece model's bos (its eos when it has no bos).\n"
       "'tinyshakespeare' is Tiny Shakespeare: <out>/input.txt, else $LLMCC_SHARED_DATA or ../shared/data copy,\n"
       "else downloaded from its public URL with curl; every blank-line-separated speech is a document, as in\n"
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
       "validation split; each split must get at least 2 tokens.\n\n"
       "Examples:\n"
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
-      "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05");
+      "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"
+      "  llmcc train-tokenizer --input data/tinyshakespeare/input.txt --vocab-size 512 --out data/tok512\n"
+      "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512");
   if (!p.parse(argc, argv)) return 0;
 
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
@@ -215,8 +228,8 @@ int run_prepare(int argc, char** argv) {
   if (shard_tokens < kMinSplitTokens || shard_tokens >= (std::int64_t{1} << 31))
     fail(kCmd, "--shard-tokens must be in [" + std::to_string(kMinSplitTokens) + ", 2^31), got " +
                    std::to_string(shard_tokens));
-  if (format != "v1" && format != "v2") fail(kCmd, "--format must be v1 or v2, got '" + format + "'");
-  const int version = format == "v1" ? 1 : 2;
+  if (format != "v1" && format != "v2" && format != "auto")
+    fail(kCmd, "--format must be auto, v1 or v2, got '" + format + "'");
   if (out_dir.empty()) fail(kCmd, "--out must not be empty");
 
   // Output directory first, so a typo there fails before minutes of tokenizing.
@@ -245,13 +258,16 @@ int run_prepare(int argc, char** argv) {
     docs.push_back(std::move(d));
   }
 
-  const Gpt2Tokenizer tok = tokenizer_dir.empty()
-                                ? Gpt2Tokenizer::load_default()
-                                : Gpt2Tokenizer::load((fs::path(tokenizer_dir) / "encoder.json").string(),
-                                                      (fs::path(tokenizer_dir) / "vocab.bpe").string());
+  const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
+  const TextTokenizer& tok = *tok_ptr;
+  // Chosen from the vocabulary, not the data, so every shard of a run has the same version.
+  const int version = format == "v1" ? 1 : format == "v2" ? 2 : tok.vocab_size() > 65536 ? 2 : 1;
   if (version == 1 && tok.vocab_size() > 65536)
     fail(kCmd, "the tokenizer has " + std::to_string(tok.vocab_size()) +
-                   " ids, more than --format v1 (uint16) holds; use --format v2");
+                   " ids, more than --format v1 (uint16) holds; use --format v2 or auto");
+  std::printf("tokenizer: %s\n", tok.describe().c_str());
+  if (tok.document_start() < 0)
+    std::printf("warning: the tokenizer has neither bos nor eos; documents are concatenated without a separator\n");
 
   std::vector<std::int32_t> tokens;
   for (const Document& d : docs) {

@@ -1,8 +1,10 @@
-// llmcc tokenize: GPT-2 token ids of a text, and text of token ids.
+// llmcc tokenize: token ids of a text, and text of token ids, with GPT-2's BPE (the default) or
+// a SentencePiece model (--tokenizer sp:MODEL).
 //
 //   llmcc tokenize --text "Hello world"      stdout: "15496 995"      stderr: "2 tokens"
 //   llmcc tokenize --file notes.txt          (--file - reads standard input)
 //   llmcc tokenize --decode 15496 995        stdout: "Hello world"
+//   llmcc tokenize --tokenizer sp:tok.model --text "Hello"
 //
 // Ids go to stdout (one line, space separated) and the count to stderr, so the output pipes
 // cleanly. Decoded text is written byte for byte; a newline is added only on a terminal.
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,7 +26,7 @@
 #include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/train/text_tokenizer.h"
 
 namespace llmcc::cli {
 
@@ -56,31 +59,32 @@ std::int32_t parse_id(const std::string& text, int vocab_size) {
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-  std::string text, file, tokenizer_dir;
+  std::string text, file, tokenizer_spec = "gpt2";
   std::vector<std::string> decode;
   bool ordinary = false;
 
-  ArgParser p("tokenize", "Print the GPT-2 token ids of a text, or the text of token ids.");
+  ArgParser p("tokenize", "Print the token ids of a text (GPT-2 BPE or SentencePiece), or the text of token ids.");
   p.add("--text", &text, "text to encode");
   p.add("--file", &file, "file to encode ('-' reads standard input)");
   p.add("--decode", &decode, "token ids to turn back into text");
-  p.add("--ordinary", &ordinary, "encode '<|endoftext|>' as ordinary characters, not as the token 50256");
-  p.add("--tokenizer", &tokenizer_dir,
-        "directory with encoder.json and vocab.bpe [default: $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2]");
+  p.add("--ordinary", &ordinary,
+        "GPT-2: encode '<|endoftext|>' as ordinary characters, not as the token 50256 (SentencePiece always does)");
+  p.add("--tokenizer", &tokenizer_spec,
+        "gpt2 (GPT-2 BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2), gpt2:DIR (encoder.json and "
+        "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model)");
   p.epilogue(
       "Ids are printed space separated on stdout, their count on stderr.\n\n"
       "Examples:\n"
       "  llmcc tokenize --text \"Hello world\"        # 15496 995\n"
-      "  llmcc tokenize --decode 15496 995          # Hello world");
+      "  llmcc tokenize --decode 15496 995          # Hello world\n"
+      "  llmcc tokenize --tokenizer sp:data/tok512.model --file input.txt");
   if (!p.parse(argc, argv)) return 0;
 
   const int modes = int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode"));
   if (modes != 1) fail(kCmd, "give exactly one of --text, --file or --decode (see llmcc tokenize --help)");
 
-  const Gpt2Tokenizer tok = tokenizer_dir.empty()
-                                ? Gpt2Tokenizer::load_default()
-                                : Gpt2Tokenizer::load((std::filesystem::path(tokenizer_dir) / "encoder.json").string(),
-                                                      (std::filesystem::path(tokenizer_dir) / "vocab.bpe").string());
+  const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
+  const TextTokenizer& tok = *tok_ptr;
 
   if (p.given("--decode")) {
     std::vector<std::int32_t> ids;

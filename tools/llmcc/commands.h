@@ -6,6 +6,7 @@ namespace llmcc::cli {
 
 int run_prepare(int argc, char** argv);   // text -> train/val token shards
 int run_tokenize(int argc, char** argv);  // text -> token ids (and back)
+int run_train_tokenizer(int argc, char** argv);  // text -> SentencePiece model
 int run_train(int argc, char** argv);     // train or resume
 int run_eval(int argc, char** argv);      // validation loss of a checkpoint
 int run_generate(int argc, char** argv);  // sample text from a checkpoint

@@ -17,17 +17,18 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"prepare", llmcc::cli::run_prepare, "tokenize text files into train/val shards (llm.c format)"},
-    {"tokenize", llmcc::cli::run_tokenize, "print the GPT-2 token ids of a text (or decode ids)"},
+    {"tokenize", llmcc::cli::run_tokenize, "print the token ids of a text (or decode ids)"},
+    {"train-tokenizer", llmcc::cli::run_train_tokenizer, "train a SentencePiece tokenizer on text files"},
     {"train", llmcc::cli::run_train, "train a model (or resume) on token shards"},
     {"eval", llmcc::cli::run_eval, "validation loss of a checkpoint"},
     {"generate", llmcc::cli::run_generate, "sample text from a checkpoint"},
-    {"export", llmcc::cli::run_export, "convert between llmcc checkpoints and llm.c weight files"},
+    {"export", llmcc::cli::run_export, "convert weights: llmcc checkpoints, llm.c files, Hugging Face safetensors"},
     {"bench", llmcc::cli::run_bench, "time training steps and print a per-op profile"},
 };
 
 void usage(std::FILE* out) {
   std::fputs("usage: llmcc <command> [flags]\n\nCommands:\n", out);
-  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
   std::fputs("\n`llmcc <command> --help` lists a command's flags.\n", out);
 }
 
