@@ -108,7 +108,8 @@ void expect_fast_matches_reference(const Case& c, Layout layout = Layout::Dense)
 
 TEST(AttentionKernel, FastMatchesReferenceOverAwkwardSizes) {
   const int heads[][2] = {{1, 1}, {4, 4}, {4, 2}, {6, 1}};  // {NH, NKV}: MHA, GQA and MQA
-  for (int T : {1, 3, 7, 64, 65, 197}) {
+  // T: 1, below, at and past the fast kernel's blocks (32, 48 or 64 queries and keys by ISA).
+  for (int T : {1, 3, 7, 49, 64, 65, 197}) {
     for (int HS : {1, 3, 8, 24, 64}) {  // 24: a 16-wide chunk plus a tail
       for (const auto& nh : heads) {
         const int B = T <= 65 ? 2 : 1;  // keeps the double reference fast at T = 197
@@ -120,7 +121,7 @@ TEST(AttentionKernel, FastMatchesReferenceOverAwkwardSizes) {
 
 TEST(AttentionKernel, FastMatchesReferenceOnPackedQkvOverAwkwardSizes) {
   const int heads[][2] = {{1, 1}, {4, 4}, {4, 2}, {6, 1}};  // {NH, NKV}: MHA, GQA and MQA
-  for (int T : {1, 3, 7, 64, 65, 197}) {
+  for (int T : {1, 3, 7, 49, 64, 65, 197}) {
     for (int HS : {1, 3, 8, 24, 64}) {
       for (const auto& nh : heads) {
         const int B = T <= 65 ? 2 : 1;
@@ -277,6 +278,9 @@ TEST(AttentionApi, PullbackAccumulatesSkipsNullsAndToleratesAliasing) {
     Tensor d_q2 = arena.zeros(in.q.shape(), "d_q2");
     attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q2, nullptr, nullptr);
     EXPECT_TRUE(all_close("d_q alone", test::to_vector(d_q2), gq, 0.0, 0.0));
+    Tensor d_v2 = arena.zeros(in.v.shape(), "d_v2");  // d_v alone: the fast kernel skips dP and dS
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, nullptr, nullptr, &d_v2);
+    EXPECT_TRUE(all_close("d_v alone", test::to_vector(d_v2), gv, 0.0, 0.0));
 
     // One adjoint for all three inputs (as for attention(x, x, x)) receives the sum.
     Tensor d_all = arena.zeros(in.q.shape(), "d_all");

@@ -1,159 +1,461 @@
+// Fast causal grouped-query attention: blocked flash-style forward and backward whose products
+// are register-blocked small GEMMs (design in kernels/cpu/attention.h).
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
+
+#include "kernels/cpu/silu.h"  // fast_exp
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
 
 namespace llmcc::cpu {
 namespace {
 
-constexpr int kRows = 4;      // forward: query rows per tile, so each loaded k_j serves 4 dots
-constexpr int kKeys = 64;     // forward: keys per tile, so a row's softmax rescales once per tile
-constexpr int kChunk = 16;    // forward: output columns kept in registers while summing P V
-constexpr int kBwdKeys = 32;  // backward: keys per tile; their k, v, dk, dv rows stay in L1
+using i64 = std::int64_t;
 
-// y += a * x  (n). y is an adjoint or output row, x an input row: they never overlap.
-inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
-#pragma omp simd
-  for (int d = 0; d < n; ++d) y[d] += a * x[d];
+// ---- a few SIMD operations, for AVX-512, AVX2 + FMA, or neither -------------------------------
+// vec: W floats. load_n / store_n touch only the first n lanes (0 < n <= W); load_n zeroes the rest.
+#if defined(__AVX512F__)
+using vec = __m512;
+constexpr int W = 16;
+constexpr int kMR = 8, kNV = 2;  // micro-tile: 8 rows x 32 columns, 16 accumulators of 32
+constexpr int kBlock = 64;
+inline vec vzero() { return _mm512_setzero_ps(); }
+inline vec vset1(float x) { return _mm512_set1_ps(x); }
+inline vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore(float* p, vec x) { _mm512_storeu_ps(p, x); }
+inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline vec load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+inline void store_n(float* p, vec x, int n) { _mm512_mask_storeu_ps(p, lanes(n), x); }
+inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
+inline vec vmin(vec a, vec b) { return _mm512_min_ps(a, b); }
+inline vec vexp2i(vec k) {  // 2^k for integral k in [-126, 127]
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_castsi512_ps(e);
+}
+// Lanes below n (0 <= n <= W) take `fill`.
+inline vec fill_below(vec x, int n, vec fill) { return _mm512_mask_blend_ps(lanes(n), x, fill); }
+#elif defined(__AVX2__) && defined(__FMA__)
+using vec = __m256;
+constexpr int W = 8;
+constexpr int kMR = 6, kNV = 2;  // micro-tile: 6 rows x 16 columns, 12 accumulators of 16
+constexpr int kBlock = 48;
+inline vec vzero() { return _mm256_setzero_ps(); }
+inline vec vset1(float x) { return _mm256_set1_ps(x); }
+inline vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline void vstore(float* p, vec x) { _mm256_storeu_ps(p, x); }
+inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+// Lane i is on when i < n: a window into 8 all-ones words followed by 8 zero words.
+inline __m256i lanes(int n) {
+  alignas(64) static constexpr std::int32_t kWindow[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                           0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kWindow + 8 - n));
+}
+inline vec load_n(const float* p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
+inline void store_n(float* p, vec x, int n) { _mm256_maskstore_ps(p, lanes(n), x); }
+inline vec vadd(vec a, vec b) { return _mm256_add_ps(a, b); }
+inline vec vsub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+inline vec vmax(vec a, vec b) { return _mm256_max_ps(a, b); }
+inline vec vmin(vec a, vec b) { return _mm256_min_ps(a, b); }
+inline vec vexp2i(vec k) {  // 2^k for integral k in [-126, 127]
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_castsi256_ps(e);
+}
+inline vec fill_below(vec x, int n, vec fill) {
+  return _mm256_blendv_ps(x, fill, _mm256_castsi256_ps(lanes(n)));
+}
+#else
+constexpr int W = 4;
+struct vec {
+  float x[W];
+};
+constexpr int kMR = 4, kNV = 2;
+constexpr int kBlock = 32;
+inline vec vzero() { return vec{}; }
+inline vec vset1(float a) { return vec{{a, a, a, a}}; }
+inline vec vload(const float* p) { return vec{{p[0], p[1], p[2], p[3]}}; }
+inline void vstore(float* p, vec a) { std::copy_n(a.x, W, p); }
+inline vec vfma(vec a, vec b, vec c) {
+  for (int i = 0; i < W; ++i) c.x[i] += a.x[i] * b.x[i];
+  return c;
+}
+inline vec load_n(const float* p, int n) {
+  vec a{};
+  std::copy_n(p, n, a.x);
+  return a;
+}
+inline void store_n(float* p, vec a, int n) { std::copy_n(a.x, n, p); }
+template <class F>
+inline vec lanewise(vec a, vec b, F f) {
+  for (int i = 0; i < W; ++i) a.x[i] = f(a.x[i], b.x[i]);
+  return a;
+}
+inline vec vadd(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x + y; }); }
+inline vec vsub(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x - y; }); }
+inline vec vmul(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x * y; }); }
+inline vec vmax(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return std::max(x, y); }); }
+inline vec fill_below(vec x, int n, vec fill) {
+  std::copy_n(fill.x, n, x.x);
+  return x;
+}
+#endif
+
+// exp of W floats. Without SIMD: silu.h's fast_exp per lane. With AVX2 / AVX-512: the same
+// algorithm and constants as fast_exp (clamp to [-87, 88], x = k ln2 + r, degree-7 Taylor
+// polynomial of e^r, 2^k through the exponent bits) written with intrinsics, because GCC 12 does
+// not vectorise fast_exp's clamp in an `omp simd` loop (std::min/max under -ftrapping-math:
+// "control flow in loop"), and a scalar exp per score cost more than the block's products.
+inline vec vexp(vec x) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  x = vmin(vmax(x, vset1(-87.0f)), vset1(88.0f));
+  const vec round = vset1(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const vec k = vsub(vfma(x, vset1(1.44269504f), round), round);
+  const vec r = vsub(vsub(x, vmul(k, vset1(0.693359375f))), vmul(k, vset1(-2.12194440e-4f)));
+  vec p = vset1(1.0f / 5040.0f);
+  p = vfma(p, r, vset1(1.0f / 720.0f));
+  p = vfma(p, r, vset1(1.0f / 120.0f));
+  p = vfma(p, r, vset1(1.0f / 24.0f));
+  p = vfma(p, r, vset1(1.0f / 6.0f));
+  p = vfma(p, r, vset1(0.5f));
+  p = vfma(p, r, vset1(1.0f));
+  p = vfma(p, r, vset1(1.0f));
+  return vmul(p, vexp2i(k));
+#else
+  for (float& e : x.x) e = fast_exp(e);
+  return x;
+#endif
 }
 
-inline float dot(const float* __restrict a, const float* __restrict b, int n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+// kBlock: queries per block (the N of S^T, the M of P V and dQ) and keys per block (the M of
+// S^T, dK and dV); a multiple of the micro-tile's rows and of the vector width, so full blocks
+// have no ragged tiles.
+static_assert(kBlock % kMR == 0 && kBlock % W == 0);
+
+// ---- small GEMM: C (+)= A B on a block, register-blocked --------------------------------------
+// A(i, k) = a[i * ars + k * acs] (any strides: its elements are broadcast one at a time), B's row
+// k at b + k * ldb (contiguous columns), C's row i at c + i * ldc.
+struct Operands {
+  const float* a;
+  i64 ars, acs;
+  const float* b;
+  i64 ldb;
+  float* c;
+  i64 ldc;
+};
+
+// One micro-tile: M rows x NV vectors of C, depth K; the last vector has `tail` valid lanes when
+// kPartial. kAcc: C += A B, else C = A B.
+template <int M, int NV, bool kAcc, bool kPartial>
+void micro_tile(int K, const Operands& o, int tail) {
+  vec acc[M][NV];
+  for (int i = 0; i < M; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (kAcc) {
+        const float* c = o.c + i * o.ldc + v * W;
+        acc[i][v] = (kPartial && v == NV - 1) ? load_n(c, tail) : vload(c);
+      } else {
+        acc[i][v] = vzero();
+      }
+    }
+  }
+  const float* a = o.a;
+  const float* b = o.b;
+  for (int k = 0; k < K; ++k, a += o.acs, b += o.ldb) {
+    vec bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = (kPartial && v == NV - 1) ? load_n(b + v * W, tail) : vload(b + v * W);
+    for (int i = 0; i < M; ++i) {
+      const vec ai = vset1(a[i * o.ars]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = vfma(ai, bv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      float* c = o.c + i * o.ldc + v * W;
+      if (kPartial && v == NV - 1) {
+        store_n(c, acc[i][v], tail);
+      } else {
+        vstore(c, acc[i][v]);
+      }
+    }
+  }
+}
+
+template <bool kAcc, int M, int NV>
+void tile_nv(int nv, int tail, int K, const Operands& o) {
+  if constexpr (NV >= 1) {
+    if (nv != NV) return tile_nv<kAcc, M, NV - 1>(nv, tail, K, o);
+    if (tail == W) return micro_tile<M, NV, kAcc, false>(K, o, tail);
+    return micro_tile<M, NV, kAcc, true>(K, o, tail);
+  }
+}
+
+template <bool kAcc, int M>
+void tile_m(int m, int nv, int tail, int K, const Operands& o) {
+  if constexpr (M >= 1) {
+    if (m != M) return tile_m<kAcc, M - 1>(m, nv, tail, K, o);
+    tile_nv<kAcc, M, kNV>(nv, tail, K, o);
+  }
+}
+
+// Columns [n_lo, n_hi) and depth [k_lo, k_hi) a tile of rows needs: the causal mask makes the
+// rest of A exactly zero (or of C unused), so skipping it changes no result.
+struct Span {
+  int n_lo, n_hi, k_lo, k_hi;
+};
+
+// C (+)= A B for M rows; span(i, m) gives the span of rows i .. i+m-1. Columns below n_lo are
+// computed from the vector boundary below it (harmless: callers never read them when !kAcc, and
+// kAcc callers use n_lo = 0).
+template <bool kAcc, class SpanOf>
+void small_gemm(int M, const Operands& o, SpanOf span) {
+  for (int i = 0; i < M; i += kMR) {
+    const int m = std::min(kMR, M - i);
+    const Span s = span(i, m);
+    if (s.k_hi <= s.k_lo || s.n_hi <= s.n_lo) continue;
+    for (int n = s.n_lo / W * W; n < s.n_hi; n += kNV * W) {
+      const int rem = std::min(s.n_hi - n, kNV * W);
+      const int nv = (rem + W - 1) / W;
+      const Operands t{o.a + i * o.ars + s.k_lo * o.acs, o.ars, o.acs,
+                       o.b + s.k_lo * o.ldb + n,         o.ldb, o.c + i * o.ldc + n, o.ldc};
+      tile_m<kAcc, kMR>(m, nv, rem - (nv - 1) * W, s.k_hi - s.k_lo, t);
+    }
+  }
+}
+
+// dst[d * ld + i] = scale * src[i * ld_src + d] for i < n, d < HS: a block of rows transposed, so
+// that the rows' index becomes the contiguous (vector) one.
+void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int HS, float scale) {
+  for (int i = 0; i < n; ++i) {
+    const float* s = src + i * ld_src;
+    for (int d = 0; d < HS; ++d) dst[d * ld + i] = scale * s[d];
+  }
+}
+
+// Per-thread scratch, grown on first use and kept, so a steady-state step allocates nothing.
+struct Scratch {
+  std::vector<float> buf;
+  float* take(std::size_t n, std::size_t& at) {
+    float* p = buf.data() + at;
+    at += (n + 15) / 16 * 16;  // 64-byte steps keep each array's start aligned to the others
+    return p;
+  }
+  void reserve(std::size_t n) {
+    if (buf.size() < n) buf.assign(n, 0.0f);
+  }
+};
+Scratch& thread_scratch() {
+  thread_local Scratch s;
   return s;
 }
 
-// exp(x) for the arguments attention produces (x <= ~0: a score minus a running max or an lse).
-// Plain arithmetic, so loops over it vectorise (std::exp does not without -ffast-math):
-// x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial (Cephes expf coefficients),
-// 2^n from the exponent bits. Relative error ~2e-7. Clamped below at -87 (exp ~ 1.6e-38, the
-// smallest normal range), which is 0 next to any softmax sum.
-inline float fast_exp(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // Cody-Waite: ln2 in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  return p * two_n;
-}
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One tile of the forward: query rows i0 .. i0+R-1 of head h in batch b (all < T). R = kRows
-// for full tiles, 1 for the rows left over at the end of a sequence.
-template <int R>
-void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v, int b,
-                  int h, int i0, const AttentionLayout& L) {
-  const int T = L.T, NH = L.NH, NKV = L.NKV, HS = L.HS;
-  const std::int64_t Ckv = L.ld_kv;
-  const int kvh = h / (NH / NKV);
+// ---- forward ---------------------------------------------------------------------------------
+// Query rows i0 .. i0+nq-1 of head h in batch b: S^T = K Q^T per key block, the online softmax
+// vectorised across the block's queries, O += P V into the output rows, then O /= l.
+void forward_block(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const AttentionLayout& L, int b, int h, int i0) {
+  const int T = L.T, HS = L.HS, nq = std::min(kBlock, T - i0);
+  const int kvh = h / (L.NH / L.NKV);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const float* kb = k + std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
-  const float* vb = v + std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;
-  const int i_last = i0 + R - 1;
+  const i64 row0 = i64{b} * T;
+  const float* kb = k + row0 * L.ld_kv + i64{kvh} * HS;  // key j at kb + j * ld_kv
+  const float* vb = v + row0 * L.ld_kv + i64{kvh} * HS;
+  float* ob = out + (row0 + i0) * L.ld_out + i64{h} * HS;  // query i0 + ii at ob + ii * ld_out
 
-  const float* qr[R];  // (HS) each
-  float* orow[R];      // (HS) each: the output row doubles as the unnormalised accumulator
-  float m[R], l[R];    // running max and running sum of exp(s - m)
-  for (int r = 0; r < R; ++r) {
-    const std::int64_t row = std::int64_t{b} * T + i0 + r;
-    qr[r] = q + row * L.ld_q + std::int64_t{h} * HS;
-    orow[r] = out + row * L.ld_out + std::int64_t{h} * HS;
-    m[r] = -std::numeric_limits<float>::infinity();
-    l[r] = 0.0f;
-    std::fill(orow[r], orow[r] + HS, 0.0f);
-  }
+  Scratch& sc = thread_scratch();
+  std::size_t at = 0;
+  sc.reserve(std::size_t(HS + kBlock + 4) * kBlock + 64 * 5);
+  float* qt = sc.take(std::size_t(HS) * kBlock, at);  // (HS, kBlock): scale * Q^T of the block
+  float* st = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, kBlock): S^T, then P^T
+  float* m = sc.take(kBlock, at);                          // running max per query
+  float* l = sc.take(kBlock, at);                          // running sum of exp(s - m)
+  float* corr = sc.take(kBlock, at);                       // exp(m_old - m_new)
 
-  float s[R][kKeys];  // scores, then probabilities (0 where masked), of the current tile
-  for (int j0 = 0; j0 <= i_last; j0 += kKeys) {
-    const int nj = std::min(j0 + kKeys, i_last + 1) - j0;  // keys in this tile
-    // S = Q K^T for the tile; each k_j load serves R rows.
-    for (int jj = 0; jj < nj; ++jj) {
-      const float* kj = kb + std::int64_t{j0 + jj} * Ckv;
-      if constexpr (R == 4) {
-        const float *q0 = qr[0], *q1 = qr[1], *q2 = qr[2], *q3 = qr[3];
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-        for (int d = 0; d < HS; ++d) {
-          const float kd = kj[d];
-          a0 += q0[d] * kd;
-          a1 += q1[d] * kd;
-          a2 += q2[d] * kd;
-          a3 += q3[d] * kd;
-        }
-        s[0][jj] = a0 * scale;
-        s[1][jj] = a1 * scale;
-        s[2][jj] = a2 * scale;
-        s[3][jj] = a3 * scale;
-      } else {
-        for (int r = 0; r < R; ++r) s[r][jj] = dot(qr[r], kj, HS) * scale;
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const int n = std::min(nj, i0 + r + 1 - j0);  // keys of this tile that row i0+r sees
-      float mt = m[r];
-      for (int jj = 0; jj < n; ++jj) mt = std::max(mt, s[r][jj]);
-      const float corr = fast_exp(m[r] - mt);  // ~0 on the first tile, where m = -inf
-      float sum = 0.0f;
-      float* sr = s[r];
-#pragma omp simd reduction(+ : sum)
-      for (int jj = 0; jj < nj; ++jj) {
-        const float p = jj < n ? fast_exp(sr[jj] - mt) : 0.0f;
-        sr[jj] = p;
-        sum += p;
-      }
-      l[r] = l[r] * corr + sum;
-      m[r] = mt;
-      if (corr != 1.0f) {
-        float* o = orow[r];
-#pragma omp simd
-        for (int d = 0; d < HS; ++d) o[d] *= corr;
-      }
-    }
-    // O += P V in 16-wide column chunks: the R accumulators stay in registers over the tile's
-    // keys and each v_j chunk is loaded once for all R rows.
-    int d0 = 0;
-    for (; d0 + kChunk <= HS; d0 += kChunk) {
-      float acc[R][kChunk];
-      for (int r = 0; r < R; ++r) {
-#pragma omp simd
-        for (int dd = 0; dd < kChunk; ++dd) acc[r][dd] = orow[r][d0 + dd];
-      }
-      for (int jj = 0; jj < nj; ++jj) {
-        const float* vj = vb + std::int64_t{j0 + jj} * Ckv + d0;
-        for (int r = 0; r < R; ++r) {
-          const float p = s[r][jj];
-#pragma omp simd
-          for (int dd = 0; dd < kChunk; ++dd) acc[r][dd] += p * vj[dd];
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-#pragma omp simd
-        for (int dd = 0; dd < kChunk; ++dd) orow[r][d0 + dd] = acc[r][dd];
-      }
-    }
-    if (d0 < HS) {  // the last HS % 16 columns
-      for (int r = 0; r < R; ++r) {
-        for (int jj = 0; jj < nj; ++jj) {
-          axpy(orow[r] + d0, s[r][jj], vb + std::int64_t{j0 + jj} * Ckv + d0, HS - d0);
-        }
-      }
-    }
+  transpose_rows(qt, kBlock, q + (row0 + i0) * L.ld_q + i64{h} * HS, L.ld_q, nq, HS, scale);
+  for (int ii = 0; ii < nq; ++ii) {
+    m[ii] = kNegInf;
+    l[ii] = 0.0f;
+    std::fill_n(ob + ii * L.ld_out, HS, 0.0f);
   }
-  for (int r = 0; r < R; ++r) {
-    const float inv = 1.0f / l[r];
-    float* o = orow[r];
+  for (int j0 = 0; j0 < i0 + nq; j0 += kBlock) {
+    const int nk = std::min(kBlock, i0 + nq - j0);  // keys no query of the block sees are skipped
+    const int diag = i0 - j0;  // key jj is visible to query ii iff jj <= ii + diag
+    const bool full = nk - 1 <= diag;
+    // S^T (nk, nq) = K_blk (nk, HS) . (scale Q^T) (HS, nq); a key tile needs queries >= its first key - diag.
+    small_gemm<false>(nk, {kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt, kBlock, st, kBlock},
+                      [&](int jj, int) { return Span{full ? 0 : std::max(0, jj - diag), nq, 0, HS}; });
+    // Online softmax, W queries at a time (lanes past nq compute on stale scratch and are never
+    // read). Query ii sees keys jj <= ii + diag: in row jj of S^T, lanes below jj - diag are masked.
+    for (int c = 0; c < nq; c += W) {
+      vec mx = vload(m + c);
+      for (int jj = 0; jj < nk; ++jj) {
+        const int hidden = full ? 0 : std::min(W, jj - diag - c);  // masked lanes of this row
+        if (hidden >= W) break;  // so are all later rows' lanes
+        const vec sv = vload(st + jj * kBlock + c);
+        mx = vmax(mx, hidden > 0 ? fill_below(sv, hidden, vset1(kNegInf)) : sv);
+      }
+      const vec cr = vexp(vsub(vload(m + c), mx));  // ~1e-38 on the first block (m = -inf, l = 0)
+      vstore(corr + c, cr);
+      vstore(m + c, mx);
+      vec sum = vmul(vload(l + c), cr);
+      for (int jj = 0; jj < nk; ++jj) {
+        float* sp = st + jj * kBlock + c;
+        const int hidden = full ? 0 : std::min(W, std::max(0, jj - diag - c));
+        vec pv = hidden < W ? vexp(vsub(vload(sp), mx)) : vzero();
+        if (hidden > 0) pv = fill_below(pv, hidden, vzero());
+        vstore(sp, pv);
+        sum = vadd(sum, pv);
+      }
+      vstore(l + c, sum);
+    }
+    if (j0 > 0) {
+      for (int ii = 0; ii < nq; ++ii) {
+        float* o = ob + ii * L.ld_out;
+        const float c = corr[ii];
+#pragma omp simd
+        for (int d = 0; d < HS; ++d) o[d] *= c;
+      }
+    }
+    // O (nq, HS) += P (nq, nk) . V_blk (nk, HS); P = (P^T)^T read with swapped strides. A query
+    // tile needs keys <= its last query + diag.
+    small_gemm<true>(nq, {st, 1, kBlock, vb + i64{j0} * L.ld_kv, L.ld_kv, ob, L.ld_out},
+                     [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
+  }
+  for (int ii = 0; ii < nq; ++ii) {
+    float* o = ob + ii * L.ld_out;
+    const float inv = 1.0f / l[ii];
 #pragma omp simd
     for (int d = 0; d < HS; ++d) o[d] *= inv;
-    if (lse) lse[(std::int64_t{b} * NH + h) * T + i0 + r] = m[r] + std::log(l[r]);
+    if (lse) lse[(i64{b} * L.NH + h) * T + i0 + ii] = m[ii] + std::log(l[ii]);
+  }
+}
+
+// ---- backward --------------------------------------------------------------------------------
+// Head h of batch b, accumulating into dK and dV of its kv head and into its own dQ. Key blocks
+// outermost: a block's dK and dV stay in scratch while every query block that sees it passes.
+void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
+                   const float* k, const float* v, const float* out, const float* lse,
+                   const AttentionLayout& L, int b, int h) {
+  const int T = L.T, HS = L.HS;
+  const int kvh = h / (L.NH / L.NKV);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const i64 row0 = i64{b} * T;
+  const i64 qcol = i64{h} * HS, kvcol = i64{kvh} * HS;
+  const float* qb = q + row0 * L.ld_q + qcol;  // query i at qb + i * ld_q
+  const float* kb = k + row0 * L.ld_kv + kvcol;
+  const float* vb = v + row0 * L.ld_kv + kvcol;
+  const float* ob = out + row0 * L.ld_out + qcol;
+  const float* dob = d_out + row0 * L.ld_out + qcol;
+  float* dqb = d_q ? d_q + row0 * L.ld_q + qcol : nullptr;
+  const float* lse_h = lse + (i64{b} * L.NH + h) * T;  // (T)
+  const bool need_ds = d_q || d_k;
+
+  Scratch& sc = thread_scratch();
+  std::size_t at = 0;
+  const int Tp = (T + W - 1) / W * W;
+  sc.reserve(std::size_t(2 * HS + 2) * Tp + std::size_t(2 * kBlock) * (kBlock + HS) + 64 * 8);
+  float* qt = sc.take(std::size_t(HS) * Tp, at);        // (HS, Tp): scale * Q^T of the head
+  float* dot = sc.take(std::size_t(HS) * Tp, at);       // (HS, Tp): dO^T
+  float* D = sc.take(Tp, at);                           // (T): dO_i . O_i
+  float* Lh = sc.take(Tp, at);                          // (T): lse of the head
+  float* pt = sc.take(std::size_t(kBlock) * kBlock, at);   // (keys, queries): P^T
+  float* dst = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, queries): dP^T, then scale dS^T
+  float* dk_acc = sc.take(std::size_t(kBlock) * HS, at);   // (keys, HS)
+  float* dv_acc = sc.take(std::size_t(kBlock) * HS, at);   // (keys, HS)
+
+  transpose_rows(qt, Tp, qb, L.ld_q, T, HS, scale);
+  if (need_ds) transpose_rows(dot, Tp, dob, L.ld_out, T, HS, 1.0f);
+  for (int i = 0; i < T; ++i) {
+    const float* o = ob + i * L.ld_out;
+    const float* g = dob + i * L.ld_out;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < HS; ++d) s += g[d] * o[d];
+    D[i] = s;
+    Lh[i] = lse_h[i];
+  }
+
+  for (int j0 = 0; j0 < T; j0 += kBlock) {
+    const int nk = std::min(kBlock, T - j0);
+    std::fill_n(dk_acc, std::size_t(nk) * HS, 0.0f);
+    std::fill_n(dv_acc, std::size_t(nk) * HS, 0.0f);
+    for (int i0 = j0 / kBlock * kBlock; i0 < T; i0 += kBlock) {
+      const int nq = std::min(kBlock, T - i0);
+      const int diag = i0 - j0;  // key jj is visible to query ii iff jj <= ii + diag
+      const bool full = nk - 1 <= diag;
+      auto keys_by_queries = [&](int jj, int) {  // rows: keys; columns or depth: queries
+        return Span{full ? 0 : std::max(0, jj - diag), nq, full ? 0 : std::max(0, jj - diag), nq};
+      };
+      // S^T (nk, nq) = K_blk . (scale Q^T); P^T = exp(S^T - lse), 0 where masked.
+      small_gemm<false>(nk, {kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt + i0, Tp, pt, kBlock},
+                        [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
+      // P^T = exp(S^T - lse), W queries at a time, 0 where masked (select, not multiply: masked
+      // entries of the scratch hold stale values; lanes past nq are never read).
+      for (int c = 0; c < nq; c += W) {
+        const vec lv = vload(Lh + i0 + c);
+        for (int jj = 0; jj < nk; ++jj) {
+          const int hidden = full ? 0 : std::min(W, std::max(0, jj - diag - c));
+          float* p = pt + jj * kBlock + c;
+          vec pv = hidden < W ? vexp(vsub(vload(p), lv)) : vzero();
+          if (hidden > 0) pv = fill_below(pv, hidden, vzero());
+          vstore(p, pv);
+        }
+      }
+      if (need_ds) {
+        // dP^T (nk, nq) = V_blk . dO^T; dS^T = scale * P^T * (dP^T - D), 0 where masked.
+        small_gemm<false>(nk, {vb + i64{j0} * L.ld_kv, L.ld_kv, 1, dot + i0, Tp, dst, kBlock},
+                          [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
+        const vec sv = vset1(scale);
+        for (int c = 0; c < nq; c += W) {
+          const vec dv = vload(D + i0 + c);
+          for (int jj = 0; jj < nk; ++jj) {
+            const int hidden = full ? 0 : std::min(W, std::max(0, jj - diag - c));
+            float* ds = dst + jj * kBlock + c;
+            vec g = hidden < W ? vmul(vmul(sv, vload(pt + jj * kBlock + c)), vsub(vload(ds), dv)) : vzero();
+            if (hidden > 0) g = fill_below(g, hidden, vzero());
+            vstore(ds, g);
+          }
+        }
+      }
+      // dV_blk (nk, HS) += P^T (nk, nq) . dO_blk (nq, HS); dK_blk += dS^T . Q_blk. A key tile
+      // needs queries >= its first key - diag.
+      auto depth_queries = [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{0, HS, s.k_lo, nq}; };
+      if (d_v) small_gemm<true>(nk, {pt, kBlock, 1, dob + i64{i0} * L.ld_out, L.ld_out, dv_acc, HS}, depth_queries);
+      if (d_k) small_gemm<true>(nk, {dst, kBlock, 1, qb + i64{i0} * L.ld_q, L.ld_q, dk_acc, HS}, depth_queries);
+      // dQ_blk (nq, HS) += dS (nq, nk) . K_blk (nk, HS). A query tile needs keys <= its last query + diag.
+      if (d_q) {
+        small_gemm<true>(nq, {dst, 1, kBlock, kb + i64{j0} * L.ld_kv, L.ld_kv, dqb + i64{i0} * L.ld_q, L.ld_q},
+                         [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
+      }
+    }
+    // Added after the block, not accumulated in place: d_k and d_v may alias d_q (or each other).
+    for (int jj = 0; jj < nk; ++jj) {
+      const i64 row = i64{j0 + jj} * L.ld_kv;
+      if (d_k) {
+        float* dk = d_k + (row0 * L.ld_kv + kvcol) + row;
+        const float* a = dk_acc + i64{jj} * HS;
+#pragma omp simd
+        for (int d = 0; d < HS; ++d) dk[d] += a[d];
+      }
+      if (d_v) {
+        float* dv = d_v + (row0 * L.ld_kv + kvcol) + row;
+        const float* a = dv_acc + i64{jj} * HS;
+#pragma omp simd
+        for (int d = 0; d < HS; ++d) dv[d] += a[d];
+      }
+    }
   }
 }
 
@@ -161,20 +463,16 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionLayout& L) {
-  const int B = L.B, T = L.T, NH = L.NH;
-  const std::int64_t tiles = (T + kRows - 1) / kRows;
-  const std::int64_t tasks = std::int64_t{B} * NH * tiles;
-  // Causal tiles differ in cost (tile i does ~i keys), hence dynamic; consecutive tasks share a
-  // head, so a chunk reuses that head's K and V from cache.
-#pragma omp parallel for schedule(dynamic, 4)
-  for (std::int64_t t = 0; t < tasks; ++t) {
-    const int i0 = static_cast<int>(t % tiles) * kRows;
-    const int b = static_cast<int>(t / tiles) / NH, h = static_cast<int>(t / tiles) % NH;
-    if (i0 + kRows <= T) {
-      forward_tile<kRows>(out, lse, q, k, v, b, h, i0, L);
-    } else {
-      for (int i = i0; i < T; ++i) forward_tile<1>(out, lse, q, k, v, b, h, i, L);
-    }
+  const i64 blocks = (L.T + kBlock - 1) / kBlock;
+  const i64 tasks = i64{L.B} * L.NH * blocks;
+  // Query blocks differ in cost (block i sees i + 1 key blocks), hence dynamic; the last blocks
+  // of a head go first so that the expensive ones do not end up alone at the tail.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (i64 t = 0; t < tasks; ++t) {
+    const i64 bh = t / blocks;
+    const int blk = static_cast<int>(blocks - 1 - t % blocks);
+    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH),
+                  blk * kBlock);
   }
 }
 
@@ -182,49 +480,13 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
                         const float* k, const float* v, const float* out, const float* lse,
                         const AttentionLayout& L) {
   if (!d_q && !d_k && !d_v) return;
-  const int B = L.B, T = L.T, NH = L.NH, NKV = L.NKV, HS = L.HS;
-  const std::int64_t Ckv = L.ld_kv;
-  const int group = NH / NKV;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < B; ++b) {
-    for (int kvh = 0; kvh < NKV; ++kvh) {
-      const std::int64_t kv0 = std::int64_t{b} * T * Ckv + std::int64_t{kvh} * HS;  // row j at j*Ckv
+  const int group = L.NH / L.NKV;
+  // One task per (b, kv head): it owns that kv head's dK, dV rows and its query heads' dQ rows.
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (int b = 0; b < L.B; ++b) {
+    for (int kvh = 0; kvh < L.NKV; ++kvh) {
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const std::int64_t q0 = std::int64_t{b} * T * L.ld_q + std::int64_t{h} * HS;  // row i at i*ld_q
-        const std::int64_t o0 = std::int64_t{b} * T * L.ld_out + std::int64_t{h} * HS;
-        const float* lse_bh = lse + (std::int64_t{b} * NH + h) * T;                 // (T)
-        // Key tiles outermost: a tile's k, v, dk, dv rows stay in cache while every query row
-        // that sees them streams past.
-        for (int j0 = 0; j0 < T; j0 += kBwdKeys) {
-          const int j1 = std::min(j0 + kBwdKeys, T);
-          for (int i = j0; i < T; ++i) {
-            const std::int64_t qi_off = q0 + std::int64_t{i} * L.ld_q;
-            const std::int64_t oi_off = o0 + std::int64_t{i} * L.ld_out;
-            const float* qi = q + qi_off;
-            const float* doi = d_out + oi_off;
-            const float D = dot(doi, out + oi_off, HS);  // dO_i . O_i
-            const float lse_i = lse_bh[i];
-            const int je = std::min(j1, i + 1);
-            for (int j = j0; j < je; ++j) {
-              const std::int64_t kj_off = kv0 + std::int64_t{j} * Ckv;
-              const float* kj = k + kj_off;
-              const float* vj = v + kj_off;
-              float sc = 0.0f, dp = 0.0f;
-#pragma omp simd reduction(+ : sc, dp)
-              for (int d = 0; d < HS; ++d) {
-                sc += qi[d] * kj[d];
-                dp += doi[d] * vj[d];
-              }
-              const float p = fast_exp(sc * scale - lse_i);
-              const float ds = scale * p * (dp - D);
-              // Separate loops, not one fused one: d_q, d_k and d_v may alias each other.
-              if (d_v) axpy(d_v + kj_off, p, doi, HS);
-              if (d_k) axpy(d_k + kj_off, ds, qi, HS);
-              if (d_q) axpy(d_q + qi_off, ds, kj, HS);
-            }
-          }
-        }
+        backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
       }
     }
   }

@@ -3,20 +3,39 @@
 // Layout: see kernels/attention_layout.h (rows at a stride, so q, k, v may be slices of one
 // packed qkv tensor); lse (B, NH, T) dense. Query head h uses kv head h / (NH / NKV); scores
 // s_ij = q_i . k_j / sqrt(HS) for j <= i.
+//
+// Design. Queries and keys are cut into blocks of kBlock (48 with AVX2, 64 with AVX-512, 32
+// without either). Every product is a small GEMM on a block pair, register-blocked over a
+// micro-tile of C (6 x 16 floats with AVX2: 12 accumulators; 8 x 32 with AVX-512), broadcasting
+// one element of A per row and loading contiguous rows of B, so no operand needs packing except
+// Q (and dO in the backward), which is transposed once per block (per head in the backward):
+//   S^T (keys, queries) = K_blk . (Q_blk^T / sqrt(HS))
+// puts queries along the vector lanes, so the online softmax (running max, rescale, exp, row
+// sum) is vertical vector arithmetic with a vectorised exp, never a horizontal reduction. P is
+// then read back through swapped strides as the A operand of O += P V, dQ += dS K,
+// dV += P^T dO and dK += dS^T Q. Causality: key blocks past a query block are never visited;
+// on diagonal blocks each micro-tile is limited to the columns and depth the mask leaves
+// non-zero, and masked scores are set to 0 (select, not multiply) before they are used.
+// Scratch is per thread, grown on first use and kept (no allocation in a steady state).
+
 #pragma once
 
 #include "kernels/attention_layout.h"
 
 namespace llmcc::cpu {
 
-// Online softmax per query row over tiles of keys: no T x T matrix, O(1) state per row beyond
-// the output row (used as the accumulator). lse may be null. OpenMP over (b, head, query tile).
+// Online softmax per query block over key blocks, O accumulated in the output rows, then
+// normalised; lse = m + log(l) per row. lse may be null. OpenMP over (b, head, query block),
+// dynamic, most expensive (last) blocks first.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionLayout& L);
 
-// Recomputes probabilities from lse and accumulates into d_q, d_k, d_v (null ones skipped; they
-// may alias each other). OpenMP over (b, kv head): all writes to one kv head's dK/dV and to its
-// query heads' dQ come from one thread, so GQA needs no atomics or per-thread buffers.
+// Recomputes P from lse and accumulates into d_q, d_k, d_v (null ones skipped: d_v alone skips
+// dP and dS; they may alias each other). Per head: Q^T, dO^T and D_i = dO_i . O_i once; key
+// blocks outermost, their dK and dV in scratch while every query block that sees them passes,
+// dQ accumulated in place. OpenMP over (b, kv head): one thread writes one kv head's dK/dV and
+// its query heads' dQ, so GQA needs no atomics or per-thread dQ buffers (B * NKV tasks: 48 for
+// GPT-2 at B=4, plenty for a few threads).
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         const AttentionLayout& L);
