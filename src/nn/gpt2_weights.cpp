@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "llmcc/error.h"
+#include "nn/gpt2_hf.h"
 #include "nn/gpt2_llmc.h"
+#include "nn/hf_files.h"
 
 namespace llmcc::nn {
 
@@ -52,6 +54,8 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
 }
 
 Gpt2Weights load_gpt2(const std::string& path) {
+  // A Hugging Face directory or .safetensors file (nn/gpt2_hf.h).
+  if (is_hf_model(path)) return load_gpt2_hf(path);
   // Told apart by the first bytes: "LLMCCKPT" (docs/data-format.md) or llm.c's int32 magic.
   char head[8] = {};
   std::size_t got = 0;

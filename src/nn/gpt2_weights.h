@@ -29,8 +29,9 @@ void gpt2_config_to_kv(const Gpt2Config& config, KeyValues& kv);
 Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where);
 
 // Loads the weights of an llmcc checkpoint (its "config" section gives the shape, "params" the
-// weights) or of an llm.c GPT-2 model file (gpt2_124M.bin, fp32 or bf16; see nn/gpt2_llmc.h),
-// told apart by the file's magic.
+// weights), of an llm.c GPT-2 model file (gpt2_124M.bin, fp32 or bf16; see nn/gpt2_llmc.h), or
+// of a Hugging Face GPT2LMHeadModel (a directory with model.safetensors and config.json, or the
+// .safetensors file itself; see nn/gpt2_hf.h), told apart by the file's first bytes.
 Gpt2Weights load_gpt2(const std::string& path);
 
 }  // namespace llmcc::nn
