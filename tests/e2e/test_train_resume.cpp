@@ -1,4 +1,5 @@
-// `llmcc train` run as a user runs it (the built binary, LLMCC_BINARY) on a tiny GPT-2:
+// `llmcc train` run as a user runs it (the built binary, LLMCC_BINARY) on a tiny GPT-2 (and a
+// tiny Llama for the resume, the family recorded in the checkpoint):
 // N steps, a checkpoint and a resumed run of M steps give the same weights, AdamW moments, data
 // position and per-step losses, bit for bit, as N + M steps in one go (with gradient
 // accumulation and clipping on); bad flags, missing data and a resume that would change the
@@ -260,6 +261,40 @@ TEST_F(TrainResume, SequentialBatchesResumeExactlyAndSamplesChangeNothing) {
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(logged(b + "/log.jsonl", "sample").size(), 4u);  // steps 2, 4, 6 and 8
   EXPECT_EQ(logged(b + "/log.jsonl", "sample"), logged(c + "/log.jsonl", "sample"));
+}
+
+// The same exactness for a Llama (GQA, RoPE, SwiGLU): the checkpoint records the family and its
+// fields, so a resume with no flags at all rebuilds the same model; eval and generate read it.
+TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
+  const auto flags = run_flags(dir, {{"--model", "llama-tiny"}, {"--n-kv-head", "2"}, {"--hidden-dim", "96"},
+                                     {"--rope-theta", "500"}});
+  const std::string a = dir.file("a"), b = dir.file("b");
+  CliResult r = run_llmcc(dir, concat(flags, {"--out-dir", a}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("llmcc train: Llama L2 H4/2 C64 F96 T64 V512 theta 500"), std::string::npos) << r.out;
+  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "3", "--sample-every", "2", "--sample-tokens", "4"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("step 2: sample (4 tokens"), std::string::npos) << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err, "");
+  const llmcc::CheckpointReader ckpt(a + "/ckpt_000008.bin");
+  EXPECT_NE(ckpt.blob("config").find("model.family=llama"), std::string::npos) << ckpt.blob("config");
+  for (const char* section : {"params", "adamw.m", "adamw.v"})
+    EXPECT_TRUE(same_tensors(a + "/ckpt_000008.bin", b + "/ckpt_000008.bin", section));
+  EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
+  EXPECT_EQ(logged(a + "/log.jsonl", "val_loss"), logged(b + "/log.jsonl", "val_loss"));
+  EXPECT_LT(std::stod(logged(a + "/log.jsonl", "loss").at(8)), std::stod(logged(a + "/log.jsonl", "loss").at(1)));
+
+  // eval reproduces the logged validation loss; a GPT-2 preset on resume is refused by name.
+  r = run_llmcc(dir, {"eval", "--ckpt", a + "/ckpt_000008.bin", "--val-data", dir.file("val.bin"), "--steps", "2",
+                      "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double eval_loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
+  EXPECT_NEAR(eval_loss, std::stod(logged(a + "/log.jsonl", "val_loss").at(8)), 1e-5) << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", a, "--resume", "auto", "--steps", "9", "--model", "gpt2-tiny"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--model gpt2-tiny (GPT-2) conflicts with the checkpoint"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainResume, BadInputIsAClearError) {

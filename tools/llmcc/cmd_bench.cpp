@@ -157,8 +157,12 @@ int run_bench(int argc, char** argv) {
                    " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
 
-  const nn::Gpt2Config config = model_flags.config();
+  const ModelConfig model_config = model_flags.config();
   const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
+  if (model_config.family != Family::Gpt2)
+    fail(kCmd, "--model " + model + ": the step benchmark runs GPT-2 models only so far (train a " +
+                   model_config.display_name() + " with llmcc train, whose log has tokens/s per step)");
+  const nn::Gpt2Config config = model_config.gpt2;
   if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
   if (seq_len < 1 || seq_len > config.max_seq_len) {
     fail(kCmd, "--seq-len must be in [1, " + std::to_string(config.max_seq_len) +

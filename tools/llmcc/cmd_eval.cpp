@@ -4,6 +4,7 @@
 // so the same flags give the same number the training log shows.
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/data_loader.h"
 #include "model_flags.h"
-#include "nn/gpt2_weights.h"
+#include "model_family.h"
 #include "train_options.h"
 #include "trainer.h"
 
@@ -53,7 +54,7 @@ int run_eval(int argc, char** argv) {
   std::int64_t steps = 0;
   bool json = false;
   ArgParser p("eval", "Mean next-token loss (and perplexity) of a checkpoint's weights on token shards.");
-  p.add("--ckpt", &ckpt, "weights: an llmcc checkpoint or an llm.c GPT-2 file");
+  p.add("--ckpt", &ckpt, "weights: an llmcc checkpoint (GPT-2 or Llama) or an llm.c GPT-2 file");
   p.add("--val-data", &val_data, "token shards: files or glob patterns (llm.c format)");
   p.add("--batch-size", &batch_size, "sequences per batch (default: the checkpoint's training --batch-size)");
   p.add("--seq-len", &seq_len, "tokens per sequence (default: the checkpoint's training --seq-len)");
@@ -71,7 +72,8 @@ int run_eval(int argc, char** argv) {
   if (steps < 0) fail(kWhere, "--steps must be >= 0, got " + std::to_string(steps));
   if (threads > 0) set_num_threads(threads);
   const std::vector<std::string> files = expand_data_paths(val_data, "--val-data");
-  nn::Gpt2Weights w = nn::load_gpt2(ckpt);
+  const std::unique_ptr<Model> model = load_model(ckpt);
+  const ModelConfig& cfg = model->config();
   int B = batch_size, T = seq_len;
   if (!p.given("--batch-size") || !p.given("--seq-len")) {
     int cB = B, cT = T;
@@ -84,17 +86,17 @@ int run_eval(int argc, char** argv) {
     if (!p.given("--seq-len")) T = cT;
   }
   if (B <= 0) fail(kWhere, "--batch-size must be positive, got " + std::to_string(B));
-  if (T <= 0 || T > w.model.cfg.max_seq_len)
-    fail(kWhere, "--seq-len must be in [1, " + std::to_string(w.model.cfg.max_seq_len) +
+  if (T <= 0 || T > cfg.max_seq_len())
+    fail(kWhere, "--seq-len must be in [1, " + std::to_string(cfg.max_seq_len()) +
                      "] (the model's max_seq_len), got " + std::to_string(T));
 
   DataLoader loader(
       files,
-      DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = w.model.cfg.vocab_size});
+      DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = cfg.vocab_size()});
   const std::int64_t epoch = loader.batches_per_epoch();
   const std::int64_t batches = steps > 0 ? steps : epoch;
-  Arena arena(step_arena_bytes(w.model.cfg, B, T));
-  const double loss = evaluate_loss(w.model, loader, batches, arena);
+  Arena arena(cfg.step_arena_bytes(B, T));
+  const double loss = evaluate_loss(*model, loader, batches, arena);
   const double ppl = std::exp(loss);
   if (json) {
     std::printf(
@@ -102,7 +104,7 @@ int run_eval(int argc, char** argv) {
         "\"tokens\": %lld}\n",
         loss, ppl, static_cast<long long>(batches), B, T, static_cast<long long>(batches * B * T));
   } else {
-    std::printf("%s: GPT-2 %s\n", ckpt.c_str(), w.model.cfg.str().c_str());
+    std::printf("%s: %s %s\n", ckpt.c_str(), cfg.display_name(), cfg.str().c_str());
     std::printf("val loss %.4f, perplexity %.2f (%lld batches of %d x %d tokens%s)\n", loss, ppl,
                 static_cast<long long>(batches), B, T,
                 batches > epoch ? ", more than one pass: batches repeat" : "");

@@ -1,13 +1,17 @@
-// llmcc generate: sample text from a GPT-2 checkpoint with a KV cache.
+// llmcc generate: sample text from a checkpoint: GPT-2 with a KV cache, Llama with a plain
+// full forward per token (no KV cache yet: fine for small models and short texts).
 //
 //   llmcc generate --ckpt run/ckpt_005000.bin --prompt "ROMEO:" --max-tokens 200 --top-k 40
 //
 // The prompt and then each new token's text go to stdout as they are produced; the timing
 // (prefill and decode tokens/s) goes to stderr, so the text pipes cleanly.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "llmcc/train/rng.h"
 #include "llmcc/train/tokenizer.h"
 #include "nn/gpt2_generate.h"
+#include "model_family.h"
 #include "nn/gpt2_weights.h"
 
 namespace llmcc::cli {
@@ -41,9 +46,10 @@ int run_generate(int argc, char** argv) {
   bool stop_at_eot = true;
 
   ArgParser p("generate",
-              "Sample text from a GPT-2 checkpoint (KV cache: the prompt runs once, then one "
-              "position per token).");
-  p.add("--ckpt", &ckpt, "checkpoint: an llmcc checkpoint or an llm.c GPT-2 weight file (gpt2_124M.bin)");
+              "Sample text from a checkpoint: GPT-2 with a KV cache (the prompt runs once, then one "
+              "position per token); Llama with a full forward per token.");
+  p.add("--ckpt", &ckpt,
+        "checkpoint: an llmcc checkpoint (GPT-2 or Llama) or an llm.c GPT-2 weight file (gpt2_124M.bin)");
   p.require("--ckpt");
   p.add("--prompt", &prompt, "text to continue; empty starts from <|endoftext|>");
   p.add("--max-tokens", &max_tokens, "new tokens to generate (>= 0)");
@@ -87,10 +93,17 @@ int run_generate(int argc, char** argv) {
           ? Gpt2Tokenizer::load_default()
           : Gpt2Tokenizer::load((std::filesystem::path(tokenizer_dir) / "encoder.json").string(),
                                 (std::filesystem::path(tokenizer_dir) / "vocab.bpe").string());
-  const nn::Gpt2Weights w = nn::load_gpt2(ckpt);
-  const nn::Gpt2Config& cfg = w.model.cfg;
-  if (cfg.vocab_size > tok.vocab_size())
-    fail(kCmd, ckpt + ": the model has " + std::to_string(cfg.vocab_size) +
+  // GPT-2 runs on its KV-cache generator (the weights directly); Llama through Model::sample.
+  std::optional<nn::Gpt2Weights> gpt2;
+  std::unique_ptr<Model> llama;
+  if (checkpoint_family(ckpt) == Family::Llama)
+    llama = load_model(ckpt);
+  else
+    gpt2.emplace(nn::load_gpt2(ckpt));
+  const ModelConfig cfg = llama ? llama->config() : ModelConfig::of(gpt2->model.cfg);
+  const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
+  if (V > tok.vocab_size())
+    fail(kCmd, ckpt + ": the model has " + std::to_string(V) +
                    " tokens, more than the tokenizer's " + std::to_string(tok.vocab_size()) +
                    "; its output could not be decoded");
 
@@ -100,19 +113,44 @@ int run_generate(int argc, char** argv) {
   sc.stop_at_eot = stop_at_eot;
   sc.eot = tok.eot();
   const std::vector<std::int32_t> ids = tok.encode(prompt);
-  if (ids.size() > static_cast<std::size_t>(cfg.max_seq_len))
+  if (ids.size() > static_cast<std::size_t>(maxT))
     fail(kCmd, "the prompt is " + std::to_string(ids.size()) +
-                   " tokens long, more than the model's context of " + std::to_string(cfg.max_seq_len) +
+                   " tokens long, more than the model's context of " + std::to_string(maxT) +
                    " tokens (max_seq_len)");
   for (std::int32_t id : ids)
-    if (id >= cfg.vocab_size)
+    if (id >= V)
       fail(kCmd, "the prompt has token " + std::to_string(id) + ", outside the model's vocabulary of " +
-                     std::to_string(cfg.vocab_size));
-  if (ids.empty() && tok.eot() >= cfg.vocab_size)
+                     std::to_string(V));
+  if (ids.empty() && tok.eot() >= V)
     fail(kCmd, "the prompt is empty and <|endoftext|> (" + std::to_string(tok.eot()) +
                    ") is outside the model's vocabulary; give a --prompt");
 
-  nn::Gpt2Generator gen(w.model, on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop);
+  if (llama) {
+    // Full forward per token over the window; 'stop' ends at the context, 'slide' crops it.
+    const int room = maxT - static_cast<int>(ids.empty() ? 1 : ids.size());
+    const bool limited = on_full == "stop" && max_tokens > room;
+    std::fprintf(stderr, "model Llama %s from %s; full forward per token (no KV cache)\n", cfg.str().c_str(),
+                 ckpt.c_str());
+    write_out(prompt);
+    Rng rng(seed);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<std::int32_t> out =
+        llama->sample(ids, limited ? room : max_tokens, sc, rng, [&](std::int32_t id) {
+          if (stop_at_eot && id == tok.eot()) return;
+          write_out(tok.decode_token(id));
+        });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_out("\n");
+    if (limited && static_cast<int>(out.size()) == room)
+      std::fprintf(stderr,
+                   "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
+                   maxT);
+    std::fprintf(stderr, "generated %zu tokens in %.3f s (%.1f tokens/s)\n", out.size(), seconds,
+                 seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0);
+    return 0;
+  }
+
+  nn::Gpt2Generator gen(gpt2->model, on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop);
   std::fprintf(stderr, "model %s from %s; cache and scratch %.1f MiB\n", cfg.str().c_str(), ckpt.c_str(),
                static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
   write_out(prompt);
@@ -126,7 +164,7 @@ int run_generate(int argc, char** argv) {
   if (st.stopped_at_limit)
     std::fprintf(stderr,
                  "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
-                 cfg.max_seq_len);
+                 maxT);
   if (st.stopped_at_eot) std::fprintf(stderr, "stopped at <|endoftext|>\n");
   const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tokens/s)\n", st.prompt_tokens, st.prefill_seconds,

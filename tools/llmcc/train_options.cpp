@@ -190,13 +190,15 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
       "Examples:\n"
       "  llmcc train --train-data data/tinyshakespeare_train.bin --val-data data/tinyshakespeare_val.bin \\\n"
       "      --model gpt2-tiny --out-dir runs/tiny --steps 500 --val-every 50 --sample-every 100\n"
+      "  llmcc train --train-data data/tinyshakespeare_train.bin --val-data data/tinyshakespeare_val.bin \\\n"
+      "      --model llama-tiny --vocab-size 50257 --out-dir runs/llama --steps 500   # a Llama\n"
       "  llmcc train --out-dir runs/tiny --resume auto          # continue where it stopped\n"
       "  llmcc train --init-from gpt2_124M.bin --train-data 'data/train_*.bin' --out-dir runs/ft --lr 1e-4\n"
       "See docs/training.md for the log format and checkpoint behaviour.");
 }
 
 bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o) {
-  ArgParser p("train", "Train a GPT-2 on token shards, or resume a run from its checkpoint.");
+  ArgParser p("train", "Train a GPT-2 or a Llama on token shards, or resume a run from its checkpoint.");
   add_train_flags(p, o);
   if (!p.parse(args)) return false;
   o.given.clear();
@@ -216,7 +218,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
   return parse_train_flags(args, o);
 }
 
-void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config) {
+void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   auto need = [](bool ok, const std::string& message) {
     if (!ok) bad(message);
   };
@@ -230,8 +232,8 @@ void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config)
   need(o.stop_after >= 0, "--stop-after must be >= 0, got " + n(o.stop_after));
   need(o.batch_size > 0, "--batch-size must be positive, got " + n(o.batch_size));
   need(o.seq_len > 0, "--seq-len must be positive, got " + n(o.seq_len));
-  need(o.seq_len <= config.max_seq_len, "--seq-len " + n(o.seq_len) + " exceeds the model's max_seq_len " +
-                                            n(config.max_seq_len) +
+  need(o.seq_len <= config.max_seq_len(), "--seq-len " + n(o.seq_len) + " exceeds the model's max_seq_len " +
+                                              n(config.max_seq_len()) +
                                             " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
@@ -250,8 +252,8 @@ void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config)
   need(o.sample_every >= 0, "--sample-every must be >= 0, got " + n(o.sample_every));
   need(o.sample_tokens > 0, "--sample-tokens must be positive, got " + n(o.sample_tokens));
   need(o.sample_temperature >= 0, "--sample-temperature must be >= 0, got " + n(o.sample_temperature));
-  need(o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size,
-       "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size) + "], got " + n(o.sample_top_k));
+  need(o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size(),
+       "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size()) + "], got " + n(o.sample_top_k));
   need(o.ckpt_every >= 0, "--ckpt-every must be >= 0, got " + n(o.ckpt_every));
   need(o.keep_last > 0, "--keep-last must be positive, got " + n(o.keep_last));
   // The default --val-every is harmless without validation data; asking for it explicitly is not.
@@ -288,11 +290,11 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
   return out;
 }
 
-KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& config,
+KeyValues train_options_to_kv(const TrainOptions& o, const ModelConfig& config,
                               const std::vector<std::string>& train_files,
                               const std::vector<std::string>& val_files) {
   KeyValues kv;
-  nn::gpt2_config_to_kv(config, kv);
+  config.to_kv(kv);
   for (const Stored& s : stored_options()) kv[s.key] = s.get(o);
   list_to_kv(train_files, "data.train", kv);
   list_to_kv(val_files, "data.val", kv);

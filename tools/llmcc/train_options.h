@@ -16,7 +16,6 @@
 #include "args.h"
 #include "llmcc/train/checkpoint.h"
 #include "model_flags.h"
-#include "nn/gpt2_config.h"
 
 namespace llmcc::cli {
 
@@ -76,16 +75,17 @@ bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o);
 
 // Checks every value and combination against the model's configuration; throws llmcc::Error
 // ("[llmcc train] --seq-len 512 exceeds the model's max_seq_len 256 ...") naming the flag.
-void validate_train_options(const TrainOptions& o, const nn::Gpt2Config& config);
+void validate_train_options(const TrainOptions& o, const ModelConfig& config);
 
 // Files named by `args` (paths or glob patterns, in order; each pattern's matches sorted). A
 // missing file or a pattern matching nothing throws llmcc::Error naming the flag and the path.
 std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag);
 
-// The run's configuration as checkpoint key=values: the model's (gpt2_config_to_kv) and every
+// The run's configuration as checkpoint key=values: the model's (ModelConfig::to_kv, which
+// records the family) and every
 // stored hyper-parameter; data paths as given to the loader (data.train.N, data.val.N). The
 // trainer adds "run.threads" (the count actually used).
-KeyValues train_options_to_kv(const TrainOptions& o, const nn::Gpt2Config& config,
+KeyValues train_options_to_kv(const TrainOptions& o, const ModelConfig& config,
                               const std::vector<std::string>& train_files,
                               const std::vector<std::string>& val_files);
 // For a resume: sets every stored option not given on the command line from `kv`; returns one

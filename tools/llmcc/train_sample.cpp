@@ -6,7 +6,6 @@
 
 #include "llmcc/error.h"
 #include "llmcc/train/tokenizer.h"
-#include "nn/gpt2_generate.h"
 
 namespace llmcc::cli {
 
@@ -28,18 +27,19 @@ const Gpt2Tokenizer* tokenizer() {
 
 }  // namespace
 
-SampleText sample_text(const nn::Gpt2& model, int tokens, float temperature, int top_k, Rng& rng) {
+SampleText sample_text(const Model& model, int tokens, float temperature, int top_k, Rng& rng) {
+  const int V = model.config().vocab_size();
   nn::SamplingConfig cfg;
   cfg.temperature = temperature;
   cfg.top_k = top_k;
   // GPT-2's <|endoftext|> starts the sample; a smaller vocabulary has no such id, so its last id
   // stands in.
-  if (cfg.eot >= model.cfg.vocab_size) cfg.eot = model.cfg.vocab_size - 1;
+  if (cfg.eot >= V) cfg.eot = V - 1;
   cfg.validate();
-  const std::vector<std::int32_t> ids = nn::gpt2_sample(model, {}, tokens, cfg, rng);
+  const std::vector<std::int32_t> ids = model.sample({}, tokens, cfg, rng);
   SampleText out;
-  const Gpt2Tokenizer* tok = model.cfg.vocab_size == 50257 ? tokenizer() : nullptr;
-  if (tok != nullptr && tok->vocab_size() == model.cfg.vocab_size) {
+  const Gpt2Tokenizer* tok = V == 50257 ? tokenizer() : nullptr;
+  if (tok != nullptr && tok->vocab_size() == V) {
     out.text = tok->decode(ids);
     out.decoded = true;
     return out;

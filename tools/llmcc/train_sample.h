@@ -5,7 +5,7 @@
 #include <string>
 
 #include "llmcc/train/rng.h"
-#include "nn/gpt2.h"
+#include "model_family.h"
 
 namespace llmcc::cli {
 
@@ -14,8 +14,9 @@ struct SampleText {
   bool decoded = false;  // false: ids (no tokenizer for this vocabulary)
 };
 
-// Draws `tokens` new tokens with the KV-cache generator (nn::gpt2_sample) using `rng` only, so
-// the training trajectory never depends on sampling.
-SampleText sample_text(const nn::Gpt2& model, int tokens, float temperature, int top_k, Rng& rng);
+// Draws `tokens` new tokens with the family's sampler (Model::sample: GPT-2's KV-cache generator,
+// Llama's full-forward sampler) using `rng` only, so the training trajectory never depends on
+// sampling.
+SampleText sample_text(const Model& model, int tokens, float temperature, int top_k, Rng& rng);
 
 }  // namespace llmcc::cli

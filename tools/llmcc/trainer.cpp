@@ -8,12 +8,11 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <system_error>
+#include <unistd.h>
 #include <vector>
 
-#include "gpt2.grad.h"
 #include "llmcc/adgen.h"
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
@@ -22,7 +21,6 @@
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/schedule.h"
-#include "nn/gpt2_weights.h"
 #include "train_log.h"
 #include "train_sample.h"
 
@@ -85,12 +83,27 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// Bytes of memory a new allocation can use now: Linux's MemAvailable, else physical memory
+// (0 when unknown).
+std::size_t available_memory_bytes() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    std::fclose(f);
+    if (kib > 0) return static_cast<std::size_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
 // ---- where the model comes from ----------------------------------------------------------
 
 struct Origin {
-  nn::Gpt2Config config;
-  std::string resume_path;              // non-empty: resume from this checkpoint
-  std::optional<nn::Gpt2Weights> init;  // --init-from weights
+  ModelConfig config;
+  std::string resume_path;      // non-empty: resume from this checkpoint
+  std::unique_ptr<Model> init;  // --init-from weights
   std::vector<std::string> warnings;
 };
 
@@ -118,7 +131,7 @@ Origin resolve_origin(TrainOptions& o) {
            "--resume: " + out.resume_path +
                " holds weights only, not a training state (use --init-from to start from its weights)");
     const KeyValues kv = parse_key_values(reader.blob("config"), out.resume_path + " [config]");
-    out.config = nn::gpt2_config_from_kv(kv, out.resume_path);
+    out.config = model_config_from_kv(kv, out.resume_path);
     o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
     out.warnings = restore_train_options(o, kv, out.resume_path);
     return out;
@@ -127,8 +140,8 @@ Origin resolve_origin(TrainOptions& o) {
     std::error_code ec;
     if (!fs::is_regular_file(o.init_from, ec))
       fail(kWhere, "--init-from: no such file '" + o.init_from + "'");
-    out.init.emplace(nn::load_gpt2(o.init_from));
-    out.config = out.init->model.cfg;
+    out.init = load_model(o.init_from);
+    out.config = out.init->config();
     o.model.check_matches(out.config, "--init-from " + o.init_from, kWhere);
     return out;
   }
@@ -155,14 +168,12 @@ class Trainer {
   std::vector<std::string> train_files_, val_files_;
   KeyValues config_kv_;
   Seeds seeds_{};
-  nn::Gpt2Weights w_;
-  adgen::GradBuffer<nn::Gpt2_Grad> g_;
+  std::unique_ptr<Model> model_;  // weights, gradient store and the adgen record of its family
   std::unique_ptr<AdamW> opt_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   std::int64_t val_batches_ = 0;
   Rng sample_rng_;
-  nn::gpt2_loss_Saved saved_;  // kept across steps: a warm step allocates no records
   std::unique_ptr<Arena> arena_;
   std::int64_t start_step_ = 0;
   Progress progress_;
@@ -189,24 +200,31 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
   config_kv_["run.threads"] = std::to_string(num_threads());
   seeds_ = derive_seeds(o_.seed);
 
-  // Model, gradient buffer, optimizer.
+  // Model, gradient buffer, optimizer. Weights, gradients and AdamW's moments are touched in
+  // full, so a run they cannot fit in is refused before allocating them (the step arena is an
+  // upper bound that is touched only as far as used, so it is reported, not counted here).
+  const MemoryPlan plan = memory_plan(origin_.config, o_.batch_size, o_.seq_len);
+  const std::size_t state_bytes = plan.params_bytes + plan.grads_bytes + plan.optimizer_bytes;
+  if (const std::size_t ram = available_memory_bytes(); ram > 0 && state_bytes > ram)
+    fail(kWhere, std::string(origin_.config.display_name()) + " " + origin_.config.str() + " needs " +
+                     describe(plan) + "; its weights, gradients and AdamW state alone exceed the " +
+                     fixed(static_cast<double>(ram) / double(1 << 30), 1) + " GiB of memory available");
   if (origin_.init) {
-    w_ = std::move(*origin_.init);
-    origin_.init.reset();
+    model_ = std::move(origin_.init);
   } else {
-    w_ = nn::make_gpt2(origin_.config);
-    if (!resuming) nn::gpt2_init(w_.model, seeds_.init);
+    model_ = make_model(origin_.config);
+    if (!resuming) model_->init(seeds_.init);
   }
-  g_ = adgen::make_grad(w_.model);
+  model_->grads();  // allocated (zeroed) before the first step
   opt_ = std::make_unique<AdamW>(
-      w_.params,
+      model_->params(),
       AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay});
   schedule_ = LrSchedule{
       .max_lr = o_.lr, .min_lr = o_.min_lr, .warmup_steps = o_.warmup_steps, .max_steps = o_.steps};
   schedule_.validate();
 
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
-  const int V = origin_.config.vocab_size;
+  const int V = origin_.config.vocab_size();
   train_loader_ = std::make_unique<DataLoader>(
       train_files_,
       DataLoaderConfig{.B = o_.batch_size,
@@ -225,7 +243,7 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
   sample_rng_ = Rng(seeds_.sample);
 
   if (resuming) {
-    const TrainState state = load_checkpoint(origin_.resume_path, w_.params, opt_.get());
+    const TrainState state = load_checkpoint(origin_.resume_path, model_->params(), opt_.get());
     start_step_ = state.step;
     try {
       train_loader_->set_state(state.data);
@@ -239,20 +257,20 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
                        " steps but the state says " + std::to_string(state.step));
   }
 
-  arena_ = std::make_unique<Arena>(step_arena_bytes(origin_.config, o_.batch_size, o_.seq_len));
+  arena_ = std::make_unique<Arena>(origin_.config.step_arena_bytes(o_.batch_size, o_.seq_len));
   const std::string log_path =
       o_.log_path.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string() : o_.log_path;
   log_ = std::make_unique<TrainLog>(log_path, resuming ? start_step_ : -1);
 }
 
 void Trainer::print_header() {
-  const nn::Gpt2Config& c = origin_.config;
+  const ModelConfig& c = origin_.config;
   std::ostringstream s;
   const char* origin =
       !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
   const std::string from = !origin_.resume_path.empty() ? origin_.resume_path : o_.init_from;
-  s << "llmcc train: GPT-2 " << c.str() << ", "
-    << format_count(static_cast<double>(w_.params.parameter_count())) << " parameters"
+  s << "llmcc train: " << c.display_name() << " " << c.str() << ", "
+    << format_count(static_cast<double>(model_->params().parameter_count())) << " parameters"
     << (from.empty() ? std::string(", initialised with seed ") + std::to_string(o_.seed)
                      : std::string(", ") + origin + from +
                            (origin_.resume_path.empty() ? "" : " at step " + std::to_string(start_step_)))
@@ -276,6 +294,7 @@ void Trainer::print_header() {
     << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(arena_->capacity()) << " reserved; "
     << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
+  s << "  memory: " << describe(memory_plan(c, o_.batch_size, o_.seq_len)) << "\n";
   s << "  out: " << o_.out_dir << " (checkpoints "
     << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end"
                           : std::string("at the end"))
@@ -287,7 +306,8 @@ void Trainer::print_header() {
 float Trainer::train_step(std::int64_t step, double* grad_norm) {
   const float lr = schedule_.lr(step);
   const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
-  g_.zero();
+  ParameterStore& grads = model_->grads();
+  grads.zero();
   double loss_sum = 0.0;
   for (int micro = 0; micro < o_.grad_accum; ++micro) {
     train_loader_->next_batch();
@@ -295,22 +315,21 @@ float Trainer::train_step(std::int64_t step, double* grad_norm) {
     arena_->reset();
     ArenaScope scope(*arena_);
     // The gradient of loss / grad_accum: the accumulated gradient is the micro-batches' mean.
-    const float loss = nn::gpt2_loss_fwd(w_.model, x, y, saved_);
-    nn::gpt2_loss_bwd(w_.model, x, y, saved_, d_loss, &g_.grad);
+    const float loss = model_->loss_and_grad(x, y, d_loss);
     loss_sum += loss;
   }
   arena_->reset();
   const float loss = static_cast<float>(loss_sum / o_.grad_accum);
-  *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(g_.store, o_.grad_clip) : llmcc::grad_norm(g_.store);
+  *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(grads, o_.grad_clip) : llmcc::grad_norm(grads);
   if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) return loss;  // the caller stops
-  opt_->step(w_.params, g_.store, lr);
+  opt_->step(model_->params(), grads, lr);
   return loss;
 }
 
 float Trainer::validate(std::int64_t step) {
   if (!val_loader_) return kNaN;
   const auto t0 = std::chrono::steady_clock::now();
-  const float loss = static_cast<float>(evaluate_loss(w_.model, *val_loader_, val_batches_, *arena_));
+  const float loss = static_cast<float>(evaluate_loss(*model_, *val_loader_, val_batches_, *arena_));
   log_->write(line_.begin().field("step", step).field("val_loss", loss).end());
   progress_.print("step " + std::to_string(step) + ": val loss " + fixed(loss, 4) + " (" +
                   std::to_string(val_batches_) + " batches, " + fixed(seconds_since(t0), 1) + " s)");
@@ -319,7 +338,7 @@ float Trainer::validate(std::int64_t step) {
 
 void Trainer::sample(std::int64_t step) {
   const SampleText text =
-      sample_text(w_.model, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
+      sample_text(*model_, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
   log_->write(line_.begin().field("step", step).field("sample", text.text).end());
   progress_.print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) +
                   " tokens" + (text.decoded ? "" : ", token ids: no GPT-2 tokenizer for this vocabulary") +
@@ -332,7 +351,8 @@ std::string Trainer::checkpoint(std::int64_t step) {
   state.data = train_loader_->state();
   state.rngs["sample"] = sample_rng_.state();
   state.config = config_kv_;
-  const std::string path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, w_.params, opt_.get(), state);
+  const std::string path =
+      save_checkpoint_in_dir(o_.out_dir, o_.keep_last, model_->params(), opt_.get(), state);
   log_->write(line_.begin().field("step", step).field("checkpoint", path).end());
   progress_.print("step " + std::to_string(step) + ": checkpoint " + path);
   return path;
@@ -356,7 +376,7 @@ TrainResult Trainer::run() {
   config_json += "}";
   line_.begin().field("step", start_step_).field("event", origin_.resume_path.empty() ? "start" : "resume");
   if (!origin_.resume_path.empty()) line_.field("from", origin_.resume_path);
-  log_->write(line_.field("params", w_.params.parameter_count()).raw_field("config", config_json).end());
+  log_->write(line_.field("params", model_->params().parameter_count()).raw_field("config", config_json).end());
   print_header();
 
   if (start_step_ >= o_.steps) {
@@ -438,27 +458,14 @@ TrainResult Trainer::run() {
 
 }  // namespace
 
-std::size_t step_arena_bytes(const nn::Gpt2Config& c, int B, int T) {
-  // Floats per micro-batch: each layer keeps about 16 (B, T, C) tensors for its backward (two
-  // layernorm outputs, q, k, v, attention output, two projections, two residual sums, the MLP's
-  // 4C hidden state before and after GELU) plus per-row statistics; the LM head keeps (B, T, Vp)
-  // logits and its backward makes a gradient of the same size. Twice the activations covers the
-  // backward's adjoints with room to spare.
-  const double BT = static_cast<double>(B) * T, C = c.n_embd;
-  const double per_layer = 16.0 * BT * C + 4.0 * BT + 2.0 * B * c.n_head * T;
-  const double activations = c.n_layer * per_layer + 4.0 * BT * C + 2.0 * BT * c.padded_vocab_size;
-  const double bytes = 4.0 * (2.0 * activations + 2.0 * BT * c.padded_vocab_size);
-  return static_cast<std::size_t>(bytes) + (std::size_t{64} << 20);
-}
-
-double evaluate_loss(const nn::Gpt2& model, DataLoader& loader, std::int64_t batches, Arena& arena) {
+double evaluate_loss(const Model& model, DataLoader& loader, std::int64_t batches, Arena& arena) {
   loader.reset();
   double sum = 0.0;
   for (std::int64_t i = 0; i < batches; ++i) {
     loader.next_batch();
     arena.reset();
     ArenaScope scope(arena);
-    sum += nn::gpt2_loss(model, loader.inputs(), loader.targets());
+    sum += model.loss(loader.inputs(), loader.targets());
   }
   arena.reset();
   return batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();

@@ -3,7 +3,8 @@
 // One optimizer step (0-based index s, learning rate schedule.lr(s)):
 //   zero the gradient buffer
 //   for each of grad_accum micro-batches: next (B, T) batch, forward + generated backward
-//       (gpt2_loss_fwd / gpt2_loss_bwd with d_loss = 1 / grad_accum, so the accumulated
+//       (the family's <family>_loss_fwd / _bwd through Model::loss_and_grad, with d_loss =
+//       1 / grad_accum, so the accumulated
 //       gradient is the mean over micro-batches), step arena reset after each
 //   global-norm clipping (or just the norm, with --grad-clip 0), AdamW
 // Everything a step touches is allocated before the first one: the step arena, the adgen
@@ -21,7 +22,7 @@
 
 #include "llmcc/arena.h"
 #include "llmcc/train/data_loader.h"
-#include "nn/gpt2.h"
+#include "model_family.h"
 #include "train_options.h"
 
 namespace llmcc::cli {
@@ -38,13 +39,12 @@ struct TrainResult {
 // Throws llmcc::Error for bad options or data.
 TrainResult run_training(TrainOptions options);
 
-// Capacity of a step arena for a forward + backward of (B, T) tokens: an upper bound on
+// The step arena's capacity is ModelConfig::step_arena_bytes(B, T): an upper bound on
 // activations, saved values and adjoints (the real high-water mark is printed after the first
 // step). Pages are touched only when used, so generosity costs address space, not memory.
-std::size_t step_arena_bytes(const nn::Gpt2Config& config, int B, int T);
 
 // Mean loss over `batches` batches of a (sequential, reset here) loader: forward only, arena
 // reset after each batch.
-double evaluate_loss(const nn::Gpt2& model, DataLoader& loader, std::int64_t batches, Arena& arena);
+double evaluate_loss(const Model& model, DataLoader& loader, std::int64_t batches, Arena& arena);
 
 }  // namespace llmcc::cli

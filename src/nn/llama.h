@@ -1,0 +1,123 @@
+// Llama as plain forward code. adgen reads this file and generates its backward
+// (generated/llama.grad.{h,cpp}, `llama_loss_grad`); there is no hand-written model backward.
+//
+// Token embedding (no position embedding: positions enter through RoPE), n_layer pre-norm blocks
+// (RMSNorm -> grouped-query causal self-attention with rotary q and k -> output projection, each
+// with a residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x) * w3 x), residual), a final RMSNorm and an
+// untied LM head. No biases anywhere. Names follow Meta's and llama2.c's checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/ops/add.h"
+#include "llmcc/ops/attention.h"
+#include "llmcc/ops/cross_entropy.h"
+#include "llmcc/ops/embedding.h"
+#include "llmcc/ops/linear.h"
+#include "llmcc/ops/mul.h"
+#include "llmcc/ops/rmsnorm.h"
+#include "llmcc/ops/rope.h"
+#include "llmcc/ops/silu.h"
+#include "nn/llama_config.h"
+
+namespace llmcc::nn {
+
+struct LlamaRmsNorm {
+  float eps = 1e-5f;
+  Tensor w;  // (C)
+  Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
+};
+
+struct LlamaAttention {
+  int n_head = 0;      // query heads
+  int n_kv_head = 0;   // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
+  float rope_theta = 10000.0f;
+  Tensor wq;  // (n_head * HS, C)
+  Tensor wk;  // (n_kv_head * HS, C)
+  Tensor wv;  // (n_kv_head * HS, C)
+  Tensor wo;  // (C, n_head * HS)
+  Tensor forward(const Tensor& x) const {                                          // x: (B, T, C)
+    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_theta, 0);     // (B, T, NH * HS)
+    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_theta, 0);  // (B, T, NKV * HS)
+    Tensor v = llmcc::linear_nobias(x, wv);                                         // (B, T, NKV * HS)
+    Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);                        // (B, T, NH * HS)
+    return llmcc::linear_nobias(y, wo);                                             // (B, T, C)
+  }
+};
+
+struct LlamaFeedForward {
+  Tensor w1;  // (F, C): gate
+  Tensor w2;  // (C, F): down
+  Tensor w3;  // (F, C): up
+  Tensor forward(const Tensor& x) const {                                      // x: (B, T, C)
+    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));                    // (B, T, F)
+    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, w3), w2);      // (B, T, C)
+  }
+};
+
+struct LlamaBlock {
+  LlamaRmsNorm attention_norm;
+  LlamaAttention attention;
+  LlamaRmsNorm ffn_norm;
+  LlamaFeedForward feed_forward;
+  Tensor forward(const Tensor& x) const {  // x: (B, T, C)
+    Tensor h = x + attention.forward(attention_norm.forward(x));
+    return h + feed_forward.forward(ffn_norm.forward(h));
+  }
+};
+
+struct Llama {
+  LlamaConfig cfg;
+  Tensor tok_embeddings;  // (V, C)
+  std::vector<LlamaBlock> layers;
+  LlamaRmsNorm norm;
+  Tensor output;  // (V, C): the LM head, untied from tok_embeddings
+
+  // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
+  explicit Llama(const LlamaConfig& config);
+  Llama() = default;
+
+  // The one list of parameters, in checkpoint order, with Meta's / llama2.c's names.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f("tok_embeddings.weight", tok_embeddings);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const std::string p = "layers." + std::to_string(i) + ".";
+      LlamaBlock& b = layers[i];
+      f(p + "attention_norm.weight", b.attention_norm.w);
+      f(p + "attention.wq.weight", b.attention.wq);
+      f(p + "attention.wk.weight", b.attention.wk);
+      f(p + "attention.wv.weight", b.attention.wv);
+      f(p + "attention.wo.weight", b.attention.wo);
+      f(p + "ffn_norm.weight", b.ffn_norm.w);
+      f(p + "feed_forward.w1.weight", b.feed_forward.w1);
+      f(p + "feed_forward.w2.weight", b.feed_forward.w2);
+      f(p + "feed_forward.w3.weight", b.feed_forward.w3);
+    }
+    f("norm.weight", norm.w);
+    f("output.weight", output);
+  }
+
+  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
+  Tensor forward(const Tokens& idx) const {
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
+    for (const LlamaBlock& b : layers) x = b.forward(x);     // (B, T, C)
+    return llmcc::linear_nobias(norm.forward(x), output);    // (B, T, V)
+  }
+};
+
+// Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
+// idx, targets: (B, T).
+LLMCC_ADGEN_ENTRY inline float llama_loss(const Llama& m, const Tokens& idx, const Tokens& targets) {
+  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
+}
+
+// Initialisation as llama2.c's and nanoGPT's: every weight matrix and the embedding N(0, 0.02),
+// residual projections (attention.wo, feed_forward.w2) N(0, 0.02 / sqrt(2 L)), RMSNorm weights
+// one. Draws from Rng(seed) in for_each_parameter order, so the same seed gives the same model.
+void llama_init(Llama& model, std::uint64_t seed);
+
+}  // namespace llmcc::nn
