@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "kernels/cpu/silu.h"  // fast_exp
+#include "llmcc/error.h"
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -234,29 +235,70 @@ void small_gemm(int M, const Operands& o, SpanOf span) {
 }
 
 // dst[d * ld + i] = scale * src[i * ld_src + d] for i < n, d < HS: a block of rows transposed, so
-// that the rows' index becomes the contiguous (vector) one.
+// that the rows' index becomes the contiguous (vector) one. With AVX2, 8 x 8 tiles through
+// registers (a scalar transpose's strided stores cost a quarter of the forward at T = 64).
 void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int HS, float scale) {
-  for (int i = 0; i < n; ++i) {
+  int i0 = 0;
+#if defined(__AVX2__)
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (; i0 + 8 <= n; i0 += 8) {
+    int d0 = 0;
+    for (; d0 + 8 <= HS; d0 += 8) {
+      __m256 r[8], t[8], u[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (i0 + i) * ld_src + d0);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));      // column 0 | 4
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));  // column 1 | 5
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2 | 6
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3 | 7
+      }
+      for (int d = 0; d < 4; ++d) {
+        _mm256_storeu_ps(dst + (d0 + d) * ld + i0, _mm256_mul_ps(sv, _mm256_permute2f128_ps(u[d], u[d + 4], 0x20)));
+        _mm256_storeu_ps(dst + (d0 + d + 4) * ld + i0, _mm256_mul_ps(sv, _mm256_permute2f128_ps(u[d], u[d + 4], 0x31)));
+      }
+    }
+    for (int i = i0; i < i0 + 8; ++i) {
+      for (int d = d0; d < HS; ++d) dst[d * ld + i] = scale * src[i * ld_src + d];
+    }
+  }
+#endif
+  for (int i = i0; i < n; ++i) {
     const float* s = src + i * ld_src;
     for (int d = 0; d < HS; ++d) dst[d * ld + i] = scale * s[d];
   }
 }
 
-// Per-thread scratch, grown on first use and kept, so a steady-state step allocates nothing.
+// Per-thread scratch, kept between calls. Every thread of the team sizes its own for the call's
+// shape before taking tasks (scratch_floats covers forward and backward), so all allocation
+// happens on the first call with a shape, however the dynamic schedule deals the tasks later.
 struct Scratch {
   std::vector<float> buf;
   float* take(std::size_t n, std::size_t& at) {
     float* p = buf.data() + at;
     at += (n + 15) / 16 * 16;  // 64-byte steps keep each array's start aligned to the others
+    LLMCC_ASSERT(at <= buf.size(), "attention scratch smaller than scratch_floats promised");
     return p;
-  }
-  void reserve(std::size_t n) {
-    if (buf.size() < n) buf.assign(n, 0.0f);
   }
 };
 Scratch& thread_scratch() {
   thread_local Scratch s;
   return s;
+}
+int padded_T(int T) { return (T + W - 1) / W * W; }
+std::size_t scratch_floats(const AttentionLayout& L) {
+  const std::size_t HS = L.HS, Tp = padded_T(L.T), Bk = kBlock;
+  const std::size_t fwd = (HS + Bk + 3) * Bk + 16 * 5;  // qt, st, m, l, corr (+ rounding)
+  const std::size_t bwd = (2 * HS + 2) * Tp + 2 * Bk * (Bk + HS) + 16 * 8;  // qt, dot, D, Lh, pt, dst, dk, dv
+  return std::max(fwd, bwd);
+}
+void size_thread_scratch(const AttentionLayout& L) {
+  Scratch& sc = thread_scratch();
+  const std::size_t n = scratch_floats(L);
+  if (sc.buf.size() < n) sc.buf.assign(n, 0.0f);
 }
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -276,7 +318,6 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
-  sc.reserve(std::size_t(HS + kBlock + 4) * kBlock + 64 * 5);
   float* qt = sc.take(std::size_t(HS) * kBlock, at);  // (HS, kBlock): scale * Q^T of the block
   float* st = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, kBlock): S^T, then P^T
   float* m = sc.take(kBlock, at);                          // running max per query
@@ -364,8 +405,7 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
 
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
-  const int Tp = (T + W - 1) / W * W;
-  sc.reserve(std::size_t(2 * HS + 2) * Tp + std::size_t(2 * kBlock) * (kBlock + HS) + 64 * 8);
+  const int Tp = padded_T(T);
   float* qt = sc.take(std::size_t(HS) * Tp, at);        // (HS, Tp): scale * Q^T of the head
   float* dot = sc.take(std::size_t(HS) * Tp, at);       // (HS, Tp): dO^T
   float* D = sc.take(Tp, at);                           // (T): dO_i . O_i
@@ -467,12 +507,16 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const i64 tasks = i64{L.B} * L.NH * blocks;
   // Query blocks differ in cost (block i sees i + 1 key blocks), hence dynamic; the last blocks
   // of a head go first so that the expensive ones do not end up alone at the tail.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (i64 t = 0; t < tasks; ++t) {
-    const i64 bh = t / blocks;
-    const int blk = static_cast<int>(blocks - 1 - t % blocks);
-    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH),
-                  blk * kBlock);
+#pragma omp parallel
+  {
+    size_thread_scratch(L);
+#pragma omp for schedule(dynamic, 1)
+    for (i64 t = 0; t < tasks; ++t) {
+      const i64 bh = t / blocks;
+      const int blk = static_cast<int>(blocks - 1 - t % blocks);
+      forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH),
+                    static_cast<int>(bh % L.NH), blk * kBlock);
+    }
   }
 }
 
@@ -482,11 +526,15 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
   if (!d_q && !d_k && !d_v) return;
   const int group = L.NH / L.NKV;
   // One task per (b, kv head): it owns that kv head's dK, dV rows and its query heads' dQ rows.
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int b = 0; b < L.B; ++b) {
-    for (int kvh = 0; kvh < L.NKV; ++kvh) {
-      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
+#pragma omp parallel
+  {
+    size_thread_scratch(L);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < L.B; ++b) {
+      for (int kvh = 0; kvh < L.NKV; ++kvh) {
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+          backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
+        }
       }
     }
   }
