@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "llmcc/error.h"
+#include "nn/hf_files.h"
+#include "nn/llama_hf.h"
 
 namespace llmcc::nn {
 
@@ -78,6 +80,8 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) 
 }
 
 LlamaWeights load_llama(const std::string& path) {
+  // A Hugging Face directory or .safetensors file (nn/llama_hf.h).
+  if (is_hf_model(path)) return load_llama_hf(path);
   CheckpointReader reader(path);  // says what is wrong with a file that is not a checkpoint
   if (!reader.has("config")) fail("llama", path + ": checkpoint has no config section");
   const LlamaConfig config =

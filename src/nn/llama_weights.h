@@ -2,7 +2,7 @@
 //
 //   LlamaWeights w = make_llama(llama_preset("llama-tiny"));  // shapes declared, storage zeroed
 //   llama_init(w.model, seed);
-//   LlamaWeights back = load_llama(path);                     // an llmcc checkpoint
+//   LlamaWeights back = load_llama(path);                     // an llmcc checkpoint or HF files
 #pragma once
 
 #include <string>
@@ -29,7 +29,9 @@ void llama_config_to_kv(const LlamaConfig& config, KeyValues& kv);
 // family.
 LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where);
 
-// Loads the weights of an llmcc checkpoint holding a Llama.
+// Loads the weights of an llmcc checkpoint holding a Llama, or of a Hugging Face
+// LlamaForCausalLM (a directory with model.safetensors and config.json, or the .safetensors file
+// itself; see nn/llama_hf.h).
 LlamaWeights load_llama(const std::string& path);
 
 }  // namespace llmcc::nn

@@ -1,0 +1,221 @@
+#include "nn/llama_hf.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "llmcc/error.h"
+#include "llmcc/train/safetensors.h"
+#include "nn/hf_files.h"
+
+namespace llmcc::nn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kWhere = "llama_hf";
+
+enum class Layout {
+  Same,
+  Rotary,  // q or k: each head's rows reordered between interleaved and half-split pairs
+};
+
+struct Mapped {
+  std::string hf_name;
+  Layout layout;
+  int n_heads;  // Rotary only
+  Tensor* ours;
+};
+
+TensorShape dims(const Tensor& t) {
+  TensorShape s;
+  for (int i = 0; i < t.shape().ndim(); ++i) s.push_back(t.shape()[i]);
+  return s;
+}
+
+// Every parameter with its Hugging Face name and layout, in for_each_parameter order.
+std::vector<Mapped> mapping(Llama& m) {
+  std::vector<Mapped> out;
+  out.push_back({"model.embed_tokens.weight", Layout::Same, 0, &m.tok_embeddings});
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LlamaBlock& b = m.layers[i];
+    out.push_back({p + "input_layernorm.weight", Layout::Same, 0, &b.attention_norm.w});
+    out.push_back({p + "self_attn.q_proj.weight", Layout::Rotary, m.cfg.n_head, &b.attention.wq});
+    out.push_back({p + "self_attn.k_proj.weight", Layout::Rotary, m.cfg.n_kv_head, &b.attention.wk});
+    out.push_back({p + "self_attn.v_proj.weight", Layout::Same, 0, &b.attention.wv});
+    out.push_back({p + "self_attn.o_proj.weight", Layout::Same, 0, &b.attention.wo});
+    out.push_back({p + "post_attention_layernorm.weight", Layout::Same, 0, &b.ffn_norm.w});
+    out.push_back({p + "mlp.gate_proj.weight", Layout::Same, 0, &b.feed_forward.w1});
+    out.push_back({p + "mlp.down_proj.weight", Layout::Same, 0, &b.feed_forward.w2});
+    out.push_back({p + "mlp.up_proj.weight", Layout::Same, 0, &b.feed_forward.w3});
+  }
+  out.push_back({"model.norm.weight", Layout::Same, 0, &m.norm.w});
+  out.push_back({"lm_head.weight", Layout::Same, 0, &m.output});
+  // The table must name every parameter exactly once (a new one in llama.h needs a row here).
+  std::size_t count = 0;
+  m.for_each_parameter([&](const std::string&, Tensor&) { ++count; });
+  LLMCC_ASSERT(count == out.size(), "llama_hf mapping does not cover every Llama parameter");
+  return out;
+}
+
+// Shortest text that reads back as the same float ("1e-05", "500000").
+std::string float_json(float x) {
+  if (x == std::floor(x) && std::fabs(x) < 1e15f) return std::to_string(static_cast<long long>(x)) + ".0";
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  LLMCC_ASSERT(r.ec == std::errc(), "to_chars failed");
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // a float in Python, as transformers writes
+  return s;
+}
+
+}  // namespace
+
+void llama_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst) {
+  const int half = head_dim / 2;
+  const auto row_bytes = static_cast<std::size_t>(cols) * sizeof(float);
+  for (int h = 0; h < n_heads; ++h) {
+    const std::int64_t base = static_cast<std::int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        const std::int64_t meta = base + 2 * i + j, hf = base + j * half + i;
+        const std::int64_t from = to_hf ? meta : hf, to = to_hf ? hf : meta;
+        std::memcpy(dst + to * cols, src + from * cols, row_bytes);
+      }
+    }
+  }
+}
+
+std::string llama_hf_config_json(const LlamaConfig& c) {
+  auto i = [](int v) { return std::to_string(v); };
+  std::string s = "{\n";
+  s += "  \"architectures\": [\"LlamaForCausalLM\"],\n";
+  s += "  \"model_type\": \"llama\",\n";
+  s += "  \"vocab_size\": " + i(c.vocab_size) + ",\n";
+  s += "  \"hidden_size\": " + i(c.n_embd) + ",\n";
+  s += "  \"intermediate_size\": " + i(c.hidden_dim) + ",\n";
+  s += "  \"num_hidden_layers\": " + i(c.n_layer) + ",\n";
+  s += "  \"num_attention_heads\": " + i(c.n_head) + ",\n";
+  s += "  \"num_key_value_heads\": " + i(c.n_kv_head) + ",\n";
+  s += "  \"head_dim\": " + i(c.head_dim()) + ",\n";
+  s += "  \"max_position_embeddings\": " + i(c.max_seq_len) + ",\n";
+  s += "  \"rms_norm_eps\": " + float_json(c.norm_eps) + ",\n";
+  s += "  \"rope_theta\": " + float_json(c.rope_theta) + ",\n";
+  s += "  \"rope_scaling\": null,\n";
+  s += "  \"hidden_act\": \"silu\",\n";
+  s += "  \"attention_bias\": false,\n";
+  s += "  \"mlp_bias\": false,\n";
+  s += "  \"attention_dropout\": 0.0,\n";
+  s += "  \"tie_word_embeddings\": false,\n";
+  s += "  \"initializer_range\": 0.02,\n";
+  s += "  \"pretraining_tp\": 1,\n";
+  // SentencePiece models from `llmcc train-tokenizer` (and Llama 2's) use these ids.
+  s += "  \"bos_token_id\": 1,\n";
+  s += "  \"eos_token_id\": 2,\n";
+  s += "  \"torch_dtype\": \"float32\"\n";
+  s += "}\n";
+  return s;
+}
+
+LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
+  const HfConfig j = HfConfig::read(path, kWhere);
+  if (j.has("model_type") && j.string("model_type") != "llama") {
+    j.fail_key("model_type", "is '" + j.string("model_type") + "', expected 'llama'");
+  }
+  LlamaConfig c;
+  c.vocab_size = static_cast<int>(j.integer("vocab_size"));
+  c.n_embd = static_cast<int>(j.integer("hidden_size"));
+  c.hidden_dim = static_cast<int>(j.integer("intermediate_size"));
+  c.n_layer = static_cast<int>(j.integer("num_hidden_layers"));
+  c.n_head = static_cast<int>(j.integer("num_attention_heads"));
+  c.n_kv_head = j.has("num_key_value_heads") ? static_cast<int>(j.integer("num_key_value_heads")) : c.n_head;
+  c.max_seq_len = static_cast<int>(j.integer("max_position_embeddings"));
+  if (j.has("rms_norm_eps")) c.norm_eps = static_cast<float>(j.number("rms_norm_eps"));
+  if (j.has("rope_theta")) c.rope_theta = static_cast<float>(j.number("rope_theta"));
+  // What llmcc's Llama computes; anything else would load and give wrong logits.
+  if (j.has("hidden_act") && j.string("hidden_act") != "silu") {
+    j.fail_key("hidden_act", "is '" + j.string("hidden_act") + "'; llmcc's Llama uses SwiGLU with silu");
+  }
+  if (j.has("rope_scaling")) {
+    j.fail_key("rope_scaling", "is set; llmcc's rope has no scaling (Llama 3.1/3.2's 'llama3' rope is not supported yet)");
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (j.has(key) && j.boolean(key)) j.fail_key(key, "is true; llmcc's Llama has no biases");
+  }
+  if (j.has("head_dim") && c.n_head > 0 && j.integer("head_dim") * c.n_head != c.n_embd) {
+    j.fail_key("head_dim", "is " + std::to_string(j.integer("head_dim")) + "; llmcc's Llama needs hidden_size / "
+                               "num_attention_heads = " + std::to_string(c.n_embd / c.n_head));
+  }
+  if (tied != nullptr) *tied = j.has("tie_word_embeddings") && j.boolean("tie_word_embeddings");
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(kWhere, path + ": describes a Llama llmcc cannot build: " + e.what());
+  }
+  return c;
+}
+
+void save_llama_hf(const Llama& model_in, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+  Llama& model = const_cast<Llama&>(model_in);  // for_each_parameter is non-const; nothing is written
+  const int HS = model.cfg.head_dim();
+  std::vector<SafetensorsTensor> tensors;
+  for (const Mapped& e : mapping(model)) {
+    const Tensor& t = *e.ours;
+    if (t.raw() == nullptr) fail(kWhere, "parameter " + e.hf_name + " has no storage (make_llama or load_llama first)");
+    const float* src = t.f32();
+    if (e.layout == Layout::Same) {
+      tensors.push_back(safetensors_tensor(e.hf_name, dims(t), src));
+    } else {
+      const int heads = e.n_heads;
+      const std::int64_t cols = t.shape()[1];
+      tensors.push_back({e.hf_name, dims(t), [src, heads, HS, cols](float* out) {
+                           llama_permute_rotary(src, heads, HS, cols, /*to_hf=*/true, out);
+                         }});
+    }
+  }
+  write_safetensors((fs::path(dir) / kHfWeightsFile).string(), tensors, {{"format", "pt"}});
+  write_text_file((fs::path(dir) / kHfConfigFile).string(), llama_hf_config_json(model.cfg), kWhere);
+}
+
+LlamaWeights load_llama_hf(const std::string& path) {
+  const HfFiles files = find_hf_files(path, kWhere);
+  bool tied = false;
+  const LlamaConfig config = llama_config_from_hf(files.config, &tied);
+  const SafetensorsReader r(files.weights);
+  LlamaWeights w = make_llama(config);
+  const int HS = config.head_dim();
+  std::vector<float> tmp;
+  for (const Mapped& e : mapping(w.model)) {
+    Tensor& t = *e.ours;
+    const TensorShape shape = dims(t);
+    if (e.hf_name == "lm_head.weight" && tied && !r.has(e.hf_name)) {
+      // A tied checkpoint stores only the embedding; llmcc's head starts as a copy of it.
+      std::memcpy(t.f32(), w.model.tok_embeddings.f32(), static_cast<std::size_t>(t.numel()) * sizeof(float));
+      continue;
+    }
+    if (e.layout == Layout::Same) {
+      r.read_f32(e.hf_name, shape, t.f32());
+    } else {
+      tmp.resize(static_cast<std::size_t>(t.numel()));
+      r.read_f32(e.hf_name, shape, tmp.data());
+      llama_permute_rotary(tmp.data(), e.n_heads, HS, shape[1], /*to_hf=*/false, t.f32());
+    }
+  }
+  // transformers' rotary cache buffers in older files.
+  for (int l = 0; l < config.n_layer; ++l) {
+    const std::string name = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
+    if (r.has(name)) r.skip(name);
+  }
+  check_no_unexpected_tensors(r, kWhere, "Llama");
+  return w;
+}
+
+}  // namespace llmcc::nn

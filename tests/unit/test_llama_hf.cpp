@@ -1,0 +1,242 @@
+// Llama <-> Hugging Face LlamaForCausalLM (model.safetensors + config.json): names, the rotary
+// row permutation of q_proj/k_proj (checked against transformers' half-split rotary on the
+// permuted weights), export -> import bit-identical, tied checkpoints, and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "llmcc/arena.h"
+#include "llmcc/train/checkpoint.h"
+#include "llmcc/ops/rope.h"
+#include "llmcc/train/safetensors.h"
+#include "nn/llama.h"
+#include "nn/llama_hf.h"
+#include "nn/llama_weights.h"
+#include "temp_dir.h"
+#include "test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llmcc::SafetensorsReader;
+using llmcc::TensorShape;
+using llmcc::nn::LlamaConfig;
+using llmcc::nn::LlamaWeights;
+using llmcc::test::TempDir;
+using llmcc::test::throws_error;
+
+LlamaConfig small_config() {
+  LlamaConfig c;
+  c.vocab_size = 37;
+  c.max_seq_len = 16;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;  // head size 4
+  c.hidden_dim = 24;
+  c.rope_theta = 500000.0f;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
+LlamaWeights distinct_model(const LlamaConfig& c) {
+  LlamaWeights w = llmcc::nn::make_llama(c);
+  float k = 0.0f;
+  w.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      k += 1.0f;
+      t.f32()[i] = 1e-3f * k + 0.25f * std::sin(k);
+    }
+  });
+  return w;
+}
+
+bool same_params(LlamaWeights& a, LlamaWeights& b) {
+  std::vector<llmcc::Tensor*> ta, tb;
+  a.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
+  b.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
+  if (ta.size() != tb.size()) return false;
+  for (std::size_t i = 0; i < ta.size(); ++i) {
+    if (ta[i]->shape() != tb[i]->shape()) return false;
+    if (std::memcmp(ta[i]->f32(), tb[i]->f32(), static_cast<std::size_t>(ta[i]->numel()) * 4) != 0) return false;
+  }
+  return true;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(LlamaHf, RotaryPermutationMatchesTransformersHalfSplitRope) {
+  // One head of size HS over C inputs. llmcc: q = rope_interleaved(Wq x). transformers:
+  // q_hf = rope_half_split(Wq_hf x) with Wq_hf = the exported rows. They must be the same
+  // vector up to the same row permutation, at every position.
+  const int HS = 8, C = 5, NH = 2;
+  const std::vector<float> wq = llmcc::test::random_vector<float>(NH * HS * C, 7);
+  const std::vector<float> x = llmcc::test::random_vector<float>(C, 8);
+  std::vector<float> wq_hf(wq.size()), back(wq.size());
+  llmcc::nn::llama_permute_rotary(wq.data(), NH, HS, C, /*to_hf=*/true, wq_hf.data());
+  llmcc::nn::llama_permute_rotary(wq_hf.data(), NH, HS, C, /*to_hf=*/false, back.data());
+  EXPECT_EQ(back, wq);
+  // Row h*HS/2 + i of each HF head is Meta row 2i + h.
+  for (int c = 0; c < C; ++c) {
+    EXPECT_EQ(wq_hf[(HS + 1) * C + c], wq[(HS + 2) * C + c]);           // head 1, i = 1, h = 0
+    EXPECT_EQ(wq_hf[(HS + HS / 2 + 1) * C + c], wq[(HS + 3) * C + c]);  // head 1, i = 1, h = 1
+  }
+
+  const float theta = 10000.0f;
+  for (int pos : {0, 1, 5, 13}) {
+    SCOPED_TRACE("pos " + std::to_string(pos));
+    auto matvec = [&](const std::vector<float>& w) {
+      std::vector<float> y(NH * HS, 0.0f);
+      for (int r = 0; r < NH * HS; ++r) {
+        for (int c = 0; c < C; ++c) y[r] += w[r * C + c] * x[c];
+      }
+      return y;
+    };
+    // llmcc's rope op (interleaved pairs) on (B=1, T=pos+1) with the vector at t = pos.
+    llmcc::Arena arena(1 << 20);
+    llmcc::ArenaScope scope(arena);
+    std::vector<float> q_in((pos + 1) * NH * HS, 0.0f);
+    const std::vector<float> q = matvec(wq);
+    std::copy(q.begin(), q.end(), q_in.begin() + pos * NH * HS);
+    const llmcc::Tensor qt = llmcc::test::tensor_from(arena, llmcc::Shape{1, pos + 1, NH * HS}, q_in);
+    const llmcc::Tensor ours = llmcc::rope(qt, NH, theta, 0);
+    const float* q_rot = ours.f32() + pos * NH * HS;
+    // transformers: out = q * cos + rotate_half(q) * sin, cos/sin of pos * theta^(-2i/HS) for
+    // channel i and i + HS/2.
+    const std::vector<float> qh = matvec(wq_hf);
+    for (int h = 0; h < NH; ++h) {
+      for (int i = 0; i < HS / 2; ++i) {
+        const double angle = pos * std::pow(double(theta), -2.0 * i / HS);
+        const double a = qh[h * HS + i], b = qh[h * HS + i + HS / 2];
+        const double hf0 = a * std::cos(angle) - b * std::sin(angle);  // channel i
+        const double hf1 = b * std::cos(angle) + a * std::sin(angle);  // channel i + HS/2
+        // HF channel i is Meta channel 2i, HF channel i + HS/2 is Meta channel 2i + 1.
+        EXPECT_NEAR(hf0, q_rot[h * HS + 2 * i], 1e-5);
+        EXPECT_NEAR(hf1, q_rot[h * HS + 2 * i + 1], 1e-5);
+      }
+    }
+  }
+}
+
+TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
+  TempDir dir;
+  const LlamaConfig c = small_config();
+  LlamaWeights w = distinct_model(c);
+  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  const SafetensorsReader r(dir.file("hf/model.safetensors"));
+  EXPECT_EQ(r.tensors().size(), 1u + 9u * c.n_layer + 2u);
+  TensorShape shape;
+  const std::vector<float> k = r.read_f32("model.layers.1.self_attn.k_proj.weight", &shape);
+  EXPECT_EQ(shape, (TensorShape{c.n_kv_head * c.head_dim(), c.n_embd}));
+  std::vector<float> want(k.size());
+  llmcc::nn::llama_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
+                                  want.data());
+  EXPECT_EQ(k, want);
+  const std::vector<float> gate = r.read_f32("model.layers.0.mlp.gate_proj.weight", &shape);
+  EXPECT_EQ(shape, (TensorShape{c.hidden_dim, c.n_embd}));
+  EXPECT_EQ(0, std::memcmp(gate.data(), w.model.layers[0].feed_forward.w1.f32(), gate.size() * 4));
+  EXPECT_EQ(r.read_f32("model.layers.0.mlp.down_proj.weight", &shape).size(), std::size_t(c.n_embd * c.hidden_dim));
+  EXPECT_EQ(shape, (TensorShape{c.n_embd, c.hidden_dim}));
+  EXPECT_TRUE(r.has("lm_head.weight"));
+  EXPECT_TRUE(r.has("model.norm.weight"));
+  EXPECT_TRUE(r.has("model.layers.1.post_attention_layernorm.weight"));
+
+  const std::string json = slurp(dir.file("hf/config.json"));
+  for (const char* key : {"\"LlamaForCausalLM\"", "\"num_key_value_heads\": 2", "\"rms_norm_eps\": 1e-06",
+                          "\"rope_theta\": 500000.0", "\"intermediate_size\": 24", "\"tie_word_embeddings\": false"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in\n" << json;
+  }
+  LlamaWeights back = llmcc::nn::load_llama_hf(dir.file("hf"));
+  EXPECT_EQ(back.model.cfg.str(), c.str());
+  EXPECT_EQ(back.model.cfg.norm_eps, c.norm_eps);
+  EXPECT_TRUE(same_params(back, w));
+  LlamaWeights via = llmcc::nn::load_llama(dir.file("hf/model.safetensors"));  // the commands' loader
+  EXPECT_TRUE(same_params(via, w));
+}
+
+TEST(LlamaHf, TiedCheckpointsAndErrors) {
+  TempDir dir;
+  const LlamaConfig c = small_config();
+  LlamaWeights w = distinct_model(c);
+  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  const std::string config = slurp(dir.file("hf/config.json"));
+  const SafetensorsReader r(dir.file("hf/model.safetensors"));
+
+  // Rewrites the exported tensors (all but `drop`, plus `extra`) with an edited config.
+  auto variant = [&](const std::string& name, const std::string& cfg, const std::string& drop,
+                     const std::string& extra = "") {
+    const std::string sub = dir.file(name);
+    fs::create_directories(sub);
+    std::ofstream(sub + "/config.json", std::ios::binary) << cfg;
+    std::vector<std::vector<float>> data;
+    std::vector<llmcc::SafetensorsTensor> ts;
+    for (const auto& e : r.tensors()) {
+      if (e.name == drop) continue;
+      data.push_back(r.read_f32(e.name));
+      ts.push_back(llmcc::safetensors_tensor(e.name, e.shape, data.back().data()));
+    }
+    static const float one = 1.0f;
+    if (!extra.empty()) ts.push_back(llmcc::safetensors_tensor(extra, {1}, &one));
+    llmcc::write_safetensors(sub + "/model.safetensors", ts, {{"format", "pt"}});
+    return sub;
+  };
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    const std::size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+
+  const std::string tied_cfg = replace(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+  LlamaWeights tied = llmcc::nn::load_llama_hf(variant("tied", tied_cfg, "lm_head.weight"));
+  EXPECT_EQ(0, std::memcmp(tied.model.output.f32(), w.model.tok_embeddings.f32(),
+                           static_cast<std::size_t>(w.model.output.numel()) * 4));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("untied", config, "lm_head.weight")); },
+                           {"[safetensors]", "no tensor 'lm_head.weight'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
+                           {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("scaling", replace(config, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\"}"), "")); },
+                           {"config.json", "rope_scaling is set"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace(config, "\"silu\"", "\"gelu\""), "")); },
+                           {"hidden_act is 'gelu'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gpt2", replace(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "")); },
+                           {"model_type is 'gpt2', expected 'llama'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("kv", replace(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), "")); },
+                           {"config.json", "cannot build"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("width", replace(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), "")); },
+                           {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
+}
+
+TEST(LlamaHf, ExportCommandConvertsBothWays) {
+  TempDir dir;
+  LlamaWeights w = distinct_model(small_config());
+  llmcc::TrainState state;
+  llmcc::nn::llama_config_to_kv(w.model.cfg, state.config);
+  llmcc::save_checkpoint(dir.file("llama.ckpt"), w.params, nullptr, state);
+
+  auto r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("llama.ckpt"), "--out", dir.file("hf")});
+  ASSERT_EQ(r.code, 0) << r.err;  // auto: a Llama checkpoint goes to safetensors
+  EXPECT_NE(r.out.find("LlamaForCausalLM"), std::string::npos) << r.out;
+  LlamaWeights exported = llmcc::nn::load_llama_hf(dir.file("hf"));
+  EXPECT_TRUE(same_params(exported, w));
+
+  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--out", dir.file("back.ckpt")});
+  ASSERT_EQ(r.code, 0) << r.err;  // auto: Hugging Face goes to an llmcc checkpoint
+  LlamaWeights back = llmcc::nn::load_llama(dir.file("back.ckpt"));
+  EXPECT_TRUE(same_params(back, w));
+
+  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("x.bin")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("llm.c model files hold GPT-2 only"), std::string::npos) << r.err;
+}
+
+}  // namespace
