@@ -9,8 +9,13 @@
 # llmcc_gemm_onednn): include path, library and the LLMCC_GEMM_<LIB> definition that selects
 # the code path in gemm.cpp. bench/ builds gemm.cpp against each of them; llmcc_core links the
 # one named by LLMCC_GEMM through the alias llmcc_gemm_backend.
-set(LLMCC_GEMM "onednn" CACHE STRING "GEMM library for cpu::gemm: onednn, openblas or blis")
-set_property(CACHE LLMCC_GEMM PROPERTY STRINGS onednn openblas blis)
+set(LLMCC_GEMM "onednn" CACHE STRING "GEMM library for cpu::gemm: onednn, own, openblas or blis")
+set_property(CACHE LLMCC_GEMM PROPERTY STRINGS onednn own openblas blis)
+
+# llmcc's own packed GEMM (src/kernels/cpu/gemm_packed.cpp, always compiled into llmcc_core):
+# no library, only the definition that makes gemm.cpp call it.
+add_library(llmcc_gemm_own INTERFACE)
+target_compile_definitions(llmcc_gemm_own INTERFACE LLMCC_GEMM_OWN=1)
 
 set(_mt /usr/lib/x86_64-linux-gnu)
 set(_it /usr/include/x86_64-linux-gnu)
@@ -45,11 +50,12 @@ if(LLMCC_DNNL_LIB AND LLMCC_DNNL_INCLUDE)
   target_compile_definitions(llmcc_gemm_onednn INTERFACE LLMCC_GEMM_ONEDNN=1)
 endif()
 
+set(_apt_own "(nothing: it is part of llmcc)")
 set(_apt_openblas libopenblas-openmp-dev)
 set(_apt_blis libblis-openmp-dev)
 set(_apt_onednn libdnnl-dev)
 if(NOT DEFINED _apt_${LLMCC_GEMM})
-  message(FATAL_ERROR "LLMCC_GEMM is '${LLMCC_GEMM}', expected onednn, openblas or blis")
+  message(FATAL_ERROR "LLMCC_GEMM is '${LLMCC_GEMM}', expected onednn, own, openblas or blis")
 endif()
 if(NOT TARGET llmcc_gemm_${LLMCC_GEMM})
   message(FATAL_ERROR "GEMM library '${LLMCC_GEMM}' not found: run scripts/setup.sh "

@@ -1,10 +1,16 @@
-// cpu::gemm (whichever library cmake/Gemm.cmake chose) against a naive double loop: all four
-// transpose combinations, awkward sizes on M, N and K, padded leading dimensions, alpha and
-// beta, 1 and 2 threads. This is also the check to run with OPENBLAS_CORETYPE unset, since
-// OpenBLAS's own CPU detection picks different kernels (docs/perf.md).
-#include "kernels/cpu/gemm.h"
-
+// cpu::gemm (whichever library cmake/Gemm.cmake chose) and llmcc's own cpu::gemm_packed
+// (always built, whatever the backend) against a naive double loop: all four transpose
+// combinations, awkward sizes on M, N and K (tile edges of the 6x16 and 14x32 micro-kernels,
+// sizes that cross the cache blocks), padded leading dimensions (the padding must stay
+// untouched), alpha and beta, 1 and 2 threads. This is also the check to run with
+// OPENBLAS_CORETYPE unset, since OpenBLAS's own CPU detection picks different kernels
+// (docs/perf.md).
 #include <array>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 
 #include "test_support.h"
 
@@ -31,11 +37,23 @@ std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alp
   return out;
 }
 
+using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                       float, float*, int);
+struct Impl {
+  const char* name;
+  GemmFn fn;
+};
+// The backend behind cpu::gemm, and gemm_packed directly (the same code when LLMCC_GEMM=own).
+const Impl kImpls[] = {{"cpu::gemm", &cpu::gemm}, {"cpu::gemm_packed", &cpu::gemm_packed}};
+
 // (M, N, K): each awkward size on each dim with small awkward others, and a few large ones
-// where libraries switch to their blocked, multi-threaded paths.
+// where libraries switch to their blocked, multi-threaded paths. 5, 6, 13, 14, 15, 16, 17, 31,
+// 32, 33 sit on the edges of the packed GEMM's tiles (MR 6 or 14, NR 16 or 32).
 std::vector<std::array<int, 3>> gemm_sizes() {
+  std::vector<int> awkward = test::awkward_sizes();
+  for (int s : {5, 6, 13, 14, 15, 16, 17, 31, 32, 33, 63}) awkward.push_back(s);
   std::vector<std::array<int, 3>> sizes;
-  for (int s : test::awkward_sizes()) {
+  for (int s : awkward) {
     sizes.push_back({s, 7, 65});
     sizes.push_back({65, s, 7});
     sizes.push_back({7, 65, s});
@@ -43,10 +61,16 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   sizes.push_back({197, 65, 768});
   sizes.push_back({256, 768, 197});
   sizes.push_back({65, 1000, 768});
+  // Across the packed GEMM's cache blocks: M over MC (240, 224), K over KC (256, 224) with an
+  // uneven last slice, N over NC (4096).
+  sizes.push_back({250, 70, 300});
+  sizes.push_back({230, 45, 513});
+  sizes.push_back({9, 4100, 5});
   return sizes;
 }
 
-void check_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta) {
+void check_gemm(const Impl& impl, bool ta, bool tb, int M, int N, int K, int pad, float alpha,
+                float beta, bool nan_in_c = false) {
   // Stored shapes, each row padded by `pad` elements to test the leading dimensions.
   const int a_rows = ta ? K : M, a_cols = ta ? M : K;
   const int b_rows = tb ? N : K, b_cols = tb ? K : N;
@@ -54,20 +78,38 @@ void check_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha, flo
   const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda, 1);  // (a_rows, lda)
   const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb, 2);  // (b_rows, ldb)
   auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);             // (M, ldc)
-  const auto expect = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  cpu::gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  auto expect = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (nan_in_c) {
+    // beta == 0 must not read C: NaN inside the M x N part would leak into the result. The
+    // padding keeps its NaN (it must stay untouched).
+    for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
+  }
+  impl.fn(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  if (nan_in_c) {
+    // all_close treats NaN as a mismatch: compare the M x N part, and check the padding kept NaN.
+    for (int i = 0; i < M; ++i) {
+      for (int j = N; j < ldc; ++j) {
+        ASSERT_TRUE(std::isnan(C[static_cast<std::size_t>(i) * ldc + j])) << impl.name << " wrote padding";
+        C[static_cast<std::size_t>(i) * ldc + j] = 0.0f;
+        expect[static_cast<std::size_t>(i) * ldc + j] = 0.0;
+      }
+    }
+  }
   // fp32 rounding grows with K; a wrong or missing term is off by ~0.1.
-  EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+  EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5)) << impl.name;
 }
 
 TEST(GemmKernel, AllTransposesMatchNaiveLoop) {
   test::for_each_thread_count([](int) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        for (auto [M, N, K] : gemm_sizes()) {
-          SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                       " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
-          check_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f);
+    for (const Impl& impl : kImpls) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          for (auto [M, N, K] : gemm_sizes()) {
+            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" +
+                         std::to_string(tb) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                         " K=" + std::to_string(K));
+            check_gemm(impl, ta, tb, M, N, K, 0, 1.0f, 1.0f);
+          }
         }
       }
     }
@@ -76,17 +118,50 @@ TEST(GemmKernel, AllTransposesMatchNaiveLoop) {
 
 TEST(GemmKernel, LeadingDimensionsAlphaAndBeta) {
   test::for_each_thread_count([](int) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        for (float beta : {0.0f, 1.0f, -0.5f}) {
-          SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                       " beta=" + std::to_string(beta));
-          check_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta);
-          check_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta);
+    for (const Impl& impl : kImpls) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          for (float beta : {0.0f, 1.0f, -0.5f}) {
+            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) +
+                         " trans_b=" + std::to_string(tb) + " beta=" + std::to_string(beta));
+            check_gemm(impl, ta, tb, 65, 197, 64, 3, 0.75f, beta);
+            check_gemm(impl, ta, tb, 3, 7, 1, 5, -2.0f, beta);
+            check_gemm(impl, ta, tb, 17, 63, 15, 9, 1.5f, beta);
+            check_gemm(impl, ta, tb, 250, 40, 300, 7, -1.0f, beta);  // across MC and KC blocks
+          }
         }
       }
     }
   });
+}
+
+// beta == 0 overwrites C without reading it (BLAS semantics: C may be uninitialised memory).
+TEST(GemmKernel, BetaZeroIgnoresNaNInC) {
+  test::for_each_thread_count([](int) {
+    for (const Impl& impl : kImpls) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) +
+                       " trans_b=" + std::to_string(tb));
+          check_gemm(impl, ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, true);
+          check_gemm(impl, ta, tb, 7, 17, 300, 2, 0.5f, 0.0f, true);
+        }
+      }
+    }
+  });
+}
+
+// No product to add (K == 0, or alpha == 0): C = beta * C, and beta == 0 gives zeros.
+TEST(GemmKernel, EmptyInnerDimensionScalesC) {
+  for (const Impl& impl : kImpls) {
+    SCOPED_TRACE(impl.name);
+    std::vector<float> C = {1.0f, -2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // (2, 3)
+    const float one = 1.0f;
+    impl.fn(false, false, 2, 3, 0, 1.0f, &one, 1, &one, 3, 0.5f, C.data(), 3);
+    EXPECT_EQ(C, (std::vector<float>{0.5f, -1.0f, 1.5f, 2.0f, 2.5f, 3.0f}));
+    impl.fn(false, false, 2, 3, 0, 1.0f, &one, 1, &one, 3, 0.0f, C.data(), 3);
+    EXPECT_EQ(C, (std::vector<float>(6, 0.0f)));
+  }
 }
 
 }  // namespace

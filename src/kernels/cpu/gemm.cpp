@@ -1,11 +1,15 @@
-// cpu::gemm on the library chosen in cmake/Gemm.cmake (one of LLMCC_GEMM_OPENBLAS,
+// cpu::gemm on the library chosen in cmake/Gemm.cmake (one of LLMCC_GEMM_OWN, LLMCC_GEMM_OPENBLAS,
 // LLMCC_GEMM_BLIS, LLMCC_GEMM_ONEDNN). bench/ compiles this same file once per library, so the
 // numbers in docs/perf.md measure exactly this wrapper.
 #include "kernels/cpu/gemm.h"
 
 #include <omp.h>
 
-#if defined(LLMCC_GEMM_OPENBLAS)
+#include <cstddef>
+
+#if defined(LLMCC_GEMM_OWN)
+#include "kernels/cpu/gemm_packed.h"
+#elif defined(LLMCC_GEMM_OPENBLAS)
 #include <cblas.h>
 #elif defined(LLMCC_GEMM_BLIS)
 #include <blis.h>
@@ -15,14 +19,26 @@
 #include <cstdio>
 #include <cstdlib>
 #else
-#error "no GEMM backend selected: define LLMCC_GEMM_OPENBLAS, LLMCC_GEMM_BLIS or LLMCC_GEMM_ONEDNN"
+#error "no GEMM backend selected: define LLMCC_GEMM_OWN, LLMCC_GEMM_OPENBLAS, LLMCC_GEMM_BLIS or LLMCC_GEMM_ONEDNN"
 #endif
 
 namespace llmcc::cpu {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
-#if defined(LLMCC_GEMM_OPENBLAS)
+  if (K == 0) {
+    // No product: C = beta * C (zeros when beta == 0), as BLAS defines it. Done here because
+    // dnnl_sgemm 2.6.3 returns with C untouched when K == 0 (tests/kernels/test_gemm.cpp).
+    for (int i = 0; i < M; ++i) {
+      float* row = C + static_cast<std::ptrdiff_t>(i) * ldc;
+      for (int j = 0; j < N; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    }
+    return;
+  }
+#if defined(LLMCC_GEMM_OWN)
+  // llmcc's packed GEMM (gemm_packed.cpp): packing buffers allocated once per thread.
+  gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#elif defined(LLMCC_GEMM_OPENBLAS)
   // The OpenMP build of OpenBLAS follows omp_get_max_threads() on every call.
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

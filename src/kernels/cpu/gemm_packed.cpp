@@ -1,0 +1,304 @@
+// cpu::gemm_packed: the five loops of a BLIS-style GEMM around gemm_microkernel.h.
+//
+//   for each NC-wide block of C's columns            (jc)
+//     for each KC-deep slice of the inner dimension  (pc)  pack op(B)(KC, NC) -> Bp  (L3)
+//       for each MC-tall block of C's rows           (ic)  pack op(A)(MC, KC) -> Ap  (L2)
+//         for each NR-wide panel of Bp               (jr)  stays in L1
+//           for each MR-tall panel of Ap             (ir)  micro-kernel: one MR x NR tile
+//
+// Packing copies op(A) and op(B) into the order the micro-kernel reads them (contiguous, zero
+// padded to whole tiles), whatever the transposes and leading dimensions, so one kernel serves
+// all four cases. Threads split C into disjoint parts along its longer side (whole tiles), and
+// each thread packs into its own buffers: no barrier, no shared writes. The buffers are
+// allocated on a thread's first call and kept (thread_local), so later calls allocate nothing.
+#include "kernels/cpu/gemm_packed.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/gemm_microkernel.h"
+
+namespace llmcc::cpu {
+namespace {
+
+using packed::Isa;
+using packed::kMR;
+using packed::kNR;
+using std::ptrdiff_t;
+
+constexpr int kKC = Isa::kKC, kMC = Isa::kMC, kNC = Isa::kNC;
+
+// Products smaller than this (M*N*K) run on the calling thread: waking a team costs more.
+constexpr double kParallelMinWork = 1 << 18;
+
+// One thread's packing buffers: Ap (kMC, kKC) and Bp (kKC, kNC), 64-byte aligned.
+struct PackBuffers {
+  float* a = nullptr;
+  float* b = nullptr;
+  PackBuffers() {
+    a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMC * kKC));
+    b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
+    if (!a || !b) {
+      std::fprintf(stderr, "llmcc: gemm_packed could not allocate its packing buffers (%zu bytes)\n",
+                   sizeof(float) * (kMC * kKC + kKC * kNC));
+      std::abort();
+    }
+  }
+  ~PackBuffers() {
+    std::free(a);
+    std::free(b);
+  }
+  PackBuffers(const PackBuffers&) = delete;
+  PackBuffers& operator=(const PackBuffers&) = delete;
+};
+
+PackBuffers& thread_buffers() {
+  thread_local PackBuffers buffers;
+  return buffers;
+}
+
+// Row-major C(M, N) = alpha * op(A)(M, K) . op(B)(K, N) + beta * C, with op(A)'s element (i, p)
+// at A[i * a_row + p * a_col] and op(B)'s (p, j) at B[p * b_row + j * b_col]: the transposes
+// are folded into the strides (one of each pair is 1).
+struct Gemm {
+  int M, N, K;
+  float alpha, beta;
+  const float* A;
+  ptrdiff_t a_row, a_col;
+  const float* B;
+  ptrdiff_t b_row, b_col;
+  float* C;
+  ptrdiff_t ldc;
+};
+
+// dst[p * dst_stride + r] = src[r * src_stride + p] for r < rows (at most 8), p < kc: a
+// transposing copy, 8 x 8 blocks through AVX registers where available.
+void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, float* dst,
+                     int dst_stride) {
+  int p = 0;
+#if defined(__AVX2__)
+  for (; p + 8 <= kc; p += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i)
+      r[i] = i < rows ? _mm256_loadu_ps(src + i * src_stride + p) : _mm256_setzero_ps();
+    // r[i] = row i, steps p..p+7 -> c[q] = step p+q, rows 0..7.
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 c[8] = {_mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
+                         _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
+                         _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
+                         _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
+    for (int q = 0; q < 8; ++q) {
+      float* d = dst + (p + q) * dst_stride;
+      if (rows == 8) {
+        _mm256_storeu_ps(d, c[q]);
+      } else if (rows == 6) {
+        _mm_storeu_ps(d, _mm256_castps256_ps128(c[q]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(c[q], 1));
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, c[q]);
+        for (int i = 0; i < rows; ++i) d[i] = tmp[i];
+      }
+    }
+  }
+#endif
+  for (; p < kc; ++p)
+    for (int i = 0; i < rows; ++i) dst[p * dst_stride + i] = src[i * src_stride + p];
+}
+
+// Ap (panels of kMR rows, each kc steps of kMR values) from op(A)(mc, kc) at a; rows past mc
+// are zero.
+[[gnu::noinline]] void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, float* ap) {
+  for (int i0 = 0; i0 < mc; i0 += kMR, ap += kMR * kc) {
+    const int mr = std::min(kMR, mc - i0);
+    const float* src = a + i0 * a_row;
+    if (a_row == 1 && mr == kMR) {
+      // A stored (K, M): each step's kMR values are contiguous.
+      for (int p = 0; p < kc; ++p) std::memcpy(ap + p * kMR, src + p * a_col, sizeof(float) * kMR);
+    } else if (a_col == 1 && mr == kMR) {
+      // A stored (M, K): each row's steps are contiguous; transpose 8 rows at a time.
+      for (int r0 = 0; r0 < kMR; r0 += 8)
+        copy_transposed(src + r0 * a_row, a_row, std::min(8, kMR - r0), kc, ap + r0, kMR);
+    } else {
+      for (int p = 0; p < kc; ++p) {
+        for (int r = 0; r < mr; ++r) ap[p * kMR + r] = src[r * a_row + p * a_col];
+        for (int r = mr; r < kMR; ++r) ap[p * kMR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+// Bp (panels of kNR columns, each kc steps of kNR values) from op(B)(kc, nc) at b; columns past
+// nc are zero.
+[[gnu::noinline]] void pack_b(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
+  for (int j0 = 0; j0 < nc; j0 += kNR, bp += kNR * kc) {
+    const int nr = std::min(kNR, nc - j0);
+    const float* src = b + j0 * b_col;
+    if (b_col == 1 && nr == kNR) {
+      // B stored (K, N): each step's kNR values are contiguous.
+      for (int p = 0; p < kc; ++p) std::memcpy(bp + p * kNR, src + p * b_row, sizeof(float) * kNR);
+    } else if (b_row == 1 && nr == kNR) {
+      // B stored (N, K): each column's steps are contiguous; transpose 8 columns at a time.
+      for (int j0 = 0; j0 < kNR; j0 += 8)
+        copy_transposed(src + j0 * b_col, b_col, std::min(8, kNR - j0), kc, bp + j0, kNR);
+    } else {
+      for (int p = 0; p < kc; ++p) {
+        for (int j = 0; j < nr; ++j) bp[p * kNR + j] = src[p * b_row + j * b_col];
+        for (int j = nr; j < kNR; ++j) bp[p * kNR + j] = 0.0f;
+      }
+    }
+  }
+}
+
+// A partial tile (mr < kMR or nr < kNR): the micro-kernel writes a full tile to the stack, and
+// only its mr x nr corner is merged into C.
+[[gnu::noinline]] void edge_tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr,
+               float alpha, float beta) {
+  alignas(64) float tile[kMR * kNR];
+  packed::microkernel(kc, ap, bp, tile, kNR, alpha, 0.0f);
+  for (int r = 0; r < mr; ++r) {
+    float* crow = c + r * ldc;
+    const float* trow = tile + r * kNR;
+    if (beta == 0.0f) {
+      for (int j = 0; j < nr; ++j) crow[j] = trow[j];
+    } else {
+      for (int j = 0; j < nr; ++j) crow[j] = trow[j] + beta * crow[j];
+    }
+  }
+}
+
+// Splits n into ceil(n / block) nearly equal blocks, each rounded up to a multiple of unit
+// (no thin remainder block): returns the block size.
+int balanced_block(int n, int block, int unit) {
+  const int count = (n + block - 1) / block;
+  const int size = (n + count - 1) / count;
+  return std::min(block, (size + unit - 1) / unit * unit);
+}
+
+// The whole problem g on the calling thread, with its buffers.
+void run(const Gemm& g) {
+  PackBuffers& buf = thread_buffers();
+  const int nc_block = balanced_block(g.N, kNC, kNR);
+  const int kc_block = balanced_block(g.K, kKC, 1);
+  const int mc_block = balanced_block(g.M, kMC, kMR);
+  for (int jc = 0; jc < g.N; jc += nc_block) {
+    const int nc = std::min(nc_block, g.N - jc);
+    for (int pc = 0; pc < g.K; pc += kc_block) {
+      const int kc = std::min(kc_block, g.K - pc);
+      // The first slice applies beta; the others accumulate onto it.
+      const float beta = pc == 0 ? g.beta : 1.0f;
+      pack_b(kc, nc, g.B + pc * g.b_row + jc * g.b_col, g.b_row, g.b_col, buf.b);
+      for (int ic = 0; ic < g.M; ic += mc_block) {
+        const int mc = std::min(mc_block, g.M - ic);
+        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, buf.a);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          const int nr = std::min(kNR, nc - jr);
+          const float* bp = buf.b + jr * kc;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            const int mr = std::min(kMR, mc - ir);
+            const float* ap = buf.a + ir * kc;
+            float* c = g.C + (ic + ir) * g.ldc + jc + jr;
+            if (mr == kMR && nr == kNR) {
+              packed::microkernel(kc, ap, bp, c, g.ldc, g.alpha, beta);
+            } else {
+              edge_tile(kc, ap, bp, c, g.ldc, mr, nr, g.alpha, beta);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Part `part` of `parts` of g: C split along its longer side (counted in tiles) into nearly
+// equal runs of whole tiles.
+void run_part(const Gemm& g, int part, int parts) {
+  const int m_tiles = (g.M + kMR - 1) / kMR, n_tiles = (g.N + kNR - 1) / kNR;
+  Gemm sub = g;
+  if (n_tiles >= m_tiles) {
+    const int t0 = static_cast<int>(static_cast<long>(n_tiles) * part / parts);
+    const int t1 = static_cast<int>(static_cast<long>(n_tiles) * (part + 1) / parts);
+    const int j0 = t0 * kNR, j1 = std::min(g.N, t1 * kNR);
+    if (j1 <= j0) return;
+    sub.N = j1 - j0;
+    sub.B = g.B + j0 * g.b_col;
+    sub.C = g.C + j0;
+  } else {
+    const int t0 = static_cast<int>(static_cast<long>(m_tiles) * part / parts);
+    const int t1 = static_cast<int>(static_cast<long>(m_tiles) * (part + 1) / parts);
+    const int i0 = t0 * kMR, i1 = std::min(g.M, t1 * kMR);
+    if (i1 <= i0) return;
+    sub.M = i1 - i0;
+    sub.A = g.A + i0 * g.a_row;
+    sub.C = g.C + i0 * g.ldc;
+  }
+  run(sub);
+}
+
+// C = beta * C (K == 0 or alpha == 0: no product to add); beta == 0 writes zeros.
+void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc) {
+  for (int i = 0; i < M; ++i) {
+    float* row = C + i * ldc;
+    if (beta == 0.0f) {
+      std::fill(row, row + N, 0.0f);
+    } else if (beta != 1.0f) {
+      for (int j = 0; j < N; ++j) row[j] *= beta;
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                 int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  const Gemm g{M,
+               N,
+               K,
+               alpha,
+               beta,
+               A,
+               trans_a ? 1 : static_cast<ptrdiff_t>(lda),
+               trans_a ? static_cast<ptrdiff_t>(lda) : 1,
+               B,
+               trans_b ? 1 : static_cast<ptrdiff_t>(ldb),
+               trans_b ? static_cast<ptrdiff_t>(ldb) : 1,
+               C,
+               ldc};
+  const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  threads = std::min(threads, std::max(m_tiles, n_tiles));
+  if (static_cast<double>(M) * N * K < kParallelMinWork) threads = 1;
+  // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
+  // each of those.
+  if (threads == 1) {
+    run(g);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  run_part(g, omp_get_thread_num(), omp_get_num_threads());
+}
+
+const char* gemm_packed_kernel_name() { return Isa::kName; }
+
+}  // namespace llmcc::cpu

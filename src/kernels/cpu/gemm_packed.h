@@ -1,0 +1,22 @@
+// llmcc's own single-precision GEMM: BLIS-style cache blocking with packed panels of A and B
+// and a register-blocked FMA micro-kernel (gemm_microkernel.h). Its reason to exist: the
+// packing buffers are allocated once per thread (on that thread's first call) and reused, so a
+// steady-state training step makes no heap allocation, which dnnl_sgemm cannot do
+// (docs/perf.md, "GEMM" and "Steady-state allocations"). cpu::gemm runs on it when built with
+// -DLLMCC_GEMM=own; it is always compiled, so tests and benchmarks can call it directly.
+#pragma once
+
+namespace llmcc::cpu {
+
+// Same contract as cpu::gemm (gemm.h): row-major C(M, N) = alpha * op(A) . op(B) + beta * C,
+// op(A) (M, K) stored (K, M) when trans_a, op(B) (K, N) stored (N, K) when trans_b, lda/ldb/ldc
+// row strides of the stored matrices. beta == 0 overwrites C without reading it. Runs on
+// omp_get_max_threads() threads (on the calling thread alone inside a parallel region or for
+// small products). Valid arguments are the caller's duty (cpu::gemm's callers validate).
+void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                 int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// The micro-kernel this build uses, e.g. "avx2 6x16" (for benchmark and test labels).
+const char* gemm_packed_kernel_name();
+
+}  // namespace llmcc::cpu
