@@ -2,15 +2,22 @@
 # llmcc against PyTorch on the same GPT-2 training step, alternating in one invocation.
 #
 #   bench/compare.sh [--model gpt2] [--batch-size 4] [--seq-len 64] [--threads 2] [--rounds 3]
-#                    [--steps 10] [--warmup 2] [--llmcc build/llmcc] [--python /usr/bin/python3]
+#                    [--steps 10] [--warmup 2] [--llmcc build/llmcc] [--python PYTHON]
 #                    [--modes "eager compile"] [--keep-openblas-env] [--env "NAME=VALUE ..."]
 #                    [--log-dir DIR]
 #
-# Each round runs `llmcc bench` then bench/pytorch_gpt2.py once per PyTorch mode, so machine
-# load drifts over both sides alike. Every run prints its median ms/step; the table shows, per
+# PYTHON is the interpreter whose torch is measured: by default build/venv-torch/bin/python3
+# (PyTorch 2.x from PyPI, made by bench/setup_pytorch.sh; $LLMCC_TORCH_VENV names another venv)
+# when it exists, else /usr/bin/python3 (Debian's python3-torch 1.13). The header says which torch
+# that is and where it does its GEMMs (torch.__config__.show() is saved in the log directory).
+#
+# Each round runs `llmcc bench` then bench/pytorch_gpt2.py once per PyTorch mode (eager and
+# torch.compile are separate peers), so machine load drifts over all sides alike. Every run prints its median ms/step; the table shows, per
 # side, the median over rounds of those medians, tokens/s from it, the best single step, the
-# largest peak RSS, and the ratio of tokens/s (llmcc / PyTorch) from the medians and from the
-# best steps (on a loaded machine the best step is the least disturbed one). Every llmcc round
+# largest peak RSS, GFLOP/s and MFU (llmcc's FLOP count per step over the median step, against
+# the fp32 FMA peak llmcc bench measured), and the ratio of tokens/s (llmcc / PyTorch) from the
+# medians and from the best steps (on a loaded machine the best step is the least disturbed one);
+# the last line is llmcc against the fastest PyTorch mode (by median). Every llmcc round
 # also runs its profiled steps; the profile shown is from the round where they ran fastest. A
 # PyTorch mode that is not available (torch.compile before 2.0) is reported and skipped.
 # Runs may add environment variables to both sides with --env "NAME=VALUE ..." (for example
@@ -19,14 +26,15 @@
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for PyTorch by default: this environment pins
 # OpenBLAS to its AVX2 Haswell kernels, and PyTorch (Debian's python3-torch) does its GEMMs in
 # OpenBLAS, so the unset environment is PyTorch's fastest configuration here (docs/perf.md).
-# --keep-openblas-env runs it with them. Both sides get OMP_NUM_THREADS=--threads.
+# --keep-openblas-env runs it with them. Both sides get OMP_NUM_THREADS and MKL_NUM_THREADS
+# = --threads (PyTorch also torch.set_num_threads, llmcc its --threads).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 model=gpt2 batch=4 seq_len=64 threads=2 rounds=3 steps=10 warmup=2
 llmcc="${LLMCC:-$root/build/llmcc}"
-python="${PYTHON:-/usr/bin/python3}"
+python="${PYTHON:-}"
 modes="eager compile"
 keep_env=0
 extra_env=""
@@ -57,7 +65,11 @@ for n in "$batch" "$seq_len" "$threads" "$rounds" "$steps" "$warmup"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "compare.sh: expected a whole number, got '$n'" >&2; exit 1; }
 done
 [[ -x "$llmcc" ]] || { echo "compare.sh: no llmcc binary at $llmcc (build it, or pass --llmcc PATH)" >&2; exit 1; }
-"$python" -c "import torch" 2>/dev/null || { echo "compare.sh: $python cannot import torch (pass --python)" >&2; exit 1; }
+if [[ -z "$python" ]]; then
+  venv="${LLMCC_TORCH_VENV:-$root/build/venv-torch}"
+  if [[ -x "$venv/bin/python3" ]]; then python="$venv/bin/python3"; else python=/usr/bin/python3; fi
+fi
+"$python" -c "import torch" 2>/dev/null || { echo "compare.sh: $python cannot import torch (run bench/setup_pytorch.sh, or pass --python)" >&2; exit 1; }
 if [[ -z "$log_dir" ]]; then log_dir="$(mktemp -d /tmp/llmcc-compare.XXXXXX)"; fi
 mkdir -p "$log_dir"
 
@@ -67,14 +79,16 @@ for kv in "${extra[@]}"; do
 done
 py_env=(env)
 [[ $keep_env -eq 1 ]] || py_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-py_env+=(OMP_NUM_THREADS="$threads" "${extra[@]}")
-llmcc_env=(env OMP_NUM_THREADS="$threads" "${extra[@]}")
+py_env+=(OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" "${extra[@]}")
+llmcc_env=(env OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" "${extra[@]}")
 common=(--model "$model" --batch-size "$batch" --seq-len "$seq_len" --threads "$threads" --warmup "$warmup" --steps "$steps")
 
 echo "compare.sh: $model B=$batch T=$seq_len, $threads threads, $rounds rounds of $warmup warm-up + $steps timed steps"
-echo "  llmcc:   $llmcc ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-echo "  pytorch: $python $("$python" -c 'import torch; print(torch.__version__)'), modes: $modes" \
+echo "  llmcc:   $llmcc (built $(date -u -r "$llmcc" '+%F %H:%M UTC'); repository at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "  pytorch: $python, modes: $modes" \
      "$([[ $keep_env -eq 1 ]] && echo '(OpenBLAS environment kept)' || echo '(OPENBLAS_CORETYPE unset)')"
+echo "           $("${py_env[@]}" "$python" "$here/pytorch_gpt2.py" --describe)"
+"$python" -c 'import torch; print(torch.__config__.show())' > "$log_dir/torch-config.txt"
 [[ -z "$extra_env" ]] || echo "  environment of both sides: $extra_env"
 echo "  machine: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); logs in $log_dir"
 
@@ -135,7 +149,7 @@ awk -v tokens="$((batch * seq_len))" '
     mn = get("min_ms"); if (!(side in best) || mn < best[side]) best[side] = mn
     rss = get("peak_rss_mib"); if (rss > maxrss[side]) maxrss[side] = rss
     all[side] = all[side] (n > 1 ? ", " : "") sprintf("%.0f", ms[side, n])
-    if (side == "llmcc") { gf = get("gflops"); peak = get("peak_gflops") }
+    if (side == "llmcc") { flop += get("gflops") * get("median_ms"); nflop++; peak = get("peak_gflops") }
   }
   END {
     for (s = 1; s <= sides; s++) {
@@ -144,16 +158,23 @@ awk -v tokens="$((batch * seq_len))" '
       for (i = 1; i <= count[side]; i++) arr[i] = ms[side, i]
       med[side] = median(arr, count[side])
     }
-    printf "| side | median ms/step | tokens/s | best step ms | peak RSS MiB | per-round medians (ms) |"
+    gflop = nflop ? flop / nflop / 1000 : 0  # GFLOP per step, as llmcc counts it (the same in every run)
+    printf "| side | median ms/step | tokens/s | GFLOP/s | MFU | best step ms | peak RSS MiB | per-round medians (ms) |"
     printf " llmcc/side tokens/s (median) | (best step) |\n"
-    printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     for (s = 1; s <= sides; s++) {
       side = order[s]
       ratio = ("llmcc" in med) ? sprintf("%.2fx", med[side] / med["llmcc"]) : "-"
       bratio = ("llmcc" in best) ? sprintf("%.2fx", best[side] / best["llmcc"]) : "-"
-      printf "| %s | %.1f | %.1f | %.1f | %.0f | %s | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
-             best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio), (side == "llmcc" ? "-" : bratio)
+      rate = gflop ? sprintf("%.0f", gflop / (med[side] / 1000)) : "-"
+      mfu = gflop && peak ? sprintf("%.1f%%", 100 * gflop / (med[side] / 1000) / peak) : "-"
+      printf "| %s | %.1f | %.1f | %s | %s | %.1f | %.0f | %s | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
+             rate, mfu, best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio), (side == "llmcc" ? "-" : bratio)
+      if (side != "llmcc" && (fastest == "" || med[side] < med[fastest])) fastest = side
     }
+    if (fastest != "" && ("llmcc" in med))
+      printf "\nllmcc against the fastest PyTorch mode (%s, median %.1f ms/step): %.2fx its tokens/s (best steps: %.2fx)\n",
+             fastest, med[fastest], med[fastest] / med["llmcc"], best[fastest] / best["llmcc"]
   }' "$results"
 echo
 echo "llmcc per-op profile ($(basename "$best_log" .log), the round with the fastest profiled steps):"
