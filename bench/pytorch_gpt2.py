@@ -16,10 +16,11 @@ it).
 bench/setup_pytorch.sh makes build/venv-torch (PyTorch 2.x from PyPI); Debian's python3-torch
 1.13 (/usr/bin/python3) works too.
 
-Fastest PyTorch for each version, as nanoGPT: q, k and v are one (3C, C) linear (c_attn);
-attention is F.scaled_dot_product_attention(is_causal=True) when PyTorch has it (2.x), else the
-explicit masked softmax (1.13); AdamW is PyTorch's fused CPU kernel when it has one (2.4 and
-later; --adamw picks another implementation), else its default (a loop over tensors). The
+PyTorch's fast paths, as nanoGPT: q, k and v are one (3C, C) linear (c_attn); attention is
+F.scaled_dot_product_attention(is_causal=True) when PyTorch has it (2.x), else the explicit
+masked softmax (1.13); AdamW is PyTorch's fused CPU kernel when it has one (2.4 and later: one
+pass over memory, as llmcc's; --adamw picks foreach or loop instead), else its default (a loop
+over tensors). The
 first warm-up step of --mode compile compiles the model (minutes on two busy cores; inductor
 caches the result in /tmp/torchinductor_$USER, so later runs start faster); its peak RSS
 includes the compiler's.
