@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/parallel.h"
+
 namespace llmcc::nn {
 
 namespace {
@@ -13,37 +15,38 @@ constexpr std::int64_t kParallelMin = 16384;
 void attention_single_query(float* out, const float* q, const float* k, const float* v, int n, int NH, int HS,
                             std::int64_t stride, float* scores) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-#pragma omp parallel for schedule(static) if (std::int64_t{NH} * n * HS > kParallelMin)
-  for (int h = 0; h < NH; ++h) {
-    const float* qh = q + std::int64_t{h} * HS;  // (HS)
-    float* s = scores + std::int64_t{h} * n;     // (n)
-    float max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < n; ++j) {
-      const float* kj = k + j * stride + std::int64_t{h} * HS;  // (HS)
-      float dot = 0.0f;
+  cpu::parallel_for(NH, std::int64_t{NH} * n * HS > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+    for (int h = static_cast<int>(begin); h < static_cast<int>(end); ++h) {
+      const float* qh = q + std::int64_t{h} * HS;  // (HS)
+      float* s = scores + std::int64_t{h} * n;     // (n)
+      float max = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) {
+        const float* kj = k + j * stride + std::int64_t{h} * HS;  // (HS)
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int d = 0; d < HS; ++d) dot += qh[d] * kj[d];
-      s[j] = dot * scale;
-      max = std::fmax(max, s[j]);
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      s[j] = std::exp(s[j] - max);
-      sum += s[j];
-    }
-    float* oh = out + std::int64_t{h} * HS;  // (HS)
+        for (int d = 0; d < HS; ++d) dot += qh[d] * kj[d];
+        s[j] = dot * scale;
+        max = std::fmax(max, s[j]);
+      }
+      float sum = 0.0f;
+      for (int j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - max);
+        sum += s[j];
+      }
+      float* oh = out + std::int64_t{h} * HS;  // (HS)
 #pragma omp simd
-    for (int d = 0; d < HS; ++d) oh[d] = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      const float* vj = v + j * stride + std::int64_t{h} * HS;  // (HS)
-      const float p = s[j];
+      for (int d = 0; d < HS; ++d) oh[d] = 0.0f;
+      for (int j = 0; j < n; ++j) {
+        const float* vj = v + j * stride + std::int64_t{h} * HS;  // (HS)
+        const float p = s[j];
 #pragma omp simd
-      for (int d = 0; d < HS; ++d) oh[d] += p * vj[d];
+        for (int d = 0; d < HS; ++d) oh[d] += p * vj[d];
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int d = 0; d < HS; ++d) oh[d] *= inv;
     }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int d = 0; d < HS; ++d) oh[d] *= inv;
-  }
+  });
 }
 
 }  // namespace llmcc::nn

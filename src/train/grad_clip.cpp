@@ -1,27 +1,23 @@
 #include "llmcc/train/grad_clip.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/parallel.h"  // use_team: no one-thread regions
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
 
+using cpu::use_team;
+
 constexpr std::int64_t kChunk = 1 << 14;  // floats per partial sum
 // Chunks whose partial sums are held at once, on the stack (8 KiB): the norm runs on every
 // clipped training step, which allocates nothing from the heap.
 constexpr std::int64_t kBatch = 1024;
-
-// Whether a loop worth parallelising gets a parallel region: libgomp allocates a team for every
-// region that runs on one thread (it caches only teams of several threads), so a loop that
-// would run on one thread anyway stays outside any region.
-bool use_team(bool worth) { return worth && omp_get_max_threads() > 1 && !omp_in_parallel(); }
 
 // Sum of squares of g[begin, end) in double.
 double sum_squares(const float* g, std::int64_t begin, std::int64_t end) {

@@ -1,23 +1,35 @@
 #include "kernels/cpu/add.h"
 
+#include "kernels/cpu/parallel.h"
+
 namespace llmcc::cpu {
+namespace {
+
+// Memory-bound: below this a thread team costs more than it saves.
+constexpr std::int64_t kParallelMin = 32768;
+
+// d += d_out  (n)
+void accumulate(float* d, const float* __restrict d_out, std::int64_t n) {
+  parallel_for(n, n > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) d[i] += d_out[i];
+  }, kLineFloats);
+}
+
+}  // namespace
 
 void add_forward(float* __restrict out, const float* __restrict a, const float* __restrict b,
                  std::int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  parallel_for(n, n > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  }, kLineFloats);
 }
 
 void add_backward(float* d_a, float* d_b, const float* __restrict d_out,
                   std::int64_t n) {
-  if (d_a) {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (std::int64_t i = 0; i < n; ++i) d_a[i] += d_out[i];
-  }
-  if (d_b) {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (std::int64_t i = 0; i < n; ++i) d_b[i] += d_out[i];
-  }
+  if (d_a) accumulate(d_a, d_out, n);
+  if (d_b) accumulate(d_b, d_out, n);
 }
 
 }  // namespace llmcc::cpu

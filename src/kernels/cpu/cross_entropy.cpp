@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/silu.h"  // fast_exp
 
 namespace llmcc::cpu {
@@ -17,19 +18,20 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
                              const float* __restrict logits, const std::int32_t* targets,
                              std::int64_t N, std::int64_t V, std::int64_t Vp,
                              std::int32_t ignore_index) {
-#pragma omp parallel for schedule(static) if (N * V >= kParallelElements)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* row = logits + n * Vp;
-    float m = row[0];
+  parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t n = begin; n < end; ++n) {
+      const float* row = logits + n * Vp;
+      float m = row[0];
 #pragma omp simd reduction(max : m)
-    for (std::int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
-    // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
-    // invisible next to the max term's 1.
-    float s = 0.0f;
+      for (std::int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
+      // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
+      // invisible next to the max term's 1.
+      float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (std::int64_t v = 0; v < V; ++v) s += fast_exp(row[v] - m);
-    lse[n] = m + std::log(s);
-  }
+      for (std::int64_t v = 0; v < V; ++v) s += fast_exp(row[v] - m);
+      lse[n] = m + std::log(s);
+    }
+  });
   // Serial, in row order, in double: N terms are cheap and the sum is then deterministic.
   double loss = 0.0;
   std::int64_t kept = 0;
@@ -46,16 +48,17 @@ void cross_entropy_backward(float* __restrict d_logits, const float* __restrict 
                             const float* __restrict lse, const std::int32_t* targets, float scale,
                             std::int64_t N, std::int64_t V, std::int64_t Vp,
                             std::int32_t ignore_index) {
-#pragma omp parallel for schedule(static) if (N * V >= kParallelElements)
-  for (std::int64_t n = 0; n < N; ++n) {
-    if (targets[n] == ignore_index) continue;
-    const float* row = logits + n * Vp;
-    float* d = d_logits + n * Vp;
-    const float l = lse[n];
+  parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t n = begin; n < end; ++n) {
+      if (targets[n] == ignore_index) continue;
+      const float* row = logits + n * Vp;
+      float* d = d_logits + n * Vp;
+      const float l = lse[n];
 #pragma omp simd
-    for (std::int64_t v = 0; v < V; ++v) d[v] += scale * fast_exp(row[v] - l);
-    d[targets[n]] -= scale;
-  }
+      for (std::int64_t v = 0; v < V; ++v) d[v] += scale * fast_exp(row[v] - l);
+      d[targets[n]] -= scale;
+    }
+  });
 }
 
 }  // namespace llmcc::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/gelu.h"
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/silu.h"  // fast_exp, fast_sigmoid
 
 namespace llmcc::cpu {
@@ -13,11 +14,13 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    out[i] = v * fast_sigmoid(kTwoScale * (v + kCubic * v * v * v));
-  }
+  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float v = x[i];
+      out[i] = v * fast_sigmoid(kTwoScale * (v + kCubic * v * v * v));
+    }
+  }, kLineFloats);
 }
 
 // With s = sigmoid(2u): 0.5 (1 - tanh(u)^2) = 2 s (1 - s), so gelu' = s + x s (1 - s) 2 du/dx.
@@ -26,14 +29,16 @@ void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
 void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   if (!d_x) return;
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float e = fast_exp(-kTwoScale * (v + kCubic * v * v * v));
-    const float s = 1.0f / (1.0f + e);
-    const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
-    d_x[i] += d_out[i] * (s + v * ((e * s) * s) * two_du);
-  }
+  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float v = x[i];
+      const float e = fast_exp(-kTwoScale * (v + kCubic * v * v * v));
+      const float s = 1.0f / (1.0f + e);
+      const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
+      d_x[i] += d_out[i] * (s + v * ((e * s) * s) * two_du);
+    }
+  }, kLineFloats);
 }
 
 }  // namespace llmcc::cpu

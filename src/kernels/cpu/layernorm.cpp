@@ -1,10 +1,9 @@
 #include "kernels/cpu/layernorm.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/ref/layernorm.h"
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
@@ -14,8 +13,6 @@ namespace {
 
 // Rows are cheap; below this many elements the thread start-up costs more than it saves.
 constexpr std::int64_t kParallelElements = 16384;
-// Per-thread partial rows start on their own cache line (16 floats) so threads never share one.
-constexpr std::int64_t kLineFloats = 16;
 
 }  // namespace
 
@@ -24,23 +21,24 @@ void layernorm_forward(float* __restrict out, float* __restrict mean, float* __r
                        const float* __restrict b, std::int64_t N, std::int64_t C) {
   const float eps = static_cast<float>(ref::kLayerNormEps);
   const float inv_c = 1.0f / static_cast<float>(C);
-#pragma omp parallel for schedule(static) if (N * C >= kParallelElements)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    float* yr = out + n * C;
-    float sum = 0.0f;
+  parallel_for(N, N * C >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t n = begin; n < end; ++n) {
+      const float* xr = x + n * C;
+      float* yr = out + n * C;
+      float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (std::int64_t i = 0; i < C; ++i) sum += xr[i];
-    const float m = sum * inv_c;
-    float var = 0.0f;  // two passes: robust when |mean| >> std
+      for (std::int64_t i = 0; i < C; ++i) sum += xr[i];
+      const float m = sum * inv_c;
+      float var = 0.0f;  // two passes: robust when |mean| >> std
 #pragma omp simd reduction(+ : var)
-    for (std::int64_t i = 0; i < C; ++i) var += (xr[i] - m) * (xr[i] - m);
-    const float s = 1.0f / std::sqrt(var * inv_c + eps);
+      for (std::int64_t i = 0; i < C; ++i) var += (xr[i] - m) * (xr[i] - m);
+      const float s = 1.0f / std::sqrt(var * inv_c + eps);
 #pragma omp simd
-    for (std::int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
-    if (mean) mean[n] = m;
-    if (rstd) rstd[n] = s;
-  }
+      for (std::int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
+      if (mean) mean[n] = m;
+      if (rstd) rstd[n] = s;
+    }
+  });
 }
 
 void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restrict d_out,
@@ -59,8 +57,7 @@ void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restr
   }
   const float inv_c = 1.0f / static_cast<float>(C);
 
-#pragma omp parallel if (parallel)
-  {
+  parallel_region(parallel, [&] {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
     LLMCC_ASSERT(nt <= max_threads, "more OpenMP threads than partial buffers");
     float* __restrict pw = params ? partial + static_cast<std::int64_t>(tid) * 2 * Cp : nullptr;
@@ -111,7 +108,7 @@ void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restr
         if (d_b) d_b[i] += sb;  // after d_w: correct when they alias
       }
     }
-  }
+  });
 }
 
 }  // namespace llmcc::cpu

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -20,8 +21,9 @@ void linear_forward(float* out, const float* x, const float* w, const float* b, 
                     std::int64_t C, std::int64_t OC) {
   float beta = 0.0f;
   if (b) {
-#pragma omp parallel for schedule(static) if (N * OC > kParallelMin)
-    for (std::int64_t n = 0; n < N; ++n) std::memcpy(out + n * OC, b, OC * sizeof(float));
+    parallel_for(N, N * OC > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t n = begin; n < end; ++n) std::memcpy(out + n * OC, b, OC * sizeof(float));
+    });
     beta = 1.0f;
   }
   // out (N, OC) = x (N, C) . w^T, w stored (OC, C).
@@ -45,17 +47,18 @@ void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, con
     // Each block of columns is summed over all rows by one thread: rows are read contiguously
     // and the inner loop vectorises, with no reduction across threads.
     const std::int64_t blocks = (OC + kBiasBlock - 1) / kBiasBlock;
-#pragma omp parallel for schedule(static) if (N * OC > kParallelMin)
-    for (std::int64_t blk = 0; blk < blocks; ++blk) {
-      const std::int64_t o0 = blk * kBiasBlock, width = std::min(kBiasBlock, OC - o0);
-      float acc[kBiasBlock] = {};
-      for (std::int64_t n = 0; n < N; ++n) {
-        const float* row = d_out + n * OC + o0;
+    parallel_for(blocks, N * OC > kParallelMin, [&](std::int64_t blk_begin, std::int64_t blk_end) {
+      for (std::int64_t blk = blk_begin; blk < blk_end; ++blk) {
+        const std::int64_t o0 = blk * kBiasBlock, width = std::min(kBiasBlock, OC - o0);
+        float acc[kBiasBlock] = {};
+        for (std::int64_t n = 0; n < N; ++n) {
+          const float* row = d_out + n * OC + o0;
 #pragma omp simd
-        for (std::int64_t j = 0; j < width; ++j) acc[j] += row[j];
+          for (std::int64_t j = 0; j < width; ++j) acc[j] += row[j];
+        }
+        for (std::int64_t j = 0; j < width; ++j) d_b[o0 + j] += acc[j];
       }
-      for (std::int64_t j = 0; j < width; ++j) d_b[o0 + j] += acc[j];
-    }
+    });
   }
 }
 

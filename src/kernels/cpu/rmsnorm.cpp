@@ -1,10 +1,9 @@
 #include "kernels/cpu/rmsnorm.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/cpu/parallel.h"
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
 
@@ -13,26 +12,25 @@ namespace {
 
 // Rows are cheap; below this many elements the thread start-up costs more than it saves.
 constexpr std::int64_t kParallelElements = 16384;
-// Per-thread partial rows start on their own cache line (16 floats) so threads never share one.
-constexpr std::int64_t kLineFloats = 16;
 
 }  // namespace
 
 void rmsnorm_forward(float* __restrict out, float* __restrict rstd, const float* __restrict x,
                      const float* __restrict w, float eps, std::int64_t N, std::int64_t C) {
   const float inv_c = 1.0f / static_cast<float>(C);
-#pragma omp parallel for schedule(static) if (N * C >= kParallelElements)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    float* yr = out + n * C;
-    float ss = 0.0f;
+  parallel_for(N, N * C >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t n = begin; n < end; ++n) {
+      const float* xr = x + n * C;
+      float* yr = out + n * C;
+      float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
-    for (std::int64_t i = 0; i < C; ++i) ss += xr[i] * xr[i];
-    const float s = 1.0f / std::sqrt(ss * inv_c + eps);
+      for (std::int64_t i = 0; i < C; ++i) ss += xr[i] * xr[i];
+      const float s = 1.0f / std::sqrt(ss * inv_c + eps);
 #pragma omp simd
-    for (std::int64_t i = 0; i < C; ++i) yr[i] = xr[i] * s * w[i];
-    if (rstd) rstd[n] = s;
-  }
+      for (std::int64_t i = 0; i < C; ++i) yr[i] = xr[i] * s * w[i];
+      if (rstd) rstd[n] = s;
+    }
+  });
 }
 
 void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out,
@@ -49,8 +47,7 @@ void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out,
   }
   const float inv_c = 1.0f / static_cast<float>(C);
 
-#pragma omp parallel if (parallel)
-  {
+  parallel_region(parallel, [&] {
     const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
     LLMCC_ASSERT(nt <= max_threads, "more OpenMP threads than partial buffers");
     float* __restrict pw = d_w ? partial + static_cast<std::int64_t>(tid) * Cp : nullptr;
@@ -87,7 +84,7 @@ void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out,
         d_w[i] += sw;
       }
     }
-  }
+  });
 }
 
 }  // namespace llmcc::cpu

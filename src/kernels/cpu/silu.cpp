@@ -1,13 +1,17 @@
 #include "kernels/cpu/silu.h"
 
+#include "kernels/cpu/parallel.h"
+
 namespace llmcc::cpu {
 
 // Below this many elements a thread team costs more than it saves (an exp per element).
 constexpr std::int64_t kParallelMin = 16384;
 
 void silu_forward(float* __restrict out, const float* __restrict x, std::int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] * fast_sigmoid(x[i]);
+  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) out[i] = x[i] * fast_sigmoid(x[i]);
+  }, kLineFloats);
 }
 
 // silu' = s + x s (1 - s) with s = 1 / (1 + e), e = exp(-x). s (1 - s) is taken as e s s:
@@ -15,12 +19,14 @@ void silu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
 void silu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   if (!d_x) return;
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float e = fast_exp(-x[i]);
-    const float s = 1.0f / (1.0f + e);
-    d_x[i] += d_out[i] * (s + x[i] * ((e * s) * s));
-  }
+  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float e = fast_exp(-x[i]);
+      const float s = 1.0f / (1.0f + e);
+      d_x[i] += d_out[i] * (s + x[i] * ((e * s) * s));
+    }
+  }, kLineFloats);
 }
 
 }  // namespace llmcc::cpu
