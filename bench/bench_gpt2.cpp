@@ -1,8 +1,8 @@
-// One GPT-2 training step (Gpt2BenchStep: zero gradients, forward + backward through the
-// generated gradient with the kept Saved record, AdamW) for gpt2-tiny and gpt2 (124M) at B=4,
-// T=64, on 1 and 2 threads. Counters: tokens/s and GFLOP/s (Gpt2Config::flops_per_step over
-// wall time). `llmcc bench` prints the same step with MFU and the per-op profile; this is the
-// Google Benchmark view for regression tracking.
+// One GPT-2 training step (Gpt2BenchStep: forward + backward through the generated gradient
+// with the kept Saved record, AdamW zeroing the gradient in its pass) for gpt2-tiny and gpt2
+// (124M) at B=4, T=64, on 1 and 2 threads. Counters: tokens/s and GFLOP/s
+// (Gpt2Config::flops_per_step over wall time). `llmcc bench` prints the same step with MFU and
+// the per-op profile; this is the Google Benchmark view for regression tracking.
 //
 // Also the cost of a disabled LLMCC_PROFILE scope (one relaxed atomic load and a branch) next
 // to the same function without one: the profiler must cost nothing measurable when off.

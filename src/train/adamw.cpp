@@ -3,22 +3,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/parallel.h"
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 
 namespace llmcc {
 namespace {
 
-// Elements [0, n) of one tensor. The loop is branch-free and vectorises (sqrt and divide
-// included) when math functions may skip errno (-fno-math-errno); without it GCC 12 keeps
-// sqrt scalar, which costs little here because the loop is bound by memory (28 bytes per element).
-void adamw_span(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-    std::int64_t n, float beta1, float beta2, float eps, float decay_factor, float step_size,
-    float bc2_sqrt) {
-  const float one_minus_beta1 = 1.0f - beta1;
-  const float one_minus_beta2 = 1.0f - beta2;
-  for (std::int64_t i = 0; i < n; ++i) {
+// The step's constants, the same for every element but the decay factor.
+struct Coefficients {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+  float step_size;  // lr / (1 - beta1^t)
+  float bc2_sqrt;   // sqrt(1 - beta2^t)
+};
+
+// Elements [begin, end) of the flat buffers, with one decay factor (1 - lr * weight_decay, or 1
+// for undecayed tensors); when zero_grads, g[i] is left 0 after it is read. The loop is
+// branch-free and vectorises, sqrt and divisions included (-fno-math-errno, set for the whole
+// build), to full-width vsqrtps/vdivps; it is bound by memory (28 bytes per element, 32 when
+// zeroing) and the arithmetic is the same per element on every path, so the result does not
+// depend on how the buffer is split between threads.
+template <bool zero_grads>
+void adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v,
+                std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor) {
+  const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
+              one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size,
+              bc2_sqrt = k.bc2_sqrt;
+#pragma omp simd
+  for (std::int64_t i = begin; i < end; ++i) {
     const float gi = g[i];
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;
     const float vi = beta2 * v[i] + one_minus_beta2 * gi * gi;
@@ -26,23 +38,54 @@ void adamw_span(
     v[i] = vi;
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
     p[i] = p[i] * decay_factor - step_size * (mi / denom);
+    if constexpr (zero_grads) g[i] = 0.0f;
   }
 }
 
-// One tensor, OpenMP over chunks of kChunk elements. decay_factor is 1 - lr * weight_decay, or 1
-// for undecayed tensors.
-constexpr std::int64_t kChunk = 1 << 14;
+// The whole flat buffer in one pass: one parallel region (when there are threads to use), each
+// thread a contiguous range of whole cache lines, walked tensor by tensor for the decay factor.
+// Tensor i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in
+// all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
+// gradient covers the whole store as ParameterStore::zero() does.
+template <bool zero_grads>
+void adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v,
+                const AdamWConfig& config, float lr, std::int64_t t) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
+  const Coefficients k{config.beta1,
+                       config.beta2,
+                       1.0f - config.beta1,
+                       1.0f - config.beta2,
+                       config.eps,
+                       static_cast<float>(lr / bc1),
+                       static_cast<float>(std::sqrt(bc2))};
+  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * config.weight_decay);
+  const std::int64_t n = static_cast<std::int64_t>(params.size());
+  const std::size_t count = params.count();
+  float* p = params.data();
+  float* mp = m.data();
+  float* vp = v.data();
+  // Memory-bound: a team pays off from a few cache lines per thread; 64 Ki floats is ~2 MB of
+  // traffic.
+  cpu::parallel_for(n, n >= (std::int64_t{1} << 16), [&](std::int64_t begin, std::int64_t end) {
+    // The tensors overlapping [begin, end), in order.
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto lo = static_cast<std::int64_t>(params.offset(i));
+      const auto hi = i + 1 < count ? static_cast<std::int64_t>(params.offset(i + 1)) : n;
+      if (hi <= begin) continue;
+      if (lo >= end) break;
+      adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
+                             params.shape(i).ndim() >= 2 ? decay : 1.0f);
+    }
+  }, cpu::kLineFloats);
+}
 
-void adamw_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, float beta1,
-                  float beta2, float eps, float decay_factor, float step_size, float bc2_sqrt) {
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kChunk;
-    const std::int64_t len = std::min(kChunk, n - begin);
-    adamw_span(p + begin, g + begin, m + begin, v + begin, len, beta1, beta2, eps, decay_factor,
-               step_size, bc2_sqrt);
-  }
+void check_step(const ParameterStore& params, const ParameterStore& grads, const ParameterStore& m,
+                const ParameterStore& v, std::int64_t t) {
+  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  check_same_layout(params, grads, "adamw", "params", "grads");
+  check_same_layout(params, m, "adamw", "params", "m");
+  check_same_layout(params, v, "adamw", "params", "v");
 }
 
 }  // namespace
@@ -67,22 +110,16 @@ void check_same_layout(const ParameterStore& a, const ParameterStore& b, const c
 void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
                 ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
-  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
-  check_same_layout(params, grads, "adamw", "params", "grads");
-  check_same_layout(params, m, "adamw", "params", "m");
-  check_same_layout(params, v, "adamw", "params", "v");
-  const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * config.weight_decay);
-  for (std::size_t i = 0; i < params.count(); ++i) {
-    const std::size_t off = params.offset(i);
-    const std::int64_t n = params.shape(i).numel();
-    adamw_tensor(params.data() + off, grads.data() + off, m.data() + off, v.data() + off, n,
-                 config.beta1, config.beta2, config.eps, params.shape(i).ndim() >= 2 ? decay : 1.0f,
-                 step_size, bc2_sqrt);
-  }
+  check_step(params, grads, m, v, t);
+  // Only the zeroing variant writes the gradient.
+  adamw_flat<false>(params, grads.data(), m, v, config, lr, t);
+}
+
+void adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
+                           ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
+  LLMCC_PROFILE("adamw.step");
+  check_step(params, grads, m, v, t);
+  adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
 }
 
 AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)
@@ -90,6 +127,11 @@ AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)
 
 void AdamW::step(ParameterStore& params, const ParameterStore& grads, float lr) {
   adamw_step(params, grads, m_, v_, config_, lr, t_ + 1);
+  ++t_;
+}
+
+void AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr) {
+  adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1);
   ++t_;
 }
 

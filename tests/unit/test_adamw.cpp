@@ -2,6 +2,7 @@
 // Python floats) and against a double-precision scalar reference over awkward sizes.
 #include "llmcc/train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "test_support.h"
@@ -106,6 +107,45 @@ TEST(AdamW, MatchesScalarReferenceOverAwkwardSizesAndThreads) {
   // The update is element-wise: the thread count cannot change a single bit.
   ASSERT_EQ(results.size(), 2u);
   EXPECT_TRUE(results[0] == results[1]);
+}
+
+TEST(AdamW, StepZeroGradsEqualsStepAndLeavesTheWholeGradientZero) {
+  // The zeroing variant updates parameters and moments bit for bit as the plain step, and leaves
+  // every float of the gradient store zero, alignment padding included (as ParameterStore::zero).
+  std::vector<ParameterInfo> infos;
+  for (int n : test::awkward_sizes()) {
+    infos.push_back({"w" + std::to_string(n), Shape{3, n}});  // (3, n)
+    infos.push_back({"b" + std::to_string(n), Shape{n}});     // (n)
+  }
+  infos.push_back({"big", Shape{2, 70001}});  // (2, 70001): several cache-line ranges per thread
+  const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  test::for_each_thread_count([&](int) {
+    ParameterStore params(infos);
+    for (std::size_t i = 0; i < params.count(); ++i)
+      set_values(params, i, test::random_vector<float>(params.shape(i).numel(), 7 + i));
+    ParameterStore params_z = params.like();
+    std::copy(params.data(), params.data() + params.size(), params_z.data());
+    AdamW plain(params, config), zeroing(params_z, config);
+    ParameterStore grads = params.like(), grads_z = params.like();
+    for (int step = 1; step <= 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      for (std::size_t i = 0; i < params.count(); ++i) {
+        const auto g = test::random_vector<float>(params.shape(i).numel(), 100 * step + i, -2.0, 2.0);
+        set_values(grads, i, g);
+        set_values(grads_z, i, g);
+      }
+      plain.step(params, grads, 1e-3f);
+      zeroing.step_zero_grads(params_z, grads_z, 1e-3f);
+      EXPECT_EQ(zeroing.t(), step);
+      const std::size_t n = params.size();
+      EXPECT_TRUE(std::equal(params.data(), params.data() + n, params_z.data()));
+      EXPECT_TRUE(std::equal(plain.m().data(), plain.m().data() + n, zeroing.m().data()));
+      EXPECT_TRUE(std::equal(plain.v().data(), plain.v().data() + n, zeroing.v().data()));
+      EXPECT_EQ(std::count(grads_z.data(), grads_z.data() + n, 0.0f), static_cast<std::ptrdiff_t>(n));
+      EXPECT_LT(std::count(grads.data(), grads.data() + n, 0.0f),  // the plain step keeps them
+                static_cast<std::ptrdiff_t>(n));
+    }
+  });
 }
 
 TEST(AdamW, DecaysOnlyTensorsOfTwoOrMoreDims) {

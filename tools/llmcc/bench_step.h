@@ -1,7 +1,7 @@
 // One GPT-2 training step as `llmcc bench`, bench/bench_gpt2.cpp and the steady-state allocation
 // test run it: randomly initialised weights, one fixed batch of random tokens, and per step
-//   arena reset -> zero the gradient store -> gpt2_loss_grad (forward + backward, reusing the
-//   kept Saved record) -> AdamW step.
+//   arena reset -> gpt2_loss_grad (forward + backward, reusing the kept Saved record) -> AdamW
+//   step, which also zeroes the gradient store for the next step (AdamW::step_zero_grads).
 // After the first step (which sizes the Saved record's vectors and the scratch arenas) a step
 // allocates nothing from the heap.
 #pragma once
@@ -28,8 +28,8 @@ class Gpt2BenchStep {
   // One training step; returns the loss.
   float step();
 
-  // The same step with the forward, the backward and the optimizer (zeroing included) timed
-  // separately, in seconds.
+  // The same step with the forward, the backward and the optimizer (gradient zeroing included)
+  // timed separately, in seconds.
   struct Split {
     float loss = 0;
     double forward = 0, backward = 0, optimizer = 0;

@@ -169,6 +169,7 @@ class Trainer {
   KeyValues config_kv_;
   Seeds seeds_{};
   std::unique_ptr<Model> model_;  // weights, gradient store and the adgen record of its family
+  bool grads_zero_ = true;  // the gradient store holds zeros: as made, then after every AdamW step
   std::unique_ptr<AdamW> opt_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
@@ -307,7 +308,8 @@ float Trainer::train_step(std::int64_t step, double* grad_norm) {
   const float lr = schedule_.lr(step);
   const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
   ParameterStore& grads = model_->grads();
-  grads.zero();
+  if (!grads_zero_) grads.zero();  // only after a step that stopped before AdamW
+  grads_zero_ = false;
   double loss_sum = 0.0;
   for (int micro = 0; micro < o_.grad_accum; ++micro) {
     train_loader_->next_batch();
@@ -322,7 +324,8 @@ float Trainer::train_step(std::int64_t step, double* grad_norm) {
   const float loss = static_cast<float>(loss_sum / o_.grad_accum);
   *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(grads, o_.grad_clip) : llmcc::grad_norm(grads);
   if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) return loss;  // the caller stops
-  opt_->step(model_->params(), grads, lr);
+  opt_->step_zero_grads(model_->params(), grads, lr);  // zeroes the gradients in the same pass
+  grads_zero_ = true;
   return loss;
 }
 

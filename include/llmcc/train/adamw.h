@@ -6,11 +6,17 @@
 //                                            embeddings); biases and layernorm gains are not decayed
 //   p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // with the bias corrections 1 - beta^t computed in double. params, grads, m and v are stores of
-// one layout (ParameterStore::like()); m and v start at zero. One pass over memory per tensor,
-// OpenMP over elements, a vectorised inner loop.
+// one layout (ParameterStore::like()); m and v start at zero. One pass over the flat buffers in
+// one OpenMP region, a vectorised inner loop; the result does not depend on the thread count.
 //
 //   AdamW opt(params, {.weight_decay = 0.1f});
 //   for (...) { grads.zero(); loss_grad(...); opt.step(params, grads, schedule.lr(step)); }
+//
+// A training loop whose gradient store starts zero (ParameterStore's constructor zeroes it) can
+// instead let the step zero the gradient in the same pass, saving the separate pass of
+// grads.zero():
+//
+//   for (...) { loss_grad(...); opt.step_zero_grads(params, grads, schedule.lr(step)); }
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,11 @@ struct AdamWConfig {
 void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
                 ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
 
+// adamw_step, then grads are zero (in the same pass over memory). The parameters, m and v are
+// bit-for-bit those of adamw_step.
+void adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
+                           ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
+
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
 class AdamW {
  public:
@@ -39,6 +50,8 @@ class AdamW {
 
   // Takes step t() + 1 and counts it.
   void step(ParameterStore& params, const ParameterStore& grads, float lr);
+  // The same step, leaving grads zero for the next step's backward to accumulate into.
+  void step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr);
 
   std::int64_t t() const { return t_; }  // steps taken
   void set_t(std::int64_t t) { t_ = t; }  // for resuming
