@@ -5,11 +5,12 @@
 // Model flags are the trainer's (model_flags.h: a preset and per-field overrides).
 // Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
 // runs warm-up steps then timed steps (Gpt2BenchStep: forward + backward through the generated
-// gradient, AdamW, zeroing; no allocation once warm), and prints median and min ms per step,
-// tokens/s, achieved GFLOP/s (Gpt2Config::flops_per_step), MFU against the measured peak, peak
-// RSS and the arenas' high-water marks. Then, unless --no-profile, a separate run with the
-// per-op profiler on (llmcc/profile.h): forward and backward ms per op per step and their share
-// of the step. The last line, "result: key=value ...", is for scripts (bench/compare.sh).
+// gradient, AdamW with gradient zeroing; no allocation once warm), and prints median and min
+// ms per step, tokens/s, achieved GFLOP/s (Gpt2Config::flops_per_step), MFU against the
+// measured peak, peak RSS, page faults per timed step and the arenas' high-water marks. Then,
+// unless --no-profile, a separate run with the per-op profiler on (llmcc/profile.h): forward
+// and backward ms per op per step and their share of the step. The last line,
+// "result: key=value ...", is for scripts (bench/compare.sh).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -46,6 +47,18 @@ double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// Page faults of the whole process so far: minor (a page mapped without I/O: first touch of
+// fresh memory, or memory the allocator gave back to the kernel and took again) and major
+// (read from disk).
+struct PageFaults {
+  long minor = 0, major = 0;
+};
+PageFaults page_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {u.ru_minflt, u.ru_majflt};
 }
 
 // One line of the per-op table: an op's forward and backward seconds and calls over the run.
@@ -185,12 +198,17 @@ int run_bench(int argc, char** argv) {
     if (i == 0) first_loss = loss;
   }
   std::vector<double> ms;
+  const PageFaults faults_before = page_faults();
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     loss = bench.step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (warmup == 0 && i == 0) first_loss = loss;
   }
+  const PageFaults faults_after = page_faults();
+  // Per timed step (with --warmup 0 the first step's first touches are included).
+  const double minor_faults = static_cast<double>(faults_after.minor - faults_before.minor) / steps;
+  const double major_faults = static_cast<double>(faults_after.major - faults_before.major) / steps;
   const double med = median(ms), best = *std::min_element(ms.begin(), ms.end()),
                worst = *std::max_element(ms.begin(), ms.end());
   const double tokens = static_cast<double>(batch) * seq_len;
@@ -209,6 +227,7 @@ int run_bench(int argc, char** argv) {
       "peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
       peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
       mib(bench.arena_capacity()));
+  std::printf("page faults per timed step: %.1f minor, %.1f major\n", minor_faults, major_faults);
   const double rss = peak_rss_mib();  // before the profiled run, which allocates nothing more
 
   if (with_profile) {
@@ -221,9 +240,10 @@ int run_bench(int argc, char** argv) {
   }
   std::printf(
       "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
-      "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f\n",
+      "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f minor_faults_per_step=%.1f "
+      "major_faults_per_step=%.1f\n",
       model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
-      rss);
+      rss, minor_faults, major_faults);
   return 0;
 }
 
