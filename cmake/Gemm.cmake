@@ -4,6 +4,10 @@
 # kernels on this CPU), and independent of OpenBLAS's CPU detection.
 # Every library is from Debian and installed by scripts/setup.sh; -DLLMCC_GEMM=openblas|blis
 # switches (for comparison; both passed tests/kernels/test_gemm.cpp too).
+# -DLLMCC_GEMM=own is llmcc's packed GEMM (src/kernels/cpu/gemm_packed.cpp): no allocation after
+# a thread's first call (dnnl_sgemm allocates on every call); on Zen 3 (AVX2) 1.09x dnnl_sgemm
+# over a GPT-2 step's GEMMs at M = 256 and 0.99x at M = 1024, so not yet the default
+# (docs/perf.md, "GEMM", Zen 3). Its AVX-512 path compiles but has not been run.
 #
 # One INTERFACE target per library that is found (llmcc_gemm_openblas, llmcc_gemm_blis,
 # llmcc_gemm_onednn): include path, library and the LLMCC_GEMM_<LIB> definition that selects
