@@ -127,7 +127,7 @@ struct Llama_Grad {
   }
 };
 
-// LlamaAttention_forward: what the backward of llmcc::nn::LlamaAttention::forward (llama.h:42)
+// LlamaAttention_forward: what the backward of llmcc::nn::LlamaAttention::forward (llama.h:44)
 // reads.
 struct LlamaAttention_forward_Saved {
   llmcc::Tensor t0;
@@ -165,7 +165,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
                                 const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::nn::LlamaRmsNorm::forward (llama.h:31) reads.
+// LlamaRmsNorm_forward: what the backward of llmcc::nn::LlamaRmsNorm::forward (llama.h:32) reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
   llmcc::RmsNormSaved rmsnorm_0;
@@ -182,7 +182,7 @@ void LlamaRmsNorm_forward_bwd(const llmcc::nn::LlamaRmsNorm& self, const llmcc::
                               const LlamaRmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x);
 
-// LlamaFeedForward_forward: what the backward of llmcc::nn::LlamaFeedForward::forward (llama.h:55)
+// LlamaFeedForward_forward: what the backward of llmcc::nn::LlamaFeedForward::forward (llama.h:58)
 // reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
@@ -210,7 +210,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
                                   llmcc::Tensor* d_x);
 
-// LlamaBlock_forward: what the backward of llmcc::nn::LlamaBlock::forward (llama.h:66) reads.
+// LlamaBlock_forward: what the backward of llmcc::nn::LlamaBlock::forward (llama.h:69) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -247,7 +247,7 @@ void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tens
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x);
 
-// Llama_forward: what the backward of llmcc::nn::Llama::forward (llama.h:105) reads.
+// Llama_forward: what the backward of llmcc::nn::Llama::forward (llama.h:108) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -284,7 +284,7 @@ void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
                        Llama_Grad* d_self);
 
-// llama_loss: what the backward of llmcc::nn::llama_loss (llama.h:114) reads.
+// llama_loss: what the backward of llmcc::nn::llama_loss (llama.h:117) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;

@@ -28,18 +28,20 @@ namespace llmcc::nn {
 struct LlamaRmsNorm {
   float eps = 1e-5f;
   Tensor w;  // (C)
+
   Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
 };
 
 struct LlamaAttention {
-  int n_head = 0;      // query heads
-  int n_kv_head = 0;   // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
+  int n_head = 0;     // query heads
+  int n_kv_head = 0;  // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
   float rope_theta = 10000.0f;
   Tensor wq;  // (n_head * HS, C)
   Tensor wk;  // (n_kv_head * HS, C)
   Tensor wv;  // (n_kv_head * HS, C)
   Tensor wo;  // (C, n_head * HS)
-  Tensor forward(const Tensor& x) const {                                          // x: (B, T, C)
+
+  Tensor forward(const Tensor& x) const {                                           // x: (B, T, C)
     Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_theta, 0);     // (B, T, NH * HS)
     Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_theta, 0);  // (B, T, NKV * HS)
     Tensor v = llmcc::linear_nobias(x, wv);                                         // (B, T, NKV * HS)
@@ -52,9 +54,10 @@ struct LlamaFeedForward {
   Tensor w1;  // (F, C): gate
   Tensor w2;  // (C, F): down
   Tensor w3;  // (F, C): up
-  Tensor forward(const Tensor& x) const {                                      // x: (B, T, C)
-    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));                    // (B, T, F)
-    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, w3), w2);      // (B, T, C)
+
+  Tensor forward(const Tensor& x) const {                                 // x: (B, T, C)
+    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));               // (B, T, F)
+    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, w3), w2);  // (B, T, C)
   }
 };
 

@@ -10,15 +10,15 @@ namespace llmcc::nn {
 std::int64_t LlamaConfig::parameter_count() const {
   const std::int64_t C = n_embd, L = n_layer, F = hidden_dim, V = vocab_size;
   const std::int64_t kv = static_cast<std::int64_t>(n_kv_head) * head_dim();  // k and v width
-  const std::int64_t per_layer = C               // attention_norm
-                                 + C * C         // wq
-                                 + 2 * kv * C    // wk, wv
-                                 + C * C         // wo
-                                 + C             // ffn_norm
-                                 + 3 * F * C;    // w1, w3, w2
-  return V * C      // tok_embeddings
-         + L * per_layer + C  // final norm
-         + V * C;           // output head (untied)
+  const std::int64_t per_layer = C                                            // attention_norm
+                                 + C * C                                      // wq
+                                 + 2 * kv * C                                 // wk, wv
+                                 + C * C                                      // wo
+                                 + C                                          // ffn_norm
+                                 + 3 * F * C;                                 // w1, w3, w2
+  return V * C                                                                // tok_embeddings
+         + L * per_layer + C                                                  // final norm
+         + V * C;                                                             // output head (untied)
 }
 
 double LlamaConfig::flops_per_step(int B, int T) const {
@@ -47,8 +47,8 @@ void LlamaConfig::validate() const {
        "n_kv_head (" + s(n_kv_head) + ") must be a positive divisor of n_head (" + s(n_head) + ")");
   need(n_embd > 0 && n_embd % n_head == 0,
        "n_embd (" + s(n_embd) + ") must be a positive multiple of n_head (" + s(n_head) + ")");
-  need(head_dim() % 2 == 0, "the head size n_embd / n_head = " + s(head_dim()) +
-                                " must be even (RoPE rotates pairs of channels)");
+  need(head_dim() % 2 == 0,
+       "the head size n_embd / n_head = " + s(head_dim()) + " must be even (RoPE rotates pairs of channels)");
   need(hidden_dim > 0, "hidden_dim must be positive, got " + s(hidden_dim));
   need(std::isfinite(rope_theta) && rope_theta > 1.0f,
        "rope_theta must be a finite number above 1, got " + s(rope_theta));
@@ -81,10 +81,10 @@ struct Preset {
 // frequency scaling is not modelled: the shape is right for training from scratch, and its
 // context is kept at 2048 here (the real model's is 131072).
 constexpr Preset kPresets[] = {
-    {"llama-tiny", 4, 4, 2, 128, 352, 256, 32000, 10000.0f},      // hidden: llama_hidden_dim(128, 32)
-    {"llama-mini", 6, 6, 2, 384, 1024, 256, 32000, 10000.0f},     // hidden: llama_hidden_dim(384, 32)
-    {"stories15m", 6, 6, 6, 288, 768, 256, 32000, 10000.0f},      // llama2.c's stories15M.bin
-    {"stories42m", 8, 8, 8, 512, 1376, 1024, 32000, 10000.0f},    // llama2.c's stories42M.bin
+    {"llama-tiny", 4, 4, 2, 128, 352, 256, 32000, 10000.0f},        // hidden: llama_hidden_dim(128, 32)
+    {"llama-mini", 6, 6, 2, 384, 1024, 256, 32000, 10000.0f},       // hidden: llama_hidden_dim(384, 32)
+    {"stories15m", 6, 6, 6, 288, 768, 256, 32000, 10000.0f},        // llama2.c's stories15M.bin
+    {"stories42m", 8, 8, 8, 512, 1376, 1024, 32000, 10000.0f},      // llama2.c's stories42M.bin
     {"stories110m", 12, 12, 12, 768, 2048, 1024, 32000, 10000.0f},  // llama2.c's stories110M.bin
     {"llama-3.2-1b", 16, 32, 8, 2048, 8192, 2048, 128256, 500000.0f},
 };

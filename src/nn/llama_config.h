@@ -8,13 +8,13 @@
 namespace llmcc::nn {
 
 struct LlamaConfig {
-  int vocab_size = 32000;   // rows of tok_embeddings and of the (untied) output head
-  int max_seq_len = 2048;   // longest sequence trained or sampled (RoPE has no table to size)
+  int vocab_size = 32000;  // rows of tok_embeddings and of the (untied) output head
+  int max_seq_len = 2048;  // longest sequence trained or sampled (RoPE has no table to size)
   int n_layer = 32;
-  int n_head = 32;          // query heads
-  int n_kv_head = 32;       // key/value heads (grouped-query attention); must divide n_head
-  int n_embd = 4096;        // model width ("dim"); head size n_embd / n_head
-  int hidden_dim = 11008;   // SwiGLU width: w1, w3 (hidden_dim, n_embd), w2 (n_embd, hidden_dim)
+  int n_head = 32;              // query heads
+  int n_kv_head = 32;           // key/value heads (grouped-query attention); must divide n_head
+  int n_embd = 4096;            // model width ("dim"); head size n_embd / n_head
+  int hidden_dim = 11008;       // SwiGLU width: w1, w3 (hidden_dim, n_embd), w2 (n_embd, hidden_dim)
   float rope_theta = 10000.0f;  // RoPE base (10000 in Llama 2, 500000 in Llama 3)
   float norm_eps = 1e-5f;       // RMSNorm epsilon
 

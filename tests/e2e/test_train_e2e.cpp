@@ -99,15 +99,23 @@ std::string curve_text(const std::vector<Point>& val) {
 
 // Trains 100 steps with `model_flags` on the prepared data (validation every 25 steps) and
 // returns the val_loss points; fails the test on a non-zero exit or a short log.
-std::vector<Point> train_100_steps(const llmcc::test::TempDir& dir, const std::string& data, const std::string& name,
-                                   const std::vector<std::string>& model_flags) {
+std::vector<Point> train_100_steps(const llmcc::test::TempDir& dir, const std::string& data,
+                                   const std::string& name, const std::vector<std::string>& model_flags) {
   const std::string run = dir.file(name);
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), model_flags.begin(), model_flags.end());
-  for (const std::string& a : std::vector<std::string>{
-           "--train-data", data + "/train_000000.bin", "--val-data", data + "/val_000000.bin", "--out-dir", run,
-        "--steps", "100", "--batch-size", "8", "--seq-len", "64", "--lr", "3e-3", "--min-lr", "3e-4",
-        "--warmup-steps", "10", "--val-every", "25", "--val-steps", "8", "--seed", "1"})
+  for (const std::string& a : std::vector<std::string>{"--train-data",   data + "/train_000000.bin",
+                                                       "--val-data",     data + "/val_000000.bin",
+                                                       "--out-dir",      run,
+                                                       "--steps",        "100",
+                                                       "--batch-size",   "8",
+                                                       "--seq-len",      "64",
+                                                       "--lr",           "3e-3",
+                                                       "--min-lr",       "3e-4",
+                                                       "--warmup-steps", "10",
+                                                       "--val-every",    "25",
+                                                       "--val-steps",    "8",
+                                                       "--seed",         "1"})
     args.push_back(a);
   std::string out;
   const auto t0 = std::chrono::steady_clock::now();
@@ -131,7 +139,8 @@ TEST(TrainE2e, TinyGpt2OnShakespeareLearns) {
   std::string data, skip;
   if (!prepare_shakespeare(dir, &data, &skip)) GTEST_SKIP() << skip;
   const auto val = train_100_steps(
-      dir, data, "gpt2", {"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--max-seq-len", "64"});
+      dir, data, "gpt2",
+      {"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--max-seq-len", "64"});
   ASSERT_GE(val.size(), 2u);
   const std::string curve = curve_text(val);
 
@@ -153,10 +162,10 @@ TEST(TrainE2e, TinyLlamaOnShakespeareLearns) {
   llmcc::test::TempDir dir;
   std::string data, skip;
   if (!prepare_shakespeare(dir, &data, &skip)) GTEST_SKIP() << skip;
-  const auto val = train_100_steps(dir, data, "llama",
-                                   {"--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4",
-                                    "--n-kv-head", "2", "--hidden-dim", "176", "--max-seq-len", "64", "--vocab-size",
-                                    "50257"});
+  const auto val = train_100_steps(
+      dir, data, "llama",
+      {"--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--n-kv-head", "2",
+       "--hidden-dim", "176", "--max-seq-len", "64", "--vocab-size", "50257"});
   ASSERT_GE(val.size(), 2u);
   const std::string curve = curve_text(val);
   const double first = val.front().value, last = val.back().value;

@@ -23,6 +23,7 @@
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/token_file.h"
+#include "llmcc/train/tokenizer.h"
 #include "temp_dir.h"
 
 namespace {
@@ -266,13 +267,15 @@ TEST_F(TrainResume, SequentialBatchesResumeExactlyAndSamplesChangeNothing) {
 // The same exactness for a Llama (GQA, RoPE, SwiGLU): the checkpoint records the family and its
 // fields, so a resume with no flags at all rebuilds the same model; eval and generate read it.
 TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
-  const auto flags = run_flags(dir, {{"--model", "llama-tiny"}, {"--n-kv-head", "2"}, {"--hidden-dim", "96"},
-                                     {"--rope-theta", "500"}});
+  const auto flags = run_flags(
+      dir,
+      {{"--model", "llama-tiny"}, {"--n-kv-head", "2"}, {"--hidden-dim", "96"}, {"--rope-theta", "500"}});
   const std::string a = dir.file("a"), b = dir.file("b");
   CliResult r = run_llmcc(dir, concat(flags, {"--out-dir", a}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("llmcc train: Llama L2 H4/2 C64 F96 T64 V512 theta 500"), std::string::npos) << r.out;
-  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "3", "--sample-every", "2", "--sample-tokens", "4"}));
+  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "3", "--sample-every", "2",
+                                    "--sample-tokens", "4"}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step 2: sample (4 tokens"), std::string::npos) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
@@ -284,17 +287,29 @@ TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
     EXPECT_TRUE(same_tensors(a + "/ckpt_000008.bin", b + "/ckpt_000008.bin", section));
   EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
   EXPECT_EQ(logged(a + "/log.jsonl", "val_loss"), logged(b + "/log.jsonl", "val_loss"));
-  EXPECT_LT(std::stod(logged(a + "/log.jsonl", "loss").at(8)), std::stod(logged(a + "/log.jsonl", "loss").at(1)));
+  EXPECT_LT(std::stod(logged(a + "/log.jsonl", "loss").at(8)),
+            std::stod(logged(a + "/log.jsonl", "loss").at(1)));
 
   // eval reproduces the logged validation loss; a GPT-2 preset on resume is refused by name.
-  r = run_llmcc(dir, {"eval", "--ckpt", a + "/ckpt_000008.bin", "--val-data", dir.file("val.bin"), "--steps", "2",
-                      "--json"});
+  r = run_llmcc(dir, {"eval", "--ckpt", a + "/ckpt_000008.bin", "--val-data", dir.file("val.bin"), "--steps",
+                      "2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const double eval_loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
   EXPECT_NEAR(eval_loss, std::stod(logged(a + "/log.jsonl", "val_loss").at(8)), 1e-5) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", a, "--resume", "auto", "--steps", "9", "--model", "gpt2-tiny"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--model gpt2-tiny (GPT-2) conflicts with the checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--model gpt2-tiny (GPT-2) conflicts with the checkpoint"), std::string::npos)
+      << r.err;
+
+  // generate samples from it (GPT-2's tokenizer decodes ids below 512; "a" is id 64).
+  if (!llmcc::find_shared_data("gpt2/encoder.json") && !std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) return;
+  r = run_llmcc(dir, {"generate", "--ckpt", a + "/ckpt_000008.bin", "--prompt", "a", "--max-tokens", "70",
+                      "--no-stop-at-eot", "--seed", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("model Llama L2 H4/2 C64 F96 T64 V512"), std::string::npos) << r.err;
+  // The context is 64 tokens: 'stop' ends after 63 new ones.
+  EXPECT_NE(r.err.find("generated 63 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("reached the model's context of 64 tokens"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainResume, BadInputIsAClearError) {

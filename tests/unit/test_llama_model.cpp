@@ -90,10 +90,12 @@ TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
 }
 
 TEST(LlamaModel, PresetsAndValidation) {
-  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::nn::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
+  EXPECT_TRUE(
+      llmcc::test::throws_error([] { llmcc::nn::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
   LlamaConfig bad = small_config();
   bad.n_kv_head = 3;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"n_kv_head (3)", "divisor of n_head (4)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); },
+                                        {"n_kv_head (3)", "divisor of n_head (4)"}));
   bad = small_config();
   bad.n_embd = 12;  // head size 3: RoPE needs pairs
   EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"head size", "even"}));
@@ -115,9 +117,11 @@ TEST(LlamaModel, ConfigRoundTripsThroughKeyValues) {
   EXPECT_EQ(back.norm_eps, c.norm_eps);
   EXPECT_EQ(llmcc::cli::model_config_from_kv(kv, "test").family, llmcc::cli::Family::Llama);
   kv.erase("model.n_kv_head");
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"f.bin", "model.n_kv_head"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); },
+                                        {"f.bin", "model.n_kv_head"}));
   kv["model.family"] = "gpt2";
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
+  EXPECT_TRUE(
+      llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
 }
 
 TEST(LlamaModel, InitialisationFollowsLlama2c) {
@@ -232,7 +236,7 @@ TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
     ASSERT_GT(max_ref, 1e-4) << w.params.name(i) << ": no signal reaches this parameter";
     for (const auto& [a, num] : pairs) {
       const double scale = std::max(max_ref, 1e-2);
-      EXPECT_NEAR(a, num, 2e-2 * scale) << w.params.name(i);
+      EXPECT_NEAR(a, num, 5e-3 * scale) << w.params.name(i);  // measured worst: 7.7e-4
       worst = std::max(worst, std::fabs(a - num) / scale);
       ++checked;
     }
@@ -267,7 +271,8 @@ TEST(LlamaModel, SamplerDrawsFromTheLastRow) {
     ASSERT_EQ(id, best);
     seq.push_back(id);
   }
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {40}, 1, cfg, rng); }, {"40", "[0, 37)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {40}, 1, cfg, rng); },
+                                        {"40", "[0, 37)"}));
 }
 
 }  // namespace

@@ -94,8 +94,8 @@ TEST(ModelFlags, ConflictsWithALoadedModelNameTheFlag) {
 }
 
 TEST(ModelFlags, LlamaPresetsAndOverrides) {
-  const auto c = parse_model({"--model", "llama-tiny", "--n-kv-head", "1", "--hidden-dim", "300", "--rope-theta",
-                              "500000", "--vocab-size", "50257", "--norm-eps", "1e-6"})
+  const auto c = parse_model({"--model", "llama-tiny", "--n-kv-head", "1", "--hidden-dim", "300",
+                              "--rope-theta", "500000", "--vocab-size", "50257", "--norm-eps", "1e-6"})
                      .config();
   EXPECT_EQ(c.family, llmcc::cli::Family::Llama);
   EXPECT_EQ(c.llama.n_layer, 4);  // the preset's
@@ -111,7 +111,8 @@ TEST(ModelFlags, LlamaPresetsAndOverrides) {
   EXPECT_TRUE(throws_error([] { parse_model({"--rope-theta", "1e4"}).config(); }, {"--rope-theta", "Llama"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-tiny", "--n-kv-head", "3"}).config(); },
                            {"n_kv_head (3)", "n_head (4)", "llama-tiny"}));
-  EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-99"}).config(); }, {"llama-99", "stories15m", "gpt2-tiny"}));
+  EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-99"}).config(); },
+                           {"llama-99", "stories15m", "gpt2-tiny"}));
 }
 
 TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
@@ -119,14 +120,17 @@ TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
   llama.n_kv_head = 1;
   const auto loaded = llmcc::cli::ModelConfig::of(llama);
   parse_model({"--model", "llama-tiny", "--n-kv-head", "1"}).check_matches(loaded, "c.bin", "where");
-  EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(loaded, "c.bin", "where"); },
-                           {"--model llama-tiny conflicts with c.bin", "n_kv_head 1"}));
-  EXPECT_TRUE(throws_error([&] { parse_model({"--rope-theta", "20"}).check_matches(loaded, "c.bin", "where"); },
-                           {"--rope-theta 20 conflicts", "rope_theta 10000"}));
+  EXPECT_TRUE(
+      throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(loaded, "c.bin", "where"); },
+                   {"--model llama-tiny conflicts with c.bin", "n_kv_head 1"}));
+  EXPECT_TRUE(
+      throws_error([&] { parse_model({"--rope-theta", "20"}).check_matches(loaded, "c.bin", "where"); },
+                   {"--rope-theta 20 conflicts", "rope_theta 10000"}));
   // Another family.
   const auto gpt2 = llmcc::cli::model_preset("gpt2-tiny");
-  EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(gpt2, "c.bin", "where"); },
-                           {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
+  EXPECT_TRUE(
+      throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(gpt2, "c.bin", "where"); },
+                   {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
   EXPECT_TRUE(throws_error([&] { parse_model({"--n-kv-head", "2"}).check_matches(gpt2, "c.bin", "where"); },
                            {"--n-kv-head conflicts with c.bin", "GPT-2 model (no n_kv_head)"}));
 }

@@ -15,8 +15,8 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/data_loader.h"
-#include "model_flags.h"
 #include "model_family.h"
+#include "model_flags.h"
 #include "train_options.h"
 #include "trainer.h"
 

@@ -21,8 +21,8 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/tokenizer.h"
-#include "nn/gpt2_generate.h"
 #include "model_family.h"
+#include "nn/gpt2_generate.h"
 #include "nn/gpt2_weights.h"
 
 namespace llmcc::cli {
@@ -103,9 +103,8 @@ int run_generate(int argc, char** argv) {
   const ModelConfig cfg = llama ? llama->config() : ModelConfig::of(gpt2->model.cfg);
   const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
   if (V > tok.vocab_size())
-    fail(kCmd, ckpt + ": the model has " + std::to_string(V) +
-                   " tokens, more than the tokenizer's " + std::to_string(tok.vocab_size()) +
-                   "; its output could not be decoded");
+    fail(kCmd, ckpt + ": the model has " + std::to_string(V) + " tokens, more than the tokenizer's " +
+                   std::to_string(tok.vocab_size()) + "; its output could not be decoded");
 
   nn::SamplingConfig sc;
   sc.temperature = temperature;
@@ -142,9 +141,9 @@ int run_generate(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_out("\n");
     if (limited && static_cast<int>(out.size()) == room)
-      std::fprintf(stderr,
-                   "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
-                   maxT);
+      std::fprintf(
+          stderr,
+          "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n", maxT);
     std::fprintf(stderr, "generated %zu tokens in %.3f s (%.1f tokens/s)\n", out.size(), seconds,
                  seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0);
     return 0;

@@ -32,7 +32,9 @@ ModelConfig ModelConfig::of(const nn::LlamaConfig& c) {
 const char* ModelConfig::family_name() const { return family == Family::Llama ? "llama" : "gpt2"; }
 const char* ModelConfig::display_name() const { return family == Family::Llama ? "Llama" : "GPT-2"; }
 int ModelConfig::vocab_size() const { return family == Family::Llama ? llama.vocab_size : gpt2.vocab_size; }
-int ModelConfig::max_seq_len() const { return family == Family::Llama ? llama.max_seq_len : gpt2.max_seq_len; }
+int ModelConfig::max_seq_len() const {
+  return family == Family::Llama ? llama.max_seq_len : gpt2.max_seq_len;
+}
 
 std::int64_t ModelConfig::parameter_count() const {
   return family == Family::Llama ? llama.parameter_count() : gpt2.parameter_count();
@@ -80,7 +82,8 @@ std::size_t ModelConfig::step_arena_bytes(int B, int T) const {
     // adgen's scratch arenas, reported separately). A quarter more for what this count misses.
     const nn::LlamaConfig& c = llama;
     const double C = c.n_embd, F = c.hidden_dim, KV = static_cast<double>(c.n_kv_head) * c.head_dim();
-    const double per_layer = BT * (6.0 * C + 3.0 * C + 3.0 * KV + 4.0 * F) + 4.0 * BT + 2.0 * B * c.n_head * T;
+    const double per_layer =
+        BT * (6.0 * C + 3.0 * C + 3.0 * KV + 4.0 * F) + 4.0 * BT + 2.0 * B * c.n_head * T;
     const double between_layers = 4.0 * BT * C;
     logits = BT * c.vocab_size;
     const double floats = c.n_layer * (per_layer + between_layers) + 4.0 * BT * C + 2.0 * logits;
@@ -118,8 +121,9 @@ std::string describe(const MemoryPlan& p) {
   else
     std::snprintf(count, sizeof count, "%.2fM", n / 1e6);
   return std::string(count) + " parameters: weights " + gib(p.params_bytes) + " + gradients " +
-         gib(p.grads_bytes) + " + AdamW " + gib(p.optimizer_bytes) + " + step arena <= " + gib(p.arena_bytes) +
-         " (B " + std::to_string(p.B) + " x T " + std::to_string(p.T) + ") = " + gib(p.total());
+         gib(p.grads_bytes) + " + AdamW " + gib(p.optimizer_bytes) +
+         " + step arena <= " + gib(p.arena_bytes) + " (B " + std::to_string(p.B) + " x T " +
+         std::to_string(p.T) + ") = " + gib(p.total());
 }
 
 ModelConfig model_config_from_kv(const KeyValues& kv, const std::string& where) {
@@ -162,7 +166,9 @@ struct Gpt2Traits {
   static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, float d, Grad* g) {
     nn::gpt2_loss_bwd(w.model, x, y, s, d, g);
   }
-  static float loss(const Weights& w, const Tokens& x, const Tokens& y) { return nn::gpt2_loss(w.model, x, y); }
+  static float loss(const Weights& w, const Tokens& x, const Tokens& y) {
+    return nn::gpt2_loss(w.model, x, y);
+  }
   static std::vector<std::int32_t> sample(const Weights& w, const std::vector<std::int32_t>& prompt, int n,
                                           const nn::SamplingConfig& cfg, Rng& rng,
                                           const std::function<void(std::int32_t)>& on_token) {
@@ -186,7 +192,9 @@ struct LlamaTraits {
   static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, float d, Grad* g) {
     nn::llama_loss_bwd(w.model, x, y, s, d, g);
   }
-  static float loss(const Weights& w, const Tokens& x, const Tokens& y) { return nn::llama_loss(w.model, x, y); }
+  static float loss(const Weights& w, const Tokens& x, const Tokens& y) {
+    return nn::llama_loss(w.model, x, y);
+  }
   static std::vector<std::int32_t> sample(const Weights& w, const std::vector<std::int32_t>& prompt, int n,
                                           const nn::SamplingConfig& cfg, Rng& rng,
                                           const std::function<void(std::int32_t)>& on_token) {
@@ -230,7 +238,8 @@ class FamilyModel final : public Model {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   config.validate();
-  if (config.family == Family::Llama) return std::make_unique<FamilyModel<LlamaTraits>>(LlamaTraits::make(config));
+  if (config.family == Family::Llama)
+    return std::make_unique<FamilyModel<LlamaTraits>>(LlamaTraits::make(config));
   return std::make_unique<FamilyModel<Gpt2Traits>>(Gpt2Traits::make(config));
 }
 
@@ -245,7 +254,8 @@ Family checkpoint_family(const std::string& path) {
     CheckpointReader reader(path);
     if (reader.has("config")) {
       const KeyValues kv = parse_key_values(reader.blob("config"), path + " [config]");
-      if (const auto it = kv.find("model.family"); it != kv.end() && it->second == "llama") return Family::Llama;
+      if (const auto it = kv.find("model.family"); it != kv.end() && it->second == "llama")
+        return Family::Llama;
     }
   }
   return Family::Gpt2;

@@ -14,9 +14,9 @@ namespace {
 struct Override {
   const char* flag;
   const char* field;
-  int ModelFlags::*value;
-  int nn::Gpt2Config::*gpt2;
-  int nn::LlamaConfig::*llama;
+  int ModelFlags::* value;
+  int nn::Gpt2Config::* gpt2;
+  int nn::LlamaConfig::* llama;
 };
 
 constexpr Override kOverrides[] = {
@@ -35,8 +35,8 @@ constexpr Override kOverrides[] = {
 struct FloatOverride {
   const char* flag;
   const char* field;
-  float ModelFlags::*value;
-  float nn::LlamaConfig::*llama;
+  float ModelFlags::* value;
+  float nn::LlamaConfig::* llama;
 };
 
 constexpr FloatOverride kFloatOverrides[] = {
@@ -132,21 +132,21 @@ void ModelFlags::check_matches(const ModelConfig& actual, const std::string& sou
     if (v == 0) continue;
     int have = 0;
     if (!field_of(o, actual, &have))
-      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " + actual.display_name() +
-                      " model (no " + o.field + ")" + hint);
+      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " +
+                      actual.display_name() + " model (no " + o.field + ")" + hint);
     if (v != have)
-      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source + ", which holds " +
-                      o.field + " " + std::to_string(have) + hint);
+      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source +
+                      ", which holds " + o.field + " " + std::to_string(have) + hint);
   }
   for (const FloatOverride& o : kFloatOverrides) {
     const float v = this->*o.value;
     if (v == 0.0f) continue;
     if (actual.family != Family::Llama)
-      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " + actual.display_name() +
-                      " model (no " + o.field + ")" + hint);
+      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " +
+                      actual.display_name() + " model (no " + o.field + ")" + hint);
     if (v != actual.llama.*o.llama)
-      fail(where, std::string(o.flag) + " " + text(v) + " conflicts with " + source + ", which holds " + o.field +
-                      " " + text(actual.llama.*o.llama) + hint);
+      fail(where, std::string(o.flag) + " " + text(v) + " conflicts with " + source + ", which holds " +
+                      o.field + " " + text(actual.llama.*o.llama) + hint);
   }
   if (model.empty()) return;
   // A preset names a whole shape: its family, and every field it sets that no override replaced,

@@ -234,7 +234,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.seq_len > 0, "--seq-len must be positive, got " + n(o.seq_len));
   need(o.seq_len <= config.max_seq_len(), "--seq-len " + n(o.seq_len) + " exceeds the model's max_seq_len " +
                                               n(config.max_seq_len()) +
-                                            " (raise --max-seq-len or lower --seq-len)");
+                                              " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
@@ -252,8 +252,9 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.sample_every >= 0, "--sample-every must be >= 0, got " + n(o.sample_every));
   need(o.sample_tokens > 0, "--sample-tokens must be positive, got " + n(o.sample_tokens));
   need(o.sample_temperature >= 0, "--sample-temperature must be >= 0, got " + n(o.sample_temperature));
-  need(o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size(),
-       "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size()) + "], got " + n(o.sample_top_k));
+  need(
+      o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size(),
+      "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size()) + "], got " + n(o.sample_top_k));
   need(o.ckpt_every >= 0, "--ckpt-every must be >= 0, got " + n(o.ckpt_every));
   need(o.keep_last > 0, "--keep-last must be positive, got " + n(o.keep_last));
   // The default --val-every is harmless without validation data; asking for it explicitly is not.
