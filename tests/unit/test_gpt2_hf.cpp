@@ -1,0 +1,367 @@
+// GPT-2 <-> Hugging Face GPT2LMHeadModel (model.safetensors + config.json): names and Conv1D
+// layouts element by element, export -> import bit-identical, the variants transformers writes
+// (GPT2Model names, mask buffers, a tied lm_head, BF16/F16 weights), load_gpt2's dispatch, the
+// `llmcc export --format safetensors` command, and an error for each kind of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "llmcc/train/safetensors.h"
+#include "nn/gpt2.h"
+#include "nn/gpt2_hf.h"
+#include "nn/gpt2_llmc.h"
+#include "nn/gpt2_weights.h"
+#include "nn/hf_files.h"
+#include "temp_dir.h"
+#include "test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llmcc::SafetensorsReader;
+using llmcc::TensorShape;
+using llmcc::nn::Gpt2Config;
+using llmcc::nn::Gpt2Weights;
+using llmcc::test::TempDir;
+using llmcc::test::throws_error;
+
+Gpt2Config small_config() {
+  Gpt2Config c;
+  c.vocab_size = 67;
+  c.padded_vocab_size = 128;
+  c.max_seq_len = 9;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  return c;
+}
+
+// Every element distinct (a misplaced one shows), padding rows zero.
+Gpt2Weights distinct_model(const Gpt2Config& c) {
+  Gpt2Weights w = llmcc::nn::make_gpt2(c);
+  float k = 0.0f;
+  w.model.for_each_parameter([&](const std::string& name, llmcc::Tensor& t) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      k += 1.0f;
+      const bool pad = name == "wte" && i >= std::int64_t{c.vocab_size} * c.n_embd;
+      t.f32()[i] = pad ? 0.0f : 1e-3f * k + 0.25f * std::sin(k);
+    }
+  });
+  return w;
+}
+
+// The parameter named `name` (llmcc's checkpoint names, e.g. "h.1.attn.c_attn.weight").
+const llmcc::Tensor& param(Gpt2Weights& w, const std::string& name) {
+  const llmcc::Tensor* found = nullptr;
+  w.model.for_each_parameter([&](const std::string& n, llmcc::Tensor& t) {
+    if (n == name) found = &t;
+  });
+  if (found == nullptr) throw std::runtime_error("no parameter " + name);
+  return *found;
+}
+
+bool same_params(Gpt2Weights& a, Gpt2Weights& b) {
+  std::vector<llmcc::Tensor*> ta, tb;
+  a.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
+  b.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
+  if (ta.size() != tb.size()) return false;
+  for (std::size_t i = 0; i < ta.size(); ++i) {
+    if (ta[i]->shape() != tb[i]->shape()) return false;
+    if (std::memcmp(ta[i]->f32(), tb[i]->f32(), static_cast<std::size_t>(ta[i]->numel()) * 4) != 0) return false;
+  }
+  return true;
+}
+
+// A tensor for a hand-built file: any dtype, raw little-endian bytes.
+struct RawTensor {
+  std::string name, dtype;
+  TensorShape shape;
+  std::string bytes;
+};
+
+void write_raw_safetensors(const std::string& path, const std::vector<RawTensor>& tensors) {
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+  std::string data;
+  for (const RawTensor& t : tensors) {
+    std::string shape;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    header += ",\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
+              std::to_string(data.size()) + "," + std::to_string(data.size() + t.bytes.size()) + "]}";
+    data += t.bytes;
+  }
+  header += "}";
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << data;
+}
+
+// The tensors of an exported file as raw F32 tensors, to rename, drop, convert or add to.
+std::vector<RawTensor> raw_tensors(const std::string& path) {
+  const SafetensorsReader r(path);
+  std::vector<RawTensor> out;
+  for (const auto& e : r.tensors()) {
+    const std::vector<float> v = r.read_f32(e.name);
+    out.push_back({e.name, "F32", e.shape, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
+  }
+  return out;
+}
+
+std::string file_text(const std::string& path) { return llmcc::test::slurp(path); }
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
+  TempDir dir;
+  const Gpt2Config c = small_config();
+  Gpt2Weights w = distinct_model(c);
+  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  const SafetensorsReader r(dir.file("hf/model.safetensors"));
+  ASSERT_EQ(r.metadata().size(), 1u);
+  EXPECT_EQ(r.metadata()[0], (std::pair<std::string, std::string>{"format", "pt"}));
+  EXPECT_EQ(r.tensors().size(), 2u + 12u * c.n_layer + 2u);
+  EXPECT_FALSE(r.has("lm_head.weight"));  // tied: transformers re-ties it on load
+  const std::int64_t V = c.vocab_size, C = c.n_embd;
+
+  TensorShape shape;
+  const std::vector<float> wte = r.read_f32("transformer.wte.weight", &shape);
+  EXPECT_EQ(shape, (TensorShape{V, C}));
+  EXPECT_EQ(0, std::memcmp(wte.data(), w.model.wte.f32(), wte.size() * 4));
+  const std::vector<float> wpe = r.read_f32("transformer.wpe.weight", &shape);
+  EXPECT_EQ(shape, (TensorShape{c.max_seq_len, C}));
+  EXPECT_EQ(0, std::memcmp(wpe.data(), w.model.wpe.f32(), wpe.size() * 4));
+
+  // Conv1D weights are (in, out): element [i][o] is our [o][i].
+  struct Conv {
+    const char* name;
+    const llmcc::Tensor* ours;
+  };
+  for (const Conv& conv : {Conv{"transformer.h.1.attn.c_attn.weight", &param(w, "h.1.attn.c_attn.weight")},
+                           Conv{"transformer.h.1.attn.c_proj.weight", &param(w, "h.1.attn.c_proj.weight")},
+                           Conv{"transformer.h.1.mlp.c_fc.weight", &param(w, "h.1.mlp.c_fc.weight")},
+                           Conv{"transformer.h.1.mlp.c_proj.weight", &param(w, "h.1.mlp.c_proj.weight")}}) {
+    SCOPED_TRACE(conv.name);
+    const std::vector<float> v = r.read_f32(conv.name, &shape);
+    const std::int64_t out = conv.ours->shape()[0], in = conv.ours->shape()[1];
+    ASSERT_EQ(shape, (TensorShape{in, out}));
+    for (std::int64_t i = 0; i < in; ++i) {
+      for (std::int64_t o = 0; o < out; ++o) ASSERT_EQ(v[i * out + o], conv.ours->f32()[o * in + i]) << i << "," << o;
+    }
+  }
+  EXPECT_EQ(r.read_f32("transformer.h.1.attn.c_attn.bias", &shape).size(), 3u * C);
+  EXPECT_EQ(r.read_f32("transformer.h.0.ln_2.bias")[3], param(w, "h.0.ln_2.bias").f32()[3]);
+  EXPECT_EQ(r.read_f32("transformer.ln_f.weight")[5], param(w, "ln_f.weight").f32()[5]);
+
+  const Gpt2Config back = llmcc::nn::gpt2_config_from_hf(dir.file("hf/config.json"));
+  EXPECT_EQ(back.str(), c.str());
+  const std::string json = file_text(dir.file("hf/config.json"));
+  for (const char* key : {"\"architectures\": [\"GPT2LMHeadModel\"]", "\"model_type\": \"gpt2\"", "\"n_positions\": 9",
+                          "\"layer_norm_epsilon\": 1e-05", "\"activation_function\": \"gelu_new\"",
+                          "\"tie_word_embeddings\": true"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in\n" << json;
+  }
+}
+
+TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
+  TempDir dir;
+  Gpt2Weights w = distinct_model(small_config());
+  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  for (const std::string& path : {dir.file("hf"), dir.file("hf/model.safetensors")}) {
+    SCOPED_TRACE(path);
+    Gpt2Weights back = llmcc::nn::load_gpt2_hf(path);
+    EXPECT_EQ(back.model.cfg.str(), w.model.cfg.str());
+    EXPECT_TRUE(same_params(back, w));
+    Gpt2Weights via = llmcc::nn::load_gpt2(path);  // the loader every command uses
+    EXPECT_TRUE(same_params(via, w));
+  }
+  // GPT-2's own sizes: 50257 real rows, 50304 in llmcc; the pad rows come back zero.
+  Gpt2Config c = small_config();
+  c.vocab_size = 50257;
+  c.padded_vocab_size = 50304;
+  Gpt2Weights big = distinct_model(c);
+  llmcc::nn::save_gpt2_hf(big.model, dir.file("hf50257"));
+  EXPECT_EQ(SafetensorsReader(dir.file("hf50257/model.safetensors")).find("transformer.wte.weight")->shape,
+            (TensorShape{50257, 8}));
+  Gpt2Weights big_back = llmcc::nn::load_gpt2(dir.file("hf50257"));
+  EXPECT_EQ(big_back.model.cfg.padded_vocab_size, 50304);
+  EXPECT_TRUE(same_params(big_back, big));
+  EXPECT_NE(file_text(dir.file("hf50257/config.json")).find("\"eos_token_id\": 50256"), std::string::npos);
+}
+
+TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
+  TempDir dir;
+  const Gpt2Config c = small_config();
+  Gpt2Weights w = distinct_model(c);
+  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
+
+  // The original openai-community/gpt2 file: GPT2Model names, mask buffers, lm_head = wte.
+  fs::create_directories(dir.file("old"));
+  fs::copy_file(dir.file("hf/config.json"), dir.file("old/config.json"));
+  std::vector<RawTensor> old;
+  for (RawTensor t : tensors) {
+    t.name = t.name.substr(std::string("transformer.").size());
+    old.push_back(t);
+    if (t.name == "wte.weight") old.push_back({"lm_head.weight", "F32", t.shape, t.bytes});
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    old.push_back({"h." + std::to_string(l) + ".attn.bias", "F32", {1, 1, 9, 9}, std::string(81 * 4, '\0')});
+    old.push_back({"h." + std::to_string(l) + ".attn.masked_bias", "F32", {}, std::string(4, '\0')});
+  }
+  write_raw_safetensors(dir.file("old/model.safetensors"), old);
+  Gpt2Weights back = llmcc::nn::load_gpt2(dir.file("old"));
+  EXPECT_TRUE(same_params(back, w));
+
+  // BF16 and F16 weights load as the fp32 values they hold.
+  for (const char* dtype : {"BF16", "F16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string sub = dir.file(std::string("half_") + dtype);
+    fs::create_directories(sub);
+    fs::copy_file(dir.file("hf/config.json"), sub + "/config.json");
+    std::vector<RawTensor> half;
+    for (RawTensor t : tensors) {
+      std::string bytes;
+      for (std::size_t i = 0; i < t.bytes.size(); i += 4) {
+        float x;
+        std::memcpy(&x, t.bytes.data() + i, 4);
+        std::uint16_t h;
+        if (dtype == std::string("BF16")) {
+          h = llmcc::nn::f32_to_bf16(x);
+        } else {
+          const _Float16 f = static_cast<_Float16>(x);
+          std::memcpy(&h, &f, 2);
+        }
+        bytes.append(reinterpret_cast<const char*>(&h), 2);
+      }
+      half.push_back({t.name, dtype, t.shape, bytes});
+    }
+    write_raw_safetensors(sub + "/model.safetensors", half);
+    Gpt2Weights hb = llmcc::nn::load_gpt2(sub);
+    std::size_t checked = 0;
+    for (std::size_t k = 0; k < 3; ++k) {  // wte, wpe, and a Conv1D weight (transposed)
+      const char* name = k == 0 ? "wte" : k == 1 ? "wpe" : "h.0.attn.c_attn.weight";
+      const llmcc::Tensor& ours = param(w, name);
+      const llmcc::Tensor& got = param(hb, name);
+      const std::int64_t n = k == 0 ? std::int64_t{c.vocab_size} * c.n_embd : ours.numel();
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float x = ours.f32()[i];
+        const float want = dtype == std::string("BF16") ? llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(x))
+                                                        : static_cast<float>(static_cast<_Float16>(x));
+        ASSERT_EQ(got.f32()[i], want) << "tensor " << k << " element " << i;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 500u);
+  }
+}
+
+TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
+  TempDir dir;
+  const Gpt2Config c = small_config();
+  Gpt2Weights w = distinct_model(c);
+  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
+  const std::string config = file_text(dir.file("hf/config.json"));
+
+  // A variant directory: the exported config (possibly edited) and tensors (possibly edited).
+  auto variant = [&](const std::string& name, std::vector<RawTensor> ts, const std::string& cfg) {
+    const std::string sub = dir.file(name);
+    fs::create_directories(sub);
+    write_text(sub + "/config.json", cfg);
+    write_raw_safetensors(sub + "/model.safetensors", ts);
+    return sub;
+  };
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    const std::size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+
+  std::vector<RawTensor> missing = tensors;
+  missing.erase(missing.begin() + 5);
+  const std::string missing_name = tensors[5].name;
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("missing", missing, config)); },
+                           {"[safetensors]", "model.safetensors", ("no tensor '" + missing_name + "'").c_str()}));
+
+  std::vector<RawTensor> extra = tensors;
+  extra.push_back({"transformer.h.7.attn.c_attn.weight", "F32", {1}, std::string(4, '\0')});
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("extra", extra, config)); },
+                           {"[gpt2_hf]", "unexpected tensor 'transformer.h.7.attn.c_attn.weight'"}));
+
+  std::vector<RawTensor> ints = tensors;
+  for (RawTensor& t : ints) {
+    if (t.name == "transformer.wpe.weight") t.dtype = "I32";
+  }
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("ints", ints, config)); },
+                           {"tensor 'transformer.wpe.weight'", "dtype I32, expected F32, BF16 or F16"}));
+
+  // Our own (3C, C) layout instead of Conv1D's (C, 3C): a shape error, not silent garbage.
+  std::vector<RawTensor> untransposed = tensors;
+  for (RawTensor& t : untransposed) {
+    if (t.name == "transformer.h.0.attn.c_attn.weight") t.shape = {24, 8};
+  }
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("layout", untransposed, config)); },
+                           {"tensor 'transformer.h.0.attn.c_attn.weight'", "shape (24, 8), expected (8, 24)"}));
+
+  std::vector<RawTensor> untied = tensors;
+  untied.push_back({"lm_head.weight", "F32", {67, 8}, std::string(67 * 8 * 4, '\0')});
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("untied", untied, config)); },
+                           {"lm_head.weight differs from transformer.wte.weight", "ties them"}));
+
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace(config, "\"n_embd\": 8", "\"n_embd\": 16"))); },
+                           {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("relu", tensors, replace(config, "gelu_new", "relu"))); },
+                           {"config.json", "activation_function is 'relu'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("eps", tensors, replace(config, "1e-05", "1e-06"))); },
+                           {"layer_norm_epsilon is 1e-06"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace(config, "\"n_head\": 2,", ""))); },
+                           {"config.json", "n_head is missing"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace(config, "\"gpt2\"", "\"llama\""))); },
+                           {"model_type is 'llama', expected 'gpt2'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
+                           {"config.json:1:14", "expected"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace(config, "\"n_head\": 2", "\"n_head\": 3"))); },
+                           {"config.json", "cannot build"}));
+
+  const std::string no_config = dir.file("noconfig");
+  fs::create_directories(no_config);
+  fs::copy_file(dir.file("hf/model.safetensors"), no_config + "/model.safetensors");
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(no_config); }, {"no config.json beside it"}));
+  const std::string empty = dir.file("empty");
+  fs::create_directories(empty);
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2_hf(empty); }, {"no model.safetensors in this directory"}));
+}
+
+TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
+  TempDir dir;
+  Gpt2Weights w = distinct_model(small_config());
+  llmcc::nn::save_gpt2_llmc(w.model, dir.file("model.bin"));
+
+  auto r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out",
+                                        dir.file("hf")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
+  Gpt2Weights exported = llmcc::nn::load_gpt2(dir.file("hf"));
+  EXPECT_TRUE(same_params(exported, w));
+
+  // Hugging Face directory in, llm.c file out: the same bytes as the original.
+  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("back.bin")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(file_text(dir.file("back.bin")), file_text(dir.file("model.bin")));
+
+  // An existing file where the directory should go.
+  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out",
+                                   dir.file("model.bin")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("a directory"), std::string::npos) << r.err;
+}
+
+}  // namespace
