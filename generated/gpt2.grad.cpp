@@ -26,67 +26,55 @@ void Gpt2Linear_forward_bwd(const llmcc::nn::Gpt2Linear& self, const llmcc::Tens
 
 llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::nn::Gpt2Attention& self,
                                         const llmcc::Tensor& x, Gpt2Attention_forward_Saved& _s) {
-  _s.t0 = Gpt2Linear_forward_fwd(self.q, x, _s.q);
-  _s.t1 = Gpt2Linear_forward_fwd(self.k, x, _s.k);
-  _s.t2 = Gpt2Linear_forward_fwd(self.v, x, _s.v);
-  _s.t3 = llmcc::attention_fwd(_s.t0, _s.t1, _s.t2, self.n_head, self.n_head, _s.attention_3);
-  llmcc::Tensor y = _s.t3;
-  _s.y_4 = y;
-  _s.t4 = Gpt2Linear_forward_fwd(self.c_proj, _s.y_4, _s.c_proj);
-  return _s.t4;
+  _s.t0 = Gpt2Linear_forward_fwd(self.c_attn, x, _s.c_attn);
+  llmcc::Tensor qkv = _s.t0;
+  _s.qkv_1 = qkv;
+  _s.t1 = llmcc::attention_qkv_fwd(_s.qkv_1, self.n_head, self.n_head, _s.attention_qkv_1);
+  llmcc::Tensor y = _s.t1;
+  _s.y_2 = y;
+  _s.t2 = Gpt2Linear_forward_fwd(self.c_proj, _s.y_2, _s.c_proj);
+  return _s.t2;
 }
 
 void Gpt2Attention_forward_bwd(const llmcc::nn::Gpt2Attention& self, const llmcc::Tensor& x,
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
                                Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x) {
-  llmcc::Tensor _d_t0;  // adjoint of t0
-  llmcc::Tensor _d_t1;  // adjoint of t1
-  llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::Tensor _d_t3;  // adjoint of t3
-  llmcc::Tensor _d_t4;  // adjoint of t4
-  llmcc::Tensor _d_y;   // adjoint of y
-  llmcc::adgen::accumulate(_d_t4, d_out);
-  if (_d_t4.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_4);
+  llmcc::Tensor _d_qkv;  // adjoint of qkv
+  llmcc::Tensor _d_t0;   // adjoint of t0
+  llmcc::Tensor _d_t1;   // adjoint of t1
+  llmcc::Tensor _d_t2;   // adjoint of t2
+  llmcc::Tensor _d_y;    // adjoint of y
+  llmcc::adgen::accumulate(_d_t2, d_out);
+  if (_d_t2.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_2);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_proj, _s.y_4, _s.c_proj, _d_t4,
+      Gpt2Linear_forward_bwd(self.c_proj, _s.y_2, _s.c_proj, _d_t2,
                              (d_self ? &d_self->c_proj : nullptr), _a0);
     }
-    _d_t4 = llmcc::Tensor();
+    _d_t2 = llmcc::Tensor();
   }
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t3, _g);
-  }
-  if (_d_t3.defined()) {
-    llmcc::attention_pullback(_s.t0, _s.t1, _s.t2, self.n_head, self.n_head, _s.t3, _s.attention_3,
-                              _d_t3, llmcc::adgen::acc(&_d_t0, _s.t0),
-                              llmcc::adgen::acc(&_d_t1, _s.t1), llmcc::adgen::acc(&_d_t2, _s.t2));
-    _d_t3 = llmcc::Tensor();
-  }
-  if (_d_t2.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-    {
-      llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.v, x, _s.v, _d_t2, (d_self ? &d_self->v : nullptr), _a0);
-    }
-    _d_t2 = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
   }
   if (_d_t1.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-    {
-      llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.k, x, _s.k, _d_t1, (d_self ? &d_self->k : nullptr), _a0);
-    }
+    llmcc::attention_qkv_pullback(_s.qkv_1, self.n_head, self.n_head, _s.t1, _s.attention_qkv_1,
+                                  _d_t1, llmcc::adgen::acc(&_d_qkv, _s.qkv_1));
     _d_t1 = llmcc::Tensor();
+  }
+  if (_d_qkv.defined()) {
+    const llmcc::Tensor _g = _d_qkv;
+    _d_qkv = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.q, x, _s.q, _d_t0, (d_self ? &d_self->q : nullptr), _a0);
+      Gpt2Linear_forward_bwd(self.c_attn, x, _s.c_attn, _d_t0, (d_self ? &d_self->c_attn : nullptr),
+                             _a0);
     }
     _d_t0 = llmcc::Tensor();
   }

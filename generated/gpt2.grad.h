@@ -55,24 +55,18 @@ struct Gpt2Linear_Grad {
 
 // Gradient mirror of llmcc::nn::Gpt2Attention: one adjoint per parameter, accumulated (+=).
 struct Gpt2Attention_Grad {
-  Gpt2Linear_Grad q;
-  Gpt2Linear_Grad k;
-  Gpt2Linear_Grad v;
+  Gpt2Linear_Grad c_attn;
   Gpt2Linear_Grad c_proj;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2Attention& m) {
-    q.shape_like(m.q);
-    k.shape_like(m.k);
-    v.shape_like(m.v);
+    c_attn.shape_like(m.c_attn);
     c_proj.shape_like(m.c_proj);
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Attention& m, const std::string& prefix, F&& f) {
-    q.for_each_pair(m.q, prefix + "q.", f);
-    k.for_each_pair(m.k, prefix + "k.", f);
-    v.for_each_pair(m.v, prefix + "v.", f);
+    c_attn.for_each_pair(m.c_attn, prefix + "c_attn.", f);
     c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
   }
 };
@@ -163,29 +157,23 @@ void Gpt2Linear_forward_bwd(const llmcc::nn::Gpt2Linear& self, const llmcc::Tens
 // Gpt2Attention_forward: what the backward of llmcc::nn::Gpt2Attention::forward (gpt2.h:42) reads.
 struct Gpt2Attention_forward_Saved {
   llmcc::Tensor t0;
-  Gpt2Linear_forward_Saved q;
+  Gpt2Linear_forward_Saved c_attn;
+  llmcc::Tensor qkv_1;
   llmcc::Tensor t1;
-  Gpt2Linear_forward_Saved k;
+  llmcc::AttentionSaved attention_qkv_1;
+  llmcc::Tensor y_2;
   llmcc::Tensor t2;
-  Gpt2Linear_forward_Saved v;
-  llmcc::Tensor t3;
-  llmcc::AttentionSaved attention_3;
-  llmcc::Tensor y_4;
-  llmcc::Tensor t4;
   Gpt2Linear_forward_Saved c_proj;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
-    q.visit(f);
+    c_attn.visit(f);
+    f(qkv_1);
     f(t1);
-    k.visit(f);
+    f(attention_qkv_1.lse);
+    f(y_2);
     f(t2);
-    v.visit(f);
-    f(t3);
-    f(attention_3.lse);
-    f(y_4);
-    f(t4);
     c_proj.visit(f);
   }
 };
@@ -213,7 +201,7 @@ void Gpt2LayerNorm_forward_bwd(const llmcc::nn::Gpt2LayerNorm& self, const llmcc
                                const Gpt2LayerNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                                Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x);
 
-// Gpt2Mlp_forward: what the backward of llmcc::nn::Gpt2Mlp::forward (gpt2.h:51) reads.
+// Gpt2Mlp_forward: what the backward of llmcc::nn::Gpt2Mlp::forward (gpt2.h:53) reads.
 struct Gpt2Mlp_forward_Saved {
   llmcc::Tensor t0;
   Gpt2Linear_forward_Saved c_fc;
@@ -236,7 +224,7 @@ void Gpt2Mlp_forward_bwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
                          const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
                          Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x);
 
-// Gpt2Block_forward: what the backward of llmcc::nn::Gpt2Block::forward (gpt2.h:59) reads.
+// Gpt2Block_forward: what the backward of llmcc::nn::Gpt2Block::forward (gpt2.h:61) reads.
 struct Gpt2Block_forward_Saved {
   llmcc::Tensor t0;
   Gpt2LayerNorm_forward_Saved ln_1;
@@ -273,7 +261,7 @@ void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
                            Gpt2Block_Grad* d_self, llmcc::Tensor* d_x);
 
-// Gpt2_forward: what the backward of llmcc::nn::Gpt2::forward (gpt2.h:107) reads.
+// Gpt2_forward: what the backward of llmcc::nn::Gpt2::forward (gpt2.h:105) reads.
 struct Gpt2_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -309,7 +297,7 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens&
 void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self);
 
-// gpt2_loss: what the backward of llmcc::nn::gpt2_loss (gpt2.h:116) reads.
+// gpt2_loss: what the backward of llmcc::nn::gpt2_loss (gpt2.h:114) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;

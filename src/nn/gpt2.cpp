@@ -33,9 +33,7 @@ Gpt2::Gpt2(const Gpt2Config& config) : cfg(config) {
   for (Gpt2Block& b : h) {
     b.ln_1 = layernorm_shape(C);
     b.attn.n_head = cfg.n_head;
-    b.attn.q = linear_shape(C, C);
-    b.attn.k = linear_shape(C, C);
-    b.attn.v = linear_shape(C, C);
+    b.attn.c_attn = linear_shape(3 * C, C);
     b.attn.c_proj = linear_shape(C, C);
     b.ln_2 = layernorm_shape(C);
     b.mlp.c_fc = linear_shape(4 * C, C);

@@ -9,7 +9,7 @@ namespace llmcc::nn {
 std::int64_t Gpt2Config::parameter_count() const {
   const std::int64_t C = n_embd, L = n_layer;
   const std::int64_t per_layer = 2 * C           // ln_1
-                                 + 3 * (C * C + C)  // q, k, v
+                                 + 3 * (C * C + C)  // c_attn (q, k, v)
                                  + C * C + C        // attention projection
                                  + 2 * C            // ln_2
                                  + 4 * C * C + 4 * C  // mlp c_fc

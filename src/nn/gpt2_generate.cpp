@@ -28,12 +28,21 @@ std::size_t arena_bytes(std::int64_t n) {
   return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
 }
 
-// One block's temporaries for T rows, allocation by allocation as block_forward makes them:
-// ln_1, q, k, v, attention, c_proj, +, ln_2, c_fc, gelu, c_proj, + (and the scores of the
-// single-query attention when decoding).
+// One block's temporaries for T rows, allocation by allocation as run_prompt and decode_one
+// make them: ln_1, c_attn (3C wide), attention, c_proj, +, ln_2, c_fc, gelu, c_proj, + (and the
+// scores of the single-query attention when decoding).
 std::size_t block_scratch_bytes(std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t maxT) {
-  const std::size_t row = arena_bytes(T * C), wide = arena_bytes(T * 4 * C);
-  return 10 * row + 2 * wide + arena_bytes(NH * maxT);
+  const std::size_t row = arena_bytes(T * C), qkv = arena_bytes(T * 3 * C), wide = arena_bytes(T * 4 * C);
+  return 7 * row + qkv + 2 * wide + arena_bytes(NH * maxT);
+}
+
+// Copies the k and v parts of T packed rows [q | k | v] ((T, 3C)) into rows 0..T-1 of one layer's
+// caches ((maxT, C) each).
+void cache_kv(float* k_cache, float* v_cache, const float* qkv, std::int64_t T, std::int64_t C) {
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::memcpy(k_cache + t * C, qkv + t * 3 * C + C, static_cast<std::size_t>(C) * sizeof(float));
+    std::memcpy(v_cache + t * C, qkv + t * 3 * C + 2 * C, static_cast<std::size_t>(C) * sizeof(float));
+  }
 }
 
 }  // namespace
@@ -188,10 +197,9 @@ Tensor Gpt2Generator::run_prompt(std::span<const std::int32_t> tokens, bool want
     const Gpt2Block& b = m_.h[l];
     const Tensor x(residual_.f32(), {1, T, C_});                                             // (1, T, C)
     const Tensor a = b.ln_1.forward(x);                                                      // (1, T, C)
-    const Tensor q = b.attn.q.forward(a), k = b.attn.k.forward(a), v = b.attn.v.forward(a);  // (1, T, C)
-    std::memcpy(k_cache_.f32() + l * layer, k.f32(), k.nbytes());
-    std::memcpy(v_cache_.f32() + l * layer, v.f32(), v.nbytes());
-    const Tensor h = x + b.attn.c_proj.forward(attention(q, k, v, NH_, NH_));  // (1, T, C)
+    const Tensor qkv = b.attn.c_attn.forward(a);                                             // (1, T, 3C)
+    cache_kv(k_cache_.f32() + l * layer, v_cache_.f32() + l * layer, qkv.f32(), T, C_);
+    const Tensor h = x + b.attn.c_proj.forward(attention_qkv(qkv, NH_, NH_));  // (1, T, C)
     const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));                   // (1, T, C)
     std::memcpy(residual_.f32(), out.f32(), out.nbytes());
   }
@@ -218,14 +226,13 @@ Tensor Gpt2Generator::decode_one(std::int32_t token) {
     const Gpt2Block& b = m_.h[l];
     const Tensor x(x0, {1, 1, C_});                                                          // (1, 1, C)
     const Tensor a = b.ln_1.forward(x);                                                      // (1, 1, C)
-    const Tensor q = b.attn.q.forward(a), k = b.attn.k.forward(a), v = b.attn.v.forward(a);  // (1, 1, C)
-    float* kc = k_cache_.f32() + l * layer;                                                  // (maxT, C)
-    float* vc = v_cache_.f32() + l * layer;                                                  // (maxT, C)
-    std::memcpy(kc + std::int64_t{pos} * C_, k.f32(), k.nbytes());
-    std::memcpy(vc + std::int64_t{pos} * C_, v.f32(), v.nbytes());
+    const Tensor qkv = b.attn.c_attn.forward(a);  // (1, 1, 3C): q, k, v of the new position, one GEMV
+    float* kc = k_cache_.f32() + l * layer;       // (maxT, C)
+    float* vc = v_cache_.f32() + l * layer;       // (maxT, C)
+    cache_kv(kc + std::int64_t{pos} * C_, vc + std::int64_t{pos} * C_, qkv.f32(), 1, C_);
     const Tensor y = new_tensor({1, 1, C_}, "kv attention");           // (1, 1, C)
     const Tensor scores = new_tensor({NH_, pos + 1}, "kv attention");  // (NH, pos + 1)
-    attention_single_query(y.f32(), q.f32(), kc, vc, pos + 1, NH_, HS, C_, scores.f32());
+    attention_single_query(y.f32(), qkv.f32(), kc, vc, pos + 1, NH_, HS, C_, scores.f32());  // q: qkv's first C
     const Tensor h = x + b.attn.c_proj.forward(y);            // (1, 1, C)
     const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));  // (1, 1, C)
     std::memcpy(x0, out.f32(), out.nbytes());

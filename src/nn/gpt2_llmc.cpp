@@ -38,16 +38,8 @@ std::vector<Segment> llmc_order(const Gpt2& m, std::int64_t wte_rows) {
   add(m.wpe);                                                          // (maxT, C)
   each_layer([&](const Gpt2Block& b) { add(b.ln_1.w); });              // ln1w (L, C)
   each_layer([&](const Gpt2Block& b) { add(b.ln_1.b); });              // ln1b (L, C)
-  each_layer([&](const Gpt2Block& b) {                                 // qkvw (L, 3C, C)
-    add(b.attn.q.w);
-    add(b.attn.k.w);
-    add(b.attn.v.w);
-  });
-  each_layer([&](const Gpt2Block& b) {                                 // qkvb (L, 3C)
-    add(b.attn.q.b);
-    add(b.attn.k.b);
-    add(b.attn.v.b);
-  });
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.w); });       // qkvw (L, 3C, C)
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.b); });       // qkvb (L, 3C)
   each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.w); });       // attprojw (L, C, C)
   each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.b); });       // attprojb (L, C)
   each_layer([&](const Gpt2Block& b) { add(b.ln_2.w); });              // ln2w (L, C)

@@ -9,8 +9,8 @@
 //     wte (Vp, C)  wpe (maxT, C)  ln1w (L, C)  ln1b (L, C)  qkvw (L, 3C, C)  qkvb (L, 3C)
 //     attprojw (L, C, C)  attprojb (L, C)  ln2w (L, C)  ln2b (L, C)  fcw (L, 4C, C)  fcb (L, 4C)
 //     fcprojw (L, C, 4C)  fcprojb (L, C)  lnfw (C)  lnfb (C)
-// and nothing after them. Our Gpt2 splits c_attn into q, k, v: rows [0, C), [C, 2C), [2C, 3C) of
-// each layer's qkvw (and qkvb) are q, k and v.
+// and nothing after them. Each layer's slice of qkvw (3C, C) and qkvb (3C) is our
+// h.N.attn.c_attn weight and bias as they are (rows [0, C) q, [C, 2C) k, [2C, 3C) v).
 //
 // Import converts bf16 to fp32 exactly. A file whose Vp equals V (no padding, e.g. written by
 // an older exporter) is padded on import to padded_vocab(V) rows, the new rows zero. Export

@@ -392,9 +392,20 @@ std::vector<const TensorEntry*> match_tensors(const std::string& path, const std
   for (std::size_t i = 0; i < into.count(); ++i) {
     const auto it = by_name.find(into.name(i));
     if (it == by_name.end()) {
+      // Name a checkpoint tensor the model lacks too: a renamed or re-laid-out tensor (say
+      // h.0.attn.q.weight where the model has h.0.attn.c_attn.weight) then shows at a glance.
+      std::string extra;
+      for (const TensorEntry& t : s.tensors) {
+        bool known = false;
+        for (std::size_t j = 0; j < into.count() && !known; ++j) known = into.name(j) == t.name;
+        if (!known) {
+          extra = "; it has " + t.name + ", which the model has not";
+          break;
+        }
+      }
       fail(kWhere, path + ": " + into.name(i) + " of the model is not in the checkpoint's '" +
-                       section + "' (" + std::to_string(s.tensors.size()) +
-                       " tensors); was it saved from another model?");
+                       section + "' (" + std::to_string(s.tensors.size()) + " tensors" + extra +
+                       "); was it saved from another model or an older llmcc?");
     }
     if (it->second->shape != into.shape(i)) {
       fail(kWhere, path + ": " + into.name(i) + " has shape " + it->second->shape.str() +

@@ -122,6 +122,14 @@ TEST(Checkpoint, AnotherLayoutNamesTheTensorAndChangesNothing) {
   ParameterStore bigger(more);
   EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).read_tensors("params", bigger); },
                                  {"h.1.ln_1.bias of the model is not in the checkpoint"}));
+  // A tensor stored under another name: both names in the message.
+  std::vector<ParameterInfo> renamed = layout(8);
+  renamed[2].name = "h.0.attn.qkv.weight";
+  ParameterStore renamed_store(renamed);
+  EXPECT_TRUE(test::throws_error(
+      [&] { CheckpointReader(p).read_tensors("params", renamed_store); },
+      {"h.0.attn.qkv.weight of the model is not in the checkpoint",
+       "it has h.0.attn.c_attn.weight, which the model has not"}));
   EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).blob("nope"); },
                                  {"no section 'nope'", "params, adamw.m"}));
 }

@@ -265,14 +265,19 @@ TEST(Gpt2Sampler, TiesAndGreedyPickTheLowestIdAndTopKKeepsExactlyK) {
 }
 
 TEST(Gpt2Generate, NeverProducesPaddedIds) {
-  // Padded rows of wte made huge: their logits dwarf the real ones, yet are never chosen.
+  // Padded rows of wte made huge: their logits dwarf the real ones, yet are never chosen. Each
+  // padded row is 20 times the row of the most likely real token after the prompt (the padded
+  // rows are never embedded, so the prompt's hidden state and that token do not change), so
+  // its logit is 20 times the largest real one whatever the sign of the hidden state.
   auto w = small_model(10);
   const auto& cfg = w.model.cfg;
+  const int best = argmax(full_forward_last(w.model, {1, 2}), cfg.vocab_size);
   float* wte = w.model.wte.f32();
-  for (std::int64_t i = std::int64_t{cfg.vocab_size} * cfg.n_embd; i < w.model.wte.numel(); ++i)
-    wte[i] = 50.0f;
+  for (std::int64_t r = cfg.vocab_size; r < cfg.padded_vocab_size; ++r)
+    for (std::int64_t c = 0; c < cfg.n_embd; ++c) wte[r * cfg.n_embd + c] = 20.0f * wte[best * cfg.n_embd + c];
   Gpt2Generator gen(w.model, ContextFull::Slide);
   const Tensor logits = gen.prefill(std::vector<std::int32_t>{1, 2});
+  ASSERT_GT(logits.f32()[best], 0.0f) << "the construction needs a positive largest logit";
   const float* l = logits.f32();
   EXPECT_GT(*std::max_element(l + cfg.vocab_size, l + cfg.padded_vocab_size),
             *std::max_element(l, l + cfg.vocab_size));
@@ -375,7 +380,7 @@ long op_allocations_per_step(const llmcc::nn::Gpt2& m) {
   const long before = g_allocations.load();
   for (const llmcc::nn::Gpt2Block& b : m.h) {
     const Tensor a = b.ln_1.forward(x);
-    (void)b.attn.q.forward(a), (void)b.attn.k.forward(a), (void)b.attn.v.forward(a);
+    (void)b.attn.c_attn.forward(a);
     const Tensor h = x + b.attn.c_proj.forward(a);
     (void)(h + b.mlp.forward(b.ln_2.forward(h)));
   }

@@ -109,18 +109,10 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
       {"wpe", maxT * C, [&](auto, auto e) { return m.wpe.f32()[e]; }},
       {"ln1w", C, [&](auto l, auto e) { return layer(l).ln_1.w.f32()[e]; }},
       {"ln1b", C, [&](auto l, auto e) { return layer(l).ln_1.b.f32()[e]; }},
-      {"qkvw", 3 * C * C,
-       [&](auto l, auto e) {
-         const auto& a = layer(l).attn;
-         const std::int64_t row = e / C, col = e % C;
-         const llmcc::Tensor& t = row < C ? a.q.w : row < 2 * C ? a.k.w : a.v.w;
-         return t.f32()[(row % C) * C + col];
-       }},
-      {"qkvb", 3 * C,
-       [&](auto l, auto e) {
-         const auto& a = layer(l).attn;
-         return (e < C ? a.q.b : e < 2 * C ? a.k.b : a.v.b).f32()[e % C];
-       }},
+      // c_attn (3C, C) is qkvw's slice as it is: rows q, k, v in both (the row order the
+      // attention op reads is checked against PyTorch by tests/model/test_gpt2_parity.cpp).
+      {"qkvw", 3 * C * C, [&](auto l, auto e) { return layer(l).attn.c_attn.w.f32()[e]; }},
+      {"qkvb", 3 * C, [&](auto l, auto e) { return layer(l).attn.c_attn.b.f32()[e]; }},
       {"attprojw", C * C, [&](auto l, auto e) { return layer(l).attn.c_proj.w.f32()[e]; }},
       {"attprojb", C, [&](auto l, auto e) { return layer(l).attn.c_proj.b.f32()[e]; }},
       {"ln2w", C, [&](auto l, auto e) { return layer(l).ln_2.w.f32()[e]; }},
@@ -263,6 +255,35 @@ TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   // Too short to tell: the checkpoint reader's error.
   write_bytes(dir.file("short.bin"), {'L', 'L'});
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
+}
+
+TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
+  // Checkpoints from before c_attn held each layer's q, k and v as three (C, C) tensors
+  // (h.N.attn.q.weight, ...); loading one names the fused tensor the model expects and the old one.
+  const Gpt2Config c = small_config();
+  const Gpt2Weights w = distinct_model(c);
+  std::vector<llmcc::ParameterInfo> old;
+  for (std::size_t i = 0; i < w.params.count(); ++i) {
+    const std::string& name = w.params.name(i);
+    const auto at = name.find("attn.c_attn.");
+    if (at == std::string::npos) {
+      old.push_back({name, w.params.shape(i)});
+      continue;
+    }
+    const bool weight = name.compare(at + 12, std::string::npos, "weight") == 0;
+    for (const char* part : {"q", "k", "v"}) {
+      old.push_back({name.substr(0, at) + "attn." + part + (weight ? ".weight" : ".bias"),
+                     weight ? llmcc::Shape{c.n_embd, c.n_embd} : llmcc::Shape{c.n_embd}});
+    }
+  }
+  const llmcc::ParameterStore store(old);
+  llmcc::test::TempDir dir;
+  llmcc::TrainState state;
+  llmcc::nn::gpt2_config_to_kv(c, state.config);
+  llmcc::save_checkpoint(dir.file("old.ckpt"), store, nullptr, state);
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("old.ckpt")); },
+                           {"old.ckpt", "h.0.attn.c_attn.weight of the model is not in the checkpoint",
+                            "it has h.0.attn.q.weight, which the model has not"}));
 }
 
 TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {

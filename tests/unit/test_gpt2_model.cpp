@@ -45,7 +45,7 @@ TEST(Gpt2Model, ParameterCountMatchesLlmc) {
     ++count;
   });
   EXPECT_EQ(n, c.parameter_count());
-  EXPECT_EQ(count, 2 + 16 * 12 + 2);
+  EXPECT_EQ(count, 2 + 12 * 12 + 2);  // wte, wpe; 12 per layer (c_attn fused); ln_f
 }
 
 TEST(Gpt2Model, PresetsAndValidation) {
@@ -69,9 +69,11 @@ TEST(Gpt2Model, InitialisationFollowsGpt2) {
     return std::sqrt(s2 / t.numel() - mean * mean);
   };
   EXPECT_NEAR(stddev(w.model.h[0].mlp.c_fc.w), 0.02, 0.002);
+  EXPECT_NEAR(stddev(w.model.h[0].attn.c_attn.w), 0.02, 0.002);  // q, k and v rows alike
   EXPECT_NEAR(stddev(w.model.h[1].attn.c_proj.w), 0.02 / std::sqrt(4.0), 0.002);
   EXPECT_EQ(w.model.h[0].ln_1.w.f32()[3], 1.0f);
-  EXPECT_EQ(w.model.h[0].attn.q.b.f32()[3], 0.0f);
+  for (std::int64_t i = 0; i < w.model.h[0].attn.c_attn.b.numel(); ++i)
+    ASSERT_EQ(w.model.h[0].attn.c_attn.b.f32()[i], 0.0f) << i;
   // Padded vocabulary rows are zero.
   for (std::int64_t i = std::int64_t{c.vocab_size} * c.n_embd; i < w.model.wte.numel(); ++i)
     ASSERT_EQ(w.model.wte.f32()[i], 0.0f) << i;
