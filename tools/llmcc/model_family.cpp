@@ -8,6 +8,7 @@
 #include "llmcc/adgen.h"
 #include "llmcc/error.h"
 #include "nn/gpt2_weights.h"
+#include "nn/hf_files.h"
 #include "nn/llama_generate.h"
 #include "nn/llama_weights.h"
 
@@ -244,6 +245,8 @@ std::unique_ptr<Model> make_model(const ModelConfig& config) {
 }
 
 Family checkpoint_family(const std::string& path) {
+  // A Hugging Face model (directory or .safetensors with config.json) says its family itself.
+  if (nn::is_hf_model(path)) return nn::hf_model_type(path) == "llama" ? Family::Llama : Family::Gpt2;
   char head[8] = {};
   std::size_t got = 0;
   if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
