@@ -241,10 +241,10 @@ BySource by_source() {
   return c;
 }
 
-// Everything but the GEMM library and libgomp's one-thread teams allocates nothing in steps
-// 2..5: op front ends (messages are built only on failure), adgen's generated forward and
-// backward, arenas, gradient zeroing and AdamW, on 1 and 2 threads; and on 2 threads no region
-// runs on one thread (no libgomp team is allocated).
+// Everything but the GEMM library allocates nothing in steps 2..5: op front ends (messages are
+// built only on failure), adgen's generated forward and backward, arenas, gradient zeroing and
+// AdamW, on 1 and 2 threads; and no parallel region runs on one thread (libgomp would allocate
+// a team for it).
 TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpenMP) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
@@ -262,16 +262,12 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
     EXPECT_EQ(c.ours, 0) << "heap allocations in steps 2..5 outside the GEMM library and libgomp "
                             "(backtraces above)";
     // No parallel region runs on one thread (kernels branch around it: src/kernels/cpu/parallel.h).
-    // Asserted on 2 threads; on 1 thread the attention kernel still opens its regions
-    // unconditionally (one per cpu::attention_forward and _backward call: 8 per step here).
-    if (c.openmp != 0 && threads > 1) {
+    if (c.openmp != 0) {
       const Source team = Source::OpenMPTeam;
       print_traces(&team);
     }
-    if (threads > 1) {
-      EXPECT_EQ(c.openmp, 0) << "libgomp teams in steps 2..5 (backtraces above): a parallel region "
-                                "that runs on one thread; branch around it (src/kernels/cpu/parallel.h)";
-    }
+    EXPECT_EQ(c.openmp, 0) << "libgomp teams in steps 2..5 (backtraces above): a parallel region "
+                              "that runs on one thread; branch around it (src/kernels/cpu/parallel.h)";
   }
 }
 

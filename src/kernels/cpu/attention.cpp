@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/silu.h"  // fast_exp
 #include "llmcc/error.h"
 
@@ -507,16 +508,24 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const i64 tasks = i64{L.B} * L.NH * blocks;
   // Query blocks differ in cost (block i sees i + 1 key blocks), hence dynamic; the last blocks
   // of a head go first so that the expensive ones do not end up alone at the tail.
+  const auto task = [&](i64 t) {
+    const i64 bh = t / blocks;
+    const int blk = static_cast<int>(blocks - 1 - t % blocks);
+    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH),
+                  blk * kBlock);
+  };
+  // One thread (or already inside a region): no region at all, since libgomp allocates a
+  // one-thread team for every region it opens (src/kernels/cpu/parallel.h).
+  if (!use_team(tasks > 1)) {
+    size_thread_scratch(L);
+    for (i64 t = 0; t < tasks; ++t) task(t);
+    return;
+  }
 #pragma omp parallel
   {
     size_thread_scratch(L);
 #pragma omp for schedule(dynamic, 1)
-    for (i64 t = 0; t < tasks; ++t) {
-      const i64 bh = t / blocks;
-      const int blk = static_cast<int>(blocks - 1 - t % blocks);
-      forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH),
-                    static_cast<int>(bh % L.NH), blk * kBlock);
-    }
+    for (i64 t = 0; t < tasks; ++t) task(t);
   }
 }
 
@@ -526,16 +535,23 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
   if (!d_q && !d_k && !d_v) return;
   const int group = L.NH / L.NKV;
   // One task per (b, kv head): it owns that kv head's dK, dV rows and its query heads' dQ rows.
+  const auto task = [&](int b, int kvh) {
+    for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+      backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
+    }
+  };
+  if (!use_team(L.B * L.NKV > 1)) {  // see attention_forward
+    size_thread_scratch(L);
+    for (int b = 0; b < L.B; ++b)
+      for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
+    return;
+  }
 #pragma omp parallel
   {
     size_thread_scratch(L);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < L.B; ++b) {
-      for (int kvh = 0; kvh < L.NKV; ++kvh) {
-        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-          backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
-        }
-      }
+      for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
     }
   }
 }
