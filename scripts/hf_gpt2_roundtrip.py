@@ -39,13 +39,13 @@ def read_reference(path):
     return out
 
 
-def main():
+def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--llmcc", required=True, help="path to the llmcc binary")
     ap.add_argument("--fixtures", default=os.path.join(here, "..", "tests", "fixtures", "gpt2"))
     ap.add_argument("--atol", type=float, default=2e-5, help="logits tolerance (fp32 weights, float64 compute)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     ref = read_reference(os.path.join(args.fixtures, "reference.txt"))
     V, Vp = int(ref["model.vocab_size"]), int(ref["model.padded_vocab_size"])
