@@ -18,11 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,64 +30,38 @@
 #include "nn/gpt2.h"
 #include "nn/gpt2_llmc.h"
 #include "nn/gpt2_weights.h"
-#include "test_support.h"
+#include "parity.h"
 
 namespace {
 
-using llmcc::KernelMode;
 using llmcc::nn::Gpt2Weights;
+using llmcc::test::Deviation;
+using llmcc::test::deviation;
 
 constexpr double kTol = 1e-4;
-const std::string kDir = std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/";
-
-std::string read_file(const std::string& name) {
-  std::ifstream in(kDir + name, std::ios::binary);
-  if (!in)
-    throw std::runtime_error("cannot open fixture " + kDir + name + " (run scripts/gpt2_reference.py)");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-template <class T>
-std::vector<T> read_array(const std::string& name) {
-  const std::string bytes = read_file(name);
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
-
-std::vector<double> numbers(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<double> out;
-  for (double x; in >> x;) out.push_back(x);
-  return out;
-}
+const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/",
+                                  "scripts/gpt2_reference.py"};
+const std::string kDir = kFx.dir;
 
 // Everything the script wrote.
 struct Fixtures {
-  llmcc::KeyValues ref;
-  int B = 0, T = 0;
-  std::vector<std::int32_t> idx, targets;  // (B, T) each
-  std::vector<float> logits;               // (B, T, Vp)
-  Gpt2Weights grads;                       // llm.c-layout file of gradients, read as a model
+  llmcc::test::Reference ref;
+  llmcc::test::Batch batch;
+  std::vector<float> logits;  // (B, T, Vp)
+  Gpt2Weights grads;          // llm.c-layout file of gradients, read as a model
 
   static const Fixtures& get() {
     static const Fixtures f = [] {
       Fixtures x;
-      x.ref = llmcc::parse_key_values(read_file("reference.txt"), kDir + "reference.txt");
-      const auto batch = read_array<std::int32_t>("batch.bin");  // B, T, idx (B*T), targets (B*T)
-      x.B = batch.at(0);
-      x.T = batch.at(1);
-      const std::size_t n = static_cast<std::size_t>(x.B) * static_cast<std::size_t>(x.T);
-      EXPECT_EQ(batch.size(), 2 + 2 * n) << "batch.bin";
-      x.idx.assign(batch.begin() + 2, batch.begin() + 2 + static_cast<std::ptrdiff_t>(n));
-      x.targets.assign(batch.begin() + 2 + static_cast<std::ptrdiff_t>(n), batch.end());
-      x.logits = read_array<float>("logits.bin");
+      x.ref = llmcc::test::Reference::read(kFx);
+      x.batch = llmcc::test::Batch::read(kFx);
+      x.logits = kFx.array<float>("logits.bin");
       x.grads = llmcc::nn::load_gpt2_llmc(kDir + "grads.bin");
       return x;
     }();
     return f;
   }
-  double number(const std::string& key) const { return numbers(ref.at(key)).at(0); }
+  double number(const std::string& key) const { return ref.number(key); }
 };
 
 // What the gradient check measures: whole tensors, except c_attn's split into its q, k and v rows.
@@ -116,63 +86,24 @@ std::vector<Part> gradient_parts(const llmcc::ParameterStore& store) {
   return parts;
 }
 
-// max |got - ref| / max |ref| (scale floored at `floor`), and where the max error is.
-struct Deviation {
-  double rel = 0, abs = 0, scale = 0;
-  std::int64_t at = 0;
-};
-Deviation deviation(const float* got, const float* ref, std::int64_t n, double floor = 0) {
-  Deviation d;
-  for (std::int64_t i = 0; i < n; ++i) {
-    d.scale = std::max(d.scale, std::fabs(double(ref[i])));
-    const double e = std::fabs(double(got[i]) - double(ref[i]));
-    if (!(e <= d.abs)) d.abs = e, d.at = i;  // NaN-proof
-  }
-  d.scale = std::max(d.scale, floor);
-  d.rel = d.scale > 0 ? d.abs / d.scale : d.abs;
-  return d;
-}
-
-struct Mode {
-  KernelMode kernels;
-  int threads;
-};
-std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
-  return std::string(info.param.kernels == KernelMode::Fast ? "Fast" : "Reference") + "_" +
-         std::to_string(info.param.threads) + "thread";
-}
-
-class Gpt2Parity : public ::testing::TestWithParam<Mode> {
+class Gpt2Parity : public llmcc::test::ParityTest {
  protected:
-  void SetUp() override {
-    threads_before_ = llmcc::num_threads();
-    mode_before_ = llmcc::kernel_mode();
-    llmcc::set_kernel_mode(GetParam().kernels);
-    llmcc::set_num_threads(GetParam().threads);
-  }
-  void TearDown() override {
-    llmcc::set_kernel_mode(mode_before_);
-    llmcc::set_num_threads(threads_before_);
-  }
   const Fixtures& fx_ = Fixtures::get();
-  llmcc::Tokens idx() const { return {fx_.idx.data(), fx_.B, fx_.T}; }
-  llmcc::Tokens targets() const { return {fx_.targets.data(), fx_.B, fx_.T}; }
+  llmcc::Tokens idx() const { return fx_.batch.idx_tokens(); }
+  llmcc::Tokens targets() const { return fx_.batch.target_tokens(); }
   llmcc::Arena arena_{64 << 20};
-
- private:
-  int threads_before_ = 1;
-  KernelMode mode_before_ = KernelMode::Fast;
 };
 
 TEST_P(Gpt2Parity, ModelFileHasTheReferenceShape) {
   const Gpt2Weights w = llmcc::nn::load_gpt2(kDir + "model.bin");  // llm.c fp32 file, via load_gpt2
-  const auto want = llmcc::nn::gpt2_config_from_kv(fx_.ref, kDir + "reference.txt");
+  const auto want = llmcc::nn::gpt2_config_from_kv(fx_.ref.kv, kDir + "reference.txt");
   EXPECT_EQ(w.model.cfg.str(), want.str());
   EXPECT_EQ(fx_.grads.model.cfg.str(), want.str());
-  EXPECT_EQ(fx_.logits.size(), std::size_t(fx_.B) * std::size_t(fx_.T) * std::size_t(want.padded_vocab_size));
-  EXPECT_LE(fx_.T, want.max_seq_len);
-  EXPECT_EQ(fx_.B, int(fx_.number("batch.B")));
-  EXPECT_EQ(fx_.T, int(fx_.number("batch.T")));
+  EXPECT_EQ(fx_.logits.size(),
+            std::size_t(fx_.batch.B) * std::size_t(fx_.batch.T) * std::size_t(want.padded_vocab_size));
+  EXPECT_LE(fx_.batch.T, want.max_seq_len);
+  EXPECT_EQ(fx_.batch.B, int(fx_.number("batch.B")));
+  EXPECT_EQ(fx_.batch.T, int(fx_.number("batch.T")));
 }
 
 TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
@@ -235,15 +166,10 @@ TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
 
 TEST_P(Gpt2Parity, TenAdamWStepsMatchPyTorch) {
   Gpt2Weights w = llmcc::nn::load_gpt2(kDir + "model.bin");
-  const std::vector<double> want = numbers(fx_.ref.at("adamw.losses"));
+  const std::vector<double> want = fx_.ref.list("adamw.losses");
   ASSERT_EQ(want.size(), 10u);
-  llmcc::AdamWConfig cfg;
-  cfg.beta1 = float(fx_.number("adamw.beta1"));
-  cfg.beta2 = float(fx_.number("adamw.beta2"));
-  cfg.eps = float(fx_.number("adamw.eps"));
-  cfg.weight_decay = float(fx_.number("adamw.weight_decay"));  // on ndim >= 2 only, as the script
   const float lr = float(fx_.number("adamw.lr"));
-  llmcc::AdamW opt(w.params, cfg);
+  llmcc::AdamW opt(w.params, fx_.ref.adamw());  // weight decay on ndim >= 2 only, as the script
   auto g = llmcc::adgen::make_grad(w.model);
   std::ostringstream curve;
   double worst = 0;
@@ -265,9 +191,6 @@ TEST_P(Gpt2Parity, TenAdamWStepsMatchPyTorch) {
   std::printf("[parity] AdamW losses: worst error %.3g over 10 steps and the final loss\n", worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Gpt2Parity,
-                         ::testing::Values(Mode{KernelMode::Fast, 1}, Mode{KernelMode::Fast, 2},
-                                           Mode{KernelMode::Reference, 1}, Mode{KernelMode::Reference, 2}),
-                         mode_name);
+INSTANTIATE_TEST_SUITE_P(Modes, Gpt2Parity, llmcc::test::kParityModes, llmcc::test::parity_mode_name);
 
 }  // namespace
