@@ -33,11 +33,15 @@
 #   forward + backward to say whether compile works (it does here; the first compile of a model
 #   takes minutes on 2 busy cores, later runs reuse inductor's cache in /tmp/torchinductor_$USER).
 # - numpy is installed too (scripts/gpt2_reference.py needs it; torch warns without it).
+# - transformers and safetensors (pinned below) for the Hugging Face scripts: llama_reference.py
+#   (the Llama parity fixtures are transformers' LlamaForCausalLM), hf_gpt2_roundtrip.py and
+#   hf_llama_roundtrip.py. A venv that already has the pinned torch only gets these added.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 torch_version="${LLMCC_TORCH_VERSION:-2.15.0}"
+hf_packages=(transformers==5.23.0 safetensors==0.8.0)  # what tests/fixtures/llama was made with
 base_python="${LLMCC_TORCH_PYTHON:-/usr/bin/python3}"
 case "${1:-}" in
   -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -48,8 +52,15 @@ py="$venv/bin/python3"
 
 installed_version() { "$py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true; }
 
+install_hf() {
+  "$py" -m pip install --quiet "${hf_packages[@]}"
+  "$py" -m pip check
+  "$py" -c 'import safetensors, transformers; print(f"setup_pytorch: transformers {transformers.__version__}, safetensors {safetensors.__version__}")'
+}
+
 if [[ -x "$py" && "$(installed_version)" == "$torch_version" ]]; then
   echo "setup_pytorch: torch $torch_version already installed in $venv"
+  install_hf
   exit 0
 fi
 
@@ -79,7 +90,7 @@ command -v g++ > /dev/null || echo "setup_pytorch: warning: no g++, torch.compil
 echo "setup_pytorch: creating $venv ($("$base_python" -V 2>&1)) with torch $torch_version from PyPI (about 5 GB)"
 "$base_python" -m venv "$venv"
 "$py" -m pip install --quiet "torch==$torch_version" numpy
-"$py" -m pip check
+install_hf
 
 "$py" - <<'EOF'
 import torch

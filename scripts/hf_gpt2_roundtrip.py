@@ -11,8 +11,9 @@
    tied-weight handling); `llmcc export --format llmc` reads that directory and must reproduce
    the original model.bin byte for byte.
 
-Not a default test (CI has no PyPI packages). Needs torch, transformers and safetensors:
-  bench/setup_pytorch.sh && build/venv-torch/bin/pip install transformers safetensors
+Not a default test (CI has no PyPI packages). Needs torch, transformers and safetensors
+(bench/setup_pytorch.sh installs them in build/venv-torch). scripts/llama_reference.py --llmcc
+runs it too (main takes argv):
   build/venv-torch/bin/python3 scripts/hf_gpt2_roundtrip.py --llmcc build/llmcc
 Exit status 0 when everything matches, 1 otherwise.
 """

@@ -21,8 +21,8 @@ ndim >= 2 only, constant learning rate 3e-3), as llmcc's include/llmcc/train/ada
 to the Llama's parameters (embedding, head and projections decayed, RMSNorm gains not).
 
 Random numbers come from numpy's legacy RandomState, so the fixtures do not depend on the PyTorch
-or transformers version. Needs torch, transformers (5.x) and safetensors (build/venv-torch, from
-bench/setup_pytorch.sh, then build/venv-torch/bin/pip install transformers safetensors):
+or transformers version. Needs torch, transformers (5.x) and safetensors: the venv that
+bench/setup_pytorch.sh makes (build/venv-torch) has them.
     build/venv-torch/bin/python3 scripts/llama_reference.py --check  # recompute, compare, write nothing
     build/venv-torch/bin/python3 scripts/llama_reference.py          # write tests/fixtures/llama/
     build/venv-torch/bin/python3 scripts/llama_reference.py --check --llmcc build/llmcc
@@ -34,7 +34,6 @@ bench/setup_pytorch.sh, then build/venv-torch/bin/pip install transformers safet
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -265,7 +264,7 @@ def main():
         "adamw.eps": repr(EPS), "adamw.weight_decay": repr(WEIGHT_DECAY),
         "adamw.losses": " ".join(repr(x) for x in ref["losses"]),
         "adamw.final_loss": repr(ref["final_loss"]),
-        "generator": f"scripts/llama_reference.py (transformers LlamaForCausalLM, float64)",
+        "generator": "scripts/llama_reference.py (transformers LlamaForCausalLM, float64)",
     }
     files["reference.txt"] = "".join(f"{k}={kv[k]}\n" for k in sorted(kv)).encode()
 
