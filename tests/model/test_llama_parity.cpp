@@ -76,6 +76,7 @@ void expect_same_config(const LlamaConfig& got, const LlamaConfig& want, const s
   EXPECT_EQ(got.hidden_dim, want.hidden_dim);
   EXPECT_EQ(got.rope_theta, want.rope_theta);
   EXPECT_EQ(got.norm_eps, want.norm_eps);
+  EXPECT_EQ(got.str(), want.str());  // and whatever else str() names (rope scaling)
 }
 
 LlamaConfig reference_config() {
