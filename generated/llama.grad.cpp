@@ -8,10 +8,10 @@ namespace llmcc::nn {
 llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::nn::LlamaAttention& self,
                                          const llmcc::Tensor& x, LlamaAttention_forward_Saved& _s) {
   _s.t0 = llmcc::linear_nobias(x, self.wq);
-  _s.t1 = llmcc::rope(_s.t0, self.n_head, self.rope_theta, 0);
+  _s.t1 = llmcc::rope(_s.t0, self.n_head, self.rope_freqs, 0);
   llmcc::Tensor q = _s.t1;
   _s.t2 = llmcc::linear_nobias(x, self.wk);
-  _s.t3 = llmcc::rope(_s.t2, self.n_kv_head, self.rope_theta, 0);
+  _s.t3 = llmcc::rope(_s.t2, self.n_kv_head, self.rope_freqs, 0);
   llmcc::Tensor k = _s.t3;
   _s.t4 = llmcc::linear_nobias(x, self.wv);
   llmcc::Tensor v = _s.t4;
@@ -72,7 +72,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::rope_pullback(_s.t2, self.n_kv_head, self.rope_theta, 0, _s.t3, _d_t3,
+    llmcc::rope_pullback(_s.t2, self.n_kv_head, self.rope_freqs, 0, _s.t3, _d_t3,
                          llmcc::adgen::acc(&_d_t2, _s.t2));
     _d_t3 = llmcc::Tensor();
   }
@@ -87,7 +87,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
     llmcc::adgen::accumulate(_d_t1, _g);
   }
   if (_d_t1.defined()) {
-    llmcc::rope_pullback(_s.t0, self.n_head, self.rope_theta, 0, _s.t1, _d_t1,
+    llmcc::rope_pullback(_s.t0, self.n_head, self.rope_freqs, 0, _s.t1, _d_t1,
                          llmcc::adgen::acc(&_d_t0, _s.t0));
     _d_t1 = llmcc::Tensor();
   }

@@ -24,7 +24,7 @@ Llama::Llama(const LlamaConfig& config) : cfg(config) {
     b.attention_norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
     b.attention.n_head = cfg.n_head;
     b.attention.n_kv_head = cfg.n_kv_head;
-    b.attention.rope_theta = cfg.rope_theta;
+    b.attention.rope_freqs = cfg.rope();
     b.attention.wq = Tensor(nullptr, Shape{Q, C});
     b.attention.wk = Tensor(nullptr, Shape{KV, C});
     b.attention.wv = Tensor(nullptr, Shape{KV, C});

@@ -35,15 +35,15 @@ struct LlamaRmsNorm {
 struct LlamaAttention {
   int n_head = 0;     // query heads
   int n_kv_head = 0;  // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
-  float rope_theta = 10000.0f;
+  RopeConfig rope_freqs;  // RoPE's base theta and frequency scaling (config)
   Tensor wq;  // (n_head * HS, C)
   Tensor wk;  // (n_kv_head * HS, C)
   Tensor wv;  // (n_kv_head * HS, C)
   Tensor wo;  // (C, n_head * HS)
 
   Tensor forward(const Tensor& x) const {                                           // x: (B, T, C)
-    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_theta, 0);     // (B, T, NH * HS)
-    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_theta, 0);  // (B, T, NKV * HS)
+    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, 0);     // (B, T, NH * HS)
+    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, 0);  // (B, T, NKV * HS)
     Tensor v = llmcc::linear_nobias(x, wv);                                         // (B, T, NKV * HS)
     Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);                        // (B, T, NH * HS)
     return llmcc::linear_nobias(y, wo);                                             // (B, T, C)

@@ -22,7 +22,10 @@ std::int64_t LlamaConfig::parameter_count() const {
 }
 
 double LlamaConfig::flops_per_step(int B, int T) const {
-  // Matmul weights only (the embedding is a lookup; the output head is a matmul).
+  // Matmul weights only: per layer wq and wo (C x C), wk and wv (n_kv_head * HS x C each: GQA
+  // shrinks them), SwiGLU's three (F x C) matrices, and the untied (V x C) head. The embedding is
+  // a lookup; RMSNorm, RoPE, SiLU and the gating product are element-wise and not counted (as
+  // GPT-2's layernorm and GELU are not).
   const double C = n_embd, L = n_layer, F = hidden_dim;
   const double kv = static_cast<double>(n_kv_head) * head_dim();
   const double matmul_params = L * (2.0 * C * C + 2.0 * kv * C + 3.0 * F * C) + double(vocab_size) * C;
@@ -53,12 +56,16 @@ void LlamaConfig::validate() const {
   need(std::isfinite(rope_theta) && rope_theta > 1.0f,
        "rope_theta must be a finite number above 1, got " + s(rope_theta));
   need(std::isfinite(norm_eps) && norm_eps > 0.0f, "norm_eps must be positive, got " + s(norm_eps));
+  rope_scaling.validate("Llama config");
 }
 
 std::string LlamaConfig::str() const {
   std::ostringstream s;
   s << "L" << n_layer << " H" << n_head << "/" << n_kv_head << " C" << n_embd << " F" << hidden_dim << " T"
     << max_seq_len << " V" << vocab_size << " theta " << rope_theta;
+  if (rope_scaling.type != RopeScaling::Type::None)
+    s << " " << rope_scaling.type_name() << " rope x" << rope_scaling.factor << " (" << rope_scaling.low_freq_factor
+      << ", " << rope_scaling.high_freq_factor << ", " << rope_scaling.original_max_position_embeddings << ")";
   return s.str();
 }
 
@@ -77,9 +84,9 @@ struct Preset {
 // The stories and llama-3.2-1b models tie their output head to the embedding; ours is untied (the
 // issue's design), so these presets have vocab_size * n_embd more parameters than the originals:
 // stories15m 24.4M here vs llama2.c's 15.2M, llama-3.2-1b 1.50B here vs Meta's 1.24B. A tied
-// checkpoint loads by copying the embedding into the head. llama-3.2-1b's "llama3" RoPE
-// frequency scaling is not modelled: the shape is right for training from scratch, and its
-// context is kept at 2048 here (the real model's is 131072).
+// checkpoint loads by copying the embedding into the head. llama-3.2-1b has Llama 3.2's "llama3"
+// RoPE frequency scaling (set in llama_preset); its context is kept at 2048 here (the real
+// model's is 131072), which only bounds the sequences trained or sampled.
 constexpr Preset kPresets[] = {
     {"llama-tiny", 4, 4, 2, 128, 352, 256, 32000, 10000.0f},        // hidden: llama_hidden_dim(128, 32)
     {"llama-mini", 6, 6, 2, 384, 1024, 256, 32000, 10000.0f},       // hidden: llama_hidden_dim(384, 32)
@@ -102,6 +109,13 @@ LlamaConfig llama_preset(const std::string& name) {
       c.max_seq_len = p.max_seq_len;
       c.vocab_size = p.vocab_size;
       c.rope_theta = p.rope_theta;
+      if (name == "llama-3.2-1b") {  // Llama 3.2's config.json rope_scaling
+        c.rope_scaling.type = RopeScaling::Type::Llama3;
+        c.rope_scaling.factor = 32.0f;
+        c.rope_scaling.low_freq_factor = 1.0f;
+        c.rope_scaling.high_freq_factor = 4.0f;
+        c.rope_scaling.original_max_position_embeddings = 8192;
+      }
       return c;
     }
   }

@@ -91,6 +91,47 @@ void llama_permute_rotary(const float* src, int n_heads, int head_dim, std::int6
   }
 }
 
+namespace {
+
+// HF's rope_scaling object for llama3 scaling, null without scaling.
+std::string rope_scaling_json(const RopeScaling& r) {
+  if (r.type == RopeScaling::Type::None) return "null";
+  return "{\"rope_type\": \"llama3\", \"factor\": " + float_json(r.factor) +
+         ", \"low_freq_factor\": " + float_json(r.low_freq_factor) +
+         ", \"high_freq_factor\": " + float_json(r.high_freq_factor) +
+         ", \"original_max_position_embeddings\": " + std::to_string(r.original_max_position_embeddings) + "}";
+}
+
+// The rope scaling object at config.json's `key` (rope_scaling or rope_parameters): its rope_type
+// (or the older "type"), and for llama3 its four numbers; a rope_theta inside it sets *theta.
+RopeScaling rope_scaling_from_json(const HfConfig& j, const std::string& key, float* theta) {
+  const JsonValue& o = *j.json.find(key);
+  if (o.kind != JsonValue::Kind::Object) j.fail_key(key, "must be an object or null, got " + std::string(o.kind_name()));
+  const HfConfig sub{j.path, j.where, o};  // typed access to its members; errors name the file
+  const char* type_key = sub.has("rope_type") ? "rope_type" : sub.has("type") ? "type" : nullptr;
+  if (type_key == nullptr) j.fail_key(key, "has no rope_type (expected 'default' or 'llama3')");
+  RopeScaling r;
+  auto in_key = [&](const auto& body) {  // errors of the scaling itself, with the file and key
+    try {
+      body();
+    } catch (const Error& e) {
+      j.fail_key(key, std::string("is not usable: ") + e.what());
+    }
+  };
+  in_key([&] { r.type = RopeScaling::type_from_name(sub.string(type_key), "rope"); });
+  if (sub.has("rope_theta")) *theta = static_cast<float>(sub.number("rope_theta"));
+  if (r.type == RopeScaling::Type::Llama3) {
+    r.factor = static_cast<float>(sub.number("factor"));
+    r.low_freq_factor = static_cast<float>(sub.number("low_freq_factor"));
+    r.high_freq_factor = static_cast<float>(sub.number("high_freq_factor"));
+    r.original_max_position_embeddings = static_cast<int>(sub.integer("original_max_position_embeddings"));
+    in_key([&] { r.validate("rope"); });
+  }
+  return r;
+}
+
+}  // namespace
+
 std::string llama_hf_config_json(const LlamaConfig& c) {
   auto i = [](int v) { return std::to_string(v); };
   std::string s = "{\n";
@@ -106,7 +147,7 @@ std::string llama_hf_config_json(const LlamaConfig& c) {
   s += "  \"max_position_embeddings\": " + i(c.max_seq_len) + ",\n";
   s += "  \"rms_norm_eps\": " + float_json(c.norm_eps) + ",\n";
   s += "  \"rope_theta\": " + float_json(c.rope_theta) + ",\n";
-  s += "  \"rope_scaling\": null,\n";
+  s += "  \"rope_scaling\": " + rope_scaling_json(c.rope_scaling) + ",\n";
   s += "  \"hidden_act\": \"silu\",\n";
   s += "  \"attention_bias\": false,\n";
   s += "  \"mlp_bias\": false,\n";
@@ -141,8 +182,10 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
   if (j.has("hidden_act") && j.string("hidden_act") != "silu") {
     j.fail_key("hidden_act", "is '" + j.string("hidden_act") + "'; llmcc's Llama uses SwiGLU with silu");
   }
-  if (j.has("rope_scaling")) {
-    j.fail_key("rope_scaling", "is set; llmcc's rope has no scaling (Llama 3.1/3.2's 'llama3' rope is not supported yet)");
+  // Hub files (and transformers 4) write rope_scaling; transformers 5 writes rope_parameters, which
+  // also carries rope_theta.
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (j.has(key)) c.rope_scaling = rope_scaling_from_json(j, key, &c.rope_theta);
   }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (j.has(key) && j.boolean(key)) j.fail_key(key, "is true; llmcc's Llama has no biases");

@@ -36,6 +36,14 @@ void llama_config_to_kv(const LlamaConfig& c, KeyValues& kv) {
   kv["model.hidden_dim"] = std::to_string(c.hidden_dim);
   kv["model.rope_theta"] = float_text(c.rope_theta);
   kv["model.norm_eps"] = float_text(c.norm_eps);
+  // Written only when set, so checkpoints of unscaled models stay as they were.
+  if (c.rope_scaling.type != RopeScaling::Type::None) {
+    kv["model.rope_scaling"] = c.rope_scaling.type_name();
+    kv["model.rope_factor"] = float_text(c.rope_scaling.factor);
+    kv["model.rope_low_freq_factor"] = float_text(c.rope_scaling.low_freq_factor);
+    kv["model.rope_high_freq_factor"] = float_text(c.rope_scaling.high_freq_factor);
+    kv["model.rope_original_max_position_embeddings"] = std::to_string(c.rope_scaling.original_max_position_embeddings);
+  }
 }
 
 LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) {
@@ -75,6 +83,15 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) 
   c.hidden_dim = get("model.hidden_dim");
   c.rope_theta = get_float("model.rope_theta");
   c.norm_eps = get_float("model.norm_eps");
+  if (const auto it = kv.find("model.rope_scaling"); it != kv.end()) {
+    c.rope_scaling.type = RopeScaling::type_from_name(it->second, "llama");
+    if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
+      c.rope_scaling.factor = get_float("model.rope_factor");
+      c.rope_scaling.low_freq_factor = get_float("model.rope_low_freq_factor");
+      c.rope_scaling.high_freq_factor = get_float("model.rope_high_freq_factor");
+      c.rope_scaling.original_max_position_embeddings = get("model.rope_original_max_position_embeddings");
+    }
+  }
   c.validate();
   return c;
 }

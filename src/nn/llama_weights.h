@@ -23,7 +23,9 @@ LlamaWeights make_llama(const LlamaConfig& config);
 
 // Keys "model.family" (llama), "model.vocab_size", "model.max_seq_len", "model.n_layer",
 // "model.n_head", "model.n_kv_head", "model.n_embd", "model.hidden_dim", "model.rope_theta",
-// "model.norm_eps" (floats written so that they read back to the same value).
+// "model.norm_eps" (floats written so that they read back to the same value), and with llama3 rope
+// scaling "model.rope_scaling" (llama3), "model.rope_factor", "model.rope_low_freq_factor",
+// "model.rope_high_freq_factor", "model.rope_original_max_position_embeddings" (absent: none).
 void llama_config_to_kv(const LlamaConfig& config, KeyValues& kv);
 // Throws llmcc::Error naming `where` and the missing or malformed key, or a file of another
 // family.

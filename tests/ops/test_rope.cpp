@@ -13,28 +13,41 @@ using test::all_close;
 
 constexpr float kTheta = 10000.0f;  // Llama 2
 
+// Llama 3.2's frequencies (config.json: rope_theta 500000, rope_scaling llama3 factor 32, low 1,
+// high 4, original 8192).
+RopeConfig llama32_rope() {
+  RopeConfig r{500000.0f, {}};
+  r.scaling.type = RopeScaling::Type::Llama3;
+  r.scaling.factor = 32.0f;
+  r.scaling.low_freq_factor = 1.0f;
+  r.scaling.high_freq_factor = 4.0f;
+  r.scaling.original_max_position_embeddings = 8192;
+  return r;
+}
+
 struct ModeGuard {  // restores the kernel mode a test changed
   KernelMode before = kernel_mode();
   ~ModeGuard() { set_kernel_mode(before); }
 };
 
 // Fast forward and backward against the double reference for one shape.
-void check_shape(Arena& arena, int B, int T, int NH, int HS, int pos_offset) {
-  SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+void check_shape(Arena& arena, int B, int T, int NH, int HS, int pos_offset,
+                 const RopeConfig& cfg = RopeConfig{kTheta, {}}) {
+  SCOPED_TRACE(std::string(cfg.scaling.type_name()) + " " + "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                " HS=" + std::to_string(HS) + " pos_offset=" + std::to_string(pos_offset));
   arena.reset();
   const std::size_t n = static_cast<std::size_t>(B) * T * NH * HS;
   const auto x = test::random_vector<float>(n, 1), d_out = test::random_vector<float>(n, 2);  // (B, T, C)
   std::vector<float> out(n);                                                                 // (B, T, C)
-  cpu::rope_forward(out.data(), x.data(), B, T, NH, HS, kTheta, pos_offset);
+  cpu::rope_forward(out.data(), x.data(), B, T, NH, HS, cfg, pos_offset);
   std::vector<double> out_ref(n);
-  ref::rope_forward(out_ref.data(), test::cast_vector<double>(x).data(), B, T, NH, HS, kTheta, pos_offset);
+  ref::rope_forward(out_ref.data(), test::cast_vector<double>(x).data(), B, T, NH, HS, cfg, pos_offset);
   EXPECT_TRUE(all_close("out", out, out_ref, 1e-6, 1e-6));
 
   auto d_x = test::random_vector<float>(n, 3);  // pre-filled: both kernels accumulate
   auto d_x_ref = test::cast_vector<double>(d_x);
-  cpu::rope_backward(d_x.data(), d_out.data(), B, T, NH, HS, kTheta, pos_offset);
-  ref::rope_backward(d_x_ref.data(), test::cast_vector<double>(d_out).data(), B, T, NH, HS, kTheta,
+  cpu::rope_backward(d_x.data(), d_out.data(), B, T, NH, HS, cfg, pos_offset);
+  ref::rope_backward(d_x_ref.data(), test::cast_vector<double>(d_out).data(), B, T, NH, HS, cfg,
                      pos_offset);
   EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, 1e-6, 1e-6));
 }
@@ -47,6 +60,7 @@ TEST(RopeKernel, ForwardAndBackwardMatchDoubleReference) {
       for (int T : test::awkward_sizes()) check_shape(arena, 2, T, 3, 64, pos_offset);
       for (int half : test::awkward_sizes()) check_shape(arena, 2, 7, 3, 2 * half, pos_offset);
       for (int NH : test::awkward_sizes()) check_shape(arena, 1, 3, NH, 6, pos_offset);
+      check_shape(arena, 2, 9, 3, 64, pos_offset, llama32_rope());  // every band of the scaling
     }
   });
 }
@@ -58,11 +72,11 @@ TEST(RopeGrad, ReferenceBackwardMatchesFiniteDifferences) {
   const auto wts = test::random_vector<double>(n, 12);  // adjoint of out (B, T, C)
   auto loss = [&] {
     std::vector<double> out(n);
-    ref::rope_forward(out.data(), x.data(), B, T, NH, HS, 100.0, pos_offset);
+    ref::rope_forward(out.data(), x.data(), B, T, NH, HS, RopeConfig{100.0f, {}}, pos_offset);
     return test::weighted_sum(out, wts);
   };
   std::vector<double> d_x(n, 0.0);
-  ref::rope_backward(d_x.data(), wts.data(), B, T, NH, HS, 100.0, pos_offset);
+  ref::rope_backward(d_x.data(), wts.data(), B, T, NH, HS, RopeConfig{100.0f, {}}, pos_offset);
   EXPECT_TRUE(test::fd_check(loss, {{"x", &x, &d_x}}));
 }
 
@@ -123,6 +137,67 @@ TEST(RopeApi, PullbackIsTheInverseAccumulatesSkipsNullsAndModesAgree) {
   }
   EXPECT_TRUE(all_close("out fast vs ref", outs[1], outs[0], 1e-6, 1e-6));
   EXPECT_TRUE(all_close("d_x fast vs ref", d_xs[1], d_xs[0], 1e-6, 1e-6));
+}
+
+// Llama 3 frequencies against values computed in double from the formula of transformers'
+// _compute_llama3_parameters (modeling_rope_utils.py), written out in llmcc/ops/rope.h; in
+// transformers 5.23's own float32 computation the same values agree to 2.2e-7 relative.
+TEST(RopeApi, Llama3ScalingFrequenciesFollowTheFormula) {
+  struct Case {
+    int i;
+    double inv_freq;
+  };
+  // Llama 3.2 (HS 64): pairs 0..14 kept, 15..17 interpolated, 18.. divided by 32.
+  const Case llama32[] = {{0, 1.0},
+                          {1, 0.6636012376960885},
+                          {14, 0.003211445994752591},
+                          {15, 0.001290547928209264},
+                          {16, 0.00042955679655936815},
+                          {17, 9.70828780262767e-05},
+                          {18, 1.9461638184831125e-05},
+                          {31, 9.41830672543491e-08}};
+  for (const Case& c : llama32)
+    EXPECT_NEAR(rope_inv_freq(llama32_rope(), c.i, 64), c.inv_freq, 1e-13 * c.inv_freq) << "pair " << c.i;
+  // Other factors (theta 10000, HS 16, factor 8, low 2, high 8, original 4096): 0..3 kept, 4..5
+  // interpolated, 6..7 divided by 8.
+  RopeConfig other{10000.0f, {}};
+  other.scaling = {RopeScaling::Type::Llama3, 8.0f, 2.0f, 8.0f, 4096};
+  const double expected[8] = {1.0,     0.31622776601683794,    0.1,     0.03162277660168379, 0.007840188600689215,
+                              0.0004236392500408582, 0.000125, 3.952847075210474e-05};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(rope_inv_freq(other, i, 16), expected[i], 1e-13 * expected[i]) << i;
+  // No scaling: theta^(-2i/HS).
+  EXPECT_DOUBLE_EQ(rope_inv_freq(RopeConfig{500000.0f, {}}, 18, 64), std::pow(500000.0, -36.0 / 64.0));
+  // The op rotates by position * that frequency: pair 18 of a unit vector at position 1000.
+  ModeGuard guard;
+  Arena arena(1 << 20);
+  ArenaScope scope(arena);
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    set_kernel_mode(mode);
+    Tensor x = arena.zeros({1, 1, 64}, "x");  // (B, T, C), one head
+    x.f32()[36] = 1.0f;
+    const Tensor out = rope(x, 1, llama32_rope(), 1000);
+    EXPECT_NEAR(out.f32()[36], std::cos(1000 * 1.9461638184831125e-05), 1e-7);
+    EXPECT_NEAR(out.f32()[37], std::sin(1000 * 1.9461638184831125e-05), 1e-7);
+  }
+}
+
+TEST(RopeApi, RopeTypesByNameAndBadScalingAreClearErrors) {
+  EXPECT_EQ(RopeScaling::type_from_name("llama3", "cfg"), RopeScaling::Type::Llama3);
+  EXPECT_EQ(RopeScaling::type_from_name("default", "cfg"), RopeScaling::Type::None);
+  EXPECT_TRUE(test::throws_error([] { (void)RopeScaling::type_from_name("yarn", "cfg"); },
+                                 {"[cfg]", "rope_type 'yarn' is not supported", "'llama3'"}));
+  Arena arena(1 << 20);
+  ArenaScope scope(arena);
+  Tensor x = arena.zeros({1, 2, 8}, "x");
+  RopeConfig bad = llama32_rope();
+  bad.scaling.factor = 0.5f;
+  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 1, bad, 0); }, {"[rope]", "factor is 0.5", ">= 1"}));
+  bad = llama32_rope();
+  bad.scaling.high_freq_factor = 1.0f;
+  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 1, bad, 0); }, {"[rope]", "high_freq_factor", "> low"}));
+  bad = llama32_rope();
+  bad.scaling.original_max_position_embeddings = 0;
+  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 1, bad, 0); }, {"[rope]", "original_max_position_embeddings"}));
 }
 
 TEST(RopeApi, RejectsBadShapesBadConfigAndMissingArena) {

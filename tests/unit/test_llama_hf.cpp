@@ -164,6 +164,43 @@ TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
   EXPECT_TRUE(same_params(via, w));
 }
 
+// Llama 3.2's rope scaling is written as Hugging Face's rope_scaling object and read back; the
+// llmcc checkpoint's key=value config keeps it too.
+TEST(LlamaHf, Llama3RopeScalingRoundTrips) {
+  TempDir dir;
+  LlamaConfig c = small_config();
+  c.rope_scaling.type = llmcc::RopeScaling::Type::Llama3;
+  c.rope_scaling.factor = 32.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  LlamaWeights w = distinct_model(c);
+  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  const std::string json = slurp(dir.file("hf/config.json"));
+  EXPECT_NE(json.find("\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, "
+                      "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
+            std::string::npos)
+      << json;
+  const LlamaWeights back = llmcc::nn::load_llama_hf(dir.file("hf"));
+  EXPECT_EQ(back.model.cfg.rope_scaling, c.rope_scaling);
+  EXPECT_EQ(back.model.cfg.str(), c.str());
+  EXPECT_NE(c.str().find("llama3 rope x32 (1, 4, 8192)"), std::string::npos) << c.str();
+  EXPECT_EQ(back.model.layers[0].attention.rope_freqs.scaling, c.rope_scaling);  // what the model runs
+  llmcc::KeyValues kv;
+  llmcc::nn::llama_config_to_kv(c, kv);
+  EXPECT_EQ(kv.at("model.rope_scaling"), "llama3");
+  EXPECT_EQ(llmcc::nn::llama_config_from_kv(kv, "kv").rope_scaling, c.rope_scaling);
+  kv["model.rope_scaling"] = "dynamic";
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "kv"); }, {"rope_type 'dynamic'"}));
+  kv["model.rope_scaling"] = "llama3";
+  kv.erase("model.rope_factor");
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "kv"); }, {"model.rope_factor"}));
+  // Unscaled configs write null and no checkpoint keys.
+  llmcc::KeyValues plain;
+  llmcc::nn::llama_config_to_kv(small_config(), plain);
+  EXPECT_EQ(plain.count("model.rope_scaling"), 0u);
+}
+
 TEST(LlamaHf, TiedCheckpointsAndErrors) {
   TempDir dir;
   const LlamaConfig c = small_config();
@@ -204,8 +241,34 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
                            {"[safetensors]", "no tensor 'lm_head.weight'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
                            {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("scaling", replace(config, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\"}"), "")); },
-                           {"config.json", "rope_scaling is set"}));
+  // Rope scaling: llama3 needs its four numbers; other types are named in the error.
+  auto scaling = [&](const std::string& name, const std::string& object) {
+    return variant(name, replace(config, "\"rope_scaling\": null", "\"rope_scaling\": " + object), "");
+  };
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s1", "{\"rope_type\": \"llama3\"}")); },
+                           {"config.json", "factor is missing"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s2", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")); },
+                           {"config.json", "rope_scaling", "rope_type 'yarn' is not supported", "'llama3'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s3", "{\"factor\": 4.0}")); },
+                           {"config.json", "rope_scaling has no rope_type"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s4", "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
+                                                                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                                                                 "\"original_max_position_embeddings\": 8192}")); },
+                           {"config.json", "rope_scaling", "factor is 0.5"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s5", "7")); },
+                           {"config.json", "rope_scaling must be an object or null"}));
+  // "default" is no scaling; transformers 5's rope_parameters (with rope_theta inside) is read too.
+  EXPECT_EQ(llmcc::nn::load_llama_hf(scaling("s6", "{\"type\": \"default\"}")).model.cfg.rope_scaling,
+            llmcc::RopeScaling{});
+  const LlamaWeights v5 = llmcc::nn::load_llama_hf(
+      variant("s7", replace(config, "\"rope_scaling\": null",
+                            "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
+                            "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
+              ""));
+  EXPECT_EQ(v5.model.cfg.rope_theta, 250000.0f);
+  EXPECT_EQ(v5.model.cfg.rope_scaling.type, llmcc::RopeScaling::Type::Llama3);
+  EXPECT_EQ(v5.model.cfg.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(v5.model.layers[1].attention.rope_freqs.scaling, v5.model.cfg.rope_scaling);
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace(config, "\"silu\"", "\"gelu\""), "")); },
                            {"hidden_act is 'gelu'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gpt2", replace(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "")); },

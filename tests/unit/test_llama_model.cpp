@@ -73,6 +73,13 @@ TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
   EXPECT_EQ(c.n_kv_head, 8);
   EXPECT_EQ(c.head_dim(), 64);
   EXPECT_EQ(c.rope_theta, 500000.0f);
+  // Llama 3.2's config.json: rope_scaling llama3, factor 32, low 1, high 4, original 8192.
+  EXPECT_EQ(c.rope_scaling.type, llmcc::RopeScaling::Type::Llama3);
+  EXPECT_EQ(c.rope_scaling.factor, 32.0f);
+  EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(llmcc::nn::llama_preset("stories15m").rope_scaling.type, llmcc::RopeScaling::Type::None);
   // Meta's Llama-3.2-1B: 1,235,814,400 parameters with the head tied to the embedding.
   const std::int64_t head = std::int64_t{128256} * 2048;
   EXPECT_EQ(c.parameter_count() - head, 1235814400);
@@ -115,6 +122,7 @@ TEST(LlamaModel, ConfigRoundTripsThroughKeyValues) {
   EXPECT_EQ(back.hidden_dim, c.hidden_dim);
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(back.norm_eps, c.norm_eps);
+  EXPECT_EQ(back.rope_scaling, c.rope_scaling);
   EXPECT_EQ(llmcc::cli::model_config_from_kv(kv, "test").family, llmcc::cli::Family::Llama);
   kv.erase("model.n_kv_head");
   EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); },

@@ -17,7 +17,12 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(&linear_nobias_pullback, nullptr);
   EXPECT_NE(&mul_pullback, nullptr);
   EXPECT_NE(&rmsnorm_pullback, nullptr);
-  EXPECT_NE(&rope_pullback, nullptr);
+  // rope has two overloads: RopeConfig (base and scaling) and plain theta.
+  EXPECT_NE(static_cast<void (*)(const Tensor&, int, const RopeConfig&, int, const Tensor&, const Tensor&, Tensor*)>(
+                &rope_pullback),
+            nullptr);
+  EXPECT_NE(static_cast<void (*)(const Tensor&, int, float, int, const Tensor&, const Tensor&, Tensor*)>(&rope_pullback),
+            nullptr);
   EXPECT_NE(&scale_pullback, nullptr);
   EXPECT_NE(&silu_pullback, nullptr);
 }

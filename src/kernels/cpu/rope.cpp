@@ -17,7 +17,7 @@ struct Table {
   float* cos;  // (T, HS/2)
   float* sin;  // (T, HS/2)
 };
-Table make_table(int T, int HS, float theta, int pos_offset) {
+Table make_table(int T, int HS, const RopeConfig& cfg, int pos_offset) {
   const std::int64_t H2 = HS / 2;
   const auto bytes = static_cast<std::size_t>(T) * H2 * sizeof(float);
   Arena& arena = current_arena("rope");
@@ -26,7 +26,7 @@ Table make_table(int T, int HS, float theta, int pos_offset) {
   parallel_for(T, T * H2 >= 4096, [&](std::int64_t begin, std::int64_t end) {
     for (int t = static_cast<int>(begin); t < static_cast<int>(end); ++t) {
       for (int i = 0; i < H2; ++i) {
-        const double a = ref::rope_angle(static_cast<std::int64_t>(pos_offset) + t, i, HS, theta);
+        const double a = ref::rope_angle(static_cast<std::int64_t>(pos_offset) + t, i, HS, cfg);
         tab.cos[t * H2 + i] = static_cast<float>(std::cos(a));
         tab.sin[t * H2 + i] = static_cast<float>(std::sin(a));
       }
@@ -38,9 +38,9 @@ Table make_table(int T, int HS, float theta, int pos_offset) {
 // Applies the rotation (sign = +1) or its inverse (sign = -1) to every head of every row;
 // out = rot(in) when accumulate is false, out += rot(in) when true.
 template <bool accumulate>
-void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS, float theta,
+void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS, const RopeConfig& cfg,
             int pos_offset, float sign) {
-  const Table tab = make_table(T, HS, theta, pos_offset);
+  const Table tab = make_table(T, HS, cfg, pos_offset);
   const std::int64_t H2 = HS / 2, C = static_cast<std::int64_t>(NH) * HS;
   const std::int64_t rows = static_cast<std::int64_t>(B) * T;
   parallel_for(rows, rows * C >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
@@ -70,14 +70,14 @@ void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS
 
 }  // namespace
 
-void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, float theta,
+void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, const RopeConfig& cfg,
                   int pos_offset) {
-  rotate<false>(out, x, B, T, NH, HS, theta, pos_offset, 1.0f);
+  rotate<false>(out, x, B, T, NH, HS, cfg, pos_offset, 1.0f);
 }
 
-void rope_backward(float* d_x, const float* d_out, int B, int T, int NH, int HS, float theta,
+void rope_backward(float* d_x, const float* d_out, int B, int T, int NH, int HS, const RopeConfig& cfg,
                    int pos_offset) {
-  rotate<true>(d_x, d_out, B, T, NH, HS, theta, pos_offset, -1.0f);
+  rotate<true>(d_x, d_out, B, T, NH, HS, cfg, pos_offset, -1.0f);
 }
 
 }  // namespace llmcc::cpu
