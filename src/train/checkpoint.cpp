@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <string_view>
 #include <unordered_map>
 
 #include "crc32.h"
@@ -21,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kWhere = "checkpoint";
+// Blob sections holding files a run carries (TrainState::files): "file.tokenizer.model".
+constexpr std::string_view kFilePrefix = "file.";
 constexpr char kMagic[8] = {'L', 'L', 'M', 'C', 'C', 'K', 'P', 'T'};
 constexpr char kEndMagic[4] = {'K', 'E', 'N', 'D'};
 constexpr std::uint32_t kVersion = 1;
@@ -468,6 +471,10 @@ void save_checkpoint(const std::string& path, const ParameterStore& params, cons
   }
   w.add_blob("state", format_key_values(kv));
   w.add_blob("config", format_key_values(state.config));
+  for (const auto& [name, bytes] : state.files) {
+    if (name.empty()) fail(kWhere, path + ": a carried file has an empty name");
+    w.add_blob(std::string(kFilePrefix) + name, bytes);
+  }
   w.save(path);
 }
 
@@ -499,6 +506,8 @@ TrainState load_checkpoint(const std::string& path, ParameterStore& params, Adam
     if (key.rfind("rng.", 0) == 0) state.rngs[key.substr(4)] = to_u64(key, value);
   }
   state.config = parse_key_values(r.blob("config"), path + " section 'config'");
+  for (const std::string& section : r.sections())
+    if (section.rfind(kFilePrefix, 0) == 0) state.files[section.substr(kFilePrefix.size())] = r.blob(section);
   if (opt != nullptr && !r.has("adamw.m")) {
     fail(kWhere, path + ": holds weights only (no AdamW moments), so training cannot resume "
                         "from it; start a new run initialised from it instead");

@@ -87,6 +87,18 @@ SpTokenizer SpTokenizer::load(const std::string& model_path) {
   return t;
 }
 
+SpTokenizer SpTokenizer::load_from_bytes(const std::string& bytes, const std::string& label) {
+  if (bytes.empty()) fail(kWhere, label + ": no model bytes (expected a SentencePiece .model's contents)");
+  SpTokenizer t;
+  t.path_ = label;
+  const auto status = t.sp_->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size()));
+  if (!status.ok()) fail(kWhere, label + ": not a valid SentencePiece model (" + status.ToString() + ")");
+  if (t.sp_->GetPieceSize() <= 0) fail(kWhere, label + ": the model has an empty vocabulary");
+  return t;
+}
+
+std::string SpTokenizer::serialized() const { return sp_->serialized_model_proto(); }
+
 std::vector<std::int32_t> SpTokenizer::encode(std::string_view text) const {
   std::vector<int> ids;
   const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);

@@ -13,9 +13,12 @@ namespace {
 
 class Gpt2Text final : public TextTokenizer {
  public:
-  explicit Gpt2Text(Gpt2Tokenizer tok) : tok_(std::move(tok)) {}
+  Gpt2Text(Gpt2Tokenizer tok, std::string spec) : tok_(std::move(tok)), spec_(std::move(spec)) {}
   std::vector<std::int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
   std::vector<std::int32_t> encode_ordinary(std::string_view text) const override { return tok_.encode_ordinary(text); }
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const override {
+    return text.empty() ? std::vector<std::int32_t>{tok_.eot()} : tok_.encode(text);
+  }
   std::string decode(std::span<const std::int32_t> ids) const override { return tok_.decode(ids); }
   int vocab_size() const override { return tok_.vocab_size(); }
   int document_start() const override { return tok_.eot(); }
@@ -24,9 +27,12 @@ class Gpt2Text final : public TextTokenizer {
   std::string describe() const override {
     return "GPT-2 BPE (" + std::to_string(vocab_size()) + " tokens)";
   }
+  std::string spec() const override { return spec_; }
+  std::string model_bytes() const override { return {}; }
 
  private:
   Gpt2Tokenizer tok_;
+  std::string spec_;
 };
 
 class SpText final : public TextTokenizer {
@@ -34,6 +40,14 @@ class SpText final : public TextTokenizer {
   explicit SpText(SpTokenizer tok) : tok_(std::move(tok)) {}
   std::vector<std::int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
   std::vector<std::int32_t> encode_ordinary(std::string_view text) const override { return tok_.encode(text); }
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const override {
+    std::vector<std::int32_t> ids;
+    if (tok_.bos() >= 0) ids.push_back(tok_.bos());
+    const std::vector<std::int32_t> body = tok_.encode(text);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (ids.empty() && tok_.eos() >= 0) ids.push_back(tok_.eos());
+    return ids;
+  }
   std::string decode(std::span<const std::int32_t> ids) const override { return tok_.decode(ids); }
   int vocab_size() const override { return tok_.vocab_size(); }
   int document_start() const override { return tok_.bos() >= 0 ? tok_.bos() : tok_.eos(); }
@@ -42,29 +56,82 @@ class SpText final : public TextTokenizer {
   std::string describe() const override {
     return "SentencePiece " + tok_.path() + " (" + std::to_string(vocab_size()) + " tokens)";
   }
+  std::string spec() const override { return "sp:" + tok_.path(); }
+  std::string model_bytes() const override { return tok_.serialized(); }
 
  private:
   SpTokenizer tok_;
 };
 
-Gpt2Tokenizer load_gpt2_dir(const std::string& dir) {
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+std::unique_ptr<TextTokenizer> load_gpt2_dir(const std::string& dir) {
   const std::filesystem::path d(dir);
-  return Gpt2Tokenizer::load((d / "encoder.json").string(), (d / "vocab.bpe").string());
+  return std::make_unique<Gpt2Text>(
+      Gpt2Tokenizer::load((d / "encoder.json").string(), (d / "vocab.bpe").string()), "gpt2:" + absolute(dir));
+}
+
+// Bytes at the end of `s` that start a UTF-8 character whose continuation bytes are missing.
+std::size_t incomplete_utf8_tail(const std::string& s) {
+  for (std::size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const std::size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
 }
 
 }  // namespace
 
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec) {
-  if (spec == "gpt2") return std::make_unique<Gpt2Text>(Gpt2Tokenizer::load_default());
-  if (spec.rfind("gpt2:", 0) == 0 && spec.size() > 5) return std::make_unique<Gpt2Text>(load_gpt2_dir(spec.substr(5)));
-  if (spec.rfind("sp:", 0) == 0 && spec.size() > 3) return std::make_unique<SpText>(SpTokenizer::load(spec.substr(3)));
+  if (spec == "gpt2") return std::make_unique<Gpt2Text>(Gpt2Tokenizer::load_default(), "gpt2");
+  if (spec.rfind("gpt2:", 0) == 0 && spec.size() > 5) return load_gpt2_dir(spec.substr(5));
+  if (spec.rfind("sp:", 0) == 0 && spec.size() > 3)
+    return std::make_unique<SpText>(SpTokenizer::load(absolute(spec.substr(3))));
   std::error_code ec;
-  if (!spec.empty() && std::filesystem::is_directory(spec, ec)) return std::make_unique<Gpt2Text>(load_gpt2_dir(spec));
+  if (!spec.empty() && std::filesystem::is_directory(spec, ec)) return load_gpt2_dir(spec);
   std::string hint;
   if (spec.size() > 6 && spec.substr(spec.size() - 6) == ".model") hint = " (for a SentencePiece model write sp:" + spec + ")";
   fail("tokenizer", "unknown tokenizer '" + spec + "'" + hint +
                         "; expected gpt2, gpt2:DIR (encoder.json and vocab.bpe), sp:MODEL (a SentencePiece .model) "
                         "or an existing directory with GPT-2's files");
+}
+
+std::unique_ptr<TextTokenizer> load_sp_tokenizer_bytes(const std::string& bytes, const std::string& label) {
+  return std::make_unique<SpText>(SpTokenizer::load_from_bytes(bytes, label));
+}
+
+DecodeStream::DecodeStream(const TextTokenizer& tok, std::vector<std::int32_t> context)
+    : tok_(tok), ids_(std::move(context)), shown_(tok.decode(ids_)) {}
+
+std::string DecodeStream::push(std::int32_t id) {
+  ids_.push_back(id);
+  return emit(false);
+}
+
+std::string DecodeStream::finish() { return emit(true); }
+
+std::string DecodeStream::emit(bool final) {
+  const std::string text = tok_.decode(ids_);
+  std::size_t end = text.size();
+  if (!final) {
+    // U+FFFD is what SentencePiece makes of byte tokens that do not (yet) form a character.
+    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+    while (end >= kReplacement.size() && std::string_view(text).substr(0, end).ends_with(kReplacement))
+      end -= kReplacement.size();
+    end -= incomplete_utf8_tail(text.substr(0, end));
+  }
+  if (end <= shown_.size()) return {};
+  // Normally text extends what was shown; if an earlier piece's spelling changed (it cannot be
+  // taken back), the text past the same length still follows.
+  std::string out = text.substr(shown_.size(), end - shown_.size());
+  shown_ = text.substr(0, end);
+  return out;
 }
 
 }  // namespace llmcc

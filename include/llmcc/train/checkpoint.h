@@ -7,6 +7,7 @@
 //   adamw.m, adamw.v  AdamW's moments (absent when the file holds only weights)
 //   state             key=value text: step, adamw.t, data (DataLoaderState), rng.<name>
 //   config            key=value text: the run's configuration
+//   file.<name>       bytes of a file the run carries (optional; file.tokenizer.model)
 // The learning-rate schedule is a function of the step, so the step is its position.
 //
 // Writing goes to <path>.tmp, is fsynced, renamed over <path>, and the directory fsynced, so a
@@ -98,6 +99,9 @@ struct TrainState {
   DataLoaderState data;                        // the training loader's position
   std::map<std::string, std::uint64_t> rngs;   // named Rng states, e.g. {"sample", ...}
   KeyValues config;                            // the run's configuration
+  // Files the run carries with it, saved as blob sections "file.<name>" (e.g. "tokenizer.model":
+  // the SentencePiece model of the run's data, so `llmcc generate` needs nothing else).
+  std::map<std::string, std::string> files;
   bool operator==(const TrainState&) const = default;
 };
 

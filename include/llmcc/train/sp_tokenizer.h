@@ -38,6 +38,11 @@ class SpTokenizer {
  public:
   // Throws llmcc::Error("[sp_tokenizer] <path>: ...") for a missing, unreadable or corrupt file.
   static SpTokenizer load(const std::string& model_path);
+  // The same from a .model file's bytes (a checkpoint carries them); `label` names the source in
+  // errors and path(). Throws llmcc::Error("[sp_tokenizer] <label>: ...") for corrupt bytes.
+  static SpTokenizer load_from_bytes(const std::string& bytes, const std::string& label);
+  // The model as .model file bytes (its serialized ModelProto): load_from_bytes reads them back.
+  std::string serialized() const;
 
   std::vector<std::int32_t> encode(std::string_view text) const;
   // An id outside [0, vocab_size()) throws llmcc::Error naming it.
