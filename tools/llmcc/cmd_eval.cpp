@@ -17,6 +17,7 @@
 #include "llmcc/train/data_loader.h"
 #include "model_family.h"
 #include "model_flags.h"
+#include "run_tokenizer.h"
 #include "train_options.h"
 #include "trainer.h"
 
@@ -74,6 +75,13 @@ int run_eval(int argc, char** argv) {
   const std::vector<std::string> files = expand_data_paths(val_data, "--val-data");
   const std::unique_ptr<Model> model = load_model(ckpt);
   const ModelConfig& cfg = model->config();
+  // Ids of another tokenizer are other words: the loss would mean nothing.
+  if (const auto data = data_tokenizer(files)) {
+    if (const auto trained = checkpoint_tokenizer(ckpt); trained && !same_tokenizer(*data->tok, *trained->tok))
+      fail(kWhere, "the shards were prepared with " + data->tok->describe() + " (" + data->source + ") but " +
+                       ckpt + " was trained with " + trained->tok->describe() +
+                       "; prepare the data with the model's tokenizer");
+  }
   int B = batch_size, T = seq_len;
   if (!p.given("--batch-size") || !p.given("--seq-len")) {
     int cB = B, cT = T;

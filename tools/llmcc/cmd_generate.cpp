@@ -3,6 +3,9 @@
 //
 //   llmcc generate --ckpt run/ckpt_005000.bin --prompt "ROMEO:" --max-tokens 200 --top-k 40
 //
+// The tokenizer is the one the checkpoint stored (run_tokenizer.h), else GPT-2's; --tokenizer
+// overrides. SentencePiece prompts start with its bos; --stop-at-eot stops at its eos.
+//
 // The prompt and then each new token's text go to stdout as they are produced; the timing
 // (prefill and decode tokens/s) goes to stderr, so the text pipes cleanly.
 #include <chrono>
@@ -20,10 +23,11 @@
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/train/text_tokenizer.h"
 #include "model_family.h"
 #include "nn/gpt2_generate.h"
 #include "nn/gpt2_weights.h"
+#include "run_tokenizer.h"
 
 namespace llmcc::cli {
 
@@ -39,7 +43,7 @@ void write_out(const std::string& s) {
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  std::string ckpt, prompt, tokenizer_dir, on_full = "stop";
+  std::string ckpt, prompt, tokenizer_spec, on_full = "stop";
   int max_tokens = 256, top_k = 0, threads = 0;
   float temperature = 1.0f;
   std::uint64_t seed = 1337;
@@ -51,20 +55,24 @@ int run_generate(int argc, char** argv) {
   p.add("--ckpt", &ckpt,
         "checkpoint: an llmcc checkpoint (GPT-2 or Llama) or an llm.c GPT-2 weight file (gpt2_124M.bin)");
   p.require("--ckpt");
-  p.add("--prompt", &prompt, "text to continue; empty starts from <|endoftext|>");
+  p.add("--prompt", &prompt,
+        "text to continue (SentencePiece: after its bos); empty starts from the document start "
+        "(GPT-2's <|endoftext|>, SentencePiece's bos)");
   p.add("--max-tokens", &max_tokens, "new tokens to generate (>= 0)");
   p.add("--temperature", &temperature, "softmax temperature (>= 0); 0 is greedy (argmax)");
   p.add("--top-k", &top_k, "sample among the k most likely tokens; 0 considers all");
   p.add("--seed", &seed, "random seed: the same seed, checkpoint and flags give the same text");
   p.add("--stop-at-eot", &stop_at_eot,
-        "stop when the model produces <|endoftext|> (--no-stop-at-eot continues)");
+        "stop when the model produces the end token: GPT-2's <|endoftext|>, SentencePiece's eos "
+        "(--no-stop-at-eot continues)");
   p.add("--on-full", &on_full,
         "when the sequence reaches the model's context (max_seq_len): 'stop', or 'slide' the window "
         "(recomputes the cache of the last max_seq_len - 1 tokens for every further token: slow)");
   p.add("--threads", &threads, "threads for the kernels; 0 uses every core");
-  p.add("--tokenizer", &tokenizer_dir,
-        "directory with encoder.json and vocab.bpe [default: $LLMCC_GPT2_TOKENIZER_DIR or "
-        "../shared/data/gpt2]");
+  p.add("--tokenizer", &tokenizer_spec,
+        "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model) or a directory with encoder.json and "
+        "vocab.bpe [default: the one llmcc train stored in the checkpoint, a tokenizer.model next to "
+        "a Hugging Face model, else GPT-2's from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2]");
   p.epilogue(
       "The text (prompt, then each new token) goes to stdout as it is produced; prefill and decode\n"
       "tokens/s go to stderr.\n\n"
@@ -88,11 +96,17 @@ int run_generate(int argc, char** argv) {
                    "or an llm.c gpt2_*.bin)");
   if (threads > 0) set_num_threads(threads);
 
-  const Gpt2Tokenizer tok =
-      tokenizer_dir.empty()
-          ? Gpt2Tokenizer::load_default()
-          : Gpt2Tokenizer::load((std::filesystem::path(tokenizer_dir) / "encoder.json").string(),
-                                (std::filesystem::path(tokenizer_dir) / "vocab.bpe").string());
+  RunTokenizer run_tok;
+  bool guessed = false;  // neither given nor stored: GPT-2's, as before checkpoints stored one
+  if (!tokenizer_spec.empty()) {
+    run_tok = {load_text_tokenizer(tokenizer_spec), "--tokenizer " + tokenizer_spec};
+  } else if (auto stored = checkpoint_tokenizer(ckpt)) {
+    run_tok = std::move(*stored);
+  } else {
+    run_tok = {load_text_tokenizer("gpt2"), "GPT-2's default files (the checkpoint stores no tokenizer)"};
+    guessed = true;
+  }
+  const TextTokenizer& tok = *run_tok.tok;
   // GPT-2 runs on its KV-cache generator (the weights directly); Llama through Model::sample.
   std::optional<nn::Gpt2Weights> gpt2;
   std::unique_ptr<Model> llama;
@@ -102,16 +116,23 @@ int run_generate(int argc, char** argv) {
     gpt2.emplace(nn::load_gpt2(ckpt));
   const ModelConfig cfg = llama ? llama->config() : ModelConfig::of(gpt2->model.cfg);
   const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
-  if (V > tok.vocab_size())
-    fail(kCmd, ckpt + ": the model has " + std::to_string(V) + " tokens, more than the tokenizer's " +
-                   std::to_string(tok.vocab_size()) + "; its output could not be decoded");
+  if (guessed && V < tok.vocab_size())
+    std::fprintf(stderr,
+                 "note: %s stores no tokenizer; decoding its %d ids with %s (give --tokenizer if the model "
+                 "was trained with another)\n",
+                 ckpt.c_str(), V, tok.describe().c_str());
+  else
+    check_tokenizer_fits(run_tok, V, "the model " + ckpt, kCmd);
 
   nn::SamplingConfig sc;
   sc.temperature = temperature;
   sc.top_k = top_k;
-  sc.stop_at_eot = stop_at_eot;
-  sc.eot = tok.eot();
-  const std::vector<std::int32_t> ids = tok.encode(prompt);
+  sc.stop_at_eot = stop_at_eot && tok.eos() >= 0;
+  if (tok.eos() >= 0) sc.eot = tok.eos();
+  const std::int32_t end_id = sc.eot;
+  const std::vector<std::int32_t> ids = tok.encode_prompt(prompt);
+  if (ids.empty())
+    fail(kCmd, "the prompt is empty and " + tok.describe() + " has no bos or eos to start from; give a --prompt");
   if (ids.size() > static_cast<std::size_t>(maxT))
     fail(kCmd, "the prompt is " + std::to_string(ids.size()) +
                    " tokens long, more than the model's context of " + std::to_string(maxT) +
@@ -120,13 +141,13 @@ int run_generate(int argc, char** argv) {
     if (id >= V)
       fail(kCmd, "the prompt has token " + std::to_string(id) + ", outside the model's vocabulary of " +
                      std::to_string(V));
-  if (ids.empty() && tok.eot() >= V)
-    fail(kCmd, "the prompt is empty and <|endoftext|> (" + std::to_string(tok.eot()) +
-                   ") is outside the model's vocabulary; give a --prompt");
+  // Each new token's text as the whole sequence spells it (SentencePiece drops a leading space
+  // only at the start; a character may span byte tokens).
+  DecodeStream text(tok, ids);
 
   if (llama) {
     // Full forward per token over the window; 'stop' ends at the context, 'slide' crops it.
-    const int room = maxT - static_cast<int>(ids.empty() ? 1 : ids.size());
+    const int room = maxT - static_cast<int>(ids.size());
     const bool limited = on_full == "stop" && max_tokens > room;
     std::fprintf(stderr, "model Llama %s from %s; full forward per token (no KV cache)\n", cfg.str().c_str(),
                  ckpt.c_str());
@@ -135,11 +156,11 @@ int run_generate(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::int32_t> out =
         llama->sample(ids, limited ? room : max_tokens, sc, rng, [&](std::int32_t id) {
-          if (stop_at_eot && id == tok.eot()) return;
-          write_out(tok.decode_token(id));
+          if (sc.stop_at_eot && id == end_id) return;
+          write_out(text.push(id));
         });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    write_out("\n");
+    write_out(text.finish() + "\n");
     if (limited && static_cast<int>(out.size()) == room)
       std::fprintf(
           stderr,
@@ -155,16 +176,16 @@ int run_generate(int argc, char** argv) {
   write_out(prompt);
   Rng rng(seed);
   const nn::GenerateStats st = nn::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
-    if (stop_at_eot && id == tok.eot()) return;  // the end marker is not text
-    write_out(tok.decode_token(id));
+    if (sc.stop_at_eot && id == end_id) return;  // the end marker is not text
+    write_out(text.push(id));
   });
-  write_out("\n");
+  write_out(text.finish() + "\n");
 
   if (st.stopped_at_limit)
     std::fprintf(stderr,
                  "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
                  maxT);
-  if (st.stopped_at_eot) std::fprintf(stderr, "stopped at <|endoftext|>\n");
+  if (st.stopped_at_eot) std::fprintf(stderr, "stopped at the end token (id %d)\n", end_id);
   const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tokens/s)\n", st.prompt_tokens, st.prefill_seconds,
                rate(st.prompt_tokens, st.prefill_seconds));

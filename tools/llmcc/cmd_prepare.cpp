@@ -17,6 +17,8 @@
 //   * Files: DIR/train_000000.bin, train_000001.bin, ... and DIR/val_000000.bin, ..., each at
 //     most --shard-tokens tokens. Shards of an earlier run with higher numbers are removed so a
 //     glob over DIR sees only this run's data.
+//   * The tokenizer: DIR/tokenizer.txt names it (and DIR/tokenizer.model holds a copy of a
+//     SentencePiece model), so `llmcc train` and `llmcc generate` find it (run_tokenizer.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +42,7 @@
 #include "llmcc/train/text_tokenizer.h"
 #include "llmcc/train/token_file.h"
 #include "llmcc/train/tokenizer.h"
+#include "run_tokenizer.h"
 
 namespace llmcc::cli {
 
@@ -214,7 +217,8 @@ int run_prepare(int argc, char** argv) {
       "'tinyshakespeare' is Tiny Shakespeare: <out>/input.txt, else $LLMCC_SHARED_DATA or ../shared/data copy,\n"
       "else downloaded from its public URL with curl; every blank-line-separated speech is a document, as in\n"
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
-      "validation split; each split must get at least 2 tokens.\n\n"
+      "validation split; each split must get at least 2 tokens. <out>/tokenizer.txt records the tokenizer\n"
+      "(with a copy of a SentencePiece model in <out>/tokenizer.model) for llmcc train and generate.\n\n"
       "Examples:\n"
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
       "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"
@@ -292,6 +296,9 @@ int run_prepare(int argc, char** argv) {
   const auto val_paths = write_split(out, "val", all.subspan(static_cast<std::size_t>(n_train)), shard_tokens, version);
   remove_stale_shards(out, "train", train_paths.size());
   remove_stale_shards(out, "val", val_paths.size());
+  write_data_tokenizer(out, tok);
+  std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n",
+              (out / kDataTokenizerRecord).c_str());
   std::printf("done: %zu train and %zu val shard(s) in %s (token file v%d)\n", train_paths.size(), val_paths.size(),
               out_dir.c_str(), version);
   return 0;

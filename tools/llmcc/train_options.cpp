@@ -145,6 +145,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--val-data", &o.val_data, "validation token shards: files or glob patterns");
   p.add("--sampling", &o.sampling,
         "how training batches are drawn: random (windows anywhere, seeded) or sequential (llm.c)");
+  p.add("--tokenizer", &o.tokenizer,
+        "the data's tokenizer, for samples and checkpoints: gpt2, gpt2:DIR or sp:MODEL [default: the "
+        "resumed checkpoint's, else the tokenizer.txt llmcc prepare wrote next to the shards]");
 
   add_model_flags(p, o.model);
 

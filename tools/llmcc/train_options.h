@@ -5,7 +5,8 @@
 // the flag is given again; a given flag whose value differs wins and gets a warning, because the
 // run then no longer matches an uninterrupted one. The thread count the run used is kept too
 // ("run.threads", restored unless --threads is given): kernels may round differently with another.
-// Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after) are not stored.
+// Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer) are
+// not stored (a checkpoint stores the tokenizer itself: run_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct TrainOptions {
   std::vector<std::string> train_data;  // files or glob patterns (expanded by expand_data_paths)
   std::vector<std::string> val_data;
   std::string sampling = "random";  // random | sequential
+  // Tokenizer spec (gpt2, gpt2:DIR, sp:MODEL); empty: the resumed checkpoint's, else the one
+  // llmcc prepare recorded next to the shards (run_tokenizer.h). Run-local: checkpoints carry it.
+  std::string tokenizer;
 
   // Run.
   std::string out_dir;

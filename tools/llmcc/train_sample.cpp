@@ -2,22 +2,21 @@
 
 #include <memory>
 #include <mutex>
-#include <optional>
 
 #include "llmcc/error.h"
-#include "llmcc/train/tokenizer.h"
 
 namespace llmcc::cli {
 
 namespace {
 
-// Loaded on the first sample and kept; empty when no tokenizer files are found.
-const Gpt2Tokenizer* tokenizer() {
+// GPT-2's default files, loaded on the first sample of a run without a recorded tokenizer and
+// kept; null when they are not found.
+const TextTokenizer* default_gpt2() {
   static std::once_flag once;
-  static std::unique_ptr<Gpt2Tokenizer> tok;
+  static std::unique_ptr<TextTokenizer> tok;
   std::call_once(once, [] {
     try {
-      tok = std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load_default());
+      tok = load_text_tokenizer("gpt2");
     } catch (const Error&) {
       tok.reset();
     }
@@ -27,19 +26,26 @@ const Gpt2Tokenizer* tokenizer() {
 
 }  // namespace
 
-SampleText sample_text(const Model& model, int tokens, float temperature, int top_k, Rng& rng) {
+SampleText sample_text(const Model& model, const TextTokenizer* tok, int tokens, float temperature, int top_k,
+                       Rng& rng) {
   const int V = model.config().vocab_size();
+  if (tok == nullptr && V == 50257) tok = default_gpt2();
+  if (tok != nullptr && tok->vocab_size() != V) tok = nullptr;
   nn::SamplingConfig cfg;
   cfg.temperature = temperature;
   cfg.top_k = top_k;
-  // GPT-2's <|endoftext|> starts the sample; a smaller vocabulary has no such id, so its last id
-  // stands in.
+  std::vector<std::int32_t> prompt;
+  if (tok != nullptr && tok->document_start() >= 0) {
+    prompt.push_back(tok->document_start());
+    if (tok->eos() >= 0) cfg.eot = tok->eos();
+  }
+  // Without a tokenizer: GPT-2's <|endoftext|> starts the sample; a smaller vocabulary has no such
+  // id, so its last id stands in.
   if (cfg.eot >= V) cfg.eot = V - 1;
   cfg.validate();
-  const std::vector<std::int32_t> ids = model.sample({}, tokens, cfg, rng);
+  const std::vector<std::int32_t> ids = model.sample(prompt, tokens, cfg, rng);
   SampleText out;
-  const Gpt2Tokenizer* tok = V == 50257 ? tokenizer() : nullptr;
-  if (tok != nullptr && tok->vocab_size() == V) {
+  if (tok != nullptr) {
     out.text = tok->decode(ids);
     out.decoded = true;
     return out;

@@ -1,10 +1,12 @@
-// The trainer's periodic text samples: a few tokens generated from <|endoftext|>, decoded with the
-// GPT-2 tokenizer when the model's vocabulary is GPT-2's and one can be found (otherwise the ids).
+// The trainer's periodic text samples: a few tokens generated from the start of a document,
+// decoded with the run's tokenizer (run_tokenizer.h); without one, with GPT-2's when the model's
+// vocabulary is GPT-2's and its files are found, otherwise shown as ids.
 #pragma once
 
 #include <string>
 
 #include "llmcc/train/rng.h"
+#include "llmcc/train/text_tokenizer.h"
 #include "model_family.h"
 
 namespace llmcc::cli {
@@ -16,7 +18,9 @@ struct SampleText {
 
 // Draws `tokens` new tokens with the family's sampler (Model::sample: GPT-2's KV-cache generator,
 // Llama's full-forward sampler) using `rng` only, so the training trajectory never depends on
-// sampling.
-SampleText sample_text(const Model& model, int tokens, float temperature, int top_k, Rng& rng);
+// sampling. `tok` (may be null) must have the model's vocabulary size: the sample then starts
+// from its document start (GPT-2's <|endoftext|>, SentencePiece's bos) and is decoded with it.
+SampleText sample_text(const Model& model, const TextTokenizer* tok, int tokens, float temperature, int top_k,
+                       Rng& rng);
 
 }  // namespace llmcc::cli

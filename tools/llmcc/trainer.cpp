@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/schedule.h"
+#include "run_tokenizer.h"
 #include "train_log.h"
 #include "train_sample.h"
 
@@ -149,6 +152,34 @@ Origin resolve_origin(TrainOptions& o) {
   return out;
 }
 
+// ---- the tokenizer ----------------------------------------------------------------------
+
+// --tokenizer, else the resumed checkpoint's, else the record next to the shards, else the
+// --init-from checkpoint's; none is fine (samples are then ids unless the vocabulary is GPT-2's).
+// A checkpoint's and the data's that differ are an error unless --tokenizer chooses.
+RunTokenizer resolve_tokenizer(const TrainOptions& o, const Origin& origin,
+                               const std::vector<std::string>& data, std::vector<std::string>& warnings) {
+  std::optional<RunTokenizer> from_data = data_tokenizer(data);
+  if (!o.tokenizer.empty()) {
+    RunTokenizer t{load_text_tokenizer(o.tokenizer), "--tokenizer " + o.tokenizer};
+    if (from_data && !same_tokenizer(*t.tok, *from_data->tok))
+      warnings.push_back("--tokenizer " + t.tok->describe() +
+                         " is not the tokenizer the shards were prepared with (" + from_data->tok->describe() +
+                         ", " + from_data->source + ")");
+    return t;
+  }
+  const std::string ckpt = !origin.resume_path.empty() ? origin.resume_path : o.init_from;
+  std::optional<RunTokenizer> from_ckpt = ckpt.empty() ? std::nullopt : checkpoint_tokenizer(ckpt);
+  if (from_ckpt && from_data && !same_tokenizer(*from_ckpt->tok, *from_data->tok))
+    fail(kWhere, "the shards were prepared with " + from_data->tok->describe() + " (" + from_data->source +
+                     ") but " + ckpt + " was trained with " + from_ckpt->tok->describe() +
+                     "; prepare the data with the checkpoint's tokenizer, or give --tokenizer to choose");
+  if (from_ckpt && !origin.resume_path.empty()) return std::move(*from_ckpt);
+  if (from_data) return std::move(*from_data);
+  if (from_ckpt) return std::move(*from_ckpt);
+  return {};
+}
+
 // ---- the trainer ------------------------------------------------------------------------
 
 class Trainer {
@@ -175,6 +206,8 @@ class Trainer {
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   std::int64_t val_batches_ = 0;
   Rng sample_rng_;
+  RunTokenizer tokenizer_;                               // tok null: none known
+  std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
   std::unique_ptr<Arena> arena_;
   std::int64_t start_step_ = 0;
   Progress progress_;
@@ -199,6 +232,18 @@ Trainer::Trainer(TrainOptions options) : o_(std::move(options)), progress_(o_.qu
   // Kernels split work by thread count, which can change float rounding: the count is recorded so
   // that a resume uses it again (restore_train_options).
   config_kv_["run.threads"] = std::to_string(num_threads());
+  {
+    std::vector<std::string> data = train_files_, warnings;
+    data.insert(data.end(), val_files_.begin(), val_files_.end());
+    tokenizer_ = resolve_tokenizer(o_, origin_, data, warnings);
+    for (const std::string& warning : warnings) progress_.warn(warning);
+    if (tokenizer_.tok) {
+      const ModelConfig& c = origin_.config;
+      check_tokenizer_fits(tokenizer_, c.vocab_size(),
+                           std::string("the model (") + c.display_name() + " " + c.str() + ")", kWhere);
+      store_tokenizer(*tokenizer_.tok, config_kv_, tokenizer_files_);
+    }
+  }
   seeds_ = derive_seeds(o_.seed);
 
   // Model, gradient buffer, optimizer. Weights, gradients and AdamW's moments are touched in
@@ -284,6 +329,11 @@ void Trainer::print_header() {
       << format_count(static_cast<double>(val_loader_->num_tokens())) << " tokens, " << val_batches_
       << " batches per evaluation";
   s << "\n";
+  s << "  tokenizer: "
+    << (tokenizer_.tok ? tokenizer_.tok->describe() + " from " + tokenizer_.source
+                       : std::string("none recorded (samples ") +
+                             (c.vocab_size() == 50257 ? "use GPT-2's if found)" : "are token ids)"))
+    << "\n";
   s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
     << (o_.grad_accum == 1 ? " micro-batch = " : " micro-batches = ") << o_.tokens_per_step()
     << " tokens per step; " << o_.steps << " steps ("
@@ -341,10 +391,12 @@ float Trainer::validate(std::int64_t step) {
 
 void Trainer::sample(std::int64_t step) {
   const SampleText text =
-      sample_text(*model_, o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
+      sample_text(*model_, tokenizer_.tok.get(), o_.sample_tokens, o_.sample_temperature, o_.sample_top_k,
+                  sample_rng_);
   log_->write(line_.begin().field("step", step).field("sample", text.text).end());
   progress_.print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) +
-                  " tokens" + (text.decoded ? "" : ", token ids: no GPT-2 tokenizer for this vocabulary") +
+                  " tokens" +
+                  (text.decoded ? "" : ", token ids: no tokenizer for this vocabulary (give --tokenizer)") +
                   "):\n" + text.text + "\n---");
 }
 
@@ -354,6 +406,7 @@ std::string Trainer::checkpoint(std::int64_t step) {
   state.data = train_loader_->state();
   state.rngs["sample"] = sample_rng_.state();
   state.config = config_kv_;
+  state.files = tokenizer_files_;
   const std::string path =
       save_checkpoint_in_dir(o_.out_dir, o_.keep_last, model_->params(), opt_.get(), state);
   log_->write(line_.begin().field("step", step).field("checkpoint", path).end());

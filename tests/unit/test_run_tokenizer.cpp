@@ -1,0 +1,204 @@
+// How a run's tokenizer travels (tools/llmcc/run_tokenizer.h): the record llmcc prepare writes
+// next to the shards, the copy a checkpoint carries, the vocabulary check; and the pieces of the
+// tokenizer interface generate relies on: prompts that start with bos, and DecodeStream, which
+// streams each new token's text as the whole sequence spells it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "llmcc/parameters.h"
+#include "llmcc/train/checkpoint.h"
+#include "llmcc/train/sp_tokenizer.h"
+#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/train/tokenizer.h"
+#include "run_tokenizer.h"
+#include "temp_dir.h"
+#include "test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llmcc::test::TempDir;
+using llmcc::test::throws_error;
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A 400-token BPE model trained on a slice of Tiny Shakespeare (empty string: not found).
+std::string train_small(const TempDir& dir, const std::string& prefix, int vocab = 400) {
+  const auto path = llmcc::find_shared_data("tinyshakespeare/input.txt");
+  if (!path) return {};
+  write_file(dir.file(prefix + ".txt"), llmcc::test::slurp(path->string()).substr(0, 100'000));
+  llmcc::SpTrainOptions o;
+  o.inputs = {dir.file(prefix + ".txt")};
+  o.vocab_size = vocab;
+  o.model_prefix = dir.file(prefix);
+  return llmcc::train_sp_tokenizer(o);
+}
+
+#define TRAIN_OR_SKIP(var, dir, prefix)             \
+  const std::string var = train_small(dir, prefix); \
+  if (var.empty()) GTEST_SKIP() << "Tiny Shakespeare not found (../shared/data)"
+
+TEST(RunTokenizer, SentencePiecePromptsStartWithBos) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model, dir, "tok");
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  const std::vector<std::int32_t> ids = tok->encode_prompt("ROMEO:");
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(std::vector<std::int32_t>(ids.begin() + 1, ids.end()), tok->encode("ROMEO:"));
+  EXPECT_EQ(tok->encode_prompt(""), std::vector<std::int32_t>{1});
+  EXPECT_EQ(tok->decode(ids), "ROMEO:");  // bos is not text
+  EXPECT_EQ(tok->spec(), "sp:" + fs::absolute(model).lexically_normal().string());
+}
+
+TEST(RunTokenizer, Gpt2PromptsAreTheTextAndEmptyIsEndOfText) {
+  std::unique_ptr<llmcc::TextTokenizer> tok;
+  try {
+    tok = llmcc::load_text_tokenizer("gpt2");
+  } catch (const llmcc::Error&) {
+    GTEST_SKIP() << "GPT-2 tokenizer files not found";
+  }
+  EXPECT_EQ(tok->encode_prompt("Hello world"), tok->encode("Hello world"));
+  EXPECT_EQ(tok->encode_prompt(""), std::vector<std::int32_t>{50256});
+  EXPECT_EQ(tok->spec(), "gpt2");
+  EXPECT_TRUE(tok->model_bytes().empty());
+}
+
+// Pushing ids one at a time gives exactly the text decode() gives for the whole sequence past
+// the context, including a first piece's leading space and characters spelled in byte tokens.
+TEST(RunTokenizer, DecodeStreamSpellsTokensAsTheWholeSequence) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model, dir, "tok");
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  const std::string prompt = "ROMEO:";
+  // "€" and "漢" are not in a vocabulary trained on Shakespeare: byte-fallback tokens.
+  const std::string continuation = " What, ho! \xe2\x82\xac 5 \xe6\xbc\xa2 fair\nJULIET:\nAy me.";
+  const std::vector<std::int32_t> context = tok->encode_prompt(prompt);
+  std::vector<std::int32_t> all = tok->encode_prompt(prompt + continuation);
+  ASSERT_EQ(std::vector<std::int32_t>(all.begin(), all.begin() + context.size()), context);
+  const std::vector<std::int32_t> fresh(all.begin() + context.size(), all.end());
+  int byte_tokens = 0;
+  for (const std::int32_t id : fresh) byte_tokens += id >= 3 && id < 3 + 256;
+  EXPECT_GE(byte_tokens, 6) << "expected the euro sign and the CJK character in byte tokens";
+
+  llmcc::DecodeStream stream(*tok, context);
+  std::string streamed;
+  for (const std::int32_t id : fresh) {
+    const std::string piece = stream.push(id);
+    EXPECT_EQ(piece.find("\xef\xbf\xbd"), std::string::npos) << "a half character was shown";
+    streamed += piece;
+  }
+  streamed += stream.finish();
+  EXPECT_EQ(streamed, continuation);
+  // Token by token, a lone piece loses its leading space: the stream does not.
+  EXPECT_NE(tok->decode(std::vector<std::int32_t>{fresh.front()}),
+            tok->decode(std::vector<std::int32_t>{}) + " What");
+}
+
+TEST(RunTokenizer, DataRecordRoundTripsAndTravelsWithTheDirectory) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model, dir, "tok");
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  const fs::path data = dir.path / "data";
+  fs::create_directories(data);
+  llmcc::cli::write_data_tokenizer(data, *tok);
+  const std::string record = llmcc::test::slurp((data / "tokenizer.txt").string());
+  EXPECT_NE(record.find("spec=sp:tokenizer.model\n"), std::string::npos) << record;
+  EXPECT_NE(record.find("vocab_size=400\n"), std::string::npos) << record;
+  EXPECT_NE(record.find("document_start=1\n"), std::string::npos) << record;
+
+  // Moved elsewhere and the original model deleted: the directory's copy is used.
+  fs::rename(data, dir.path / "moved");
+  fs::remove(model);
+  const auto back = llmcc::cli::read_data_tokenizer(dir.path / "moved");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(llmcc::cli::same_tokenizer(*back->tok, *tok));
+  EXPECT_EQ(back->source, (dir.path / "moved" / "tokenizer.txt").string());
+  const auto found = llmcc::cli::data_tokenizer({(dir.path / "moved" / "train_000000.bin").string()});
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->tok->vocab_size(), 400);
+  EXPECT_FALSE(llmcc::cli::read_data_tokenizer(dir.path).has_value());  // no record there
+}
+
+TEST(RunTokenizer, BadRecordsAndMixedDataAreErrors) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model_a, dir, "a");
+  const std::string model_b = train_small(dir, "b", 420);
+  const auto a = llmcc::load_text_tokenizer("sp:" + model_a);
+  const auto b = llmcc::load_text_tokenizer("sp:" + model_b);
+  fs::create_directories(dir.path / "da");
+  fs::create_directories(dir.path / "db");
+  llmcc::cli::write_data_tokenizer(dir.path / "da", *a);
+  llmcc::cli::write_data_tokenizer(dir.path / "db", *b);
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::cli::data_tokenizer({dir.file("da/train_000000.bin"), dir.file("db/val_000000.bin")}); },
+      {"[tokenizer]", "different tokenizers", "da/tokenizer.txt", "db/tokenizer.txt", "(400 tokens)",
+       "(420 tokens)"}));
+
+  // The model next to the record was replaced by another one.
+  fs::copy_file(model_b, dir.path / "da" / "tokenizer.model", fs::copy_options::overwrite_existing);
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "da"); },
+                   {"[tokenizer]", "da/tokenizer.txt", "records a 400-token tokenizer", "420 tokens"}));
+  write_file(dir.file("db/tokenizer.txt"), "kind=sentencepiece\n");
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "db"); },
+                           {"[tokenizer]", "db/tokenizer.txt", "no 'spec'"}));
+  write_file(dir.file("db/tokenizer.txt"), "spec=sp:gone.model\n");
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "db"); },
+                   {"[tokenizer]", "db/tokenizer.txt", "'sp:gone.model'", "does not load", "no such file"}));
+}
+
+// A checkpoint carries the SentencePiece model's bytes (section file.tokenizer.model) and the
+// tokenizer.* config keys; checkpoint_tokenizer gets the same tokenizer back from them alone.
+TEST(RunTokenizer, CheckpointCarriesTheTokenizer) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model, dir, "tok");
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  const llmcc::ParameterStore params({{"w", llmcc::Shape{2, 3}}});
+  llmcc::TrainState state;
+  state.step = 7;
+  state.config["model.family"] = "llama";
+  llmcc::cli::store_tokenizer(*tok, state.config, state.files);
+  EXPECT_EQ(state.config.at("tokenizer.vocab_size"), "400");
+  EXPECT_EQ(state.config.at("tokenizer.kind"), "sentencepiece");
+  ASSERT_EQ(state.files.count("tokenizer.model"), 1u);
+  const std::string ckpt = dir.file("ckpt_000007.bin");
+  llmcc::save_checkpoint(ckpt, params, nullptr, state);
+  fs::remove(model);
+
+  llmcc::ParameterStore loaded_params = params.like();
+  const llmcc::TrainState loaded = llmcc::load_checkpoint(ckpt, loaded_params, nullptr);
+  EXPECT_EQ(loaded, state);
+  const auto back = llmcc::cli::checkpoint_tokenizer(ckpt);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(llmcc::cli::same_tokenizer(*back->tok, *tok));
+  EXPECT_EQ(back->tok->encode("To be, or not"), tok->encode("To be, or not"));
+
+  // The vocabulary must be the model's, with both sizes and the source named.
+  EXPECT_NO_THROW(llmcc::cli::check_tokenizer_fits(*back, 400, "the model", "llmcc generate"));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::cli::check_tokenizer_fits(*back, 512, "the model", "llmcc generate"); },
+                   {"[llmcc generate]", "has 400 tokens but the model has a vocabulary of 512",
+                    "would not decode", ckpt.c_str()}));
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::check_tokenizer_fits(*back, 256, "the model", "llmcc train"); },
+                           {"[llmcc train]", "outside the model's"}));
+
+  // A checkpoint without a stored tokenizer, and a file that is not an llmcc checkpoint: none.
+  llmcc::TrainState bare;
+  llmcc::save_checkpoint(dir.file("bare.bin"), params, nullptr, bare);
+  EXPECT_FALSE(llmcc::cli::checkpoint_tokenizer(dir.file("bare.bin")).has_value());
+  write_file(dir.file("llmc.bin"), std::string(1024, '\0'));
+  EXPECT_FALSE(llmcc::cli::checkpoint_tokenizer(dir.file("llmc.bin")).has_value());
+}
+
+}  // namespace
