@@ -35,63 +35,32 @@
 #include "llmcc/arena.h"
 #include "llmcc/tensor.h"
 #include "llmcc/train/rng.h"
+#include "nn/generate.h"  // SamplingConfig, Sampler, ContextFull, Generator, generate()
 #include "nn/gpt2.h"
 
 namespace llmcc::nn {
 
-struct SamplingConfig {
-  float temperature = 1.0f;  // 0: greedy (argmax); otherwise softmax(logits / temperature)
-  int top_k = 0;             // sample among the k most likely tokens; 0: all of them
-  bool stop_at_eot = false;  // generation ends when eot is produced (it is still returned)
-  std::int32_t eot = 50256;  // GPT-2's <|endoftext|>; also the start token of an empty prompt
-  // Throws llmcc::Error naming the field (temperature < 0 or not finite, top_k < 0).
-  void validate() const;
-};
-
-// Draws token ids from logits, over ids [0, vocab_size) only: the padded rows of the LM head
-// (vocab_size..Vp) are never chosen. Keeps its scratch so a draw allocates nothing.
-//   temperature 0: the first id of largest logit; no random number is drawn.
-//   otherwise:     p_i ~ exp((l_i - max) / temperature) over the kept ids (all, or the top_k with
-//                  ties at the k-th value broken by lower id), then one rng.uniform_f64() draw
-//                  picks by cumulative probability in id order. So top_k = 1 is greedy.
-class Sampler {
- public:
-  explicit Sampler(int vocab_size);
-  // logits: at least vocab_size values (a (Vp) row of the LM head).
-  std::int32_t sample(std::span<const float> logits, const SamplingConfig& cfg, Rng& rng);
-  std::int32_t sample(const Tensor& logits, const SamplingConfig& cfg, Rng& rng);
-  int vocab_size() const { return vocab_size_; }
-
- private:
-  int vocab_size_;
-  std::vector<float> values_;  // (V) scratch for the k-th largest logit
-  std::vector<double> probs_;  // (V) unnormalised probabilities of the kept ids
-};
-
-enum class ContextFull { Stop, Slide };
-
-class Gpt2Generator {
+class Gpt2Generator final : public Generator {
  public:
   // The model must outlive the generator. Plans and reserves all memory (reported by
   // planned_bytes()).
   explicit Gpt2Generator(const Gpt2& model, ContextFull on_full = ContextFull::Stop);
-  ~Gpt2Generator();
+  ~Gpt2Generator() override;
   Gpt2Generator(const Gpt2Generator&) = delete;
   Gpt2Generator& operator=(const Gpt2Generator&) = delete;
 
   // Forgets the previous sequence, runs the prompt (1 to max_seq_len ids, each in
   // [0, vocab_size)) and returns the logits of the token after it: (Vp), valid until the next
   // prefill() or step(). Throws llmcc::Error for an empty or too long prompt or a bad id.
-  Tensor prefill(std::span<const std::int32_t> prompt);
+  Tensor prefill(std::span<const std::int32_t> prompt) override;
   // Appends one token and returns the logits of the next: (Vp). On a full sequence: Slide moves
   // the window (see the top of this file), Stop throws llmcc::Error.
-  Tensor step(std::int32_t token);
+  Tensor step(std::int32_t token) override;
 
-  int length() const { return static_cast<int>(tokens_.size()); }  // tokens in the cache
-  int max_length() const { return maxT_; }                         // max_seq_len
-  int vocab_size() const { return V_; }                            // ids a token may take
-  bool full() const { return length() >= maxT_; }
-  ContextFull on_full() const { return on_full_; }
+  int length() const override { return static_cast<int>(tokens_.size()); }  // tokens in the cache
+  int max_length() const override { return maxT_; }                         // max_seq_len
+  int vocab_size() const override { return V_; }  // ids a token may take
+  ContextFull on_full() const override { return on_full_; }
   // The tokens whose keys and values are cached (the current window), oldest first.
   const std::vector<std::int32_t>& tokens() const { return tokens_; }
   // Bytes reserved for the cache, the residual stream and scratch.
@@ -115,25 +84,6 @@ class Gpt2Generator {
   std::vector<std::int32_t> tokens_;  // capacity maxT, reserved up front
   std::int64_t slides_ = 0;
 };
-
-// Timings and how a generate() call ended.
-struct GenerateStats {
-  int prompt_tokens = 0;
-  int new_tokens = 0;
-  int decode_steps = 0;        // step() calls: new_tokens - 1 (the last token is never fed back)
-  double prefill_seconds = 0;  // the prompt's prefill, up to its logits
-  double decode_seconds = 0;   // every sampling and step() after the prefill
-  bool stopped_at_eot = false;
-  bool stopped_at_limit = false;  // ContextFull::Stop and the sequence reached max_seq_len
-};
-
-// Prefills `prompt` (empty: starts from cfg.eot), then samples up to max_new_tokens, calling
-// on_token (if set) with each new id as soon as it is chosen. Ends early at eot when
-// cfg.stop_at_eot (the eot is passed to on_token and counted) or, under ContextFull::Stop, when
-// the sequence is full.
-GenerateStats generate(Gpt2Generator& gen, std::span<const std::int32_t> prompt, int max_new_tokens,
-                       const SamplingConfig& cfg, Rng& rng,
-                       const std::function<void(std::int32_t)>& on_token = {});
 
 // One call for the trainer's periodic samples: returns the new tokens only (not the prompt), at
 // most max_new_tokens (fewer only when cfg.stop_at_eot ends it; the window slides when the

@@ -1,11 +1,206 @@
+// LlamaGenerator (prefill + KV-cache decode), llama_sample and the uncached reference sampler.
 #include "nn/llama_generate.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
-#include "llmcc/arena.h"
 #include "llmcc/error.h"
+#include "llmcc/ops/add.h"
+#include "llmcc/ops/attention.h"
+#include "llmcc/ops/linear.h"
+#include "llmcc/ops/rope.h"
+#include "nn/kv_attention.h"
 
 namespace llmcc::nn {
+
+namespace {
+
+constexpr const char* kGen = "llama generate";
+
+// Bytes one arena allocation of n floats takes (arenas round every request up to 64 bytes).
+std::size_t arena_bytes(std::int64_t n) {
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+}
+
+// One block's temporaries for T rows, allocation by allocation as run_prompt and decode_one make
+// them: attention_norm; wq, rope (q, then its cos and sin tables); wk, rope (k, tables); wv;
+// attention (or, decoding, its output and the (NH, n) scores); wo, +; ffn_norm; w1, silu, w3, *,
+// w2, +. C wide: the two norms, wo, w2 and the two sums.
+std::size_t block_scratch_bytes(const LlamaConfig& c, std::int64_t T, std::int64_t n_scores) {
+  const std::int64_t C = c.n_embd, HS = c.head_dim(), Q = std::int64_t{c.n_head} * HS;
+  const std::int64_t KV = std::int64_t{c.n_kv_head} * HS, F = c.hidden_dim;
+  const std::size_t tables = 4 * arena_bytes(T * HS / 2);
+  return 6 * arena_bytes(T * C) + 3 * arena_bytes(T * Q) + 3 * arena_bytes(T * KV) + tables +
+         4 * arena_bytes(T * F) + arena_bytes(std::int64_t{c.n_head} * n_scores);
+}
+
+}  // namespace
+
+// ---- the generator ----------------------------------------------------------------------------
+
+LlamaGenerator::LlamaGenerator(const Llama& model, ContextFull on_full)
+    : m_((model.cfg.validate(), model)),  // before any size below is computed from it
+      on_full_(on_full),
+      L_(model.cfg.n_layer),
+      C_(model.cfg.n_embd),
+      NH_(model.cfg.n_head),
+      NKV_(model.cfg.n_kv_head),
+      HS_(model.cfg.head_dim()),
+      maxT_(model.cfg.max_seq_len),
+      V_(model.cfg.vocab_size),
+      state_([&] {
+        const LlamaConfig& c = model.cfg;
+        const std::int64_t KV = std::int64_t{c.n_kv_head} * c.head_dim();
+        return 2 * arena_bytes(std::int64_t{c.n_layer} * c.max_seq_len * KV) +
+               arena_bytes(std::int64_t{c.max_seq_len} * c.n_embd);
+      }()),
+      scratch_([&] {
+        const LlamaConfig& c = model.cfg;
+        // The largest of: a prefill layer, a decode layer, the LM head row (final norm, logits).
+        const std::size_t head = arena_bytes(c.n_embd) + arena_bytes(c.vocab_size);
+        return std::max(
+            {block_scratch_bytes(c, c.max_seq_len, 0), block_scratch_bytes(c, 1, c.max_seq_len), head});
+      }()) {
+  if (static_cast<int>(model.layers.size()) != L_ || !model.tok_embeddings.defined() ||
+      !model.output.defined())
+    fail(kGen, "the model has no weights bound (build it with make_llama or load_llama)");
+  const int KV = NKV_ * HS_;
+  // Uninitialised: a cache row is always written before it is read, and untouched pages cost
+  // nothing, so a short generation with a long-context model stays cheap.
+  k_cache_ = state_.tensor({L_, maxT_, KV}, "k cache");  // (L, maxT, NKV * HS)
+  v_cache_ = state_.tensor({L_, maxT_, KV}, "v cache");  // (L, maxT, NKV * HS)
+  residual_ = state_.tensor({maxT_, C_}, "residual");    // (maxT, C)
+  tokens_.reserve(static_cast<std::size_t>(maxT_));
+}
+
+LlamaGenerator::~LlamaGenerator() = default;
+
+std::size_t LlamaGenerator::planned_bytes() const { return state_.capacity() + scratch_.capacity(); }
+
+void LlamaGenerator::check_token(std::int32_t token, const char* what) const {
+  if (token < 0 || token >= V_)
+    fail(kGen, std::string(what) + " token id " + std::to_string(token) +
+                   " is outside the model's vocabulary [0, " + std::to_string(V_) + ")");
+}
+
+Tensor LlamaGenerator::prefill(std::span<const std::int32_t> prompt) {
+  if (prompt.empty()) fail(kGen, "the prompt is empty, expected at least one token (e.g. BOS)");
+  if (prompt.size() > static_cast<std::size_t>(maxT_))
+    fail(kGen, "the prompt has " + std::to_string(prompt.size()) +
+                   " tokens, more than the model's context of " + std::to_string(maxT_) + " (max_seq_len)");
+  for (std::int32_t t : prompt) check_token(t, "prompt");
+  tokens_.assign(prompt.begin(), prompt.end());  // within the reserved capacity: no allocation
+  return run_prompt(tokens_, true);
+}
+
+Tensor LlamaGenerator::step(std::int32_t token) {
+  check_token(token, "next");
+  if (full()) {
+    if (on_full_ == ContextFull::Stop)
+      fail(kGen,
+           "the sequence already holds " + std::to_string(maxT_) +
+               " tokens, the model's context (max_seq_len); cannot append another (use ContextFull::Slide "
+               "to slide the window)");
+    // Slide: keep the last maxT-1 tokens, recompute their cache at positions 0.., then append.
+    std::copy(tokens_.begin() + 1, tokens_.end(), tokens_.begin());
+    tokens_.pop_back();
+    if (!tokens_.empty()) run_prompt(tokens_, false);
+    ++slides_;
+  }
+  return decode_one(token);
+}
+
+// Runs tokens (the whole cached sequence, from position 0) through the model's own ops, as
+// Llama::forward does, filling the cache rows 0..T-1; returns the last row's logits (V) when asked.
+Tensor LlamaGenerator::run_prompt(std::span<const std::int32_t> tokens, bool want_logits) {
+  const int T = static_cast<int>(tokens.size());
+  const std::int64_t KV = std::int64_t{NKV_} * HS_;
+  const std::int64_t layer = std::int64_t{maxT_} * KV;  // one layer of the cache
+  ArenaScope scope(scratch_);
+  for (int t = 0; t < T; ++t)  // the embedding: a row copy per token
+    std::memcpy(residual_.f32() + std::int64_t{t} * C_,
+                m_.tok_embeddings.f32() + std::int64_t{tokens[t]} * C_,
+                static_cast<std::size_t>(C_) * sizeof(float));
+  for (int l = 0; l < L_; ++l) {
+    scratch_.reset();  // each layer's temporaries replace the previous layer's
+    const LlamaBlock& b = m_.layers[l];
+    const LlamaAttention& at = b.attention;
+    const Tensor x(residual_.f32(), {1, T, C_});                                     // (1, T, C)
+    const Tensor a = b.attention_norm.forward(x);                                    // (1, T, C)
+    const Tensor q = rope(linear_nobias(a, at.wq), at.n_head, at.rope_freqs, 0);     // (1, T, NH * HS)
+    const Tensor k = rope(linear_nobias(a, at.wk), at.n_kv_head, at.rope_freqs, 0);  // (1, T, NKV * HS)
+    const Tensor v = linear_nobias(a, at.wv);                                        // (1, T, NKV * HS)
+    std::memcpy(k_cache_.f32() + l * layer, k.f32(), k.nbytes());  // rows 0..T-1 of (maxT, NKV * HS)
+    std::memcpy(v_cache_.f32() + l * layer, v.f32(), v.nbytes());
+    const Tensor h = x + linear_nobias(attention(q, k, v, at.n_head, at.n_kv_head), at.wo);  // (1, T, C)
+    const Tensor out = h + b.feed_forward.forward(b.ffn_norm.forward(h));                    // (1, T, C)
+    std::memcpy(residual_.f32(), out.f32(), out.nbytes());
+  }
+  if (!want_logits) return {};
+  scratch_.reset();
+  const Tensor last(residual_.f32() + std::int64_t{T - 1} * C_, {1, 1, C_});  // (1, 1, C)
+  const Tensor logits = linear_nobias(m_.norm.forward(last), m_.output);      // (1, 1, V)
+  return Tensor(logits.raw(), {V_});
+}
+
+// One new position: the block's ops on (1, 1, C), RoPE at position pos, attention over the cache
+// rows 0..pos.
+Tensor LlamaGenerator::decode_one(std::int32_t token) {
+  const int pos = length();
+  LLMCC_ASSERT(pos < maxT_, "decode_one on a full sequence");
+  const std::int64_t KV = std::int64_t{NKV_} * HS_;
+  const std::int64_t layer = std::int64_t{maxT_} * KV;  // one layer of the cache
+  ArenaScope scope(scratch_);
+  float* x0 = residual_.f32();  // (C): row 0 carries the one position
+  std::memcpy(x0, m_.tok_embeddings.f32() + std::int64_t{token} * C_,
+              static_cast<std::size_t>(C_) * sizeof(float));
+  for (int l = 0; l < L_; ++l) {
+    scratch_.reset();
+    const LlamaBlock& b = m_.layers[l];
+    const LlamaAttention& at = b.attention;
+    const Tensor x(x0, {1, 1, C_});                                                    // (1, 1, C)
+    const Tensor a = b.attention_norm.forward(x);                                      // (1, 1, C)
+    const Tensor q = rope(linear_nobias(a, at.wq), at.n_head, at.rope_freqs, pos);     // (1, 1, NH * HS)
+    const Tensor k = rope(linear_nobias(a, at.wk), at.n_kv_head, at.rope_freqs, pos);  // (1, 1, NKV * HS)
+    const Tensor v = linear_nobias(a, at.wv);                                          // (1, 1, NKV * HS)
+    float* kc = k_cache_.f32() + l * layer;                                            // (maxT, NKV * HS)
+    float* vc = v_cache_.f32() + l * layer;                                            // (maxT, NKV * HS)
+    std::memcpy(kc + pos * KV, k.f32(), k.nbytes());
+    std::memcpy(vc + pos * KV, v.f32(), v.nbytes());
+    const Tensor y = new_tensor({1, 1, std::int64_t{NH_} * HS_}, "kv attention");  // (1, 1, NH * HS)
+    const Tensor scores = new_tensor({NH_, pos + 1}, "kv attention");              // (NH, pos + 1)
+    attention_single_query(y.f32(), q.f32(), kc, vc, pos + 1, NH_, NKV_, HS_, KV, scores.f32());
+    const Tensor h = x + linear_nobias(y, at.wo);                          // (1, 1, C)
+    const Tensor out = h + b.feed_forward.forward(b.ffn_norm.forward(h));  // (1, 1, C)
+    std::memcpy(x0, out.f32(), out.nbytes());
+  }
+  tokens_.push_back(token);  // within the reserved capacity
+  scratch_.reset();
+  const Tensor logits = linear_nobias(m_.norm.forward(Tensor(x0, {1, 1, C_})), m_.output);  // (1, 1, V)
+  return Tensor(logits.raw(), {V_});
+}
+
+// ---- whole generations ------------------------------------------------------------------------
+
+std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt,
+                                       int max_new_tokens, const SamplingConfig& cfg, Rng& rng,
+                                       const std::function<void(std::int32_t)>& on_token) {
+  LlamaGenerator gen(m, ContextFull::Slide);
+  for (const std::int32_t id : prompt) gen.check_token(id, "prompt");
+  // A prompt longer than the context: its last max_seq_len tokens, the window the uncached path
+  // crops to.
+  std::span<const std::int32_t> window(prompt);
+  if (window.size() > static_cast<std::size_t>(gen.max_length())) window = window.last(gen.max_length());
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(std::max(max_new_tokens, 0)));
+  generate(gen, window, max_new_tokens, cfg, rng, [&](std::int32_t id) {
+    out.push_back(id);
+    if (on_token) on_token(id);
+  });
+  return out;
+}
 
 std::size_t llama_forward_bytes(const LlamaConfig& c, int B, int T) {
   // Floats per token a forward keeps live (the arena is not reset between layers): per layer the
@@ -20,9 +215,9 @@ std::size_t llama_forward_bytes(const LlamaConfig& c, int B, int T) {
   return static_cast<std::size_t>(4.0 * floats) + (std::size_t{16} << 20);
 }
 
-std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt,
-                                       int max_new_tokens, const SamplingConfig& cfg, Rng& rng,
-                                       const std::function<void(std::int32_t)>& on_token) {
+std::vector<std::int32_t> llama_sample_uncached(const Llama& m, const std::vector<std::int32_t>& prompt,
+                                                int max_new_tokens, const SamplingConfig& cfg, Rng& rng,
+                                                const std::function<void(std::int32_t)>& on_token) {
   cfg.validate();
   const int V = m.cfg.vocab_size, maxT = m.cfg.max_seq_len;
   if (max_new_tokens < 0)

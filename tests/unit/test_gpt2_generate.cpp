@@ -128,7 +128,7 @@ TEST(KvAttention, SingleQueryMatchesFusedAttentionLastRow) {
       const Tensor ref = llmcc::attention(q, k, v, NH, NH);  // (1, n, C)
       std::vector<float> out(C), scores(NH * n);
       llmcc::test::for_each_thread_count([&](int) {
-        llmcc::nn::attention_single_query(out.data(), q.f32() + (n - 1) * C, k.f32(), v.f32(), n, NH, HS, C,
+        llmcc::nn::attention_single_query(out.data(), q.f32() + (n - 1) * C, k.f32(), v.f32(), n, NH, NH, HS, C,
                                           scores.data());
         EXPECT_TRUE(llmcc::test::all_close("out", out.data(), ref.f32() + (n - 1) * C, C, 1e-6, 1e-5));
       });

@@ -88,10 +88,9 @@ class Model {
   virtual float loss_and_grad(const Tokens& x, const Tokens& y, float d_loss) = 0;
   // The forward alone.
   virtual float loss(const Tokens& x, const Tokens& y) const = 0;
-  // New tokens after `prompt` (empty: starts from cfg.eot): GPT-2 with its KV cache
-  // (nn::gpt2_sample), Llama with a full forward per token (nn::llama_sample, which also calls
-  // on_token with each id as it is drawn; GPT-2's calls it after the last). The window slides
-  // when the context fills.
+  // New tokens after `prompt` (empty: starts from cfg.eot), each family with its KV cache:
+  // GPT-2 (nn::gpt2_sample, which calls on_token after the last), Llama (nn::llama_sample, which
+  // calls on_token with each id as it is drawn). The window slides when the context fills.
   virtual std::vector<std::int32_t> sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                            const nn::SamplingConfig& cfg, Rng& rng,
                                            const std::function<void(std::int32_t)>& on_token = {}) const = 0;

@@ -1,0 +1,124 @@
+// Sampler and generate(): sampling and the generation loop shared by the models' generators.
+#include "nn/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "llmcc/error.h"
+
+namespace llmcc::nn {
+
+namespace {
+constexpr const char* kSampler = "sampler";
+}  // namespace
+
+// ---- sampling ---------------------------------------------------------------------------------
+
+void SamplingConfig::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0.0f)
+    fail(kSampler,
+         "temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
+  if (top_k < 0) fail(kSampler, "top_k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
+}
+
+Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) {
+  if (vocab_size <= 0) fail(kSampler, "vocab_size is " + std::to_string(vocab_size) + ", expected > 0");
+  values_.resize(static_cast<std::size_t>(vocab_size));
+  probs_.resize(static_cast<std::size_t>(vocab_size));
+}
+
+std::int32_t Sampler::sample(const Tensor& logits, const SamplingConfig& cfg, Rng& rng) {
+  if (!logits.defined()) fail(kSampler, "logits tensor has no data");
+  return sample(std::span<const float>(logits.f32(), static_cast<std::size_t>(logits.numel())), cfg, rng);
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig& cfg, Rng& rng) {
+  cfg.validate();
+  const int V = vocab_size_;
+  if (logits.size() < static_cast<std::size_t>(V))
+    fail(kSampler, "logits have " + std::to_string(logits.size()) +
+                       " values, expected at least the vocab size " + std::to_string(V));
+  // The first id of largest logit; greedy decoding, and the softmax's shift.
+  int best = 0;
+  for (int i = 1; i < V; ++i)
+    if (logits[i] > logits[best]) best = i;
+  if (cfg.temperature == 0.0f || cfg.top_k == 1) return best;
+
+  // Kept ids: all, or the top_k largest (the k-th largest value is the threshold; ids equal to it
+  // are kept in id order until k are kept, so exactly k survive and the choice is deterministic).
+  float threshold = -INFINITY;
+  int at_threshold = V;  // how many ids equal to the threshold may still be kept
+  if (cfg.top_k > 0 && cfg.top_k < V) {
+    std::copy(logits.begin(), logits.begin() + V, values_.begin());
+    auto kth = values_.begin() + (cfg.top_k - 1);
+    std::nth_element(values_.begin(), kth, values_.end(), std::greater<float>());
+    threshold = *kth;
+    const auto above =
+        std::count_if(logits.begin(), logits.begin() + V, [&](float l) { return l > threshold; });
+    at_threshold = cfg.top_k - static_cast<int>(above);
+  }
+  const double max = logits[best], inv_t = 1.0 / static_cast<double>(cfg.temperature);
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) {
+    double p = 0.0;
+    if (logits[i] > threshold || (logits[i] == threshold && at_threshold-- > 0))
+      p = std::exp((static_cast<double>(logits[i]) - max) * inv_t);
+    probs_[i] = p;
+    sum += p;
+  }
+  // One uniform draw walks the cumulative distribution in id order.
+  const double target = rng.uniform_f64() * sum;
+  double acc = 0.0;
+  int last_kept = best;
+  for (int i = 0; i < V; ++i) {
+    if (probs_[i] == 0.0) continue;
+    acc += probs_[i];
+    last_kept = i;
+    if (target < acc) return i;
+  }
+  return last_kept;  // rounding left target at the very end
+}
+
+// ---- whole generations ------------------------------------------------------------------------
+
+GenerateStats generate(Generator& gen, std::span<const std::int32_t> prompt, int max_new_tokens,
+                       const SamplingConfig& cfg, Rng& rng,
+                       const std::function<void(std::int32_t)>& on_token) {
+  cfg.validate();
+  if (max_new_tokens < 0)
+    fail("generate", "max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0");
+  const std::int32_t start[1] = {cfg.eot};
+  if (prompt.empty()) prompt = start;
+  using Clock = std::chrono::steady_clock;
+  GenerateStats st;
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  if (max_new_tokens == 0) return st;
+  Sampler sampler(gen.vocab_size());
+  const auto t0 = Clock::now();
+  Tensor logits = gen.prefill(prompt);  // the next token's logits
+  const auto t1 = Clock::now();
+  for (;;) {
+    const std::int32_t next = sampler.sample(logits, cfg, rng);
+    ++st.new_tokens;
+    if (on_token) on_token(next);
+    if (cfg.stop_at_eot && next == cfg.eot) {
+      st.stopped_at_eot = true;
+      break;
+    }
+    if (st.new_tokens == max_new_tokens) break;
+    if (gen.full() && gen.on_full() == ContextFull::Stop) {
+      st.stopped_at_limit = true;
+      break;
+    }
+    logits = gen.step(next);
+    ++st.decode_steps;
+  }
+  const auto t2 = Clock::now();
+  st.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  st.decode_seconds = std::chrono::duration<double>(t2 - t1).count();
+  return st;
+}
+
+}  // namespace llmcc::nn
