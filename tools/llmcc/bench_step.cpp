@@ -5,6 +5,7 @@
 
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
+#include "model_family.h"
 
 namespace llmcc::cli {
 namespace {
@@ -13,7 +14,8 @@ namespace {
 constexpr AdamWConfig kAdamW{0.9f, 0.95f, 1e-8f, 0.1f};
 constexpr float kLearningRate = 3e-4f;
 
-const nn::Gpt2Config& checked(const nn::Gpt2Config& config, int B, int T) {
+template <class Config>
+const Config& checked(const Config& config, int B, int T) {
   config.validate();
   if (B < 1) fail("llmcc bench", "batch size must be at least 1, got " + std::to_string(B));
   if (T < 1 || T > config.max_seq_len) {
@@ -23,17 +25,43 @@ const nn::Gpt2Config& checked(const nn::Gpt2Config& config, int B, int T) {
   return config;
 }
 
-nn::Gpt2Weights init_weights(const nn::Gpt2Config& config, std::uint64_t seed) {
-  nn::Gpt2Weights w = nn::make_gpt2(config);
-  nn::gpt2_init(w.model, seed);
-  return w;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
+
+// ---- the families ---------------------------------------------------------------------------
+
+Gpt2BenchFamily::Weights Gpt2BenchFamily::make(const Config& config, std::uint64_t seed) {
+  Weights w = nn::make_gpt2(config);
+  nn::gpt2_init(w.model, seed);
+  return w;
+}
+float Gpt2BenchFamily::fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
+  return nn::gpt2_loss_fwd(w.model, x, y, s);
+}
+void Gpt2BenchFamily::bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g) {
+  nn::gpt2_loss_bwd(w.model, x, y, s, 1.0f, g);
+}
+std::size_t Gpt2BenchFamily::arena_bytes(const Config& config, int B, int T) {
+  return bench_arena_bytes(config, B, T);
+}
+
+LlamaBenchFamily::Weights LlamaBenchFamily::make(const Config& config, std::uint64_t seed) {
+  Weights w = nn::make_llama(config);
+  nn::llama_init(w.model, seed);
+  return w;
+}
+float LlamaBenchFamily::fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
+  return nn::llama_loss_fwd(w.model, x, y, s);
+}
+void LlamaBenchFamily::bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g) {
+  nn::llama_loss_bwd(w.model, x, y, s, 1.0f, g);
+}
+std::size_t LlamaBenchFamily::arena_bytes(const Config& config, int B, int T) {
+  return ModelConfig::of(config).step_arena_bytes(B, T);  // the trainer's plan
+}
 
 std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
   const std::size_t BT = static_cast<std::size_t>(B) * static_cast<std::size_t>(T);
@@ -47,14 +75,17 @@ std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
   return floats * sizeof(float) + (std::size_t{64} << 20);
 }
 
-Gpt2BenchStep::Gpt2BenchStep(const nn::Gpt2Config& config, int B, int T, std::uint64_t seed)
+// ---- the step -------------------------------------------------------------------------------
+
+template <class Family>
+TrainBenchStep<Family>::TrainBenchStep(const Config& config, int B, int T, std::uint64_t seed)
     : config_(checked(config, B, T)),
       B_(B),
       T_(T),
-      weights_(init_weights(config, seed)),
+      weights_(Family::make(config, seed)),
       grads_(adgen::make_grad(weights_.model)),
       opt_(weights_.params, kAdamW),
-      arena_(bench_arena_bytes(config, B, T)) {
+      arena_(Family::arena_bytes(config, B, T)) {
   // One stream of B*T + 1 random tokens: targets are the inputs shifted by one (as llm.c).
   Rng rng(seed + 1);
   std::vector<std::int32_t> stream(static_cast<std::size_t>(B) * T + 1);
@@ -64,28 +95,31 @@ Gpt2BenchStep::Gpt2BenchStep(const nn::Gpt2Config& config, int B, int T, std::ui
   targets_.assign(stream.begin() + 1, stream.end());
 }
 
-float Gpt2BenchStep::step() {
+template <class Family>
+float TrainBenchStep<Family>::step() {
   const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
   arena_.reset();
   ArenaScope scope(arena_);
   // The gradient is zero here: from its constructor on the first step, then from the
   // optimizer step, which zeroes it in its pass.
-  const float loss = nn::gpt2_loss_grad(weights_.model, x, y, grads_.grad, saved_);
+  const float loss = Family::fwd(weights_, x, y, saved_);
+  Family::bwd(weights_, x, y, saved_, &grads_.grad);
   opt_.step_zero_grads(weights_.params, grads_.store, kLearningRate);
   return loss;
 }
 
-Gpt2BenchStep::Split Gpt2BenchStep::step_split() {
+template <class Family>
+BenchStep::Split TrainBenchStep<Family>::step_split() {
   const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
   Split s;
   arena_.reset();
   ArenaScope scope(arena_);
-  // What gpt2_loss_grad(..., saved) runs, in its two halves.
+  // What <family>_loss_grad(..., saved) runs, in its two halves.
   auto t0 = std::chrono::steady_clock::now();
-  s.loss = nn::gpt2_loss_fwd(weights_.model, x, y, saved_);
+  s.loss = Family::fwd(weights_, x, y, saved_);
   s.forward = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  nn::gpt2_loss_bwd(weights_.model, x, y, saved_, 1.0f, &grads_.grad);
+  Family::bwd(weights_, x, y, saved_, &grads_.grad);
   s.backward = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   opt_.step_zero_grads(weights_.params, grads_.store, kLearningRate);
@@ -93,6 +127,12 @@ Gpt2BenchStep::Split Gpt2BenchStep::step_split() {
   return s;
 }
 
-std::size_t Gpt2BenchStep::scratch_high_water() const { return adgen::scratch_high_water(); }
+template <class Family>
+std::size_t TrainBenchStep<Family>::scratch_high_water() const {
+  return adgen::scratch_high_water();
+}
+
+template class TrainBenchStep<Gpt2BenchFamily>;
+template class TrainBenchStep<LlamaBenchFamily>;
 
 }  // namespace llmcc::cli

@@ -1,6 +1,7 @@
-// One GPT-2 training step as `llmcc bench`, bench/bench_gpt2.cpp and the steady-state allocation
-// test run it: randomly initialised weights, one fixed batch of random tokens, and per step
-//   arena reset -> gpt2_loss_grad (forward + backward, reusing the kept Saved record) -> AdamW
+// One training step as `llmcc bench`, bench/bench_gpt2.cpp and the steady-state allocation test
+// run it, for GPT-2 (Gpt2BenchStep) and Llama (LlamaBenchStep): randomly initialised weights, one
+// fixed batch of random tokens, and per step
+//   arena reset -> <family>_loss_grad (forward + backward, reusing the kept Saved record) -> AdamW
 //   step, which also zeroes the gradient store for the next step (AdamW::step_zero_grads).
 // After the first step (which sizes the Saved record's vectors and the scratch arenas) a step
 // allocates nothing from the heap.
@@ -11,22 +12,23 @@
 #include <vector>
 
 #include "gpt2.grad.h"
+#include "llama.grad.h"
 #include "llmcc/arena.h"
 #include "llmcc/train/adamw.h"
 #include "nn/gpt2_config.h"
 #include "nn/gpt2_weights.h"
+#include "nn/llama_config.h"
+#include "nn/llama_weights.h"
 
 namespace llmcc::cli {
 
-class Gpt2BenchStep {
+// What cmd_bench needs of a step, whatever the family.
+class BenchStep {
  public:
-  // Throws llmcc::Error for B or T out of range (T must be at most config.max_seq_len).
-  Gpt2BenchStep(const nn::Gpt2Config& config, int B, int T, std::uint64_t seed = 1337);
-  Gpt2BenchStep(const Gpt2BenchStep&) = delete;
-  Gpt2BenchStep& operator=(const Gpt2BenchStep&) = delete;
+  virtual ~BenchStep() = default;
 
   // One training step; returns the loss.
-  float step();
+  virtual float step() = 0;
 
   // The same step with the forward, the backward and the optimizer (gradient zeroing included)
   // timed separately, in seconds.
@@ -34,29 +36,72 @@ class Gpt2BenchStep {
     float loss = 0;
     double forward = 0, backward = 0, optimizer = 0;
   };
-  Split step_split();
+  virtual Split step_split() = 0;
 
   // Bytes the step's arena and adgen's scratch arenas have used at most.
-  std::size_t arena_high_water() const { return arena_.high_water(); }
-  std::size_t scratch_high_water() const;
-  std::size_t arena_capacity() const { return arena_.capacity(); }
+  virtual std::size_t arena_high_water() const = 0;
+  virtual std::size_t scratch_high_water() const = 0;
+  virtual std::size_t arena_capacity() const = 0;
+};
 
-  const nn::Gpt2Config& config() const { return config_; }
+// The family-specific parts: weights, the generated entry points and the arena size.
+struct Gpt2BenchFamily {
+  using Config = nn::Gpt2Config;
+  using Weights = nn::Gpt2Weights;
+  using Grad = nn::Gpt2_Grad;
+  using Saved = nn::gpt2_loss_Saved;
+  static Weights make(const Config& config, std::uint64_t seed);
+  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s);
+  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g);
+  static std::size_t arena_bytes(const Config& config, int B, int T);
+};
+struct LlamaBenchFamily {
+  using Config = nn::LlamaConfig;
+  using Weights = nn::LlamaWeights;
+  using Grad = nn::Llama_Grad;
+  using Saved = nn::llama_loss_Saved;
+  static Weights make(const Config& config, std::uint64_t seed);
+  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s);
+  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g);
+  static std::size_t arena_bytes(const Config& config, int B, int T);
+};
+
+template <class Family>
+class TrainBenchStep final : public BenchStep {
+ public:
+  using Config = typename Family::Config;
+  // Throws llmcc::Error for B or T out of range (T must be at most config.max_seq_len).
+  TrainBenchStep(const Config& config, int B, int T, std::uint64_t seed = 1337);
+  TrainBenchStep(const TrainBenchStep&) = delete;
+  TrainBenchStep& operator=(const TrainBenchStep&) = delete;
+
+  float step() override;
+  Split step_split() override;
+  std::size_t arena_high_water() const override { return arena_.high_water(); }
+  std::size_t scratch_high_water() const override;
+  std::size_t arena_capacity() const override { return arena_.capacity(); }
+
+  const Config& config() const { return config_; }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
 
  private:
-  nn::Gpt2Config config_;
+  Config config_;
   int B_, T_;
-  nn::Gpt2Weights weights_;
-  adgen::GradBuffer<nn::Gpt2_Grad> grads_;
+  typename Family::Weights weights_;
+  adgen::GradBuffer<typename Family::Grad> grads_;
   AdamW opt_;
   Arena arena_;
-  nn::gpt2_loss_Saved saved_;
+  typename Family::Saved saved_;
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
 };
 
-// A step arena large enough for (config, B, T): about twice what a GPT-2 step keeps (saved
+using Gpt2BenchStep = TrainBenchStep<Gpt2BenchFamily>;
+using LlamaBenchStep = TrainBenchStep<LlamaBenchFamily>;
+extern template class TrainBenchStep<Gpt2BenchFamily>;
+extern template class TrainBenchStep<LlamaBenchFamily>;
+
+// A GPT-2 step arena large enough for (config, B, T): about twice what a GPT-2 step keeps (saved
 // activations, logits and their gradient), plus slack. Untouched pages cost only address space.
 std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T);
 

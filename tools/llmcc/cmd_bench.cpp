@@ -1,12 +1,15 @@
-// llmcc bench: training-step speed of a GPT-2 preset on random data, and where the time goes.
+// llmcc bench: training-step speed of a GPT-2 or Llama preset on random data, and where the time
+// goes.
 //
 //   llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --warmup 2 --steps 10
+//   llmcc bench --model stories15m --batch-size 4 --seq-len 256
 //
 // Model flags are the trainer's (model_flags.h: a preset and per-field overrides).
 // Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
-// runs warm-up steps then timed steps (Gpt2BenchStep: forward + backward through the generated
-// gradient, AdamW with gradient zeroing; no allocation once warm), and prints median and min
-// ms per step, tokens/s, achieved GFLOP/s (Gpt2Config::flops_per_step), MFU against the
+// runs warm-up steps then timed steps (Gpt2BenchStep / LlamaBenchStep: forward + backward through
+// the generated gradient, AdamW with gradient zeroing; no allocation once warm), and prints median
+// and min ms per step, tokens/s, achieved GFLOP/s (Gpt2Config / LlamaConfig::flops_per_step), MFU
+// against the
 // measured peak, peak RSS, page faults per timed step and the arenas' high-water marks. Then,
 // unless --no-profile, a separate run with the per-op profiler on (llmcc/profile.h): forward
 // and backward ms per op per step and their share of the step. The last line,
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,8 +31,8 @@
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "model_family.h"
 #include "model_flags.h"
-#include "nn/gpt2_config.h"
 
 namespace llmcc::cli {
 namespace {
@@ -94,7 +98,7 @@ std::map<std::string, OpTime> group_by_op(const std::vector<profile::Entry>& ent
   return ops;
 }
 
-void print_profile(const std::vector<Gpt2BenchStep::Split>& splits) {
+void print_profile(const std::vector<BenchStep::Split>& splits) {
   const double n = static_cast<double>(splits.size());
   std::vector<double> steps;
   double fwd = 0, bwd = 0, opt = 0;
@@ -147,7 +151,8 @@ int run_bench(int argc, char** argv) {
   bool with_profile = true;
   double peak_seconds = 1.0;
   std::uint64_t seed = 1337;
-  ArgParser p("bench", "Time GPT-2 training steps on random data; print tokens/s, MFU and a per-op profile.");
+  ArgParser p("bench",
+              "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
   p.section("Batch");
   p.add("--batch-size", &batch, "sequences per step (B)");
@@ -172,26 +177,28 @@ int run_bench(int argc, char** argv) {
 
   const ModelConfig model_config = model_flags.config();
   const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
-  if (model_config.family != Family::Gpt2)
-    fail(kCmd, "--model " + model + ": the step benchmark runs GPT-2 models only so far (train a " +
-                   model_config.display_name() + " with llmcc train, whose log has tokens/s per step)");
-  const nn::Gpt2Config config = model_config.gpt2;
+  model_config.validate();
   if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
-  if (seq_len < 1 || seq_len > config.max_seq_len) {
-    fail(kCmd, "--seq-len must be in [1, " + std::to_string(config.max_seq_len) +
+  if (seq_len < 1 || seq_len > model_config.max_seq_len()) {
+    fail(kCmd, "--seq-len must be in [1, " + std::to_string(model_config.max_seq_len()) +
                    "] (the model's max_seq_len), got " + std::to_string(seq_len));
   }
   set_num_threads(threads);
 
   const FmaPeak peak = measure_fma_peak(threads, peak_seconds);
-  std::printf("llmcc bench: %s (%s), %.2fM parameters, B=%d T=%d, %d threads\n", model.c_str(),
-              config.str().c_str(), static_cast<double>(config.parameter_count()) * 1e-6, batch, seq_len,
-              threads);
+  std::printf("llmcc bench: %s (%s %s), %.2fM parameters, B=%d T=%d, %d threads\n", model.c_str(),
+              model_config.display_name(), model_config.str().c_str(),
+              static_cast<double>(model_config.parameter_count()) * 1e-6, batch, seq_len, threads);
   std::printf("fp32 FMA peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)\n", peak.isa.c_str(),
               peak.threads, peak.gflops, peak.gflops_per_thread);
   std::fflush(stdout);
 
-  Gpt2BenchStep bench(config, batch, seq_len, seed);
+  std::unique_ptr<BenchStep> step_runner;
+  if (model_config.family == Family::Llama)
+    step_runner = std::make_unique<LlamaBenchStep>(model_config.llama, batch, seq_len, seed);
+  else
+    step_runner = std::make_unique<Gpt2BenchStep>(model_config.gpt2, batch, seq_len, seed);
+  BenchStep& bench = *step_runner;
   float first_loss = 0, loss = 0;
   for (int i = 0; i < warmup; ++i) {
     loss = bench.step();
@@ -212,7 +219,7 @@ int run_bench(int argc, char** argv) {
   const double med = median(ms), best = *std::min_element(ms.begin(), ms.end()),
                worst = *std::max_element(ms.begin(), ms.end());
   const double tokens = static_cast<double>(batch) * seq_len;
-  const double gflop = config.flops_per_step(batch, seq_len) * 1e-9;
+  const double gflop = model_config.flops_per_step(batch, seq_len) * 1e-9;
   const double gflops = gflop / (med * 1e-3);
   const double mfu = gflops / peak.gflops;
   std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss,
@@ -233,7 +240,7 @@ int run_bench(int argc, char** argv) {
   if (with_profile) {
     profile::reset();
     profile::enable(true);
-    std::vector<Gpt2BenchStep::Split> splits;
+    std::vector<BenchStep::Split> splits;
     for (int i = 0; i < profile_steps; ++i) splits.push_back(bench.step_split());
     profile::enable(false);
     print_profile(splits);
