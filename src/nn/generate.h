@@ -8,6 +8,7 @@
 // or generate(gen, prompt, n, cfg, rng, on_token), which also times prefill and decode.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -64,6 +65,10 @@ class Generator {
   virtual int max_length() const = 0;  // the model's context (max_seq_len)
   virtual int vocab_size() const = 0;  // ids a token may take
   virtual ContextFull on_full() const = 0;
+  // Bytes reserved for the cache, the residual stream and scratch.
+  virtual std::size_t planned_bytes() const = 0;
+  // Times the window has slid (ContextFull::Slide; each a prefill).
+  virtual std::int64_t slides() const = 0;
   bool full() const { return length() >= max_length(); }
 };
 

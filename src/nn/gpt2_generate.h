@@ -64,9 +64,9 @@ class Gpt2Generator final : public Generator {
   // The tokens whose keys and values are cached (the current window), oldest first.
   const std::vector<std::int32_t>& tokens() const { return tokens_; }
   // Bytes reserved for the cache, the residual stream and scratch.
-  std::size_t planned_bytes() const;
+  std::size_t planned_bytes() const override;
   // Times the window has slid.
-  std::int64_t slides() const { return slides_; }
+  std::int64_t slides() const override { return slides_; }
 
  private:
   Tensor run_prompt(std::span<const std::int32_t> prompt, bool want_logits);

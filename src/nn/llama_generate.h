@@ -59,9 +59,9 @@ class LlamaGenerator final : public Generator {
   // The tokens whose keys and values are cached (the current window), oldest first.
   const std::vector<std::int32_t>& tokens() const { return tokens_; }
   // Bytes reserved for the cache, the residual stream and scratch.
-  std::size_t planned_bytes() const;
+  std::size_t planned_bytes() const override;
   // Times the window has slid.
-  std::int64_t slides() const { return slides_; }
+  std::int64_t slides() const override { return slides_; }
   // Throws llmcc::Error naming `what` ("prompt", "next") for an id outside [0, vocab_size).
   void check_token(std::int32_t token, const char* what) const;
 

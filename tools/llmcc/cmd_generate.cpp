@@ -1,5 +1,5 @@
-// llmcc generate: sample text from a checkpoint: GPT-2 with a KV cache, Llama with a plain
-// full forward per token (no KV cache yet: fine for small models and short texts).
+// llmcc generate: sample text from a checkpoint, GPT-2 or Llama, each with its KV cache
+// (nn::Gpt2Generator, nn::LlamaGenerator) driven by nn::generate.
 //
 //   llmcc generate --ckpt run/ckpt_005000.bin --prompt "ROMEO:" --max-tokens 200 --top-k 40
 //
@@ -8,7 +8,6 @@
 //
 // The prompt and then each new token's text go to stdout as they are produced; the timing
 // (prefill and decode tokens/s) goes to stderr, so the text pipes cleanly.
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +26,8 @@
 #include "model_family.h"
 #include "nn/gpt2_generate.h"
 #include "nn/gpt2_weights.h"
+#include "nn/llama_generate.h"
+#include "nn/llama_weights.h"
 #include "run_tokenizer.h"
 
 namespace llmcc::cli {
@@ -107,14 +108,14 @@ int run_generate(int argc, char** argv) {
     guessed = true;
   }
   const TextTokenizer& tok = *run_tok.tok;
-  // GPT-2 runs on its KV-cache generator (the weights directly); Llama through Model::sample.
+  // Each family runs on its KV-cache generator over the weights directly.
   std::optional<nn::Gpt2Weights> gpt2;
-  std::unique_ptr<Model> llama;
+  std::optional<nn::LlamaWeights> llama;
   if (checkpoint_family(ckpt) == Family::Llama)
-    llama = load_model(ckpt);
+    llama.emplace(nn::load_llama(ckpt));
   else
     gpt2.emplace(nn::load_gpt2(ckpt));
-  const ModelConfig cfg = llama ? llama->config() : ModelConfig::of(gpt2->model.cfg);
+  const ModelConfig cfg = llama ? ModelConfig::of(llama->model.cfg) : ModelConfig::of(gpt2->model.cfg);
   const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
   if (guessed && V < tok.vocab_size())
     std::fprintf(stderr,
@@ -145,34 +146,15 @@ int run_generate(int argc, char** argv) {
   // only at the start; a character may span byte tokens).
   DecodeStream text(tok, ids);
 
-  if (llama) {
-    // Full forward per token over the window; 'stop' ends at the context, 'slide' crops it.
-    const int room = maxT - static_cast<int>(ids.size());
-    const bool limited = on_full == "stop" && max_tokens > room;
-    std::fprintf(stderr, "model Llama %s from %s; full forward per token (no KV cache)\n", cfg.str().c_str(),
-                 ckpt.c_str());
-    write_out(prompt);
-    Rng rng(seed);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<std::int32_t> out =
-        llama->sample(ids, limited ? room : max_tokens, sc, rng, [&](std::int32_t id) {
-          if (sc.stop_at_eot && id == end_id) return;
-          write_out(text.push(id));
-        });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    write_out(text.finish() + "\n");
-    if (limited && static_cast<int>(out.size()) == room)
-      std::fprintf(
-          stderr,
-          "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n", maxT);
-    std::fprintf(stderr, "generated %zu tokens in %.3f s (%.1f tokens/s)\n", out.size(), seconds,
-                 seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0);
-    return 0;
-  }
-
-  nn::Gpt2Generator gen(gpt2->model, on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop);
-  std::fprintf(stderr, "model %s from %s; cache and scratch %.1f MiB\n", cfg.str().c_str(), ckpt.c_str(),
-               static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
+  const nn::ContextFull full_mode = on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop;
+  std::unique_ptr<nn::Generator> generator;
+  if (llama)
+    generator = std::make_unique<nn::LlamaGenerator>(llama->model, full_mode);
+  else
+    generator = std::make_unique<nn::Gpt2Generator>(gpt2->model, full_mode);
+  nn::Generator& gen = *generator;
+  std::fprintf(stderr, "model %s %s from %s; cache and scratch %.1f MiB\n", cfg.display_name(), cfg.str().c_str(),
+               ckpt.c_str(), static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
   write_out(prompt);
   Rng rng(seed);
   const nn::GenerateStats st = nn::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
