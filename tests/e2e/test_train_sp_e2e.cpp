@@ -2,8 +2,8 @@
 // Shakespeare, `llmcc prepare` with it, `llmcc train` a tiny Llama for 100 steps without naming
 // the tokenizer again, then `llmcc generate` from the checkpoint alone. The validation loss must
 // fall well below where an untrained model starts (ln 1024 = 6.93), the trainer's sample and the
-// generated text must be text decoded with the SentencePiece model (not ids), and a tokenizer
-// that does not fit the model must be refused by name.
+// generated text must be text decoded with the SentencePiece model (not ids), a Hugging Face
+// export must carry the tokenizer, and a tokenizer that does not fit the model must be refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -185,7 +185,22 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "ROMEO:\n");
 
-  // 6. A tokenizer that does not fit the model is refused by name.
+  // 6. A Hugging Face export carries it as tokenizer.model, and generate finds it there.
+  r = run_llmcc(dir, {"export", "--ckpt", ckpt, "--format", "safetensors", "--out", dir.file("hf")});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir.file("hf/tokenizer.model"))) << r.out;
+  const std::vector<std::string> greedy = {"--prompt", "ROMEO:", "--max-tokens", "20", "--temperature", "0"};
+  std::vector<std::string> from_ckpt = {"generate", "--ckpt", ckpt},
+                           from_hf = {"generate", "--ckpt", dir.file("hf/model.safetensors")};
+  from_ckpt.insert(from_ckpt.end(), greedy.begin(), greedy.end());
+  from_hf.insert(from_hf.end(), greedy.begin(), greedy.end());
+  const CliResult a = run_llmcc(dir, from_ckpt), b = run_llmcc(dir, from_hf);
+  ASSERT_EQ(a.code, 0) << a.out << a.err;
+  ASSERT_EQ(b.code, 0) << b.out << b.err;
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_EQ(b.err.find("stores no tokenizer"), std::string::npos) << b.err;
+
+  // 7. A tokenizer that does not fit the model is refused by name.
   if (llmcc::find_shared_data("gpt2/encoder.json")) {
     r = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--tokenizer", "gpt2", "--prompt", "ROMEO:"});
     EXPECT_NE(r.code, 0);

@@ -9,9 +9,11 @@
 // The input kind is told by its first bytes (a directory is a Hugging Face model); the default
 // output is llm.c's for an llmcc input and llmcc's otherwise. Only the weights
 // travel: an exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled,
-// not resumed.
+// not resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc
+// output as it is, into a Hugging Face Llama directory as tokenizer.model (SentencePiece only).
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -26,6 +28,7 @@
 #include "nn/llama_hf.h"
 #include "nn/llama_weights.h"
 #include "model_family.h"
+#include "run_tokenizer.h"
 
 namespace llmcc::cli {
 
@@ -39,6 +42,14 @@ std::string describe(const nn::Gpt2Config& c) {
 
 std::string describe(const nn::LlamaConfig& c) {
   return "Llama " + c.str() + ", " + std::to_string(c.parameter_count()) + " parameters";
+}
+
+// The input's tokenizer into an llmcc output's config and files (nothing when it stores none).
+void carry_tokenizer(const std::string& ckpt, TrainState& state) {
+  if (const auto t = checkpoint_tokenizer(ckpt)) {
+    store_tokenizer(*t->tok, state.config, state.files);
+    std::printf("tokenizer: %s, carried over\n", t->tok->describe().c_str());
+  }
 }
 
 void print_written(const std::string& out, const char* kind) {
@@ -58,10 +69,22 @@ int export_llama(const std::string& ckpt, const std::string& out, const std::str
     nn::save_llama_hf(w.model, out);
     print_written((std::filesystem::path(out) / nn::kHfWeightsFile).string(),
                   "Hugging Face LlamaForCausalLM, fp32; config.json beside it");
+    // Llama-2-style repositories keep their SentencePiece model beside the weights.
+    const std::optional<RunTokenizer> t = from_hf ? std::nullopt : checkpoint_tokenizer(ckpt);
+    if (t && !t->tok->model_bytes().empty()) {
+      const std::string path = (std::filesystem::path(out) / "tokenizer.model").string();
+      const std::string bytes = t->tok->model_bytes();
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+      if (f != nullptr && std::fclose(f) != 0) fail(kCmd, "cannot write " + path);
+      if (!ok) fail(kCmd, "cannot write " + path);
+      print_written(path, "the checkpoint's SentencePiece tokenizer");
+    }
     return 0;
   }
   TrainState state;  // step 0: a starting point, not a resumable run
   nn::llama_config_to_kv(w.model.cfg, state.config);
+  carry_tokenizer(ckpt, state);
   save_checkpoint(out, w.params, /*opt=*/nullptr, state);
   print_written(out, "llmcc weights-only checkpoint");
   return 0;
@@ -142,6 +165,7 @@ int run_export(int argc, char** argv) {
   if (format == "llmcc") {
     TrainState state;  // step 0: a starting point, not a resumable run
     nn::gpt2_config_to_kv(w.model.cfg, state.config);
+    if (!from_llmc) carry_tokenizer(ckpt, state);
     save_checkpoint(out, w.params, /*opt=*/nullptr, state);
   } else {
     nn::save_gpt2_llmc(w.model, out, format == "llmc" ? nn::LlmcDType::F32 : nn::LlmcDType::BF16);
