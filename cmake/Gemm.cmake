@@ -1,19 +1,18 @@
-# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md):
-# oneDNN's dnnl_sgemm: on one thread tied with OpenBLAS 0.3.21's auto-detected AVX-512 kernels,
-# twice OpenBLAS under this environment's OPENBLAS_CORETYPE=Haswell, six times BLIS 0.9 (generic
-# kernels on this CPU), and independent of OpenBLAS's CPU detection.
-# Every library is from Debian and installed by scripts/setup.sh; -DLLMCC_GEMM=openblas|blis
-# switches (for comparison; both passed tests/kernels/test_gemm.cpp too).
-# -DLLMCC_GEMM=own is llmcc's packed GEMM (src/kernels/cpu/gemm_packed.cpp): no allocation after
-# a thread's first call (dnnl_sgemm allocates on every call); on Zen 3 (AVX2) 1.09x dnnl_sgemm
-# over a GPT-2 step's GEMMs at M = 256 and 0.99x at M = 1024, so not yet the default
-# (docs/perf.md, "GEMM", Zen 3). Its AVX-512 path compiles but has not been run.
+# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md, "GEMM").
+# Default: llmcc's own packed GEMM (src/kernels/cpu/gemm_packed.cpp), the only backend that
+# allocates nothing after a thread's first call, so a steady-state training step allocates
+# nothing (tests/unit/test_no_alloc_steady_state.cpp holds it to zero). Whole GPT-2 124M steps
+# on Zen 3 (AVX2), 2 threads: 1.09x and 1.15x dnnl_sgemm at B=4 T=64, 1.05x and 0.98x at
+# T=256 (2026-11-23). Its AVX-512 micro-kernel compiles but has not been run on an AVX-512 CPU.
+# -DLLMCC_GEMM=onednn (oneDNN's dnnl_sgemm, the default until then), openblas or blis switch
+# (for comparison; every library is from Debian, installed by scripts/setup.sh, and passes
+# tests/kernels/test_gemm.cpp).
 #
 # One INTERFACE target per library that is found (llmcc_gemm_openblas, llmcc_gemm_blis,
 # llmcc_gemm_onednn): include path, library and the LLMCC_GEMM_<LIB> definition that selects
 # the code path in gemm.cpp. bench/ builds gemm.cpp against each of them; llmcc_core links the
 # one named by LLMCC_GEMM through the alias llmcc_gemm_backend.
-set(LLMCC_GEMM "onednn" CACHE STRING "GEMM library for cpu::gemm: onednn, own, openblas or blis")
+set(LLMCC_GEMM "own" CACHE STRING "GEMM library for cpu::gemm: onednn, own, openblas or blis")
 set_property(CACHE LLMCC_GEMM PROPERTY STRINGS onednn own openblas blis)
 
 # llmcc's own packed GEMM (src/kernels/cpu/gemm_packed.cpp, always compiled into llmcc_core):

@@ -71,4 +71,12 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 #endif
 }
 
+bool gemm_is_allocation_free() {
+#if defined(LLMCC_GEMM_OWN)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace llmcc::cpu

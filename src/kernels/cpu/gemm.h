@@ -10,4 +10,9 @@ namespace llmcc::cpu {
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
+// Whether the library behind gemm allocates nothing once each thread has made its first call
+// (true for llmcc's own packed GEMM only; dnnl_sgemm allocates its packing buffers per call).
+// The steady-state allocation test holds a training step to zero allocations when it is.
+bool gemm_is_allocation_free();
+
 }  // namespace llmcc::cpu
