@@ -6,7 +6,6 @@
 // model's shape exit 1 with a message naming the problem; `llmcc eval` reproduces the logged
 // validation loss.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -24,42 +23,16 @@
 #include "llmcc/train/rng.h"
 #include "llmcc/train/token_file.h"
 #include "llmcc/train/tokenizer.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-CliResult run_llmcc(const llmcc::test::TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using llmcc::test::CliResult;
+using llmcc::test::run_llmcc;
+using llmcc::test::slurp;
 
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -2,7 +2,6 @@
 // shards decode back to the input, splits have the documented sizes, bad input exits 1 with a
 // message naming the problem and writes nothing.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +15,7 @@
 
 #include "llmcc/train/token_file.h"
 #include "llmcc/train/tokenizer.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 
 namespace {
@@ -23,40 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 using llmcc::Gpt2Tokenizer;
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using llmcc::test::CliResult;
+using llmcc::test::run_llmcc;
+using llmcc::test::slurp;
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
-}
-
-// Runs `llmcc <args>` with stdout and stderr captured in files of `dir`.
-CliResult run_llmcc(const llmcc::test::TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
 }
 
 const Gpt2Tokenizer* tokenizer() {
