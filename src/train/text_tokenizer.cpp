@@ -48,7 +48,20 @@ class SpText final : public TextTokenizer {
     if (ids.empty() && tok_.eos() >= 0) ids.push_back(tok_.eos());
     return ids;
   }
-  std::string decode(std::span<const std::int32_t> ids) const override { return tok_.decode(ids); }
+  // Every document is encoded on its own (llmcc prepare, encode_prompt), so each starts with
+  // SentencePiece's dummy-prefix space, which its decode drops only at the start of what it is
+  // given: the text after each bos or eos is decoded on its own too, so a model's next document
+  // reads "\n\nJULIET:" and not "\n\n JULIET:". (bos and eos themselves are not text.)
+  std::string decode(std::span<const std::int32_t> ids) const override {
+    std::string out;
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i <= ids.size(); ++i) {
+      if (i < ids.size() && (ids[i] < 0 || (ids[i] != tok_.bos() && ids[i] != tok_.eos()))) continue;
+      if (i > begin) out += tok_.decode(ids.subspan(begin, i - begin));
+      begin = i + 1;
+    }
+    return out;
+  }
   int vocab_size() const override { return tok_.vocab_size(); }
   int document_start() const override { return tok_.bos() >= 0 ? tok_.bos() : tok_.eos(); }
   int bos() const override { return tok_.bos(); }

@@ -104,6 +104,26 @@ TEST(RunTokenizer, DecodeStreamSpellsTokensAsTheWholeSequence) {
             tok->decode(std::vector<std::int32_t>{}) + " What");
 }
 
+// llmcc prepare encodes each document on its own and puts bos before it: decoding a model's
+// output across a bos gives the documents' texts back, without SentencePiece's dummy-prefix space
+// at the start of the second; streamed the same.
+TEST(RunTokenizer, DocumentsAfterBosDecodeAsTheirText) {
+  TempDir dir;
+  TRAIN_OR_SKIP(model, dir, "tok");
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  const std::string a = "ROMEO:\nIs the day so young?\n\n", b = "BENVOLIO:\nBut new struck nine.\n";
+  std::vector<std::int32_t> ids = tok->encode_prompt(a);
+  const std::vector<std::int32_t> second = tok->encode_prompt(b);  // bos first
+  ids.insert(ids.end(), second.begin(), second.end());
+  ids.push_back(tok->eos());
+  EXPECT_EQ(tok->decode(ids), a + b);
+  llmcc::DecodeStream stream(*tok, {tok->bos()});
+  std::string streamed;
+  for (std::size_t i = 1; i < ids.size(); ++i) streamed += stream.push(ids[i]);
+  EXPECT_EQ(streamed + stream.finish(), a + b);
+  EXPECT_TRUE(throws_error([&] { tok->decode(std::vector<std::int32_t>{1, -1}); }, {"token id -1"}));
+}
+
 TEST(RunTokenizer, DataRecordRoundTripsAndTravelsWithTheDirectory) {
   TempDir dir;
   TRAIN_OR_SKIP(model, dir, "tok");
