@@ -34,6 +34,7 @@
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "nn/gpt2_config.h"
+#include "nn/llama_config.h"
 
 // glibc's own allocator entry points (exported for exactly this kind of interposition).
 extern "C" {
@@ -196,7 +197,7 @@ namespace {
 
 // Runs one uncounted step, then counts the allocations of the next four: on a new `bench`, steps
 // 2..5 (step 1 sizes the Saved record, the scratch arenas and the thread team).
-long allocations_in_next_4_steps(llmcc::cli::Gpt2BenchStep& bench, bool print = true) {
+long allocations_in_next_4_steps(llmcc::cli::BenchStep& bench, bool print = true) {
   bench.step();
   void* warm[4];
   backtrace(warm, 4);  // loads libgcc's unwinder now, not inside the counted steps
@@ -287,6 +288,18 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
     llmcc::set_num_threads(threads);
     llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
+    EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
+  }
+}
+
+// The same for Llama (llama-tiny: RMSNorm, RoPE, GQA, SwiGLU, untied head), on 1 and 2 threads.
+TEST(NoAllocSteadyState, LlamaTrainingStepsTwoToFiveAllocateNothing) {
+  if (!llmcc::cpu::gemm_is_allocation_free())
+    GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
+    llmcc::set_num_threads(threads);
+    llmcc::cli::LlamaBenchStep bench(llmcc::nn::llama_preset("llama-tiny"), 2, 32);
     EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
   }
 }
