@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and benchmarks
   libomp-dev                                   # OpenMP runtime headers (g++ uses libgomp)
-  libdnnl-dev                                  # GEMM: oneDNN dnnl_sgemm (chosen by measurement, docs/perf.md)
+  libdnnl-dev                                  # GEMM peer: oneDNN dnnl_sgemm (-DLLMCC_GEMM=onednn; the default is llmcc's own, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
   libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)
