@@ -281,27 +281,23 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
 // ends build their messages only on failure, no parallel region runs on one thread (libgomp
 // allocates a team for each; src/kernels/cpu/parallel.h), and the GEMM packs into per-thread
 // buffers allocated on a thread's first call.
-TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
-  if (!llmcc::cpu::gemm_is_allocation_free())
-    GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
+// Steps 2..5 of a (B=2, T=32) training step of `config`, on 1 and 2 threads: no allocation.
+template <class Step, class Config>
+void expect_steps_allocate_nothing(const Config& config) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
     llmcc::set_num_threads(threads);
-    llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
+    Step bench(config, 2, 32);
     EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
   }
 }
 
-// The same for Llama (llama-tiny: RMSNorm, RoPE, GQA, SwiGLU, untied head), on 1 and 2 threads.
-TEST(NoAllocSteadyState, LlamaTrainingStepsTwoToFiveAllocateNothing) {
+TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
   if (!llmcc::cpu::gemm_is_allocation_free())
     GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
-    llmcc::set_num_threads(threads);
-    llmcc::cli::LlamaBenchStep bench(llmcc::nn::llama_preset("llama-tiny"), 2, 32);
-    EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
-  }
+  expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
+  // Llama's ops (RMSNorm, RoPE, GQA attention, SwiGLU, untied head) as well.
+  expect_steps_allocate_nothing<llmcc::cli::LlamaBenchStep>(llmcc::nn::llama_preset("llama-tiny"));
 }
 
 TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
