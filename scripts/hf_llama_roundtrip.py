@@ -12,6 +12,10 @@ LlamaForCausalLM and compute what llmcc computes?
    permutation) must give a visibly different loss, so the check can fail.
 5. save_pretrained writes the model back; `llmcc export` reads that directory into an llmcc
    checkpoint and `llmcc eval` gives the same loss again.
+6. Llama 3 rope scaling: the export's config.json gets a strong "llama3" rope_scaling (original
+   context 16, factor 4, so that every band of the formula is hit within 32 positions); `llmcc
+   eval` on that directory and transformers must give the same loss, and it must differ from the
+   unscaled loss by more than the tolerance.
 
 Not a default test (CI has no PyPI packages; about a minute on 2 cores). Needs torch and
 transformers (bench/setup_pytorch.sh, then build/venv-torch/bin/pip install transformers
@@ -109,6 +113,21 @@ def main():
         again = llmcc_eval(args.llmcc, back, val)
         print(f"save_pretrained -> llmcc export -> llmcc eval: {again:.6f} ({'same' if again == want else 'DIFFERENT'})")
         ok = ok and again == want
+
+        scaled = os.path.join(tmp, "scaled")
+        os.makedirs(scaled)
+        with open(os.path.join(hf, "config.json")) as f:
+            config = json.load(f)
+        config["rope_scaling"] = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        with open(os.path.join(scaled, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        os.symlink(os.path.join(hf, "model.safetensors"), os.path.join(scaled, "model.safetensors"))
+        ours = llmcc_eval(args.llmcc, scaled, val)
+        theirs = hf_loss(transformers.LlamaForCausalLM.from_pretrained(scaled).double().eval(), val_tokens)
+        print(f"llama3 rope scaling (original 16, factor 4): llmcc eval {ours:.6f}, transformers {theirs:.6f}, "
+              f"diff {abs(ours - theirs):.2g}; unscaled {want:.6f} (diff {abs(ours - want):.2g}, must exceed tol)")
+        ok = ok and abs(ours - theirs) <= args.tol and abs(ours - want) > args.tol
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
 
