@@ -103,7 +103,7 @@ GenerateStats generate(Generator& gen, std::span<const std::int32_t> prompt, int
     const std::int32_t next = sampler.sample(logits, cfg, rng);
     ++st.new_tokens;
     if (on_token) on_token(next);
-    if (cfg.stop_at_eot && next == cfg.eot) {
+    if (cfg.stop_at_eot && (next == cfg.eot || next == cfg.document_start)) {
       st.stopped_at_eot = true;
       break;
     }

@@ -24,6 +24,10 @@ struct SamplingConfig {
   int top_k = 0;             // sample among the k most likely tokens; 0: all of them
   bool stop_at_eot = false;  // generation ends when eot is produced (it is still returned)
   std::int32_t eot = 50256;  // GPT-2's <|endoftext|>; also the start token of an empty prompt
+  // With stop_at_eot, this id ends generation too (-1: none): the id prepared data puts before
+  // every document (SentencePiece's bos, as llmcc prepare writes it), which a model trained on
+  // such data emits where a document ends, while eot is the tokenizer's eos that it never saw.
+  std::int32_t document_start = -1;
   // Throws llmcc::Error naming the field (temperature < 0 or not finite, top_k < 0).
   void validate() const;
 };

@@ -245,7 +245,7 @@ std::vector<std::int32_t> llama_sample_uncached(const Llama& m, const std::vecto
     }
     seq.push_back(next);
     if (on_token) on_token(next);
-    if (cfg.stop_at_eot && next == cfg.eot) break;
+    if (cfg.stop_at_eot && (next == cfg.eot || next == cfg.document_start)) break;
   }
   return std::vector<std::int32_t>(seq.begin() + static_cast<std::ptrdiff_t>(prompt_len), seq.end());
 }

@@ -257,6 +257,11 @@ TEST(LlamaGenerate, StopsAtEndOfTextAndStartsFromIt) {
   sc.stop_at_eot = true;
   sc.eot = first[0];
   EXPECT_EQ(llmcc::nn::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
+  // The document start (SentencePiece data's bos between documents) ends it as well.
+  sc.eot = 1;
+  sc.document_start = first[0];
+  EXPECT_EQ(llmcc::nn::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
+  sc.document_start = -1;
   sc.stop_at_eot = false;
   EXPECT_EQ(llmcc::nn::llama_sample(w.model, {}, 4, sc, rng),
             llmcc::nn::llama_sample(w.model, {sc.eot}, 4, sc, rng));

@@ -128,9 +128,14 @@ int run_generate(int argc, char** argv) {
   nn::SamplingConfig sc;
   sc.temperature = temperature;
   sc.top_k = top_k;
-  sc.stop_at_eot = stop_at_eot && tok.eos() >= 0;
+  sc.stop_at_eot = stop_at_eot && (tok.eos() >= 0 || tok.document_start() >= 0);
   if (tok.eos() >= 0) sc.eot = tok.eos();
-  const std::int32_t end_id = sc.eot;
+  // A document ends where the model emits the id that starts the next one (SentencePiece data
+  // has bos there, no eos; for GPT-2 both are <|endoftext|>).
+  if (tok.document_start() != sc.eot) sc.document_start = tok.document_start();
+  const auto is_end = [&](std::int32_t id) {
+    return sc.stop_at_eot && (id == sc.eot || id == sc.document_start);
+  };
   const std::vector<std::int32_t> ids = tok.encode_prompt(prompt);
   if (ids.empty())
     fail(kCmd, "the prompt is empty and " + tok.describe() + " has no bos or eos to start from; give a --prompt");
@@ -157,8 +162,10 @@ int run_generate(int argc, char** argv) {
                ckpt.c_str(), static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
   write_out(prompt);
   Rng rng(seed);
+  std::int32_t last_id = -1;
   const nn::GenerateStats st = nn::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
-    if (sc.stop_at_eot && id == end_id) return;  // the end marker is not text
+    last_id = id;
+    if (is_end(id)) return;  // the end marker is not text
     write_out(text.push(id));
   });
   write_out(text.finish() + "\n");
@@ -167,7 +174,9 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr,
                  "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
                  maxT);
-  if (st.stopped_at_eot) std::fprintf(stderr, "stopped at the end token (id %d)\n", end_id);
+  if (st.stopped_at_eot)
+    std::fprintf(stderr, "stopped at the end of a document (id %d, %s)\n", last_id,
+                 last_id == sc.eot ? "the end token" : "the document start");
   const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tokens/s)\n", st.prompt_tokens, st.prefill_seconds,
                rate(st.prompt_tokens, st.prefill_seconds));
