@@ -121,4 +121,43 @@ GenerateStats generate(Generator& gen, std::span<const std::int32_t> prompt, int
   return st;
 }
 
+WindowGenerator::WindowGenerator(const char* who, const char* start_token, int max_length, int vocab_size,
+                                 ContextFull on_full)
+    : who_(who), start_token_(start_token), max_length_(max_length), vocab_size_(vocab_size), on_full_(on_full) {
+  tokens_.reserve(static_cast<std::size_t>(max_length));
+}
+
+void WindowGenerator::check_token(std::int32_t token, const char* what) const {
+  if (token < 0 || token >= vocab_size_)
+    fail(who_, std::string(what) + " token id " + std::to_string(token) +
+                   " is outside the model's vocabulary [0, " + std::to_string(vocab_size_) + ")");
+}
+
+Tensor WindowGenerator::prefill(std::span<const std::int32_t> prompt) {
+  if (prompt.empty())
+    fail(who_, std::string("the prompt is empty, expected at least one token (e.g. ") + start_token_ + ")");
+  if (prompt.size() > static_cast<std::size_t>(max_length_))
+    fail(who_, "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the model's context of " +
+                   std::to_string(max_length_) + " (max_seq_len)");
+  for (std::int32_t t : prompt) check_token(t, "prompt");
+  tokens_.assign(prompt.begin(), prompt.end());  // within the reserved capacity: no allocation
+  return run_prompt(tokens_, true);
+}
+
+Tensor WindowGenerator::step(std::int32_t token) {
+  check_token(token, "next");
+  if (full()) {
+    if (on_full_ == ContextFull::Stop)
+      fail(who_, "the sequence already holds " + std::to_string(max_length_) +
+                     " tokens, the model's context (max_seq_len); cannot append another (use "
+                     "ContextFull::Slide to slide the window)");
+    // Slide: keep the last maxT-1 tokens, recompute their cache at positions 0.., then append.
+    std::copy(tokens_.begin() + 1, tokens_.end(), tokens_.begin());
+    tokens_.pop_back();
+    if (!tokens_.empty()) run_prompt(tokens_, false);
+    ++slides_;
+  }
+  return decode_one(token);
+}
+
 }  // namespace llmcc::nn

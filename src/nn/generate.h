@@ -76,6 +76,52 @@ class Generator {
   bool full() const { return length() >= max_length(); }
 };
 
+// The token window both cached decoders share (Gpt2Generator, LlamaGenerator): the tokens in
+// the cache, the checks on a prompt and on each id, and what a full window does. A model
+// supplies run_prompt (the whole window from position 0, filling the cache) and decode_one (one
+// more position; it appends the token to tokens_).
+class WindowGenerator : public Generator {
+ public:
+  // Forgets the previous sequence, runs the prompt (1 to max_length() ids, each in
+  // [0, vocab_size())) and returns the logits of the token after it, valid until the next
+  // prefill() or step(). Throws llmcc::Error for an empty or too long prompt or a bad id.
+  Tensor prefill(std::span<const std::int32_t> prompt) final;
+  // Appends one token and returns the logits of the next. On a full window: Slide keeps the last
+  // max_length() - 1 tokens, recomputes their cache from position 0 and appends (a prefill per
+  // slide); Stop throws llmcc::Error.
+  Tensor step(std::int32_t token) final;
+
+  int length() const final { return static_cast<int>(tokens_.size()); }
+  int max_length() const final { return max_length_; }
+  int vocab_size() const final { return vocab_size_; }
+  ContextFull on_full() const final { return on_full_; }
+  std::int64_t slides() const final { return slides_; }
+  // The tokens whose keys and values are cached (the current window), oldest first.
+  const std::vector<std::int32_t>& tokens() const { return tokens_; }
+  // Throws llmcc::Error naming `what` ("prompt", "next") for an id outside [0, vocab_size()).
+  void check_token(std::int32_t token, const char* what) const;
+
+ protected:
+  // who: the name errors start with ("gpt2 generate"); start_token: what an empty prompt lacks,
+  // for its error ("<|endoftext|>"). Reserves the window (no allocation after this).
+  WindowGenerator(const char* who, const char* start_token, int max_length, int vocab_size,
+                  ContextFull on_full);
+  // tokens: the whole window, from position 0; returns the last row's logits when want_logits.
+  virtual Tensor run_prompt(std::span<const std::int32_t> tokens, bool want_logits) = 0;
+  // Runs one more position for token (its cache row at length()), appends it to tokens_ and
+  // returns the next token's logits.
+  virtual Tensor decode_one(std::int32_t token) = 0;
+
+  const char* who_;
+  std::vector<std::int32_t> tokens_;  // capacity max_length, reserved up front
+
+ private:
+  const char* start_token_;
+  int max_length_, vocab_size_;
+  ContextFull on_full_;
+  std::int64_t slides_ = 0;
+};
+
 // Timings and how a generate() call ended.
 struct GenerateStats {
   int prompt_tokens = 0;

@@ -40,7 +40,7 @@
 
 namespace llmcc::nn {
 
-class Gpt2Generator final : public Generator {
+class Gpt2Generator final : public WindowGenerator {
  public:
   // The model must outlive the generator. Plans and reserves all memory (reported by
   // planned_bytes()).
@@ -49,40 +49,21 @@ class Gpt2Generator final : public Generator {
   Gpt2Generator(const Gpt2Generator&) = delete;
   Gpt2Generator& operator=(const Gpt2Generator&) = delete;
 
-  // Forgets the previous sequence, runs the prompt (1 to max_seq_len ids, each in
-  // [0, vocab_size)) and returns the logits of the token after it: (Vp), valid until the next
-  // prefill() or step(). Throws llmcc::Error for an empty or too long prompt or a bad id.
-  Tensor prefill(std::span<const std::int32_t> prompt) override;
-  // Appends one token and returns the logits of the next: (Vp). On a full sequence: Slide moves
-  // the window (see the top of this file), Stop throws llmcc::Error.
-  Tensor step(std::int32_t token) override;
-
-  int length() const override { return static_cast<int>(tokens_.size()); }  // tokens in the cache
-  int max_length() const override { return maxT_; }                         // max_seq_len
-  int vocab_size() const override { return V_; }  // ids a token may take
-  ContextFull on_full() const override { return on_full_; }
-  // The tokens whose keys and values are cached (the current window), oldest first.
-  const std::vector<std::int32_t>& tokens() const { return tokens_; }
+  // prefill() and step() (WindowGenerator) return a (Vp) row of logits: the padded LM head's.
   // Bytes reserved for the cache, the residual stream and scratch.
   std::size_t planned_bytes() const override;
-  // Times the window has slid.
-  std::int64_t slides() const override { return slides_; }
 
  private:
-  Tensor run_prompt(std::span<const std::int32_t> prompt, bool want_logits);
-  Tensor decode_one(std::int32_t token);
-  void check_token(std::int32_t token, const char* what) const;
+  Tensor run_prompt(std::span<const std::int32_t> tokens, bool want_logits) override;
+  Tensor decode_one(std::int32_t token) override;
 
   const Gpt2& m_;
-  ContextFull on_full_;
   int L_, C_, NH_, maxT_, V_, Vp_;
   Arena state_;      // k_cache, v_cache, residual: sized once
   Arena scratch_;    // per layer (prefill) or per token (decode) temporaries, reset each time
   Tensor k_cache_;   // (L, maxT, C)
   Tensor v_cache_;   // (L, maxT, C)
   Tensor residual_;  // (maxT, C): the residual stream between layers
-  std::vector<std::int32_t> tokens_;  // capacity maxT, reserved up front
-  std::int64_t slides_ = 0;
 };
 
 // One call for the trainer's periodic samples: returns the new tokens only (not the prompt), at

@@ -41,8 +41,9 @@ std::size_t block_scratch_bytes(const LlamaConfig& c, std::int64_t T, std::int64
 // ---- the generator ----------------------------------------------------------------------------
 
 LlamaGenerator::LlamaGenerator(const Llama& model, ContextFull on_full)
-    : m_((model.cfg.validate(), model)),  // before any size below is computed from it
-      on_full_(on_full),
+    : WindowGenerator(kGen, "BOS", (model.cfg.validate(), model.cfg.max_seq_len), model.cfg.vocab_size,
+                      on_full),  // validated before any size below is computed from it
+      m_(model),
       L_(model.cfg.n_layer),
       C_(model.cfg.n_embd),
       NH_(model.cfg.n_head),
@@ -72,45 +73,11 @@ LlamaGenerator::LlamaGenerator(const Llama& model, ContextFull on_full)
   k_cache_ = state_.tensor({L_, maxT_, KV}, "k cache");  // (L, maxT, NKV * HS)
   v_cache_ = state_.tensor({L_, maxT_, KV}, "v cache");  // (L, maxT, NKV * HS)
   residual_ = state_.tensor({maxT_, C_}, "residual");    // (maxT, C)
-  tokens_.reserve(static_cast<std::size_t>(maxT_));
 }
 
 LlamaGenerator::~LlamaGenerator() = default;
 
 std::size_t LlamaGenerator::planned_bytes() const { return state_.capacity() + scratch_.capacity(); }
-
-void LlamaGenerator::check_token(std::int32_t token, const char* what) const {
-  if (token < 0 || token >= V_)
-    fail(kGen, std::string(what) + " token id " + std::to_string(token) +
-                   " is outside the model's vocabulary [0, " + std::to_string(V_) + ")");
-}
-
-Tensor LlamaGenerator::prefill(std::span<const std::int32_t> prompt) {
-  if (prompt.empty()) fail(kGen, "the prompt is empty, expected at least one token (e.g. BOS)");
-  if (prompt.size() > static_cast<std::size_t>(maxT_))
-    fail(kGen, "the prompt has " + std::to_string(prompt.size()) +
-                   " tokens, more than the model's context of " + std::to_string(maxT_) + " (max_seq_len)");
-  for (std::int32_t t : prompt) check_token(t, "prompt");
-  tokens_.assign(prompt.begin(), prompt.end());  // within the reserved capacity: no allocation
-  return run_prompt(tokens_, true);
-}
-
-Tensor LlamaGenerator::step(std::int32_t token) {
-  check_token(token, "next");
-  if (full()) {
-    if (on_full_ == ContextFull::Stop)
-      fail(kGen,
-           "the sequence already holds " + std::to_string(maxT_) +
-               " tokens, the model's context (max_seq_len); cannot append another (use ContextFull::Slide "
-               "to slide the window)");
-    // Slide: keep the last maxT-1 tokens, recompute their cache at positions 0.., then append.
-    std::copy(tokens_.begin() + 1, tokens_.end(), tokens_.begin());
-    tokens_.pop_back();
-    if (!tokens_.empty()) run_prompt(tokens_, false);
-    ++slides_;
-  }
-  return decode_one(token);
-}
 
 // Runs tokens (the whole cached sequence, from position 0) through the model's own ops, as
 // Llama::forward does, filling the cache rows 0..T-1; returns the last row's logits (V) when asked.

@@ -36,7 +36,7 @@
 
 namespace llmcc::nn {
 
-class LlamaGenerator final : public Generator {
+class LlamaGenerator final : public WindowGenerator {
  public:
   // The model must outlive the generator. Plans and reserves all memory (planned_bytes()).
   explicit LlamaGenerator(const Llama& model, ContextFull on_full = ContextFull::Stop);
@@ -44,41 +44,21 @@ class LlamaGenerator final : public Generator {
   LlamaGenerator(const LlamaGenerator&) = delete;
   LlamaGenerator& operator=(const LlamaGenerator&) = delete;
 
-  // Forgets the previous sequence, runs the prompt (1 to max_seq_len ids, each in
-  // [0, vocab_size)) and returns the logits of the token after it: (V), valid until the next
-  // prefill() or step(). Throws llmcc::Error for an empty or too long prompt or a bad id.
-  Tensor prefill(std::span<const std::int32_t> prompt) override;
-  // Appends one token and returns the logits of the next: (V). On a full sequence: Slide moves
-  // the window (see the top of this file), Stop throws llmcc::Error.
-  Tensor step(std::int32_t token) override;
-
-  int length() const override { return static_cast<int>(tokens_.size()); }
-  int max_length() const override { return maxT_; }
-  int vocab_size() const override { return V_; }
-  ContextFull on_full() const override { return on_full_; }
-  // The tokens whose keys and values are cached (the current window), oldest first.
-  const std::vector<std::int32_t>& tokens() const { return tokens_; }
+  // prefill() and step() (WindowGenerator) return a (V) row of logits.
   // Bytes reserved for the cache, the residual stream and scratch.
   std::size_t planned_bytes() const override;
-  // Times the window has slid.
-  std::int64_t slides() const override { return slides_; }
-  // Throws llmcc::Error naming `what` ("prompt", "next") for an id outside [0, vocab_size).
-  void check_token(std::int32_t token, const char* what) const;
 
  private:
-  Tensor run_prompt(std::span<const std::int32_t> tokens, bool want_logits);
-  Tensor decode_one(std::int32_t token);
+  Tensor run_prompt(std::span<const std::int32_t> tokens, bool want_logits) override;
+  Tensor decode_one(std::int32_t token) override;
 
   const Llama& m_;
-  ContextFull on_full_;
   int L_, C_, NH_, NKV_, HS_, maxT_, V_;
   Arena state_;      // k_cache, v_cache, residual: sized once
   Arena scratch_;    // per layer (prefill) or per token (decode) temporaries, reset each time
   Tensor k_cache_;   // (L, maxT, NKV * HS): keys after RoPE
   Tensor v_cache_;   // (L, maxT, NKV * HS)
   Tensor residual_;  // (maxT, C): the residual stream between layers
-  std::vector<std::int32_t> tokens_;  // capacity maxT, reserved up front
-  std::int64_t slides_ = 0;
 };
 
 // Returns the new tokens only (not the prompt): max_new_tokens of them, fewer only when
