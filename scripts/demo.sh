@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build="${LLMCC_BUILD_DIR:-build}"
-steps="${DEMO_STEPS:-250}"   # 250 x 2,048 tokens; a step is about 0.33 s on a 2-core Zen 5 (AVX-512), 1.3 s on a Zen 3 (AVX2)
+steps="${DEMO_STEPS:-250}"   # 250 x 2,048 tokens; a step is about 0.33 s on a 2-core Zen 5 (AVX-512), 0.8 s on a Zen 3 (AVX2; 1.3 s before the own GEMM and vectorised exp)
 threads="${DEMO_THREADS:-0}"
 model="${DEMO_MODEL:-gpt2}"
 warmup=$(( steps < 240 ? steps / 8 : 30 ))   # learning-rate warm-up, shorter for short runs
