@@ -3,7 +3,6 @@
 // never chosen), the context limit stops or slides, a decode step allocates nothing, and
 // `llmcc generate` runs on a saved checkpoint as a user runs it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +27,7 @@
 #include "nn/gpt2_generate.h"
 #include "nn/gpt2_weights.h"
 #include "nn/kv_attention.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
@@ -412,36 +412,8 @@ TEST(Gpt2Generate, ADecodeStepAllocatesNothingBeyondItsOps) {
 
 // ---- llmcc generate, run as a user runs it -------------------------------------------------
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult run_llmcc(const llmcc::test::TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using llmcc::test::CliResult;
+using llmcc::test::run_llmcc;
 
 bool have_tokenizer() {
   return llmcc::find_shared_data("gpt2/encoder.json") || std::getenv("LLMCC_GPT2_TOKENIZER_DIR");
