@@ -20,6 +20,7 @@
 #include "nn/gpt2_llmc.h"
 #include "nn/gpt2_weights.h"
 #include "nn/hf_files.h"
+#include "distinct_gpt2.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
@@ -31,6 +32,7 @@ using llmcc::TensorShape;
 using llmcc::nn::Gpt2Config;
 using llmcc::nn::Gpt2Weights;
 using llmcc::test::TempDir;
+using llmcc::test::distinct_gpt2;
 using llmcc::test::throws_error;
 
 Gpt2Config small_config() {
@@ -42,20 +44,6 @@ Gpt2Config small_config() {
   c.n_head = 2;
   c.n_embd = 8;
   return c;
-}
-
-// Every element distinct (a misplaced one shows), padding rows zero.
-Gpt2Weights distinct_model(const Gpt2Config& c) {
-  Gpt2Weights w = llmcc::nn::make_gpt2(c);
-  float k = 0.0f;
-  w.model.for_each_parameter([&](const std::string& name, llmcc::Tensor& t) {
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      k += 1.0f;
-      const bool pad = name == "wte" && i >= std::int64_t{c.vocab_size} * c.n_embd;
-      t.f32()[i] = pad ? 0.0f : 1e-3f * k + 0.25f * std::sin(k);
-    }
-  });
-  return w;
 }
 
 // The parameter named `name` (llmcc's checkpoint names, e.g. "h.1.attn.c_attn.weight").
@@ -121,7 +109,7 @@ void write_text(const std::string& path, const std::string& text) { std::ofstrea
 TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
   TempDir dir;
   const Gpt2Config c = small_config();
-  Gpt2Weights w = distinct_model(c);
+  Gpt2Weights w = distinct_gpt2(c);
   llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
   const SafetensorsReader r(dir.file("hf/model.safetensors"));
   ASSERT_EQ(r.metadata().size(), 1u);
@@ -171,7 +159,7 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
 
 TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
   TempDir dir;
-  Gpt2Weights w = distinct_model(small_config());
+  Gpt2Weights w = distinct_gpt2(small_config());
   llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
   for (const std::string& path : {dir.file("hf"), dir.file("hf/model.safetensors")}) {
     SCOPED_TRACE(path);
@@ -185,7 +173,7 @@ TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
   Gpt2Config c = small_config();
   c.vocab_size = 50257;
   c.padded_vocab_size = 50304;
-  Gpt2Weights big = distinct_model(c);
+  Gpt2Weights big = distinct_gpt2(c);
   llmcc::nn::save_gpt2_hf(big.model, dir.file("hf50257"));
   EXPECT_EQ(SafetensorsReader(dir.file("hf50257/model.safetensors")).find("transformer.wte.weight")->shape,
             (TensorShape{50257, 8}));
@@ -198,7 +186,7 @@ TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
 TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
   TempDir dir;
   const Gpt2Config c = small_config();
-  Gpt2Weights w = distinct_model(c);
+  Gpt2Weights w = distinct_gpt2(c);
   llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
   const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
 
@@ -265,7 +253,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
 TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   TempDir dir;
   const Gpt2Config c = small_config();
-  Gpt2Weights w = distinct_model(c);
+  Gpt2Weights w = distinct_gpt2(c);
   llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
   const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
   const std::string config = file_text(dir.file("hf/config.json"));
@@ -341,7 +329,7 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
 
 TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
   TempDir dir;
-  Gpt2Weights w = distinct_model(small_config());
+  Gpt2Weights w = distinct_gpt2(small_config());
   llmcc::nn::save_gpt2_llmc(w.model, dir.file("model.bin"));
 
   auto r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out",

@@ -18,6 +18,7 @@
 #include "nn/gpt2.h"
 #include "nn/gpt2_llmc.h"
 #include "nn/gpt2_weights.h"
+#include "distinct_gpt2.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
@@ -26,6 +27,7 @@ namespace {
 using llmcc::nn::Gpt2Config;
 using llmcc::nn::Gpt2Weights;
 using llmcc::nn::LlmcDType;
+using llmcc::test::distinct_gpt2;
 using llmcc::test::throws_error;
 
 Gpt2Config small_config() {
@@ -37,21 +39,6 @@ Gpt2Config small_config() {
   c.n_head = 2;
   c.n_embd = 8;
   return c;
-}
-
-// A model whose every element is distinct (so a misplaced element is seen), padding rows zero.
-Gpt2Weights distinct_model(const Gpt2Config& c) {
-  Gpt2Weights w = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w.model, 5);
-  float k = 0.0f;
-  w.model.for_each_parameter([&](const std::string& name, llmcc::Tensor& t) {
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      k += 1.0f;
-      const bool pad = name == "wte" && i >= std::int64_t{c.vocab_size} * c.n_embd;
-      t.f32()[i] = pad ? 0.0f : 1e-3f * k + 0.25f * std::sin(k);
-    }
-  });
-  return w;
 }
 
 std::vector<char> read_bytes(const std::string& path) {
@@ -81,7 +68,7 @@ bool same_params(const Gpt2Weights& a, const Gpt2Weights& b) {
 
 TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
   const Gpt2Config c = small_config();
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   const std::string path = dir.file("model.bin");
   llmcc::nn::save_gpt2_llmc(w.model, path);
@@ -141,7 +128,7 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
 }
 
 TEST(Gpt2Llmc, Fp32RoundTripIsByteIdentical) {
-  const Gpt2Weights w = distinct_model(small_config());
+  const Gpt2Weights w = distinct_gpt2(small_config());
   llmcc::test::TempDir dir;
   llmcc::nn::save_gpt2_llmc(w.model, dir.file("a.bin"));
   const Gpt2Weights back = llmcc::nn::load_gpt2_llmc(dir.file("a.bin"));
@@ -172,7 +159,7 @@ TEST(Gpt2Llmc, Bf16Conversion) {
 
 TEST(Gpt2Llmc, Bf16ImportAndExport) {
   const Gpt2Config c = small_config();
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   const std::string path = dir.file("model_bf16.bin");
   llmcc::nn::save_gpt2_llmc(w.model, path, LlmcDType::BF16);
@@ -203,7 +190,7 @@ TEST(Gpt2Llmc, Bf16ImportAndExport) {
 TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
   Gpt2Config c = small_config();
   c.padded_vocab_size = c.vocab_size;  // Vp = V = 67, as an exporter without padding writes
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   for (LlmcDType dtype : {LlmcDType::F32, LlmcDType::BF16}) {
     const std::string path = dir.file(dtype == LlmcDType::F32 ? "unpadded.bin" : "unpadded_bf16.bin");
@@ -232,7 +219,7 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
 
 TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   const Gpt2Config c = small_config();
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   llmcc::TrainState state;
   llmcc::nn::gpt2_config_to_kv(c, state.config);
@@ -261,7 +248,7 @@ TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
   // Checkpoints from before c_attn held each layer's q, k and v as three (C, C) tensors
   // (h.N.attn.q.weight, ...); loading one names the fused tensor the model expects and the old one.
   const Gpt2Config c = small_config();
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   std::vector<llmcc::ParameterInfo> old;
   for (std::size_t i = 0; i < w.params.count(); ++i) {
     const std::string& name = w.params.name(i);
@@ -288,7 +275,7 @@ TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
 
 TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   const Gpt2Config c = small_config();
-  const Gpt2Weights w = distinct_model(c);
+  const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   llmcc::TrainState state;
   llmcc::nn::gpt2_config_to_kv(c, state.config);
@@ -329,7 +316,7 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
 class Gpt2LlmcErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    llmcc::nn::save_gpt2_llmc(distinct_model(small_config()).model, good_);
+    llmcc::nn::save_gpt2_llmc(distinct_gpt2(small_config()).model, good_);
     bytes_ = read_bytes(good_);
   }
   // Writes the bytes as bad.bin and expects loading it to fail with every fragment.
