@@ -11,12 +11,22 @@
 // all four cases. Threads split C into disjoint parts along its longer side (whole tiles), and
 // each thread packs into its own buffers: no barrier, no shared writes. The buffers are
 // allocated on a thread's first call and kept (thread_local), so later calls allocate nothing.
+//
+// A thread with few rows of C (M <= kStreamMaxM: the B*T rows of a training step's forward and
+// d_x GEMMs, where op(B) is a weight matrix used by only those few rows) takes another order,
+// run_streaming: all of op(A)'s rows for one KC slice are packed once (they fit in L2), and op(B)
+// is packed one NR-wide panel at a time into a buffer that stays in L1, while the micro-kernels
+// of the current panel prefetch the source of the next one. The blocked order above instead
+// packs a whole KC x NC block of a weight matrix first, a pass that waits on memory with no
+// arithmetic to hide it behind (11-12% of the time of these shapes), then reads it back from L3
+// once per MC block.
 #include "kernels/cpu/gemm_packed.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,22 +46,33 @@ constexpr int kKC = Isa::kKC, kMC = Isa::kMC, kNC = Isa::kNC;
 // Products smaller than this (M*N*K) run on the calling thread: waking a team costs more.
 constexpr double kParallelMinWork = 1 << 18;
 
-// One thread's packing buffers: Ap (kMC, kKC) and Bp (kKC, kNC), 64-byte aligned.
+// run_streaming: at most this many rows of C per thread, and the packed op(A) slice of all of
+// them (rows rounded up to kMR, times KC) in at most kStreamA floats (256 KB: half of Zen 3's
+// L2), which sets KC for that order.
+constexpr int kStreamMaxM = 512;
+constexpr int kStreamA = 64 * 1024;
+constexpr int kABufferFloats = std::max(kMC * kKC, kStreamA);
+
+// One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or run_streaming's op(A) slice,
+// Bp (kKC, kNC), and run_streaming's single op(B) panel (kKC, kNR).
 struct PackBuffers {
   float* a = nullptr;
   float* b = nullptr;
+  float* b_panel = nullptr;
   PackBuffers() {
-    a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMC * kKC));
+    a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kABufferFloats));
     b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
-    if (!a || !b) {
+    b_panel = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNR));
+    if (!a || !b || !b_panel) {
       std::fprintf(stderr, "llmcc: gemm_packed could not allocate its packing buffers (%zu bytes)\n",
-                   sizeof(float) * (kMC * kKC + kKC * kNC));
+                   sizeof(float) * (kABufferFloats + kKC * kNC + kKC * kNR));
       std::abort();
     }
   }
   ~PackBuffers() {
     std::free(a);
     std::free(b);
+    std::free(b_panel);
   }
   PackBuffers(const PackBuffers&) = delete;
   PackBuffers& operator=(const PackBuffers&) = delete;
@@ -191,9 +212,91 @@ int balanced_block(int n, int block, int unit) {
   return std::min(block, (size + unit - 1) / unit * unit);
 }
 
+// The cache lines of one op(B) panel (kc steps of nr <= kNR columns at src) still to be
+// prefetched, handed out a few at a time so the requests spread over the current panel's
+// micro-kernels instead of queueing all at once.
+class PanelPrefetch {
+ public:
+  PanelPrefetch() = default;
+  PanelPrefetch(const float* src, int kc, int nr, ptrdiff_t b_row, ptrdiff_t b_col) {
+    if (b_col == 1) {
+      // A step's nr values are contiguous: per step, its first and its last value's lines.
+      units_ = kc, lines_ = 2;
+      unit_stride_ = b_row, line_stride_ = nr - 1;
+    } else {
+      // A column's kc steps are contiguous: per column, a line every 16 floats and the last.
+      units_ = nr, lines_ = kc / 16 + 1;
+      unit_stride_ = b_col, line_stride_ = 16;
+      last_line_ = kc - 1;
+    }
+    unit_ptr_ = src;
+  }
+  int total() const { return units_ * lines_; }
+  void issue(int count) {
+    for (; count > 0 && unit_ < units_; --count) {
+      const ptrdiff_t offset = std::min<ptrdiff_t>(line_ * line_stride_, last_line_);
+      __builtin_prefetch(unit_ptr_ + offset, 0, 2);
+      if (++line_ == lines_) {
+        line_ = 0;
+        ++unit_;
+        unit_ptr_ += unit_stride_;
+      }
+    }
+  }
+
+ private:
+  const float* unit_ptr_ = nullptr;
+  int units_ = 0, lines_ = 1, unit_ = 0, line_ = 0;
+  ptrdiff_t unit_stride_ = 0, line_stride_ = 0, last_line_ = PTRDIFF_MAX;
+};
+
+// The whole problem g on the calling thread when it has few rows (g.M <= kStreamMaxM): per KC
+// slice, op(A)'s rows packed once, then one op(B) panel at a time packed into an L1 buffer and
+// multiplied with every row tile, the next panel's source prefetched meanwhile.
+void run_streaming(const Gemm& g, PackBuffers& buf) {
+  const int m_padded = (g.M + kMR - 1) / kMR * kMR;
+  const int kc_block = balanced_block(g.K, std::min(kKC, kStreamA / m_padded), 1);
+  const int m_tiles = m_padded / kMR;
+  for (int pc = 0; pc < g.K; pc += kc_block) {
+    const int kc = std::min(kc_block, g.K - pc);
+    const float beta = pc == 0 ? g.beta : 1.0f;
+    pack_a(g.M, kc, g.A + pc * g.a_col, g.a_row, g.a_col, buf.a);
+    const float* b_slice = g.B + pc * g.b_row;
+    for (int jr = 0; jr < g.N; jr += kNR) {
+      const int nr = std::min(kNR, g.N - jr);
+      pack_b(kc, nr, b_slice + jr * g.b_col, g.b_row, g.b_col, buf.b_panel);
+      // The next panel: the next kNR columns of this slice, else the first of the next slice.
+      PanelPrefetch next;
+      if (jr + kNR < g.N) {
+        next = PanelPrefetch(b_slice + (jr + kNR) * g.b_col, kc, std::min(kNR, g.N - jr - kNR),
+                             g.b_row, g.b_col);
+      } else if (pc + kc < g.K) {
+        next = PanelPrefetch(b_slice + kc * g.b_row, std::min(kc_block, g.K - pc - kc),
+                             std::min(kNR, g.N), g.b_row, g.b_col);
+      }
+      const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
+      float* c_panel = g.C + jr;
+      for (int ir = 0; ir < g.M; ir += kMR) {
+        next.issue(per_tile);
+        const int mr = std::min(kMR, g.M - ir);
+        const float* ap = buf.a + ir * kc;
+        if (mr == kMR && nr == kNR) {
+          packed::microkernel(kc, ap, buf.b_panel, c_panel + ir * g.ldc, g.ldc, g.alpha, beta);
+        } else {
+          edge_tile(kc, ap, buf.b_panel, c_panel + ir * g.ldc, g.ldc, mr, nr, g.alpha, beta);
+        }
+      }
+    }
+  }
+}
+
 // The whole problem g on the calling thread, with its buffers.
 void run(const Gemm& g) {
   PackBuffers& buf = thread_buffers();
+  if (g.M <= kStreamMaxM) {
+    run_streaming(g, buf);
+    return;
+  }
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
   const int mc_block = balanced_block(g.M, kMC, kMR);
