@@ -8,23 +8,29 @@
 //
 // Packing copies op(A) and op(B) into the order the micro-kernel reads them (contiguous, zero
 // padded to whole tiles), whatever the transposes and leading dimensions, so one kernel serves
-// all four cases. Threads split C into disjoint parts along its longer side (whole tiles), and
-// each thread packs into its own buffers: no barrier, no shared writes. The buffers are
-// allocated on a thread's first call and kept (thread_local), so later calls allocate nothing.
+// all four cases. The buffers are allocated on a thread's first call and kept (thread_local),
+// so later calls allocate nothing.
 //
-// A thread with few rows of C (M <= kStreamMaxM: the B*T rows of a training step's forward and
+// A product with few rows of C (M <= kStreamMaxM: the B*T rows of a training step's forward and
 // d_x GEMMs, where op(B) is a weight matrix used by only those few rows) takes another order,
-// run_streaming: all of op(A)'s rows for one KC slice are packed once (they fit in L2), and op(B)
-// is packed one NR-wide panel at a time into a buffer that stays in L1, while the micro-kernels
-// of the current panel prefetch the source of the next one. The blocked order above instead
-// packs a whole KC x NC block of a weight matrix first, a pass that waits on memory with no
-// arithmetic to hide it behind (11-12% of the time of these shapes), then reads it back from L3
-// once per MC block.
+// the streaming one: all of op(A)'s rows for one KC slice are packed once (they fit in L2), and
+// op(B) is packed one NR-wide panel at a time into a buffer that stays in L1, while the
+// micro-kernels of the current panel prefetch the source of the next one. The blocked order
+// above instead packs a whole KC x NC block of a weight matrix first, a pass that waits on
+// memory with no arithmetic to hide it behind (11-12% of the time of these shapes), then reads
+// it back from L3 once per MC block.
+//
+// Threads (struct Team) share the operand packed once per slice or block (op(A)'s slice when
+// streaming, op(B)'s block when blocked), pack it together, and then take the other operand's
+// pieces (op(B) panels, or MC-row blocks of C) one at a time from a counter, between two
+// barriers per slice or block. Pieces are disjoint parts of C, so no two threads write the
+// same element.
 #include "kernels/cpu/gemm_packed.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -250,53 +256,80 @@ class PanelPrefetch {
   ptrdiff_t unit_stride_ = 0, line_stride_ = 0, last_line_ = PTRDIFF_MAX;
 };
 
-// The whole problem g on the calling thread when it has few rows (g.M <= kStreamMaxM): per KC
-// slice, op(A)'s rows packed once, then one op(B) panel at a time packed into an L1 buffer and
-// multiplied with every row tile, the next panel's source prefetched meanwhile.
-void run_streaming(const Gemm& g, PackBuffers& buf) {
-  const int m_padded = (g.M + kMR - 1) / kMR * kMR;
-  const int kc_block = balanced_block(g.K, std::min(kKC, kStreamA / m_padded), 1);
-  const int m_tiles = m_padded / kMR;
-  for (int pc = 0; pc < g.K; pc += kc_block) {
-    const int kc = std::min(kc_block, g.K - pc);
-    const float beta = pc == 0 ? g.beta : 1.0f;
-    pack_a(g.M, kc, g.A + pc * g.a_col, g.a_row, g.a_col, buf.a);
-    const float* b_slice = g.B + pc * g.b_row;
-    for (int jr = 0; jr < g.N; jr += kNR) {
-      const int nr = std::min(kNR, g.N - jr);
-      pack_b(kc, nr, b_slice + jr * g.b_col, g.b_row, g.b_col, buf.b_panel);
-      // The next panel: the next kNR columns of this slice, else the first of the next slice.
-      PanelPrefetch next;
-      if (jr + kNR < g.N) {
-        next = PanelPrefetch(b_slice + (jr + kNR) * g.b_col, kc, std::min(kNR, g.N - jr - kNR),
-                             g.b_row, g.b_col);
-      } else if (pc + kc < g.K) {
-        next = PanelPrefetch(b_slice + kc * g.b_row, std::min(kc_block, g.K - pc - kc),
-                             std::min(kNR, g.N), g.b_row, g.b_col);
-      }
-      const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
-      float* c_panel = g.C + jr;
-      for (int ir = 0; ir < g.M; ir += kMR) {
-        next.issue(per_tile);
-        const int mr = std::min(kMR, g.M - ir);
-        const float* ap = buf.a + ir * kc;
-        if (mr == kMR && nr == kNR) {
-          packed::microkernel(kc, ap, buf.b_panel, c_panel + ir * g.ldc, g.ldc, g.alpha, beta);
-        } else {
-          edge_tile(kc, ap, buf.b_panel, c_panel + ir * g.ldc, g.ldc, mr, nr, g.alpha, beta);
-        }
+// KC of the streaming order: all of op(A)'s rows times KC fit in kStreamA floats.
+int streaming_kc(int M, int K) {
+  const int m_padded = (M + kMR - 1) / kMR * kMR;
+  return balanced_block(K, std::min(kKC, kStreamA / m_padded), 1);
+}
+
+// The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
+PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
+  return PanelPrefetch(g.B + pc * g.b_row + j * g.b_col, kc, std::min(kNR, g.N - j), g.b_row,
+                       g.b_col);
+}
+
+// One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
+// op(A) slice ap (all g.M rows); `next` is prefetched a few lines before each tile.
+void panel_times_slice(const Gemm& g, int kc, float beta, const float* ap, const float* bp,
+                       int jr, int nr, PanelPrefetch& next) {
+  const int m_tiles = (g.M + kMR - 1) / kMR;
+  const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
+  float* c_panel = g.C + jr;
+  for (int ir = 0; ir < g.M; ir += kMR) {
+    next.issue(per_tile);
+    const int mr = std::min(kMR, g.M - ir);
+    if (mr == kMR && nr == kNR) {
+      packed::microkernel(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, g.alpha, beta);
+    } else {
+      edge_tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, mr, nr, g.alpha, beta);
+    }
+  }
+}
+
+// The tiles of one block of C: the packed op(A) block ap (mc rows from ic) times the packed
+// op(B) block bp (nc columns from jc).
+void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta,
+                       const float* ap, const float* bp) {
+  for (int jr = 0; jr < nc; jr += kNR) {
+    const int nr = std::min(kNR, nc - jr);
+    for (int ir = 0; ir < mc; ir += kMR) {
+      const int mr = std::min(kMR, mc - ir);
+      float* c = g.C + (ic + ir) * g.ldc + jc + jr;
+      if (mr == kMR && nr == kNR) {
+        packed::microkernel(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, g.alpha, beta);
+      } else {
+        edge_tile(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, mr, nr, g.alpha, beta);
       }
     }
   }
 }
 
-// The whole problem g on the calling thread, with its buffers.
-void run(const Gemm& g) {
-  PackBuffers& buf = thread_buffers();
-  if (g.M <= kStreamMaxM) {
-    run_streaming(g, buf);
-    return;
+// The whole problem g on the calling thread when it has few rows (g.M <= kStreamMaxM): per KC
+// slice, op(A)'s rows packed once, then one op(B) panel at a time packed into an L1 buffer and
+// multiplied with every row tile, the next panel's source prefetched meanwhile.
+void run_streaming(const Gemm& g, PackBuffers& buf) {
+  const int kc_block = streaming_kc(g.M, g.K);
+  for (int pc = 0; pc < g.K; pc += kc_block) {
+    const int kc = std::min(kc_block, g.K - pc);
+    const float beta = pc == 0 ? g.beta : 1.0f;
+    pack_a(g.M, kc, g.A + pc * g.a_col, g.a_row, g.a_col, buf.a);
+    for (int jr = 0; jr < g.N; jr += kNR) {
+      const int nr = std::min(kNR, g.N - jr);
+      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, buf.b_panel);
+      // The next panel: the next kNR columns of this slice, else the first of the next slice.
+      PanelPrefetch next;
+      if (jr + kNR < g.N) {
+        next = panel_source(g, pc, kc, jr + kNR);
+      } else if (pc + kc < g.K) {
+        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
+      }
+      panel_times_slice(g, kc, beta, buf.a, buf.b_panel, jr, nr, next);
+    }
   }
+}
+
+// The whole problem g on the calling thread in the blocked order.
+void run_blocked(const Gemm& g, PackBuffers& buf) {
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
   const int mc_block = balanced_block(g.M, kMC, kMR);
@@ -310,48 +343,103 @@ void run(const Gemm& g) {
       for (int ic = 0; ic < g.M; ic += mc_block) {
         const int mc = std::min(mc_block, g.M - ic);
         pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, buf.a);
-        for (int jr = 0; jr < nc; jr += kNR) {
-          const int nr = std::min(kNR, nc - jr);
-          const float* bp = buf.b + jr * kc;
-          for (int ir = 0; ir < mc; ir += kMR) {
-            const int mr = std::min(kMR, mc - ir);
-            const float* ap = buf.a + ir * kc;
-            float* c = g.C + (ic + ir) * g.ldc + jc + jr;
-            if (mr == kMR && nr == kNR) {
-              packed::microkernel(kc, ap, bp, c, g.ldc, g.alpha, beta);
-            } else {
-              edge_tile(kc, ap, bp, c, g.ldc, mr, nr, g.alpha, beta);
-            }
-          }
-        }
+        block_times_block(g, ic, mc, jc, nc, kc, beta, buf.a, buf.b);
       }
     }
   }
 }
 
-// Part `part` of `parts` of g: C split along its longer side (counted in tiles) into nearly
-// equal runs of whole tiles.
-void run_part(const Gemm& g, int part, int parts) {
-  const int m_tiles = (g.M + kMR - 1) / kMR, n_tiles = (g.N + kNR - 1) / kNR;
-  Gemm sub = g;
-  if (n_tiles >= m_tiles) {
-    const int t0 = static_cast<int>(static_cast<long>(n_tiles) * part / parts);
-    const int t1 = static_cast<int>(static_cast<long>(n_tiles) * (part + 1) / parts);
-    const int j0 = t0 * kNR, j1 = std::min(g.N, t1 * kNR);
-    if (j1 <= j0) return;
-    sub.N = j1 - j0;
-    sub.B = g.B + j0 * g.b_col;
-    sub.C = g.C + j0;
+// The whole problem g on the calling thread.
+void run(const Gemm& g) {
+  PackBuffers& buf = thread_buffers();
+  if (g.M <= kStreamMaxM) {
+    run_streaming(g, buf);
   } else {
-    const int t0 = static_cast<int>(static_cast<long>(m_tiles) * part / parts);
-    const int t1 = static_cast<int>(static_cast<long>(m_tiles) * (part + 1) / parts);
-    const int i0 = t0 * kMR, i1 = std::min(g.M, t1 * kMR);
-    if (i1 <= i0) return;
-    sub.M = i1 - i0;
-    sub.A = g.A + i0 * g.a_row;
-    sub.C = g.C + i0 * g.ldc;
+    run_blocked(g, buf);
   }
-  run(sub);
+}
+
+// What the threads of one parallel call share: the packed operand that all of them read (op(A)'s
+// slice in the streaming order, op(B)'s block in the blocked order), kept in the calling
+// thread's buffers, and the counter they take their next piece of work from. Work is taken,
+// not dealt: a thread that the machine slows down (these are shared machines) does fewer
+// pieces instead of holding the other at the end of every call (a fixed split left one of two
+// threads idle for 6-12% of the GEMM time).
+struct Team {
+  float* shared = nullptr;
+  std::atomic<int> next{0};
+};
+
+// Start of thread t's share when count items are split between `threads` threads.
+int share_begin(int count, int t, int threads) {
+  return static_cast<int>(static_cast<long>(count) * t / threads);
+}
+
+// The streaming order on a team: per KC slice, the threads pack op(A)'s slice together, then
+// take op(B) panels one at a time (the one after next is taken early, so its source can be
+// prefetched).
+void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
+  PackBuffers& own = thread_buffers();
+  const int kc_block = streaming_kc(g.M, g.K);
+  const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
+  const int t0 = share_begin(m_tiles, tid, threads), t1 = share_begin(m_tiles, tid + 1, threads);
+  for (int pc = 0; pc < g.K; pc += kc_block) {
+    const int kc = std::min(kc_block, g.K - pc);
+    const float beta = pc == 0 ? g.beta : 1.0f;
+    if (t1 > t0) {
+      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col,
+             g.a_row, g.a_col, team.shared + t0 * kMR * kc);
+    }
+    // No thread takes work before this barrier, and every one stopped before the last one.
+    if (tid == 0) team.next.store(0, std::memory_order_relaxed);
+#pragma omp barrier
+    int panel = team.next.fetch_add(1, std::memory_order_relaxed);
+    while (panel < n_panels) {
+      const int following = team.next.fetch_add(1, std::memory_order_relaxed);
+      const int jr = panel * kNR, nr = std::min(kNR, g.N - jr);
+      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own.b_panel);
+      PanelPrefetch next;
+      if (following < n_panels) next = panel_source(g, pc, kc, following * kNR);
+      panel_times_slice(g, kc, beta, team.shared, own.b_panel, jr, nr, next);
+      panel = following;
+    }
+    // The slice is complete (and its packed op(A) free) before the next one starts.
+#pragma omp barrier
+  }
+}
+
+// The blocked order on a team: per KC x NC block of op(B), the threads pack it together, then
+// take MC-row blocks of C one at a time, each packing its op(A) block into its own buffer.
+void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
+  PackBuffers& own = thread_buffers();
+  const int nc_block = balanced_block(g.N, kNC, kNR);
+  const int kc_block = balanced_block(g.K, kKC, 1);
+  // At least about four row blocks per thread, so there is work left to take from a slow one.
+  const int mc_target = std::max(kMR, (g.M + 4 * threads - 1) / (4 * threads));
+  const int mc_block = balanced_block(g.M, std::min(kMC, mc_target), kMR);
+  const int m_blocks = (g.M + mc_block - 1) / mc_block;
+  for (int jc = 0; jc < g.N; jc += nc_block) {
+    const int nc = std::min(nc_block, g.N - jc);
+    const int n_panels = (nc + kNR - 1) / kNR;
+    const int q0 = share_begin(n_panels, tid, threads), q1 = share_begin(n_panels, tid + 1, threads);
+    for (int pc = 0; pc < g.K; pc += kc_block) {
+      const int kc = std::min(kc_block, g.K - pc);
+      const float beta = pc == 0 ? g.beta : 1.0f;
+      if (q1 > q0) {
+        pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col,
+               g.b_row, g.b_col, team.shared + q0 * kNR * kc);
+      }
+      if (tid == 0) team.next.store(0, std::memory_order_relaxed);
+#pragma omp barrier
+      for (int blk = team.next.fetch_add(1, std::memory_order_relaxed); blk < m_blocks;
+           blk = team.next.fetch_add(1, std::memory_order_relaxed)) {
+        const int ic = blk * mc_block, mc = std::min(mc_block, g.M - ic);
+        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
+        block_times_block(g, ic, mc, jc, nc, kc, beta, own.a, team.shared);
+      }
+#pragma omp barrier
+    }
+  }
 }
 
 // C = beta * C (K == 0 or alpha == 0: no product to add); beta == 0 writes zeros.
@@ -398,8 +486,20 @@ void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
     run(g);
     return;
   }
+  // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
+  // shares out row blocks.
+  const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
+  PackBuffers& mine = thread_buffers();
+  Team team;
+  team.shared = streaming ? mine.a : mine.b;
 #pragma omp parallel num_threads(threads)
-  run_part(g, omp_get_thread_num(), omp_get_num_threads());
+  {
+    if (streaming) {
+      team_streaming(g, team, omp_get_thread_num(), omp_get_num_threads());
+    } else {
+      team_blocked(g, team, omp_get_thread_num(), omp_get_num_threads());
+    }
+  }
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
