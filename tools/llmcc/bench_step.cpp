@@ -25,43 +25,21 @@ const Config& checked(const Config& config, int B, int T) {
   return config;
 }
 
+// The family's weights, initialised from `seed` (gpt2_init, llama_init).
+template <class Family>
+typename Family::Weights initialised(const typename Family::Config& config, std::uint64_t seed) {
+  typename Family::Weights w = Family::make(config);
+  Family::init(w, seed);
+  return w;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-// ---- the families ---------------------------------------------------------------------------
-
-Gpt2BenchFamily::Weights Gpt2BenchFamily::make(const Config& config, std::uint64_t seed) {
-  Weights w = nn::make_gpt2(config);
-  nn::gpt2_init(w.model, seed);
-  return w;
-}
-float Gpt2BenchFamily::fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
-  return nn::gpt2_loss_fwd(w.model, x, y, s);
-}
-void Gpt2BenchFamily::bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g) {
-  nn::gpt2_loss_bwd(w.model, x, y, s, 1.0f, g);
-}
-std::size_t Gpt2BenchFamily::arena_bytes(const Config& config, int B, int T) {
-  return bench_arena_bytes(config, B, T);
-}
-
-LlamaBenchFamily::Weights LlamaBenchFamily::make(const Config& config, std::uint64_t seed) {
-  Weights w = nn::make_llama(config);
-  nn::llama_init(w.model, seed);
-  return w;
-}
-float LlamaBenchFamily::fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
-  return nn::llama_loss_fwd(w.model, x, y, s);
-}
-void LlamaBenchFamily::bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g) {
-  nn::llama_loss_bwd(w.model, x, y, s, 1.0f, g);
-}
-std::size_t LlamaBenchFamily::arena_bytes(const Config& config, int B, int T) {
-  return ModelConfig::of(config).step_arena_bytes(B, T);  // the trainer's plan
-}
+// ---- the arena sizes -----------------------------------------------------------------------
 
 std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
   const std::size_t BT = static_cast<std::size_t>(B) * static_cast<std::size_t>(T);
@@ -75,6 +53,10 @@ std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
   return floats * sizeof(float) + (std::size_t{64} << 20);
 }
 
+std::size_t bench_arena_bytes(const nn::LlamaConfig& config, int B, int T) {
+  return ModelConfig::of(config).step_arena_bytes(B, T);  // the trainer's plan
+}
+
 // ---- the step -------------------------------------------------------------------------------
 
 template <class Family>
@@ -82,10 +64,10 @@ TrainBenchStep<Family>::TrainBenchStep(const Config& config, int B, int T, std::
     : config_(checked(config, B, T)),
       B_(B),
       T_(T),
-      weights_(Family::make(config, seed)),
+      weights_(initialised<Family>(config, seed)),
       grads_(adgen::make_grad(weights_.model)),
       opt_(weights_.params, kAdamW),
-      arena_(Family::arena_bytes(config, B, T)) {
+      arena_(bench_arena_bytes(config, B, T)) {
   // One stream of B*T + 1 random tokens: targets are the inputs shifted by one (as llm.c).
   Rng rng(seed + 1);
   std::vector<std::int32_t> stream(static_cast<std::size_t>(B) * T + 1);
@@ -103,7 +85,7 @@ float TrainBenchStep<Family>::step() {
   // The gradient is zero here: from its constructor on the first step, then from the
   // optimizer step, which zeroes it in its pass.
   const float loss = Family::fwd(weights_, x, y, saved_);
-  Family::bwd(weights_, x, y, saved_, &grads_.grad);
+  Family::bwd(weights_, x, y, saved_, 1.0f, &grads_.grad);
   opt_.step_zero_grads(weights_.params, grads_.store, kLearningRate);
   return loss;
 }
@@ -119,7 +101,7 @@ BenchStep::Split TrainBenchStep<Family>::step_split() {
   s.loss = Family::fwd(weights_, x, y, saved_);
   s.forward = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  Family::bwd(weights_, x, y, saved_, &grads_.grad);
+  Family::bwd(weights_, x, y, saved_, 1.0f, &grads_.grad);
   s.backward = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   opt_.step_zero_grads(weights_.params, grads_.store, kLearningRate);
@@ -132,7 +114,7 @@ std::size_t TrainBenchStep<Family>::scratch_high_water() const {
   return adgen::scratch_high_water();
 }
 
-template class TrainBenchStep<Gpt2BenchFamily>;
-template class TrainBenchStep<LlamaBenchFamily>;
+template class TrainBenchStep<Gpt2Family>;
+template class TrainBenchStep<LlamaFamily>;
 
 }  // namespace llmcc::cli

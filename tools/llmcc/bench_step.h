@@ -11,14 +11,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpt2.grad.h"
-#include "llama.grad.h"
+#include "llmcc/adgen.h"
 #include "llmcc/arena.h"
 #include "llmcc/train/adamw.h"
+#include "model_traits.h"
 #include "nn/gpt2_config.h"
-#include "nn/gpt2_weights.h"
 #include "nn/llama_config.h"
-#include "nn/llama_weights.h"
 
 namespace llmcc::cli {
 
@@ -44,28 +42,13 @@ class BenchStep {
   virtual std::size_t arena_capacity() const = 0;
 };
 
-// The family-specific parts: weights, the generated entry points and the arena size.
-struct Gpt2BenchFamily {
-  using Config = nn::Gpt2Config;
-  using Weights = nn::Gpt2Weights;
-  using Grad = nn::Gpt2_Grad;
-  using Saved = nn::gpt2_loss_Saved;
-  static Weights make(const Config& config, std::uint64_t seed);
-  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s);
-  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g);
-  static std::size_t arena_bytes(const Config& config, int B, int T);
-};
-struct LlamaBenchFamily {
-  using Config = nn::LlamaConfig;
-  using Weights = nn::LlamaWeights;
-  using Grad = nn::Llama_Grad;
-  using Saved = nn::llama_loss_Saved;
-  static Weights make(const Config& config, std::uint64_t seed);
-  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s);
-  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, Grad* g);
-  static std::size_t arena_bytes(const Config& config, int B, int T);
-};
+// A step arena large enough for (config, B, T). GPT-2: about twice what a GPT-2 step keeps (saved
+// activations, logits and their gradient), plus slack; Llama: the trainer's plan
+// (ModelConfig::step_arena_bytes). Untouched pages cost only address space.
+std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T);
+std::size_t bench_arena_bytes(const nn::LlamaConfig& config, int B, int T);
 
+// Family: Gpt2Family or LlamaFamily (model_traits.h).
 template <class Family>
 class TrainBenchStep final : public BenchStep {
  public:
@@ -96,13 +79,9 @@ class TrainBenchStep final : public BenchStep {
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
 };
 
-using Gpt2BenchStep = TrainBenchStep<Gpt2BenchFamily>;
-using LlamaBenchStep = TrainBenchStep<LlamaBenchFamily>;
-extern template class TrainBenchStep<Gpt2BenchFamily>;
-extern template class TrainBenchStep<LlamaBenchFamily>;
-
-// A GPT-2 step arena large enough for (config, B, T): about twice what a GPT-2 step keeps (saved
-// activations, logits and their gradient), plus slack. Untouched pages cost only address space.
-std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T);
+using Gpt2BenchStep = TrainBenchStep<Gpt2Family>;
+using LlamaBenchStep = TrainBenchStep<LlamaFamily>;
+extern template class TrainBenchStep<Gpt2Family>;
+extern template class TrainBenchStep<LlamaFamily>;
 
 }  // namespace llmcc::cli

@@ -3,14 +3,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "gpt2.grad.h"
-#include "llama.grad.h"
 #include "llmcc/adgen.h"
 #include "llmcc/error.h"
-#include "nn/gpt2_weights.h"
+#include "model_traits.h"
 #include "nn/hf_files.h"
-#include "nn/llama_generate.h"
-#include "nn/llama_weights.h"
 
 namespace llmcc::cli {
 
@@ -154,59 +150,11 @@ std::vector<std::string> model_preset_names() {
 
 namespace {
 
-struct Gpt2Traits {
-  using Weights = nn::Gpt2Weights;
-  using Grad = nn::Gpt2_Grad;
-  using Saved = nn::gpt2_loss_Saved;
-  static Weights make(const ModelConfig& c) { return nn::make_gpt2(c.gpt2); }
-  static ModelConfig config(const Weights& w) { return ModelConfig::of(w.model.cfg); }
-  static void init(Weights& w, std::uint64_t seed) { nn::gpt2_init(w.model, seed); }
-  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
-    return nn::gpt2_loss_fwd(w.model, x, y, s);
-  }
-  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, float d, Grad* g) {
-    nn::gpt2_loss_bwd(w.model, x, y, s, d, g);
-  }
-  static float loss(const Weights& w, const Tokens& x, const Tokens& y) {
-    return nn::gpt2_loss(w.model, x, y);
-  }
-  static std::vector<std::int32_t> sample(const Weights& w, const std::vector<std::int32_t>& prompt, int n,
-                                          const nn::SamplingConfig& cfg, Rng& rng,
-                                          const std::function<void(std::int32_t)>& on_token) {
-    std::vector<std::int32_t> ids = nn::gpt2_sample(w.model, prompt, n, cfg, rng);
-    if (on_token)
-      for (const std::int32_t id : ids) on_token(id);
-    return ids;
-  }
-};
-
-struct LlamaTraits {
-  using Weights = nn::LlamaWeights;
-  using Grad = nn::Llama_Grad;
-  using Saved = nn::llama_loss_Saved;
-  static Weights make(const ModelConfig& c) { return nn::make_llama(c.llama); }
-  static ModelConfig config(const Weights& w) { return ModelConfig::of(w.model.cfg); }
-  static void init(Weights& w, std::uint64_t seed) { nn::llama_init(w.model, seed); }
-  static float fwd(const Weights& w, const Tokens& x, const Tokens& y, Saved& s) {
-    return nn::llama_loss_fwd(w.model, x, y, s);
-  }
-  static void bwd(const Weights& w, const Tokens& x, const Tokens& y, const Saved& s, float d, Grad* g) {
-    nn::llama_loss_bwd(w.model, x, y, s, d, g);
-  }
-  static float loss(const Weights& w, const Tokens& x, const Tokens& y) {
-    return nn::llama_loss(w.model, x, y);
-  }
-  static std::vector<std::int32_t> sample(const Weights& w, const std::vector<std::int32_t>& prompt, int n,
-                                          const nn::SamplingConfig& cfg, Rng& rng,
-                                          const std::function<void(std::int32_t)>& on_token) {
-    return nn::llama_sample(w.model, prompt, n, cfg, rng, on_token);
-  }
-};
-
+// One family (model_traits.h: Gpt2Family, LlamaFamily) as a Model.
 template <class Traits>
 class FamilyModel final : public Model {
  public:
-  explicit FamilyModel(typename Traits::Weights w) : w_(std::move(w)), config_(Traits::config(w_)) {}
+  explicit FamilyModel(typename Traits::Weights w) : w_(std::move(w)), config_(ModelConfig::of(w_.model.cfg)) {}
 
   const ModelConfig& config() const override { return config_; }
   ParameterStore& params() override { return w_.params; }
@@ -240,8 +188,8 @@ class FamilyModel final : public Model {
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   config.validate();
   if (config.family == Family::Llama)
-    return std::make_unique<FamilyModel<LlamaTraits>>(LlamaTraits::make(config));
-  return std::make_unique<FamilyModel<Gpt2Traits>>(Gpt2Traits::make(config));
+    return std::make_unique<FamilyModel<LlamaFamily>>(LlamaFamily::make(config.llama));
+  return std::make_unique<FamilyModel<Gpt2Family>>(Gpt2Family::make(config.gpt2));
 }
 
 Family checkpoint_family(const std::string& path) {
@@ -268,8 +216,8 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   // Anything but a Llama checkpoint (a GPT-2 one, an llm.c file, a file that is not a checkpoint)
   // goes to load_gpt2, which tells them apart and names what is wrong.
   if (checkpoint_family(path) == Family::Llama)
-    return std::make_unique<FamilyModel<LlamaTraits>>(nn::load_llama(path));
-  return std::make_unique<FamilyModel<Gpt2Traits>>(nn::load_gpt2(path));
+    return std::make_unique<FamilyModel<LlamaFamily>>(nn::load_llama(path));
+  return std::make_unique<FamilyModel<Gpt2Family>>(nn::load_gpt2(path));
 }
 
 }  // namespace llmcc::cli

@@ -7,7 +7,8 @@
 //   float loss = m->loss_and_grad(x, y, 1.0f);             // forward + adgen's backward
 //
 // Each family adds: its config (nn::*Config), its forward (src/nn/<family>.h), the adgen entry
-// point's generated <family>_loss_fwd/_bwd, and one FamilyModel<Traits> instance below.
+// point's generated <family>_loss_fwd/_bwd, a struct in model_traits.h that wires them (as
+// Gpt2Family, LlamaFamily), and its case in make_model and load_model (model_family.cpp).
 #pragma once
 
 #include <cstddef>
