@@ -211,7 +211,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 }
 
 // Splits n into ceil(n / block) nearly equal blocks, each rounded up to a multiple of unit
-// (no thin remainder block): returns the block size.
+// (no thin remainder block): returns the block size. block must be a multiple of unit.
 int balanced_block(int n, int block, int unit) {
   const int count = (n + block - 1) / block;
   const int size = (n + count - 1) / count;
@@ -414,8 +414,10 @@ void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
   PackBuffers& own = thread_buffers();
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
-  // At least about four row blocks per thread, so there is work left to take from a slow one.
-  const int mc_target = std::max(kMR, (g.M + 4 * threads - 1) / (4 * threads));
+  // At least about four row blocks per thread, so there is work left to take from a slow one;
+  // whole tiles, or every block would end in a partial one.
+  const int mc_rows = (g.M + 4 * threads - 1) / (4 * threads);
+  const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
   const int mc_block = balanced_block(g.M, std::min(kMC, mc_target), kMR);
   const int m_blocks = (g.M + mc_block - 1) / mc_block;
   for (int jc = 0; jc < g.N; jc += nc_block) {
