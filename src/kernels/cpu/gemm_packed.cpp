@@ -52,15 +52,15 @@ constexpr int kKC = Isa::kKC, kMC = Isa::kMC, kNC = Isa::kNC;
 // Products smaller than this (M*N*K) run on the calling thread: waking a team costs more.
 constexpr double kParallelMinWork = 1 << 18;
 
-// run_streaming: at most this many rows of C per thread, and the packed op(A) slice of all of
+// The streaming order: at most this many rows of C, and the packed op(A) slice of all of
 // them (rows rounded up to kMR, times KC) in at most kStreamA floats (256 KB: half of Zen 3's
 // L2), which sets KC for that order.
 constexpr int kStreamMaxM = 512;
 constexpr int kStreamA = 64 * 1024;
 constexpr int kABufferFloats = std::max(kMC * kKC, kStreamA);
 
-// One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or run_streaming's op(A) slice,
-// Bp (kKC, kNC), and run_streaming's single op(B) panel (kKC, kNR).
+// One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or the streaming op(A) slice,
+// Bp (kKC, kNC), and the streaming order's single op(B) panel (kKC, kNR).
 struct PackBuffers {
   float* a = nullptr;
   float* b = nullptr;
@@ -304,61 +304,6 @@ void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, fl
   }
 }
 
-// The whole problem g on the calling thread when it has few rows (g.M <= kStreamMaxM): per KC
-// slice, op(A)'s rows packed once, then one op(B) panel at a time packed into an L1 buffer and
-// multiplied with every row tile, the next panel's source prefetched meanwhile.
-void run_streaming(const Gemm& g, PackBuffers& buf) {
-  const int kc_block = streaming_kc(g.M, g.K);
-  for (int pc = 0; pc < g.K; pc += kc_block) {
-    const int kc = std::min(kc_block, g.K - pc);
-    const float beta = pc == 0 ? g.beta : 1.0f;
-    pack_a(g.M, kc, g.A + pc * g.a_col, g.a_row, g.a_col, buf.a);
-    for (int jr = 0; jr < g.N; jr += kNR) {
-      const int nr = std::min(kNR, g.N - jr);
-      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, buf.b_panel);
-      // The next panel: the next kNR columns of this slice, else the first of the next slice.
-      PanelPrefetch next;
-      if (jr + kNR < g.N) {
-        next = panel_source(g, pc, kc, jr + kNR);
-      } else if (pc + kc < g.K) {
-        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
-      }
-      panel_times_slice(g, kc, beta, buf.a, buf.b_panel, jr, nr, next);
-    }
-  }
-}
-
-// The whole problem g on the calling thread in the blocked order.
-void run_blocked(const Gemm& g, PackBuffers& buf) {
-  const int nc_block = balanced_block(g.N, kNC, kNR);
-  const int kc_block = balanced_block(g.K, kKC, 1);
-  const int mc_block = balanced_block(g.M, kMC, kMR);
-  for (int jc = 0; jc < g.N; jc += nc_block) {
-    const int nc = std::min(nc_block, g.N - jc);
-    for (int pc = 0; pc < g.K; pc += kc_block) {
-      const int kc = std::min(kc_block, g.K - pc);
-      // The first slice applies beta; the others accumulate onto it.
-      const float beta = pc == 0 ? g.beta : 1.0f;
-      pack_b(kc, nc, g.B + pc * g.b_row + jc * g.b_col, g.b_row, g.b_col, buf.b);
-      for (int ic = 0; ic < g.M; ic += mc_block) {
-        const int mc = std::min(mc_block, g.M - ic);
-        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, buf.a);
-        block_times_block(g, ic, mc, jc, nc, kc, beta, buf.a, buf.b);
-      }
-    }
-  }
-}
-
-// The whole problem g on the calling thread.
-void run(const Gemm& g) {
-  PackBuffers& buf = thread_buffers();
-  if (g.M <= kStreamMaxM) {
-    run_streaming(g, buf);
-  } else {
-    run_blocked(g, buf);
-  }
-}
-
 // What the threads of one parallel call share: the packed operand that all of them read (op(A)'s
 // slice in the streaming order, op(B)'s block in the blocked order), kept in the calling
 // thread's buffers, and the counter they take their next piece of work from. Work is taken,
@@ -375,9 +320,17 @@ int share_begin(int count, int t, int threads) {
   return static_cast<int>(static_cast<long>(count) * t / threads);
 }
 
-// The streaming order on a team: per KC slice, the threads pack op(A)'s slice together, then
-// take op(B) panels one at a time (the one after next is taken early, so its source can be
-// prefetched).
+// A barrier for a team of more than one. A "team" of one is the calling thread alone, possibly
+// inside someone else's parallel region, whose barrier it must not join.
+void team_barrier(int threads) {
+  if (threads > 1) {
+#pragma omp barrier
+  }
+}
+
+// The streaming order (up to kStreamMaxM rows) on a team of `threads` (1 included): per KC
+// slice, the threads pack op(A)'s slice together, then take op(B) panels one at a time (the one
+// after next is taken early, so its source can be prefetched).
 void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
   PackBuffers& own = thread_buffers();
   const int kc_block = streaming_kc(g.M, g.K);
@@ -392,31 +345,37 @@ void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
     }
     // No thread takes work before this barrier, and every one stopped before the last one.
     if (tid == 0) team.next.store(0, std::memory_order_relaxed);
-#pragma omp barrier
+    team_barrier(threads);
     int panel = team.next.fetch_add(1, std::memory_order_relaxed);
     while (panel < n_panels) {
       const int following = team.next.fetch_add(1, std::memory_order_relaxed);
       const int jr = panel * kNR, nr = std::min(kNR, g.N - jr);
       pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own.b_panel);
+      // The next panel: the one taken, else the first of the next slice.
       PanelPrefetch next;
-      if (following < n_panels) next = panel_source(g, pc, kc, following * kNR);
+      if (following < n_panels) {
+        next = panel_source(g, pc, kc, following * kNR);
+      } else if (pc + kc < g.K) {
+        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
+      }
       panel_times_slice(g, kc, beta, team.shared, own.b_panel, jr, nr, next);
       panel = following;
     }
     // The slice is complete (and its packed op(A) free) before the next one starts.
-#pragma omp barrier
+    team_barrier(threads);
   }
 }
 
-// The blocked order on a team: per KC x NC block of op(B), the threads pack it together, then
-// take MC-row blocks of C one at a time, each packing its op(A) block into its own buffer.
+// The blocked order on a team of `threads` (1 included): per KC x NC block of op(B), the
+// threads pack it together, then take MC-row blocks of C one at a time, each packing its op(A)
+// block into its own buffer.
 void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
   PackBuffers& own = thread_buffers();
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
-  // At least about four row blocks per thread, so there is work left to take from a slow one;
-  // whole tiles, or every block would end in a partial one.
-  const int mc_rows = (g.M + 4 * threads - 1) / (4 * threads);
+  // With company, at least about four row blocks per thread, so there is work left to take
+  // from a slow one; whole tiles, or every block would end in a partial one.
+  const int mc_rows = threads > 1 ? (g.M + 4 * threads - 1) / (4 * threads) : g.M;
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
   const int mc_block = balanced_block(g.M, std::min(kMC, mc_target), kMR);
   const int m_blocks = (g.M + mc_block - 1) / mc_block;
@@ -432,14 +391,14 @@ void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
                g.b_row, g.b_col, team.shared + q0 * kNR * kc);
       }
       if (tid == 0) team.next.store(0, std::memory_order_relaxed);
-#pragma omp barrier
+      team_barrier(threads);
       for (int blk = team.next.fetch_add(1, std::memory_order_relaxed); blk < m_blocks;
            blk = team.next.fetch_add(1, std::memory_order_relaxed)) {
         const int ic = blk * mc_block, mc = std::min(mc_block, g.M - ic);
         pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
         block_times_block(g, ic, mc, jc, nc, kc, beta, own.a, team.shared);
       }
-#pragma omp barrier
+      team_barrier(threads);
     }
   }
 }
@@ -482,26 +441,21 @@ void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   threads = std::min(threads, std::max(m_tiles, n_tiles));
   if (static_cast<double>(M) * N * K < kParallelMinWork) threads = 1;
-  // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
-  // each of those.
-  if (threads == 1) {
-    run(g);
-    return;
-  }
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
   // shares out row blocks.
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
+  const auto run = streaming ? &team_streaming : &team_blocked;
   PackBuffers& mine = thread_buffers();
   Team team;
   team.shared = streaming ? mine.a : mine.b;
-#pragma omp parallel num_threads(threads)
-  {
-    if (streaming) {
-      team_streaming(g, team, omp_get_thread_num(), omp_get_num_threads());
-    } else {
-      team_blocked(g, team, omp_get_thread_num(), omp_get_num_threads());
-    }
+  // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
+  // each of those.
+  if (threads == 1) {
+    run(g, team, 0, 1);
+    return;
   }
+#pragma omp parallel num_threads(threads)
+  run(g, team, omp_get_thread_num(), omp_get_num_threads());
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
