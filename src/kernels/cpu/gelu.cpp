@@ -25,7 +25,8 @@ void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 
 // With s = sigmoid(2u): 0.5 (1 - tanh(u)^2) = 2 s (1 - s), so gelu' = s + x s (1 - s) 2 du/dx.
 // s (1 - s) is taken as e s s with e = exp(-2u): 1 - s in float is all rounding once s ~ 1
-// (x > ~4), and x 2 du/dx (~35 at x = 5) would magnify it past 1e-6.
+// (x > ~4), and x 2 du/dx (~35 at x = 5) would magnify it past 1e-6. Below 2u = -88, s is 0
+// (sigmoid_from_exp), and so is the product.
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
 void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   if (!d_x) return;
@@ -33,8 +34,9 @@ void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t 
 #pragma omp simd
     for (std::int64_t i = begin; i < end; ++i) {
       const float v = x[i];
-      const float e = fast_exp(-kTwoScale * (v + kCubic * v * v * v));
-      const float s = 1.0f / (1.0f + e);
+      const float z = kTwoScale * (v + kCubic * v * v * v);
+      const float e = fast_exp(-z);
+      const float s = sigmoid_from_exp(z, e);
       const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
       d_x[i] += d_out[i] * (s + v * ((e * s) * s) * two_du);
     }

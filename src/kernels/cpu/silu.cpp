@@ -15,7 +15,8 @@ void silu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 }
 
 // silu' = s + x s (1 - s) with s = 1 / (1 + e), e = exp(-x). s (1 - s) is taken as e s s:
-// 1 - s in float is all rounding once s ~ 1 (x > ~8), and x times it would show.
+// 1 - s in float is all rounding once s ~ 1 (x > ~8), and x times it would show. Below
+// x = -88, s is 0 (sigmoid_from_exp), and so is the product.
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
 void silu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   if (!d_x) return;
@@ -23,7 +24,7 @@ void silu_backward(float* d_x, const float* x, const float* d_out, std::int64_t 
 #pragma omp simd
     for (std::int64_t i = begin; i < end; ++i) {
       const float e = fast_exp(-x[i]);
-      const float s = 1.0f / (1.0f + e);
+      const float s = sigmoid_from_exp(x[i], e);
       d_x[i] += d_out[i] * (s + x[i] * ((e * s) * s));
     }
   }, kLineFloats);
