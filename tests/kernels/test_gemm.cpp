@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
@@ -169,6 +170,48 @@ TEST(GemmKernel, EmptyInnerDimensionScalesC) {
     impl.fn(false, false, 2, 3, 0, 1.0f, &one, 1, &one, 3, 0.0f, C.data(), 3);
     EXPECT_EQ(C, (std::vector<float>(6, 0.0f)));
   }
+}
+
+// gemm_bias (the own GEMM adds the bias in the micro-kernel's store of each tile's last K
+// slice; other libraries in a pass after the call) and gemm_packed_bias directly: the product,
+// beta * C and the bias per column, for every transpose, both GEMM orders (streaming up to 512
+// rows, blocked above), uneven last KC slices, tile edges, padded rows whose padding stays
+// untouched, and K == 0.
+TEST(GemmKernel, BiasIsAddedToEveryRow) {
+  using BiasFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                          float, float*, int, const float*);
+  const std::pair<const char*, BiasFn> impls[] = {{"cpu::gemm_bias", &cpu::gemm_bias},
+                                                  {"cpu::gemm_packed_bias", &cpu::gemm_packed_bias}};
+  const std::array<int, 3> sizes[] = {{7, 65, 33},    {17, 33, 5},     {256, 197, 300}, {512, 40, 768},
+                                      {700, 70, 300}, {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0}};
+  test::for_each_thread_count([&](int) {
+    for (const auto& [name, fn] : impls) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          for (auto [M, N, K] : sizes) {
+            for (float beta : {0.0f, 1.0f, -0.5f}) {
+              SCOPED_TRACE(std::string(name) + " trans_a=" + std::to_string(ta) + " trans_b=" +
+                           std::to_string(tb) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                           " K=" + std::to_string(K) + " beta=" + std::to_string(beta));
+              const int pad = 3;
+              const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+              const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+              const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda + 1, 1);  // (a_rows, lda)
+              const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb + 1, 2);  // (b_rows, ldb)
+              const auto bias = test::random_vector<float>(N, 3);                                       // (N)
+              auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);               // (M, ldc)
+              auto expect = naive_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, beta, C, ldc);          // (M, ldc)
+              for (int i = 0; i < M; ++i)
+                for (int j = 0; j < N; ++j) expect[static_cast<std::size_t>(i) * ldc + j] += bias[j];
+              fn(ta, tb, M, N, K, 0.75f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias.data());
+              // The padding columns of expect still hold C's old values: they must be untouched.
+              EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+            }
+          }
+        }
+      }
+    }
+  });
 }
 
 }  // namespace

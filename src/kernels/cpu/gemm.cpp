@@ -6,6 +6,9 @@
 #include <omp.h>
 
 #include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/parallel.h"
 
 #if defined(LLMCC_GEMM_OWN)
 #include "kernels/cpu/gemm_packed.h"
@@ -68,6 +71,22 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     std::fprintf(stderr, "llmcc: dnnl_sgemm failed with status %d\n", static_cast<int>(st));
     std::abort();
   }
+#endif
+}
+
+void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+#if defined(LLMCC_GEMM_OWN)
+  gemm_packed_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+#else
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  parallel_for(M, static_cast<std::int64_t>(M) * N >= 32768, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      float* row = C + i * ldc;
+#pragma omp simd
+      for (int j = 0; j < N; ++j) row[j] += bias[j];
+    }
+  });
 #endif
 }
 

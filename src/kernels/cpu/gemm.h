@@ -10,6 +10,13 @@ namespace llmcc::cpu {
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
+// gemm, then C[i, j] += bias[j] for every row i (bias: N values). llmcc's own GEMM adds it in
+// the micro-kernel's store of each tile's last K slice, so linear's forward makes no pass over
+// its output for the bias (it used to copy the bias into every row first and accumulate onto
+// it); for the other libraries the bias is a pass over C after their call.
+void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
+
 // Whether the library behind gemm allocates nothing once each thread has made its first call
 // (true for llmcc's own packed GEMM only; dnnl_sgemm allocates its packing buffers per call).
 // The steady-state allocation test holds a training step to zero allocations when it is.

@@ -8,8 +8,9 @@
 // The micro-kernel computes one MR x NR tile of C from a packed panel of A (k steps of MR
 // values: column p of op(A)'s MR rows) and a packed panel of B (k steps of NR values: row p of
 // op(B)'s NR columns), both padded with zeros to full MR / NR:
-//   C(MR, NR) = alpha * Apanel(MR, k) . Bpanel(k, NR) + beta * C
-// With beta == 0, C is not read (it may hold NaN), as in BLAS.
+//   C(MR, NR) = alpha * Apanel(MR, k) . Bpanel(k, NR) + beta * C (+ bias, one per column)
+// With beta == 0, C is not read (it may hold NaN), as in BLAS. A bias (NR values, or null) is
+// added in the same store, so a GEMM's last K slice can add it while the tile is in registers.
 #pragma once
 
 #include <cstddef>
@@ -90,7 +91,7 @@ static_assert(Isa::kMC % kMR == 0 && Isa::kNC % kNR == 0, "cache blocks must hol
 // c (MR rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
 // unrolled, so the accumulators live in registers.
 inline void microkernel(int k, const float* __restrict a, const float* __restrict b, float* c,
-                        std::ptrdiff_t ldc, float alpha, float beta) {
+                        std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
   using V = Isa::V;
   constexpr int MR = kMR, NV = Isa::kNV, W = Isa::kWidth;
   // The C tile is read only after the k loop, too late for out-of-order execution to hide a
@@ -122,7 +123,21 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
   }
 
   const V va = Isa::set1(alpha);
-  if (beta == 0.0f) {
+  if (bias) {
+    // The last slice of a GEMM with a bias: C = alpha * acc + beta * C + bias.
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Isa::load(bias + v * W);
+    const V vb = Isa::set1(beta);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + r * ldc + v * W;
+        const V rest = beta == 0.0f ? bv[v] : Isa::fma(Isa::load(cp), vb, bv[v]);
+        Isa::store(cp, Isa::fma(acc[r][v], va, rest));
+      }
+  } else if (beta == 0.0f) {
 #pragma GCC unroll 32
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4

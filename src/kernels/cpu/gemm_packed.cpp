@@ -25,6 +25,9 @@
 // pieces (op(B) panels, or MC-row blocks of C) one at a time from a counter, between two
 // barriers per slice or block. Pieces are disjoint parts of C, so no two threads write the
 // same element.
+//
+// A bias (gemm_packed_bias) is added by the micro-kernel of each tile's last KC slice, in the
+// same store, so linear's forward needs no pass over its output for it.
 #include "kernels/cpu/gemm_packed.h"
 
 #include <omp.h>
@@ -101,6 +104,11 @@ struct Gemm {
   ptrdiff_t b_row, b_col;
   float* C;
   ptrdiff_t ldc;
+  const float* bias;  // N values added to every row of C, or null
+
+  // The bias for the tile at column j of the slice ending at pc + kc: only the last slice adds
+  // it.
+  const float* tile_bias(int pc, int kc, int j) const { return bias && pc + kc == K ? bias + j : nullptr; }
 };
 
 // dst[p * dst_stride + r] = src[r * src_stride + p] for r < rows (at most 8), p < kc: a
@@ -195,8 +203,9 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 
 // A partial tile (mr < kMR or nr < kNR): the micro-kernel writes a full tile to the stack, and
 // only its mr x nr corner is merged into C.
+// bias: nr values or null.
 [[gnu::noinline]] void edge_tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr,
-               float alpha, float beta) {
+               float alpha, float beta, const float* bias) {
   alignas(64) float tile[kMR * kNR];
   packed::microkernel(kc, ap, bp, tile, kNR, alpha, 0.0f);
   for (int r = 0; r < mr; ++r) {
@@ -206,6 +215,9 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
       for (int j = 0; j < nr; ++j) crow[j] = trow[j];
     } else {
       for (int j = 0; j < nr; ++j) crow[j] = trow[j] + beta * crow[j];
+    }
+    if (bias) {
+      for (int j = 0; j < nr; ++j) crow[j] += bias[j];
     }
   }
 }
@@ -270,8 +282,8 @@ PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
 
 // One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
 // op(A) slice ap (all g.M rows); `next` is prefetched a few lines before each tile.
-void panel_times_slice(const Gemm& g, int kc, float beta, const float* ap, const float* bp,
-                       int jr, int nr, PanelPrefetch& next) {
+void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const float* ap,
+                       const float* bp, int jr, int nr, PanelPrefetch& next) {
   const int m_tiles = (g.M + kMR - 1) / kMR;
   const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
   float* c_panel = g.C + jr;
@@ -279,26 +291,28 @@ void panel_times_slice(const Gemm& g, int kc, float beta, const float* ap, const
     next.issue(per_tile);
     const int mr = std::min(kMR, g.M - ir);
     if (mr == kMR && nr == kNR) {
-      packed::microkernel(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, g.alpha, beta);
+      packed::microkernel(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, g.alpha, beta, bias);
     } else {
-      edge_tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, mr, nr, g.alpha, beta);
+      edge_tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, mr, nr, g.alpha, beta, bias);
     }
   }
 }
 
 // The tiles of one block of C: the packed op(A) block ap (mc rows from ic) times the packed
 // op(B) block bp (nc columns from jc).
+// bias: the block's nc values, or null.
 void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta,
-                       const float* ap, const float* bp) {
+                       const float* bias, const float* ap, const float* bp) {
   for (int jr = 0; jr < nc; jr += kNR) {
     const int nr = std::min(kNR, nc - jr);
+    const float* tile_bias = bias ? bias + jr : nullptr;
     for (int ir = 0; ir < mc; ir += kMR) {
       const int mr = std::min(kMR, mc - ir);
       float* c = g.C + (ic + ir) * g.ldc + jc + jr;
       if (mr == kMR && nr == kNR) {
-        packed::microkernel(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, g.alpha, beta);
+        packed::microkernel(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, g.alpha, beta, tile_bias);
       } else {
-        edge_tile(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, mr, nr, g.alpha, beta);
+        edge_tile(kc, ap + ir * kc, bp + jr * kc, c, g.ldc, mr, nr, g.alpha, beta, tile_bias);
       }
     }
   }
@@ -358,7 +372,7 @@ void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
       } else if (pc + kc < g.K) {
         next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
       }
-      panel_times_slice(g, kc, beta, team.shared, own.b_panel, jr, nr, next);
+      panel_times_slice(g, kc, beta, g.tile_bias(pc, kc, jr), team.shared, own.b_panel, jr, nr, next);
       panel = following;
     }
     // The slice is complete (and its packed op(A) free) before the next one starts.
@@ -396,21 +410,24 @@ void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
            blk = team.next.fetch_add(1, std::memory_order_relaxed)) {
         const int ic = blk * mc_block, mc = std::min(mc_block, g.M - ic);
         pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
-        block_times_block(g, ic, mc, jc, nc, kc, beta, own.a, team.shared);
+        block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, team.shared);
       }
       team_barrier(threads);
     }
   }
 }
 
-// C = beta * C (K == 0 or alpha == 0: no product to add); beta == 0 writes zeros.
-void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc) {
+// C = beta * C (+ bias) (K == 0 or alpha == 0: no product to add); beta == 0 writes zeros.
+void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc, const float* bias) {
   for (int i = 0; i < M; ++i) {
     float* row = C + i * ldc;
     if (beta == 0.0f) {
       std::fill(row, row + N, 0.0f);
     } else if (beta != 1.0f) {
       for (int j = 0; j < N; ++j) row[j] *= beta;
+    }
+    if (bias) {
+      for (int j = 0; j < N; ++j) row[j] += bias[j];
     }
   }
 }
@@ -419,9 +436,15 @@ void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc) {
 
 void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                  int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  gemm_packed_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+}
+
+void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                      const float* bias) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
-    scale_c(M, N, beta, C, ldc);
+    scale_c(M, N, beta, C, ldc, bias);
     return;
   }
   const Gemm g{M,
@@ -436,7 +459,8 @@ void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
                trans_b ? 1 : static_cast<ptrdiff_t>(ldb),
                trans_b ? static_cast<ptrdiff_t>(ldb) : 1,
                C,
-               ldc};
+               ldc,
+               bias};
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   threads = std::min(threads, std::max(m_tiles, n_tiles));

@@ -1,7 +1,6 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -19,16 +18,14 @@ constexpr std::int64_t kBiasBlock = 64;
 
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N,
                     std::int64_t C, std::int64_t OC) {
-  float beta = 0.0f;
+  // out (N, OC) = x (N, C) . w^T (+ b), w stored (OC, C).
   if (b) {
-    parallel_for(N, N * OC > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t n = begin; n < end; ++n) std::memcpy(out + n * OC, b, OC * sizeof(float));
-    });
-    beta = 1.0f;
+    gemm_bias(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x,
+              static_cast<int>(C), w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
+  } else {
+    gemm(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x,
+         static_cast<int>(C), w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC));
   }
-  // out (N, OC) = x (N, C) . w^T, w stored (OC, C).
-  gemm(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x,
-       static_cast<int>(C), w, static_cast<int>(C), beta, out, static_cast<int>(OC));
 }
 
 void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x,

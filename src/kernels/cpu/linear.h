@@ -6,8 +6,8 @@
 
 namespace llmcc::cpu {
 
-// out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null. One GEMM: with a bias, the rows
-// of out start as b and the GEMM accumulates into them (beta = 1), so no pass after it.
+// out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null. One GEMM, which adds the bias
+// as it stores each tile of out (gemm_bias), so no pass over out before or after it.
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N,
                     std::int64_t C, std::int64_t OC);
 
