@@ -122,43 +122,37 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
     b += kNR;
   }
 
-  const V va = Isa::set1(alpha);
-  if (bias) {
-    // The last slice of a GEMM with a bias: C = alpha * acc + beta * C + bias.
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Isa::load(bias + v * W);
-    const V vb = Isa::set1(beta);
+  // C = alpha * acc + rest(the C vector's address, its column vector v): one store loop for the
+  // cases below. beta == 0 without a bias reads nothing and multiplies, as in BLAS.
+  const V va = Isa::set1(alpha), vb = Isa::set1(beta);
+  auto store = [&](auto rest) {
 #pragma GCC unroll 32
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         float* cp = c + r * ldc + v * W;
-        const V rest = beta == 0.0f ? bv[v] : Isa::fma(Isa::load(cp), vb, bv[v]);
-        Isa::store(cp, Isa::fma(acc[r][v], va, rest));
+        Isa::store(cp, Isa::fma(acc[r][v], va, rest(cp, v)));
       }
+  };
+  if (bias) {
+    // The last slice of a GEMM with a bias: C = alpha * acc + beta * C + bias.
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Isa::load(bias + v * W);
+    if (beta == 0.0f) {
+      store([&](float*, int v) { return bv[v]; });
+    } else {
+      store([&](float* cp, int v) { return Isa::fma(Isa::load(cp), vb, bv[v]); });
+    }
   } else if (beta == 0.0f) {
 #pragma GCC unroll 32
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) Isa::store(c + r * ldc + v * W, Isa::mul(acc[r][v], va));
   } else if (beta == 1.0f) {
-#pragma GCC unroll 32
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        float* cp = c + r * ldc + v * W;
-        Isa::store(cp, Isa::fma(acc[r][v], va, Isa::load(cp)));
-      }
+    store([&](float* cp, int) { return Isa::load(cp); });
   } else {
-    const V vb = Isa::set1(beta);
-#pragma GCC unroll 32
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        float* cp = c + r * ldc + v * W;
-        Isa::store(cp, Isa::fma(acc[r][v], va, Isa::mul(Isa::load(cp), vb)));
-      }
+    store([&](float* cp, int) { return Isa::mul(Isa::load(cp), vb); });
   }
 }
 
