@@ -65,14 +65,15 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   // Across the packed GEMM's cache blocks. Up to 512 rows per thread take the streaming order
   // (all rows' op(A) slice packed at once, op(B) one panel at a time): K over its KC slices
   // (256 at most, fewer as M grows) with an uneven last slice, N over many panels, M at the
-  // 512-row limit. Over 512 rows take the blocked order: M over MC (240, 224), K over KC (256,
-  // 224), N over NC (4096).
+  // 512-row limit. Over 512 rows take the blocked order: M over MC (240, 224), K over KC (384,
+  // 224; 1000 is three slices of 334 or five of 200), N over NC (4096).
   sizes.push_back({250, 70, 300});
   sizes.push_back({230, 45, 513});
   sizes.push_back({9, 4100, 5});
   sizes.push_back({512, 40, 300});
   sizes.push_back({700, 70, 300});
   sizes.push_back({1100, 45, 513});
+  sizes.push_back({600, 50, 1000});
   sizes.push_back({530, 4100, 9});
   return sizes;
 }

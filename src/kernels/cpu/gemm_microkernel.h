@@ -45,10 +45,12 @@ struct Isa {
   static constexpr int kWidth = 8;
   static constexpr int kMR = 6;
   static constexpr int kNV = 2;
-  // A KC x NR panel of B in L1 (16 KB of 32), an MC x KC block of A in L2 (240 KB of 512),
-  // a KC x NC block of B in L3 (4 MB per thread). MC 240 measured 3-5% faster than 144 on
-  // Zen 3 at M = 1024.
-  static constexpr int kKC = 256, kMC = 240, kNC = 4096;
+  // A KC x NR panel of B in L1 (24 KB of 32), an MC x KC block of A in L2 (360 KB of 512 on
+  // one thread; 2 threads take 132-row blocks at M = 1,024: 198 KB), a KC x NC block of B in L3
+  // (6 MB). MC 240 measured 3-5% faster than 144 on Zen 3 at M = 1024 (with KC 256). KC 384
+  // rather than 256: C is read and written K / KC times, and the step's GEMMs at 1,024 rows
+  // measured 1.6-3.5% faster (bench/gemm_ab.sh, 3 runs); KC 512 1.025x, KC 768 1.004x.
+  static constexpr int kKC = 384, kMC = 240, kNC = 4096;
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -94,21 +96,14 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
                         std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
   using V = Isa::V;
   constexpr int MR = kMR, NV = Isa::kNV, W = Isa::kWidth;
-  // The C tile is read only after the k loop, too late for out-of-order execution to hide a
-  // cache miss (C is usually larger than L2): ask for its rows now.
-#pragma GCC unroll 32
-  for (int r = 0; r < MR; ++r) {
-    __builtin_prefetch(c + r * ldc, 1, 3);
-    __builtin_prefetch(c + r * ldc + kNR - 1, 1, 3);
-  }
   V acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = Isa::zero();
 
-#pragma GCC unroll 2
-  for (int p = 0; p < k; ++p) {
+  // One step of the k loop: acc += a(:, p) . b(p, :), then a and b move to step p + 1.
+  auto step = [&] {
     V bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = Isa::load(b + v * W);
@@ -120,7 +115,23 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
     }
     a += MR;
     b += kNR;
+  };
+  // The C tile is read only after the k loop, too late for out-of-order execution to hide a
+  // cache miss (C is usually larger than L2), so its rows are requested halfway through. Not at
+  // the start: when ldc is a multiple of 1024 floats (GPT-2's 3072-wide activations), all MR
+  // rows fall in one L1 set, and held there for the whole loop they evict the B panel's lines
+  // of that set. Halfway measured 1.4-2.3% faster than at the start (bench/gemm_ab.sh, GPT-2
+  // shapes at 1,024 rows) and 1.2% at 256 rows; a quarter or three quarters of the way: the same.
+  const int k_half = k / 2;
+#pragma GCC unroll 2
+  for (int p = 0; p < k_half; ++p) step();
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r) {
+    __builtin_prefetch(c + r * ldc, 1, 3);
+    __builtin_prefetch(c + r * ldc + kNR - 1, 1, 3);
   }
+#pragma GCC unroll 2
+  for (int p = k_half; p < k; ++p) step();
 
   // C = alpha * acc + rest(the C vector's address, its column vector v): one store loop for the
   // cases below. beta == 0 without a bias reads nothing and multiplies, as in BLAS.
