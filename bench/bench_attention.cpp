@@ -64,7 +64,14 @@ void run(benchmark::State& state, Kernel kernel, Pass pass, bool packed) {
   float* dk = packed ? dq + L.packed_k_offset() : dkb.data();
   float* dv = packed ? dq + L.packed_v_offset() : dvb.data();
   auto fwd = kernel == Kernel::New ? llmcc::cpu::attention_forward : llmcc::cpu_baseline::attention_forward;
-  auto bwd = kernel == Kernel::New ? llmcc::cpu::attention_backward : llmcc::cpu_baseline::attention_backward;
+  const auto bwd = [&](float* d_q, float* d_k, float* d_v, const float* g, const float* q_, const float* k_,
+                       const float* v_, const float* o, const float* l, const llmcc::AttentionLayout& layout) {
+    if (kernel == Kernel::New) {
+      llmcc::cpu::attention_backward(d_q, d_k, d_v, g, q_, k_, v_, o, l, layout);
+    } else {
+      llmcc::cpu_baseline::attention_backward(d_q, d_k, d_v, g, q_, k_, v_, o, l, layout);
+    }
+  };
   fwd(out.data(), lse.data(), q, k, v, L);  // the backward reads out and lse
   for (auto _ : state) {
     if (pass == Pass::Fwd) {

@@ -146,22 +146,29 @@ inline Tensor copy_to(Arena& arena, const Tensor& t) {
   return out;
 }
 
-// The adjoint `*p` ready for a rule's pullback (which accumulates): allocated and zeroed on the
-// first contribution. Null stays null (inactive).
+// The adjoint `*p` ready for a rule's pullback (which accumulates): allocated on the first
+// contribution, with its zeros pending (Tensor::mark_zero_pending), so a pullback that can
+// overwrite it skips the zero fill and the read of the zeros; any other fills them when it
+// reads the data. Null stays null (inactive).
 inline Tensor* acc(Tensor* p, const Tensor& like) {
-  if (p != nullptr && !p->defined()) *p = new_zeros(like.shape(), "adgen adjoint");
+  if (p != nullptr && !p->defined()) {
+    *p = new_tensor(like.shape(), "adgen adjoint");
+    p->mark_zero_pending();
+  }
   return p;
 }
 
 // adj += d for a whole-tensor pass-through (`return x;`, `Tensor y = x;`). The first contribution
 // takes over d's buffer (d's holder is dead after this point by construction of the reverse
-// sweep), later ones add element-wise.
+// sweep), later ones add element-wise. Pending zeros add nothing: a pending d is skipped (or
+// taken over, still pending, by an empty adj), and a pending adj is replaced by d.
 inline void accumulate(Tensor& adj, const Tensor& d) {
   if (!d.defined()) return;
-  if (!adj.defined()) {
+  if (!adj.defined() || adj.zero_pending()) {
     adj = d;
     return;
   }
+  if (d.zero_pending()) return;
   float* a = adj.f32();
   const float* g = d.f32();
   const std::int64_t n = adj.numel();

@@ -45,9 +45,12 @@ class Tensor {
   // whose shape is declared before its storage is bound (parameters before allocation).
   Tensor(void* data, Shape shape, DType dtype = DType::F32);
 
-  // Typed access; asserts the dtype.
+  // Typed access; asserts the dtype. Both fill pending zeros first (see below).
   float* f32() const;
-  void* raw() const { return data_; }
+  void* raw() const {
+    if (zero_pending_) fill_pending_zeros();
+    return data_;
+  }
 
   const Shape& shape() const { return shape_; }
   int ndim() const { return shape_.ndim(); }
@@ -60,10 +63,29 @@ class Tensor {
   // Binds storage to a declared tensor (used by ParameterStore).
   void bind(void* data) { data_ = data; }
 
+  // Pending zeros: the tensor reads as zero but its storage is not written yet. adgen gives a
+  // fresh adjoint this mark instead of zero-filling it, so the op that makes the first
+  // contribution can write it (take_zero_pending) rather than add to zeros it had to read:
+  // a memset and a read of the whole adjoint saved per op. Any other access (f32, raw) fills
+  // the zeros then. The mark belongs to this handle: copies made while it is set carry it too,
+  // so only the handle that holds the adjoint (adgen's, the op's Tensor*) may be written.
+  void mark_zero_pending() { zero_pending_ = defined(); }
+  bool zero_pending() const { return zero_pending_; }
+  // True when the zeros were pending: the caller must then write every element (the storage
+  // holds garbage) instead of accumulating. Clears the mark either way.
+  bool take_zero_pending() {
+    const bool pending = zero_pending_;
+    zero_pending_ = false;
+    return pending;
+  }
+
  private:
+  void fill_pending_zeros() const;
+
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::F32;
+  mutable bool zero_pending_ = false;
 };
 
 // Token ids (or targets) of a batch: B rows of T ids each, row-major. A handle, like Tensor.

@@ -6,6 +6,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -32,12 +33,13 @@ void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Ten
   check::same_shape("add", "a", a, "d_out", d_out);
   check::adjoint("add", "d_a", d_a, a);
   check::adjoint("add", "d_b", d_b, b);
-  float* da = d_a ? d_a->f32() : nullptr;
-  float* db = d_b ? d_b->f32() : nullptr;
+  bool overwrite_a = false, overwrite_b = false;
+  float* da = adjoint_data(d_a, &overwrite_a);  // shape of a
+  float* db = adjoint_data(d_b, &overwrite_b);  // shape of b
   if (kernel_mode() == KernelMode::Reference) {
     ref::add_backward(da, db, d_out.f32(), a.numel());
   } else {
-    cpu::add_backward(da, db, d_out.f32(), a.numel());
+    cpu::add_backward(da, db, d_out.f32(), a.numel(), overwrite_a, overwrite_b);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -100,13 +101,15 @@ void check_saved(const char* op, const AttentionLayout& L, const Tensor& out,
   check::dim(op, "saved.lse", saved.lse, 2, L.T, "T");
 }
 
+// overwrite_*: the adjoint's zeros are pending (ops/adjoint.h); only fast kernels get them.
 void backward(const AttentionLayout& L, const float* q, const float* k, const float* v,
               const Tensor& out, const AttentionSaved& saved, const Tensor& d_out, float* dq,
-              float* dk, float* dv) {
+              float* dk, float* dv, bool overwrite_q, bool overwrite_k, bool overwrite_v) {
   if (kernel_mode() == KernelMode::Reference) {
     ref::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
   } else {
-    cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
+    cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L,
+                            overwrite_q, overwrite_k, overwrite_v);
   }
 }
 
@@ -136,8 +139,12 @@ void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n
   check::adjoint(kOp, "d_k", d_k, k);
   check::adjoint(kOp, "d_v", d_v, v);
   if (!d_q && !d_k && !d_v) return;
-  backward(L, q.f32(), k.f32(), v.f32(), out, saved, d_out, d_q ? d_q->f32() : nullptr,
-           d_k ? d_k->f32() : nullptr, d_v ? d_v->f32() : nullptr);
+  bool overwrite_q = false, overwrite_k = false, overwrite_v = false;
+  float* dq = adjoint_data(d_q, &overwrite_q);  // (B, T, NH*HS)
+  float* dk = adjoint_data(d_k, &overwrite_k);  // (B, T, NKV*HS)
+  float* dv = adjoint_data(d_v, &overwrite_v);  // (B, T, NKV*HS)
+  backward(L, q.f32(), k.f32(), v.f32(), out, saved, d_out, dq, dk, dv, overwrite_q, overwrite_k,
+           overwrite_v);
 }
 
 Tensor attention_qkv(const Tensor& qkv, int n_head, int n_kv_head) {
@@ -162,9 +169,10 @@ void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const 
   check::adjoint(kOpQkv, "d_qkv", d_qkv, qkv);
   if (!d_qkv) return;
   const float* p = qkv.f32();
-  float* d = d_qkv->f32();
+  bool overwrite = false;
+  float* d = adjoint_data(d_qkv, &overwrite);  // (B, T, (NH + 2 NKV) * HS)
   backward(L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), out, saved, d_out, d,
-           d + L.packed_k_offset(), d + L.packed_v_offset());
+           d + L.packed_k_offset(), d + L.packed_v_offset(), overwrite, overwrite, overwrite);
 }
 
 }  // namespace llmcc

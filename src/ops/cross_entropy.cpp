@@ -9,6 +9,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -111,12 +112,14 @@ void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int voc
   check::adjoint(kOp, "d_logits", d_logits, logits);
   if (d_logits == nullptr || r.count == 0) return;  // all ignored: no gradient (see header)
   const float scale = d_out / static_cast<float>(r.count);
+  bool overwrite = false;
+  float* dl = adjoint_data(d_logits, &overwrite);  // shape of logits
   if (kernel_mode() == KernelMode::Reference) {
-    ref::cross_entropy_backward(d_logits->f32(), logits.f32(), saved.lse.f32(), targets.data(),
-                                scale, r.N, r.V, r.Vp, ignore_index);
+    ref::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V,
+                                r.Vp, ignore_index);
   } else {
-    cpu::cross_entropy_backward(d_logits->f32(), logits.f32(), saved.lse.f32(), targets.data(),
-                                scale, r.N, r.V, r.Vp, ignore_index);
+    cpu::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V,
+                                r.Vp, ignore_index, overwrite);
   }
 }
 

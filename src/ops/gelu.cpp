@@ -6,6 +6,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -28,10 +29,12 @@ void gelu_pullback(const Tensor& x, const Tensor& out, const Tensor& d_out, Tens
   check::same_shape("gelu", "x", x, "d_out", d_out);
   check::adjoint("gelu", "d_x", d_x, x);
   if (!d_x) return;
+  bool overwrite = false;
+  float* dx = adjoint_data(d_x, &overwrite);  // shape of x
   if (kernel_mode() == KernelMode::Reference) {
-    ref::gelu_backward(d_x->f32(), x.f32(), d_out.f32(), x.numel());
+    ref::gelu_backward(dx, x.f32(), d_out.f32(), x.numel());
   } else {
-    cpu::gelu_backward(d_x->f32(), x.f32(), d_out.f32(), x.numel());
+    cpu::gelu_backward(dx, x.f32(), d_out.f32(), x.numel(), overwrite);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -78,7 +79,8 @@ void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const
   check::adjoint(kOp, "d_x", d_x, x);
   check::adjoint(kOp, "d_w", d_w, w);
   check::adjoint(kOp, "d_b", d_b, b);
-  float* dx = d_x ? d_x->f32() : nullptr;
+  bool overwrite_dx = false;
+  float* dx = adjoint_data(d_x, &overwrite_dx);  // shape of x
   float* dw = d_w ? d_w->f32() : nullptr;
   float* db = d_b ? d_b->f32() : nullptr;
   if (dx == nullptr && dw == nullptr && db == nullptr) return;
@@ -87,7 +89,7 @@ void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const
                             saved.rstd.f32(), r.N, r.C);
   } else {
     cpu::layernorm_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), saved.mean.f32(),
-                            saved.rstd.f32(), r.N, r.C);
+                            saved.rstd.f32(), r.N, r.C, overwrite_dx);
   }
 }
 

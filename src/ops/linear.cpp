@@ -9,6 +9,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "ops/adjoint.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -74,13 +75,14 @@ void backward(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
               const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_b) {
   const Dims d = check_inputs(op, x, w, b);
   check_adjoints(op, d, d_out, x, w, b, d_x, d_w, d_b);
-  float* dx = d_x ? d_x->f32() : nullptr;  // like x
+  bool overwrite_dx = false;
+  float* dx = adjoint_data(d_x, &overwrite_dx);  // like x
   float* dw = d_w ? d_w->f32() : nullptr;  // (OC, C)
   float* db = d_b ? d_b->f32() : nullptr;  // (OC)
   if (kernel_mode() == KernelMode::Reference) {
     ref::linear_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), d.N, d.C, d.OC);
   } else {
-    cpu::linear_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), d.N, d.C, d.OC);
+    cpu::linear_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), d.N, d.C, d.OC, overwrite_dx);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "llmcc/tensor.h"
 
+#include <cstring>
+
 #include "llmcc/error.h"
 
 namespace llmcc {
@@ -62,7 +64,13 @@ Tensor::Tensor(void* data, Shape shape, DType dtype) : data_(data), shape_(shape
 
 float* Tensor::f32() const {
   LLMCC_ASSERT(dtype_ == DType::F32, "f32() on a tensor of another dtype");
+  if (zero_pending_) fill_pending_zeros();
   return static_cast<float*>(data_);
+}
+
+void Tensor::fill_pending_zeros() const {
+  std::memset(data_, 0, nbytes());
+  zero_pending_ = false;
 }
 
 }  // namespace llmcc

@@ -531,11 +531,19 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionLayout& L) {
+                        const AttentionLayout& L, bool overwrite_q, bool overwrite_k,
+                        bool overwrite_v) {
   if (!d_q && !d_k && !d_v) return;
   const int group = L.NH / L.NKV;
+  // T rows of `width` floats from column `col` of batch b's rows (stride ld) set to zero.
+  const auto zero_rows = [&](float* d, i64 ld, int b, i64 col, int width) {
+    for (int t = 0; t < L.T; ++t) std::fill_n(d + (i64{b} * L.T + t) * ld + col, width, 0.0f);
+  };
   // One task per (b, kv head): it owns that kv head's dK, dV rows and its query heads' dQ rows.
   const auto task = [&](int b, int kvh) {
+    if (d_q && overwrite_q) zero_rows(d_q, L.ld_q, b, i64{kvh} * group * L.HS, group * L.HS);
+    if (d_k && overwrite_k) zero_rows(d_k, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
+    if (d_v && overwrite_v) zero_rows(d_v, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
     for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
       backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
     }

@@ -47,15 +47,24 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
 void cross_entropy_backward(float* __restrict d_logits, const float* __restrict logits,
                             const float* __restrict lse, const std::int32_t* targets, float scale,
                             std::int64_t N, std::int64_t V, std::int64_t Vp,
-                            std::int32_t ignore_index) {
+                            std::int32_t ignore_index, bool overwrite) {
   parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t n = begin; n < end; ++n) {
-      if (targets[n] == ignore_index) continue;
-      const float* row = logits + n * Vp;
       float* d = d_logits + n * Vp;
+      if (targets[n] == ignore_index) {
+        if (overwrite) std::fill(d, d + Vp, 0.0f);
+        continue;
+      }
+      const float* row = logits + n * Vp;
       const float l = lse[n];
+      if (overwrite) {
 #pragma omp simd
-      for (std::int64_t v = 0; v < V; ++v) d[v] += scale * fast_exp(row[v] - l);
+        for (std::int64_t v = 0; v < V; ++v) d[v] = scale * fast_exp(row[v] - l);
+        std::fill(d + V, d + Vp, 0.0f);
+      } else {
+#pragma omp simd
+        for (std::int64_t v = 0; v < V; ++v) d[v] += scale * fast_exp(row[v] - l);
+      }
       d[targets[n]] -= scale;
     }
   });

@@ -28,8 +28,8 @@ void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 // (x > ~4), and x 2 du/dx (~35 at x = 5) would magnify it past 1e-6. Below 2u = -88, s is 0
 // (sigmoid_from_exp), and so is the product.
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
-void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n) {
-  if (!d_x) return;
+template <bool kOverwrite>
+void gelu_backward_impl(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
 #pragma omp simd
     for (std::int64_t i = begin; i < end; ++i) {
@@ -38,9 +38,23 @@ void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t 
       const float e = fast_exp(-z);
       const float s = sigmoid_from_exp(z, e);
       const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
-      d_x[i] += d_out[i] * (s + v * ((e * s) * s) * two_du);
+      const float g = d_out[i] * (s + v * ((e * s) * s) * two_du);
+      if constexpr (kOverwrite) {
+        d_x[i] = g;
+      } else {
+        d_x[i] += g;
+      }
     }
   }, kLineFloats);
+}
+
+void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n, bool overwrite) {
+  if (!d_x) return;
+  if (overwrite) {
+    gelu_backward_impl<true>(d_x, x, d_out, n);
+  } else {
+    gelu_backward_impl<false>(d_x, x, d_out, n);
+  }
 }
 
 }  // namespace llmcc::cpu

@@ -44,7 +44,7 @@ void layernorm_forward(float* __restrict out, float* __restrict mean, float* __r
 void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restrict d_out,
                         const float* __restrict x, const float* __restrict w,
                         const float* __restrict mean, const float* __restrict rstd,
-                        std::int64_t N, std::int64_t C) {
+                        std::int64_t N, std::int64_t C, bool overwrite_dx) {
   const bool params = d_w != nullptr || d_b != nullptr;
   const bool parallel = N * C >= kParallelElements;
   // Thread t owns partial[t * 2 * Cp .. ): its d_w sums, then its d_b sums.
@@ -89,9 +89,16 @@ void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restr
       }
       const float g_mean = g_sum * inv_c, gn_mean = gn_sum * inv_c;
       float* __restrict dxr = d_x + n * C;
+      if (overwrite_dx) {
 #pragma omp simd
-      for (std::int64_t i = 0; i < C; ++i) {
-        dxr[i] += s * (w[i] * dyr[i] - g_mean - ((xr[i] - m) * s) * gn_mean);
+        for (std::int64_t i = 0; i < C; ++i) {
+          dxr[i] = s * (w[i] * dyr[i] - g_mean - ((xr[i] - m) * s) * gn_mean);
+        }
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < C; ++i) {
+          dxr[i] += s * (w[i] * dyr[i] - g_mean - ((xr[i] - m) * s) * gn_mean);
+        }
       }
     }  // implicit barrier: all partials are complete
 

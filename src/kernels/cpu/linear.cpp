@@ -29,11 +29,13 @@ void linear_forward(float* out, const float* x, const float* w, const float* b, 
 }
 
 void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x,
-                     const float* w, std::int64_t N, std::int64_t C, std::int64_t OC) {
+                     const float* w, std::int64_t N, std::int64_t C, std::int64_t OC,
+                     bool overwrite_dx) {
   if (d_x) {
-    // d_x (N, C) += d_out (N, OC) . w (OC, C)
+    // d_x (N, C) += d_out (N, OC) . w (OC, C), or = with beta 0
     gemm(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(OC), 1.0f,
-         d_out, static_cast<int>(OC), w, static_cast<int>(C), 1.0f, d_x, static_cast<int>(C));
+         d_out, static_cast<int>(OC), w, static_cast<int>(C), overwrite_dx ? 0.0f : 1.0f, d_x,
+         static_cast<int>(C));
   }
   if (d_w) {
     // d_w (OC, C) += d_out^T (OC, N) . x (N, C); d_out is stored (N, OC).
