@@ -28,6 +28,7 @@ void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 // (x > ~4), and x 2 du/dx (~35 at x = 5) would magnify it past 1e-6. Below 2u = -88, s is 0
 // (sigmoid_from_exp), and so is the product.
 // No __restrict on d_x: the caller may pass d_out itself as d_x (same index, read then write).
+namespace {
 template <bool kOverwrite>
 void gelu_backward_impl(float* d_x, const float* x, const float* d_out, std::int64_t n) {
   parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
@@ -47,6 +48,7 @@ void gelu_backward_impl(float* d_x, const float* x, const float* d_out, std::int
     }
   }, kLineFloats);
 }
+}  // namespace
 
 void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n, bool overwrite) {
   if (!d_x) return;
