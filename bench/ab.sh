@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# In-process A/B of one kernel file between two git revisions (or a revision and the working
+# tree): both builds are linked into one driver that alternates them call by call (on a shared
+# machine the load drifts more within a minute than most kernel changes are worth).
+#
+#   bench/ab.sh KERNEL REV_A [REV_B|worktree] [DRIVER ARGS...]
+#
+# KERNEL is gemm (src/kernels/cpu/gemm_packed.cpp, driver bench/gemm_ab.cpp: THREADS ROWS ROUNDS
+# EVICT) or attention (src/kernels/cpu/attention.cpp, driver bench/attention_ab.cpp: THREADS T
+# ROUNDS). Each side's src/kernels/cpu is taken from its revision and compiled with the project's
+# flags for this machine (-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp).
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  sed -n '2,11p' "$0" >&2
+  exit 2
+fi
+kernel=$1
+rev_a=$2
+rev_b=${3:-worktree}
+shift $(($# < 3 ? $# : 3))
+case $kernel in
+  gemm) source_file=gemm_packed.cpp ;;
+  attention) source_file=attention.cpp ;;
+  *)
+    echo "bench/ab.sh: unknown kernel '$kernel' (expected gemm or attention)" >&2
+    exit 2
+    ;;
+esac
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cxx=${CXX:-g++}
+flags=(-std=c++20 -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp)
+
+# side NAME REV: that revision's kernels in $work/NAME, compiled into $work/NAME.o.
+side() {
+  local name=$1 rev=$2
+  mkdir -p "$work/$name"
+  if [[ $rev == worktree ]]; then
+    mkdir -p "$work/$name/src/kernels"
+    cp -r "$repo/src/kernels/cpu" "$work/$name/src/kernels/"
+    cp "$repo/src/kernels/attention_layout.h" "$work/$name/src/kernels/"
+  else
+    git -C "$repo" archive "$rev" src/kernels/cpu src/kernels/attention_layout.h | tar -x -C "$work/$name"
+  fi
+  "$cxx" "${flags[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
+    -c "$work/$name/src/kernels/cpu/$source_file" -o "$work/$name.o"
+}
+
+side a "$rev_a"
+side b "$rev_b"
+"$cxx" "${flags[@]}" -I "$repo/src" "$repo/bench/${kernel}_ab.cpp" "$work/a.o" "$work/b.o" -o "$work/ab"
+echo "A = $rev_a, B = $rev_b"
+"$work/ab" "$@"
