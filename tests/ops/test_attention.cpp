@@ -255,40 +255,48 @@ TEST(AttentionApi, ReferenceAndFastModesAgreeThroughTheFrontEnd) {
 TEST(AttentionApi, PullbackAccumulatesSkipsNullsAndToleratesAliasing) {
   Arena arena(16 << 20);
   ArenaScope scope(arena);
-  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
-    const KernelMode before = kernel_mode();
-    set_kernel_mode(mode);
-    SCOPED_TRACE(mode == KernelMode::Fast ? "fast" : "reference");
-    const Case c{2, 9, 3, 3, 4};  // NH == NKV, so q, k, v may be one tensor
-    const Inputs in = make_inputs(arena, c);
-    AttentionSaved saved;
-    Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);
-    Tensor d_q = arena.zeros(in.q.shape(), "d_q"), d_k = arena.zeros(in.k.shape(), "d_k"),
-           d_v = arena.zeros(in.v.shape(), "d_v");
-    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
-    const auto gq = test::to_vector(d_q), gk = test::to_vector(d_k), gv = test::to_vector(d_v);
-    for (float g : gk) ASSERT_TRUE(std::isfinite(g));
+  // NH == NKV, so q, k, v may be one tensor. T = 197: more than two blocks, so the fast kernel
+  // copies its B operands dense (kernels/cpu/attention.cpp, copy_operands), with every subset of
+  // adjoints.
+  for (const Case c : {Case{2, 9, 3, 3, 4}, Case{1, 197, 2, 2, 8}}) {
+    for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+      const KernelMode before = kernel_mode();
+      set_kernel_mode(mode);
+      SCOPED_TRACE(c.str() + (mode == KernelMode::Fast ? " fast" : " reference"));
+      const Inputs in = make_inputs(arena, c);
+      AttentionSaved saved;
+      Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);
+      const auto pullback = [&](Tensor* d_q_, Tensor* d_k_, Tensor* d_v_) {
+        attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, d_q_, d_k_, d_v_);
+      };
+      Tensor d_q = arena.zeros(in.q.shape(), "d_q"), d_k = arena.zeros(in.k.shape(), "d_k"),
+             d_v = arena.zeros(in.v.shape(), "d_v");
+      pullback(&d_q, &d_k, &d_v);
+      const auto gq = test::to_vector(d_q), gk = test::to_vector(d_k), gv = test::to_vector(d_v);
+      for (float g : gk) ASSERT_TRUE(std::isfinite(g));
 
-    // Pre-filled adjoint: the pullback adds to it. Null d_q and d_v are skipped.
-    Tensor d_k2 = test::tensor_from(arena, in.k.shape(), std::vector<float>(c.nkv(), 1.0f));
-    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, nullptr, &d_k2, nullptr);
-    std::vector<float> expect(gk);
-    for (float& x : expect) x += 1.0f;
-    EXPECT_TRUE(all_close("d_k pre-filled", test::to_vector(d_k2), expect, 1e-6, 1e-6));
-    Tensor d_q2 = arena.zeros(in.q.shape(), "d_q2");
-    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q2, nullptr, nullptr);
-    EXPECT_TRUE(all_close("d_q alone", test::to_vector(d_q2), gq, 0.0, 0.0));
-    Tensor d_v2 = arena.zeros(in.v.shape(), "d_v2");  // d_v alone: the fast kernel skips dP and dS
-    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, nullptr, nullptr, &d_v2);
-    EXPECT_TRUE(all_close("d_v alone", test::to_vector(d_v2), gv, 0.0, 0.0));
+      // Pre-filled adjoint: the pullback adds to it. Null d_q and d_v are skipped.
+      Tensor d_k2 = test::tensor_from(arena, in.k.shape(), std::vector<float>(c.nkv(), 1.0f));
+      pullback(nullptr, &d_k2, nullptr);
+      std::vector<float> expect(gk);
+      for (float& x : expect) x += 1.0f;
+      EXPECT_TRUE(all_close("d_k pre-filled", test::to_vector(d_k2), expect, 1e-6, 1e-6));
+      Tensor d_q2 = arena.zeros(in.q.shape(), "d_q2");
+      pullback(&d_q2, nullptr, nullptr);
+      EXPECT_TRUE(all_close("d_q alone", test::to_vector(d_q2), gq, 0.0, 0.0));
+      // d_v alone: the fast kernel skips dP and dS.
+      Tensor d_v2 = arena.zeros(in.v.shape(), "d_v2");
+      pullback(nullptr, nullptr, &d_v2);
+      EXPECT_TRUE(all_close("d_v alone", test::to_vector(d_v2), gv, 0.0, 0.0));
 
-    // One adjoint for all three inputs (as for attention(x, x, x)) receives the sum.
-    Tensor d_all = arena.zeros(in.q.shape(), "d_all");
-    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_all, &d_all, &d_all);
-    std::vector<float> sum(c.nq());
-    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = gq[i] + gk[i] + gv[i];
-    EXPECT_TRUE(all_close("aliased adjoints", test::to_vector(d_all), sum, 1e-6, 1e-5));
-    set_kernel_mode(before);
+      // One adjoint for all three inputs (as for attention(x, x, x)) receives the sum.
+      Tensor d_all = arena.zeros(in.q.shape(), "d_all");
+      pullback(&d_all, &d_all, &d_all);
+      std::vector<float> sum(c.nq());
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = gq[i] + gk[i] + gv[i];
+      EXPECT_TRUE(all_close("aliased adjoints", test::to_vector(d_all), sum, 1e-6, 1e-5));
+      set_kernel_mode(before);
+    }
   }
 }
 

@@ -273,15 +273,40 @@ void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int
   }
 }
 
+// dst[i * HS + d] = src[i * ld_src + d] for i < n, d < HS: rows of one head copied to a dense
+// block. A head's rows sit 3-9 KB apart in the activations (ld 768 or 2304 floats), so a B
+// operand read in place puts every row's line of a 16-column micro-tile into the same 4 of L1's
+// 64 sets, 12 lines to a set of 8 ways: the small GEMMs then read B from L2. Dense (256-byte
+// rows), a block's lines spread over all sets.
+//
+// The copies pay once a head has more than two blocks, so that each copy is read by several
+// block pairs (bench/ab.sh attention, GPT-2's packed qkv, 2 threads, forward / backward against
+// reading in place: T = 64 1.0x / 0.96-0.98x; T = 128 1.01x / 1.03x; T = 192 1.03x / 1.07x;
+// T = 256 1.04-1.07x / 1.10-1.12x; T = 1,024 1.05x / 1.12x).
+bool copy_operands(int T) { return T > 2 * kBlock; }
+
+void copy_rows(float* dst, const float* src, i64 ld_src, int n, int HS) {
+  for (int i = 0; i < n; ++i, src += ld_src, dst += HS) {
+    int d = 0;
+    for (; d + W <= HS; d += W) vstore(dst + d, vload(src + d));
+    for (; d < HS; ++d) dst[d] = src[d];
+  }
+}
+
 // Per-thread scratch, kept between calls. Every thread of the team sizes its own for the call's
 // shape before taking tasks (scratch_floats covers forward and backward), so all allocation
 // happens on the first call with a shape, however the dynamic schedule deals the tasks later.
+// Arrays start on 64-byte boundaries: a std::vector's data is only 16-byte aligned (and lands
+// 16 bytes past a page once it is large enough for malloc to map it), and a vector load at 16
+// bytes past a line splits every other load across two lines.
 struct Scratch {
-  std::vector<float> buf;
+  std::vector<float> buf;  // kAlignFloats more than the arrays need, for the alignment
+  static constexpr std::size_t kAlignFloats = 16;
   float* take(std::size_t n, std::size_t& at) {
-    float* p = buf.data() + at;
-    at += (n + 15) / 16 * 16;  // 64-byte steps keep each array's start aligned to the others
-    LLMCC_ASSERT(at <= buf.size(), "attention scratch smaller than scratch_floats promised");
+    const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 / sizeof(float);
+    float* p = buf.data() + skip + at;
+    at += (n + 15) / 16 * 16;  // whole lines keep the next array aligned too
+    LLMCC_ASSERT(skip + at <= buf.size(), "attention scratch smaller than scratch_floats promised");
     return p;
   }
 };
@@ -292,14 +317,15 @@ Scratch& thread_scratch() {
 int padded_T(int T) { return (T + W - 1) / W * W; }
 std::size_t scratch_floats(const AttentionLayout& L) {
   const std::size_t HS = L.HS, Tp = padded_T(L.T), Bk = kBlock;
-  const std::size_t fwd = (HS + Bk + 3) * Bk + 16 * 5;  // qt, st, m, l, corr (+ rounding)
-  const std::size_t bwd = (2 * HS + 2) * Tp + 2 * Bk * (Bk + HS) + 16 * 8;  // qt, dot, D, Lh, pt, dst, dk, dv
+  const std::size_t fwd = (2 * HS + Bk + 3) * Bk + 16 * 6;  // qt, st, m, l, corr, vblk (+ rounding)
+  // qt, dot, qrows, dorows, D, Lh, pt, dst, dk, dv, kblk, vblk
+  const std::size_t bwd = (4 * HS + 2) * Tp + 2 * Bk * (Bk + 2 * HS) + 16 * 12;
   return std::max(fwd, bwd);
 }
 void size_thread_scratch(const AttentionLayout& L) {
   Scratch& sc = thread_scratch();
   const std::size_t n = scratch_floats(L);
-  if (sc.buf.size() < n) sc.buf.assign(n, 0.0f);
+  if (sc.buf.size() < n + Scratch::kAlignFloats) sc.buf.assign(n + Scratch::kAlignFloats, 0.0f);
 }
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -324,6 +350,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   float* m = sc.take(kBlock, at);                          // running max per query
   float* l = sc.take(kBlock, at);                          // running sum of exp(s - m)
   float* corr = sc.take(kBlock, at);                       // exp(m_old - m_new)
+  float* vblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): V_blk, dense
 
   transpose_rows(qt, kBlock, q + (row0 + i0) * L.ld_q + i64{h} * HS, L.ld_q, nq, HS, scale);
   for (int ii = 0; ii < nq; ++ii) {
@@ -372,7 +399,13 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
     }
     // O (nq, HS) += P (nq, nk) . V_blk (nk, HS); P = (P^T)^T read with swapped strides. A query
     // tile needs keys <= its last query + diag.
-    small_gemm<true>(nq, {st, 1, kBlock, vb + i64{j0} * L.ld_kv, L.ld_kv, ob, L.ld_out},
+    const float* v_blk = vb + i64{j0} * L.ld_kv;
+    i64 ld_v_blk = L.ld_kv;
+    if (copy_operands(T)) {
+      copy_rows(vblk, v_blk, L.ld_kv, nk, HS);
+      v_blk = vblk, ld_v_blk = HS;
+    }
+    small_gemm<true>(nq, {st, 1, kBlock, v_blk, ld_v_blk, ob, L.ld_out},
                      [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
   }
   for (int ii = 0; ii < nq; ++ii) {
@@ -415,9 +448,26 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   float* dst = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, queries): dP^T, then scale dS^T
   float* dk_acc = sc.take(std::size_t(kBlock) * HS, at);   // (keys, HS)
   float* dv_acc = sc.take(std::size_t(kBlock) * HS, at);   // (keys, HS)
+  float* qrows = sc.take(std::size_t(HS) * Tp, at);        // (T, HS): Q of the head, dense
+  float* dorows = sc.take(std::size_t(HS) * Tp, at);       // (T, HS): dO of the head, dense
+  float* kblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): K_blk, dense
+  float* vblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): V_blk, dense
 
   transpose_rows(qt, Tp, qb, L.ld_q, T, HS, scale);
   if (need_ds) transpose_rows(dot, Tp, dob, L.ld_out, T, HS, 1.0f);
+  // Q and dO rows as the B operands of dK and dV: in place, or copied dense.
+  const bool copy = copy_operands(T);
+  const float* q_rows = qb;
+  const float* do_rows = dob;
+  i64 ld_q_rows = L.ld_q, ld_do_rows = L.ld_out;
+  if (copy && d_k) {
+    copy_rows(qrows, qb, L.ld_q, T, HS);
+    q_rows = qrows, ld_q_rows = HS;
+  }
+  if (copy && d_v) {
+    copy_rows(dorows, dob, L.ld_out, T, HS);
+    do_rows = dorows, ld_do_rows = HS;
+  }
   for (int i = 0; i < T; ++i) {
     const float* o = ob + i * L.ld_out;
     const float* g = dob + i * L.ld_out;
@@ -432,6 +482,18 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
     const int nk = std::min(kBlock, T - j0);
     std::fill_n(dk_acc, std::size_t(nk) * HS, 0.0f);
     std::fill_n(dv_acc, std::size_t(nk) * HS, 0.0f);
+    // The key block's K and V rows, in place or copied dense.
+    const float* k_blk = kb + i64{j0} * L.ld_kv;
+    const float* v_blk = vb + i64{j0} * L.ld_kv;
+    i64 ld_k_blk = L.ld_kv, ld_v_blk = L.ld_kv;
+    if (copy) {
+      copy_rows(kblk, k_blk, L.ld_kv, nk, HS);
+      k_blk = kblk, ld_k_blk = HS;
+      if (need_ds) {  // V is read only by dP^T
+        copy_rows(vblk, v_blk, L.ld_kv, nk, HS);
+        v_blk = vblk, ld_v_blk = HS;
+      }
+    }
     for (int i0 = j0 / kBlock * kBlock; i0 < T; i0 += kBlock) {
       const int nq = std::min(kBlock, T - i0);
       const int diag = i0 - j0;  // key jj is visible to query ii iff jj <= ii + diag
@@ -440,7 +502,7 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
         return Span{full ? 0 : std::max(0, jj - diag), nq, full ? 0 : std::max(0, jj - diag), nq};
       };
       // S^T (nk, nq) = K_blk . (scale Q^T); P^T = exp(S^T - lse), 0 where masked.
-      small_gemm<false>(nk, {kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt + i0, Tp, pt, kBlock},
+      small_gemm<false>(nk, {k_blk, ld_k_blk, 1, qt + i0, Tp, pt, kBlock},
                         [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
       // P^T = exp(S^T - lse), W queries at a time, 0 where masked (select, not multiply: masked
       // entries of the scratch hold stale values; lanes past nq are never read).
@@ -456,7 +518,7 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       }
       if (need_ds) {
         // dP^T (nk, nq) = V_blk . dO^T; dS^T = scale * P^T * (dP^T - D), 0 where masked.
-        small_gemm<false>(nk, {vb + i64{j0} * L.ld_kv, L.ld_kv, 1, dot + i0, Tp, dst, kBlock},
+        small_gemm<false>(nk, {v_blk, ld_v_blk, 1, dot + i0, Tp, dst, kBlock},
                           [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
         const vec sv = vset1(scale);
         for (int c = 0; c < nq; c += W) {
@@ -473,11 +535,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       // dV_blk (nk, HS) += P^T (nk, nq) . dO_blk (nq, HS); dK_blk += dS^T . Q_blk. A key tile
       // needs queries >= its first key - diag.
       auto depth_queries = [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{0, HS, s.k_lo, nq}; };
-      if (d_v) small_gemm<true>(nk, {pt, kBlock, 1, dob + i64{i0} * L.ld_out, L.ld_out, dv_acc, HS}, depth_queries);
-      if (d_k) small_gemm<true>(nk, {dst, kBlock, 1, qb + i64{i0} * L.ld_q, L.ld_q, dk_acc, HS}, depth_queries);
+      if (d_v) small_gemm<true>(nk, {pt, kBlock, 1, do_rows + i0 * ld_do_rows, ld_do_rows, dv_acc, HS}, depth_queries);
+      if (d_k) small_gemm<true>(nk, {dst, kBlock, 1, q_rows + i0 * ld_q_rows, ld_q_rows, dk_acc, HS}, depth_queries);
       // dQ_blk (nq, HS) += dS (nq, nk) . K_blk (nk, HS). A query tile needs keys <= its last query + diag.
       if (d_q) {
-        small_gemm<true>(nq, {dst, 1, kBlock, kb + i64{j0} * L.ld_kv, L.ld_kv, dqb + i64{i0} * L.ld_q, L.ld_q},
+        small_gemm<true>(nq, {dst, 1, kBlock, k_blk, ld_k_blk, dqb + i64{i0} * L.ld_q, L.ld_q},
                          [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
       }
     }

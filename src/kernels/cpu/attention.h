@@ -7,8 +7,10 @@
 // Design. Queries and keys are cut into blocks of kBlock (48 with AVX2, 64 with AVX-512, 32
 // without either). Every product is a small GEMM on a block pair, register-blocked over a
 // micro-tile of C (6 x 16 floats with AVX2: 12 accumulators; 8 x 32 with AVX-512), broadcasting
-// one element of A per row and loading contiguous rows of B, so no operand needs packing except
-// Q (and dO in the backward), which is transposed once per block (per head in the backward):
+// one element of A per row and loading contiguous rows of B. Q (and dO in the backward) is
+// transposed once per block (per head in the backward); once a head has more than two blocks,
+// the rows read as B (V, and K, Q, dO in the backward) are also copied dense, because in the
+// activations they are thousands of bytes apart and crowd a few L1 sets:
 //   S^T (keys, queries) = K_blk . (Q_blk^T / sqrt(HS))
 // puts queries along the vector lanes, so the online softmax (running max, rescale, exp, row
 // sum) is vertical vector arithmetic with a vectorised exp, never a horizontal reduction. P is
