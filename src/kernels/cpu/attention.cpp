@@ -235,6 +235,16 @@ void small_gemm(int M, const Operands& o, SpanOf span) {
   }
 }
 
+// A head's rows in the activations are thousands of bytes apart, each in another 4 KB page, where
+// the hardware prefetchers (which stay within a page) do not follow: loops that walk them request
+// the lines of the row kRowsAhead further on themselves.
+constexpr int kRowsAhead = 8;
+template <int kWrite = 0>
+inline void prefetch_row(const float* row, int HS) {
+  for (int d = 0; d < HS; d += 16) __builtin_prefetch(row + d, kWrite, 3);
+  __builtin_prefetch(row + HS - 1, kWrite, 3);
+}
+
 // dst[d * ld + i] = scale * src[i * ld_src + d] for i < n, d < HS: a block of rows transposed, so
 // that the rows' index becomes the contiguous (vector) one. With AVX2, 8 x 8 tiles through
 // registers (a scalar transpose's strided stores cost a quarter of the forward at T = 64).
@@ -243,6 +253,7 @@ void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int
 #if defined(__AVX2__)
   const __m256 sv = _mm256_set1_ps(scale);
   for (; i0 + 8 <= n; i0 += 8) {
+    for (int i = i0 + kRowsAhead; i < std::min(n, i0 + kRowsAhead + 8); ++i) prefetch_row(src + i * ld_src, HS);
     int d0 = 0;
     for (; d0 + 8 <= HS; d0 += 8) {
       __m256 r[8], t[8], u[8];
@@ -287,6 +298,7 @@ bool copy_operands(int T) { return T > 2 * kBlock; }
 
 void copy_rows(float* dst, const float* src, i64 ld_src, int n, int HS) {
   for (int i = 0; i < n; ++i, src += ld_src, dst += HS) {
+    if (i + kRowsAhead < n) prefetch_row(src + kRowsAhead * ld_src, HS);
     int d = 0;
     for (; d + W <= HS; d += W) vstore(dst + d, vload(src + d));
     for (; d < HS; ++d) dst[d] = src[d];
@@ -471,6 +483,10 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   for (int i = 0; i < T; ++i) {
     const float* o = ob + i * L.ld_out;
     const float* g = dob + i * L.ld_out;
+    if (i + kRowsAhead < T) {
+      prefetch_row(o + kRowsAhead * L.ld_out, HS);
+      prefetch_row(g + kRowsAhead * L.ld_out, HS);
+    }
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int d = 0; d < HS; ++d) s += g[d] * o[d];
@@ -546,6 +562,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
     // Added after the block, not accumulated in place: d_k and d_v may alias d_q (or each other).
     for (int jj = 0; jj < nk; ++jj) {
       const i64 row = i64{j0 + jj} * L.ld_kv;
+      if (jj + kRowsAhead < nk) {
+        const i64 ahead = row0 * L.ld_kv + kvcol + row + kRowsAhead * L.ld_kv;
+        if (d_k) prefetch_row<1>(d_k + ahead, HS);
+        if (d_v) prefetch_row<1>(d_v + ahead, HS);
+      }
       if (d_k) {
         float* dk = d_k + (row0 * L.ld_kv + kvcol) + row;
         const float* a = dk_acc + i64{jj} * HS;
