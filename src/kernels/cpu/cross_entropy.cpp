@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/silu.h"  // fast_exp
@@ -21,9 +22,12 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
   parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t n = begin; n < end; ++n) {
       const float* row = logits + n * Vp;
-      float m = row[0];
+      // A select from -inf, not std::max from row[0]: GCC 12 leaves that form scalar (vmaxss),
+      // and vectorises this one (forward 1.19x on 1 thread, 1.82x on 2, GPT-2's 1,024 x 50,257
+      // logits). A NaN logit may be dropped here, but it makes the sum below NaN either way.
+      float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
-      for (std::int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
+      for (std::int64_t v = 0; v < V; ++v) m = m > row[v] ? m : row[v];
       // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
       // invisible next to the max term's 1.
       float s = 0.0f;
