@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "ab_common.h"
+
 #include "kernels/attention_layout.h"
 
 #define LLMCC_AB_DECLARE(ns)                                                                    \
@@ -37,14 +39,7 @@
 LLMCC_AB_DECLARE(llmcc_ab_a)
 LLMCC_AB_DECLARE(llmcc_ab_b)
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using llmcc_bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 3) {

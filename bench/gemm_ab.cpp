@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "ab_common.h"
+
 // The same function from two builds: gemm_ab.sh compiles A with -Dllmcc=llmcc_ab_a and B with
 // -Dllmcc=llmcc_ab_b.
 #define LLMCC_AB_DECLARE(ns)                                                                 \
@@ -62,10 +64,7 @@ std::vector<Shape> step_shapes(int rows) {
   return shapes;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using llmcc_bench::median;
 
 }  // namespace
 
