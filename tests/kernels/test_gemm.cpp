@@ -215,5 +215,55 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
   });
 }
 
+// The blocked order (over 512 rows) has no barriers: threads take packing pieces and row blocks
+// from counters and wait only on what the data needs (gemm_packed.cpp, team_blocked). With two
+// column blocks of op(B) and three K slices (six blocks, two packing buffers in turn), a missing
+// wait shows up as a wrong or a varying result. One thread's result is checked against the naive
+// loop on every fifth row (every row block has some); with 2 and 3 threads, every repeat must
+// give the same bits as one thread (each element's sums run in a fixed order on any thread).
+TEST(GemmKernel, BlockedOrderAcrossBlocksIsExactAndRepeatable) {
+  const int M = 530, N = 4110, K = 800, pad = 3, kRowStep = 5;
+  const int before = num_threads();
+  for (bool tb : {false, true}) {
+    SCOPED_TRACE("trans_b=" + std::to_string(tb));
+    const int lda = K + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * lda, 1);           // (M, lda)
+    const auto B = test::random_vector<float>(static_cast<std::size_t>(tb ? N : K) * ldb, 2);  // (N or K, ldb)
+    const auto bias = test::random_vector<float>(N, 3);                                        // (N)
+    const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);          // (M, ldc)
+    const auto run = [&] {
+      auto C = C0;  // (M, ldc)
+      cpu::gemm_packed_bias(false, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, -0.5f, C.data(), ldc,
+                            bias.data());
+      return C;
+    };
+    set_num_threads(1);
+    const std::vector<float> alone = run();  // (M, ldc)
+    for (int i = 0; i < M; i += kRowStep) {
+      for (int j = 0; j < ldc; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+        double want = C0[at];  // the padding stays untouched
+        if (j < N) {
+          double acc = 0.0;
+          for (int p = 0; p < K; ++p) {
+            const double b = tb ? B[static_cast<std::size_t>(j) * ldb + p] : B[static_cast<std::size_t>(p) * ldb + j];
+            acc += A[static_cast<std::size_t>(i) * lda + p] * b;
+          }
+          want = acc - 0.5 * C0[at] + bias[j];
+        }
+        ASSERT_NEAR(alone[at], want, 2e-6 * K + 1e-5 * std::abs(want)) << "row " << i << " column " << j;
+      }
+    }
+    for (int threads : {2, 3}) {
+      SCOPED_TRACE("threads=" + std::to_string(threads));
+      set_num_threads(threads);
+      for (int repeat = 0; repeat < 10; ++repeat) {
+        ASSERT_TRUE(run() == alone) << "repeat " << repeat << " differs from one thread's result";
+      }
+    }
+  }
+  set_num_threads(before);
+}
+
 }  // namespace
 }  // namespace llmcc

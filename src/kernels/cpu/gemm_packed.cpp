@@ -20,11 +20,13 @@
 // memory with no arithmetic to hide it behind (11-12% of the time of these shapes), then reads
 // it back from L3 once per MC block.
 //
-// Threads (struct Team) share the operand packed once per slice or block (op(A)'s slice when
-// streaming, op(B)'s block when blocked), pack it together, and then take the other operand's
-// pieces (op(B) panels, or MC-row blocks of C) one at a time from a counter, between two
-// barriers per slice or block. Pieces are disjoint parts of C, so no two threads write the
-// same element.
+// Threads share the operand packed once per slice or block (op(A)'s slice when streaming,
+// op(B)'s block when blocked), pack it together, and then take the other operand's pieces (op(B)
+// panels, or MC-row blocks of C) one at a time from a counter. Pieces are disjoint parts of C,
+// so no two threads write the same element. The streaming order (struct Team) puts two barriers
+// around each slice; the blocked order (struct BlockedState) has none: it packs each block of
+// op(B) into one of two shared buffers, in pieces that a thread out of work on the current block
+// takes, and waits only where the data requires it.
 //
 // A bias (gemm_packed_bias) is added by the micro-kernel of each tile's last KC slice, in the
 // same store, so linear's forward needs no pass over its output for it.
@@ -39,6 +41,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/gemm_microkernel.h"
 
@@ -328,9 +336,8 @@ void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, fl
   }
 }
 
-// What the threads of one parallel call share: the packed operand that all of them read (op(A)'s
-// slice in the streaming order, op(B)'s block in the blocked order), kept in the calling
-// thread's buffers, and the counter they take their next piece of work from. Work is taken,
+// What the threads of one streaming call share: the packed op(A) slice that all of them read,
+// kept in the calling thread's buffers, and the counter they take their next piece of work from. Work is taken,
 // not dealt: a thread that the machine slows down (these are shared machines) does fewer
 // pieces instead of holding the other at the end of every call (a fixed split left one of two
 // threads idle for 6-12% of the GEMM time).
@@ -390,39 +397,139 @@ void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
   }
 }
 
-// The blocked order on a team of `threads` (1 included): per KC x NC block of op(B), the
-// threads pack it together, then take MC-row blocks of C one at a time, each packing its op(A)
-// block into its own buffer.
-void team_blocked(const Gemm& g, Team& team, int tid, int threads) {
+// MC of the blocked order. With company, at least about four row blocks per thread, so there is
+// work left to take from a slow one; whole tiles, or every block would end in a partial one.
+int blocked_mc(int M, int threads) {
+  const int mc_rows = threads > 1 ? (M + 4 * threads - 1) / (4 * threads) : M;
+  const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
+  return balanced_block(M, std::min(kMC, mc_target), kMR);
+}
+
+// The number of KC x NC blocks of op(B) in the blocked order.
+int blocked_n_blocks(int N, int K) {
+  const int nc_block = balanced_block(N, kNC, kNR), kc_block = balanced_block(K, kKC, 1);
+  return (N + nc_block - 1) / nc_block * ((K + kc_block - 1) / kc_block);
+}
+
+// Progress of one KC x NC block of op(B) in the blocked order: its packing pieces taken and
+// finished, and its row blocks of C taken and finished.
+struct BlockProgress {
+  std::atomic<int> pack_taken{0}, pack_done{0}, rows_taken{0}, rows_done{0};
+};
+
+// The blocked order's shared state for one call, kept by the calling thread between calls (it
+// grows to the largest call seen, so a training step's calls allocate nothing after the first):
+// per block of op(B) its progress, per MC-row block of C the number of op(B) blocks finished on
+// it, and a second shared op(B) buffer, so that the next block can be packed while the current
+// one is still being multiplied.
+struct BlockedState {
+  std::unique_ptr<BlockProgress[]> blocks;
+  std::unique_ptr<std::atomic<int>[]> rows;
+  int block_capacity = 0, row_capacity = 0;
+  float* second_b = nullptr;
+  ~BlockedState() { std::free(second_b); }
+
+  void reset(int n_blocks, int m_blocks, bool need_second_b) {
+    if (n_blocks > block_capacity) {
+      blocks = std::make_unique<BlockProgress[]>(n_blocks);
+      block_capacity = n_blocks;
+    }
+    if (m_blocks > row_capacity) {
+      rows = std::make_unique<std::atomic<int>[]>(m_blocks);
+      row_capacity = m_blocks;
+    }
+    for (int i = 0; i < n_blocks; ++i) {
+      BlockProgress& b = blocks[i];
+      b.pack_taken.store(0, std::memory_order_relaxed);
+      b.pack_done.store(0, std::memory_order_relaxed);
+      b.rows_taken.store(0, std::memory_order_relaxed);
+      b.rows_done.store(0, std::memory_order_relaxed);
+    }
+    for (int i = 0; i < m_blocks; ++i) rows[i].store(0, std::memory_order_relaxed);
+    if (need_second_b && !second_b) {
+      second_b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
+      if (!second_b) {
+        std::fprintf(stderr, "llmcc: gemm_packed could not allocate its second op(B) buffer (%zu bytes)\n",
+                     sizeof(float) * kKC * kNC);
+        std::abort();
+      }
+    }
+  }
+};
+
+BlockedState& blocked_state() {
+  thread_local BlockedState state;
+  return state;
+}
+
+// Spins until `value` holds at least `target` (acquire). Waits here are short (a packing piece
+// or a row block in progress on another thread); after many spins the thread yields, in case the
+// one it waits for has lost its core.
+void wait_at_least(const std::atomic<int>& value, int target) {
+  for (int spins = 0; value.load(std::memory_order_acquire) < target; ++spins) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+    if (spins >= (1 << 14)) {
+      std::this_thread::yield();
+      spins = 0;
+    }
+  }
+}
+
+// op(B) panels per packing piece: small enough that a thread waiting for the pack of the next
+// block waits at most about one piece (48 KB of packed op(B) per 384-step slice).
+constexpr int kPackPiecePanels = 8;
+
+// The blocked order on a team of `threads` (1 included). The KC x NC blocks of op(B) go in
+// order (columns jc outer, slices pc inner); each is packed into one of two shared buffers in
+// pieces, then its MC-row blocks of C are multiplied, each packing its op(A) block into the
+// thread's own buffer. Threads take pieces and row blocks from counters, with no barriers: a
+// thread out of row blocks in block b packs pieces of block b + 1 while the others finish b.
+// It waits only where the data requires it:
+//   - before multiplying block b, until all of b's pieces are packed;
+//   - before a row block of b, until the same row block of b - 1 is finished (C accumulates
+//     over the slices of K);
+//   - before packing block b + 2 into b's buffer, until every row block of b is finished.
+// The two barriers per block this replaces left one of two threads idle for about half a row
+// block per block (3-4% of GEMM time on Zen 3, perf).
+// threads: the team size the call asked for, which sets MC (and so the number of row blocks that
+// BlockedState was sized for); any number of threads may actually take part.
+void team_blocked(const Gemm& g, BlockedState& state, float* const shared_b[2], int threads) {
   PackBuffers& own = thread_buffers();
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
-  // With company, at least about four row blocks per thread, so there is work left to take
-  // from a slow one; whole tiles, or every block would end in a partial one.
-  const int mc_rows = threads > 1 ? (g.M + 4 * threads - 1) / (4 * threads) : g.M;
-  const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
-  const int mc_block = balanced_block(g.M, std::min(kMC, mc_target), kMR);
+  const int mc_block = blocked_mc(g.M, threads);
   const int m_blocks = (g.M + mc_block - 1) / mc_block;
-  for (int jc = 0; jc < g.N; jc += nc_block) {
-    const int nc = std::min(nc_block, g.N - jc);
+  const int n_slices = (g.K + kc_block - 1) / kc_block;
+  const int n_blocks = (g.N + nc_block - 1) / nc_block * n_slices;
+  for (int blk = 0; blk < n_blocks; ++blk) {
+    const int jc = blk / n_slices * nc_block, pc = blk % n_slices * kc_block;
+    const int nc = std::min(nc_block, g.N - jc), kc = std::min(kc_block, g.K - pc);
+    const float beta = pc == 0 ? g.beta : 1.0f;
     const int n_panels = (nc + kNR - 1) / kNR;
-    const int q0 = share_begin(n_panels, tid, threads), q1 = share_begin(n_panels, tid + 1, threads);
-    for (int pc = 0; pc < g.K; pc += kc_block) {
-      const int kc = std::min(kc_block, g.K - pc);
-      const float beta = pc == 0 ? g.beta : 1.0f;
-      if (q1 > q0) {
+    const int n_pieces = (n_panels + kPackPiecePanels - 1) / kPackPiecePanels;
+    float* bp = shared_b[blk % 2];
+    BlockProgress& progress = state.blocks[blk];
+    if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
+      if (blk >= 2) wait_at_least(state.blocks[blk - 2].rows_done, m_blocks);
+      for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
+           piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
+        const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
         pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col,
-               g.b_row, g.b_col, team.shared + q0 * kNR * kc);
+               g.b_row, g.b_col, bp + q0 * kNR * kc);
+        progress.pack_done.fetch_add(1, std::memory_order_acq_rel);
       }
-      if (tid == 0) team.next.store(0, std::memory_order_relaxed);
-      team_barrier(threads);
-      for (int blk = team.next.fetch_add(1, std::memory_order_relaxed); blk < m_blocks;
-           blk = team.next.fetch_add(1, std::memory_order_relaxed)) {
-        const int ic = blk * mc_block, mc = std::min(mc_block, g.M - ic);
-        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
-        block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, team.shared);
-      }
-      team_barrier(threads);
+    }
+    wait_at_least(progress.pack_done, n_pieces);
+    for (int rb = progress.rows_taken.fetch_add(1, std::memory_order_relaxed); rb < m_blocks;
+         rb = progress.rows_taken.fetch_add(1, std::memory_order_relaxed)) {
+      wait_at_least(state.rows[rb], blk);
+      const int ic = rb * mc_block, mc = std::min(mc_block, g.M - ic);
+      pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
+      block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, bp);
+      state.rows[rb].store(blk + 1, std::memory_order_release);
+      progress.rows_done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 }
@@ -478,18 +585,31 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
   // shares out row blocks.
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
-  const auto run = streaming ? &team_streaming : &team_blocked;
   PackBuffers& mine = thread_buffers();
-  Team team;
-  team.shared = streaming ? mine.a : mine.b;
-  // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
-  // each of those.
+  if (streaming) {
+    Team team;
+    team.shared = mine.a;
+    // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
+    // each of those.
+    if (threads == 1) {
+      team_streaming(g, team, 0, 1);
+      return;
+    }
+#pragma omp parallel num_threads(threads)
+    team_streaming(g, team, omp_get_thread_num(), omp_get_num_threads());
+    return;
+  }
+  BlockedState& state = blocked_state();
+  const int mc_block = blocked_mc(M, threads);
+  state.reset(blocked_n_blocks(N, K), (M + mc_block - 1) / mc_block, threads > 1);
+  // Alone, one buffer serves every block: nothing else can still be reading the previous one.
+  float* const shared_b[2] = {mine.b, threads > 1 ? state.second_b : mine.b};
   if (threads == 1) {
-    run(g, team, 0, 1);
+    team_blocked(g, state, shared_b, 1);
     return;
   }
 #pragma omp parallel num_threads(threads)
-  run(g, team, omp_get_thread_num(), omp_get_num_threads());
+  team_blocked(g, state, shared_b, threads);
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
