@@ -215,14 +215,9 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
   });
 }
 
-// The blocked order (over 512 rows) has no barriers: threads take packing pieces and row blocks
-// from counters and wait only on what the data needs (gemm_packed.cpp, team_blocked). With two
-// column blocks of op(B) and three K slices (six blocks, two packing buffers in turn), a missing
-// wait shows up as a wrong or a varying result. One thread's result is checked against the naive
-// loop on every fifth row (every row block has some); with 2 and 3 threads, every repeat must
-// give the same bits as one thread (each element's sums run in a fixed order on any thread).
-TEST(GemmKernel, BlockedOrderAcrossBlocksIsExactAndRepeatable) {
-  const int M = 530, N = 4110, K = 800, pad = 3, kRowStep = 5;
+// One shape of BothOrdersAcrossStagesAreExactAndRepeatable (below).
+void check_stages_repeatable(int M, int N, int K) {
+  const int pad = 3, kRowStep = 5;
   const int before = num_threads();
   for (bool tb : {false, true}) {
     SCOPED_TRACE("trans_b=" + std::to_string(tb));
@@ -263,6 +258,21 @@ TEST(GemmKernel, BlockedOrderAcrossBlocksIsExactAndRepeatable) {
     }
   }
   set_num_threads(before);
+}
+
+// Neither order of gemm_packed has barriers: threads take packing pieces and work items from
+// counters and wait only on what the data needs (gemm_packed.cpp, team_blocked and
+// team_streaming). The blocked order (over 512 rows) runs here on two column blocks of op(B)
+// times three K slices (six stages, two packing buffers in turn), the streaming order on five K
+// slices of 300 rows. A missing wait shows up as a wrong or a varying result: one thread's result
+// is checked against the naive loop on every fifth row (every row block has some), and with 2
+// and 3 threads every repeat must give the same bits as one thread (each element's sums run in
+// a fixed order on any thread).
+TEST(GemmKernel, BothOrdersAcrossStagesAreExactAndRepeatable) {
+  for (auto [M, N, K] : {std::array<int, 3>{530, 4110, 800}, std::array<int, 3>{300, 200, 1000}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+    check_stages_repeatable(M, N, K);
+  }
 }
 
 }  // namespace

@@ -20,13 +20,13 @@
 // memory with no arithmetic to hide it behind (11-12% of the time of these shapes), then reads
 // it back from L3 once per MC block.
 //
-// Threads share the operand packed once per slice or block (op(A)'s slice when streaming,
-// op(B)'s block when blocked), pack it together, and then take the other operand's pieces (op(B)
-// panels, or MC-row blocks of C) one at a time from a counter. Pieces are disjoint parts of C,
-// so no two threads write the same element. The streaming order (struct Team) puts two barriers
-// around each slice; the blocked order (struct BlockedState) has none: it packs each block of
-// op(B) into one of two shared buffers, in pieces that a thread out of work on the current block
-// takes, and waits only where the data requires it.
+// Threads share the operand packed once per stage (op(A)'s KC slice when streaming, op(B)'s
+// KC x NC block when blocked), pack it together in pieces, and then take the other operand's
+// pieces (op(B) panels, or MC-row blocks of C) one at a time from a counter. Pieces are disjoint
+// parts of C, so no two threads write the same element. There are no barriers (struct
+// TeamState): each stage's shared operand goes into one of two shared buffers, a thread out of
+// work on the current stage packs pieces of the next, and threads wait only where the data
+// requires it.
 //
 // A bias (gemm_packed_bias) is added by the micro-kernel of each tile's last KC slice, in the
 // same store, so linear's forward needs no pass over its output for it.
@@ -336,67 +336,6 @@ void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, fl
   }
 }
 
-// What the threads of one streaming call share: the packed op(A) slice that all of them read,
-// kept in the calling thread's buffers, and the counter they take their next piece of work from. Work is taken,
-// not dealt: a thread that the machine slows down (these are shared machines) does fewer
-// pieces instead of holding the other at the end of every call (a fixed split left one of two
-// threads idle for 6-12% of the GEMM time).
-struct Team {
-  float* shared = nullptr;
-  std::atomic<int> next{0};
-};
-
-// Start of thread t's share when count items are split between `threads` threads.
-int share_begin(int count, int t, int threads) {
-  return static_cast<int>(static_cast<long>(count) * t / threads);
-}
-
-// A barrier for a team of more than one. A "team" of one is the calling thread alone, possibly
-// inside someone else's parallel region, whose barrier it must not join.
-void team_barrier(int threads) {
-  if (threads > 1) {
-#pragma omp barrier
-  }
-}
-
-// The streaming order (up to kStreamMaxM rows) on a team of `threads` (1 included): per KC
-// slice, the threads pack op(A)'s slice together, then take op(B) panels one at a time (the one
-// after next is taken early, so its source can be prefetched).
-void team_streaming(const Gemm& g, Team& team, int tid, int threads) {
-  PackBuffers& own = thread_buffers();
-  const int kc_block = streaming_kc(g.M, g.K);
-  const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
-  const int t0 = share_begin(m_tiles, tid, threads), t1 = share_begin(m_tiles, tid + 1, threads);
-  for (int pc = 0; pc < g.K; pc += kc_block) {
-    const int kc = std::min(kc_block, g.K - pc);
-    const float beta = pc == 0 ? g.beta : 1.0f;
-    if (t1 > t0) {
-      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col,
-             g.a_row, g.a_col, team.shared + t0 * kMR * kc);
-    }
-    // No thread takes work before this barrier, and every one stopped before the last one.
-    if (tid == 0) team.next.store(0, std::memory_order_relaxed);
-    team_barrier(threads);
-    int panel = team.next.fetch_add(1, std::memory_order_relaxed);
-    while (panel < n_panels) {
-      const int following = team.next.fetch_add(1, std::memory_order_relaxed);
-      const int jr = panel * kNR, nr = std::min(kNR, g.N - jr);
-      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own.b_panel);
-      // The next panel: the one taken, else the first of the next slice.
-      PanelPrefetch next;
-      if (following < n_panels) {
-        next = panel_source(g, pc, kc, following * kNR);
-      } else if (pc + kc < g.K) {
-        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
-      }
-      panel_times_slice(g, kc, beta, g.tile_bias(pc, kc, jr), team.shared, own.b_panel, jr, nr, next);
-      panel = following;
-    }
-    // The slice is complete (and its packed op(A) free) before the next one starts.
-    team_barrier(threads);
-  }
-}
-
 // MC of the blocked order. With company, at least about four row blocks per thread, so there is
 // work left to take from a slow one; whole tiles, or every block would end in a partial one.
 int blocked_mc(int M, int threads) {
@@ -411,54 +350,56 @@ int blocked_n_blocks(int N, int K) {
   return (N + nc_block - 1) / nc_block * ((K + kc_block - 1) / kc_block);
 }
 
-// Progress of one KC x NC block of op(B) in the blocked order: its packing pieces taken and
-// finished, and its row blocks of C taken and finished.
-struct BlockProgress {
-  std::atomic<int> pack_taken{0}, pack_done{0}, rows_taken{0}, rows_done{0};
+// Progress of one stage of a parallel call: a KC x NC block of op(B) in the blocked order, a KC
+// slice in the streaming order. The stage's shared operand is packed in pieces, then its work
+// items (MC-row blocks of C, or op(B) panels) are multiplied; counts taken and finished of each.
+struct StageProgress {
+  std::atomic<int> pack_taken{0}, pack_done{0}, items_taken{0}, items_done{0};
 };
 
-// The blocked order's shared state for one call, kept by the calling thread between calls (it
-// grows to the largest call seen, so a training step's calls allocate nothing after the first):
-// per block of op(B) its progress, per MC-row block of C the number of op(B) blocks finished on
-// it, and a second shared op(B) buffer, so that the next block can be packed while the current
-// one is still being multiplied.
-struct BlockedState {
-  std::unique_ptr<BlockProgress[]> blocks;
-  std::unique_ptr<std::atomic<int>[]> rows;
-  int block_capacity = 0, row_capacity = 0;
-  float* second_b = nullptr;
-  ~BlockedState() { std::free(second_b); }
+// The shared state of one parallel call, kept by the calling thread between calls (it grows to
+// the largest call seen, so a training step's calls allocate nothing after the first): per stage
+// its progress, per work item the number of stages finished on it (an item's part of C
+// accumulates over the stages of K), and a second buffer for the shared operand, so that the
+// next stage can be packed while the current one is still being multiplied.
+struct TeamState {
+  std::unique_ptr<StageProgress[]> stages;
+  std::unique_ptr<std::atomic<int>[]> items;
+  int stage_capacity = 0, item_capacity = 0;
+  float* second_buffer = nullptr;  // kSecondBufferFloats, for either order's shared operand
+  static constexpr std::size_t kSecondBufferFloats = std::max<std::size_t>(kKC * kNC, kABufferFloats);
+  ~TeamState() { std::free(second_buffer); }
 
-  void reset(int n_blocks, int m_blocks, bool need_second_b) {
-    if (n_blocks > block_capacity) {
-      blocks = std::make_unique<BlockProgress[]>(n_blocks);
-      block_capacity = n_blocks;
+  void reset(int n_stages, int n_items, bool need_second_buffer) {
+    if (n_stages > stage_capacity) {
+      stages = std::make_unique<StageProgress[]>(n_stages);
+      stage_capacity = n_stages;
     }
-    if (m_blocks > row_capacity) {
-      rows = std::make_unique<std::atomic<int>[]>(m_blocks);
-      row_capacity = m_blocks;
+    if (n_items > item_capacity) {
+      items = std::make_unique<std::atomic<int>[]>(n_items);
+      item_capacity = n_items;
     }
-    for (int i = 0; i < n_blocks; ++i) {
-      BlockProgress& b = blocks[i];
-      b.pack_taken.store(0, std::memory_order_relaxed);
-      b.pack_done.store(0, std::memory_order_relaxed);
-      b.rows_taken.store(0, std::memory_order_relaxed);
-      b.rows_done.store(0, std::memory_order_relaxed);
+    for (int i = 0; i < n_stages; ++i) {
+      StageProgress& st = stages[i];
+      st.pack_taken.store(0, std::memory_order_relaxed);
+      st.pack_done.store(0, std::memory_order_relaxed);
+      st.items_taken.store(0, std::memory_order_relaxed);
+      st.items_done.store(0, std::memory_order_relaxed);
     }
-    for (int i = 0; i < m_blocks; ++i) rows[i].store(0, std::memory_order_relaxed);
-    if (need_second_b && !second_b) {
-      second_b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
-      if (!second_b) {
-        std::fprintf(stderr, "llmcc: gemm_packed could not allocate its second op(B) buffer (%zu bytes)\n",
-                     sizeof(float) * kKC * kNC);
+    for (int i = 0; i < n_items; ++i) items[i].store(0, std::memory_order_relaxed);
+    if (need_second_buffer && !second_buffer) {
+      second_buffer = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kSecondBufferFloats));
+      if (!second_buffer) {
+        std::fprintf(stderr, "llmcc: gemm_packed could not allocate its second shared buffer (%zu bytes)\n",
+                     sizeof(float) * kSecondBufferFloats);
         std::abort();
       }
     }
   }
 };
 
-BlockedState& blocked_state() {
-  thread_local BlockedState state;
+TeamState& team_state() {
+  thread_local TeamState state;
   return state;
 }
 
@@ -494,8 +435,8 @@ constexpr int kPackPiecePanels = 8;
 // The two barriers per block this replaces left one of two threads idle for about half a row
 // block per block (3-4% of GEMM time on Zen 3, perf).
 // threads: the team size the call asked for, which sets MC (and so the number of row blocks that
-// BlockedState was sized for); any number of threads may actually take part.
-void team_blocked(const Gemm& g, BlockedState& state, float* const shared_b[2], int threads) {
+// TeamState was sized for); any number of threads may actually take part.
+void team_blocked(const Gemm& g, TeamState& state, float* const shared_b[2], int threads) {
   PackBuffers& own = thread_buffers();
   const int nc_block = balanced_block(g.N, kNC, kNR);
   const int kc_block = balanced_block(g.K, kKC, 1);
@@ -510,9 +451,9 @@ void team_blocked(const Gemm& g, BlockedState& state, float* const shared_b[2], 
     const int n_panels = (nc + kNR - 1) / kNR;
     const int n_pieces = (n_panels + kPackPiecePanels - 1) / kPackPiecePanels;
     float* bp = shared_b[blk % 2];
-    BlockProgress& progress = state.blocks[blk];
+    StageProgress& progress = state.stages[blk];
     if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
-      if (blk >= 2) wait_at_least(state.blocks[blk - 2].rows_done, m_blocks);
+      if (blk >= 2) wait_at_least(state.stages[blk - 2].items_done, m_blocks);
       for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
            piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
         const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
@@ -522,14 +463,67 @@ void team_blocked(const Gemm& g, BlockedState& state, float* const shared_b[2], 
       }
     }
     wait_at_least(progress.pack_done, n_pieces);
-    for (int rb = progress.rows_taken.fetch_add(1, std::memory_order_relaxed); rb < m_blocks;
-         rb = progress.rows_taken.fetch_add(1, std::memory_order_relaxed)) {
-      wait_at_least(state.rows[rb], blk);
+    for (int rb = progress.items_taken.fetch_add(1, std::memory_order_relaxed); rb < m_blocks;
+         rb = progress.items_taken.fetch_add(1, std::memory_order_relaxed)) {
+      wait_at_least(state.items[rb], blk);
       const int ic = rb * mc_block, mc = std::min(mc_block, g.M - ic);
       pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
       block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, bp);
-      state.rows[rb].store(blk + 1, std::memory_order_release);
-      progress.rows_done.fetch_add(1, std::memory_order_acq_rel);
+      state.items[rb].store(blk + 1, std::memory_order_release);
+      progress.items_done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+}
+
+// op(A) row tiles per packing piece of the streaming order (48 rows).
+constexpr int kPackPieceTiles = 8;
+
+// The streaming order (up to kStreamMaxM rows) on a team of any size (1 included), in stages of
+// KC slices: each slice's op(A) rows are packed into one of two shared buffers in pieces, then
+// threads take op(B) panels from a counter (the one after next is taken early, so that its
+// source can be prefetched), each packing the panel into its own L1 buffer. As in the blocked
+// order there are no barriers; a thread waits before multiplying slice s until its op(A) is
+// packed, before a panel of slice s until the same panel of slice s - 1 is finished, and before
+// packing slice s + 2 into s's buffer until every panel of s is finished.
+void team_streaming(const Gemm& g, TeamState& state, float* const shared_a[2]) {
+  PackBuffers& own = thread_buffers();
+  const int kc_block = streaming_kc(g.M, g.K);
+  const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
+  const int n_pieces = (m_tiles + kPackPieceTiles - 1) / kPackPieceTiles;
+  const int n_slices = (g.K + kc_block - 1) / kc_block;
+  for (int slice = 0; slice < n_slices; ++slice) {
+    const int pc = slice * kc_block, kc = std::min(kc_block, g.K - pc);
+    const float beta = pc == 0 ? g.beta : 1.0f;
+    float* ap = shared_a[slice % 2];
+    StageProgress& progress = state.stages[slice];
+    if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
+      if (slice >= 2) wait_at_least(state.stages[slice - 2].items_done, n_panels);
+      for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
+           piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
+        const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
+        pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row,
+               g.a_col, ap + t0 * kMR * kc);
+        progress.pack_done.fetch_add(1, std::memory_order_acq_rel);
+      }
+    }
+    wait_at_least(progress.pack_done, n_pieces);
+    int panel = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
+    while (panel < n_panels) {
+      const int following = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
+      const int jr = panel * kNR, nr = std::min(kNR, g.N - jr);
+      // The next panel: the one taken, else the first of the next slice.
+      PanelPrefetch next;
+      if (following < n_panels) {
+        next = panel_source(g, pc, kc, following * kNR);
+      } else if (pc + kc < g.K) {
+        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
+      }
+      wait_at_least(state.items[panel], slice);
+      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own.b_panel);
+      panel_times_slice(g, kc, beta, g.tile_bias(pc, kc, jr), ap, own.b_panel, jr, nr, next);
+      state.items[panel].store(slice + 1, std::memory_order_release);
+      progress.items_done.fetch_add(1, std::memory_order_acq_rel);
+      panel = following;
     }
   }
 }
@@ -586,30 +580,35 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   // shares out row blocks.
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
   PackBuffers& mine = thread_buffers();
+  TeamState& state = team_state();
   if (streaming) {
-    Team team;
-    team.shared = mine.a;
-    // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
-    // each of those.
-    if (threads == 1) {
-      team_streaming(g, team, 0, 1);
-      return;
-    }
-#pragma omp parallel num_threads(threads)
-    team_streaming(g, team, omp_get_thread_num(), omp_get_num_threads());
-    return;
+    const int kc_block = streaming_kc(M, K);
+    state.reset((K + kc_block - 1) / kc_block, n_tiles, threads > 1);
+  } else {
+    const int mc_block = blocked_mc(M, threads);
+    state.reset(blocked_n_blocks(N, K), (M + mc_block - 1) / mc_block, threads > 1);
   }
-  BlockedState& state = blocked_state();
-  const int mc_block = blocked_mc(M, threads);
-  state.reset(blocked_n_blocks(N, K), (M + mc_block - 1) / mc_block, threads > 1);
-  // Alone, one buffer serves every block: nothing else can still be reading the previous one.
-  float* const shared_b[2] = {mine.b, threads > 1 ? state.second_b : mine.b};
+  // Alone, one buffer serves every stage: nothing else can still be reading the previous one.
+  float* const first = streaming ? mine.a : mine.b;
+  float* const shared[2] = {first, threads > 1 ? state.second_buffer : first};
+  // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
+  // each of those.
   if (threads == 1) {
-    team_blocked(g, state, shared_b, 1);
+    if (streaming) {
+      team_streaming(g, state, shared);
+    } else {
+      team_blocked(g, state, shared, 1);
+    }
     return;
   }
 #pragma omp parallel num_threads(threads)
-  team_blocked(g, state, shared_b, threads);
+  {
+    if (streaming) {
+      team_streaming(g, state, shared);
+    } else {
+      team_blocked(g, state, shared, threads);
+    }
+  }
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
