@@ -418,6 +418,9 @@ void wait_at_least(const std::atomic<int>& value, int target) {
   }
 }
 
+// Parts per row block in the blocked order's last block of op(B).
+constexpr int kTailSplit = 4;
+
 // op(B) panels per packing piece: small enough that a thread waiting for the pack of the next
 // block waits at most about one piece (48 KB of packed op(B) per 384-step slice).
 constexpr int kPackPiecePanels = 8;
@@ -463,13 +466,22 @@ void team_blocked(const Gemm& g, TeamState& state, float* const shared_b[2], int
       }
     }
     wait_at_least(progress.pack_done, n_pieces);
-    for (int rb = progress.items_taken.fetch_add(1, std::memory_order_relaxed); rb < m_blocks;
-         rb = progress.items_taken.fetch_add(1, std::memory_order_relaxed)) {
-      wait_at_least(state.items[rb], blk);
-      const int ic = rb * mc_block, mc = std::min(mc_block, g.M - ic);
-      pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
-      block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, bp);
-      state.items[rb].store(blk + 1, std::memory_order_release);
+    // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
+    // fill the wait for the last part in progress elsewhere.
+    const int split = blk == n_blocks - 1 ? kTailSplit : 1;
+    for (int item = progress.items_taken.fetch_add(1, std::memory_order_relaxed); item < m_blocks * split;
+         item = progress.items_taken.fetch_add(1, std::memory_order_relaxed)) {
+      const int rb = item / split, part = item % split;
+      const int block_rows = std::min(mc_block, g.M - rb * mc_block);
+      const int part_rows = ((block_rows + kMR - 1) / kMR + split - 1) / split * kMR;
+      const int ic = rb * mc_block + part * part_rows, mc = std::min(part_rows, block_rows - part * part_rows);
+      if (mc > 0) {
+        wait_at_least(state.items[rb], blk);
+        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
+        block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, bp);
+      }
+      // Split row blocks are in the last block, which nothing waits for.
+      if (split == 1) state.items[rb].store(blk + 1, std::memory_order_release);
       progress.items_done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
