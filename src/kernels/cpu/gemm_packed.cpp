@@ -418,6 +418,24 @@ void wait_at_least(const std::atomic<int>& value, int target) {
   }
 }
 
+// The packing of stage `stage`'s shared operand, by every thread that arrives while pieces are
+// left (pack_piece(piece) packs one of n_pieces). The stage's buffer last served stage - 2, so
+// packing starts once all `items_before` work items of that stage are finished. Returns once
+// every piece is packed.
+template <class PackPiece>
+void pack_stage(TeamState& state, int stage, int n_pieces, int items_before, PackPiece pack_piece) {
+  StageProgress& progress = state.stages[stage];
+  if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
+    if (stage >= 2) wait_at_least(state.stages[stage - 2].items_done, items_before);
+    for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
+         piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
+      pack_piece(piece);
+      progress.pack_done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+  wait_at_least(progress.pack_done, n_pieces);
+}
+
 // Parts per row block in the blocked order's last block of op(B).
 constexpr int kTailSplit = 4;
 
@@ -455,17 +473,11 @@ void team_blocked(const Gemm& g, TeamState& state, float* const shared_b[2], int
     const int n_pieces = (n_panels + kPackPiecePanels - 1) / kPackPiecePanels;
     float* bp = shared_b[blk % 2];
     StageProgress& progress = state.stages[blk];
-    if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
-      if (blk >= 2) wait_at_least(state.stages[blk - 2].items_done, m_blocks);
-      for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
-           piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
-        const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
-        pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col,
-               g.b_row, g.b_col, bp + q0 * kNR * kc);
-        progress.pack_done.fetch_add(1, std::memory_order_acq_rel);
-      }
-    }
-    wait_at_least(progress.pack_done, n_pieces);
+    pack_stage(state, blk, n_pieces, m_blocks, [&](int piece) {
+      const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
+      pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col,
+             g.b_row, g.b_col, bp + q0 * kNR * kc);
+    });
     // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
     // fill the wait for the last part in progress elsewhere.
     const int split = blk == n_blocks - 1 ? kTailSplit : 1;
@@ -508,17 +520,11 @@ void team_streaming(const Gemm& g, TeamState& state, float* const shared_a[2]) {
     const float beta = pc == 0 ? g.beta : 1.0f;
     float* ap = shared_a[slice % 2];
     StageProgress& progress = state.stages[slice];
-    if (progress.pack_taken.load(std::memory_order_relaxed) < n_pieces) {
-      if (slice >= 2) wait_at_least(state.stages[slice - 2].items_done, n_panels);
-      for (int piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed); piece < n_pieces;
-           piece = progress.pack_taken.fetch_add(1, std::memory_order_relaxed)) {
-        const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
-        pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row,
-               g.a_col, ap + t0 * kMR * kc);
-        progress.pack_done.fetch_add(1, std::memory_order_acq_rel);
-      }
-    }
-    wait_at_least(progress.pack_done, n_pieces);
+    pack_stage(state, slice, n_pieces, n_panels, [&](int piece) {
+      const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
+      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row,
+             g.a_col, ap + t0 * kMR * kc);
+    });
     int panel = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
     while (panel < n_panels) {
       const int following = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
