@@ -336,18 +336,26 @@ void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, fl
   }
 }
 
-// MC of the blocked order. With company, at least about four row blocks per thread, so there is
-// work left to take from a slow one; whole tiles, or every block would end in a partial one.
-int blocked_mc(int M, int threads) {
+// The blocked order's block sizes and counts for one call, worked out once by the caller (they
+// size TeamState) and followed by every thread. With company, MC gives at least about four row
+// blocks per thread, so there is work left to take from a slow one; whole tiles, or every block
+// would end in a partial one.
+struct BlockedPlan {
+  int nc_block, kc_block, mc_block;
+  int m_blocks, n_slices, n_blocks;  // row blocks of C; K slices; KC x NC blocks of op(B)
+};
+
+BlockedPlan blocked_plan(int M, int N, int K, int threads) {
+  BlockedPlan p{};
+  p.nc_block = balanced_block(N, kNC, kNR);
+  p.kc_block = balanced_block(K, kKC, 1);
   const int mc_rows = threads > 1 ? (M + 4 * threads - 1) / (4 * threads) : M;
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
-  return balanced_block(M, std::min(kMC, mc_target), kMR);
-}
-
-// The number of KC x NC blocks of op(B) in the blocked order.
-int blocked_n_blocks(int N, int K) {
-  const int nc_block = balanced_block(N, kNC, kNR), kc_block = balanced_block(K, kKC, 1);
-  return (N + nc_block - 1) / nc_block * ((K + kc_block - 1) / kc_block);
+  p.mc_block = balanced_block(M, std::min(kMC, mc_target), kMR);
+  p.m_blocks = (M + p.mc_block - 1) / p.mc_block;
+  p.n_slices = (K + p.kc_block - 1) / p.kc_block;
+  p.n_blocks = (N + p.nc_block - 1) / p.nc_block * p.n_slices;
+  return p;
 }
 
 // Progress of one stage of a parallel call: a KC x NC block of op(B) in the blocked order, a KC
@@ -443,11 +451,12 @@ constexpr int kTailSplit = 4;
 // block waits at most about one piece (48 KB of packed op(B) per 384-step slice).
 constexpr int kPackPiecePanels = 8;
 
-// The blocked order on a team of `threads` (1 included). The KC x NC blocks of op(B) go in
-// order (columns jc outer, slices pc inner); each is packed into one of two shared buffers in
-// pieces, then its MC-row blocks of C are multiplied, each packing its op(A) block into the
-// thread's own buffer. Threads take pieces and row blocks from counters, with no barriers: a
-// thread out of row blocks in block b packs pieces of block b + 1 while the others finish b.
+// The blocked order on a team of any size (1 included), following `plan`. The KC x NC blocks
+// of op(B) go in order (columns jc outer, slices pc inner); each is packed into one of two
+// shared buffers in pieces, then its MC-row blocks of C are multiplied, each packing its op(A)
+// block into the thread's own buffer. Threads take pieces and row blocks from counters, with no
+// barriers: a thread out of row blocks in block b packs pieces of block b + 1 while the others
+// finish b.
 // It waits only where the data requires it:
 //   - before multiplying block b, until all of b's pieces are packed;
 //   - before a row block of b, until the same row block of b - 1 is finished (C accumulates
@@ -455,16 +464,9 @@ constexpr int kPackPiecePanels = 8;
 //   - before packing block b + 2 into b's buffer, until every row block of b is finished.
 // The two barriers per block this replaces left one of two threads idle for about half a row
 // block per block (3-4% of GEMM time on Zen 3, perf).
-// threads: the team size the call asked for, which sets MC (and so the number of row blocks that
-// TeamState was sized for); any number of threads may actually take part.
-void team_blocked(const Gemm& g, TeamState& state, float* const shared_b[2], int threads) {
+void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, float* const shared_b[2]) {
   PackBuffers& own = thread_buffers();
-  const int nc_block = balanced_block(g.N, kNC, kNR);
-  const int kc_block = balanced_block(g.K, kKC, 1);
-  const int mc_block = blocked_mc(g.M, threads);
-  const int m_blocks = (g.M + mc_block - 1) / mc_block;
-  const int n_slices = (g.K + kc_block - 1) / kc_block;
-  const int n_blocks = (g.N + nc_block - 1) / nc_block * n_slices;
+  const auto [nc_block, kc_block, mc_block, m_blocks, n_slices, n_blocks] = plan;
   for (int blk = 0; blk < n_blocks; ++blk) {
     const int jc = blk / n_slices * nc_block, pc = blk % n_slices * kc_block;
     const int nc = std::min(nc_block, g.N - jc), kc = std::min(kc_block, g.K - pc);
@@ -509,9 +511,9 @@ constexpr int kPackPieceTiles = 8;
 // order there are no barriers; a thread waits before multiplying slice s until its op(A) is
 // packed, before a panel of slice s until the same panel of slice s - 1 is finished, and before
 // packing slice s + 2 into s's buffer until every panel of s is finished.
-void team_streaming(const Gemm& g, TeamState& state, float* const shared_a[2]) {
+// kc_block: streaming_kc(g.M, g.K), which the caller worked out to size TeamState.
+void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const shared_a[2]) {
   PackBuffers& own = thread_buffers();
-  const int kc_block = streaming_kc(g.M, g.K);
   const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
   const int n_pieces = (m_tiles + kPackPieceTiles - 1) / kPackPieceTiles;
   const int n_slices = (g.K + kc_block - 1) / kc_block;
@@ -599,34 +601,31 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
   PackBuffers& mine = thread_buffers();
   TeamState& state = team_state();
+  const int stream_kc = streaming ? streaming_kc(M, K) : 0;
+  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(M, N, K, threads);
   if (streaming) {
-    const int kc_block = streaming_kc(M, K);
-    state.reset((K + kc_block - 1) / kc_block, n_tiles, threads > 1);
+    state.reset((K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
   } else {
-    const int mc_block = blocked_mc(M, threads);
-    state.reset(blocked_n_blocks(N, K), (M + mc_block - 1) / mc_block, threads > 1);
+    state.reset(plan.n_blocks, plan.m_blocks, threads > 1);
   }
   // Alone, one buffer serves every stage: nothing else can still be reading the previous one.
   float* const first = streaming ? mine.a : mine.b;
   float* const shared[2] = {first, threads > 1 ? state.second_buffer : first};
+  const auto run = [&] {
+    if (streaming) {
+      team_streaming(g, stream_kc, state, shared);
+    } else {
+      team_blocked(g, plan, state, shared);
+    }
+  };
   // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
   // each of those.
   if (threads == 1) {
-    if (streaming) {
-      team_streaming(g, state, shared);
-    } else {
-      team_blocked(g, state, shared, 1);
-    }
+    run();
     return;
   }
 #pragma omp parallel num_threads(threads)
-  {
-    if (streaming) {
-      team_streaming(g, state, shared);
-    } else {
-      team_blocked(g, state, shared, threads);
-    }
-  }
+  run();
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
