@@ -89,13 +89,17 @@ constexpr int kMR = Isa::kMR;
 constexpr int kNR = Isa::kNV * Isa::kWidth;
 static_assert(Isa::kMC % kMR == 0 && Isa::kNC % kNR == 0, "cache blocks must hold whole tiles");
 
-// One full MR x NR tile: k steps over the packed panels a (k, MR) and b (k, NR), then
-// c (MR rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
+// One tile of Rows x NR (Rows = MR: a full tile; fewer: the last rows of a product whose row
+// count is not a multiple of MR, e.g. the 4 left over from 256 = 42 x 6 + 4): k steps over the
+// packed panels a (k, MR; rows past Rows are padding and not read) and b (k, NR), then
+// c (Rows rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
 // unrolled, so the accumulators live in registers.
+template <int Rows = kMR>
 inline void microkernel(int k, const float* __restrict a, const float* __restrict b, float* c,
                         std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
+  static_assert(Rows >= 1 && Rows <= kMR, "a tile has 1 to MR rows");
   using V = Isa::V;
-  constexpr int MR = kMR, NV = Isa::kNV, W = Isa::kWidth;
+  constexpr int MR = Rows, NV = Isa::kNV, W = Isa::kWidth;
   V acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
@@ -113,7 +117,7 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = Isa::fma(av, bv[v], acc[r][v]);
     }
-    a += MR;
+    a += kMR;
     b += kNR;
   };
   // The C tile is read only after the k loop, too late for out-of-order execution to hide a
