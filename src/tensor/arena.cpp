@@ -6,6 +6,7 @@
 #include <string>
 
 #include "llmcc/error.h"
+#include "tensor/large_alloc.h"
 
 namespace llmcc {
 namespace {
@@ -23,7 +24,7 @@ std::string mib(std::size_t bytes) {
 Arena::Arena(std::size_t capacity_bytes) {
   capacity_ = (capacity_bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (capacity_ == 0) return;
-  base_ = static_cast<unsigned char*>(std::aligned_alloc(kAlignment, capacity_));
+  base_ = static_cast<unsigned char*>(allocate_large(capacity_));
   if (base_ == nullptr) fail("arena", "could not reserve " + mib(capacity_));
 }
 

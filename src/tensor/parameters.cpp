@@ -6,6 +6,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
+#include "tensor/large_alloc.h"
 
 namespace llmcc {
 namespace {
@@ -28,7 +29,7 @@ ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : param
              kAlignFloats;
   }
   if (size_ == 0) return;
-  data_.reset(static_cast<float*>(std::aligned_alloc(Arena::kAlignment, size_ * sizeof(float))));
+  data_.reset(static_cast<float*>(allocate_large(size_ * sizeof(float))));
   if (!data_) fail("parameters", "could not allocate " + std::to_string(size_) + " floats");
   zero();
 }
