@@ -13,7 +13,7 @@ namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kLine = 64;
 
-bool huge_pages_wanted() {
+[[maybe_unused]] bool huge_pages_wanted() {
   const char* v = std::getenv("LLMCC_HUGE_PAGES");
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
