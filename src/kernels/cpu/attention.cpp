@@ -24,6 +24,12 @@ using i64 = std::int64_t;
 // ---- a few SIMD operations, for AVX-512, AVX2 + FMA, or neither -------------------------------
 // vec: W floats. load_n / store_n touch only the first n lanes (0 < n <= W); load_n zeroes the rest.
 #if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics (max, min, cvtps, slli, ...) pass _mm512_undefined_*() as the
+// unused merge source, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug
+// 105593, fixed in 13); under -Werror that failed the build on every AVX-512 machine. The
+// warning is off for these wrappers only (GCC applies the pragma at their inlined call sites).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 using vec = __m512;
 constexpr int W = 16;
 constexpr int kMR = 8, kNV = 2;  // micro-tile: 8 rows x 32 columns, 16 accumulators of 32
@@ -47,6 +53,7 @@ inline vec vexp2i(vec k) {  // 2^k for integral k in [-126, 127]
 }
 // Lanes below n (0 <= n <= W) take `fill`.
 inline vec fill_below(vec x, int n, vec fill) { return _mm512_mask_blend_ps(lanes(n), x, fill); }
+#pragma GCC diagnostic pop
 #elif defined(__AVX2__) && defined(__FMA__)
 using vec = __m256;
 constexpr int W = 8;
