@@ -8,7 +8,9 @@
 # KERNEL is gemm (src/kernels/cpu/gemm_packed.cpp, driver bench/gemm_ab.cpp: THREADS ROWS ROUNDS
 # EVICT) or attention (src/kernels/cpu/attention.cpp, driver bench/attention_ab.cpp: THREADS T
 # ROUNDS). Each side's src/kernels/cpu is taken from its revision and compiled with the project's
-# flags for this machine (-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp).
+# flags for this machine (-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp), plus
+# AB_FLAGS_A / AB_FLAGS_B for that side alone: e.g. `AB_FLAGS_A=-mno-avx512f bench/ab.sh gemm
+# HEAD HEAD` sets the AVX2 micro-kernel against the AVX-512 one on the same machine.
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -34,9 +36,11 @@ trap 'rm -rf "$work"' EXIT
 cxx=${CXX:-g++}
 flags=(-std=c++20 -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp)
 
-# side NAME REV: that revision's kernels in $work/NAME, compiled into $work/NAME.o.
+# side NAME REV EXTRA_FLAGS: that revision's kernels in $work/NAME, compiled into $work/NAME.o.
 side() {
   local name=$1 rev=$2
+  local -a extra
+  read -r -a extra <<< "$3"
   mkdir -p "$work/$name"
   if [[ $rev == worktree ]]; then
     mkdir -p "$work/$name/src/kernels"
@@ -45,12 +49,12 @@ side() {
   else
     git -C "$repo" archive "$rev" src/kernels/cpu src/kernels/attention_layout.h | tar -x -C "$work/$name"
   fi
-  "$cxx" "${flags[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
+  "$cxx" "${flags[@]}" "${extra[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
     -c "$work/$name/src/kernels/cpu/$source_file" -o "$work/$name.o"
 }
 
-side a "$rev_a"
-side b "$rev_b"
+side a "$rev_a" "${AB_FLAGS_A:-}"
+side b "$rev_b" "${AB_FLAGS_B:-}"
 "$cxx" "${flags[@]}" -I "$repo/src" "$repo/bench/${kernel}_ab.cpp" "$work/a.o" "$work/b.o" -o "$work/ab"
-echo "A = $rev_a, B = $rev_b"
+echo "A = $rev_a${AB_FLAGS_A:+ ($AB_FLAGS_A)}, B = $rev_b${AB_FLAGS_B:+ ($AB_FLAGS_B)}"
 "$work/ab" "$@"
