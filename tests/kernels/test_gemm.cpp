@@ -263,13 +263,16 @@ void check_stages_repeatable(int M, int N, int K) {
 // Neither order of gemm_packed has barriers: threads take packing pieces and work items from
 // counters and wait only on what the data needs (gemm_packed.cpp, team_blocked and
 // team_streaming). The blocked order (over 512 rows) runs here on two column blocks of op(B)
-// times three K slices (six stages, two packing buffers in turn), the streaming order on five K
-// slices of 300 rows. A missing wait shows up as a wrong or a varying result: one thread's result
-// is checked against the naive loop on every fifth row (every row block has some), and with 2
-// and 3 threads every repeat must give the same bits as one thread (each element's sums run in
-// a fixed order on any thread).
+// times three K slices (six stages, two packing buffers in turn), the streaming order on four
+// or five K slices of 300 rows (400 columns: enough op(B) panels to stream on 3 threads with
+// AVX-512's 32-wide ones too). A missing wait shows up as a wrong or a varying result: one
+// thread's result is checked against the naive loop on every fifth row (every row block has
+// some), and with 2 and 3 threads every repeat must give the same bits as one thread (each
+// element's sums run in a fixed order on any thread). The third shape, 100 columns, streams on
+// one thread and is blocked on two or three: the orders must slice K alike (slice_kc).
 TEST(GemmKernel, BothOrdersAcrossStagesAreExactAndRepeatable) {
-  for (auto [M, N, K] : {std::array<int, 3>{530, 4110, 800}, std::array<int, 3>{300, 200, 1000}}) {
+  for (auto [M, N, K] : {std::array<int, 3>{530, 4110, 800}, std::array<int, 3>{300, 400, 1000},
+                         std::array<int, 3>{300, 100, 1000}}) {
     SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
     check_stages_repeatable(M, N, K);
   }

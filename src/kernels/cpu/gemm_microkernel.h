@@ -1,7 +1,6 @@
 // The register-blocked micro-kernel of cpu::gemm_packed (gemm_packed.cpp) and the block sizes
 // that go with it, one set per instruction set, chosen at compile time:
-//   AVX-512 (__AVX512F__):     14 x 32 tile, 28 zmm accumulators   (UNTESTED: no AVX-512 CPU
-//                                                                     was available; compiles)
+//   AVX-512 (__AVX512F__):     14 x 32 tile, 28 zmm accumulators   (measured on Zen 4)
 //   AVX2 + FMA (__AVX2__):      6 x 16 tile, 12 ymm accumulators   (measured on Zen 3)
 //   portable (neither):         4 x  8 tile of plain floats that the compiler vectorises
 //
@@ -28,9 +27,18 @@ struct Isa {
   static constexpr int kWidth = 16;  // floats per vector
   static constexpr int kMR = 14;     // rows of the C tile
   static constexpr int kNV = 2;      // vectors per row of the C tile
-  // Cache blocks: a KC x NR panel of B stays in L1 (28 KB), an MC x KC block of A in L2
-  // (196 KB), a KC x NC block of B in L3 (3.5 MB per thread).
-  static constexpr int kKC = 224, kMC = 224, kNC = 4096;
+  // Cache blocks: an MC x KC block of A in L2 (336 KB; every AVX-512 CPU has 1 MB or more), a
+  // KC x NC block of B in L3 (6 MB). The KC x NR panel of B (48 KB) is larger than a 32 KB L1
+  // and streams from L2, which a 28-FMA k step of 128 + 56 bytes does not strain. KC 384
+  // rather than the 224 that would keep the panel in L1: C is read and written K / KC times,
+  // and at K = 768 that is 2 passes instead of 4. Zen 4, bench/gemm_ab.sh, the step's GEMMs,
+  // 2 threads: 1,024 rows 1.096x and 1.053x (every shape faster); 256 rows 1.046x (the d_w
+  // GEMMs, K = 256 in one slice instead of two, 1.10-1.17x); KC 512 against 384: 1.003x.
+  static constexpr int kKC = 384, kMC = 224, kNC = 4096;
+  // The streaming order's packed op(A) slice (gemm_packed.cpp): 256 rows (19 tiles of 14) at
+  // KC 384, 399 KB of L2, so K = 768 goes in 2 slices (with 258 x 256 floats: 4 of 192).
+  // Zen 4, 256 rows: 1.034x over the step's GEMMs, the streamed shapes 1.02-1.10x.
+  static constexpr int kStreamA = 266 * 384;
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -51,6 +59,8 @@ struct Isa {
   // rather than 256: C is read and written K / KC times, and the step's GEMMs at 1,024 rows
   // measured 1.6-3.5% faster (bench/gemm_ab.sh, 3 runs); KC 512 1.025x, KC 768 1.004x.
   static constexpr int kKC = 384, kMC = 240, kNC = 4096;
+  // The streaming order's op(A) slice: see kStreamA in gemm_packed.cpp (Zen 3's L2 is 512 KB).
+  static constexpr int kStreamA = 258 * 256;
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -68,6 +78,7 @@ struct Isa {
   static constexpr int kMR = 4;
   static constexpr int kNV = 2;
   static constexpr int kKC = 256, kMC = 128, kNC = 2048;
+  static constexpr int kStreamA = 256 * 256;
   static V zero() { return V{{0.0f, 0.0f, 0.0f, 0.0f}}; }
   static V set1(float s) { return V{{s, s, s, s}}; }
   static V load(const float* p) { return V{{p[0], p[1], p[2], p[3]}}; }

@@ -66,14 +66,15 @@ constexpr int kKC = Isa::kKC, kMC = Isa::kMC, kNC = Isa::kNC;
 constexpr double kParallelMinWork = 1 << 18;
 
 // The streaming order: at most this many rows of C, and the packed op(A) slice of all of
-// them (rows rounded up to kMR, times KC) in at most kStreamA floats, which sets KC for that
-// order. 258 x 256 (258 KB, about half of Zen 3's L2) is a training step's 256 rows at B=4,
+// them (rows rounded up to kMR, times KC) in at most kStreamA floats (per instruction set,
+// gemm_microkernel.h), which sets KC for that order. For AVX2: 258 x 256 (258 KB, about half
+// of Zen 3's L2) is a training step's 256 rows at B=4,
 // T=64 with KC 256, so that K = 768 goes in 3 slices instead of 4 (64 K floats, KC 192): one
 // pass over C and one tile start fewer. bench/gemm_ab.sh, 2 threads, 256 rows, the step's
 // GEMMs: 1.011-1.026x in 5 of 6 runs, 0.996x in one (either side first); an A/A run gives
 // 1.001-1.007x. 72 K floats (KC 280 for K = 3072) was no different.
 constexpr int kStreamMaxM = 512;
-constexpr int kStreamA = 258 * 256;
+constexpr int kStreamA = Isa::kStreamA;
 constexpr int kABufferFloats = std::max(kMC * kKC, kStreamA);
 
 // One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or the streaming op(A) slice,
@@ -319,8 +320,13 @@ class PanelPrefetch {
   ptrdiff_t unit_stride_ = 0, line_stride_ = 0, last_line_ = PTRDIFF_MAX;
 };
 
-// KC of the streaming order: all of op(A)'s rows times KC fit in kStreamA floats.
-int streaming_kc(int M, int K) {
+// KC, the depth of one slice of K, for either order. It depends on M and K alone, never on the
+// thread count: which order runs can (a narrow product of few rows streams on one thread but
+// not on two), and each element of C sums its K slices in order, so one KC for both orders
+// gives the same bits on any number of threads. Up to kStreamMaxM rows it is the streaming
+// order's, whose op(A) slice of all rows times KC fits in kStreamA floats.
+int slice_kc(int M, int K) {
+  if (M > kStreamMaxM) return balanced_block(K, kKC, 1);
   const int m_padded = (M + kMR - 1) / kMR * kMR;
   return balanced_block(K, std::min(kKC, kStreamA / m_padded), 1);
 }
@@ -372,7 +378,7 @@ struct BlockedPlan {
 BlockedPlan blocked_plan(int M, int N, int K, int threads) {
   BlockedPlan p{};
   p.nc_block = balanced_block(N, kNC, kNR);
-  p.kc_block = balanced_block(K, kKC, 1);
+  p.kc_block = slice_kc(M, K);
   const int mc_rows = threads > 1 ? (M + 4 * threads - 1) / (4 * threads) : M;
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
   p.mc_block = balanced_block(M, std::min(kMC, mc_target), kMR);
@@ -535,7 +541,7 @@ constexpr int kPackPieceTiles = 8;
 // order there are no barriers; a thread waits before multiplying slice s until its op(A) is
 // packed, before a panel of slice s until the same panel of slice s - 1 is finished, and before
 // packing slice s + 2 into s's buffer until every panel of s is finished.
-// kc_block: streaming_kc(g.M, g.K), which the caller worked out to size TeamState.
+// kc_block: slice_kc(g.M, g.K), which the caller worked out to size TeamState.
 void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const shared_a[2]) {
   PackBuffers& own = thread_buffers();
   const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
@@ -625,7 +631,7 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
   PackBuffers& mine = thread_buffers();
   TeamState& state = team_state();
-  const int stream_kc = streaming ? streaming_kc(M, K) : 0;
+  const int stream_kc = streaming ? slice_kc(M, K) : 0;
   const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(M, N, K, threads);
   if (streaming) {
     state.reset((K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
