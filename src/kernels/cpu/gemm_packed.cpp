@@ -68,9 +68,8 @@ constexpr double kParallelMinWork = 1 << 18;
 // The streaming order: at most this many rows of C, and the packed op(A) slice of all of
 // them (rows rounded up to kMR, times KC) in at most kStreamA floats (per instruction set,
 // gemm_microkernel.h), which sets KC for that order. For AVX2: 258 x 256 (258 KB, about half
-// of Zen 3's L2) is a training step's 256 rows at B=4,
-// T=64 with KC 256, so that K = 768 goes in 3 slices instead of 4 (64 K floats, KC 192): one
-// pass over C and one tile start fewer. bench/gemm_ab.sh, 2 threads, 256 rows, the step's
+// of Zen 3's L2) is a training step's 256 rows at B=4, T=64 with KC 256, so that K = 768 goes
+// in 3 slices instead of 4 (64 K floats, KC 192): one pass over C and one tile start fewer. bench/gemm_ab.sh, 2 threads, 256 rows, the step's
 // GEMMs: 1.011-1.026x in 5 of 6 runs, 0.996x in one (either side first); an A/A run gives
 // 1.001-1.007x. 72 K floats (KC 280 for K = 3072) was no different.
 constexpr int kStreamMaxM = 512;
