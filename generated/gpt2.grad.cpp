@@ -320,6 +320,7 @@ float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
 
 float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_m, m, "gpt2_loss_grad", "d_m");
   const float _value = gpt2_loss_fwd(m, idx, targets, _s);
   gpt2_loss_bwd(m, idx, targets, _s, 1.0f, &d_m);
   return _value;

@@ -24,14 +24,20 @@ struct Gpt2LayerNorm_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2LayerNorm& m) {
-    w = llmcc::Tensor(nullptr, m.w.shape());
-    b = llmcc::Tensor(nullptr, m.b.shape());
+    this->w = llmcc::Tensor(nullptr, m.w.shape());
+    this->b = llmcc::Tensor(nullptr, m.b.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2LayerNorm& m) const {
+    if (!this->w.defined() || this->w.shape() != m.w.shape()) return false;
+    if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2LayerNorm& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, w);
-    f(prefix + "b", m.b, b);
+    f(prefix + "w", m.w, this->w);
+    f(prefix + "b", m.b, this->b);
   }
 };
 
@@ -42,14 +48,20 @@ struct Gpt2Linear_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2Linear& m) {
-    w = llmcc::Tensor(nullptr, m.w.shape());
-    b = llmcc::Tensor(nullptr, m.b.shape());
+    this->w = llmcc::Tensor(nullptr, m.w.shape());
+    this->b = llmcc::Tensor(nullptr, m.b.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2Linear& m) const {
+    if (!this->w.defined() || this->w.shape() != m.w.shape()) return false;
+    if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Linear& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, w);
-    f(prefix + "b", m.b, b);
+    f(prefix + "w", m.w, this->w);
+    f(prefix + "b", m.b, this->b);
   }
 };
 
@@ -60,14 +72,20 @@ struct Gpt2Attention_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2Attention& m) {
-    c_attn.shape_like(m.c_attn);
-    c_proj.shape_like(m.c_proj);
+    this->c_attn.shape_like(m.c_attn);
+    this->c_proj.shape_like(m.c_proj);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2Attention& m) const {
+    if (!this->c_attn.bound_like(m.c_attn)) return false;
+    if (!this->c_proj.bound_like(m.c_proj)) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Attention& m, const std::string& prefix, F&& f) {
-    c_attn.for_each_pair(m.c_attn, prefix + "c_attn.", f);
-    c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
+    this->c_attn.for_each_pair(m.c_attn, prefix + "c_attn.", f);
+    this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
   }
 };
 
@@ -78,14 +96,20 @@ struct Gpt2Mlp_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2Mlp& m) {
-    c_fc.shape_like(m.c_fc);
-    c_proj.shape_like(m.c_proj);
+    this->c_fc.shape_like(m.c_fc);
+    this->c_proj.shape_like(m.c_proj);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2Mlp& m) const {
+    if (!this->c_fc.bound_like(m.c_fc)) return false;
+    if (!this->c_proj.bound_like(m.c_proj)) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Mlp& m, const std::string& prefix, F&& f) {
-    c_fc.for_each_pair(m.c_fc, prefix + "c_fc.", f);
-    c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
+    this->c_fc.for_each_pair(m.c_fc, prefix + "c_fc.", f);
+    this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
   }
 };
 
@@ -98,18 +122,26 @@ struct Gpt2Block_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2Block& m) {
-    ln_1.shape_like(m.ln_1);
-    attn.shape_like(m.attn);
-    ln_2.shape_like(m.ln_2);
-    mlp.shape_like(m.mlp);
+    this->ln_1.shape_like(m.ln_1);
+    this->attn.shape_like(m.attn);
+    this->ln_2.shape_like(m.ln_2);
+    this->mlp.shape_like(m.mlp);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2Block& m) const {
+    if (!this->ln_1.bound_like(m.ln_1)) return false;
+    if (!this->attn.bound_like(m.attn)) return false;
+    if (!this->ln_2.bound_like(m.ln_2)) return false;
+    if (!this->mlp.bound_like(m.mlp)) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Block& m, const std::string& prefix, F&& f) {
-    ln_1.for_each_pair(m.ln_1, prefix + "ln_1.", f);
-    attn.for_each_pair(m.attn, prefix + "attn.", f);
-    ln_2.for_each_pair(m.ln_2, prefix + "ln_2.", f);
-    mlp.for_each_pair(m.mlp, prefix + "mlp.", f);
+    this->ln_1.for_each_pair(m.ln_1, prefix + "ln_1.", f);
+    this->attn.for_each_pair(m.attn, prefix + "attn.", f);
+    this->ln_2.for_each_pair(m.ln_2, prefix + "ln_2.", f);
+    this->mlp.for_each_pair(m.mlp, prefix + "mlp.", f);
   }
 };
 
@@ -122,20 +154,30 @@ struct Gpt2_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Gpt2& m) {
-    wte = llmcc::Tensor(nullptr, m.wte.shape());
-    wpe = llmcc::Tensor(nullptr, m.wpe.shape());
-    h.resize(m.h.size());
-    for (std::size_t i = 0; i < h.size(); ++i) h[i].shape_like(m.h[i]);
-    ln_f.shape_like(m.ln_f);
+    this->wte = llmcc::Tensor(nullptr, m.wte.shape());
+    this->wpe = llmcc::Tensor(nullptr, m.wpe.shape());
+    this->h.resize(m.h.size());
+    for (std::size_t i = 0; i < this->h.size(); ++i) this->h[i].shape_like(m.h[i]);
+    this->ln_f.shape_like(m.ln_f);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Gpt2& m) const {
+    if (!this->wte.defined() || this->wte.shape() != m.wte.shape()) return false;
+    if (!this->wpe.defined() || this->wpe.shape() != m.wpe.shape()) return false;
+    if (this->h.size() != m.h.size()) return false;
+    for (std::size_t i = 0; i < this->h.size(); ++i)
+      if (!this->h[i].bound_like(m.h[i])) return false;
+    if (!this->ln_f.bound_like(m.ln_f)) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2& m, const std::string& prefix, F&& f) {
-    f(prefix + "wte", m.wte, wte);
-    f(prefix + "wpe", m.wpe, wpe);
-    for (std::size_t i = 0; i < h.size(); ++i)
-      h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
-    ln_f.for_each_pair(m.ln_f, prefix + "ln_f.", f);
+    f(prefix + "wte", m.wte, this->wte);
+    f(prefix + "wpe", m.wpe, this->wpe);
+    for (std::size_t i = 0; i < this->h.size(); ++i)
+      this->h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+    this->ln_f.for_each_pair(m.ln_f, prefix + "ln_f.", f);
   }
 };
 

@@ -357,6 +357,7 @@ float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
 
 float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_m, m, "llama_loss_grad", "d_m");
   const float _value = llama_loss_fwd(m, idx, targets, _s);
   llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m);
   return _value;

@@ -24,11 +24,18 @@ struct LlamaRmsNorm_Grad {
   llmcc::Tensor w;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
-  void shape_like(const llmcc::nn::LlamaRmsNorm& m) { w = llmcc::Tensor(nullptr, m.w.shape()); }
+  void shape_like(const llmcc::nn::LlamaRmsNorm& m) {
+    this->w = llmcc::Tensor(nullptr, m.w.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::LlamaRmsNorm& m) const {
+    if (!this->w.defined() || this->w.shape() != m.w.shape()) return false;
+    return true;
+  }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaRmsNorm& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, w);
+    f(prefix + "w", m.w, this->w);
   }
 };
 
@@ -41,18 +48,26 @@ struct LlamaAttention_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::LlamaAttention& m) {
-    wq = llmcc::Tensor(nullptr, m.wq.shape());
-    wk = llmcc::Tensor(nullptr, m.wk.shape());
-    wv = llmcc::Tensor(nullptr, m.wv.shape());
-    wo = llmcc::Tensor(nullptr, m.wo.shape());
+    this->wq = llmcc::Tensor(nullptr, m.wq.shape());
+    this->wk = llmcc::Tensor(nullptr, m.wk.shape());
+    this->wv = llmcc::Tensor(nullptr, m.wv.shape());
+    this->wo = llmcc::Tensor(nullptr, m.wo.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::LlamaAttention& m) const {
+    if (!this->wq.defined() || this->wq.shape() != m.wq.shape()) return false;
+    if (!this->wk.defined() || this->wk.shape() != m.wk.shape()) return false;
+    if (!this->wv.defined() || this->wv.shape() != m.wv.shape()) return false;
+    if (!this->wo.defined() || this->wo.shape() != m.wo.shape()) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaAttention& m, const std::string& prefix, F&& f) {
-    f(prefix + "wq", m.wq, wq);
-    f(prefix + "wk", m.wk, wk);
-    f(prefix + "wv", m.wv, wv);
-    f(prefix + "wo", m.wo, wo);
+    f(prefix + "wq", m.wq, this->wq);
+    f(prefix + "wk", m.wk, this->wk);
+    f(prefix + "wv", m.wv, this->wv);
+    f(prefix + "wo", m.wo, this->wo);
   }
 };
 
@@ -64,16 +79,23 @@ struct LlamaFeedForward_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::LlamaFeedForward& m) {
-    w1 = llmcc::Tensor(nullptr, m.w1.shape());
-    w2 = llmcc::Tensor(nullptr, m.w2.shape());
-    w3 = llmcc::Tensor(nullptr, m.w3.shape());
+    this->w1 = llmcc::Tensor(nullptr, m.w1.shape());
+    this->w2 = llmcc::Tensor(nullptr, m.w2.shape());
+    this->w3 = llmcc::Tensor(nullptr, m.w3.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::LlamaFeedForward& m) const {
+    if (!this->w1.defined() || this->w1.shape() != m.w1.shape()) return false;
+    if (!this->w2.defined() || this->w2.shape() != m.w2.shape()) return false;
+    if (!this->w3.defined() || this->w3.shape() != m.w3.shape()) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaFeedForward& m, const std::string& prefix, F&& f) {
-    f(prefix + "w1", m.w1, w1);
-    f(prefix + "w2", m.w2, w2);
-    f(prefix + "w3", m.w3, w3);
+    f(prefix + "w1", m.w1, this->w1);
+    f(prefix + "w2", m.w2, this->w2);
+    f(prefix + "w3", m.w3, this->w3);
   }
 };
 
@@ -86,18 +108,26 @@ struct LlamaBlock_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::LlamaBlock& m) {
-    attention_norm.shape_like(m.attention_norm);
-    attention.shape_like(m.attention);
-    ffn_norm.shape_like(m.ffn_norm);
-    feed_forward.shape_like(m.feed_forward);
+    this->attention_norm.shape_like(m.attention_norm);
+    this->attention.shape_like(m.attention);
+    this->ffn_norm.shape_like(m.ffn_norm);
+    this->feed_forward.shape_like(m.feed_forward);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::LlamaBlock& m) const {
+    if (!this->attention_norm.bound_like(m.attention_norm)) return false;
+    if (!this->attention.bound_like(m.attention)) return false;
+    if (!this->ffn_norm.bound_like(m.ffn_norm)) return false;
+    if (!this->feed_forward.bound_like(m.feed_forward)) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaBlock& m, const std::string& prefix, F&& f) {
-    attention_norm.for_each_pair(m.attention_norm, prefix + "attention_norm.", f);
-    attention.for_each_pair(m.attention, prefix + "attention.", f);
-    ffn_norm.for_each_pair(m.ffn_norm, prefix + "ffn_norm.", f);
-    feed_forward.for_each_pair(m.feed_forward, prefix + "feed_forward.", f);
+    this->attention_norm.for_each_pair(m.attention_norm, prefix + "attention_norm.", f);
+    this->attention.for_each_pair(m.attention, prefix + "attention.", f);
+    this->ffn_norm.for_each_pair(m.ffn_norm, prefix + "ffn_norm.", f);
+    this->feed_forward.for_each_pair(m.feed_forward, prefix + "feed_forward.", f);
   }
 };
 
@@ -110,20 +140,31 @@ struct Llama_Grad {
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::nn::Llama& m) {
-    tok_embeddings = llmcc::Tensor(nullptr, m.tok_embeddings.shape());
-    layers.resize(m.layers.size());
-    for (std::size_t i = 0; i < layers.size(); ++i) layers[i].shape_like(m.layers[i]);
-    norm.shape_like(m.norm);
-    output = llmcc::Tensor(nullptr, m.output.shape());
+    this->tok_embeddings = llmcc::Tensor(nullptr, m.tok_embeddings.shape());
+    this->layers.resize(m.layers.size());
+    for (std::size_t i = 0; i < this->layers.size(); ++i) this->layers[i].shape_like(m.layers[i]);
+    this->norm.shape_like(m.norm);
+    this->output = llmcc::Tensor(nullptr, m.output.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::nn::Llama& m) const {
+    if (!this->tok_embeddings.defined() || this->tok_embeddings.shape() != m.tok_embeddings.shape())
+      return false;
+    if (this->layers.size() != m.layers.size()) return false;
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      if (!this->layers[i].bound_like(m.layers[i])) return false;
+    if (!this->norm.bound_like(m.norm)) return false;
+    if (!this->output.defined() || this->output.shape() != m.output.shape()) return false;
+    return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Llama& m, const std::string& prefix, F&& f) {
-    f(prefix + "tok_embeddings", m.tok_embeddings, tok_embeddings);
-    for (std::size_t i = 0; i < layers.size(); ++i)
-      layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
-    norm.for_each_pair(m.norm, prefix + "norm.", f);
-    f(prefix + "output", m.output, output);
+    f(prefix + "tok_embeddings", m.tok_embeddings, this->tok_embeddings);
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
+    this->norm.for_each_pair(m.norm, prefix + "norm.", f);
+    f(prefix + "output", m.output, this->output);
   }
 };
 

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "llmcc/arena.h"
+#include "llmcc/error.h"
 #include "llmcc/parameters.h"
 #include "llmcc/tensor.h"
 
@@ -93,8 +95,9 @@ inline std::size_t& scratch_depth() {
   thread_local std::size_t depth = 0;
   return depth;
 }
-// One scratch arena per nesting depth (a checkpointed call inside a checkpointed call), as large
-// as the arena it stands in for (address space; pages are touched only when used).
+// One scratch arena per nesting depth (a callee's backward inside a callee's backward, a
+// checkpointed call inside a checkpointed call), as large as the arena it stands in for (address
+// space; pages are touched only when used).
 inline std::vector<std::unique_ptr<Arena>>& scratch_arenas() {
   thread_local std::vector<std::unique_ptr<Arena>> arenas;
   return arenas;
@@ -105,7 +108,25 @@ inline Arena& scratch_arena(std::size_t depth, std::size_t capacity) {
   if (!arenas[depth] || arenas[depth]->capacity() < capacity) arenas[depth] = std::make_unique<Arena>(capacity);
   return *arenas[depth];
 }
+inline bool poison_default() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* env = std::getenv("LLMCC_ADGEN_POISON");
+  return env != nullptr && env[0] == '1';
+#endif
+}
+inline bool& poison_flag() {
+  static bool on = poison_default();
+  return on;
+}
 }  // namespace detail
+
+// Poisoning: when on, scratch memory is filled with NaN (0xFF bytes) as it is released, so an
+// adjoint handle that outlived its memory reads NaN at once instead of values that look right.
+// On by default in builds without NDEBUG and with LLMCC_ADGEN_POISON=1; tests turn it on.
+inline void set_poison_scratch(bool on) { detail::poison_flag() = on; }
+inline bool poison_scratch() { return detail::poison_flag(); }
 
 // Scratch memory: while it lives, ops allocate from a scratch arena that is emptied when it
 // ends. Generated backwards run each callee's backward in one, so its internal adjoints are
@@ -117,7 +138,10 @@ class Scratch {
       : arena_(detail::scratch_arena(detail::scratch_depth()++, current_arena("adgen checkpoint").capacity())),
         scope_(arena_) {}
   ~Scratch() {
-    arena_.reset();
+    if (poison_scratch())
+      arena_.poison_and_reset();
+    else
+      arena_.reset();
     --detail::scratch_depth();
   }
   Scratch(const Scratch&) = delete;
@@ -127,6 +151,16 @@ class Scratch {
   Arena& arena_;
   ArenaScope scope_;
 };
+
+// Whether t's storage lies in the innermost live scratch arena (or a deeper one): memory that is
+// released when the function whose backward is running now returns.
+inline bool in_current_scratch(const Tensor& t) {
+  const std::size_t depth = detail::scratch_depth();
+  const auto& arenas = detail::scratch_arenas();
+  for (std::size_t i = depth == 0 ? 0 : depth - 1; depth > 0 && i < arenas.size(); ++i)
+    if (arenas[i] && arenas[i]->owns(t.address())) return true;
+  return false;
+}
 
 // Memory the scratch arenas of this thread have used at most (one per nesting depth, all of
 // which can be live at once): add it to the step arena's high-water mark for the true peak.
@@ -158,10 +192,26 @@ inline Tensor* acc(Tensor* p, const Tensor& like) {
   return p;
 }
 
-// adj += d for a whole-tensor pass-through (`return x;`, `Tensor y = x;`). The first contribution
-// takes over d's buffer (d's holder is dead after this point by construction of the reverse
-// sweep), later ones add element-wise. Pending zeros add nothing: a pending d is skipped (or
-// taken over, still pending, by an empty adj), and a pending adj is replaced by d.
+namespace detail {
+// adj += d into adj's own storage: written when its zeros are pending, else added.
+inline void add_into(Tensor& adj, const Tensor& d) {
+  if (adj.take_zero_pending()) {
+    std::memcpy(adj.raw(), d.raw(), d.nbytes());
+    return;
+  }
+  float* a = adj.f32();
+  const float* g = d.f32();
+  const std::int64_t n = adj.numel();
+  for (std::int64_t i = 0; i < n; ++i) a[i] += g[i];
+}
+}  // namespace detail
+
+// adj += d for a whole-tensor pass-through into an adjoint of the function running now (a local
+// or temporary's `_d_y`). Every such adjoint lives in this function's arena, and d (another of
+// its adjoints, or d_out from the caller) lives at least as long, so the first contribution takes
+// over d's buffer without touching data (d's holder is dead after this point by construction of
+// the reverse sweep); later ones add element-wise. Pending zeros add nothing: a pending d is
+// skipped (or taken over, still pending, by an empty adj), and a pending adj is replaced by d.
 inline void accumulate(Tensor& adj, const Tensor& d) {
   if (!d.defined()) return;
   if (!adj.defined() || adj.zero_pending()) {
@@ -169,13 +219,33 @@ inline void accumulate(Tensor& adj, const Tensor& d) {
     return;
   }
   if (d.zero_pending()) return;
-  float* a = adj.f32();
-  const float* g = d.f32();
-  const std::int64_t n = adj.numel();
-  for (std::int64_t i = 0; i < n; ++i) a[i] += g[i];
+  detail::add_into(adj, d);
 }
 inline void accumulate(Tensor* adj, const Tensor& d) {
   if (adj != nullptr) accumulate(*adj, d);
+}
+
+// adj += d for an adjoint the caller owns: a tensor argument's `d_x` reached by a pass-through
+// (`return x;`, `Tensor h = x; ... return h;`) or a parameter gradient. The invariant: no adjoint
+// handle outlives the memory it points into. The caller allocated adj before the call, in memory
+// that outlives it; d may live in this call's scratch memory, released when the call returns.
+// So adj takes over d's buffer only when its zeros are pending and d lies outside that scratch
+// memory (d_out passed straight through); otherwise d is copied into adj's storage (pending
+// zeros) or added to it. An entry's argument the user left empty takes d over: it then lives in
+// the user's arena, like every adjoint `acc` allocates there.
+inline void accumulate_to_caller(Tensor* adj, const Tensor& d) {
+  if (adj == nullptr || !d.defined()) return;
+  if (!adj->defined()) {
+    LLMCC_ASSERT(!in_current_scratch(d), "adgen: a callee's argument adjoint was not allocated by its caller");
+    *adj = d;
+    return;
+  }
+  if (d.zero_pending()) return;
+  if (adj->zero_pending() && !in_current_scratch(d)) {
+    *adj = d;
+    return;
+  }
+  detail::add_into(*adj, d);
 }
 
 // Generated code specialises GradOf<Module> { using type = Module_Grad; }.
@@ -232,6 +302,30 @@ GradBuffer<grad_t<Module>> make_grad(const Module& m) {
   for (std::size_t k = 0; k < order.size(); ++k)
     *pairs[order[k]].grad = Tensor(out.store.tensor(k).raw(), pairs[order[k]].param->shape());
   return out;
+}
+
+// An entry's checks of its gradient arguments (`loss_grad(m, x, d_m, d_x)`): every parameter
+// gradient bound to storage with its parameter's shape (as make_grad binds them), and a tensor
+// argument's adjoint either empty (the call allocates it) or of the argument's shape.
+template <class Grad, class Module>
+void check_grad(const Grad& grad, const Module& m, const char* fn, const char* arg) {
+  if (grad.bound_like(m)) return;
+  std::string first;
+  const_cast<Grad&>(grad).for_each_pair(m, "", [&](const std::string& name, const Tensor& p, Tensor& g) {
+    if (!first.empty()) return;
+    if (!g.defined())
+      first = "'" + name + "' is not bound to storage";
+    else if (g.shape() != p.shape())
+      first = "'" + name + "' has shape " + g.shape().str() + ", its parameter " + p.shape().str();
+  });
+  if (first.empty()) first = "its module vectors have other lengths than the model's";
+  fail(fn, std::string(arg) + ": the gradient " + first +
+               "; make it with llmcc::adgen::make_grad(model) (bound to one zeroed buffer)");
+}
+inline void check_adjoint(const Tensor* adj, const Tensor& x, const char* fn, const char* arg) {
+  if (adj != nullptr && adj->defined() && adj->shape() != x.shape())
+    fail(fn, std::string(arg) + " has shape " + adj->shape().str() + ", expected " + x.shape().str() +
+                 " (the argument's) or an empty Tensor");
 }
 
 // Bytes of distinct tensor buffers a Saved struct keeps for the backward (each buffer once).

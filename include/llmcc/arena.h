@@ -31,6 +31,14 @@ class Arena {
 
   // Frees everything at once; the high-water mark is kept.
   void reset() { used_ = 0; }
+  // Fills the memory in use with 0xFF bytes (a NaN in every float) and frees it, so a handle
+  // still pointing into it reads NaN instead of plausible stale values.
+  void poison_and_reset();
+  // Whether p points into this arena's memory (in use or not).
+  bool owns(const void* p) const {
+    const auto* c = static_cast<const unsigned char*>(p);
+    return c >= base_ && c < base_ + capacity_;
+  }
 
   std::size_t capacity() const { return capacity_; }
   std::size_t used() const { return used_; }

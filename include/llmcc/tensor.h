@@ -59,6 +59,8 @@ class Tensor {
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
   bool defined() const { return data_ != nullptr; }
+  // The storage's address without filling pending zeros (for ownership checks, not access).
+  const void* address() const { return data_; }
 
   // Binds storage to a declared tensor (used by ParameterStore).
   void bind(void* data) { data_ = data; }

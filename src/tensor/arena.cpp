@@ -54,6 +54,11 @@ Tensor Arena::zeros(const Shape& shape, const char* what, DType dtype) {
   return t;
 }
 
+void Arena::poison_and_reset() {
+  if (used_ > 0) std::memset(base_, 0xFF, used_);
+  used_ = 0;
+}
+
 ArenaScope::ArenaScope(Arena& arena) : previous_(g_current_arena) { g_current_arena = &arena; }
 ArenaScope::~ArenaScope() { g_current_arena = previous_; }
 

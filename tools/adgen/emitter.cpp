@@ -66,9 +66,16 @@ struct Record {
   std::vector<std::unique_ptr<Record>> nested;             // loop records
   std::set<std::string> used;
 
+  // A member name from `base` (a user's local or field name), distinct from the others and from
+  // the names the record's own code uses: visit, its parameter f, loop records r, types Loop<N>.
   std::string slot(const std::string& type_name, const std::string& base) {
+    auto taken = [&](const std::string& n) {
+      const bool loop_type = n.rfind("Loop", 0) == 0 && n.size() > 4 &&
+                             n.find_first_not_of("0123456789", 4) == std::string::npos;
+      return used.count(n) || n == "visit" || n == "f" || n == "r" || n == "F" || loop_type;
+    };
     std::string name = base;
-    for (int k = 2; used.count(name); ++k) name = base + "_" + std::to_string(k);
+    for (int k = 2; taken(name); ++k) name = base + "_" + std::to_string(k);
     used.insert(name);
     slots.push_back({type_name, name});
     return name;
@@ -232,10 +239,16 @@ class FuncEmitter {
   void tensor_contrib(Out& o, const Operand& op, const std::string& value) {
     if (op.kind != VKind::Tensor) return;
     switch (op.src) {
-      case Operand::Src::Param: o.line("llmcc::adgen::accumulate(d_" + op.name + ", " + value + ");"); break;
+      // Adjoints the caller owns (arguments', parameter gradients) are never handed a buffer
+      // of this call's scratch memory: see adgen::accumulate_to_caller.
+      case Operand::Src::Param:
+        o.line("llmcc::adgen::accumulate_to_caller(d_" + op.name + ", " + value + ");");
+        break;
       case Operand::Src::Local:
       case Operand::Src::Temp: o.line("llmcc::adgen::accumulate(_d_" + op.name + ", " + value + ");"); break;
-      case Operand::Src::Field: o.line("llmcc::adgen::accumulate(" + field_grad_ptr(op) + ", " + value + ");"); break;
+      case Operand::Src::Field:
+        o.line("llmcc::adgen::accumulate_to_caller(" + field_grad_ptr(op) + ", " + value + ");");
+        break;
       default: break;
     }
   }
@@ -690,6 +703,15 @@ std::string entry_definition(const FuncPlan& f) {
     if (p.is_module) grads += wanted(f, p.name) ? ", &d_" + p.name : ", nullptr";
     else if (p.kind != VKind::Inactive) grads += wanted(f, p.name) ? ", d_" + p.name : ", nullptr";
   }
+  const std::string fn = "\"" + f.id + "_grad\"";
+  if (f.is_method && wanted(f, "self")) o.line("llmcc::adgen::check_grad(d_self, self, " + fn + ", \"d_self\");");
+  for (const auto& p : f.params) {
+    if (!wanted(f, p.name)) continue;
+    if (p.is_module)
+      o.line("llmcc::adgen::check_grad(d_" + p.name + ", " + p.name + ", " + fn + ", \"d_" + p.name + "\");");
+    else if (p.kind == VKind::Tensor)
+      o.line("llmcc::adgen::check_adjoint(d_" + p.name + ", " + p.name + ", " + fn + ", \"d_" + p.name + "\");");
+  }
   o.line("const float _value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
   o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");
   o.line("return _value;");
@@ -706,31 +728,51 @@ void emit_module(Out& o, const ModulePlan& m) {
     else o.line("std::vector<" + f.grad_type + "> " + f.name + ";");
   }
   o.line("");
+  // Fields are read through `this->`, so a field named like a parameter or local of these
+  // methods (`m`, `f`, `prefix`, `i`) stays unambiguous.
   o.line("// Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).");
   o.open("void shape_like(const " + m.type + "& m)");
   for (const auto& f : m.fields) {
+    const std::string mine = "this->" + f.name;
     if (f.kind == ModuleField::Kind::Tensor)
-      o.line(f.name + " = llmcc::Tensor(nullptr, m." + f.name + ".shape());");
+      o.line(mine + " = llmcc::Tensor(nullptr, m." + f.name + ".shape());");
     else if (f.kind == ModuleField::Kind::Module)
-      o.line(f.name + ".shape_like(m." + f.name + ");");
+      o.line(mine + ".shape_like(m." + f.name + ");");
     else {
-      o.line(f.name + ".resize(m." + f.name + ".size());");
-      o.line("for (std::size_t i = 0; i < " + f.name + ".size(); ++i) " + f.name + "[i].shape_like(m." +
-             f.name + "[i]);");
+      o.line(mine + ".resize(m." + f.name + ".size());");
+      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].shape_like(m." + f.name +
+             "[i]);");
     }
   }
+  o.close();
+  o.line("// Whether every gradient is bound to storage with its parameter's shape.");
+  o.open("bool bound_like(const " + m.type + "& m) const");
+  for (const auto& f : m.fields) {
+    const std::string mine = "this->" + f.name;
+    if (f.kind == ModuleField::Kind::Tensor)
+      o.line("if (!" + mine + ".defined() || " + mine + ".shape() != m." + f.name + ".shape()) return false;");
+    else if (f.kind == ModuleField::Kind::Module)
+      o.line("if (!" + mine + ".bound_like(m." + f.name + ")) return false;");
+    else {
+      o.line("if (" + mine + ".size() != m." + f.name + ".size()) return false;");
+      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i)");
+      o.line("  if (!" + mine + "[i].bound_like(m." + f.name + "[i])) return false;");
+    }
+  }
+  o.line("return true;");
   o.close();
   o.line("// Calls f(name, parameter, gradient) for every parameter, in field order.");
   o.line("template <class F>");
   o.open("void for_each_pair(const " + m.type + "& m, const std::string& prefix, F&& f)");
   for (const auto& f : m.fields) {
+    const std::string mine = "this->" + f.name;
     if (f.kind == ModuleField::Kind::Tensor)
-      o.line("f(prefix + \"" + f.name + "\", m." + f.name + ", " + f.name + ");");
+      o.line("f(prefix + \"" + f.name + "\", m." + f.name + ", " + mine + ");");
     else if (f.kind == ModuleField::Kind::Module)
-      o.line(f.name + ".for_each_pair(m." + f.name + ", prefix + \"" + f.name + ".\", f);");
+      o.line(mine + ".for_each_pair(m." + f.name + ", prefix + \"" + f.name + ".\", f);");
     else
-      o.line("for (std::size_t i = 0; i < " + f.name + ".size(); ++i) " + f.name + "[i].for_each_pair(m." +
-             f.name + "[i], prefix + \"" + f.name + ".\" + std::to_string(i) + \".\", f);");
+      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].for_each_pair(m." + f.name +
+             "[i], prefix + \"" + f.name + ".\" + std::to_string(i) + \".\", f);");
   }
   o.close();
   o.close("};");

@@ -104,7 +104,8 @@ struct Stmt {
 };
 
 struct Param {
-  std::string name;
+  std::string name;         // in generated code (see Planner::Scope::bind_name)
+  std::string source_name;  // as the user wrote it
   std::string type;       // as declared, qualified ("const llmcc::Tensor &")
   VKind kind = VKind::Inactive;
   bool is_module = false;

@@ -128,15 +128,7 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
   for (const Decl* d : ds->decls()) {
     const auto* vd = dyn_cast<VarDecl>(d);
     if (vd == nullptr) continue;
-    std::string name = vd->getNameAsString();
-    // Names adgen uses itself (temporaries t<N>, `_`-prefixed helpers, `self`) get a suffix.
-    const bool reserved = name.empty() || name[0] == '_' || name == "self" || name == "d_out" ||
-                          (name.size() > 1 && name[0] == 't' &&
-                           name.find_first_not_of("0123456789", 1) == std::string::npos);
-    if (reserved) name += "_v";
-    for (int k = 2; sc.used_names.count(name); ++k) name = vd->getNameAsString() + "_" + std::to_string(k);
-    sc.used_names.insert(name);
-    sc.names[vd] = name;
+    const std::string name = sc.bind_name(vd);
     const QualType t = vd->getType();
     if (vd->isStaticLocal()) {
       diag_.error(vd->getLocation(), "static local '" + name + "' in a differentiated function is not supported");
@@ -325,10 +317,7 @@ void Planner::lower_for(Scope& sc, const ForStmt* s, std::vector<adgen::Stmt>& o
                                     "the increment");
     return;
   }
-  std::string name = var->getNameAsString();
-  for (int k = 2; sc.used_names.count(name); ++k) name = var->getNameAsString() + "_" + std::to_string(k);
-  sc.used_names.insert(name);
-  sc.names[var] = name;
+  const std::string name = sc.bind_name(var);
   sc.loop_vars.insert(var);
   adgen::Stmt st;
   st.kind = adgen::Stmt::Kind::Loop;
@@ -421,8 +410,8 @@ bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool repor
       }
       if (isa<ParmVarDecl>(vd) && act_.module_record(vd->getType())) {
         path = ModPath();
-        path.root = vd->getNameAsString();
-        path.last = path.root;
+        path.root = sc.names.count(vd) ? sc.names[vd] : vd->getNameAsString();
+        path.last = vd->getNameAsString();
         path.type = rules_.type_name(ctx_.getRecordType(act_.module_record(vd->getType())));
         path.grad_type = ensure_module(act_.module_record(vd->getType()));
         return true;
@@ -479,7 +468,7 @@ Operand Planner::lower_expr(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>&
     const auto* vd = dyn_cast<VarDecl>(dre->getDecl());
     if (vd != nullptr && isa<ParmVarDecl>(vd)) {
       op.src = Operand::Src::Param;
-      op.name = vd->getNameAsString();
+      op.name = sc.names.count(vd) ? sc.names[vd] : vd->getNameAsString();
       return op;
     }
     if (vd != nullptr && op.kind != VKind::Inactive) {

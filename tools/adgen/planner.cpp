@@ -4,6 +4,27 @@
 
 namespace adgen {
 
+namespace {
+bool generated_code_may_use(const std::string& name) {
+  static const char* const kNames[] = {"self", "expf", "tanhf", "logf", "sqrtf", "powf", "fabsf", "sinf", "cosf",
+                                       "llmcc", "std"};
+  if (name.empty() || name[0] == '_' || name.rfind("d_", 0) == 0) return true;
+  if (name.size() > 1 && name[0] == 't' && name.find_first_not_of("0123456789", 1) == std::string::npos) return true;
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+}  // namespace
+
+std::string Planner::Scope::bind_name(const VarDecl* vd) {
+  const std::string base = vd->getNameAsString() + (generated_code_may_use(vd->getNameAsString()) ? "_v" : "");
+  std::string name = base;
+  for (int k = 2; used_names.count(name); ++k) name = base + "_" + std::to_string(k);
+  used_names.insert(name);
+  names[vd] = name;
+  return name;
+}
+
 using namespace clang;
 using namespace planner_detail;
 
@@ -16,6 +37,18 @@ void Planner::need_file(const Decl* d) {
   if (sm.isInSystemHeader(loc)) return;
   const auto entry = sm.getFileEntryRefForID(sm.getFileID(loc));
   if (entry) files_.insert(entry->getName().str());
+}
+
+// Whether a value of type t contains a Tensor or a module anywhere: directly, in an array, or
+// as a template argument of a container (std::array<Block, 2>, std::map<int, Tensor>, ...).
+bool Planner::holds_parameters(QualType t) const {
+  t = t.getNonReferenceType().getCanonicalType();
+  if (act_.is_tensor(t) || act_.module_record(t) != nullptr || act_.module_vec_elem(t) != nullptr) return true;
+  if (const auto* at = dyn_cast<ArrayType>(t.getTypePtr())) return holds_parameters(at->getElementType());
+  if (const auto* spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(t->getAsCXXRecordDecl()))
+    for (const TemplateArgument& a : spec->getTemplateArgs().asArray())
+      if (a.getKind() == TemplateArgument::Type && holds_parameters(a.getAsType())) return true;
+  return false;
 }
 
 std::string Planner::ensure_module(const CXXRecordDecl* rd) {
@@ -46,13 +79,15 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
     } else {
       // Configuration: no gradient. Tensors hidden in containers adgen does not mirror would
       // silently get none, so they are errors.
-      const std::string ts = f->getType().getCanonicalType().getAsString();
-      if (ts.find("llmcc::Tensor") != std::string::npos || act_.module_record(f->getType()))
+      if (holds_parameters(f->getType()))
         diag_.error(f->getLocation(), "module field '" + mf.name + "' of type '" + f->getType().getAsString() +
                                           "' holds parameters adgen cannot mirror: use Tensor fields, nested "
                                           "modules by value or std::vector<Module>");
       continue;
     }
+    if (mf.name == "shape_like" || mf.name == "bound_like" || mf.name == "for_each_pair")
+      diag_.error(f->getLocation(), "module field '" + mf.name + "' has the name of a member function of the "
+                                        "generated gradient mirror '" + grad + "': rename the field");
     if (f->getAccess() == AS_private || f->getAccess() == AS_protected)
       diag_.error(f->getLocation(), "module field '" + mf.name +
                                         "' is not public: the generated backward reads parameters directly; "
@@ -92,15 +127,15 @@ void Planner::plan_entry(const FunctionDecl* entry) {
         name.erase(name.find_last_not_of(' ') + 1);
         pos = end + 1;
         if (name.empty()) continue;
-        bool found = false;
+        std::string found;  // the parameter's name in generated code
         for (const Param& p : fp->params)
-          if (p.name == name && (p.is_module || p.kind != VKind::Inactive)) found = true;
-        if (fp->is_method && name == "self") found = true;
-        if (!found)
+          if (p.source_name == name && (p.is_module || p.kind != VKind::Inactive)) found = p.name;
+        if (fp->is_method && name == "self") found = "self";
+        if (found.empty())
           diag_.error(a->getLocation(), "LLMCC_ADGEN_WRT names '" + name + "', which is not a module, Tensor or "
                                         "float parameter of '" + def->getNameAsString() + "'");
-        else if (std::find(fp->wrt.begin(), fp->wrt.end(), name) == fp->wrt.end())
-          fp->wrt.push_back(name);
+        else if (std::find(fp->wrt.begin(), fp->wrt.end(), found) == fp->wrt.end())
+          fp->wrt.push_back(found);
       }
     }
 }
@@ -171,10 +206,10 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   fp->ret_type = rules_.type_name(f->getReturnType());
   for (const ParmVarDecl* p : f->parameters()) {
     Param pp;
-    pp.name = p->getNameAsString();
-    if (pp.name.empty()) pp.name = "_unnamed" + std::to_string(fp->params.size());
+    pp.name = p->getNameAsString().empty() ? "unnamed" + std::to_string(fp->params.size()) + "_v"
+                                            : sc.bind_name(p);
+    pp.source_name = p->getNameAsString();
     pp.type = rules_.type_name(p->getType());
-    sc.used_names.insert(pp.name);
     const QualType t = p->getType();
     const bool mutable_ref = (t->isReferenceType() && !t.getNonReferenceType().isConstQualified()) ||
                              t->isPointerType();

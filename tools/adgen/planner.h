@@ -31,6 +31,7 @@ class Planner {
   struct Scope;  // per-function lowering state (planner.cpp)
 
   FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
+  bool holds_parameters(clang::QualType t) const;
   std::string ensure_module(const clang::CXXRecordDecl* rd);
   void need_file(const clang::Decl* d);
 

@@ -33,6 +33,12 @@ struct Planner::Scope {
   const clang::Stmt* last = nullptr;  // the body's final statement (the one return)
   bool reported_early_return = false;
   std::set<const clang::ReturnStmt*> tail_returns;  // returns that assign `_ret` (final if/else)
+
+  // The name generated code gives a user's parameter, local or loop variable `vd`: its own, unless
+  // generated code could use it too (`_`-prefixed helpers, `d_` adjoints, `self`, temporaries
+  // `t<N>`, the maths functions the backward calls), then with `_v` appended; and unique in the
+  // function. Recorded in `names`, so inactive text is rewritten too.
+  std::string bind_name(const VarDecl* vd);
 };
 
 
