@@ -19,6 +19,9 @@ function(llmcc_adgen)
   file(MAKE_DIRECTORY ${ARG_OUTPUT_DIR})
   set(incs "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
   set(defs "$<TARGET_PROPERTY:${ARG_TARGET},COMPILE_DEFINITIONS>")
+  # The target's C++ standard (CXX_STANDARD, else CMAKE_CXX_STANDARD); adgen's own default is
+  # -std=c++20, and the last -std on its command line wins.
+  set(std "$<TARGET_PROPERTY:${ARG_TARGET},CXX_STANDARD>")
   foreach(src ${ARG_SOURCES})
     get_filename_component(abs ${src} ABSOLUTE)
     get_filename_component(name ${src} NAME_WE)
@@ -30,6 +33,7 @@ function(llmcc_adgen)
         COMMAND adgen ${abs} --out-header ${out_h} --out-source ${out_cpp} --root ${ARG_ROOT}
                 --depfile ${ARG_OUTPUT_DIR}/${name}.grad.d --
                 "$<$<BOOL:${incs}>:-I$<JOIN:${incs},;-I>>" "$<$<BOOL:${defs}>:-D$<JOIN:${defs},;-D>>"
+                "$<$<BOOL:${std}>:-std=c++${std}>"
                 -I${ARG_OUTPUT_DIR}
         DEPENDS adgen ${abs} ${ARG_DEPENDS}
         DEPFILE ${ARG_OUTPUT_DIR}/${name}.grad.d

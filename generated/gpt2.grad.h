@@ -360,9 +360,9 @@ void gpt2_loss_bwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx, const llm
 // Returns the value and accumulates the gradient into the d_ arguments.
 float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m);
-// The same, reusing `saved` (kept across steps: no heap allocation once warm).
+// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
-                     const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& saved);
+                     const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& _s);
 
 }  // namespace llmcc::nn
 

@@ -347,9 +347,9 @@ void llama_loss_bwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
 // Returns the value and accumulates the gradient into the d_ arguments.
 float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m);
-// The same, reusing `saved` (kept across steps: no heap allocation once warm).
+// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
-                      const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& saved);
+                      const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s);
 
 }  // namespace llmcc::nn
 

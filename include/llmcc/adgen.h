@@ -27,6 +27,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
+#include "llmcc/profile.h"
 #include "llmcc/tensor.h"
 
 #if defined(__clang__)
@@ -50,24 +51,25 @@ inline T checkpoint(T value) {
 }
 
 // ---- element-wise ops from scalar functions ----------------------------------------------
-// A scalar function marked LLMCC_ADGEN_ENTRY, `float f(float)`, gets a generated
-// `float f_grad(float x, float* d_x)`; these two helpers turn the pair into a tensor op and its
-// pullback (the rule contract), e.g.
-//   Tensor my_act(const Tensor& x) { return adgen::map_unary<f>(x, "my_act"); }
-//   void my_act_pullback(const Tensor& x, const Tensor& out, const Tensor& d_out, Tensor* d_x) {
-//     adgen::map_unary_pullback<f_grad>(x, d_out, d_x); }
-// Scalar loops, not a fast kernel: a starting point for a new activation, checked against its
-// generated derivative.
+// `adgen::map_unary<f>(x, "my_act")` in a differentiated function is an element-wise op built
+// from a scalar function `float f(float)`: adgen differentiates f itself (its generated
+// `f_grad(float x, float* d_x)`) and calls map_unary_pullback<f_grad> in the backward, so the
+// user writes neither a pullback nor a declaration. Scalar loops, not a fast kernel: a starting
+// point for a new activation. See docs/adgen.md.
 template <float (*F)(float)>
 Tensor map_unary(const Tensor& x, const char* op) {
-  Tensor out = new_tensor(x.shape(), op);
+  LLMCC_PROFILE("map_unary.fwd");
+  Tensor out = new_tensor(x.shape(), op);  // the shape of x
   const float* in = x.f32();
   float* o = out.f32();
   for (std::int64_t i = 0; i < x.numel(); ++i) o[i] = F(in[i]);
   return out;
 }
+// d_x += d_out * f'(x), with f' from the generated `f_grad`. Also usable in a hand-written rule's
+// pullback (`map_unary_pullback<f_grad>(x, d_out, d_x)`).
 template <float (*FGrad)(float, float*)>
 void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
+  LLMCC_PROFILE("map_unary.bwd");
   if (d_x == nullptr) return;
   const float* in = x.f32();
   const float* g = d_out.f32();
@@ -77,6 +79,12 @@ void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
     FGrad(in[i], &slope);
     d[i] += g[i] * slope;
   }
+}
+// The rule contract's form (primal arguments, output, d_out, d_x), which generated code calls.
+template <float (*FGrad)(float, float*)>
+void map_unary_pullback(const Tensor& x, const char* /*op*/, const Tensor& /*out*/, const Tensor& d_out,
+                        Tensor* d_x) {
+  map_unary_pullback<FGrad>(x, d_out, d_x);
 }
 
 // ---- used by generated code --------------------------------------------------------------

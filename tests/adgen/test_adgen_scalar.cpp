@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "adgen_test_util.h"
 #include "llmcc/arena.h"
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/silu.h"
@@ -136,6 +137,27 @@ TEST(AdgenScalar, ElementwiseOpFromScalarFunctionMatchesLibraryGelu) {
     EXPECT_NEAR(da[i], db[i], 2e-5f) << "x=" << xs[i];
   }
   gelu_from_scalar_pullback(x, a, d_out, nullptr);  // a null adjoint is skipped
+}
+
+// map_unary<soft> inside a differentiated function: adgen generates soft_grad and the pullback
+// call; the gradient matches central finite differences.
+TEST(AdgenScalar, MapUnaryInAModelNeedsNoHandWrittenPullback) {
+  constexpr int N = 3, V = 6;
+  std::vector<float> xs;
+  llmcc::Tensor x = adgen_test::random_tensor(xs, {N, V}, 31, 2.0f);
+  std::vector<std::int32_t> tgt = {0, 5, 2};
+  llmcc::Tokens targets(tgt.data(), 1, N);
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  llmcc::Tensor dx;
+  const float value = scal::soft_loss_grad(x, targets, &dx);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(scal::soft_loss(x, targets));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, dx, loss));
 }
 
 }  // namespace

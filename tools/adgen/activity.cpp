@@ -51,11 +51,22 @@ bool Activity::module_uncached(const CXXRecordDecl* rd) const {
   }
   if (rd->isLambda()) return false;
   for (const FieldDecl* f : rd->fields()) {
-    if (is_tensor(f->getType()) || module_record(f->getType()) || module_vec_elem(f->getType())) return true;
-    // Tensors in containers adgen does not mirror (std::vector<Tensor>, arrays, pointers) still
-    // make a module, so that the planner reports the field instead of dropping its gradient.
-    if (f->getType().getCanonicalType().getAsString().find("llmcc::Tensor") != std::string::npos) return true;
+    // Tensors and modules in containers adgen does not mirror (std::vector<Tensor>,
+    // std::array<Block, 2>, arrays, pointers) still make a module, so that the planner reports
+    // the field instead of dropping its gradient.
+    if (holds_parameters(f->getType())) return true;
   }
+  return false;
+}
+
+bool Activity::holds_parameters(QualType t) const {
+  t = t.getNonReferenceType().getCanonicalType();
+  if (t->isPointerType()) return holds_parameters(t->getPointeeType());
+  if (is_tensor(t) || module_record(t) != nullptr || module_vec_elem(t) != nullptr) return true;
+  if (const auto* at = dyn_cast<ArrayType>(t.getTypePtr())) return holds_parameters(at->getElementType());
+  if (const auto* spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(t->getAsCXXRecordDecl()))
+    for (const TemplateArgument& a : spec->getTemplateArgs().asArray())
+      if (a.getKind() == TemplateArgument::Type && holds_parameters(a.getAsType())) return true;
   return false;
 }
 

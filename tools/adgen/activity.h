@@ -31,6 +31,9 @@ class Activity {
   bool is_float(clang::QualType t) const;
   bool is_double(clang::QualType t) const;
   const clang::CXXRecordDecl* module_record(clang::QualType t) const;    // null: not a module
+  // Whether a value of type t contains a Tensor or a module anywhere: directly, through a pointer,
+  // in an array or as a template argument (std::array<Block, 2>, std::map<int, Tensor>).
+  bool holds_parameters(clang::QualType t) const;
   const clang::CXXRecordDecl* module_vec_elem(clang::QualType t) const;  // std::vector<Module>
   bool is_module_like(clang::QualType t) const { return module_record(t) || module_vec_elem(t); }
   bool in_system_header(const clang::Decl* d) const;

@@ -17,16 +17,28 @@ namespace {
 
 const char* kTensor = "llmcc::Tensor";
 
+// Whether `word` is used as a variable in `text`: as a whole identifier, not as a member or a
+// qualified name (`_s.acc`, `p->acc`, `llmcc::adgen::acc`).
 bool contains_word(const std::string& text, const std::string& word) {
   std::size_t pos = 0;
   auto is_id = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   while ((pos = text.find(word, pos)) != std::string::npos) {
-    const bool left = pos == 0 || !is_id(text[pos - 1]);
+    const char before = pos == 0 ? ' ' : text[pos - 1];
+    const bool left = !is_id(before) && before != '.' && before != ':' && !(before == '>' && pos >= 2 && text[pos - 2] == '-');
     const bool right = pos + word.size() >= text.size() || !is_id(text[pos + word.size()]);
     if (left && right) return true;
     pos += word.size();
   }
   return false;
+}
+
+// An operand's text ready to stand beside an operator: an inactive operand is source text
+// (`1.0f + 0.5f * k`), so anything but a name, a member path or a number is parenthesised.
+std::string operand(const std::string& text) {
+  const bool simple = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+  });
+  return simple ? text : "(" + text + ")";
 }
 
 // Indented text.
@@ -382,8 +394,9 @@ class FuncEmitter {
         if (s.op != 'n') snapshot(fwd_, r, ss, s.rhs, 1, snap_base(s.rhs, s.temp) + "b");
         ss.out = r.slot("float", s.temp);
         temp_slot_[s.temp] = ss.out;
-        std::string a = fwd_text(s.lhs, r, &ss, 0);
-        std::string e = s.op == 'n' ? "-" + a : a + " " + std::string(1, s.op) + " " + fwd_text(s.rhs, r, &ss, 1);
+        std::string a = operand(fwd_text(s.lhs, r, &ss, 0));
+        std::string e =
+            s.op == 'n' ? "-" + a : a + " " + std::string(1, s.op) + " " + operand(fwd_text(s.rhs, r, &ss, 1));
         fwd_.line(r.var + "." + ss.out + " = " + e + ";");
         break;
       }
@@ -485,8 +498,8 @@ class FuncEmitter {
         adjoints_[s.temp] = VKind::Float;
         note_adjoint(s.lhs);
         if (s.op != 'n') note_adjoint(s.rhs);
-        const std::string a = rev_text(s.lhs, r, ss, 0);
-        const std::string b = s.op == 'n' ? "" : rev_text(s.rhs, r, ss, 1);
+        const std::string a = operand(rev_text(s.lhs, r, ss, 0));
+        const std::string b = s.op == 'n' ? "" : operand(rev_text(s.rhs, r, ss, 1));
         o.open("");
         o.line("const float _g = _d_" + s.temp + ";");
         o.line("_d_" + s.temp + " = 0.0f;");
@@ -549,7 +562,7 @@ class FuncEmitter {
     const std::string args = callee_args_rev(s, r, ss);
     const std::string sep = args.empty() ? "" : ", ";
     if (c.kind == Call::Kind::Math) {
-      const std::string x = rev_text(c.args[0], r, ss, 0);
+      const std::string x = operand(rev_text(c.args[0], r, ss, 0));
       const std::string y = r.var + "." + ss.out;
       o.line("const float _g = " + d + ";");
       o.line(d + " = 0.0f;");
@@ -564,7 +577,7 @@ class FuncEmitter {
       else if (is("sinf") || is("sin")) float_contrib(o, c.args[0], "_g * cosf(" + x + ")");
       else if (is("cosf") || is("cos")) float_contrib(o, c.args[0], "-_g * sinf(" + x + ")");
       else if (is("powf") || is("pow")) {
-        const std::string e = rev_text(c.args[1], r, ss, 1);
+        const std::string e = operand(rev_text(c.args[1], r, ss, 1));
         float_contrib(o, c.args[0], "_g * " + e + " * powf(" + x + ", " + e + " - 1.0f)");
         float_contrib(o, c.args[1], "_g * " + y + " * logf(" + x + ")");
       }
@@ -807,9 +820,9 @@ Generated emit(const Program& p, const std::string& header_name) {
     if (f.entry) {
       h.line("// Returns the value and accumulates the gradient into the d_ arguments.");
       h.line(entry_signature(f, false) + ";");
-      h.line("// The same, reusing `saved` (kept across steps: no heap allocation once warm).");
+      h.line("// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).");
       std::string sig = entry_signature(f, false);
-      h.line(sig.substr(0, sig.size() - 1) + ", " + f.id + "_Saved& saved);");
+      h.line(sig.substr(0, sig.size() - 1) + ", " + f.id + "_Saved& _s);");
     }
     h.line("");
   }

@@ -560,6 +560,7 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
     }
     return lower_call(sc, ic, out, true);
   }
+  if (callee->getQualifiedNameAsString() == "llmcc::adgen::map_unary") return lower_map_unary(sc, ce, callee, out);
   Call call;
   call.checkpoint = checkpoint;
   call.ret = act_.is_tensor(ce->getType()) ? VKind::Tensor : VKind::Float;
@@ -678,5 +679,45 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
   return result;
 }
 
+
+// `adgen::map_unary<f>(x, "name")`: an element-wise rule built from a scalar function. adgen
+// differentiates f itself (its generated `f_grad` is declared in the generated header), and the
+// pullback is `adgen::map_unary_pullback<f_grad>`, so the user writes neither.
+Operand Planner::lower_map_unary(Scope& sc, const CallExpr* ce, const FunctionDecl* callee,
+                                 std::vector<adgen::Stmt>& out) {
+  const TemplateArgumentList* targs = callee->getTemplateSpecializationArgs();
+  const auto* f = targs != nullptr && targs->size() == 1 && targs->get(0).getKind() == TemplateArgument::Declaration
+                      ? dyn_cast<FunctionDecl>(targs->get(0).getAsDecl())
+                      : nullptr;
+  const FunctionDecl* def = f != nullptr ? f->getDefinition() : nullptr;
+  if (def == nullptr || !def->hasBody() || def->getNumParams() != 1 || !act_.is_float(def->getReturnType()) ||
+      !act_.is_float(def->getParamDecl(0)->getType())) {
+    diag_.error(ce->getExprLoc(), "map_unary<f>: f must be a function `float f(float)` with a body adgen can "
+                                  "differentiate (no rule, no declaration only)");
+    return inactive(sc, ce);
+  }
+  FuncPlan* g = plan_function(def, ce->getExprLoc());
+  if (g == nullptr) return inactive(sc, ce);
+  g->entry = true;  // its `<f>_grad(float x, float* d_x)` is the derivative the pullback calls
+  need_file(def);
+  Call call;
+  call.kind = Call::Kind::Rule;
+  call.ret = VKind::Tensor;
+  call.name = "llmcc::adgen::map_unary<" + def->getQualifiedNameAsString() + ">";
+  call.pullback = "llmcc::adgen::map_unary_pullback<" + g->id + "_grad>";
+  call.adjoint_of = {1, 0};
+  call.args.push_back(lower_expr(sc, ce->getArg(0), out));
+  call.args.push_back(lower_expr(sc, ce->getArg(1), out));
+  adgen::Stmt st;
+  st.kind = adgen::Stmt::Kind::Call;
+  st.temp = "t" + std::to_string(sc.temps++);
+  st.call = std::move(call);
+  Operand result;
+  result.src = Operand::Src::Temp;
+  result.kind = VKind::Tensor;
+  result.name = st.temp;
+  out.push_back(std::move(st));
+  return result;
+}
 
 }  // namespace adgen

@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
   }
   if (o.source.empty()) return usage("no source file");
   if (o.out_header.empty() || o.out_source.empty()) return usage("--out-header and --out-source are required");
+  // C++20 unless the target's flags name a standard: Clang takes the last -std it is given.
   std::vector<std::string> flags = {"-xc++", "-std=c++20", "-w", "-fsyntax-only",
                                     "-resource-dir=" ADGEN_RESOURCE_DIR};
   flags.insert(flags.end(), o.flags.begin(), o.flags.end());

@@ -16,8 +16,12 @@ bool generated_code_may_use(const std::string& name) {
 }
 }  // namespace
 
-std::string Planner::Scope::bind_name(const VarDecl* vd) {
-  const std::string base = vd->getNameAsString() + (generated_code_may_use(vd->getNameAsString()) ? "_v" : "");
+std::string Planner::Scope::bind_name(const VarDecl* vd, bool parameter) {
+  // `_s` becomes `s_v`, not `_s_v`: its adjoint `d_s_v` must not hold a reserved `__`.
+  const std::string source = vd->getNameAsString();
+  const std::string stripped = source.substr(std::min(source.find_first_not_of('_'), source.size()));
+  const bool taken = generated_code_may_use(source) || (parameter && source == "out");
+  const std::string base = !taken ? source : stripped.empty() ? "v" : stripped + "_v";
   std::string name = base;
   for (int k = 2; used_names.count(name); ++k) name = base + "_" + std::to_string(k);
   used_names.insert(name);
@@ -37,18 +41,6 @@ void Planner::need_file(const Decl* d) {
   if (sm.isInSystemHeader(loc)) return;
   const auto entry = sm.getFileEntryRefForID(sm.getFileID(loc));
   if (entry) files_.insert(entry->getName().str());
-}
-
-// Whether a value of type t contains a Tensor or a module anywhere: directly, in an array, or
-// as a template argument of a container (std::array<Block, 2>, std::map<int, Tensor>, ...).
-bool Planner::holds_parameters(QualType t) const {
-  t = t.getNonReferenceType().getCanonicalType();
-  if (act_.is_tensor(t) || act_.module_record(t) != nullptr || act_.module_vec_elem(t) != nullptr) return true;
-  if (const auto* at = dyn_cast<ArrayType>(t.getTypePtr())) return holds_parameters(at->getElementType());
-  if (const auto* spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(t->getAsCXXRecordDecl()))
-    for (const TemplateArgument& a : spec->getTemplateArgs().asArray())
-      if (a.getKind() == TemplateArgument::Type && holds_parameters(a.getAsType())) return true;
-  return false;
 }
 
 std::string Planner::ensure_module(const CXXRecordDecl* rd) {
@@ -79,7 +71,7 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
     } else {
       // Configuration: no gradient. Tensors hidden in containers adgen does not mirror would
       // silently get none, so they are errors.
-      if (holds_parameters(f->getType()))
+      if (act_.holds_parameters(f->getType()))
         diag_.error(f->getLocation(), "module field '" + mf.name + "' of type '" + f->getType().getAsString() +
                                           "' holds parameters adgen cannot mirror: use Tensor fields, nested "
                                           "modules by value or std::vector<Module>");
@@ -207,7 +199,7 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   for (const ParmVarDecl* p : f->parameters()) {
     Param pp;
     pp.name = p->getNameAsString().empty() ? "unnamed" + std::to_string(fp->params.size()) + "_v"
-                                            : sc.bind_name(p);
+                                            : sc.bind_name(p, true);
     pp.source_name = p->getNameAsString();
     pp.type = rules_.type_name(p->getType());
     const QualType t = p->getType();

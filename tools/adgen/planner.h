@@ -31,7 +31,6 @@ class Planner {
   struct Scope;  // per-function lowering state (planner.cpp)
 
   FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
-  bool holds_parameters(clang::QualType t) const;
   std::string ensure_module(const clang::CXXRecordDecl* rd);
   void need_file(const clang::Decl* d);
 
@@ -47,6 +46,8 @@ class Planner {
   // expressions
   Operand lower_expr(Scope& sc, const clang::Expr* e, std::vector<Stmt>& out);
   Operand lower_call(Scope& sc, const clang::CallExpr* ce, std::vector<Stmt>& out, bool checkpoint);
+  Operand lower_map_unary(Scope& sc, const clang::CallExpr* ce, const clang::FunctionDecl* callee,
+                          std::vector<adgen::Stmt>& out);
   Operand inactive(Scope& sc, const clang::Expr* e);
   bool resolve_module(Scope& sc, const clang::Expr* e, ModPath& path, bool report);
 

@@ -36,9 +36,9 @@ struct Planner::Scope {
 
   // The name generated code gives a user's parameter, local or loop variable `vd`: its own, unless
   // generated code could use it too (`_`-prefixed helpers, `d_` adjoints, `self`, temporaries
-  // `t<N>`, the maths functions the backward calls), then with `_v` appended; and unique in the
-  // function. Recorded in `names`, so inactive text is rewritten too.
-  std::string bind_name(const VarDecl* vd);
+  // `t<N>`, the maths functions the backward calls; for a parameter also `out`, whose adjoint
+  // would be the backward's `d_out`), then with `_v` appended; and unique in the function. Recorded in `names`, so inactive text is rewritten too.
+  std::string bind_name(const VarDecl* vd, bool parameter = false);
 };
 
 

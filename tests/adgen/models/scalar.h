@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "llmcc/adgen.h"
+#include "llmcc/ops/cross_entropy.h"
 
 namespace scal {
 
@@ -37,6 +38,14 @@ LLMCC_ADGEN_ENTRY inline float leaky(float x, float slope) {
   } else {
     return -slope + 0.5f * (x + 1.0f);
   }
+}
+
+// A plain scalar function (no marker) used as an element-wise op: adgen differentiates it for
+// map_unary and writes the pullback call itself.
+inline float soft(float x) { return x * tanhf(x) + 0.1f * x; }
+
+LLMCC_ADGEN_ENTRY inline float soft_loss(const llmcc::Tensor& x, const llmcc::Tokens& targets) {
+  return llmcc::cross_entropy(llmcc::adgen::map_unary<soft>(x, "soft"), targets, static_cast<int>(x.dim(1)), -1);
 }
 
 }  // namespace scal
