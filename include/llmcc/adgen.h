@@ -160,14 +160,21 @@ class Scratch {
   ArenaScope scope_;
 };
 
-// Whether t's storage lies in the innermost live scratch arena (or a deeper one): memory that is
-// released when the function whose backward is running now returns.
+// How long the memory at p lives: 0 outside the scratch arenas (the step arena, the user's
+// memory), else 1 + the nesting depth of the scratch arena holding it. A deeper scratch arena is
+// released sooner: memory of level a outlives memory of level b when a <= b.
+inline std::size_t scratch_level(const void* p) {
+  const auto& arenas = detail::scratch_arenas();
+  for (std::size_t i = 0; i < arenas.size(); ++i)
+    if (arenas[i] && arenas[i]->owns(p)) return i + 1;
+  return 0;
+}
+
+// Whether t's storage lies in the innermost live scratch arena or a deeper one: memory released
+// when the function whose backward is running now returns.
 inline bool in_current_scratch(const Tensor& t) {
   const std::size_t depth = detail::scratch_depth();
-  const auto& arenas = detail::scratch_arenas();
-  for (std::size_t i = depth == 0 ? 0 : depth - 1; depth > 0 && i < arenas.size(); ++i)
-    if (arenas[i] && arenas[i]->owns(t.address())) return true;
-  return false;
+  return depth > 0 && scratch_level(t.address()) >= depth;
 }
 
 // Memory the scratch arenas of this thread have used at most (one per nesting depth, all of
@@ -233,14 +240,15 @@ inline void accumulate(Tensor* adj, const Tensor& d) {
   if (adj != nullptr) accumulate(*adj, d);
 }
 
-// adj += d for an adjoint the caller owns: a tensor argument's `d_x` reached by a pass-through
+// adj += d for an adjoint a caller owns: a tensor argument's `d_x` reached by a pass-through
 // (`return x;`, `Tensor h = x; ... return h;`) or a parameter gradient. The invariant: no adjoint
-// handle outlives the memory it points into. The caller allocated adj before the call, in memory
-// that outlives it; d may live in this call's scratch memory, released when the call returns.
-// So adj takes over d's buffer only when its zeros are pending and d lies outside that scratch
-// memory (d_out passed straight through); otherwise d is copied into adj's storage (pending
-// zeros) or added to it. An entry's argument the user left empty takes d over: it then lives in
-// the user's arena, like every adjoint `acc` allocates there.
+// handle outlives the memory it points into. Its owner (the caller, or a caller further up that
+// passed its pointer down) allocated adj in its own arena before the call; d may live in shorter
+// lived scratch memory (this call's, or an intermediate caller's). So adj takes over d's buffer
+// only when its zeros are pending and d's memory lives at least as long as adj's (d_out passed
+// straight through); otherwise d is copied into adj's storage (pending zeros) or added to it. An
+// entry's argument the user left empty takes d over: it then lives in the user's arena, like
+// every adjoint `acc` allocates there.
 inline void accumulate_to_caller(Tensor* adj, const Tensor& d) {
   if (adj == nullptr || !d.defined()) return;
   if (!adj->defined()) {
@@ -249,7 +257,7 @@ inline void accumulate_to_caller(Tensor* adj, const Tensor& d) {
     return;
   }
   if (d.zero_pending()) return;
-  if (adj->zero_pending() && !in_current_scratch(d)) {
+  if (adj->zero_pending() && scratch_level(d.address()) <= scratch_level(adj->address())) {
     *adj = d;
     return;
   }

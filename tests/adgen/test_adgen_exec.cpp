@@ -66,6 +66,8 @@ TEST(AdgenExec, FiniteDifferenceCheckCatchesAWrongGradient) {
   EXPECT_TRUE(adgen_test::fd_matches("in.w", m.in.w, g.grad.in.w, loss));
   g.grad.in.w.f32()[4] *= 1.1f;
   EXPECT_FALSE(adgen_test::fd_matches("in.w", m.in.w, g.grad.in.w, loss));
+  g.grad.in.w.f32()[4] = std::nanf("");  // a NaN compares false: it must not pass as "no error"
+  EXPECT_FALSE(adgen_test::fd_matches("in.w", m.in.w, g.grad.in.w, loss));
 }
 
 TEST(AdgenExec, ParameterGradientsAccumulate) {

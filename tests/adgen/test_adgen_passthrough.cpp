@@ -4,6 +4,8 @@
 // input adjoint intact; checkpointed calls give the unchecked run's bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -29,6 +31,8 @@ pt::Net make_net(int mode, int C, int V) {
   n.h.resize(3);
   for (auto& r : n.h) r.mlp = make_mlp(C);
   n.st.l = make_lin(C, C);
+  n.sc.st.l = make_lin(C, C);
+  n.sc.st.steps = 0;
   n.m2 = make_mlp(C);
   n.head = make_lin(V, C);
   return n;
@@ -78,6 +82,10 @@ TEST_P(AdgenPassThrough, GradientsAreExactAndSurvive) {
       ASSERT_TRUE(dx1.defined());
       const std::vector<float> dx1_values = values(dx1);
       const std::vector<float> grad1(g1.store.data(), g1.store.data() + g1.store.size());
+      // NaN here is poisoned scratch memory read through a dangling adjoint (and NaN bits compare
+      // equal below).
+      EXPECT_TRUE(std::all_of(grad1.begin(), grad1.end(), [](float v) { return std::isfinite(v); }));
+      EXPECT_TRUE(std::all_of(dx1_values.begin(), dx1_values.end(), [](float v) { return std::isfinite(v); }));
 
       // A second call in the same arena: the same bits, and the first call's d_x untouched.
       auto g2 = llmcc::adgen::make_grad(net);
@@ -110,10 +118,11 @@ TEST_P(AdgenPassThrough, GradientsAreExactAndSurvive) {
 }
 
 std::string arrangement_name(const ::testing::TestParamInfo<int>& info) {
-  static const char* const kNames[] = {"AfterRuleAndCallee", "FanOut", "Nested", "Loop", "MemberStepper"};
+  static const char* const kNames[] = {"AfterRuleAndCallee", "FanOut", "Nested", "Loop", "MemberStepper",
+                                       "PointerPassedDown"};
   return kNames[info.param];
 }
 
-INSTANTIATE_TEST_SUITE_P(Arrangements, AdgenPassThrough, ::testing::Values(0, 1, 2, 3, 4), arrangement_name);
+INSTANTIATE_TEST_SUITE_P(Arrangements, AdgenPassThrough, ::testing::Values(0, 1, 2, 3, 4, 5), arrangement_name);
 
 }  // namespace

@@ -20,10 +20,16 @@ std::string Planner::Scope::bind_name(const VarDecl* vd, bool parameter) {
   // `_s` becomes `s_v`, not `_s_v`: its adjoint `d_s_v` must not hold a reserved `__`.
   const std::string source = vd->getNameAsString();
   const std::string stripped = source.substr(std::min(source.find_first_not_of('_'), source.size()));
-  const bool taken = generated_code_may_use(source) || (parameter && source == "out");
-  const std::string base = !taken ? source : stripped.empty() ? "v" : stripped + "_v";
+  const bool reserved = generated_code_may_use(source) || (parameter && source == "out");
+  const std::string base = !reserved ? source : stripped.empty() ? "v" : stripped + "_v";
+  // Unique, and never one name's adjoint `d_<name>` another's name (`d_out` becomes `d_out_v`,
+  // so a parameter `out` must not become `out_v`).
+  auto taken = [&](const std::string& n) {
+    return used_names.count(n) || used_names.count("d_" + n) ||
+           (n.rfind("d_", 0) == 0 && used_names.count(n.substr(2)));
+  };
   std::string name = base;
-  for (int k = 2; used_names.count(name); ++k) name = base + "_" + std::to_string(k);
+  for (int k = 2; taken(name); ++k) name = base + "_" + std::to_string(k);
   used_names.insert(name);
   names[vd] = name;
   return name;

@@ -87,6 +87,17 @@ done:
   return x.dim(0) > 1 ? llmcc::gelu(x) : llmcc::silu(x);
 }
 """),
+    "std-array-of-modules": ("tensor", """struct {p}ALin {
+  Tensor w;  // unbound: adgen rejects the program before it could run
+  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(x, w); }
+};
+struct {p}AStack {
+  std::array<{p}ALin, 2> layers;
+  Tensor forward(const Tensor& x) const { return layers[1].forward(layers[0].forward(x)); }
+};
+inline Tensor {f}(const Tensor& x, const {p}AStack& s) { return s.forward(x); }
+inline Tensor {f}(const Tensor& x) { return {f}(x, {p}AStack{}); }
+"""),
     "virtual-call": ("tensor", """struct {p}VBase {
   virtual Tensor go(const Tensor& x) const { return llmcc::gelu(x); }
   virtual ~{p}VBase() = default;

@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuzz_outside  # noqa: E402
 import fuzz_program  # noqa: E402
 
-HEADER_INCLUDES = """#include <cmath>
+HEADER_INCLUDES = """#include <array>
+#include <cmath>
 #include <vector>
 
 #include "llmcc/adgen.h"

@@ -1,7 +1,8 @@
 // Residual blocks written with pass-through locals (`Tensor h = x; h = h + f(h); return h;`) in
 // the arrangements where an adjoint leaving a callee must not take over the callee's scratch
 // memory: after a rule and an unrelated callee, with the input fanned out, nested, in a loop, a
-// member function stepping a local, and each of them with a checkpointed call.
+// member function stepping a local, an adjoint pointer passed down two calls, and each of them
+// with a checkpointed call.
 #pragma once
 
 #include <vector>
@@ -11,6 +12,7 @@
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/scale.h"
 
 namespace pt {
 
@@ -46,14 +48,24 @@ struct Stepper {
   }
 };
 
+// Passes its argument's adjoint pointer down to the stepper (a pass-through when steps is 0),
+// whose d_out lives in this function's scratch memory: the stepper must not bind the outer
+// caller's adjoint to it.
+struct Scaler {
+  float k = 0.75f;  // configuration
+  Stepper st;
+  Tensor run(const Tensor& hid) const { return k * st.forward(hid); }
+};
+
 struct Net {
-  int mode = 0;    // configuration: which arrangement (0-4)
+  int mode = 0;    // configuration: which arrangement (0-5)
   int ckpt = -1;   // configuration: which call to checkpoint (-1: none)
   int V = 5;       // configuration: classes of the loss
   Lin in;          // (C, C)
   ResBlock a, b;
   std::vector<ResBlock> h;
   Stepper st;
+  Scaler sc;
   Mlp m2;
   Lin head;        // (V, C)
 
@@ -87,6 +99,12 @@ struct Net {
         else
           y = h[i].forward(y);
       }
+    } else if (mode == 5) {
+      // an adjoint pointer passed down two calls, the inner one a pass-through
+      if (ckpt == 0)
+        y = a.forward(y) + llmcc::adgen::checkpoint(sc.run(y));
+      else
+        y = a.forward(y) + sc.run(y);
     } else {
       // a member function stepping a local: Tensor z = x; for (...) z = step(z); return z;
       if (ckpt == 0)
