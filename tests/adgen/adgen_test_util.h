@@ -81,6 +81,22 @@ inline ::testing::AssertionResult fd_matches(const std::string& name, const Tens
                                        << " (limit " << max_rel << "), max |numeric| " << max_n << first;
 }
 
+// The same for a float argument `s` (changed for the differences, then restored).
+inline ::testing::AssertionResult fd_float_matches(const std::string& name, float& s, float grad,
+                                                   const std::function<double()>& loss, double h = 1e-2,
+                                                   double max_rel = 2e-2) {
+  const float saved = s;
+  s = saved + static_cast<float>(h);
+  const double up = loss();
+  s = saved - static_cast<float>(h);
+  const double down = loss();
+  s = saved;
+  const double numeric = (up - down) / (2.0 * h);
+  if (std::fabs(grad - numeric) <= max_rel * std::fabs(numeric) + 1e-3)
+    return ::testing::AssertionSuccess() << name << ": adgen " << grad << ", numeric " << numeric;
+  return ::testing::AssertionFailure() << name << ": adgen " << grad << ", numeric " << numeric;
+}
+
 // Checks every parameter of `m` with fd_matches.
 template <class Model>
 void expect_grad_matches_fd(Model& m, llmcc::adgen::grad_t<Model>& g, const std::function<double()>& loss,
