@@ -107,10 +107,12 @@ class Fuzzer:
         t0 = time.time()
         rc, out = run([os.path.join(d, "fuzz")], cwd=d, timeout=900)
         timing["run"] += time.time() - t0
-        stats = re.search(r"(\d+) finite-difference checks, (\d+) runs too ill-conditioned", out)
+        stats = re.search(r"(\d+) finite-difference checks \((\d+) unsettled, in (\d+) rough runs\), (\d+) runs too ill-conditioned", out)
         if stats:
             timing["fd"] += int(stats.group(1))
-            timing["ill"] += int(stats.group(2))
+            timing["unsettled"] += int(stats.group(2))
+            timing["rough"] += int(stats.group(3))
+            timing["ill"] += int(stats.group(4))
         bad = sorted({int(m) for m in re.findall(r"^FAIL seed=\d+ program=(\d+)", out, re.M)})
         fails = [l for l in out.splitlines() if l.startswith("FAIL")]
         log.extend(fails)
@@ -164,7 +166,7 @@ class Fuzzer:
         return j, bad
 
     def seed(self, seed):
-        log, timing = [], {"adgen": 0.0, "compile": 0.0, "run": 0.0, "fd": 0, "ill": 0}
+        log, timing = [], {"adgen": 0.0, "compile": 0.0, "run": 0.0, "fd": 0, "unsettled": 0, "rough": 0, "ill": 0}
         n, pairs, bad = self.in_subset(seed, log, timing)
         o, obad = self.outside(seed, log)
         keep = self.args.keep_failures
@@ -222,8 +224,10 @@ def main():
     ill = sum(r["timing"]["ill"] for r in results)
     print("fuzz: seeds %d..%d, %d programs (%d checkpointed pairs), %d outside-subset programs, %d failures, %.0f s"
           % (a, b - 1, n, pairs, o, failed, time.time() - start))
-    print("fuzz: %d finite-difference checks; %d runs (of %d) too ill-conditioned to check against finite differences"
-          % (fd, ill, 4 * n))
+    unsettled = sum(r["timing"]["unsettled"] for r in results)
+    rough = sum(r["timing"]["rough"] for r in results)
+    print("fuzz: %d finite-difference checks, %d of them on a loss too rough at the smallest step to judge (%d rough "
+          "runs of %d); %d runs with a loss too large to check" % (fd, unsettled, rough, 2 * n, ill))
     print("%d passed, %d failed" % (n + o - failed, failed))
     return 1 if failed else 0
 
