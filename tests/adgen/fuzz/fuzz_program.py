@@ -729,8 +729,9 @@ def prog_struct(p):
         "// Program %d: %s" % (i, " ".join(info["features"])),
         "struct P%d {" % i,
         "  static constexpr int index = %d;" % i,
-        "  static constexpr fuzz::Needs needs{%s, %s, %s, %s, %s};" % tuple(
-            "true" if info[k] else "false" for k in ("heads", "three_d", "has_x", "has_ids", "has_s")),
+        "  static constexpr fuzz::Needs needs{%s, %s, %s, %s, %s, %s};" % (tuple(
+            "true" if info[k] else "false" for k in ("heads", "three_d", "has_x", "has_ids", "has_s")) +
+            ("true" if "layernorm" in info["features"] else "false",)),
         "  static constexpr fuzz::Wrt wrt{%s, %s, %s};" % tuple(
             "true" if k in wrt else "false" for k in ("m", "x", "s")),
         "  using Model = fz::p%d_%s;" % (i, info["model"].key),

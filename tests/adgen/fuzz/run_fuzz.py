@@ -227,7 +227,7 @@ def main():
     unsettled = sum(r["timing"]["unsettled"] for r in results)
     rough = sum(r["timing"]["rough"] for r in results)
     print("fuzz: %d finite-difference checks, %d of them on a loss too rough at the smallest step to judge (%d rough "
-          "runs of %d); %d runs with a loss too large to check" % (fd, unsettled, rough, 2 * n, ill))
+          "runs of %d); %d runs with a primal loss too large or not finite to check" % (fd, unsettled, rough, 2 * n, ill))
     print("%d passed, %d failed" % (n + o - failed, failed))
     return 1 if failed else 0
 
