@@ -543,8 +543,6 @@ Operand Planner::lower_expr(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>&
 }
 
 Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::Stmt>& out, bool checkpoint) {
-  Operand result;
-  result.src = Operand::Src::Temp;
   const FunctionDecl* callee = ce->getDirectCallee();
   if (callee == nullptr) {
     diag_.error(ce->getExprLoc(), "call through a function pointer or callable object '" + text(sc, ce->getCallee()) +
@@ -669,10 +667,17 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
     }
   }
   // (Passing a differentiable tensor to a mutable reference is reported by check_mutation.)
+  return push_call(sc, std::move(call), out);
+}
+
+// Appends `t<N> = call` and returns the temporary as an operand.
+Operand Planner::push_call(Scope& sc, Call call, std::vector<adgen::Stmt>& out) {
   adgen::Stmt st;
   st.kind = adgen::Stmt::Kind::Call;
   st.temp = "t" + std::to_string(sc.temps++);
   st.call = std::move(call);
+  Operand result;
+  result.src = Operand::Src::Temp;
   result.kind = st.call.ret;
   result.name = st.temp;
   out.push_back(std::move(st));
@@ -708,16 +713,7 @@ Operand Planner::lower_map_unary(Scope& sc, const CallExpr* ce, const FunctionDe
   call.adjoint_of = {1, 0};
   call.args.push_back(lower_expr(sc, ce->getArg(0), out));
   call.args.push_back(lower_expr(sc, ce->getArg(1), out));
-  adgen::Stmt st;
-  st.kind = adgen::Stmt::Kind::Call;
-  st.temp = "t" + std::to_string(sc.temps++);
-  st.call = std::move(call);
-  Operand result;
-  result.src = Operand::Src::Temp;
-  result.kind = VKind::Tensor;
-  result.name = st.temp;
-  out.push_back(std::move(st));
-  return result;
+  return push_call(sc, std::move(call), out);
 }
 
 }  // namespace adgen

@@ -46,6 +46,7 @@ class Planner {
   // expressions
   Operand lower_expr(Scope& sc, const clang::Expr* e, std::vector<Stmt>& out);
   Operand lower_call(Scope& sc, const clang::CallExpr* ce, std::vector<Stmt>& out, bool checkpoint);
+  Operand push_call(Scope& sc, Call call, std::vector<Stmt>& out);
   Operand lower_map_unary(Scope& sc, const clang::CallExpr* ce, const clang::FunctionDecl* callee,
                           std::vector<adgen::Stmt>& out);
   Operand inactive(Scope& sc, const clang::Expr* e);
