@@ -25,6 +25,7 @@
 #include "llmcc/train/tokenizer.h"
 #include "cli_run.h"
 #include "temp_dir.h"
+#include "train_run.h"
 
 namespace {
 
@@ -41,16 +42,8 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 
 constexpr int kVocab = 512;
 
-// Tokens with structure to learn (a noisy arithmetic progression), so the loss moves.
 void write_shard(const std::string& path, std::size_t n, std::uint64_t seed) {
-  llmcc::Rng rng(seed);
-  std::vector<std::int32_t> ids(n);
-  std::int32_t t = 0;
-  for (auto& id : ids) {
-    t = (t + 7 + static_cast<std::int32_t>(rng.below(3))) % kVocab;
-    id = t;
-  }
-  llmcc::write_token_file(path, ids);
+  llmcc::test::write_progression_shard(path, n, seed, kVocab);
 }
 
 // A tiny model and a short schedule that exercises everything resume must carry: warmup then
@@ -92,22 +85,7 @@ std::vector<std::string> run_flags(const llmcc::test::TempDir& dir,
   return args;
 }
 
-// step -> the logged text of one field, from the lines that have it ("loss", "val_loss", ...).
-std::map<long, std::string> logged(const std::string& log_path, const std::string& field) {
-  std::map<long, std::string> out;
-  std::ifstream in(log_path);
-  for (std::string line; std::getline(in, line);) {
-    const std::string key = "\"" + field + "\": ";
-    const auto at = line.find(key);
-    if (at == std::string::npos) continue;
-    const long step = std::strtol(line.c_str() + line.find("\"step\": ") + 8, nullptr, 10);
-    const std::size_t begin = at + key.size();
-    const std::size_t end = line.find_first_of(",}", begin);
-    EXPECT_EQ(out.count(step), 0u) << field << " logged twice for step " << step << " in " << log_path;
-    out[step] = line.substr(begin, end - begin);
-  }
-  return out;
-}
+using llmcc::test::logged;
 
 // Every tensor of a section, read through CheckpointReader (which validates the file).
 llmcc::ParameterStore read_section(const llmcc::CheckpointReader& r, const std::string& section) {
