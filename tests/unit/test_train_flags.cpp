@@ -14,7 +14,7 @@
 #include "model_flags.h"
 #include "temp_dir.h"
 #include "test_support.h"
-#include "train_log.h"
+#include "llmcc/train/train_log.h"
 #include "train_options.h"
 
 namespace {
@@ -259,7 +259,7 @@ TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
 }
 
 TEST(TrainLog, JsonLinesAreExactAndEscaped) {
-  llmcc::cli::JsonLine line;
+  llmcc::JsonLine line;
   const float loss = 10.869901f;
   const std::string& s = line.begin()
                              .field("step", std::int64_t{3})
@@ -281,18 +281,18 @@ TEST(TrainLog, ResumeDropsLinesPastTheCheckpoint) {
   llmcc::test::TempDir dir;
   const std::string path = dir.file("log.jsonl");
   {
-    llmcc::cli::TrainLog log(path, -1);
+    llmcc::TrainLog log(path, -1);
     for (int step = 1; step <= 5; ++step) log.write("{\"step\": " + std::to_string(step) + ", \"loss\": 1}");
   }
   {
-    llmcc::cli::TrainLog log(path, 3);  // the checkpoint was at step 3; steps 4 and 5 get redone
+    llmcc::TrainLog log(path, 3);  // the checkpoint was at step 3; steps 4 and 5 get redone
     log.write("{\"step\": 4, \"loss\": 2}");
   }
   EXPECT_EQ(slurp(path),
             "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"loss\": 1}\n{\"step\": 3, \"loss\": 1}\n"
             "{\"step\": 4, \"loss\": 2}\n");
   {
-    llmcc::cli::TrainLog fresh(path, -1);  // a fresh run starts a new log
+    llmcc::TrainLog fresh(path, -1);  // a fresh run starts a new log
   }
   EXPECT_EQ(slurp(path), "");
 }

@@ -5,6 +5,7 @@
 
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
+#include "llmcc/train/trainer.h"
 #include "model_family.h"
 
 namespace llmcc::cli {
@@ -39,24 +40,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-// ---- the arena sizes -----------------------------------------------------------------------
-
-std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T) {
-  const std::size_t BT = static_cast<std::size_t>(B) * static_cast<std::size_t>(T);
-  const std::size_t C = static_cast<std::size_t>(config.n_embd);
-  const std::size_t L = static_cast<std::size_t>(config.n_layer);
-  const std::size_t NH = static_cast<std::size_t>(config.n_head);
-  const std::size_t Vp = static_cast<std::size_t>(config.padded_vocab_size);
-  // A block keeps about 20 C floats per token (layernorm outputs, q, k, v, attention output,
-  // projections, residuals, 4C fc and 4C GELU); the head keeps logits and their gradient.
-  const std::size_t floats = BT * (L * 32 * C + 3 * Vp + 8 * C) + L * BT * NH * 2;
-  return floats * sizeof(float) + (std::size_t{64} << 20);
-}
-
-std::size_t bench_arena_bytes(const nn::LlamaConfig& config, int B, int T) {
-  return ModelConfig::of(config).step_arena_bytes(B, T);  // the trainer's plan
-}
-
 // ---- the step -------------------------------------------------------------------------------
 
 template <class Family>
@@ -66,8 +49,7 @@ TrainBenchStep<Family>::TrainBenchStep(const Config& config, int B, int T, std::
       T_(T),
       weights_(initialised<Family>(config, seed)),
       grads_(adgen::make_grad(weights_.model)),
-      opt_(weights_.params, kAdamW),
-      arena_(bench_arena_bytes(config, B, T)) {
+      opt_(weights_.params, kAdamW) {
   // One stream of B*T + 1 random tokens: targets are the inputs shifted by one (as llm.c).
   Rng rng(seed + 1);
   std::vector<std::int32_t> stream(static_cast<std::size_t>(B) * T + 1);
@@ -75,13 +57,24 @@ TrainBenchStep<Family>::TrainBenchStep(const Config& config, int B, int T, std::
     id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(config.vocab_size)));
   inputs_.assign(stream.begin(), stream.end() - 1);
   targets_.assign(stream.begin() + 1, stream.end());
+  // The step arena: one forward and backward measured, a sixteenth more reserved; the planning
+  // step's gradient is zeroed again.
+  const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
+  const std::size_t high_water = train::measure_step_arena(
+      [&] {
+        Family::fwd(weights_, x, y, saved_);
+        Family::bwd(weights_, x, y, saved_, 1.0f, &grads_.grad);
+      },
+      "llmcc bench");
+  grads_.zero();
+  arena_ = std::make_unique<Arena>(train::arena_capacity_for(high_water));
 }
 
 template <class Family>
 float TrainBenchStep<Family>::step() {
   const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
-  arena_.reset();
-  ArenaScope scope(arena_);
+  arena_->reset();
+  ArenaScope scope(*arena_);
   // The gradient is zero here: from its constructor on the first step, then from the
   // optimizer step, which zeroes it in its pass.
   const float loss = Family::fwd(weights_, x, y, saved_);
@@ -94,8 +87,8 @@ template <class Family>
 BenchStep::Split TrainBenchStep<Family>::step_split() {
   const Tokens x(inputs_.data(), B_, T_), y(targets_.data(), B_, T_);
   Split s;
-  arena_.reset();
-  ArenaScope scope(arena_);
+  arena_->reset();
+  ArenaScope scope(*arena_);
   // What <family>_loss_grad(..., saved) runs, in its two halves.
   auto t0 = std::chrono::steady_clock::now();
   s.loss = Family::fwd(weights_, x, y, saved_);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "llmcc/adgen.h"
@@ -42,12 +43,6 @@ class BenchStep {
   virtual std::size_t arena_capacity() const = 0;
 };
 
-// A step arena large enough for (config, B, T). GPT-2: about twice what a GPT-2 step keeps (saved
-// activations, logits and their gradient), plus slack; Llama: the trainer's plan
-// (ModelConfig::step_arena_bytes). Untouched pages cost only address space.
-std::size_t bench_arena_bytes(const nn::Gpt2Config& config, int B, int T);
-std::size_t bench_arena_bytes(const nn::LlamaConfig& config, int B, int T);
-
 // Family: Gpt2Family or LlamaFamily (model_traits.h).
 template <class Family>
 class TrainBenchStep final : public BenchStep {
@@ -60,9 +55,9 @@ class TrainBenchStep final : public BenchStep {
 
   float step() override;
   Split step_split() override;
-  std::size_t arena_high_water() const override { return arena_.high_water(); }
+  std::size_t arena_high_water() const override { return arena_->high_water(); }
   std::size_t scratch_high_water() const override;
-  std::size_t arena_capacity() const override { return arena_.capacity(); }
+  std::size_t arena_capacity() const override { return arena_->capacity(); }
 
   const Config& config() const { return config_; }
   int batch() const { return B_; }
@@ -74,7 +69,7 @@ class TrainBenchStep final : public BenchStep {
   typename Family::Weights weights_;
   adgen::GradBuffer<typename Family::Grad> grads_;
   AdamW opt_;
-  Arena arena_;
+  std::unique_ptr<Arena> arena_;  // measured by a planning step in the constructor
   typename Family::Saved saved_;
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
 };

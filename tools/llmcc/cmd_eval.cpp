@@ -15,6 +15,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/data_loader.h"
+#include "llmcc/train/trainer.h"
 #include "model_family.h"
 #include "model_flags.h"
 #include "run_tokenizer.h"
@@ -103,7 +104,10 @@ int run_eval(int argc, char** argv) {
       DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = cfg.vocab_size()});
   const std::int64_t epoch = loader.batches_per_epoch();
   const std::int64_t batches = steps > 0 ? steps : epoch;
-  Arena arena(cfg.step_arena_bytes(B, T));
+  // The arena a forward of one batch needs, measured on the first batch.
+  loader.next_batch();
+  Arena arena(train::arena_capacity_for(train::measure_step_arena(
+      [&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
   const double loss = evaluate_loss(*model, loader, batches, arena);
   const double ppl = std::exp(loss);
   if (json) {

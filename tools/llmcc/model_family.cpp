@@ -57,48 +57,12 @@ void ModelConfig::to_kv(KeyValues& kv) const {
     nn::gpt2_config_to_kv(gpt2, kv);
 }
 
-std::size_t ModelConfig::step_arena_bytes(int B, int T) const {
-  const double BT = static_cast<double>(B) * T;
-  double activations = 0.0, logits = 0.0;
-  if (family == Family::Gpt2) {
-    // Floats per micro-batch: each layer keeps about 16 (B, T, C) tensors for its backward (two
-    // layernorm outputs, q, k, v, attention output, two projections, two residual sums, the MLP's
-    // 4C hidden state before and after GELU) plus per-row statistics; the LM head keeps (B, T, Vp)
-    // logits.
-    const nn::Gpt2Config& c = gpt2;
-    const double C = c.n_embd;
-    const double per_layer = 16.0 * BT * C + 4.0 * BT + 2.0 * B * c.n_head * T;
-    logits = BT * c.padded_vocab_size;
-    activations = c.n_layer * per_layer + 4.0 * BT * C + 2.0 * logits;
-  } else {
-    // What the step arena holds at its peak, the end of the backward: everything the forward
-    // saves (per layer two RMSNorm outputs, two residual sums, the attention and MLP outputs (C
-    // wide), q and the attention output (C), q and k before and after RoPE and v (KV wide), the
-    // MLP's w1, silu, w3 and product (F wide), per-row statistics), the (B, T, V) logits and
-    // their adjoint, and the adjoints passed between layers (each callee's own backward works in
-    // adgen's scratch arenas, reported separately). A quarter more for what this count misses.
-    const nn::LlamaConfig& c = llama;
-    const double C = c.n_embd, F = c.hidden_dim, KV = static_cast<double>(c.n_kv_head) * c.head_dim();
-    const double per_layer =
-        BT * (6.0 * C + 3.0 * C + 3.0 * KV + 4.0 * F) + 4.0 * BT + 2.0 * B * c.n_head * T;
-    const double between_layers = 4.0 * BT * C;
-    logits = BT * c.vocab_size;
-    const double floats = c.n_layer * (per_layer + between_layers) + 4.0 * BT * C + 2.0 * logits;
-    return static_cast<std::size_t>(1.25 * 4.0 * floats) + (std::size_t{64} << 20);
-  }
-  // Twice the activations covers the backward's adjoints with room to spare; the LM head's
-  // backward makes a logits-sized gradient.
-  const double bytes = 4.0 * (2.0 * activations + 2.0 * logits);
-  return static_cast<std::size_t>(bytes) + (std::size_t{64} << 20);
-}
-
 MemoryPlan memory_plan(const ModelConfig& config, int B, int T) {
   MemoryPlan p;
   p.parameters = config.parameter_count();
   p.params_bytes = static_cast<std::size_t>(p.parameters) * sizeof(float);
   p.grads_bytes = p.params_bytes;
   p.optimizer_bytes = 2 * p.params_bytes;
-  p.arena_bytes = config.step_arena_bytes(B, T);
   p.B = B;
   p.T = T;
   return p;
@@ -119,8 +83,11 @@ std::string describe(const MemoryPlan& p) {
     std::snprintf(count, sizeof count, "%.2fM", n / 1e6);
   return std::string(count) + " parameters: weights " + gib(p.params_bytes) + " + gradients " +
          gib(p.grads_bytes) + " + AdamW " + gib(p.optimizer_bytes) +
-         " + step arena <= " + gib(p.arena_bytes) + " (B " + std::to_string(p.B) + " x T " +
-         std::to_string(p.T) + ") = " + gib(p.total());
+         " + step arena " +
+         (p.arena_bytes > 0 ? gib(p.arena_bytes) + " (B " + std::to_string(p.B) + " x T " + std::to_string(p.T) +
+                                  ") = " + gib(p.total())
+                            : std::string("(B ") + std::to_string(p.B) + " x T " + std::to_string(p.T) +
+                                  ", measured when training starts)");
 }
 
 ModelConfig model_config_from_kv(const KeyValues& kv, const std::string& where) {
@@ -170,6 +137,13 @@ class FamilyModel final : public Model {
     return loss;
   }
   float loss(const Tokens& x, const Tokens& y) const override { return Traits::loss(w_, x, y); }
+  std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
+                                                 train::BatchSource<train::TokenPair>* val,
+                                                 train::TrainerOptions options,
+                                                 train::TrainerHooks hooks) override {
+    return std::make_unique<train::Trainer<typename Traits::Entry>>(w_.model, w_.params, train, val,
+                                                                    std::move(options), std::move(hooks));
+  }
   std::vector<std::int32_t> sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                    const nn::SamplingConfig& cfg, Rng& rng,
                                    const std::function<void(std::int32_t)>& on_token) const override {

@@ -22,6 +22,7 @@
 #include "llmcc/tensor.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/rng.h"
+#include "llmcc/train/trainer.h"
 #include "nn/gpt2_config.h"
 #include "nn/gpt2_generate.h"
 #include "nn/llama_config.h"
@@ -46,8 +47,6 @@ struct ModelConfig {
   std::int64_t parameter_count() const;
   double flops_per_step(int B, int T) const;
   std::string str() const;  // the family's str(): "L12 H12 C768 ..."
-  // Capacity of a step arena for one forward + backward of (B, T) tokens (see trainer.h).
-  std::size_t step_arena_bytes(int B, int T) const;
   void validate() const;
   void to_kv(KeyValues& kv) const;
 };
@@ -61,7 +60,8 @@ ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
 // What training a model takes in memory: fp32 weights, their gradients, AdamW's two moments and
-// the step arena for one (B, T) micro-batch (an upper bound; pages are touched only when used).
+// the step arena for one (B, T) micro-batch, which the trainer measures with a planning step
+// (arena_bytes 0: not measured yet).
 struct MemoryPlan {
   std::int64_t parameters = 0;
   std::size_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, arena_bytes = 0;
@@ -69,8 +69,9 @@ struct MemoryPlan {
   std::size_t total() const { return params_bytes + grads_bytes + optimizer_bytes + arena_bytes; }
 };
 MemoryPlan memory_plan(const ModelConfig& config, int B, int T);
-// "1.50 G parameters: weights 5.58 GiB + gradients 5.58 GiB + AdamW 11.2 GiB + step arena <= 3.4 GiB
-// (B 1 x T 2048) = 25.8 GiB"
+// "1.50G parameters: weights 5.58 GiB + gradients 5.58 GiB + AdamW 11.2 GiB + step arena 3.1 GiB
+// (B 1 x T 2048) = 25.5 GiB"; without a measured arena, "... + step arena (B 1 x T 2048, measured
+// when training starts)".
 std::string describe(const MemoryPlan& plan);
 
 // A model with its parameters and, once asked for, a gradient store of the same layout.
@@ -89,6 +90,12 @@ class Model {
   virtual float loss_and_grad(const Tokens& x, const Tokens& y, float d_loss) = 0;
   // The forward alone.
   virtual float loss(const Tokens& x, const Tokens& y) const = 0;
+  // A Trainer (llmcc/train/trainer.h) for the family's adgen entry over these weights: the
+  // weights are shared, the Trainer owns its gradients and record.
+  virtual std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
+                                                         train::BatchSource<train::TokenPair>* val,
+                                                         train::TrainerOptions options,
+                                                         train::TrainerHooks hooks) = 0;
   // New tokens after `prompt` (empty: starts from cfg.eot), each family with its KV cache:
   // GPT-2 (nn::gpt2_sample, which calls on_token after the last), Llama (nn::llama_sample, which
   // calls on_token with each id as it is drawn). The window slides when the context fills.

@@ -39,10 +39,6 @@ struct TrainResult {
 // Throws llmcc::Error for bad options or data.
 TrainResult run_training(TrainOptions options);
 
-// The step arena's capacity is ModelConfig::step_arena_bytes(B, T): an upper bound on
-// activations, saved values and adjoints (the real high-water mark is printed after the first
-// step). Pages are touched only when used, so generosity costs address space, not memory.
-
 // Mean loss over `batches` batches of a (sequential, reset here) loader: forward only, arena
 // reset after each batch.
 double evaluate_loss(const Model& model, DataLoader& loader, std::int64_t batches, Arena& arena);

@@ -1,4 +1,4 @@
-#include "train_log.h"
+#include "llmcc/train/train_log.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 
 #include "llmcc/error.h"
 
-namespace llmcc::cli {
+namespace llmcc {
 
 namespace {
 
@@ -163,7 +163,8 @@ void TrainLog::write(const std::string& line) {
   if (std::fflush(file_) != 0) fail("llmcc train", "cannot write the log " + path_);
 }
 
-Progress::Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDOUT_FILENO) != 0) {}
+Progress::Progress(bool quiet, std::string name)
+    : quiet_(quiet), tty_(::isatty(STDOUT_FILENO) != 0), name_(std::move(name)) {}
 
 Progress::~Progress() { finish(); }
 
@@ -185,7 +186,7 @@ void Progress::print(const std::string& text) {
 void Progress::warn(const std::string& text) {
   if (!quiet_) clear_pending();
   std::fflush(stdout);
-  std::fprintf(stderr, "llmcc train: warning: %s\n", text.c_str());
+  std::fprintf(stderr, "%s: warning: %s\n", name_.c_str(), text.c_str());
 }
 
 void Progress::step(std::int64_t step, std::int64_t steps, float loss, float lr, double grad_norm, double ms,
@@ -194,9 +195,9 @@ void Progress::step(std::int64_t step, std::int64_t steps, float loss, float lr,
   char line[256];
   const int width = static_cast<int>(std::to_string(steps).size());
   std::snprintf(line, sizeof line,
-                "step %*lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | ETA %s", width,
+                "step %*lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f %s/s | ETA %s", width,
                 static_cast<long long>(step), static_cast<long long>(steps), static_cast<double>(loss),
-                static_cast<double>(lr), grad_norm, ms, tokens_per_s, format_duration(eta_seconds).c_str());
+                static_cast<double>(lr), grad_norm, ms, tokens_per_s, rate_unit_.c_str(), format_duration(eta_seconds).c_str());
   if (tty_) {
     std::fprintf(stdout, "\r%s\033[K", line);
     pending_ = true;
@@ -246,4 +247,4 @@ std::string format_mib(std::size_t bytes) {
   return buf;
 }
 
-}  // namespace llmcc::cli
+}  // namespace llmcc

@@ -15,8 +15,9 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 
-namespace llmcc::cli {
+namespace llmcc {
 
 // One JSON object, built field by field into a buffer that keeps its capacity.
 class JsonLine {
@@ -61,7 +62,8 @@ class TrainLog {
 // terminal ('\r') and printed line by line otherwise, with other messages in between.
 class Progress {
  public:
-  explicit Progress(bool quiet);
+  // `name` prefixes warnings ("<name>: warning: ...").
+  explicit Progress(bool quiet, std::string name = "llmcc train");
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -70,17 +72,21 @@ class Progress {
   void print(const std::string& text);
   void warn(const std::string& text);  // to stderr, even when quiet
   // The step line: "step 12/1000 | loss 5.4321 | lr 6.00e-04 | norm 1.23 | 218 ms | 2346 tok/s | ETA 3m37s"
+  // (`rate_unit` names what the throughput counts: "tok" by default).
   void step(std::int64_t step, std::int64_t steps, float loss, float lr, double grad_norm, double ms,
             double tokens_per_s, double eta_seconds);
   // Ends a pending in-place line.
   void finish();
   bool quiet() const { return quiet_; }
+  void set_rate_unit(std::string unit) { rate_unit_ = std::move(unit); }
 
  private:
   void clear_pending();
   bool quiet_;
   bool tty_;
   bool pending_ = false;  // an in-place line is on screen without a newline
+  std::string rate_unit_ = "tok";
+  std::string name_;
 };
 
 // "1h02m", "3m37s", "12s"
@@ -89,4 +95,4 @@ std::string format_duration(double seconds);
 std::string format_count(double n);
 std::string format_mib(std::size_t bytes);
 
-}  // namespace llmcc::cli
+}  // namespace llmcc

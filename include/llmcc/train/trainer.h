@@ -1,0 +1,225 @@
+// Training any adgen-differentiated model: llmcc::train::Trainer<Entry>.
+//
+// A model is a struct of Tensor parameters (and modules of them) with a forward, and a loss
+// marked LLMCC_ADGEN_ENTRY whose first argument is the model. adgen generates the backward and a
+// trait, `<loss>_Entry`, that names the model type, its gradient mirror, its record and the
+// inputs after the model; the Trainer takes that trait:
+//
+//   Mlp model(cfg);                                  // shapes declared
+//   ParameterStore params = bind_parameters(model);  // one buffer, zeroed
+//   init(model, seed);
+//   GeneratedBatches<mlp_loss_Entry::Inputs> data(seed, make_batch);
+//   Trainer<mlp_loss_Entry> trainer(model, params, data, nullptr,
+//                                   {.steps = 500, .schedule = {.max_lr = 1e-3f}, .out_dir = "run"});
+//   TrainResult r = trainer.run();
+//
+// One optimizer step s (learning rate schedule.lr(s)):
+//   for each of grad_accum micro-batches: the next batch, the generated forward and backward
+//       with d_loss = 1 / grad_accum (the gradient is the micro-batches' mean), arena reset after
+//   global-norm clipping (or just the norm, with grad_clip 0), AdamW, gradients zeroed
+// then, on their cadence: validation (mean forward loss over val_batches batches of the
+// validation source, reset first) and the hooks' metrics, samples, a checkpoint.
+//
+// Memory: weights, gradients and AdamW's moments are allocated before the first step; so is the
+// step arena, whose size a planning step measures (one forward and backward of the first batch,
+// the data position put back and the gradients zeroed after) and reserves with a sixteenth more.
+// A step allocates nothing from the heap.
+//
+// Exact resume: checkpoints hold the weights, AdamW's state, the step, the training source's
+// state and what the hooks save; resume() restores them, so N steps, a checkpoint and M more give
+// the same bytes as N + M steps. SIGINT or SIGTERM finish the current step, checkpoint and stop
+// (a second signal ends the process).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/arena.h"
+#include "llmcc/parameters.h"
+#include "llmcc/train/adamw.h"
+#include "llmcc/train/batch_source.h"
+#include "llmcc/train/checkpoint.h"
+#include "llmcc/train/schedule.h"
+
+namespace llmcc::train {
+
+struct TrainerOptions {
+  std::int64_t steps = 1000;      // optimizer steps of the whole run (the schedule's length)
+  std::int64_t stop_after = 0;    // > 0: stop (with a checkpoint) after this many steps of this call
+  int grad_accum = 1;             // micro-batches per optimizer step
+  LrSchedule schedule{};          // max_steps is set to `steps`
+  AdamWConfig adamw{};
+  double grad_clip = 1.0;         // global-norm clipping; 0: off (the norm is still logged)
+  std::int64_t val_every = 100;   // validation every this many steps and at the end; 0: only at the end
+  std::int64_t val_batches = 20;  // batches per validation; 0: one pass (a source with an end)
+  std::int64_t sample_every = 0;  // hooks.sample every this many steps and at the end; 0: never
+  std::int64_t ckpt_every = 0;    // checkpoints every this many steps; always at the end
+  int keep_last = 3;              // checkpoints kept in out_dir
+  std::string out_dir;            // checkpoints and the log; empty: neither is written
+  std::string log_path;           // empty: <out_dir>/log.jsonl
+  bool quiet = false;             // no progress lines (warnings still go to stderr)
+  std::size_t arena_bytes = 0;    // step arena capacity; 0: measured by a planning step
+  KeyValues config;               // the run's configuration, stored in checkpoints and the log
+  std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
+
+  // How messages read: the prefix, what the throughput counts ("tok/s", "tokens_per_s"), what to
+  // say when the loss is not finite, and how to continue a stopped run.
+  std::string name = "llmcc train";
+  std::string rate_unit = "tok";
+  std::string rate_field = "tokens_per_s";
+  std::string nonfinite_hint = "Try a lower learning rate, more warmup steps or gradient clipping";
+  std::string continue_hint;  // empty: "call resume() with the last checkpoint"
+};
+
+struct TrainResult {
+  std::int64_t step = 0;     // optimizer steps completed
+  float last_loss = 0.0f;    // training loss of the last step of this call (NaN: none)
+  float val_loss = 0.0f;     // last validation loss (NaN: none)
+  std::string checkpoint;    // last checkpoint written (empty: none)
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM
+};
+
+// What the run looks like once everything is allocated, for a header.
+struct TrainStart {
+  std::int64_t step = 0;           // first step this call takes
+  std::string resumed_from;        // checkpoint path, or empty
+  std::int64_t parameters = 0;
+  std::size_t arena_bytes = 0;     // step arena reserved
+  std::size_t arena_planned = 0;   // the planning step's high-water mark (0: not planned)
+  std::int64_t val_batches = 0;    // per validation (0: no validation source)
+};
+
+struct TrainerHooks {
+  // Replaces the default header ("<name>: N parameters, step arena X reserved").
+  std::function<void(const TrainStart&)> header;
+  // At each validation, after the loss: extra named metrics (accuracy, say), logged and printed.
+  std::function<std::vector<std::pair<std::string, double>>(std::int64_t step)> metrics;
+  // Every sample_every steps and at the end.
+  std::function<void(std::int64_t step)> sample;
+  // Adds to and reads back from each checkpoint's state (named Rng states, say).
+  std::function<void(TrainState&)> save_state;
+  std::function<void(const TrainState&)> restore_state;
+};
+
+// The loop behind every Trainer<Entry>: schedule, accumulation, clipping, AdamW, validation,
+// logging, checkpoints, resume, signals. Written once; Trainer<Entry> supplies the model side.
+class TrainLoop {
+ public:
+  // Continue the run in `checkpoint` (before run()): weights, AdamW, step, data position, hooks.
+  void resume(const std::string& checkpoint);
+  TrainResult run();
+  // The mean forward loss over `batches` batches of the validation source (reset first; 0: one
+  // pass); NaN without one.
+  double evaluate(std::int64_t batches);
+  const TrainerOptions& options() const { return o_; }
+  std::int64_t step() const { return step_; }
+  AdamW& optimizer() { return *opt_; }
+  Arena& arena();  // the step arena (planned on first use)
+  // For hooks: a permanent line of the progress output, a warning, and a log line
+  // {"step": step, "<key>": "<text>"} (during run()).
+  void print(const std::string& text);
+  void warn(const std::string& text);
+  void log_text(std::int64_t step, const std::string& key, const std::string& text);
+  virtual ~TrainLoop();
+  TrainLoop(const TrainLoop&) = delete;
+  TrainLoop& operator=(const TrainLoop&) = delete;
+
+ protected:
+  struct Data {
+    std::function<DataLoaderState()> state;
+    std::function<void(const DataLoaderState&)> set_state;
+    double items_per_batch = 0.0;
+    bool has_val = false;
+    std::function<void()> reset_val;
+    std::int64_t val_per_epoch = 0;
+  };
+  TrainLoop(TrainerOptions options, TrainerHooks hooks);
+  // Called by Trainer<Entry> once its members exist.
+  void attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
+              std::function<float()> forward_validation, Data data);
+
+ private:
+  void plan_arena();
+  float train_step(std::int64_t step, double* grad_norm);
+  float validate(std::int64_t step);
+  std::string checkpoint(std::int64_t step);
+  void print_default_header(const TrainStart& start);
+
+  TrainerOptions o_;
+  TrainerHooks hooks_;
+  ParameterStore* params_ = nullptr;
+  ParameterStore* grads_ = nullptr;
+  std::function<float(float)> forward_backward_;
+  std::function<float()> forward_validation_;
+  Data data_;
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<Arena> arena_;
+  std::size_t arena_planned_ = 0;
+  std::int64_t step_ = 0;
+  std::string resumed_from_;
+  bool grads_zero_ = true;  // the gradient store holds zeros: as made, then after every AdamW step
+  struct Output;
+  std::unique_ptr<Output> out_;
+};
+
+// A Trainer for the adgen entry `Entry` (`<loss>_Entry`, generated): owns the gradient store and
+// the entry's record; the model and its parameter store stay the caller's.
+template <class Entry>
+class Trainer final : public TrainLoop {
+ public:
+  using Model = typename Entry::Model;
+  using Inputs = typename Entry::Inputs;
+
+  Trainer(const Model& model, ParameterStore& params, BatchSource<Inputs>& train, BatchSource<Inputs>* val,
+          TrainerOptions options, TrainerHooks hooks = {})
+      : TrainLoop(std::move(options), std::move(hooks)),
+        model_(model),
+        train_(train),
+        val_(val),
+        grad_(adgen::make_grad(model)) {
+    Data d;
+    d.state = [this] { return train_.state(); };
+    d.set_state = [this](const DataLoaderState& s) { train_.set_state(s); };
+    d.items_per_batch = train_.items_per_batch();
+    d.has_val = val_ != nullptr;
+    if (val_) {
+      d.reset_val = [this] { val_->reset(); };
+      d.val_per_epoch = val_->batches_per_epoch();
+    }
+    attach(
+        params, grad_.store,
+        [this](float d_loss) {
+          const Inputs& in = train_.next();
+          const float loss = Entry::fwd(model_, in, saved_);
+          Entry::bwd(model_, in, saved_, d_loss, &grad_.grad);
+          return loss;
+        },
+        [this] { return Entry::loss(model_, val_->next()); }, std::move(d));
+  }
+
+  ParameterStore& grads() { return grad_.store; }
+
+ private:
+  const Model& model_;
+  BatchSource<Inputs>& train_;
+  BatchSource<Inputs>* val_;
+  adgen::GradBuffer<typename Entry::Grad> grad_;
+  typename Entry::Saved saved_;  // kept across steps: a warm step allocates no records
+};
+
+// The step arena a step needs: runs `step` once with a probing arena as the current arena (its
+// reservation is address space only) and returns the high-water mark. Throws llmcc::Error naming
+// `what` when the step needs more than the memory available.
+std::size_t measure_step_arena(const std::function<void()>& step, const std::string& what);
+// The capacity to reserve for a measured high-water mark: a sixteenth more, rounded up to 1 MiB.
+std::size_t arena_capacity_for(std::size_t high_water);
+
+}  // namespace llmcc::train

@@ -1,0 +1,398 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "llmcc/adgen.h"
+#include "llmcc/error.h"
+#include "llmcc/train/grad_clip.h"
+#include "llmcc/train/train_log.h"
+#include "llmcc/train/trainer.h"
+
+namespace llmcc::train {
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---- SIGINT / SIGTERM: finish the step, checkpoint, stop ---------------------------------
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_requested.store(true);
+  std::signal(sig, SIG_DFL);  // a second signal ends the process at once
+}
+
+// Installs the handlers for the run's lifetime and restores the previous ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_requested.store(false);
+    old_int_ = std::signal(SIGINT, on_stop_signal);
+    old_term_ = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Bytes of memory a new allocation can use now: Linux's MemAvailable, else physical memory
+// (0 when unknown).
+std::size_t available_memory_bytes() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    std::fclose(f);
+    if (kib > 0) return static_cast<std::size_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
+}  // namespace
+
+// ---- arena planning -----------------------------------------------------------------------
+
+std::size_t measure_step_arena(const std::function<void()>& step, const std::string& what) {
+  // The probe reserves what the machine has free: pages are touched only as the step uses them,
+  // so the reservation costs address space, and a step that needs more fails here, by name,
+  // before training starts.
+  const std::size_t available = available_memory_bytes();
+  const std::size_t probe_bytes = std::max<std::size_t>(available, std::size_t{256} << 20);
+  Arena probe(probe_bytes);
+  try {
+    ArenaScope scope(probe);
+    step();
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind("[arena]", 0) != 0) throw;
+    fail(what, "one step needs more than the " + format_mib(probe.capacity()) +
+                   " of memory available for activations (" + e.what() +
+                   "); use smaller batches or sequences");
+  }
+  return probe.high_water();
+}
+
+std::size_t arena_capacity_for(std::size_t high_water) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t want = high_water + high_water / 16;
+  return (want + kMiB - 1) / kMiB * kMiB + kMiB;
+}
+
+// ---- the loop -----------------------------------------------------------------------------
+
+struct TrainLoop::Output {
+  explicit Output(const TrainerOptions& o) : progress(o.quiet, o.name) { progress.set_rate_unit(o.rate_unit); }
+  Progress progress;
+  std::unique_ptr<TrainLog> log;
+  JsonLine line;
+};
+
+TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
+    : o_(std::move(options)), hooks_(std::move(hooks)), out_(std::make_unique<Output>(o_)) {
+  const std::string& w = o_.name;
+  if (o_.steps < 1) fail(w, "steps must be at least 1, got " + std::to_string(o_.steps));
+  if (o_.grad_accum < 1) fail(w, "grad_accum must be at least 1, got " + std::to_string(o_.grad_accum));
+  if (o_.stop_after < 0) fail(w, "stop_after must be >= 0, got " + std::to_string(o_.stop_after));
+  if (!(o_.grad_clip >= 0)) fail(w, "grad_clip must be >= 0 (0: off), got " + number(o_.grad_clip));
+  if (o_.val_every < 0 || o_.val_batches < 0 || o_.sample_every < 0 || o_.ckpt_every < 0)
+    fail(w, "val_every, val_batches, sample_every and ckpt_every must be >= 0");
+  if (o_.keep_last < 1) fail(w, "keep_last must be at least 1, got " + std::to_string(o_.keep_last));
+  if (o_.ckpt_every > 0 && o_.out_dir.empty()) fail(w, "ckpt_every needs out_dir (where checkpoints go)");
+  o_.schedule.max_steps = o_.steps;
+  o_.schedule.validate();
+  if (o_.continue_hint.empty())
+    o_.continue_hint = "continue with resume(\"" + (o_.out_dir.empty() ? std::string("<checkpoint>") : o_.out_dir) +
+                       "/ckpt_<step>.bin\")";
+}
+
+TrainLoop::~TrainLoop() = default;
+
+void TrainLoop::print(const std::string& text) { out_->progress.print(text); }
+void TrainLoop::warn(const std::string& text) { out_->progress.warn(text); }
+void TrainLoop::log_text(std::int64_t step, const std::string& key, const std::string& text) {
+  if (out_->log) out_->log->write(out_->line.begin().field("step", step).field(key, text).end());
+}
+
+void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
+                       std::function<float()> forward_validation, Data data) {
+  params_ = &params;
+  grads_ = &grads;
+  forward_backward_ = std::move(forward_backward);
+  forward_validation_ = std::move(forward_validation);
+  data_ = std::move(data);
+  opt_ = std::make_unique<AdamW>(params, o_.adamw);
+  if (data_.has_val && o_.val_batches == 0 && data_.val_per_epoch == 0)
+    fail(o_.name, "val_batches 0 means one pass over the validation data, but its source has no end; "
+                  "give val_batches > 0");
+}
+
+void TrainLoop::resume(const std::string& checkpoint) {
+  const TrainState state = load_checkpoint(checkpoint, *params_, opt_.get());
+  step_ = state.step;
+  resumed_from_ = checkpoint;
+  try {
+    data_.set_state(state.data);
+  } catch (const Error& e) {
+    fail(o_.name, std::string(e.what()) + " (resuming " + checkpoint + " with other training data than it was trained on?)");
+  }
+  if (hooks_.restore_state) hooks_.restore_state(state);
+  if (opt_->t() != state.step)
+    fail(o_.name, checkpoint + ": AdamW has taken " + std::to_string(opt_->t()) + " steps but the state says " +
+                      std::to_string(state.step));
+}
+
+Arena& TrainLoop::arena() {
+  if (!arena_) plan_arena();
+  return *arena_;
+}
+
+void TrainLoop::plan_arena() {
+  if (o_.arena_bytes > 0) {
+    arena_ = std::make_unique<Arena>(o_.arena_bytes);
+    return;
+  }
+  // One forward and backward of the first training batch, then everything put back: the data
+  // position (the run then sees that batch again) and the gradients (zero again).
+  const DataLoaderState where = data_.state();
+  arena_planned_ = measure_step_arena([&] { forward_backward_(1.0f); }, o_.name + ": planning the step arena");
+  data_.set_state(where);
+  grads_->zero();
+  arena_ = std::make_unique<Arena>(arena_capacity_for(arena_planned_));
+}
+
+double TrainLoop::evaluate(std::int64_t batches) {
+  if (!data_.has_val) return std::numeric_limits<double>::quiet_NaN();
+  if (batches == 0) batches = data_.val_per_epoch;
+  Arena& a = arena();
+  data_.reset_val();
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    a.reset();
+    ArenaScope scope(a);
+    sum += forward_validation_();
+  }
+  a.reset();
+  return batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+}
+
+float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
+  const float lr = o_.schedule.lr(step);
+  const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
+  if (!grads_zero_) grads_->zero();  // only after a step that stopped before AdamW
+  grads_zero_ = false;
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < o_.grad_accum; ++micro) {
+    arena_->reset();
+    ArenaScope scope(*arena_);
+    // The gradient of loss / grad_accum: the accumulated gradient is the micro-batches' mean.
+    loss_sum += forward_backward_(d_loss);
+  }
+  arena_->reset();
+  const float loss = static_cast<float>(loss_sum / o_.grad_accum);
+  *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(*grads_, o_.grad_clip) : llmcc::grad_norm(*grads_);
+  if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) return loss;  // the caller stops
+  opt_->step_zero_grads(*params_, *grads_, lr);  // zeroes the gradients in the same pass
+  grads_zero_ = true;
+  return loss;
+}
+
+float TrainLoop::validate(std::int64_t step) {
+  if (!data_.has_val && !hooks_.metrics) return kNaN;
+  Output& out = *out_;
+  float loss = kNaN;
+  if (data_.has_val) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::int64_t batches = o_.val_batches > 0 ? o_.val_batches : data_.val_per_epoch;
+    loss = static_cast<float>(evaluate(batches));
+    out.log->write(out.line.begin().field("step", step).field("val_loss", loss).end());
+    out.progress.print("step " + std::to_string(step) + ": val loss " + fixed(loss, 4) + " (" +
+                       std::to_string(batches) + " batches, " + fixed(seconds_since(t0), 1) + " s)");
+  }
+  if (hooks_.metrics) {
+    for (const auto& [name, value] : hooks_.metrics(step)) {
+      out.log->write(out.line.begin().field("step", step).field(name, value).end());
+      out.progress.print("step " + std::to_string(step) + ": " + name + " " + fixed(value, 4));
+    }
+  }
+  return loss;
+}
+
+std::string TrainLoop::checkpoint(std::int64_t step) {
+  if (o_.out_dir.empty()) return "";
+  TrainState state;
+  state.step = step;
+  state.data = data_.state();
+  state.config = o_.config;
+  state.files = o_.files;
+  if (hooks_.save_state) hooks_.save_state(state);
+  const std::string path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, opt_.get(), state);
+  out_->log->write(out_->line.begin().field("step", step).field("checkpoint", path).end());
+  out_->progress.print("step " + std::to_string(step) + ": checkpoint " + path);
+  return path;
+}
+
+void TrainLoop::print_default_header(const TrainStart& s) {
+  std::ostringstream h;
+  h << o_.name << ": " << format_count(static_cast<double>(s.parameters)) << " parameters"
+    << (s.resumed_from.empty() ? std::string() : ", resumed from " + s.resumed_from + " at step " +
+                                                    std::to_string(s.step))
+    << "; " << o_.steps << " steps of " << o_.grad_accum << " micro-batch" << (o_.grad_accum == 1 ? "" : "es")
+    << "; AdamW lr " << number(o_.schedule.max_lr) << " -> " << number(o_.schedule.min_lr) << " (warmup "
+    << o_.schedule.warmup_steps << ", cosine), clip "
+    << (o_.grad_clip > 0 ? number(o_.grad_clip) : std::string("off")) << "\n  step arena "
+    << format_mib(s.arena_bytes) << " reserved";
+  if (s.arena_planned > 0) h << " (a planned step's high-water mark " << format_mib(s.arena_planned) << ")";
+  if (!o_.out_dir.empty()) h << "; out " << o_.out_dir;
+  out_->progress.print(h.str());
+}
+
+TrainResult TrainLoop::run() {
+  StopSignals signals;
+  Output& out = *out_;
+  TrainResult result;
+  result.step = step_;
+  result.last_loss = kNaN;
+  result.val_loss = kNaN;
+  const std::int64_t start_step = step_;
+  const bool resumed = !resumed_from_.empty();
+
+  arena();  // planned before the first step, so a step that cannot fit fails here
+  const std::string log_path = !o_.log_path.empty()  ? o_.log_path
+                               : !o_.out_dir.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string()
+                                                     : std::string();
+  if (!out.log) out.log = std::make_unique<TrainLog>(log_path, resumed ? start_step : -1);
+
+  // The run's configuration as the first line of this call.
+  std::string config_json = "{";
+  for (const auto& [k, v] : o_.config) {
+    if (config_json.size() > 1) config_json += ", ";
+    append_json_string(config_json, k);
+    config_json += ": ";
+    append_json_string(config_json, v);
+  }
+  config_json += "}";
+  out.line.begin().field("step", start_step).field("event", resumed ? "resume" : "start");
+  if (resumed) out.line.field("from", resumed_from_);
+  out.log->write(out.line.field("params", params_->parameter_count()).raw_field("config", config_json).end());
+
+  TrainStart start;
+  start.step = start_step;
+  start.resumed_from = resumed_from_;
+  start.parameters = params_->parameter_count();
+  start.arena_bytes = arena_->capacity();
+  start.arena_planned = arena_planned_;
+  start.val_batches = !data_.has_val ? 0 : (o_.val_batches > 0 ? o_.val_batches : data_.val_per_epoch);
+  if (hooks_.header)
+    hooks_.header(start);
+  else
+    print_default_header(start);
+
+  if (start_step >= o_.steps) {
+    out.progress.print("the checkpoint is at step " + std::to_string(start_step) + " of " +
+                       std::to_string(o_.steps) + ": nothing to train (raise the step count to continue)");
+    return result;
+  }
+  // A fresh run's starting point (a resumed one logged it before its checkpoint).
+  if (start_step == 0 && o_.val_every > 0) result.val_loss = validate(0);
+
+  const double items = data_.items_per_batch * o_.grad_accum;
+  double timed_seconds = 0.0;  // steps after the first of this call, for the ETA
+  std::int64_t timed_steps = 0;
+  std::int64_t step = start_step;
+  while (step < o_.steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const float lr = o_.schedule.lr(step);
+    double norm = 0.0;
+    const float loss = train_step(step, &norm);
+    ++step;
+    step_ = step;
+    const double seconds = seconds_since(t0);
+    if (step > start_step + 1) {
+      timed_seconds += seconds;
+      ++timed_steps;
+    }
+    const double per_step = timed_steps > 0 ? timed_seconds / static_cast<double>(timed_steps) : seconds;
+    const double rate = items / seconds;
+    out.log->write(out.line.begin()
+                       .field("step", step)
+                       .field("loss", loss)
+                       .field("lr", lr)
+                       .field("grad_norm", norm)
+                       .field(o_.rate_field, std::round(rate * 10.0) / 10.0)
+                       .field("ms", std::round(seconds * 1e6) / 1e3)
+                       .end());
+    out.progress.step(step, o_.steps, loss, lr, norm, seconds * 1e3, rate,
+                      per_step * static_cast<double>(o_.steps - step));
+    result.step = step;
+    result.last_loss = loss;
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      out.progress.finish();
+      fail(o_.name, "step " + std::to_string(step) + ": the " + (std::isfinite(loss) ? "gradient norm" : "loss") +
+                        " is not finite (lr " + number(lr) + "); the weights were not updated. " +
+                        o_.nonfinite_hint +
+                        (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
+    }
+    if (step == start_step + 1) {
+      out.progress.print("step arena: high-water " + format_mib(arena_->high_water()) + " of " +
+                         format_mib(arena_->capacity()) + " reserved (+ " +
+                         format_mib(adgen::scratch_high_water()) + " adgen scratch)");
+    }
+
+    const bool last = step == o_.steps;
+    const bool stop_after = o_.stop_after > 0 && step - start_step >= o_.stop_after;
+    const bool interrupted = g_stop_requested.load();
+    if ((data_.has_val || hooks_.metrics) && (last || (o_.val_every > 0 && step % o_.val_every == 0)))
+      result.val_loss = validate(step);
+    if (hooks_.sample && o_.sample_every > 0 && (last || step % o_.sample_every == 0)) hooks_.sample(step);
+    if (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0)) {
+      const std::string path = checkpoint(step);
+      if (!path.empty()) result.checkpoint = path;
+    }
+    if (interrupted) {
+      result.interrupted = true;
+      out.progress.print("interrupted at step " + std::to_string(step) + "; " + o_.continue_hint);
+      break;
+    }
+    if (stop_after && !last) {
+      out.progress.print("stopped after " + std::to_string(step - start_step) + " steps; " + o_.continue_hint);
+      break;
+    }
+  }
+  out.progress.finish();
+  return result;
+}
+
+}  // namespace llmcc::train
