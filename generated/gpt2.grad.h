@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "llmcc/adgen.h"
@@ -36,8 +37,21 @@ struct Gpt2LayerNorm_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2LayerNorm& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, this->w);
-    f(prefix + "b", m.b, this->b);
+    f(prefix + "weight", m.w, this->w);
+    f(prefix + "bias", m.b, this->b);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2LayerNorm& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w);
+    f(prefix + "bias", m.b);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2LayerNorm& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "weight", m.w);
+    f(prefix + "bias", m.b);
   }
 };
 
@@ -60,8 +74,20 @@ struct Gpt2Linear_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Gpt2Linear& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, this->w);
-    f(prefix + "b", m.b, this->b);
+    f(prefix + "weight", m.w, this->w);
+    f(prefix + "bias", m.b, this->b);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2Linear& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w);
+    f(prefix + "bias", m.b);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2Linear& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w);
+    f(prefix + "bias", m.b);
   }
 };
 
@@ -87,6 +113,19 @@ struct Gpt2Attention_Grad {
     this->c_attn.for_each_pair(m.c_attn, prefix + "c_attn.", f);
     this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
   }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2Attention& m, const std::string& prefix, F&& f) {
+    Gpt2Linear_Grad::for_each_parameter(m.c_attn, prefix + "c_attn.", f);
+    Gpt2Linear_Grad::for_each_parameter(m.c_proj, prefix + "c_proj.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2Attention& m, const std::string& prefix,
+                                 F&& f) {
+    Gpt2Linear_Grad::for_each_parameter(m.c_attn, prefix + "c_attn.", f);
+    Gpt2Linear_Grad::for_each_parameter(m.c_proj, prefix + "c_proj.", f);
+  }
 };
 
 // Gradient mirror of llmcc::nn::Gpt2Mlp: one adjoint per parameter, accumulated (+=).
@@ -110,6 +149,18 @@ struct Gpt2Mlp_Grad {
   void for_each_pair(const llmcc::nn::Gpt2Mlp& m, const std::string& prefix, F&& f) {
     this->c_fc.for_each_pair(m.c_fc, prefix + "c_fc.", f);
     this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2Mlp& m, const std::string& prefix, F&& f) {
+    Gpt2Linear_Grad::for_each_parameter(m.c_fc, prefix + "c_fc.", f);
+    Gpt2Linear_Grad::for_each_parameter(m.c_proj, prefix + "c_proj.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2Mlp& m, const std::string& prefix, F&& f) {
+    Gpt2Linear_Grad::for_each_parameter(m.c_fc, prefix + "c_fc.", f);
+    Gpt2Linear_Grad::for_each_parameter(m.c_proj, prefix + "c_proj.", f);
   }
 };
 
@@ -142,6 +193,22 @@ struct Gpt2Block_Grad {
     this->attn.for_each_pair(m.attn, prefix + "attn.", f);
     this->ln_2.for_each_pair(m.ln_2, prefix + "ln_2.", f);
     this->mlp.for_each_pair(m.mlp, prefix + "mlp.", f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2Block& m, const std::string& prefix, F&& f) {
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_1, prefix + "ln_1.", f);
+    Gpt2Attention_Grad::for_each_parameter(m.attn, prefix + "attn.", f);
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_2, prefix + "ln_2.", f);
+    Gpt2Mlp_Grad::for_each_parameter(m.mlp, prefix + "mlp.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2Block& m, const std::string& prefix, F&& f) {
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_1, prefix + "ln_1.", f);
+    Gpt2Attention_Grad::for_each_parameter(m.attn, prefix + "attn.", f);
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_2, prefix + "ln_2.", f);
+    Gpt2Mlp_Grad::for_each_parameter(m.mlp, prefix + "mlp.", f);
   }
 };
 
@@ -178,6 +245,24 @@ struct Gpt2_Grad {
     for (std::size_t i = 0; i < this->h.size(); ++i)
       this->h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
     this->ln_f.for_each_pair(m.ln_f, prefix + "ln_f.", f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Gpt2& m, const std::string& prefix, F&& f) {
+    f(prefix + "wte", m.wte);
+    f(prefix + "wpe", m.wpe);
+    for (std::size_t i = 0; i < m.h.size(); ++i)
+      Gpt2Block_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_f, prefix + "ln_f.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Gpt2& m, const std::string& prefix, F&& f) {
+    f(prefix + "wte", m.wte);
+    f(prefix + "wpe", m.wpe);
+    for (std::size_t i = 0; i < m.h.size(); ++i)
+      Gpt2Block_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+    Gpt2LayerNorm_Grad::for_each_parameter(m.ln_f, prefix + "ln_f.", f);
   }
 };
 
@@ -303,7 +388,7 @@ void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
                            Gpt2Block_Grad* d_self, llmcc::Tensor* d_x);
 
-// Gpt2_forward: what the backward of llmcc::nn::Gpt2::forward (gpt2.h:105) reads.
+// Gpt2_forward: what the backward of llmcc::nn::Gpt2::forward (gpt2.h:83) reads.
 struct Gpt2_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -339,7 +424,7 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens&
 void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self);
 
-// gpt2_loss: what the backward of llmcc::nn::gpt2_loss (gpt2.h:114) reads.
+// gpt2_loss: what the backward of llmcc::nn::gpt2_loss (gpt2.h:92) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;
@@ -363,6 +448,24 @@ float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& _s);
+// What llmcc::train::Trainer needs to train with gpt2_loss: the model type, its gradient
+// mirror, the record the forward fills, the inputs after the model, and the three calls.
+struct gpt2_loss_Entry {
+  using Model = llmcc::nn::Gpt2;
+  using Grad = Gpt2_Grad;
+  using Saved = gpt2_loss_Saved;
+  using Inputs = std::tuple<llmcc::Tokens, llmcc::Tokens>;  // the arguments after the model
+  static constexpr const char* name = "gpt2_loss";
+  static float fwd(const Model& m, const Inputs& in, Saved& s) {
+    return gpt2_loss_fwd(m, std::get<0>(in), std::get<1>(in), s);
+  }
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    gpt2_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g);
+  }
+  static float loss(const Model& m, const Inputs& in) {
+    return llmcc::nn::gpt2_loss(m, std::get<0>(in), std::get<1>(in));
+  }
+};
 
 }  // namespace llmcc::nn
 

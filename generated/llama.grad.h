@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "llmcc/adgen.h"
@@ -35,7 +36,18 @@ struct LlamaRmsNorm_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaRmsNorm& m, const std::string& prefix, F&& f) {
-    f(prefix + "w", m.w, this->w);
+    f(prefix + "weight", m.w, this->w);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::LlamaRmsNorm& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::LlamaRmsNorm& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "weight", m.w);
   }
 };
 
@@ -64,10 +76,27 @@ struct LlamaAttention_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaAttention& m, const std::string& prefix, F&& f) {
-    f(prefix + "wq", m.wq, this->wq);
-    f(prefix + "wk", m.wk, this->wk);
-    f(prefix + "wv", m.wv, this->wv);
-    f(prefix + "wo", m.wo, this->wo);
+    f(prefix + "wq.weight", m.wq, this->wq);
+    f(prefix + "wk.weight", m.wk, this->wk);
+    f(prefix + "wv.weight", m.wv, this->wv);
+    f(prefix + "wo.weight", m.wo, this->wo);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::LlamaAttention& m, const std::string& prefix, F&& f) {
+    f(prefix + "wq.weight", m.wq);
+    f(prefix + "wk.weight", m.wk);
+    f(prefix + "wv.weight", m.wv);
+    f(prefix + "wo.weight", m.wo);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::LlamaAttention& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "wq.weight", m.wq);
+    f(prefix + "wk.weight", m.wk);
+    f(prefix + "wv.weight", m.wv);
+    f(prefix + "wo.weight", m.wo);
   }
 };
 
@@ -93,9 +122,24 @@ struct LlamaFeedForward_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::LlamaFeedForward& m, const std::string& prefix, F&& f) {
-    f(prefix + "w1", m.w1, this->w1);
-    f(prefix + "w2", m.w2, this->w2);
-    f(prefix + "w3", m.w3, this->w3);
+    f(prefix + "w1.weight", m.w1, this->w1);
+    f(prefix + "w2.weight", m.w2, this->w2);
+    f(prefix + "w3.weight", m.w3, this->w3);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::LlamaFeedForward& m, const std::string& prefix, F&& f) {
+    f(prefix + "w1.weight", m.w1);
+    f(prefix + "w2.weight", m.w2);
+    f(prefix + "w3.weight", m.w3);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::LlamaFeedForward& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "w1.weight", m.w1);
+    f(prefix + "w2.weight", m.w2);
+    f(prefix + "w3.weight", m.w3);
   }
 };
 
@@ -129,6 +173,22 @@ struct LlamaBlock_Grad {
     this->ffn_norm.for_each_pair(m.ffn_norm, prefix + "ffn_norm.", f);
     this->feed_forward.for_each_pair(m.feed_forward, prefix + "feed_forward.", f);
   }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::LlamaBlock& m, const std::string& prefix, F&& f) {
+    LlamaRmsNorm_Grad::for_each_parameter(m.attention_norm, prefix + "attention_norm.", f);
+    LlamaAttention_Grad::for_each_parameter(m.attention, prefix + "attention.", f);
+    LlamaRmsNorm_Grad::for_each_parameter(m.ffn_norm, prefix + "ffn_norm.", f);
+    LlamaFeedForward_Grad::for_each_parameter(m.feed_forward, prefix + "feed_forward.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::LlamaBlock& m, const std::string& prefix, F&& f) {
+    LlamaRmsNorm_Grad::for_each_parameter(m.attention_norm, prefix + "attention_norm.", f);
+    LlamaAttention_Grad::for_each_parameter(m.attention, prefix + "attention.", f);
+    LlamaRmsNorm_Grad::for_each_parameter(m.ffn_norm, prefix + "ffn_norm.", f);
+    LlamaFeedForward_Grad::for_each_parameter(m.feed_forward, prefix + "feed_forward.", f);
+  }
 };
 
 // Gradient mirror of llmcc::nn::Llama: one adjoint per parameter, accumulated (+=).
@@ -160,11 +220,31 @@ struct Llama_Grad {
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
   void for_each_pair(const llmcc::nn::Llama& m, const std::string& prefix, F&& f) {
-    f(prefix + "tok_embeddings", m.tok_embeddings, this->tok_embeddings);
+    f(prefix + "tok_embeddings.weight", m.tok_embeddings, this->tok_embeddings);
     for (std::size_t i = 0; i < this->layers.size(); ++i)
       this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
     this->norm.for_each_pair(m.norm, prefix + "norm.", f);
-    f(prefix + "output", m.output, this->output);
+    f(prefix + "output.weight", m.output, this->output);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::nn::Llama& m, const std::string& prefix, F&& f) {
+    f(prefix + "tok_embeddings.weight", m.tok_embeddings);
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      LlamaBlock_Grad::for_each_parameter(m.layers[i], prefix + "layers." + std::to_string(i) + ".",
+                                          f);
+    LlamaRmsNorm_Grad::for_each_parameter(m.norm, prefix + "norm.", f);
+    f(prefix + "output.weight", m.output);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::nn::Llama& m, const std::string& prefix, F&& f) {
+    f(prefix + "tok_embeddings.weight", m.tok_embeddings);
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      LlamaBlock_Grad::for_each_parameter(m.layers[i], prefix + "layers." + std::to_string(i) + ".",
+                                          f);
+    LlamaRmsNorm_Grad::for_each_parameter(m.norm, prefix + "norm.", f);
+    f(prefix + "output.weight", m.output);
   }
 };
 
@@ -288,7 +368,7 @@ void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tens
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x);
 
-// Llama_forward: what the backward of llmcc::nn::Llama::forward (llama.h:108) reads.
+// Llama_forward: what the backward of llmcc::nn::Llama::forward (llama.h:92) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -325,7 +405,7 @@ void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
                        Llama_Grad* d_self);
 
-// llama_loss: what the backward of llmcc::nn::llama_loss (llama.h:117) reads.
+// llama_loss: what the backward of llmcc::nn::llama_loss (llama.h:101) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -350,6 +430,24 @@ float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s);
+// What llmcc::train::Trainer needs to train with llama_loss: the model type, its gradient
+// mirror, the record the forward fills, the inputs after the model, and the three calls.
+struct llama_loss_Entry {
+  using Model = llmcc::nn::Llama;
+  using Grad = Llama_Grad;
+  using Saved = llama_loss_Saved;
+  using Inputs = std::tuple<llmcc::Tokens, llmcc::Tokens>;  // the arguments after the model
+  static constexpr const char* name = "llama_loss";
+  static float fwd(const Model& m, const Inputs& in, Saved& s) {
+    return llama_loss_fwd(m, std::get<0>(in), std::get<1>(in), s);
+  }
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    llama_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g);
+  }
+  static float loss(const Model& m, const Inputs& in) {
+    return llmcc::nn::llama_loss(m, std::get<0>(in), std::get<1>(in));
+  }
+};
 
 }  // namespace llmcc::nn
 

@@ -3,7 +3,9 @@
 // Markers (attributes seen only by Clang, so g++ builds the same code warning-free):
 //   LLMCC_ADGEN_ENTRY        on a float-valued function: adgen generates `<name>_grad`, which
 //                            returns the value and accumulates the gradient with respect to every
-//                            module, Tensor and float argument (Tokens, ints, configs get none).
+//                            module, Tensor and float argument (Tokens, ints, configs get none);
+//                            and `<name>_Entry`, a trainer's trait, when the first argument is the
+//                            model and the only one that gets an adjoint.
 //   LLMCC_ADGEN_WRT("m, x")  with LLMCC_ADGEN_ENTRY: only these arguments get adjoints (the
 //                            others are treated as constants and their pullback work is skipped).
 //   LLMCC_ADGEN_CHECKPOINT   on a function: every call of it saves only its inputs and re-runs its
@@ -11,6 +13,9 @@
 //                            `x = llmcc::adgen::checkpoint(b.forward(x));`
 //   LLMCC_ADGEN_RULE("add")  on an operator: `a + b` is the rule `add`; the operator's parameters
 //                            are matched to the rule's by name.
+//   LLMCC_ADGEN_NAME("weight")  on a module field (`Tensor w LLMCC_ADGEN_NAME("weight");`): its part
+//                            of parameter names in the generated parameter list and gradient
+//                            store ("h.0.ln_1.weight"); by default the field's name.
 // See docs/adgen.md and docs/adgen-subset.md.
 #pragma once
 
@@ -40,6 +45,7 @@
 #define LLMCC_ADGEN_WRT(names) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.wrt:" names)
 #define LLMCC_ADGEN_CHECKPOINT LLMCC_ADGEN_ANNOTATE("llmcc.adgen.checkpoint")
 #define LLMCC_ADGEN_RULE(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.rule:" name)
+#define LLMCC_ADGEN_NAME(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.name:" name)
 
 namespace llmcc::adgen {
 
@@ -264,15 +270,13 @@ inline void accumulate_to_caller(Tensor* adj, const Tensor& d) {
   detail::add_into(*adj, d);
 }
 
-// Generated code specialises GradOf<Module> { using type = Module_Grad; }.
-template <class Module>
-struct GradOf;
-template <class Module>
-using grad_t = typename GradOf<Module>::type;
+// GradOf<Module> / grad_t<Module> (the generated mirror, specialised by generated code) are
+// declared in llmcc/parameters.h, beside llmcc::for_each_parameter, which uses them.
 
 // A gradient mirror whose tensors live in one zeroed contiguous buffer laid out like the
-// model's parameters (the order of model.for_each_parameter when the model has it, else the
-// field order). zero() is one memset; parameter gradients accumulate across calls.
+// model's parameters (llmcc::for_each_parameter's order and names: the model's member list when
+// it has one, else the generated one). zero() is one memset; parameter gradients accumulate
+// across calls.
 template <class Grad>
 struct GradBuffer {
   Grad grad;
@@ -295,21 +299,18 @@ GradBuffer<grad_t<Module>> make_grad(const Module& m) {
     pairs.push_back({name, &p, &g, false});
   });
   std::vector<std::size_t> order;
-  if constexpr (requires(Module& mm) {
-                  mm.for_each_parameter([](const std::string&, Tensor&) {});
-                }) {
-    // The model's own names, so the gradient store has the parameter store's layout and names
-    // (the optimizer and clipping check both).
-    const_cast<Module&>(m).for_each_parameter([&](const std::string& name, Tensor& t) {
-      for (std::size_t i = 0; i < pairs.size(); ++i)
-        if (!pairs[i].placed && pairs[i].param == &t) {
-          pairs[i].placed = true;
-          pairs[i].name = name;
-          order.push_back(i);
-          break;
-        }
-    });
-  }
+  // The parameter list's names and order, so the gradient store has the parameter store's
+  // layout and names (the optimizer and clipping check both). A member list may differ from
+  // the field order and names; the generated list gives for_each_pair's.
+  llmcc::for_each_parameter(m, [&](const std::string& name, const Tensor& t) {
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+      if (!pairs[i].placed && pairs[i].param == &t) {
+        pairs[i].placed = true;
+        pairs[i].name = name;
+        order.push_back(i);
+        break;
+      }
+  });
   for (std::size_t i = 0; i < pairs.size(); ++i)
     if (!pairs[i].placed) order.push_back(i);
   std::vector<ParameterInfo> infos;

@@ -1,17 +1,21 @@
 // ParameterStore: all parameters of a model in one contiguous buffer.
 //
-// A model declares its parameter tensors with shapes and null data, and lists them in
-// for_each_parameter(f), calling f(name, tensor) for each in checkpoint order, with names such as
-// "h.3.ln_1.weight". bind_parameters() lays them out one after another
-// (each 64-byte aligned) in one allocation, so zeroing is one memset, the optimizer one flat
-// loop and an allreduce one call. A gradient store of the same layout is made by
-// ParameterStore::like() and bound to the model's gradient mirror the same way.
+// A model declares its parameter tensors with shapes and null data. llmcc::for_each_parameter
+// (model, f) calls f(name, tensor) for each in checkpoint order, with names such as
+// "h.3.ln_1.weight": the list adgen generates from the model's fields (LLMCC_ADGEN_NAME sets a
+// field's part of the name), or the model's own for_each_parameter(f) member when it has one.
+// bind_parameters() lays them out one after another (each 64-byte aligned) in one allocation, so
+// zeroing is one memset, the optimizer one flat loop and an allreduce one call. A gradient store
+// of the same layout is made by ParameterStore::like() and bound to the model's gradient mirror
+// the same way.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "llmcc/tensor.h"
@@ -51,16 +55,58 @@ class ParameterStore {
   std::size_t size_ = 0;
 };
 
-// Binds every tensor that model.for_each_parameter visits to a fresh store, in visiting order.
-// Throws llmcc::Error if a tensor has no shape.
+namespace adgen {
+// The gradient mirror adgen generates for a module type: its generated header (<model>.grad.h)
+// specialises GradOf<Module> { using type = Module_Grad; }, which also holds the module's
+// generated parameter list (Module_Grad::for_each_parameter).
+template <class Module>
+struct GradOf;
+template <class Module>
+using grad_t = typename GradOf<Module>::type;
+}  // namespace adgen
+
+namespace detail {
+template <class Model>
+concept has_member_parameter_list =
+    requires(Model& m) { m.for_each_parameter([](const std::string&, Tensor&) {}); };
+template <class Model>
+concept has_generated_parameter_list = requires(Model& m) {
+  adgen::grad_t<Model>::for_each_parameter(m, std::string(), [](const std::string&, Tensor&) {});
+};
+}  // namespace detail
+
+// Calls f(name, tensor) for every parameter of model, in checkpoint order: the model's own
+// for_each_parameter(f) member when it has one, else the list adgen generates from its fields
+// (field declaration order; include the model's generated header). A const model's tensors
+// are passed as const Tensor&.
+template <class Model, class F>
+void for_each_parameter(Model& model, F&& f) {
+  using M = std::remove_const_t<Model>;
+  if constexpr (detail::has_member_parameter_list<M>) {
+    // The member lists are non-const; for a const model they only see const tensors.
+    M& m = const_cast<M&>(model);
+    if constexpr (std::is_const_v<Model>)
+      m.for_each_parameter([&](const std::string& name, Tensor& t) { f(name, std::as_const(t)); });
+    else
+      m.for_each_parameter(f);
+  } else {
+    static_assert(detail::has_generated_parameter_list<M>,
+                  "llmcc::for_each_parameter: the model has no for_each_parameter member and no generated "
+                  "parameter list here: include its generated header (<model>.grad.h)");
+    adgen::grad_t<M>::for_each_parameter(model, std::string(), f);
+  }
+}
+
+// Binds every tensor that llmcc::for_each_parameter(model, ...) visits to a fresh store, in
+// visiting order. Throws llmcc::Error if a tensor has no shape.
 template <class Model>
 ParameterStore bind_parameters(Model& model) {
   std::vector<ParameterInfo> params;
-  model.for_each_parameter(
-      [&](const std::string& name, Tensor& t) { params.push_back({name, t.shape()}); });
+  llmcc::for_each_parameter(model,
+                            [&](const std::string& name, Tensor& t) { params.push_back({name, t.shape()}); });
   ParameterStore store(params);
   std::size_t i = 0;
-  model.for_each_parameter([&](const std::string&, Tensor& t) { t.bind(store.tensor(i++).raw()); });
+  llmcc::for_each_parameter(model, [&](const std::string&, Tensor& t) { t.bind(store.tensor(i++).raw()); });
   return store;
 }
 

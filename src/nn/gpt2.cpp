@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gpt2.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
 
@@ -46,7 +47,7 @@ void gpt2_init(Gpt2& model, std::uint64_t seed) {
   Rng rng(seed);
   const float std_default = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(model.cfg.n_layer));
-  model.for_each_parameter([&](const std::string& name, Tensor& t) {
+  llmcc::for_each_parameter(model, [&](const std::string& name, Tensor& t) {
     LLMCC_ASSERT(t.defined(), "gpt2_init: bind the parameters first (llmcc::bind_parameters)");
     float* p = t.f32();
     const std::size_t n = static_cast<std::size_t>(t.numel());

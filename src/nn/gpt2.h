@@ -24,14 +24,14 @@
 namespace llmcc::nn {
 
 struct Gpt2LayerNorm {
-  Tensor w;  // (C)
-  Tensor b;  // (C)
+  Tensor w LLMCC_ADGEN_NAME("weight");  // (C)
+  Tensor b LLMCC_ADGEN_NAME("bias");    // (C)
   Tensor forward(const Tensor& x) const { return llmcc::layernorm(x, w, b); }  // (B, T, C)
 };
 
 struct Gpt2Linear {
-  Tensor w;  // (OC, C)
-  Tensor b;  // (OC)
+  Tensor w LLMCC_ADGEN_NAME("weight");  // (OC, C)
+  Tensor b LLMCC_ADGEN_NAME("bias");    // (OC)
   Tensor forward(const Tensor& x) const { return llmcc::linear(x, w, b); }  // (B, T, OC)
 };
 
@@ -64,6 +64,10 @@ struct Gpt2Block {
   }
 };
 
+// The parameter list (checkpoints, the optimizer, zeroing, counting and the gradient buffer all
+// follow it) is generated from the fields: field order, Hugging Face's names ("wte", "wpe",
+// "h.0.ln_1.weight", ..., "ln_f.bias"). Call llmcc::for_each_parameter(model, f) from a file that
+// includes the generated gpt2.grad.h (not from this header, which adgen reads).
 struct Gpt2 {
   Gpt2Config cfg;
   Tensor wte;  // (padded_vocab_size, C), also the LM head
@@ -74,32 +78,6 @@ struct Gpt2 {
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Gpt2(const Gpt2Config& config);
   Gpt2() = default;
-
-  // The one list of parameters: checkpoints, the optimizer, zeroing, counting and the gradient
-  // buffer's layout all follow this order and these names.
-  template <class F>
-  void for_each_parameter(F&& f) {
-    f("wte", wte);
-    f("wpe", wpe);
-    for (std::size_t i = 0; i < h.size(); ++i) {
-      const std::string p = "h." + std::to_string(i) + ".";
-      Gpt2Block& b = h[i];
-      f(p + "ln_1.weight", b.ln_1.w);
-      f(p + "ln_1.bias", b.ln_1.b);
-      f(p + "attn.c_attn.weight", b.attn.c_attn.w);
-      f(p + "attn.c_attn.bias", b.attn.c_attn.b);
-      f(p + "attn.c_proj.weight", b.attn.c_proj.w);
-      f(p + "attn.c_proj.bias", b.attn.c_proj.b);
-      f(p + "ln_2.weight", b.ln_2.w);
-      f(p + "ln_2.bias", b.ln_2.b);
-      f(p + "mlp.c_fc.weight", b.mlp.c_fc.w);
-      f(p + "mlp.c_fc.bias", b.mlp.c_fc.b);
-      f(p + "mlp.c_proj.weight", b.mlp.c_proj.w);
-      f(p + "mlp.c_proj.bias", b.mlp.c_proj.b);
-    }
-    f("ln_f.weight", ln_f.w);
-    f("ln_f.bias", ln_f.b);
-  }
 
   // Logits over the padded vocabulary. idx: (B, T) with T <= max_seq_len; returns (B, T, Vp).
   Tensor forward(const Tokens& idx) const {
@@ -118,7 +96,7 @@ LLMCC_ADGEN_ENTRY inline float gpt2_loss(const Gpt2& m, const Tokens& idx, const
 // GPT-2's initialisation (as llm.c and nanoGPT): every weight matrix and both embeddings
 // N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj weights) N(0, 0.02 / sqrt(2 L)),
 // biases zero, layernorm weights one, padded vocabulary rows zero. Draws from Rng(seed) in
-// for_each_parameter order, so the same seed gives the same model.
+// parameter list order, so the same seed gives the same model.
 void gpt2_init(Gpt2& model, std::uint64_t seed);
 
 }  // namespace llmcc::nn

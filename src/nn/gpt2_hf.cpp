@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "gpt2.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
 #include "llmcc/train/safetensors.h"
 #include "nn/hf_files.h"
@@ -38,11 +39,11 @@ TensorShape dims(const Tensor& t) {
   return s;
 }
 
-// Every parameter with its HF name (after `prefix`) and layout, in for_each_parameter order.
+// Every parameter with its HF name (after `prefix`) and layout, in parameter list order.
 std::vector<Mapped> mapping(Gpt2& m, const std::string& prefix) {
   std::vector<Mapped> out;
   const std::int64_t V = m.cfg.vocab_size, C = m.cfg.n_embd;
-  m.for_each_parameter([&](const std::string& name, Tensor& t) {
+  llmcc::for_each_parameter(m, [&](const std::string& name, Tensor& t) {
     Mapped e{prefix + name, dims(t), Layout::Same, &t};
     if (name == "wte") {
       e.hf_name = prefix + "wte.weight";
@@ -153,7 +154,7 @@ void save_gpt2_hf(const Gpt2& model_in, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
-  Gpt2& model = const_cast<Gpt2&>(model_in);  // for_each_parameter is non-const; nothing is written
+  Gpt2& model = const_cast<Gpt2&>(model_in);  // the mapping holds Tensor*; nothing is written
   std::vector<SafetensorsTensor> tensors;
   for (const Mapped& e : mapping(model, "transformer.")) {
     const Tensor& t = *e.ours;

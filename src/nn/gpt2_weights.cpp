@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpt2.grad.h"  // the generated parameter list (bind_parameters)
 #include "llmcc/error.h"
 #include "nn/gpt2_hf.h"
 #include "nn/gpt2_llmc.h"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "llama.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
 
@@ -42,7 +43,7 @@ void llama_init(Llama& model, std::uint64_t seed) {
   Rng rng(seed);
   const float std_default = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(model.cfg.n_layer));
-  model.for_each_parameter([&](const std::string& name, Tensor& t) {
+  llmcc::for_each_parameter(model, [&](const std::string& name, Tensor& t) {
     LLMCC_ASSERT(t.defined(), "llama_init: bind the parameters first (llmcc::bind_parameters)");
     float* p = t.f32();
     const std::size_t n = static_cast<std::size_t>(t.numel());

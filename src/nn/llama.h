@@ -27,7 +27,7 @@ namespace llmcc::nn {
 
 struct LlamaRmsNorm {
   float eps = 1e-5f;
-  Tensor w;  // (C)
+  Tensor w LLMCC_ADGEN_NAME("weight");  // (C)
 
   Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
 };
@@ -36,10 +36,10 @@ struct LlamaAttention {
   int n_head = 0;     // query heads
   int n_kv_head = 0;  // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
   RopeConfig rope_freqs;  // RoPE's base theta and frequency scaling (config)
-  Tensor wq;  // (n_head * HS, C)
-  Tensor wk;  // (n_kv_head * HS, C)
-  Tensor wv;  // (n_kv_head * HS, C)
-  Tensor wo;  // (C, n_head * HS)
+  Tensor wq LLMCC_ADGEN_NAME("wq.weight");  // (n_head * HS, C)
+  Tensor wk LLMCC_ADGEN_NAME("wk.weight");  // (n_kv_head * HS, C)
+  Tensor wv LLMCC_ADGEN_NAME("wv.weight");  // (n_kv_head * HS, C)
+  Tensor wo LLMCC_ADGEN_NAME("wo.weight");  // (C, n_head * HS)
 
   Tensor forward(const Tensor& x) const {                                           // x: (B, T, C)
     Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, 0);     // (B, T, NH * HS)
@@ -51,9 +51,9 @@ struct LlamaAttention {
 };
 
 struct LlamaFeedForward {
-  Tensor w1;  // (F, C): gate
-  Tensor w2;  // (C, F): down
-  Tensor w3;  // (F, C): up
+  Tensor w1 LLMCC_ADGEN_NAME("w1.weight");  // (F, C): gate
+  Tensor w2 LLMCC_ADGEN_NAME("w2.weight");  // (C, F): down
+  Tensor w3 LLMCC_ADGEN_NAME("w3.weight");  // (F, C): up
 
   Tensor forward(const Tensor& x) const {                                 // x: (B, T, C)
     Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));               // (B, T, F)
@@ -72,37 +72,21 @@ struct LlamaBlock {
   }
 };
 
+// The parameter list (checkpoints, the optimizer, zeroing, counting and the gradient buffer all
+// follow it) is generated from the fields: field order, Meta's / llama2.c's names
+// ("tok_embeddings.weight", "layers.0.attention_norm.weight", ..., "norm.weight",
+// "output.weight"). Call llmcc::for_each_parameter(model, f) from a file that includes the
+// generated llama.grad.h (not from this header, which adgen reads).
 struct Llama {
   LlamaConfig cfg;
-  Tensor tok_embeddings;  // (V, C)
+  Tensor tok_embeddings LLMCC_ADGEN_NAME("tok_embeddings.weight");  // (V, C)
   std::vector<LlamaBlock> layers;
   LlamaRmsNorm norm;
-  Tensor output;  // (V, C): the LM head, untied from tok_embeddings
+  Tensor output LLMCC_ADGEN_NAME("output.weight");  // (V, C): the LM head, untied from tok_embeddings
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Llama(const LlamaConfig& config);
   Llama() = default;
-
-  // The one list of parameters, in checkpoint order, with Meta's / llama2.c's names.
-  template <class F>
-  void for_each_parameter(F&& f) {
-    f("tok_embeddings.weight", tok_embeddings);
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      const std::string p = "layers." + std::to_string(i) + ".";
-      LlamaBlock& b = layers[i];
-      f(p + "attention_norm.weight", b.attention_norm.w);
-      f(p + "attention.wq.weight", b.attention.wq);
-      f(p + "attention.wk.weight", b.attention.wk);
-      f(p + "attention.wv.weight", b.attention.wv);
-      f(p + "attention.wo.weight", b.attention.wo);
-      f(p + "ffn_norm.weight", b.ffn_norm.w);
-      f(p + "feed_forward.w1.weight", b.feed_forward.w1);
-      f(p + "feed_forward.w2.weight", b.feed_forward.w2);
-      f(p + "feed_forward.w3.weight", b.feed_forward.w3);
-    }
-    f("norm.weight", norm.w);
-    f("output.weight", output);
-  }
 
   // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
   Tensor forward(const Tokens& idx) const {
@@ -120,7 +104,7 @@ LLMCC_ADGEN_ENTRY inline float llama_loss(const Llama& m, const Tokens& idx, con
 
 // Initialisation as llama2.c's and nanoGPT's: every weight matrix and the embedding N(0, 0.02),
 // residual projections (attention.wo, feed_forward.w2) N(0, 0.02 / sqrt(2 L)), RMSNorm weights
-// one. Draws from Rng(seed) in for_each_parameter order, so the same seed gives the same model.
+// one. Draws from Rng(seed) in parameter list order, so the same seed gives the same model.
 void llama_init(Llama& model, std::uint64_t seed);
 
 }  // namespace llmcc::nn

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <vector>
 
+#include "llama.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
 #include "llmcc/train/safetensors.h"
 #include "nn/hf_files.h"
@@ -37,7 +38,7 @@ TensorShape dims(const Tensor& t) {
   return s;
 }
 
-// Every parameter with its Hugging Face name and layout, in for_each_parameter order.
+// Every parameter with its Hugging Face name and layout, in parameter list order.
 std::vector<Mapped> mapping(Llama& m) {
   std::vector<Mapped> out;
   out.push_back({"model.embed_tokens.weight", Layout::Same, 0, &m.tok_embeddings});
@@ -58,7 +59,7 @@ std::vector<Mapped> mapping(Llama& m) {
   out.push_back({"lm_head.weight", Layout::Same, 0, &m.output});
   // The table must name every parameter exactly once (a new one in llama.h needs a row here).
   std::size_t count = 0;
-  m.for_each_parameter([&](const std::string&, Tensor&) { ++count; });
+  llmcc::for_each_parameter(m, [&](const std::string&, Tensor&) { ++count; });
   LLMCC_ASSERT(count == out.size(), "llama_hf mapping does not cover every Llama parameter");
   return out;
 }
@@ -207,7 +208,7 @@ void save_llama_hf(const Llama& model_in, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
-  Llama& model = const_cast<Llama&>(model_in);  // for_each_parameter is non-const; nothing is written
+  Llama& model = const_cast<Llama&>(model_in);  // the mapping holds Tensor*; nothing is written
   const int HS = model.cfg.head_dim();
   std::vector<SafetensorsTensor> tensors;
   for (const Mapped& e : mapping(model)) {

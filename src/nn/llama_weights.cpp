@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "llama.grad.h"  // the generated parameter list (bind_parameters)
 #include "llmcc/error.h"
 #include "nn/hf_files.h"
 #include "nn/llama_hf.h"

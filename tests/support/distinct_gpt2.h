@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpt2.grad.h"  // the generated parameter list
 #include "llmcc/tensor.h"
 #include "nn/gpt2_weights.h"
 
@@ -17,7 +18,7 @@ namespace llmcc::test {
 inline nn::Gpt2Weights distinct_gpt2(const nn::Gpt2Config& c) {
   nn::Gpt2Weights w = nn::make_gpt2(c);
   float k = 0.0f;
-  w.model.for_each_parameter([&](const std::string& name, Tensor& t) {
+  llmcc::for_each_parameter(w.model, [&](const std::string& name, Tensor& t) {
     for (std::int64_t i = 0; i < t.numel(); ++i) {
       k += 1.0f;
       const bool pad = name == "wte" && i >= std::int64_t{c.vocab_size} * c.n_embd;

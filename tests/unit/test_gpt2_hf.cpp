@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "gpt2.grad.h"
 #include "llmcc/train/safetensors.h"
 #include "nn/gpt2.h"
 #include "nn/gpt2_hf.h"
@@ -49,7 +50,7 @@ Gpt2Config small_config() {
 // The parameter named `name` (llmcc's checkpoint names, e.g. "h.1.attn.c_attn.weight").
 const llmcc::Tensor& param(Gpt2Weights& w, const std::string& name) {
   const llmcc::Tensor* found = nullptr;
-  w.model.for_each_parameter([&](const std::string& n, llmcc::Tensor& t) {
+  llmcc::for_each_parameter(w.model, [&](const std::string& n, llmcc::Tensor& t) {
     if (n == name) found = &t;
   });
   if (found == nullptr) throw std::runtime_error("no parameter " + name);
@@ -58,8 +59,8 @@ const llmcc::Tensor& param(Gpt2Weights& w, const std::string& name) {
 
 bool same_params(Gpt2Weights& a, Gpt2Weights& b) {
   std::vector<llmcc::Tensor*> ta, tb;
-  a.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
-  b.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
+  llmcc::for_each_parameter(a.model, [&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
+  llmcc::for_each_parameter(b.model, [&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
   if (ta.size() != tb.size()) return false;
   for (std::size_t i = 0; i < ta.size(); ++i) {
     if (ta[i]->shape() != tb[i]->shape()) return false;

@@ -40,7 +40,7 @@ TEST(Gpt2Model, ParameterCountMatchesLlmc) {
   EXPECT_EQ(c.parameter_count(), 124475904);
   llmcc::nn::Gpt2 shapes(c);
   std::int64_t n = 0, count = 0;
-  shapes.for_each_parameter([&](const std::string&, llmcc::Tensor& t) {
+  llmcc::for_each_parameter(shapes, [&](const std::string&, llmcc::Tensor& t) {
     n += t.numel();
     ++count;
   });

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "llama.grad.h"
 #include "llmcc/arena.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/ops/rope.h"
@@ -49,7 +50,7 @@ LlamaConfig small_config() {
 LlamaWeights distinct_model(const LlamaConfig& c) {
   LlamaWeights w = llmcc::nn::make_llama(c);
   float k = 0.0f;
-  w.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) {
+  llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
     for (std::int64_t i = 0; i < t.numel(); ++i) {
       k += 1.0f;
       t.f32()[i] = 1e-3f * k + 0.25f * std::sin(k);
@@ -60,8 +61,8 @@ LlamaWeights distinct_model(const LlamaConfig& c) {
 
 bool same_params(LlamaWeights& a, LlamaWeights& b) {
   std::vector<llmcc::Tensor*> ta, tb;
-  a.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
-  b.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
+  llmcc::for_each_parameter(a.model, [&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
+  llmcc::for_each_parameter(b.model, [&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
   if (ta.size() != tb.size()) return false;
   for (std::size_t i = 0; i < ta.size(); ++i) {
     if (ta[i]->shape() != tb[i]->shape()) return false;

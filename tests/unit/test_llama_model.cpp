@@ -48,7 +48,7 @@ std::vector<std::int32_t> random_ids(std::size_t n, int vocab, std::uint64_t see
 std::int64_t declared_elements(const LlamaConfig& c) {
   llmcc::nn::Llama shapes(c);  // shapes only: no storage, so llama-3.2-1b builds anywhere
   std::int64_t n = 0;
-  shapes.for_each_parameter([&](const std::string&, llmcc::Tensor& t) { n += t.numel(); });
+  llmcc::for_each_parameter(shapes, [&](const std::string&, llmcc::Tensor& t) { n += t.numel(); });
   return n;
 }
 
@@ -202,7 +202,7 @@ TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
   auto w = llmcc::nn::make_llama(c);
   llmcc::nn::llama_init(w.model, 11);
   llmcc::Rng rng(12);
-  w.model.for_each_parameter([&](const std::string&, llmcc::Tensor& t) {
+  llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
     // RMSNorm weights around one (their role), matrices N(0, 0.3).
     rng.fill_normal(t.f32(), static_cast<std::size_t>(t.numel()), t.ndim() == 1 ? 1.0f : 0.0f, 0.3f);
   });

@@ -732,6 +732,87 @@ std::string entry_definition(const FuncPlan& f) {
   return o.str();
 }
 
+// A type for the Entry trait's aliases: a global type spelled like one of them (`Model`) gets
+// `::`, since inside the struct the alias would hide it.
+std::string trait_type(const std::string& type) {
+  static const char* const kAliases[] = {"Model", "Grad", "Saved", "Inputs"};
+  auto is_id = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (std::size_t i = 0; i < type.size();) {
+    if (!is_id(type[i])) {
+      out += type[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < type.size() && is_id(type[j])) ++j;
+    const std::string word = type.substr(i, j - i);
+    const bool qualified = i >= 2 && type.compare(i - 2, 2, "::") == 0;
+    bool alias = false;
+    for (const char* a : kAliases) alias = alias || word == a;
+    out += (alias && !qualified ? "::" : "") + word;
+    i = j;
+  }
+  return out;
+}
+
+// Why an entry gets no `<entry>_Entry` trait ("" when it gets one): the trait is for entries
+// whose first argument is a module and whose other arguments get no adjoint, so that a trainer
+// can hold them as a tuple and call the forward, the backward and the primal with them.
+std::string entry_trait_blocker(const FuncPlan& f) {
+  if (f.is_method) return "a member function (the model must be the first argument)";
+  if (f.params.empty() || !f.params[0].is_module)
+    return f.params.empty() ? "no arguments (the model must be the first argument)"
+                            : "the first argument " + f.params[0].source_name + " is not a module";
+  if (!wanted(f, f.params[0].name))
+    return "the model " + f.params[0].source_name + " gets no adjoint (LLMCC_ADGEN_WRT)";
+  for (std::size_t i = 1; i < f.params.size(); ++i) {
+    const Param& p = f.params[i];
+    if ((p.is_module || p.kind != VKind::Inactive) && wanted(f, p.name))
+      return "argument " + p.source_name + " gets an adjoint";
+    if (p.by_mutable_ref) return "argument " + p.source_name + " is taken by non-const reference";
+  }
+  return "";
+}
+
+// The trait a trainer is instantiated with (`Trainer<gpt2_loss_Entry>`): the model, its
+// gradient mirror, the forward's record, the arguments after the model as a tuple, and calls
+// of the split forward, the backward and the primal that take that tuple.
+std::string entry_trait(const FuncPlan& f) {
+  const std::string blocker = entry_trait_blocker(f);
+  if (!blocker.empty()) return "// no " + f.id + "_Entry: " + blocker + "\n";
+  const Param& model = f.params[0];
+  std::string types, args, adjoints;
+  for (std::size_t i = 1; i < f.params.size(); ++i) {
+    const Param& p = f.params[i];
+    types += (i > 1 ? ", " : "") + trait_type(p.value_type);
+    args += ", std::get<" + std::to_string(i - 1) + ">(in)";
+    if (p.is_module || p.kind != VKind::Inactive) adjoints += ", nullptr";  // outside LLMCC_ADGEN_WRT
+  }
+  const std::string in = f.params.size() > 1 ? "in" : "/*in*/";
+  // The primal is called by its qualified name: unqualified, `loss` would find the member.
+  const std::string primal = f.primal.find("::") == std::string::npos ? "::" + f.primal : f.primal;
+  Out o;
+  o.line("// What llmcc::train::Trainer needs to train with " + f.id + ": the model type, its gradient");
+  o.line("// mirror, the record the forward fills, the inputs after the model, and the three calls.");
+  o.open("struct " + f.id + "_Entry");
+  o.line("using Model = " + trait_type(model.module_type) + ";");
+  o.line("using Grad = " + model.grad_type + ";");
+  o.line("using Saved = " + f.id + "_Saved;");
+  o.line("using Inputs = std::tuple<" + types + ">;  // the arguments after the model");
+  o.line("static constexpr const char* name = \"" + f.id + "\";");
+  o.open("static float fwd(const Model& m, const Inputs& " + in + ", Saved& s)");
+  o.line("return " + f.id + "_fwd(m" + args + ", s);");
+  o.close();
+  o.open("static void bwd(const Model& m, const Inputs& " + in + ", const Saved& s, float d_loss, Grad* g)");
+  o.line(f.id + "_bwd(m" + args + ", s, d_loss, g" + adjoints + ");");
+  o.close();
+  o.open("static float loss(const Model& m, const Inputs& " + in + ")");
+  o.line("return " + primal + "(m" + args + ");");
+  o.close();
+  o.close("};");
+  return o.str();
+}
+
 void emit_module(Out& o, const ModulePlan& m) {
   o.line("// Gradient mirror of " + m.type + ": one adjoint per parameter, accumulated (+=).");
   o.open("struct " + m.grad_type);
@@ -774,20 +855,42 @@ void emit_module(Out& o, const ModulePlan& m) {
   }
   o.line("return true;");
   o.close();
+  // Parameter names: a field's LLMCC_ADGEN_NAME (else its name), "<name>." before a nested
+  // module's, "<name>.<i>." before a vector element's; the same in both lists below, so the
+  // gradient store's names are the parameter store's.
   o.line("// Calls f(name, parameter, gradient) for every parameter, in field order.");
   o.line("template <class F>");
   o.open("void for_each_pair(const " + m.type + "& m, const std::string& prefix, F&& f)");
   for (const auto& f : m.fields) {
     const std::string mine = "this->" + f.name;
+    const std::string& n = f.param_name;
     if (f.kind == ModuleField::Kind::Tensor)
-      o.line("f(prefix + \"" + f.name + "\", m." + f.name + ", " + mine + ");");
+      o.line("f(prefix + \"" + n + "\", m." + f.name + ", " + mine + ");");
     else if (f.kind == ModuleField::Kind::Module)
-      o.line(mine + ".for_each_pair(m." + f.name + ", prefix + \"" + f.name + ".\", f);");
+      o.line(mine + ".for_each_pair(m." + f.name + ", prefix + \"" + n + ".\", f);");
     else
       o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].for_each_pair(m." + f.name +
-             "[i], prefix + \"" + f.name + ".\" + std::to_string(i) + \".\", f);");
+             "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
   }
   o.close();
+  // The model's parameter list (llmcc::for_each_parameter), for a mutable and a const model.
+  for (const char* cv : {"", "const "}) {
+    o.line(std::string("// Calls f(name, ") + (*cv ? "const " : "") +
+           "Tensor&) for every parameter of m, in field order, with its full name.");
+    o.line("template <class F>");
+    o.open("static void for_each_parameter(" + std::string(cv) + m.type + "& m, const std::string& prefix, F&& f)");
+    for (const auto& f : m.fields) {
+      const std::string& n = f.param_name;
+      if (f.kind == ModuleField::Kind::Tensor)
+        o.line("f(prefix + \"" + n + "\", m." + f.name + ");");
+      else if (f.kind == ModuleField::Kind::Module)
+        o.line(f.grad_type + "::for_each_parameter(m." + f.name + ", prefix + \"" + n + ".\", f);");
+      else
+        o.line("for (std::size_t i = 0; i < m." + f.name + ".size(); ++i) " + f.grad_type +
+               "::for_each_parameter(m." + f.name + "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
+    }
+    o.close();
+  }
   o.close("};");
   o.line("");
 }
@@ -806,7 +909,8 @@ Generated emit(const Program& p, const std::string& header_name) {
 
   Out h;
   h.raw(banner);
-  h.raw("#pragma once\n\n#include <cstddef>\n#include <string>\n#include <vector>\n\n#include \"llmcc/adgen.h\"\n");
+  h.raw("#pragma once\n\n#include <cstddef>\n#include <string>\n#include <tuple>\n#include <vector>\n\n"
+        "#include \"llmcc/adgen.h\"\n");
   for (const auto& inc : p.includes) h.raw("#include \"" + inc + "\"\n");
   h.raw("\n");
   if (!p.ns.empty()) h.raw("namespace " + p.ns + " {\n\n");
@@ -823,6 +927,7 @@ Generated emit(const Program& p, const std::string& header_name) {
       h.line("// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).");
       std::string sig = entry_signature(f, false);
       h.line(sig.substr(0, sig.size() - 1) + ", " + f.id + "_Saved& _s);");
+      h.raw(entry_trait(f));
     }
     h.line("");
   }

@@ -107,6 +107,8 @@ struct Param {
   std::string name;         // in generated code (see Planner::Scope::bind_name)
   std::string source_name;  // as the user wrote it
   std::string type;       // as declared, qualified ("const llmcc::Tensor &")
+  std::string value_type;  // without reference and cv-qualifiers ("llmcc::Tensor")
+  bool by_mutable_ref = false;  // a non-const lvalue reference or an rvalue reference
   VKind kind = VKind::Inactive;
   bool is_module = false;
   std::string module_type, grad_type;
@@ -132,6 +134,7 @@ struct FuncPlan {
 struct ModuleField {
   enum class Kind { Tensor, Module, ModuleVec };
   std::string name;
+  std::string param_name;  // its part of parameter names: LLMCC_ADGEN_NAME("weight"), else the name
   Kind kind = Kind::Tensor;
   std::string type, grad_type;  // Module/ModuleVec: the element module
 };

@@ -1,5 +1,7 @@
 // The planner: call graph from the entries, module types and their Grad mirrors, one FuncPlan
 // per differentiated function (callees first).
+#include <cctype>
+
 #include "planner_internal.h"
 
 namespace adgen {
@@ -61,16 +63,39 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
   ModulePlan m;
   m.type = rules_.type_name(ctx_.getRecordType(rd));
   m.grad_type = grad;
+  std::map<std::string, const FieldDecl*> param_names;  // for duplicate names
   for (const FieldDecl* f : rd->fields()) {
     ModuleField mf;
     mf.name = f->getNameAsString();
-    if (act_.is_tensor(f->getType())) {
+    // LLMCC_ADGEN_NAME("weight"): the field's part of parameter names ("h.0.ln_1.weight").
+    const AnnotateAttr* name_attr = nullptr;
+    for (const auto* a : f->specific_attrs<AnnotateAttr>())
+      if (a->getAnnotation().starts_with("llmcc.adgen.name:")) name_attr = a;
+    mf.param_name = mf.name;
+    if (name_attr != nullptr) {
+      mf.param_name = name_attr->getAnnotation().substr(17).str();
+      const std::string& n = mf.param_name;
+      const bool bad_char = std::any_of(n.begin(), n.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return c == '"' || c == '\\' || std::isspace(u) || !std::isprint(u);
+      });
+      if (n.empty() || n.front() == '.' || n.back() == '.' || n.find("..") != std::string::npos || bad_char)
+        diag_.error(name_attr->getLocation(),
+                    "LLMCC_ADGEN_NAME(\"" + n + "\") on field '" + mf.name +
+                        "': a parameter name part is non-empty, has no spaces, quotes or backslashes, and "
+                        "neither starts nor ends with '.' nor holds '..'");
+    }
+    // A pointer or reference to a module or Tensor: module_record and is_tensor look through
+    // them, but the mirror would own what the model only points to.
+    const QualType ft = f->getType().getCanonicalType();
+    const bool indirect = (ft->isPointerType() || ft->isReferenceType()) && act_.holds_parameters(ft);
+    if (!indirect && act_.is_tensor(f->getType())) {
       mf.kind = ModuleField::Kind::Tensor;
-    } else if (const auto* sub = act_.module_record(f->getType())) {
+    } else if (const auto* sub = indirect ? nullptr : act_.module_record(f->getType())) {
       mf.kind = ModuleField::Kind::Module;
       mf.type = rules_.type_name(ctx_.getRecordType(sub));
       mf.grad_type = ensure_module(sub);
-    } else if (const auto* el = act_.module_vec_elem(f->getType())) {
+    } else if (const auto* el = indirect ? nullptr : act_.module_vec_elem(f->getType())) {
       mf.kind = ModuleField::Kind::ModuleVec;
       mf.type = rules_.type_name(ctx_.getRecordType(el));
       mf.grad_type = ensure_module(el);
@@ -81,9 +106,20 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
         diag_.error(f->getLocation(), "module field '" + mf.name + "' of type '" + f->getType().getAsString() +
                                           "' holds parameters adgen cannot mirror: use Tensor fields, nested "
                                           "modules by value or std::vector<Module>");
+      else if (name_attr != nullptr)
+        diag_.error(name_attr->getLocation(), "LLMCC_ADGEN_NAME on field '" + mf.name +
+                                                  "', which holds no parameters: it names Tensor fields, nested "
+                                                  "modules and std::vector<Module> fields");
       continue;
     }
-    if (mf.name == "shape_like" || mf.name == "bound_like" || mf.name == "for_each_pair")
+    if (auto [it, fresh] = param_names.emplace(mf.param_name, f); !fresh) {
+      diag_.error(f->getLocation(), "module field '" + mf.name + "' gives parameters the name '" + mf.param_name +
+                                        "', as field '" + it->second->getNameAsString() +
+                                        "' does: give one of them another LLMCC_ADGEN_NAME");
+      diag_.note(it->second->getLocation(), "field '" + it->second->getNameAsString() + "' declared here");
+    }
+    if (mf.name == "shape_like" || mf.name == "bound_like" || mf.name == "for_each_pair" ||
+        mf.name == "for_each_parameter")
       diag_.error(f->getLocation(), "module field '" + mf.name + "' has the name of a member function of the "
                                         "generated gradient mirror '" + grad + "': rename the field");
     if (f->getAccess() == AS_private || f->getAccess() == AS_protected)
@@ -209,6 +245,9 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
     pp.source_name = p->getNameAsString();
     pp.type = rules_.type_name(p->getType());
     const QualType t = p->getType();
+    pp.value_type = rules_.type_name(t.getNonReferenceType().getUnqualifiedType());
+    pp.by_mutable_ref = t->isRValueReferenceType() ||
+                        (t->isLValueReferenceType() && !t.getNonReferenceType().isConstQualified());
     const bool mutable_ref = (t->isReferenceType() && !t.getNonReferenceType().isConstQualified()) ||
                              t->isPointerType();
     if (act_.is_tensor(t) || act_.is_float(t)) {
