@@ -180,17 +180,17 @@ Arena& TrainLoop::arena() {
 }
 
 void TrainLoop::plan_arena() {
-  if (o_.arena_bytes > 0) {
-    arena_ = std::make_unique<Arena>(o_.arena_bytes);
-    return;
-  }
   // One forward and backward of the first training batch, then everything put back: the data
-  // position (the run then sees that batch again) and the gradients (zero again).
+  // position (the run then sees that batch again) and the gradients (zero again). A capacity
+  // given in the options is checked against it, so a too-small one fails here, not mid-step.
   const DataLoaderState where = data_.state();
   arena_planned_ = measure_step_arena([&] { forward_backward_(1.0f); }, o_.name + ": planning the step arena");
   data_.set_state(where);
   grads_->zero();
-  arena_ = std::make_unique<Arena>(arena_capacity_for(arena_planned_));
+  if (o_.arena_bytes > 0 && o_.arena_bytes < arena_planned_)
+    fail(o_.name, "arena_bytes " + format_mib(o_.arena_bytes) + " is less than the " + format_mib(arena_planned_) +
+                      " one step uses (measured by a planning step); give 0 to reserve what is measured");
+  arena_ = std::make_unique<Arena>(o_.arena_bytes > 0 ? o_.arena_bytes : arena_capacity_for(arena_planned_));
 }
 
 double TrainLoop::evaluate(std::int64_t batches) {

@@ -27,19 +27,8 @@
 
 namespace llmcc::cli {
 
-template <class M, class G, class S, auto F, auto B, auto L>
-struct TmpEntry {
-  using Model = M;
-  using Grad = G;
-  using Saved = S;
-  using Inputs = std::tuple<Tokens, Tokens>;
-  static float fwd(const M& m, const Inputs& in, S& s) { return F(m, std::get<0>(in), std::get<1>(in), s); }
-  static void bwd(const M& m, const Inputs& in, const S& s, float d, G* g) { B(m, std::get<0>(in), std::get<1>(in), s, d, g); }
-  static float loss(const M& m, const Inputs& in) { return L(m, std::get<0>(in), std::get<1>(in)); }
-};
-
 struct Gpt2Family {
-  using Entry = TmpEntry<nn::Gpt2, nn::Gpt2_Grad, nn::gpt2_loss_Saved, nn::gpt2_loss_fwd, nn::gpt2_loss_bwd, nn::gpt2_loss>;
+  using Entry = nn::gpt2_loss_Entry;  // adgen's trait, what llmcc::train::Trainer takes
   using Config = nn::Gpt2Config;
   using Weights = nn::Gpt2Weights;
   using Grad = nn::Gpt2_Grad;
@@ -66,7 +55,7 @@ struct Gpt2Family {
 };
 
 struct LlamaFamily {
-  using Entry = TmpEntry<nn::Llama, nn::Llama_Grad, nn::llama_loss_Saved, nn::llama_loss_fwd, nn::llama_loss_bwd, nn::llama_loss>;
+  using Entry = nn::llama_loss_Entry;
   using Config = nn::LlamaConfig;
   using Weights = nn::LlamaWeights;
   using Grad = nn::Llama_Grad;

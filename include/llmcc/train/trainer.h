@@ -66,7 +66,7 @@ struct TrainerOptions {
   std::string out_dir;            // checkpoints and the log; empty: neither is written
   std::string log_path;           // empty: <out_dir>/log.jsonl
   bool quiet = false;             // no progress lines (warnings still go to stderr)
-  std::size_t arena_bytes = 0;    // step arena capacity; 0: measured by a planning step
+  std::size_t arena_bytes = 0;    // step arena capacity; 0: what a planning step measures, plus 1/16
   KeyValues config;               // the run's configuration, stored in checkpoints and the log
   std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
 
