@@ -62,7 +62,9 @@ struct Golden {
   std::uint64_t weights_hash;
 };
 
-// Recorded with the command line's trainer before it moved into include/llmcc/train.
+// Recorded with the command line's own training loop, before the loop moved into the library
+// (include/llmcc/train/trainer.h): AVX-512 with GCC 12 (-march=native on a Zen 4/5), and AVX2
+// with GCC 12 (-march=znver3, as -march=native on a Zen 3).
 const std::vector<Golden>& goldens() {
   static const std::vector<Golden> g = {
 #include "train_golden.inc"
