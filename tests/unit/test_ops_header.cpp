@@ -8,6 +8,7 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(&add_pullback, nullptr);
   EXPECT_NE(&attention_pullback, nullptr);
   EXPECT_NE(&attention_qkv_pullback, nullptr);
+  EXPECT_NE(&bidirectional_attention_pullback, nullptr);
   EXPECT_NE(&cross_entropy_pullback, nullptr);
   EXPECT_NE(&token_embedding_pullback, nullptr);
   EXPECT_NE(&token_position_embedding_pullback, nullptr);
@@ -15,6 +16,8 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(&layernorm_pullback, nullptr);
   EXPECT_NE(&linear_pullback, nullptr);
   EXPECT_NE(&linear_nobias_pullback, nullptr);
+  EXPECT_NE(&mean_pool_pullback, nullptr);
+  EXPECT_NE(&mse_loss_pullback, nullptr);
   EXPECT_NE(&mul_pullback, nullptr);
   EXPECT_NE(&rmsnorm_pullback, nullptr);
   // rope has two overloads: RopeConfig (base and scaling) and plain theta.
@@ -25,4 +28,5 @@ TEST(OpsHeader, DeclaresEveryRule) {
             nullptr);
   EXPECT_NE(&scale_pullback, nullptr);
   EXPECT_NE(&silu_pullback, nullptr);
+  EXPECT_NE(&view_pullback, nullptr);
 }

@@ -1,0 +1,59 @@
+#include "kernels/cpu/mse_loss.h"
+
+#include "kernels/cpu/parallel.h"
+
+namespace llmcc::cpu {
+namespace {
+
+// Memory-bound like add: below this a thread team costs more than it saves.
+constexpr std::int64_t kParallelMin = 32768;
+
+}  // namespace
+
+float mse_loss_forward(const float* __restrict pred, const float* __restrict target, std::int64_t n) {
+  // Squares summed in double: a float accumulator drifts by ~n * eps on large tensors.
+  double sum = 0.0;
+  if (use_team(n >= kParallelMin)) {
+#pragma omp parallel for simd schedule(static) reduction(+ : sum)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double e = static_cast<double>(pred[i]) - target[i];
+      sum += e * e;
+    }
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double e = static_cast<double>(pred[i]) - target[i];
+      sum += e * e;
+    }
+  }
+  return static_cast<float>(sum / static_cast<double>(n));
+}
+
+// No __restrict on the adjoints: a caller may pass the same tensor for both (mse_loss(x, x));
+// within each range d_pred is written before d_target is added to.
+void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const float* target,
+                       float d_out, std::int64_t n, bool overwrite_pred, bool overwrite_target) {
+  const float g = d_out * 2.0f / static_cast<float>(n);
+  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+    if (d_pred) {
+      if (overwrite_pred) {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) d_pred[i] = g * (pred[i] - target[i]);
+      } else {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) d_pred[i] += g * (pred[i] - target[i]);
+      }
+    }
+    if (d_target) {
+      if (overwrite_target) {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) d_target[i] = -(g * (pred[i] - target[i]));
+      } else {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) d_target[i] -= g * (pred[i] - target[i]);
+      }
+    }
+  }, kLineFloats);
+}
+
+}  // namespace llmcc::cpu

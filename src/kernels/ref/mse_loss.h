@@ -1,0 +1,34 @@
+// Reference kernels for mse_loss: scalar loops, templated on the scalar type so that gradient
+// tests can run them in double.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace llmcc::ref {
+
+// (1 / n) sum_i (pred[i] - target[i])^2, summed in order in at least double precision.  (n)
+template <class Real>
+Real mse_loss_forward(const Real* pred, const Real* target, std::int64_t n) {
+  std::common_type_t<Real, double> sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::common_type_t<Real, double> e = static_cast<decltype(sum)>(pred[i]) - target[i];
+    sum += e * e;
+  }
+  return static_cast<Real>(sum / static_cast<double>(n));
+}
+
+// g = d_out * 2 / n;  d_pred[i] += g (pred[i] - target[i]);  d_target[i] -= the same.  (n)
+// Null adjoints are skipped.
+template <class Real>
+void mse_loss_backward(Real* d_pred, Real* d_target, const Real* pred, const Real* target, Real d_out,
+                       std::int64_t n) {
+  const Real g = d_out * Real(2) / static_cast<Real>(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Real e = g * (pred[i] - target[i]);
+    if (d_pred) d_pred[i] += e;
+    if (d_target) d_target[i] -= e;
+  }
+}
+
+}  // namespace llmcc::ref
