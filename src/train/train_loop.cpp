@@ -90,9 +90,19 @@ std::size_t measure_step_arena(const std::function<void()>& step, const std::str
   // The probe reserves what the machine has free: pages are touched only as the step uses them,
   // so the reservation costs address space, and a step that needs more fails here, by name,
   // before training starts.
+  // Under strict overcommit a reservation that large can be refused: half as much is tried then.
   const std::size_t available = available_memory_bytes();
-  const std::size_t probe_bytes = std::max<std::size_t>(available, std::size_t{256} << 20);
-  Arena probe(probe_bytes);
+  std::size_t probe_bytes = std::max<std::size_t>(available, std::size_t{256} << 20);
+  std::unique_ptr<Arena> reserved;
+  while (!reserved) {
+    try {
+      reserved = std::make_unique<Arena>(probe_bytes);
+    } catch (const Error&) {
+      if (probe_bytes <= (std::size_t{256} << 20)) throw;
+      probe_bytes /= 2;
+    }
+  }
+  Arena& probe = *reserved;
   try {
     ArenaScope scope(probe);
     step();
