@@ -1,5 +1,7 @@
-// Process-wide run-time settings: thread count and kernel mode.
+// Process-wide run-time settings and facts: thread count, kernel mode, memory available.
 #pragma once
+
+#include <cstddef>
 
 namespace llmcc {
 
@@ -12,5 +14,9 @@ int num_threads();
 enum class KernelMode { Fast, Reference };
 void set_kernel_mode(KernelMode mode);
 KernelMode kernel_mode();
+
+// Bytes of memory a new allocation can use now: Linux's MemAvailable, else physical memory
+// (0 when unknown).
+std::size_t available_memory_bytes();
 
 }  // namespace llmcc

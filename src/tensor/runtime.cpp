@@ -1,8 +1,10 @@
 #include "llmcc/runtime.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 
 #include "llmcc/error.h"
 
@@ -21,5 +23,18 @@ int num_threads() { return omp_get_max_threads(); }
 
 void set_kernel_mode(KernelMode mode) { g_kernel_mode = mode; }
 KernelMode kernel_mode() { return g_kernel_mode; }
+
+std::size_t available_memory_bytes() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    std::fclose(f);
+    if (kib > 0) return static_cast<std::size_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
 
 }  // namespace llmcc

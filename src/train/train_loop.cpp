@@ -1,5 +1,3 @@
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,6 +10,7 @@
 
 #include "llmcc/adgen.h"
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/train_log.h"
 #include "llmcc/train/trainer.h"
@@ -65,21 +64,6 @@ std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
-}
-
-// Bytes of memory a new allocation can use now: Linux's MemAvailable, else physical memory
-// (0 when unknown).
-std::size_t available_memory_bytes() {
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kib = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr)
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
-    std::fclose(f);
-    if (kib > 0) return static_cast<std::size_t>(kib) * 1024;
-  }
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
 }
 
 }  // namespace

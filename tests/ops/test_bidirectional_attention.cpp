@@ -25,12 +25,6 @@ struct Case {
   std::size_t nlse() const { return std::size_t(B) * NH * T; }      // lse: (B, NH, T)
 };
 
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 // Fast forward and backward on float, with 1 and 2 threads, against the reference in double.
 void expect_fast_matches_reference(const Case& c) {
   SCOPED_TRACE(c.str());
@@ -154,7 +148,7 @@ TEST(BidirectionalAttentionApi, LastQueryMatchesCausalAttentionAndFirstDoesNot) 
   Tensor k = test::tensor_from(arena, s, test::random_vector<float>(80, 2));
   Tensor v = test::tensor_from(arena, s, test::random_vector<float>(80, 3));
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     Tensor bi = bidirectional_attention(q, k, v, 2), causal = attention(q, k, v, 2, 2);
     ASSERT_EQ(bi.shape(), s);
     for (int b = 0; b < 2; ++b) {
@@ -179,7 +173,7 @@ TEST(BidirectionalAttentionApi, PullbackAccumulatesFillsPendingZerosAndModesAgre
   Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(n, 4));
   std::vector<std::vector<float>> results;
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     BidirectionalAttentionSaved saved;
     Tensor out = bidirectional_attention_fwd(q, k, v, 3, saved);
     ASSERT_EQ(saved.lse.shape(), (Shape{2, 3, 7}));

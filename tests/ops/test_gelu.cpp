@@ -78,12 +78,6 @@ TEST(GeluGrad, ReferenceBackwardMatchesFiniteDifferences) {
 }
 
 // Sets the kernel mode for a scope and restores the previous one.
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(GeluApi, ForwardAndPullbackAccumulateAndSkipNulls) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
@@ -118,12 +112,12 @@ TEST(GeluApi, ReferenceAndFastModesAgree) {
   Tensor out_fast, out_ref;  // (4, 64, 65)
   Tensor d_fast = arena.zeros(s, "d_fast"), d_ref = arena.zeros(s, "d_ref");  // (4, 64, 65)
   {
-    ModeScope m(KernelMode::Fast);
+    test::KernelModeScope m(KernelMode::Fast);
     out_fast = gelu(x);
     gelu_pullback(x, out_fast, d_out, &d_fast);
   }
   {
-    ModeScope m(KernelMode::Reference);
+    test::KernelModeScope m(KernelMode::Reference);
     out_ref = gelu(x);
     gelu_pullback(x, out_ref, d_out, &d_ref);
   }

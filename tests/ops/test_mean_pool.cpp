@@ -11,12 +11,6 @@ namespace {
 
 using test::all_close;
 
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(MeanPoolKernel, ForwardAndBackwardMatchReference) {
   test::for_each_thread_count([](int) {
     for (int B : {1, 3, 7}) {
@@ -73,7 +67,7 @@ TEST(MeanPoolApi, ForwardAndPullbackAccumulateTakePendingZerosAndSkipNull) {
     }
   Tensor d_out = test::tensor_from(arena, {2, 4}, test::random_vector<float>(8, 2));
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     Tensor d_x = test::tensor_from(arena, {2, 3, 4}, std::vector<float>(24, 1.0f));
     mean_pool_pullback(x, out, d_out, &d_x);  // accumulates
     Tensor d_p = test::tensor_from(arena, {2, 3, 4}, std::vector<float>(24, 9.0f));

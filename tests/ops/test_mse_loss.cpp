@@ -11,12 +11,6 @@ namespace {
 
 using test::all_close;
 
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(MseLossKernel, ForwardAndBackwardMatchReference) {
   const float d_out = 0.7f;
   test::for_each_thread_count([&](int) {
@@ -77,7 +71,7 @@ TEST(MseLossApi, ValueAccumulationPendingZerosAliasingAndNulls) {
   const float loss = mse_loss(p, t);
   EXPECT_FLOAT_EQ(loss, static_cast<float>(sum / 30.0));
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     Tensor d_p = test::tensor_from(arena, s, std::vector<float>(30, 1.0f));  // accumulates
     Tensor d_t = test::tensor_from(arena, s, std::vector<float>(30, 3.0f));
     d_t.mark_zero_pending();  // reads as zero: written

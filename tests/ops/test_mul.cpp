@@ -75,12 +75,6 @@ TEST(MulGrad, SquareThroughOneAdjointMatchesFiniteDifferences) {
 }
 
 // Sets the kernel mode for a scope and restores the previous one.
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(MulApi, ForwardAndPullbackAccumulateAndSkipNulls) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
@@ -110,7 +104,7 @@ TEST(MulApi, SquareAccumulatesBothTermsIntoOneAdjoint) {
   Tensor x = test::tensor_from(arena, s, test::random_vector<float>(21, 1));      // (3, 7)
   Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(21, 2));  // (3, 7)
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     SCOPED_TRACE(mode == KernelMode::Fast ? "fast" : "reference");
     Tensor out = x * x;                                                        // (3, 7)
     Tensor d_x = test::tensor_from(arena, s, std::vector<float>(21, 0.5f));  // (3, 7)
@@ -133,12 +127,12 @@ TEST(MulApi, ReferenceAndFastModesAgree) {
   Tensor d_a_fast = arena.zeros(s, "d"), d_b_fast = arena.zeros(s, "d");         // (4, 64, 65)
   Tensor d_a_ref = arena.zeros(s, "d"), d_b_ref = arena.zeros(s, "d");           // (4, 64, 65)
   {
-    ModeScope m(KernelMode::Fast);
+    test::KernelModeScope m(KernelMode::Fast);
     out_fast = mul(a, b);
     mul_pullback(a, b, out_fast, d_out, &d_a_fast, &d_b_fast);
   }
   {
-    ModeScope m(KernelMode::Reference);
+    test::KernelModeScope m(KernelMode::Reference);
     out_ref = mul(a, b);
     mul_pullback(a, b, out_ref, d_out, &d_a_ref, &d_b_ref);
   }

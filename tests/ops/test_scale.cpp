@@ -64,12 +64,6 @@ TEST(ScaleGrad, ReferenceBackwardMatchesFiniteDifferences) {
 }
 
 // Sets the kernel mode for a scope and restores the previous one.
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(ScaleApi, OperatorsAndPullbackAccumulateAndSkipNulls) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
@@ -109,12 +103,12 @@ TEST(ScaleApi, ReferenceAndFastModesAgree) {
   Tensor d_x_fast = arena.zeros(s, "d"), d_x_ref = arena.zeros(s, "d");          // (4, 64, 65)
   float d_s_fast = 0.0f, d_s_ref = 0.0f;
   {
-    ModeScope m(KernelMode::Fast);
+    test::KernelModeScope m(KernelMode::Fast);
     out_fast = scale(x, 0.125f);
     scale_pullback(x, 0.125f, out_fast, d_out, &d_x_fast, &d_s_fast);
   }
   {
-    ModeScope m(KernelMode::Reference);
+    test::KernelModeScope m(KernelMode::Reference);
     out_ref = scale(x, 0.125f);
     scale_pullback(x, 0.125f, out_ref, d_out, &d_x_ref, &d_s_ref);
   }

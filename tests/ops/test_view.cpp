@@ -12,12 +12,6 @@ namespace {
 using test::all_close;
 
 // Sets the kernel mode for a scope and restores the previous one.
-struct ModeScope {
-  explicit ModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
-  ~ModeScope() { set_kernel_mode(before); }
-  KernelMode before;
-};
-
 TEST(ViewKernel, PullbackAddsIntoTheBlockOnlyInBothModes) {
   Arena arena(1 << 24);
   ArenaScope scope(arena);
@@ -33,7 +27,7 @@ TEST(ViewKernel, PullbackAddsIntoTheBlockOnlyInBothModes) {
           std::vector<float> expected = d_x0;
           for (int i = 0; i < n2; ++i) expected[offset + i] += d_out.f32()[i];
           for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-            ModeScope m(mode);
+            test::KernelModeScope m(mode);
             Tensor d_x = test::tensor_from(arena, {N}, d_x0);
             view_pullback(x, {n2}, offset, view(x, {n2}, offset), d_out, &d_x);
             EXPECT_TRUE(all_close("d_x", test::to_vector(d_x), expected, 0.0, 0.0));
@@ -78,7 +72,7 @@ TEST(ViewApi, PullbackTakesPendingZerosAndSkipsNull) {
   Tensor x = test::tensor_from(arena, {3, 4}, test::random_vector<float>(12, 1));  // (3, 4)
   Tensor d_out = test::tensor_from(arena, {4}, test::random_vector<float>(4, 2));  // (4) = d x[1]
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
-    ModeScope m(mode);
+    test::KernelModeScope m(mode);
     Tensor d_x = test::tensor_from(arena, {3, 4}, std::vector<float>(12, 7.0f));  // garbage...
     d_x.mark_zero_pending();                                                       // ...read as 0
     view_pullback(x, {4}, 4, view(x, {4}, 4), d_out, &d_x);

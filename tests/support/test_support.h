@@ -198,4 +198,13 @@ template <class Fn>
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+// Runs the scope with the given kernel mode (fast or reference) and restores the previous one.
+struct KernelModeScope {
+  explicit KernelModeScope(KernelMode m) : before(kernel_mode()) { set_kernel_mode(m); }
+  ~KernelModeScope() { set_kernel_mode(before); }
+  KernelModeScope(const KernelModeScope&) = delete;
+  KernelModeScope& operator=(const KernelModeScope&) = delete;
+  KernelMode before;
+};
+
 }  // namespace llmcc::test

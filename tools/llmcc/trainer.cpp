@@ -12,7 +12,6 @@
 #include <optional>
 #include <sstream>
 #include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "llmcc/adgen.h"
@@ -51,21 +50,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-// Bytes of memory a new allocation can use now: Linux's MemAvailable, else physical memory
-// (0 when unknown).
-std::size_t available_memory_bytes() {
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kib = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr)
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
-    std::fclose(f);
-    if (kib > 0) return static_cast<std::size_t>(kib) * 1024;
-  }
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
 }
 
 // ---- where the model comes from ----------------------------------------------------------
@@ -328,16 +312,7 @@ void CliTrainer::sample(std::int64_t step) {
                   "):\n" + text.text + "\n---");
 }
 
-TrainResult CliTrainer::run() {
-  const train::TrainResult r = trainer_->run();
-  TrainResult out;
-  out.step = r.step;
-  out.last_loss = r.last_loss;
-  out.val_loss = r.val_loss;
-  out.checkpoint = r.checkpoint;
-  out.interrupted = r.interrupted;
-  return out;
-}
+TrainResult CliTrainer::run() { return trainer_->run(); }
 
 }  // namespace
 

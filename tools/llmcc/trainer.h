@@ -22,18 +22,13 @@
 
 #include "llmcc/arena.h"
 #include "llmcc/train/data_loader.h"
+#include "llmcc/train/trainer.h"
 #include "model_family.h"
 #include "train_options.h"
 
 namespace llmcc::cli {
 
-struct TrainResult {
-  std::int64_t step = 0;     // optimizer steps completed
-  float last_loss = 0.0f;    // training loss of the last step of this invocation (NaN: none)
-  float val_loss = 0.0f;     // last validation loss (NaN: none)
-  std::string checkpoint;    // last checkpoint written (empty: none)
-  bool interrupted = false;  // stopped by SIGINT/SIGTERM
-};
+using TrainResult = train::TrainResult;
 
 // Resolves the model (fresh, --init-from or --resume), validates, trains and checkpoints.
 // Throws llmcc::Error for bad options or data.
