@@ -322,7 +322,11 @@ TrainResult TrainLoop::run() {
   // A fresh run's starting point (a resumed one logged it before its checkpoint).
   if (start_step == 0 && o_.val_every > 0) result.val_loss = validate(0);
 
-  const double items = data_.items_per_batch * o_.grad_accum;
+  // A source that does not count its items gets steps per second.
+  const bool counted = data_.items_per_batch > 0;
+  const double items = counted ? data_.items_per_batch * o_.grad_accum : 1.0;
+  const std::string rate_field = counted ? o_.rate_field : "steps_per_s";
+  out.progress.set_rate_unit(counted ? o_.rate_unit : "step");
   double timed_seconds = 0.0;  // steps after the first of this call, for the ETA
   std::int64_t timed_steps = 0;
   std::int64_t step = start_step;
@@ -345,7 +349,7 @@ TrainResult TrainLoop::run() {
                        .field("loss", loss)
                        .field("lr", lr)
                        .field("grad_norm", norm)
-                       .field(o_.rate_field, std::round(rate * 10.0) / 10.0)
+                       .field(rate_field, std::round(rate * 10.0) / 10.0)
                        .field("ms", std::round(seconds * 1e6) / 1e3)
                        .end());
     out.progress.step(step, o_.steps, loss, lr, norm, seconds * 1e3, rate,

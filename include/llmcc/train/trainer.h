@@ -70,8 +70,9 @@ struct TrainerOptions {
   KeyValues config;               // the run's configuration, stored in checkpoints and the log
   std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
 
-  // How messages read: the prefix, what the throughput counts ("tok/s", "tokens_per_s"), what to
-  // say when the loss is not finite, and how to continue a stopped run.
+  // How messages read: the prefix, what the throughput counts ("tok/s", "tokens_per_s"; steps
+  // per second when the source's items_per_batch is 0), what to say when the loss is not
+  // finite, and how to continue a stopped run.
   std::string name = "llmcc train";
   std::string rate_unit = "tok";
   std::string rate_field = "tokens_per_s";
