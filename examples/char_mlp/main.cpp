@@ -21,6 +21,7 @@
 #include "example.h"
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
+#include "llmcc/train/grad_check.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/tokenizer.h"
 #include "llmcc/train/trainer.h"
@@ -153,7 +154,7 @@ bool check_gradient(std::uint64_t seed) {
   for (auto& c : next) c = static_cast<std::int32_t>(rng.below(cfg.V));
   std::printf("gradient check on a random model: V %d, K %d, C %d, H %d, batch %d\n", cfg.V, cfg.K, cfg.C, cfg.H, B);
   const Batch batch(llmcc::Tokens(ctx.data(), B, cfg.K), llmcc::Tokens(next.data(), B, 1));
-  return example::check_gradients<Entry>(m, batch, seed + 1).failed == 0;
+  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
-// What the examples share: the command line, the finite-difference check of a generated
-// gradient, and the "did training lower the loss" verdict of --check.
+// What the examples share: the command line and the "did training lower the loss" verdict of
+// --check (its gradient check is the library's, llmcc/train/grad_check.h).
 //
 //   example::Args args = example::parse_args(argc, argv, "char_mlp", 3000);
-//   bool ok = example::check_gradients<char_mlp_loss_Entry>(model, batch, seed);  // --check (a)
-//   ok = example::loss_fell("validation loss", before, after, 0.9) && ok;        // --check (b)
+//   bool ok = llmcc::train::check_gradients<char_mlp_loss_Entry>(model, batch).ok();  // --check (a)
+//   ok = example::loss_fell("validation loss", before, after, 0.9) && ok;              // --check (b)
 #pragma once
 
 #include <algorithm>
@@ -97,124 +97,6 @@ inline Args parse_args(int argc, char** argv, const char* name, std::int64_t def
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// ---- the gradient check ----------------------------------------------------------------------
-//
-// For every parameter tensor, a few elements: adgen's gradient (Entry::fwd + Entry::bwd, as the
-// Trainer runs them) against central differences of the forward loss (Entry::loss), taken in
-// double from the float loss. The elements are drawn at random among those whose gradient is at
-// least a tenth of the tensor's largest, so the comparison is relative to a gradient that
-// matters (a wrong one is off by its own size; an element with a tiny gradient would only test
-// round-off). A tensor whose gradient is all zero gets random elements, whose differences must
-// then be zero within the noise.
-//
-// The differences are taken at steps h and h/2 (h = 1e-2 * max(1, |p|)). An element passes when
-//   |analytic - numeric(h/2)| <= noise + rtol * max(|analytic|, |numeric(h/2)|)
-// with noise = 16 * |loss| * 2^-23 / h (eight float roundings of the loss, differenced at step
-// h/2) and rtol 1e-2. Float forward passes (about 1e-7 relative) differenced at h ~ 1e-2 keep
-// about four digits, and the truncation error of the central difference, O(h^2), is below that
-// for these smooth models; |numeric(h) - numeric(h/2)| is printed as its estimate, and the raw
-// relative error |analytic - numeric| / max(|analytic|, |numeric|) as what was achieved.
-struct FdResult {
-  int checked = 0;
-  int failed = 0;
-};
-
-template <class Entry>
-FdResult check_gradients(const typename Entry::Model& model, const typename Entry::Inputs& inputs,
-                         std::uint64_t seed, int per_tensor = 3, double rtol = 1e-2) {
-  llmcc::Arena arena(std::size_t{256} << 20);  // address space; only what a step uses is touched
-  llmcc::adgen::GradBuffer<typename Entry::Grad> grad = llmcc::adgen::make_grad(model);
-  typename Entry::Saved saved;
-  float loss0 = 0.0f;
-  {
-    llmcc::ArenaScope scope(arena);
-    loss0 = Entry::fwd(model, inputs, saved);
-    Entry::bwd(model, inputs, saved, 1.0f, &grad.grad);
-  }
-  arena.reset();
-  auto loss = [&]() -> double {
-    llmcc::ArenaScope scope(arena);
-    const double l = Entry::loss(model, inputs);
-    arena.reset();
-    return l;
-  };
-  llmcc::Rng rng(seed);
-  FdResult result;
-  // The noise at step h is ulps16 / h.
-  const double ulps16 = 16.0 * std::fabs(static_cast<double>(loss0)) * 0x1p-23;
-  std::printf("gradient check: loss %.6f; per tensor, %d elements with |grad| >= 0.1 max |grad|; central "
-              "differences fd at h and h/2 (h = 1e-2 max(1, |p|)); pass if |adgen - fd(h/2)| <= noise + %.0e "
-              "max(|adgen|, |fd|), noise = 16 ulp(loss) / h <= %.1e\n",
-              static_cast<double>(loss0), per_tensor, rtol, ulps16 / 1e-2);
-  grad.grad.for_each_pair(model, "", [&](const std::string& name, const llmcc::Tensor& p, llmcc::Tensor& g) {
-    const std::int64_t n = p.numel();
-    const float* gd = g.f32();
-    float* pd = p.f32();  // perturbed in place and restored
-    double gmax = 0.0;
-    bool finite = true;
-    for (std::int64_t i = 0; i < n; ++i) {
-      finite = finite && std::isfinite(gd[i]);
-      gmax = std::max(gmax, std::fabs(static_cast<double>(gd[i])));
-    }
-    std::vector<std::int64_t> pool;  // elements with a gradient that matters
-    for (std::int64_t i = 0; i < n; ++i)
-      if (gmax == 0.0 || std::fabs(static_cast<double>(gd[i])) >= 0.1 * gmax) pool.push_back(i);
-    double worst = 0.0, worst_raw = 0.0, worst_trunc = 0.0;
-    int bad = 0;
-    std::string first;
-    const int count = std::min<int>(per_tensor, static_cast<int>(pool.size()));
-    for (int c = 0; c < count; ++c) {
-      const std::size_t pick = static_cast<std::size_t>(rng.below(pool.size()));
-      const std::int64_t i = pool[pick];
-      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(pick));
-      const float p0 = pd[i];
-      const double h = 1e-2 * std::max(1.0, std::fabs(static_cast<double>(p0)));
-      auto diff = [&](double step) {
-        // The perturbed values as float, and the step as it lands on them.
-        const float up = static_cast<float>(p0 + step), down = static_cast<float>(p0 - step);
-        pd[i] = up;
-        const double l_up = loss();
-        pd[i] = down;
-        const double l_down = loss();
-        pd[i] = p0;
-        return (l_up - l_down) / (static_cast<double>(up) - static_cast<double>(down));
-      };
-      const double n1 = diff(h), n2 = diff(h / 2);
-      const double a = gd[i];
-      const double excess = std::fabs(a - n2) - ulps16 / h;
-      const double scale = std::max(std::fabs(a), std::fabs(n2));
-      const double rel = excess <= 0.0 ? 0.0 : excess / scale;
-      worst = std::max(worst, rel);
-      worst_raw = std::max(worst_raw, scale > 0.0 ? std::fabs(a - n2) / scale : 0.0);
-      worst_trunc = std::max(worst_trunc, std::fabs(n1 - n2));
-      if (!(rel <= rtol)) {
-        ++bad;
-        if (first.empty()) {
-          char buf[160];
-          std::snprintf(buf, sizeof buf, "; first bad [%lld]: adgen %.6g, fd %.6g", static_cast<long long>(i), a, n2);
-          first = buf;
-        }
-      }
-    }
-    if (!finite) {
-      ++bad;
-      first += "; the gradient has a non-finite element";
-    }
-    result.checked += 1;
-    if (bad > 0) result.failed += 1;
-    // A gradient below the noise everywhere (a key bias, which shifts a softmax row uniformly)
-    // checks only that the differences vanish too.
-    std::printf("  %-26s %-10s max|grad| %.2e, %d elements: |adgen - fd| / |fd| <= %.1e, beyond noise %.1e; "
-                "|fd(h) - fd(h/2)| <= %.1e  %s%s%s\n",
-                name.c_str(), p.shape().str().c_str(), gmax, count, worst_raw, worst, worst_trunc,
-                bad == 0 ? "ok" : "FAIL", gmax < ulps16 / 1e-2 ? " (gradient ~0, below the noise: fd ~0 too)" : "",
-                first.c_str());
-  });
-  std::printf("gradient check: %d of %d parameter tensors %s\n", result.checked - result.failed, result.checked,
-              result.failed == 0 ? "match" : "match; the others do NOT");
-  return result;
 }
 
 // --check (b): the loss after a short training must be below `factor` times the loss before.

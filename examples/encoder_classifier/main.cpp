@@ -21,6 +21,7 @@
 #include "example.h"
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
+#include "llmcc/train/grad_check.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/trainer.h"
 #include "model.grad.h"
@@ -109,7 +110,7 @@ bool check_gradient(std::uint64_t seed) {
   std::printf("gradient check on a random encoder: V %d, T %d, C %d, %d heads, %d blocks, %d classes, batch %d\n",
               cfg.V, cfg.T, cfg.C, cfg.n_head, cfg.L, cfg.classes, B);
   const Batch batch(llmcc::Tokens(idx.data(), B, cfg.T), llmcc::Tokens(label.data(), B, 1));
-  return example::check_gradients<Entry>(m, batch, seed + 1).failed == 0;
+  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "example.h"
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
+#include "llmcc/train/grad_check.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/trainer.h"
 #include "model.grad.h"
@@ -125,7 +126,7 @@ bool check_gradient(std::uint64_t seed) {
   std::printf("gradient check on a random model: D %d, H %d, dt %.2f, %d RK4 steps, batch %d\n", cfg.D, cfg.H,
               static_cast<double>(cfg.dt), S, B);
   const Batch batch(llmcc::Tensor(x0.data(), {B, D}), llmcc::Tensor(traj.data(), {S, B, D}));
-  return example::check_gradients<Entry>(m, batch, seed + 1).failed == 0;
+  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "classifier.grad.h"
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
+#include "llmcc/train/grad_check.h"
 #include "llmcc/train/trainer.h"
 #include "temp_dir.h"
 #include "train_run.h"
@@ -92,6 +93,31 @@ TEST(TrainerApi, ParameterListIsGeneratedFromTheStruct) {
   for (std::size_t i = 0; i < r.params.count(); ++i) names.push_back(r.params.name(i));
   EXPECT_EQ(names, (std::vector<std::string>{"hidden.weight", "hidden.bias", "head.weight", "head.bias"}));
   EXPECT_EQ(r.params.parameter_count(), H * D + H + K * H + K);
+}
+
+// The library's finite-difference check passes the generated gradient and names a tensor whose
+// gradient is 5% off.
+struct OffByFivePercent : Entry {
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    Entry::bwd(m, in, s, d_loss, g);
+    float* w = g->head.w.f32();
+    for (std::int64_t i = 0; i < g->head.w.numel(); ++i) w[i] *= 1.05f;
+  }
+};
+
+TEST(TrainerApi, GradientCheckPassesAndCatchesAWrongGradient) {
+  Learner r;
+  Batch batch;
+  Rng rng(3);
+  r.train_task.make(batch, rng);
+  const llmcc::train::GradCheckReport good = llmcc::train::check_gradients<Entry>(r.model, batch, {.out = nullptr});
+  EXPECT_TRUE(good.ok());
+  EXPECT_EQ(good.tensors.size(), 4u);
+  const llmcc::train::GradCheckReport bad =
+      llmcc::train::check_gradients<OffByFivePercent>(r.model, batch, {.out = nullptr});
+  EXPECT_FALSE(bad.ok());
+  ASSERT_EQ(bad.failed(), 1);
+  for (const auto& t : bad.tensors) EXPECT_EQ(t.ok, t.name != "head.weight") << t.name << " " << t.first_bad;
 }
 
 TEST(TrainerApi, LossFallsAndHooksAreCalled) {
