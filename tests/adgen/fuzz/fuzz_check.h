@@ -28,6 +28,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmcc/adgen.h"
@@ -50,20 +51,23 @@ struct Needs {
   // places) times rstd = 1/sqrt(eps): noise a deep enough stack upstream amplifies past any
   // tolerance.
   bool layernorm;
+  // y: a regression target of the logits' shape, (B, T, Vp) or (N, Vp) (mse_loss terms).
+  bool has_y;
 };
 // Which differentiable arguments the entry's gradient covers (LLMCC_ADGEN_WRT).
 struct Wrt {
-  bool m, x, s;
+  bool m, x, s, y;
 };
 
 // Sizes and configuration of one run, drawn at run time.
 struct Dims {
   int B, T, N, C, H, V, Vp, NH, NKV, HS, L, steps, maxT;
   unsigned bits;  // config bools and ints of the program's branches
+  int K;          // rows of a tensor read as K slices by view (loops over them)
   std::string str() const {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "B=%d T=%d C=%d H=%d V=%d Vp=%d NH=%d NKV=%d HS=%d L=%d steps=%d bits=%u", B, T, C,
-                  H, V, Vp, NH, NKV, HS, L, steps, bits);
+    char buf[176];
+    std::snprintf(buf, sizeof buf, "B=%d T=%d C=%d H=%d V=%d Vp=%d NH=%d NKV=%d HS=%d L=%d steps=%d K=%d bits=%u", B,
+                  T, C, H, V, Vp, NH, NKV, HS, L, steps, K, bits);
     return buf;
   }
 };
@@ -99,15 +103,17 @@ inline Dims random_dims(std::mt19937& rng, const Needs& n) {
   d.steps = pick(rng, {0, 1, 2, 3});
   d.maxT = d.T + pick(rng, {0, 1, 4});
   d.bits = static_cast<unsigned>(rng());
+  d.K = pick(rng, {1, 2, 2, 3});  // drawn last: the other sizes of a seed stay as they were
   return d;
 }
 
 // The entry's arguments: x (B, T, C) or (N, C), token ids (B, T) in [0, V), targets (B, T) in
-// [0, V) with about one in ten ignored (-1), a float s in [0.5, 1.5].
+// [0, V) with about one in ten ignored (-1), a float s in [0.5, 1.5], a regression target y
+// (the logits' shape) in [-1, 1].
 struct Inputs {
-  std::vector<float> xs;
+  std::vector<float> xs, ys;
   std::vector<std::int32_t> id_data, tg_data;
-  Tensor x;
+  Tensor x, y;
   llmcc::Tokens ids, targets;
   float s = 1.0f;
 };
@@ -125,18 +131,23 @@ inline void make_inputs(Inputs& in, const Dims& d, const Needs& n, std::mt19937&
   in.ids = llmcc::Tokens(in.id_data.data(), d.B, d.T);
   in.targets = llmcc::Tokens(in.tg_data.data(), d.B, d.T);
   in.s = std::uniform_real_distribution<float>(0.5f, 1.5f)(rng);
+  if (n.has_y) {  // drawn last, only for programs with y
+    in.ys.resize(static_cast<std::size_t>(d.N * d.Vp));
+    for (float& v : in.ys) v = u(rng);
+    in.y = n.three_d ? Tensor(in.ys.data(), {d.B, d.T, d.Vp}) : Tensor(in.ys.data(), {d.N, d.Vp});
+  }
 }
 
 // Adjoints of the entry's tensor and float arguments.
 struct ArgGrads {
-  Tensor dx;
+  Tensor dx, dy;
   float ds = 0.0f;
 };
 // Stands in for the gradient buffer when the model is not differentiated (WRT without it).
 struct NoGrad {};
 
 // Everything a gradient call produced, flattened: parameter gradients in params() order, then
-// d_x, then d_s.
+// d_x, then d_s, then d_y.
 struct GradOut {
   float loss = 0.0f;
   std::vector<float> flat;
@@ -179,6 +190,7 @@ GradOut grad_call(const M& model, const Inputs& in) {
   }
   if constexpr (P::wrt.x && P::needs.has_x) append(out.flat, out.args.dx, in.x.numel());
   if constexpr (P::wrt.s && P::needs.has_s) out.flat.push_back(out.args.ds);
+  if constexpr (P::wrt.y && P::needs.has_y) append(out.flat, out.args.dy, in.y.numel());
   return out;
 }
 
@@ -206,19 +218,26 @@ std::vector<Slot> slots(M& model, Inputs& in) {
     out.push_back({"x" + in.x.shape().str(), in.xs.data(), in.x.numel(), offset});
     offset += static_cast<std::size_t>(in.x.numel());
   }
-  if constexpr (P::wrt.s && P::needs.has_s) out.push_back({"s", &in.s, 1, offset});
+  if constexpr (P::wrt.s && P::needs.has_s) {
+    out.push_back({"s", &in.s, 1, offset});
+    offset += 1;
+  }
+  if constexpr (P::wrt.y && P::needs.has_y)
+    out.push_back({"y" + in.y.shape().str(), in.ys.data(), in.y.numel(), offset});
   return out;
 }
 
 // Calls of every op's forward (profile sites "<op>.fwd") since the last profile::reset(), and the
-// arena buffers they leave: the output and the rule's saved buffers (cross_entropy: lse only).
+// arena buffers they leave: the output and the rule's saved buffers (cross_entropy: lse only;
+// mse_loss: none, its output is a float). view has no forward site: it allocates nothing.
 struct FwdCount {
   long calls = 0;
   long buffers = 0;
 };
 inline FwdCount forward_count() {
   static const std::map<std::string, int> kBuffers = {
-      {"layernorm.fwd", 3}, {"rmsnorm.fwd", 2}, {"attention.fwd", 2}, {"cross_entropy.fwd", 1}};
+      {"layernorm.fwd", 3},     {"rmsnorm.fwd", 2},  {"attention.fwd", 2}, {"bidirectional_attention.fwd", 2},
+      {"cross_entropy.fwd", 1}, {"mse_loss.fwd", 0}};
   FwdCount c;
   for (const auto& e : llmcc::profile::snapshot()) {
     const std::string& n = e.name;
@@ -316,21 +335,25 @@ class Runner {
         return;
       }
       GradOut g1 = grad_call<P>(m, in);
-      std::vector<float> dx1;
-      if (g1.args.dx.defined()) dx1.assign(g1.args.dx.f32(), g1.args.dx.f32() + g1.args.dx.numel());
+      auto values = [](const Tensor& t) {
+        return t.defined() ? std::vector<float>(t.f32(), t.f32() + t.numel()) : std::vector<float>();
+      };
+      const std::vector<float> dx1 = values(g1.args.dx), dy1 = values(g1.args.dy);
       if (!(std::fabs(g1.loss - primal) <= 1e-6f * std::max(1.0f, std::fabs(primal))))
         fail("loss", std::string(tag) + ": _grad returned " + std::to_string(g1.loss) + ", primal " +
                          std::to_string(primal));
-      // The same call again in the same arena: the same bits, the first call's d_x intact.
+      // The same call again in the same arena: the same bits, the first call's d_x and d_y intact.
       const GradOut g2 = grad_call<P>(m, in);
       if (!same_bits(g1.flat, g2.flat) || g1.loss != g2.loss)
         fail("repeat", std::string(tag) + ": a second gradient call differs " + first_difference(g1.flat, g2.flat));
-      if (g1.args.dx.defined()) {
-        const std::vector<float> now(g1.args.dx.f32(), g1.args.dx.f32() + g1.args.dx.numel());
-        if (!same_bits(dx1, now))
-          fail("repeat", std::string(tag) + ": the first call's d_x changed after a second call " +
-                             first_difference(dx1, now));
-      }
+      auto intact = [&](const char* name, const Tensor& t, const std::vector<float>& first) {
+        const std::vector<float> now = values(t);
+        if (!same_bits(first, now))
+          fail("repeat", std::string(tag) + ": the first call's " + name + " changed after a second call " +
+                             first_difference(first, now));
+      };
+      intact("d_x", g1.args.dx, dx1);
+      intact("d_y", g1.args.dy, dy1);
       // Checkpointing changes memory, never values.
       const GradOut gc = grad_call<P>(mc, in);
       if (!same_bits(g1.flat, gc.flat) || g1.loss != gc.loss)
@@ -388,24 +411,34 @@ class Runner {
       fail("count", "checkpointed gradient ran " + std::to_string(ckpt) + " op forwards, fewer than the primal " +
                         std::to_string(primal));
     // The augmented forward's arena holds exactly the buffers its Saved record keeps, one per
-    // rule output or rule-saved buffer.
+    // rule output or rule-saved buffer. A view is a handle inside another rule output's buffer
+    // (kept too): handles whose bytes overlap are one buffer.
     llmcc::profile::reset();
     llmcc::Arena a(std::size_t{64} << 20);
-    std::map<const void*, std::size_t> buffers;
+    std::map<const unsigned char*, std::size_t> handles;  // start -> bytes
     {
       llmcc::ArenaScope s(a);
       P::record(m, in, [&](const Tensor& t) {
         if (t.defined() && a.owns(t.address())) {
-          std::size_t& b = buffers[t.address()];
+          std::size_t& b = handles[static_cast<const unsigned char*>(t.address())];
           b = std::max(b, t.nbytes());
         }
       });
     }
     const FwdCount fc = forward_count();
     llmcc::profile::enable(false);
+    std::vector<std::pair<const unsigned char*, const unsigned char*>> buffers;  // merged [start, end)
+    for (const auto& [p, bytes] : handles) {
+      if (!buffers.empty() && p < buffers.back().second)
+        buffers.back().second = std::max(buffers.back().second, p + bytes);
+      else
+        buffers.push_back({p, p + bytes});
+    }
     std::size_t kept = 0;
-    for (const auto& [p, bytes] : buffers)
+    for (const auto& [start, end] : buffers) {
+      const auto bytes = static_cast<std::size_t>(end - start);
       kept += (bytes + llmcc::Arena::kAlignment - 1) / llmcc::Arena::kAlignment * llmcc::Arena::kAlignment;
+    }
     if (a.used() != kept || static_cast<long>(buffers.size()) != fc.buffers)
       fail("alloc", "augmented forward allocated " + std::to_string(a.used()) + " bytes, its record keeps " +
                         std::to_string(kept) + " bytes in " + std::to_string(buffers.size()) +

@@ -5,7 +5,8 @@ A program is a tree of modules (structs with Tensor fields, nested modules, std:
 modules, config ints/bools/floats), each with one const member function mapping activations
 (B, T, C) or (N, C) to the same shape, some taking a float argument. The root adds an input stage
 (a tensor x, token embeddings, or both), a head to Vp logits (its own linear, or tied to the token
-embedding) and the entry `<prefix>loss`, cross_entropy followed by float arithmetic.
+embedding) and the entry `<prefix>loss`, cross_entropy (plus, in some programs, mse_loss terms on
+the logits, against a regression-target input y of their shape) followed by float arithmetic.
 
 All sizes are run-time configuration: parameter shapes and config fields are set by the driver's
 build function from a fuzz::Dims drawn per run (fuzz_check.h), so one program runs at many sizes.
@@ -257,8 +258,87 @@ class Gen:
         self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, body))
         return Use(mod)
 
+    def battn(self, sc):
+        """Non-causal attention: q, k, v from three linears, one tensor for all three, or k = v."""
+        mod = self.new_mod("BiAttn", sc)
+        nh = sc.pick("n")
+        mod.fields.append(("int", nh, self.rng.choice(["d.NH", "d.NH", "d.NKV"])))  # both divide C
+        style = self.rng.randrange(4)
+        # An output linear, always where nothing else holds a parameter: a struct without tensors
+        # is configuration, not a module (docs/adgen-subset.md).
+        out = style == 2 or self.rng.random() < 0.6
+        if out:
+            o = sc.pick("out")
+            ou = self.lin_use("d.C", "d.C")
+            mod.fields.append(("child", o, ou))
+        lins = []
+        for prefer in ("w", "b", "saved")[:{0: 3, 1: 1, 2: 0, 3: 1}[style]]:
+            name = sc.pick(prefer)
+            use = self.lin_use("d.C", "d.C")
+            mod.fields.append(("child", name, use))
+            lins.append((name, use))
+        x, _, sig = self.sig(mod, sc)
+        self.features.append("bidirectional_attention%d" % style)
+        lines = []
+        if style == 0:  # q, k, v from three linears
+            qkv = [sc.pick(p) for p in ("t0", "t1", "y")]
+            lines += ["Tensor %s = %s;" % (t, self.call(n, u, x, None)) for t, (n, u) in zip(qkv, lins)]
+        elif style == 1:  # one tensor for all three
+            u = sc.pick("t0")
+            lines.append("Tensor %s = %s;" % (u, self.call(lins[0][0], lins[0][1], x, None)))
+            qkv = [u, u, u]
+        elif style == 2:  # the argument itself for all three
+            qkv = [x, x, x]
+        else:  # q from a linear, k = v = the argument
+            u = sc.pick("t1")
+            lines.append("Tensor %s = %s;" % (u, self.call(lins[0][0], lins[0][1], x, None)))
+            qkv = [u, x, x]
+        a = "llmcc::bidirectional_attention(%s, %s, %s, %s)" % (qkv[0], qkv[1], qkv[2], nh)
+        lines.append("return %s;" % (self.call(o, ou, a, None) if out else a))
+        self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, "\n    ".join(lines)))
+        return Use(mod)
+
+    def last_dim(self, x):
+        return "%s.dim(%s)" % (x, self.rng.choice(["-1", "2" if self.three_d else "1"]))
+
+    def shape_of(self, x):
+        """x's shape as a view argument: x.shape() or spelled from its dims."""
+        if self.rng.random() < 0.5:
+            return "%s.shape()" % x
+        return "llmcc::Shape{%s}" % ", ".join("%s.dim(%d)" % (x, k) for k in range(3 if self.three_d else 2))
+
+    def pslice(self, sc):
+        """Slices of a (K, C, C) parameter as weights: view of row k in a counted loop."""
+        mod = self.new_mod("Rows", sc)
+        w = sc.pick("w")
+        mod.fields.append(("tensor", w, "(d.K, d.C, d.C)"))
+        n = sc.pick("n")
+        mod.fields.append(("int", n, "d.K"))
+        x, _, sig = self.sig(mod, sc)
+        c, y, i = sc.pick("_c"), sc.pick("y"), sc.pick("i")
+        cexpr = self.last_dim(x) if self.rng.random() < 0.6 else "%s.dim(1)" % w
+        row = self.rng.choice(["%s" % i, "(%s - 1 - %s)" % (n, i)])
+        view = "llmcc::view(%s, llmcc::Shape{%s, %s}, %s * %s * %s)" % (w, c, c, row, c, c)
+        style = self.rng.randrange(3)
+        self.features.append("view_param%d" % style)
+        lines = ["const std::int64_t %s = %s;" % (c, cexpr), "Tensor %s = %s;" % (y, x)]
+        if style == 0:
+            lines.append("for (int %s = 0; %s < %s; ++%s) %s = llmcc::linear_nobias(%s, %s);" % (
+                i, i, n, i, y, y, view))
+        elif style == 1:  # a residual step
+            lines.append("for (int %s = 0; %s < %s; ++%s) %s = %s + llmcc::linear_nobias(%s, %s);" % (
+                i, i, n, i, y, y, y, view))
+        else:  # the slice in a local first
+            r = sc.pick("t0")
+            lines += ["for (int %s = 0; %s < %s; ++%s) {" % (i, i, n, i), "  Tensor %s = %s;" % (r, view),
+                      "  %s = llmcc::gelu(llmcc::linear_nobias(%s, %s));" % (y, y, r), "}"]
+        lines.append("return %s;" % y)
+        self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, "\n    ".join(lines)))
+        return Use(mod)
+
     def leaf(self, sc):
-        kinds = ["mlp", "mlp", "norm", "tied", "lin"] + (["attn", "attn"] if self.heads else [])
+        kinds = ["mlp", "mlp", "norm", "tied", "lin", "pslice"] + (
+            ["attn", "attn", "battn", "battn"] if self.heads else [])
         kind = self.rng.choice(kinds)
         if kind == "mlp":
             return self.mlp(sc)
@@ -268,6 +348,10 @@ class Gen:
             return self.tied(sc)
         if kind == "attn":
             return self.attn(sc)
+        if kind == "battn":
+            return self.battn(sc)
+        if kind == "pslice":
+            return self.pslice(sc)
         return self.lin_use("d.C", "d.C")
 
     # ---- composites --------------------------------------------------------------------------
@@ -277,7 +361,7 @@ class Gen:
         if depth <= 0 or self.rng.random() < 0.25:
             return self.leaf(sc)
         kind = self.rng.choice(["res", "res", "stepper", "stack", "stack", "branch", "seq", "scaled", "fanout",
-                                "free"])
+                                "free", "pool", "pool", "chunks", "reshape", "pen"])
         return getattr(self, "c_" + kind)(depth, sc)
 
     def children(self, mod, sc, depth, count, prefer=("b", "h", "self", "m")):
@@ -451,6 +535,150 @@ class Gen:
             lines = ["Tensor %s = %s;" % (u, self.call(a, au, x, s)), "return 0.5f * (%s * %s) + %s;" % (x, x, u)]
         return self.finish(mod, sig, lines)
 
+    def c_pool(self, depth, sc):
+        """mean_pool feeding later ops: (B, T, C) -> (B, C) -> [op] -> linear to (B, T * C) -> view
+        back to the activations' shape, added to them. (N, C) activations are viewed as (B, T, C)."""
+        mod = self.new_mod("Pool", sc)
+        (a, au), = self.children(mod, sc, depth, 1)
+        f = sc.pick("f")
+        fu = self.lin_use("d.T * d.C", "d.C")
+        mod.fields.append(("child", f, fu))
+        post = self.rng.choice(["none", "gelu", "norm", "mul", "silu"])
+        if post == "norm":
+            nrm = sc.pick("self")
+            nu = self.norm(Scope(self.rng, self.plain))
+            mod.fields.append(("child", nrm, nu))
+            mod.takes_s = mod.takes_s or nu.mod.takes_s
+        if not self.three_d:
+            nb, nt = sc.pick("n"), sc.pick("_i0")
+            mod.fields += [("int", nb, "d.B"), ("int", nt, "d.T")]
+        x, s, sig = self.sig(mod, sc)
+        h, p, q = sc.pick("h"), sc.pick("y"), sc.pick("t0")
+        lines = ["Tensor %s = %s;" % (h, self.call(a, au, x, s))]
+        if self.three_d:
+            lines.append("Tensor %s = llmcc::mean_pool(%s);" % (p, h))
+        else:
+            lines.append("Tensor %s = llmcc::mean_pool(llmcc::view(%s, llmcc::Shape{%s, %s, %s}, 0));" % (
+                p, h, nb, nt, self.last_dim(h)))
+        if post in ("gelu", "silu"):
+            self.features.append(post)
+            lines.append("%s = llmcc::%s(%s);" % (p, post, p))
+        elif post == "norm":
+            lines.append("%s = %s;" % (p, self.call(nrm, nu, p, s)))
+        elif post == "mul":
+            self.features.append("mul")
+            lines.append("%s = %s * %s;" % (p, p, p))
+        lines.append("Tensor %s = %s;" % (q, self.call(f, fu, p, None)))
+        back = "llmcc::view(%s, %s, 0)" % (q, self.shape_of(self.rng.choice([x, h])))
+        style = self.rng.randrange(3)
+        self.features.append("mean_pool%d" % style)
+        if style == 0:
+            lines.append("return %s + %s;" % (h, back))
+        elif style == 1:
+            lines.append("return %s + %s;" % (x, back))
+        else:
+            self.features.append("mul")
+            lines.append("return %s * %s + %s;" % (back, h, x))
+        return self.finish(mod, sig, lines)
+
+    def c_chunks(self, depth, sc):
+        """A linear to K times the width, read as K slices of the activations' shape at offsets
+        k * numel inside a counted loop (row k of a (K, ...) tensor)."""
+        mod = self.new_mod("Chunks", sc)
+        (a, au), = self.children(mod, sc, depth, 1)
+        f = sc.pick("f")
+        fu = self.lin_use("d.K * d.C", "d.C")
+        mod.fields.append(("child", f, fu))
+        n = sc.pick("n")
+        mod.fields.append(("int", n, "d.K"))
+        x, s, sig = self.sig(mod, sc)
+        u, y, i, e = sc.pick("store"), sc.pick("y"), sc.pick("i"), sc.pick("_c")
+        numel = self.rng.choice(["%s.numel()" % x, "%s.numel() / %s" % (u, n)])
+        row = self.rng.choice([i, "(%s - 1 - %s)" % (n, i)])
+        view = "llmcc::view(%s, %s, %s * %s)" % (u, self.shape_of(x), row, e)
+        lines = ["Tensor %s = %s;" % (u, self.call(f, fu, x, None)),
+                 "const std::int64_t %s = %s;" % (e, numel),
+                 "Tensor %s = %s;" % (y, x)]
+        style = self.rng.randrange(3)
+        self.features.append("view_slice%d" % style)
+        if style == 0:  # a child stepping the state, plus slice k
+            lines.append("for (int %s = 0; %s < %s; ++%s) %s = %s + %s;" % (
+                i, i, n, i, y, self.call(a, au, y, s), view))
+        elif style == 1:  # the slice through the child
+            v = sc.pick("t1")
+            lines += ["for (int %s = 0; %s < %s; ++%s) {" % (i, i, n, i), "  Tensor %s = %s;" % (v, view),
+                      "  %s = %s + %s;" % (y, y, self.call(a, au, v, s)), "}"]
+        else:  # slices gating the state
+            self.features.append("mul")
+            lines += ["for (int %s = 0; %s < %s; ++%s) {" % (i, i, n, i),
+                      "  %s = %s * %s + %s;" % (y, y, view, y), "}",
+                      "%s = %s;" % (y, self.call(a, au, y, s))]
+        lines.append("return %s;" % y)
+        return self.finish(mod, sig, lines)
+
+    def c_reshape(self, depth, sc):
+        """view as a reshape: the activations as (B, T * C) rows, a linear mixing the positions,
+        and back (the char-MLP concatenation)."""
+        mod = self.new_mod("Mix", sc)
+        (a, au), = self.children(mod, sc, depth, 1)
+        f = sc.pick("f")
+        fu = self.lin_use("d.T * d.C", "d.T * d.C")
+        mod.fields.append(("child", f, fu))
+        nb = None
+        if not self.three_d or self.rng.random() < 0.5:
+            nb = sc.pick("n")
+            mod.fields.append(("int", nb, "d.B"))
+        x, s, sig = self.sig(mod, sc)
+        h, r, y = sc.pick("h"), sc.pick("_r0"), sc.pick("y")
+        style = self.rng.randrange(4)
+        self.features.append("view_reshape%d" % style)
+        src = x if style == 2 else h  # style 2: a view of the argument itself
+        if nb is not None:
+            rows = "llmcc::Shape{%s, %s.numel() / %s}" % (nb, src, nb)
+        else:
+            rows = "llmcc::Shape{%s.dim(0), %s.dim(1) * %s.dim(2)}" % (src, src, src)
+        lines = ["Tensor %s = %s;" % (h, self.call(a, au, x, s)),
+                 "Tensor %s = llmcc::view(%s, %s, 0);" % (r, src, rows)]
+        back = "llmcc::view(%s, %s, 0)" % (self.call(f, fu, r, None), self.shape_of(x))
+        if style == 3:  # the view returned as it is
+            lines.append("return %s;" % back)
+        else:
+            lines.append("Tensor %s = %s;" % (y, back))
+            lines.append("return %s + %s;" % ((y, x) if style == 1 else (h, y)))
+        return self.finish(mod, sig, lines)
+
+    def fwrap(self, expr):
+        """A float-valued call of a differentiated function; the checkpointed variant wraps some."""
+        expr = self.injected("float", expr)
+        if self.ck is not None and self.ck.random() < 0.2:
+            self.checkpoints += 1
+            return "llmcc::adgen::checkpoint(%s)" % expr
+        return expr
+
+    def c_pen(self, depth, sc):
+        """mse_loss inside a block: a float from two model-computed tensors (or one tensor twice)
+        scaling the child's output."""
+        mod = self.new_mod("Pen", sc)
+        (a, au), = self.children(mod, sc, depth, 1)
+        x, s, sig = self.sig(mod, sc)
+        c, e = sc.pick("h"), sc.pick("_value")
+        style = self.rng.randrange(4)
+        self.features.append("mse_block%d" % style)
+        pair = {0: (c, x), 1: (x, c), 2: (c, c), 3: (c, x)}[style]
+        if style == 3:  # through a free float function
+            fs = Scope(self.rng, self.plain)
+            fname = self.prefix + self.key("pen")
+            p1, p2, v = fs.pick("x"), fs.pick("y"), fs.pick("_ret")
+            self.decls.append("%sinline float %s(const Tensor& %s, const Tensor& %s) {\n"
+                              "  float %s = llmcc::mse_loss(%s, %s);\n  return %s / (1.0f + %s);\n}\n" % (
+                                  self.fattr(), fname, p1, p2, v, p1, p2, v, v))
+            mse = self.fwrap("%s(%s, %s)" % (fname, c, x))
+        else:
+            mse = "llmcc::mse_loss(%s, %s)" % pair
+        lines = ["Tensor %s = %s;" % (c, self.call(a, au, x, s)), "float %s = %s;" % (e, mse),
+                 "return %s + (0.5f / (1.0f + %s)) * %s;" % (x, e, c)]
+        return self.finish(mod, sig, lines)
+
     def c_free(self, depth, sc):
         """Free differentiable functions: one taking a module, one on two tensors (x beside d_x)."""
         mod = self.new_mod("Free", sc)
@@ -598,22 +826,59 @@ class Program:
         self.index = index
 
 
-def entry_text(g, model, vname, has_x, has_ids, has_s, arg_order, names, wrt, sfn, loss_style):
-    """The entry `<prefix>loss`: cross_entropy on the model's logits, then float arithmetic."""
+def mse_lines(g, names, mse, three_d):
+    """mse_loss terms added to the loss `l` on the logits `z` (B, T, Vp) or (N, Vp): against the
+    input y, row k of z against row k of y in a counted loop (view at k * row), z against itself,
+    or z's first row against its last (two views of one model-computed tensor)."""
+    rng, l, z, y, k, c, r = g.rng, names["l"], names["z"], names.get("y"), names["k"], names["c"], names["rr"]
+    g.features.append("mse_%s" % mse)
+    if mse == "y":
+        pair = (z, y) if rng.random() < 0.6 else (y, z)
+        return ["%s += 0.5f * llmcc::mse_loss(%s, %s);" % ((l,) + pair)]
+    if mse == "same":
+        return ["%s = %s + llmcc::mse_loss(%s, %s);" % (l, l, z, z)]
+    if mse == "ends":
+        return ["const std::int64_t %s = %s.numel() / %s.dim(0);" % (c, z, z),
+                "%s += llmcc::mse_loss(llmcc::view(%s, llmcc::Shape{%s}, 0), llmcc::view(%s, llmcc::Shape{%s}, "
+                "%s.numel() - %s));" % (l, z, c, z, c, z, c)]
+    src = rng.choice([z, y])
+    lines = ["const std::int64_t %s = %s.dim(0);" % (r, src)]
+    if three_d and rng.random() < 0.5:  # row k of (B, T, Vp) as a (T, Vp) tensor
+        shape = "llmcc::Shape{%s.dim(1), %s.dim(2)}" % (src, src)
+        lines.append("const std::int64_t %s = %s.dim(1) * %s.dim(2);" % (c, src, src))
+    else:
+        shape = "llmcc::Shape{%s}" % c
+        lines.append("const std::int64_t %s = %s.numel() / %s;" % (c, src, r))
+    pair = [z, y] if rng.random() < 0.6 else [y, z]
+    views = tuple("llmcc::view(%s, %s, %s * %s)" % (t, shape, k, c) for t in pair)
+    lines.append("for (int %s = 0; %s < static_cast<int>(%s); ++%s) %s += 0.25f * llmcc::mse_loss(%s, %s);" % (
+        (k, k, r, k, l) + views))
+    return lines
+
+
+def entry_text(g, model, vname, has_x, has_ids, has_s, arg_order, names, wrt, sfn, loss_style, mse, three_d):
+    """The entry `<prefix>loss`: cross_entropy on the model's logits, mse_loss terms, then float
+    arithmetic."""
     decl = {"m": "const %s& %s", "x": "const Tensor& %s", "ids": "const llmcc::Tokens& %s",
-            "tg": "const llmcc::Tokens& %s", "s": "float %s"}
+            "tg": "const llmcc::Tokens& %s", "s": "float %s", "y": "const Tensor& %s"}
     params = ", ".join(decl[a] % (g.tname(model) if a == "m" else names[a], names[a]) if a == "m" else
                        decl[a] % names[a] for a in arg_order)
     fargs = ([names["x"]] if has_x else []) + ([names["ids"]] if has_ids else []) + (
         [names["s"] if has_s else "0.5f"] if model.takes_s else [])
     logits = g.wrap("%s.%s(%s)" % (names["m"], model.method, ", ".join(fargs)))
+    pre = []
+    if mse:
+        pre = ["Tensor %s = %s;" % (names["z"], logits)]
+        logits = names["z"]
     ce = g.injected("float", "llmcc::cross_entropy(%s, %s, %s.%s, -1)" % (logits, names["tg"], names["m"], vname))
     wrt_text = ' LLMCC_ADGEN_WRT("%s")' % ", ".join(names[a] for a in arg_order if a in wrt) if wrt else ""
     s = names["s"] if has_s else "0.5f"
     l = names["l"]
-    lines = ["float %s = %s;" % (l, ce)]
+    lines = pre + ["float %s = %s;" % (l, ce)]
+    if mse:
+        lines += mse_lines(g, names, mse, three_d)
     if loss_style == 0:
-        lines = ["return %s;" % ce]
+        lines = lines + ["return %s;" % l] if mse else ["return %s;" % ce]
     elif loss_style == 1:
         lines.append("return %s * %s + 0.5f * %s;" % (l, s, l))
     elif loss_style == 2:
@@ -641,6 +906,10 @@ def render(seed, index, prefix, ck, plain, inject=None):
     if has_s and not model.takes_s and loss_style in (0, 2):
         loss_style = rng.choice([1, 3, 4])  # the float argument must be used
     sfn = g.scalar_fn() if loss_style in (2, 3) else None
+    # mse_loss terms on the logits: against a regression target y (an input of the logits' shape),
+    # row by row through views, against themselves, or first row against last.
+    mse = rng.choice(["y", "y", "rows", "rows", "same", "ends"]) if rng.random() < 0.4 else None
+    has_y = mse in ("y", "rows")
     es = Scope(rng, plain)
     names = {"m": es.pick("m"), "tg": es.pick("out"), "l": es.pick("_value"), "r": es.pick("_ret")}
     if has_x:
@@ -648,17 +917,25 @@ def render(seed, index, prefix, ck, plain, inject=None):
     if has_ids:
         names["ids"] = es.pick("saved")
     names["s"] = es.pick("_s") if has_s else None
-    arg_order = ["m"] + (["x"] if has_x else []) + (["ids"] if has_ids else []) + ["tg"] + (["s"] if has_s else [])
+    if has_y:
+        names["y"] = es.pick("y")
+    if mse:
+        names.update(z=es.pick("h"), k=es.pick("i"), c=es.pick("n"), rr=es.pick("_r0"))
+    arg_order = (["m"] + (["x"] if has_x else []) + (["ids"] if has_ids else []) + ["tg"] + (["s"] if has_s else []) +
+                 (["y"] if has_y else []))
     tail = arg_order[1:]
     rng.shuffle(tail)
     arg_order = ["m"] + tail
-    diff = ["m"] + (["x"] if has_x else []) + (["s"] if has_s else [])
+    diff = ["m"] + (["x"] if has_x else []) + (["s"] if has_s else []) + (["y"] if has_y else [])
     wrt = None
     if rng.random() < 0.35:
         wrt = [a for a in diff if rng.random() < 0.6] or [rng.choice(diff)]
-    g.decls.append(entry_text(g, model, vname, has_x, has_ids, has_s, arg_order, names, wrt, sfn, loss_style))
-    info = dict(heads=heads, three_d=three_d, has_x=has_x, has_ids=has_ids, has_s=has_s, arg_order=arg_order,
-                wrt=wrt if wrt else diff, model=model, features=sorted(set(g.features)))
+    elif has_y and rng.random() < 0.5:  # y a constant (data), as a regression target usually is
+        wrt = [a for a in diff if a != "y" and (a == "m" or rng.random() < 0.6)]
+    g.decls.append(entry_text(g, model, vname, has_x, has_ids, has_s, arg_order, names, wrt, sfn, loss_style, mse,
+                              three_d))
+    info = dict(heads=heads, three_d=three_d, has_x=has_x, has_ids=has_ids, has_s=has_s, has_y=has_y,
+                arg_order=arg_order, wrt=wrt if wrt else diff, model=model, features=sorted(set(g.features)))
     return "// ---- program %d%s ----\n" % (index, " (checkpointed)" if ck else "") + "\n".join(g.decls), g, info
 
 
@@ -715,12 +992,12 @@ def param_lines(fields, path, depth, out, indent):
 
 def prog_struct(p):
     i, info = p.index, p.info
-    value = {"m": "m", "x": "in.x", "ids": "in.ids", "tg": "in.targets", "s": "in.s"}
+    value = {"m": "m", "x": "in.x", "ids": "in.ids", "tg": "in.targets", "s": "in.s", "y": "in.y"}
     args = ", ".join(value[a] for a in info["arg_order"])
     dargs = []
     for a in info["arg_order"]:
         if a in info["wrt"]:
-            dargs.append({"m": "g.grad", "x": "&a.dx", "s": "&a.ds"}[a])
+            dargs.append({"m": "g.grad", "x": "&a.dx", "s": "&a.ds", "y": "&a.dy"}[a])
     wrt = info["wrt"]
     build, params = [], []
     build_lines(info["model"].fields, "m", {}, 0, build, 2)
@@ -729,11 +1006,11 @@ def prog_struct(p):
         "// Program %d: %s" % (i, " ".join(info["features"])),
         "struct P%d {" % i,
         "  static constexpr int index = %d;" % i,
-        "  static constexpr fuzz::Needs needs{%s, %s, %s, %s, %s, %s};" % (tuple(
+        "  static constexpr fuzz::Needs needs{%s, %s, %s, %s, %s, %s, %s};" % (tuple(
             "true" if info[k] else "false" for k in ("heads", "three_d", "has_x", "has_ids", "has_s")) +
-            ("true" if "layernorm" in info["features"] else "false",)),
-        "  static constexpr fuzz::Wrt wrt{%s, %s, %s};" % tuple(
-            "true" if k in wrt else "false" for k in ("m", "x", "s")),
+            ("true" if "layernorm" in info["features"] else "false", "true" if info["has_y"] else "false")),
+        "  static constexpr fuzz::Wrt wrt{%s, %s, %s, %s};" % tuple(
+            "true" if k in wrt else "false" for k in ("m", "x", "s", "y")),
         "  using Model = fz::p%d_%s;" % (i, info["model"].key),
         "  using ModelC = fz::p%dc_%s;" % (i, info["model"].key),
         "  static void build(auto& m, const fuzz::Dims& d) {",
@@ -749,7 +1026,7 @@ def prog_struct(p):
                 variant, suffix, args),
             "  template <class G>",
             "  static float grad(const %s& m, const fuzz::Inputs& in, G& %s, fuzz::ArgGrads& %s) {" % (
-                variant, "g" if "m" in wrt else "/*g*/", "a" if ("x" in wrt or "s" in wrt) else "/*a*/"),
+                variant, "g" if "m" in wrt else "/*g*/", "a" if ("x" in wrt or "s" in wrt or "y" in wrt) else "/*a*/"),
             "    return fz::%sloss_grad(%s);" % (suffix, ", ".join([args] + dargs)),
             "  }",
             "  static void record(const %s& m, const fuzz::Inputs& in, auto&& f) {" % variant,
