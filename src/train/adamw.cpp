@@ -1,6 +1,7 @@
 #include "llmcc/train/adamw.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
@@ -24,12 +25,15 @@ struct Coefficients {
 // zeroing) and the arithmetic is the same per element on every path, so the result does not
 // depend on how the buffer is split between threads.
 template <bool zero_grads>
-void adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v,
+bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v,
                 std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor) {
   const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
               one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size,
               bc2_sqrt = k.bc2_sqrt;
-#pragma omp simd
+  // x - x is 0 for every finite x and NaN for NaN and +-Inf: one subtraction and compare per
+  // value, in the same pass, tells whether the step left anything non-finite.
+  int nonfinite = 0;
+#pragma omp simd reduction(| : nonfinite)
   for (std::int64_t i = begin; i < end; ++i) {
     const float gi = g[i];
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;
@@ -37,9 +41,13 @@ void adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, f
     m[i] = mi;
     v[i] = vi;
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    p[i] = p[i] * decay_factor - step_size * (mi / denom);
+    const float pi = p[i] * decay_factor - step_size * (mi / denom);
+    p[i] = pi;
+    nonfinite |= static_cast<int>((pi - pi) != 0.0f) | static_cast<int>((vi - vi) != 0.0f) |
+                 static_cast<int>((mi - mi) != 0.0f);
     if constexpr (zero_grads) g[i] = 0.0f;
   }
+  return nonfinite == 0;
 }
 
 // The whole flat buffer in one pass: one parallel region (when there are threads to use), each
@@ -48,7 +56,7 @@ void adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, f
 // all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
 // gradient covers the whole store as ParameterStore::zero() does.
 template <bool zero_grads>
-void adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v,
+bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v,
                 const AdamWConfig& config, float lr, std::int64_t t) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
@@ -67,17 +75,21 @@ void adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, Paramet
   float* vp = v.data();
   // Memory-bound: a team pays off from a few cache lines per thread; 64 Ki floats is ~2 MB of
   // traffic.
+  std::atomic<bool> finite{true};
   cpu::parallel_for(n, n >= (std::int64_t{1} << 16), [&](std::int64_t begin, std::int64_t end) {
+    bool range_finite = true;
     // The tensors overlapping [begin, end), in order.
     for (std::size_t i = 0; i < count; ++i) {
       const auto lo = static_cast<std::int64_t>(params.offset(i));
       const auto hi = i + 1 < count ? static_cast<std::int64_t>(params.offset(i + 1)) : n;
       if (hi <= begin) continue;
       if (lo >= end) break;
-      adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
-                             params.shape(i).ndim() >= 2 ? decay : 1.0f);
+      range_finite &= adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
+                                             params.shape(i).ndim() >= 2 ? decay : 1.0f);
     }
+    if (!range_finite) finite.store(false, std::memory_order_relaxed);
   }, cpu::kLineFloats);
+  return finite.load();
 }
 
 void check_step(const ParameterStore& params, const ParameterStore& grads, const ParameterStore& m,
@@ -107,32 +119,34 @@ void check_same_layout(const ParameterStore& a, const ParameterStore& b, const c
   }
 }
 
-void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
+bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
                 ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   // Only the zeroing variant writes the gradient.
-  adamw_flat<false>(params, grads.data(), m, v, config, lr, t);
+  return adamw_flat<false>(params, grads.data(), m, v, config, lr, t);
 }
 
-void adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
+bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
                            ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
-  adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
+  return adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
 }
 
 AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)
     : config_(config), m_(params.like()), v_(params.like()) {}
 
-void AdamW::step(ParameterStore& params, const ParameterStore& grads, float lr) {
-  adamw_step(params, grads, m_, v_, config_, lr, t_ + 1);
+bool AdamW::step(ParameterStore& params, const ParameterStore& grads, float lr) {
+  const bool finite = adamw_step(params, grads, m_, v_, config_, lr, t_ + 1);
   ++t_;
+  return finite;
 }
 
-void AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr) {
-  adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1);
+bool AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr) {
+  const bool finite = adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1);
   ++t_;
+  return finite;
 }
 
 }  // namespace llmcc

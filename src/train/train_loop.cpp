@@ -121,6 +121,8 @@ TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
   if (o_.grad_accum < 1) fail(w, "grad_accum must be at least 1, got " + std::to_string(o_.grad_accum));
   if (o_.stop_after < 0) fail(w, "stop_after must be >= 0, got " + std::to_string(o_.stop_after));
   if (!(o_.grad_clip >= 0)) fail(w, "grad_clip must be >= 0 (0: off), got " + number(o_.grad_clip));
+  if (!(o_.loss_spike == 0 || o_.loss_spike > 1))
+    fail(w, "loss_spike must be above 1 (0: no spike check), got " + number(o_.loss_spike));
   if (o_.val_every < 0 || o_.val_batches < 0 || o_.sample_every < 0 || o_.ckpt_every < 0)
     fail(w, "val_every, val_batches, sample_every and ckpt_every must be >= 0");
   if (o_.keep_last < 1) fail(w, "keep_last must be at least 1, got " + std::to_string(o_.keep_last));
@@ -207,6 +209,8 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
   const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
   if (!grads_zero_) grads_->zero();  // only after a step that stopped before AdamW
   grads_zero_ = false;
+  trip_.clear();
+  trip_after_update_ = false;
   double loss_sum = 0.0;
   for (int micro = 0; micro < o_.grad_accum; ++micro) {
     arena_->reset();
@@ -217,9 +221,32 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
   arena_->reset();
   const float loss = static_cast<float>(loss_sum / o_.grad_accum);
   *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(*grads_, o_.grad_clip) : llmcc::grad_norm(*grads_);
-  if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) return loss;  // the caller stops
-  opt_->step_zero_grads(*params_, *grads_, lr);  // zeroes the gradients in the same pass
+  // The guard, before the update: a non-finite loss or norm, or a spike.
+  if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) {
+    trip_ = std::string("the ") + (std::isfinite(loss) ? "gradient norm" : "loss") + " is not finite";
+    return loss;
+  }
+  // From the second step of a call on (a resumed run's window starts empty), against the mean
+  // of up to kLossWindow previous steps: a rise of that size within a run is divergence, not noise.
+  if (o_.loss_spike > 0 && recent_count_ > 0) {
+    double mean = 0.0;
+    for (int i = 0; i < recent_count_; ++i) mean += recent_losses_[i];
+    mean /= recent_count_;
+    if (mean > 0 && loss > o_.loss_spike * mean) {
+      trip_ = "the loss " + number(loss) + " is more than " + number(o_.loss_spike) + " times the mean of the last " +
+              std::to_string(recent_count_) + " steps (" + number(mean) + "; loss_spike sets the factor, 0 turns it off)";
+      return loss;
+    }
+  }
+  // The update, which reports in the same pass whether it left every weight and moment finite.
+  if (!opt_->step_zero_grads(*params_, *grads_, lr)) {
+    trip_ = "the update made weights or AdamW moments non-finite";
+    trip_after_update_ = true;
+  }
   grads_zero_ = true;
+  recent_losses_[recent_next_] = loss;
+  recent_next_ = (recent_next_ + 1) % kLossWindow;
+  if (recent_count_ < kLossWindow) ++recent_count_;
   return loss;
 }
 
@@ -356,11 +383,12 @@ TrainResult TrainLoop::run() {
                       per_step * static_cast<double>(o_.steps - step));
     result.step = step;
     result.last_loss = loss;
-    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+    if (!trip_.empty()) {
       out.progress.finish();
-      fail(o_.name, "step " + std::to_string(step) + ": the " + (std::isfinite(loss) ? "gradient norm" : "loss") +
-                        " is not finite (lr " + number(lr) + "); the weights were not updated. " +
-                        o_.nonfinite_hint +
+      fail(o_.name, "step " + std::to_string(step) + ": " + trip_ + " (lr " + number(lr) + "); " +
+                        (trip_after_update_ ? "the weights in memory are not finite and were not saved"
+                                            : "the weights were not updated") +
+                        ". " + o_.nonfinite_hint +
                         (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
     }
     if (step == start_step + 1) {

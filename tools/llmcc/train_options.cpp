@@ -177,6 +177,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--beta2", &o.beta2, "AdamW beta2");
   p.add("--eps", &o.eps, "AdamW epsilon");
   p.add("--grad-clip", &o.grad_clip, "clip the global gradient norm to this (0: off)");
+  p.add("--loss-spike", &o.loss_spike,
+        "stop when a step's loss exceeds this times the mean of the previous steps' (0: off); a "
+        "non-finite loss, gradient or update always stops the run, before anything is saved");
 
   p.section("Validation, samples and checkpoints");
   p.add("--val-every", &o.val_every, "validation loss every N steps (and at the start and end; 0: end only)");
@@ -250,6 +253,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.beta2 >= 0 && o.beta2 < 1, "--beta2 must be in [0, 1), got " + n(o.beta2));
   need(o.eps > 0, "--eps must be positive, got " + n(o.eps));
   need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0: off), got " + n(o.grad_clip));
+  need(o.loss_spike == 0 || o.loss_spike > 1, "--loss-spike must be above 1 (0: off), got " + n(o.loss_spike));
   need(o.val_every >= 0, "--val-every must be >= 0, got " + n(o.val_every));
   need(o.val_steps >= 0, "--val-steps must be >= 0, got " + n(o.val_steps));
   need(o.sample_every >= 0, "--sample-every must be >= 0, got " + n(o.sample_every));

@@ -231,6 +231,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   t.schedule = LrSchedule{.max_lr = o_.lr, .min_lr = o_.min_lr, .warmup_steps = o_.warmup_steps, .max_steps = o_.steps};
   t.adamw = AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay};
   t.grad_clip = o_.grad_clip;
+  t.loss_spike = o_.loss_spike;
   t.val_every = o_.val_every;
   t.val_batches = val_batches;
   t.sample_every = o_.sample_every;
@@ -242,7 +243,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   t.config = config_kv_;
   t.files = tokenizer_files_;
   t.name = kWhere;
-  t.nonfinite_hint = "Try a lower --lr, more --warmup-steps or --grad-clip 1";
+  t.nonfinite_hint = "Try a lower --lr, more --warmup-steps or --grad-clip 1, and resume from a checkpoint";
   t.continue_hint = "continue with --resume auto --out-dir " + o_.out_dir;
   train::TrainerHooks hooks;
   hooks.header = [this](const train::TrainStart& start) { print_header(start); };

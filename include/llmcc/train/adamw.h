@@ -34,13 +34,14 @@ struct AdamWConfig {
 };
 
 // One AdamW step t (t >= 1: the number of steps taken including this one) with learning rate
-// lr. Throws llmcc::Error if the four stores' layouts differ or t < 1.
-void adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
+// lr. Returns whether the updated parameters and both moments are all finite (checked in the
+// same pass). Throws llmcc::Error if the four stores' layouts differ or t < 1.
+bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
                 ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
 
 // adamw_step, then grads are zero (in the same pass over memory). The parameters, m and v are
 // bit-for-bit those of adamw_step.
-void adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
+bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
                            ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
 
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
@@ -48,10 +49,10 @@ class AdamW {
  public:
   AdamW(const ParameterStore& params, const AdamWConfig& config = {});
 
-  // Takes step t() + 1 and counts it.
-  void step(ParameterStore& params, const ParameterStore& grads, float lr);
+  // Takes step t() + 1 and counts it; returns whether parameters and moments are all finite.
+  bool step(ParameterStore& params, const ParameterStore& grads, float lr);
   // The same step, leaving grads zero for the next step's backward to accumulate into.
-  void step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr);
+  bool step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr);
 
   std::int64_t t() const { return t_; }  // steps taken
   void set_t(std::int64_t t) { t_ = t; }  // for resuming

@@ -58,6 +58,10 @@ struct TrainerOptions {
   LrSchedule schedule{};          // max_steps is set to `steps`
   AdamWConfig adamw{};
   double grad_clip = 1.0;         // global-norm clipping; 0: off (the norm is still logged)
+  // The divergence guard stops the run, before anything is saved, when a step's loss exceeds
+  // loss_spike times the mean of the previous steps' losses (up to 16 of this call; 0: no spike
+  // check). A non-finite loss, gradient norm, updated weight or AdamW moment always stops it.
+  double loss_spike = 10.0;
   std::int64_t val_every = 100;   // validation every this many steps and at the end; 0: only at the end
   std::int64_t val_batches = 20;  // batches per validation; 0: one pass (a source with an end)
   std::int64_t sample_every = 0;  // hooks.sample every this many steps and at the end; 0: never
@@ -150,6 +154,14 @@ class TrainLoop {
  private:
   void plan_arena();
   float train_step(std::int64_t step, double* grad_norm);
+  // Why the last step tripped the divergence guard (empty: it did not), and whether it had
+  // already updated the weights.
+  std::string trip_;
+  bool trip_after_update_ = false;
+  static constexpr int kLossWindow = 16;
+  float recent_losses_[kLossWindow] = {};
+  int recent_count_ = 0;  // losses in the window (up to kLossWindow)
+  int recent_next_ = 0;   // where the next one goes
   float validate(std::int64_t step);
   std::string checkpoint(std::int64_t step);
   void print_default_header(const TrainStart& start);

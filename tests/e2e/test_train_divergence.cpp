@@ -1,0 +1,103 @@
+// The divergence guard, as a user meets it through `llmcc train`: a learning rate that makes the
+// weights non-finite (3e38) or the loss explode (1e6) stops the run with a message saying why,
+// and no checkpoint ever holds a non-finite weight or moment; good checkpoints written before a
+// diverging resume survive it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "llmcc/parameters.h"
+#include "llmcc/train/checkpoint.h"
+#include "temp_dir.h"
+#include "train_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kVocab = 256;
+
+std::vector<std::string> flags(const llmcc::test::TempDir& dir, const std::string& lr, const std::string& steps) {
+  return {"train",        "--train-data", dir.file("train.bin"), "--model",     "gpt2-tiny",
+          "--n-layer",    "2",            "--n-embd",            "32",          "--n-head",
+          "2",            "--vocab-size", std::to_string(kVocab), "--max-seq-len", "32",
+          "--batch-size", "4",            "--seq-len",           "16",          "--steps",
+          steps,          "--lr",         lr,                    "--min-lr",    "0",
+          "--grad-clip",  "0",            "--ckpt-every",        "1",           "--keep-last",
+          "3",            "--val-every",  "0",                   "--seed",      "3",
+          "--threads",    "1",            "--out-dir",           dir.file("run")};
+}
+
+// Whether every tensor of every section of the checkpoint is finite (and AdamW's second moments
+// are not negative).
+::testing::AssertionResult finite_checkpoint(const std::string& path) {
+  const llmcc::CheckpointReader r(path);
+  for (const char* section : {"params", "adamw.m", "adamw.v"}) {
+    std::vector<llmcc::ParameterInfo> infos;
+    for (const auto& t : r.tensors(section)) infos.push_back({t.name, t.shape});
+    llmcc::ParameterStore store(infos);
+    r.read_tensors(section, store);
+    for (std::size_t i = 0; i < store.size(); ++i) {
+      const float x = store.data()[i];
+      if (!std::isfinite(x) || (std::string(section) == "adamw.v" && x < 0))
+        return ::testing::AssertionFailure() << path << " [" << section << "] holds " << x;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<std::string> checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& [step, path] : llmcc::list_checkpoints(dir)) out.push_back(path);
+  return out;
+}
+
+class TrainDivergence : public ::testing::Test {
+ protected:
+  void SetUp() override { llmcc::test::write_progression_shard(dir.file("train.bin"), 5000, 1, kVocab); }
+  llmcc::test::TempDir dir;
+};
+
+TEST_F(TrainDivergence, AnUpdateThatOverflowsStopsBeforeItIsSaved) {
+  const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, flags(dir, "3e38", "5"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("step 1: the update made weights or AdamW moments non-finite"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("were not saved"), std::string::npos) << r.err;
+  for (const std::string& path : checkpoints(dir.file("run"))) EXPECT_TRUE(finite_checkpoint(path));
+  EXPECT_TRUE(checkpoints(dir.file("run")).empty());
+}
+
+TEST_F(TrainDivergence, AnExplodingLossStops) {
+  const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, flags(dir, "1e6", "20"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(r.err.find("times the mean of the last") != std::string::npos ||
+              r.err.find("not finite") != std::string::npos || r.err.find("non-finite") != std::string::npos)
+      << r.err;
+  for (const std::string& path : checkpoints(dir.file("run"))) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+TEST_F(TrainDivergence, GoodCheckpointsSurviveADivergingResume) {
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, flags(dir, "1e-3", "5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin"));
+  r = llmcc::test::run_llmcc(dir, {"train", "--out-dir", dir.file("run"), "--resume", "auto", "--steps", "40",
+                                   "--lr", "1e6", "--min-lr", "1e6"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("llmcc train"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin")) << "the last good checkpoint was pruned";
+  EXPECT_TRUE(finite_checkpoint(dir.file("run") + "/ckpt_000005.bin"));
+  for (const std::string& path : checkpoints(dir.file("run"))) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+TEST_F(TrainDivergence, LossSpikeFlagIsValidated) {
+  auto args = flags(dir, "1e-3", "5");
+  args.insert(args.end(), {"--loss-spike", "0.5"});
+  const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--loss-spike must be above 1 (0: off), got 0.5"), std::string::npos) << r.err;
+}
+
+}  // namespace
