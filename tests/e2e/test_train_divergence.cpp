@@ -11,6 +11,7 @@
 
 #include "cli_run.h"
 #include "llmcc/parameters.h"
+#include "llmcc/train/adamw.h"
 #include "llmcc/train/checkpoint.h"
 #include "temp_dir.h"
 #include "train_run.h"
@@ -90,6 +91,51 @@ TEST_F(TrainDivergence, GoodCheckpointsSurviveADivergingResume) {
   EXPECT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin")) << "the last good checkpoint was pruned";
   EXPECT_TRUE(finite_checkpoint(dir.file("run") + "/ckpt_000005.bin"));
   for (const std::string& path : checkpoints(dir.file("run"))) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+// A checkpoint altered to hold a negative second moment, or a NaN weight, with a valid CRC.
+std::string altered_copy(const std::string& good, const std::string& out, bool nan_weight) {
+  const llmcc::CheckpointReader r(good);
+  std::vector<llmcc::ParameterInfo> infos;
+  for (const auto& t : r.tensors("params")) infos.push_back({t.name, t.shape});
+  llmcc::ParameterStore params(infos);
+  llmcc::AdamW opt(params);
+  const llmcc::TrainState state = llmcc::load_checkpoint(good, params, &opt);
+  if (nan_weight)
+    params.data()[3] = std::nanf("");
+  else
+    opt.v().data()[3] = -1.0f;
+  llmcc::save_checkpoint(out, params, &opt, state);
+  return out;
+}
+
+TEST_F(TrainDivergence, ANonFiniteCheckpointIsRefusedOrWarnedAbout) {
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, flags(dir, "1e-3", "2"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string good = dir.file("run") + "/ckpt_000002.bin";
+  const std::string negative_v = altered_copy(good, dir.file("negative_v.bin"), false);
+  const std::string nan_weight = altered_copy(good, dir.file("nan_weight.bin"), true);
+  // Resuming refuses both, naming the section and tensor.
+  r = llmcc::test::run_llmcc(dir, {"train", "--resume", negative_v, "--out-dir", dir.file("b"), "--steps", "4"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("[adamw.v] wte holds -1; training on from it could only give NaN"), std::string::npos) << r.err;
+  r = llmcc::test::run_llmcc(dir, {"train", "--resume", nan_weight, "--out-dir", dir.file("c"), "--steps", "4"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("[params] wte holds nan"), std::string::npos) << r.err;
+  // --force-resume goes on, and the guard then stops the run before it saves a NaN.
+  r = llmcc::test::run_llmcc(dir, {"train", "--resume", nan_weight, "--out-dir", dir.file("c"), "--steps", "4",
+                                   "--force-resume"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err.find("could only give NaN"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
+  for (const std::string& path : checkpoints(dir.file("c"))) EXPECT_TRUE(finite_checkpoint(path));
+  // eval, generate and export read it, with a warning.
+  r = llmcc::test::run_llmcc(dir, {"eval", "--ckpt", nan_weight, "--val-data", dir.file("train.bin"), "--steps", "1"});
+  EXPECT_NE(r.err.find("llmcc eval: warning: " + nan_weight + " holds 1 non-finite weights, the first in wte"),
+            std::string::npos)
+      << r.err;
+  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", nan_weight, "--out", dir.file("x.bin")});
+  EXPECT_NE(r.err.find("holds 1 non-finite weights"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainDivergence, LossSpikeFlagIsValidated) {

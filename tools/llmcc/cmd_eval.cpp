@@ -75,6 +75,7 @@ int run_eval(int argc, char** argv) {
   if (threads > 0) set_num_threads(threads);
   const std::vector<std::string> files = expand_data_paths(val_data, "--val-data");
   const std::unique_ptr<Model> model = load_model(ckpt);
+  warn_nonfinite_weights(model->params(), ckpt, kWhere);
   const ModelConfig& cfg = model->config();
   // Ids of another tokenizer are other words: the loss would mean nothing.
   if (const auto data = data_tokenizer(files)) {

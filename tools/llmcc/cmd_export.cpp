@@ -63,6 +63,7 @@ int export_llama(const std::string& ckpt, const std::string& out, const std::str
   if (format != "llmcc" && format != "safetensors")
     fail(kCmd, ckpt + " holds a Llama; llm.c model files hold GPT-2 only (use --format safetensors or llmcc)");
   nn::LlamaWeights w = nn::load_llama(ckpt);
+  warn_nonfinite_weights(w.params, ckpt, kCmd);
   std::printf("read %s (%s, %s)\n", ckpt.c_str(), from_hf ? "Hugging Face safetensors" : "llmcc checkpoint",
               describe(w.model.cfg).c_str());
   if (format == "safetensors") {
@@ -149,6 +150,7 @@ int run_export(int argc, char** argv) {
   if (llama) return export_llama(ckpt, out, format == "auto" ? (from_hf ? "llmcc" : "safetensors") : format, from_hf);
   if (format == "auto") format = from_llmc || from_hf ? "llmcc" : "llmc";
   nn::Gpt2Weights w = nn::load_gpt2(ckpt);
+  warn_nonfinite_weights(w.params, ckpt, kCmd);
   std::printf("read %s (%s, %s)\n", ckpt.c_str(),
               from_llmc ? "llm.c model file" : from_hf ? "Hugging Face safetensors" : "llmcc checkpoint",
               describe(w.model.cfg).c_str());

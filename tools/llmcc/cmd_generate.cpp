@@ -115,6 +115,7 @@ int run_generate(int argc, char** argv) {
     llama.emplace(nn::load_llama(ckpt));
   else
     gpt2.emplace(nn::load_gpt2(ckpt));
+  warn_nonfinite_weights(llama ? llama->params : gpt2->params, ckpt, kCmd);
   const ModelConfig cfg = llama ? ModelConfig::of(llama->model.cfg) : ModelConfig::of(gpt2->model.cfg);
   const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
   if (guessed && V < tok.vocab_size())

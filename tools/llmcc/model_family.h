@@ -104,6 +104,10 @@ class Model {
                                            const std::function<void(std::int32_t)>& on_token = {}) const = 0;
 };
 
+// A warning on stderr ("<cmd>: warning: <path> holds N non-finite weights, the first in
+// <tensor>; ...") when `params` holds a NaN or an infinity; nothing otherwise. Returns N.
+std::int64_t warn_nonfinite_weights(const ParameterStore& params, const std::string& path, const char* cmd);
+
 // Parameters declared and zeroed (not initialised).
 std::unique_ptr<Model> make_model(const ModelConfig& config);
 // The family of the model in `path`: an llmcc checkpoint's model.family, GPT-2 for anything else

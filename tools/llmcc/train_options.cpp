@@ -177,6 +177,8 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--beta2", &o.beta2, "AdamW beta2");
   p.add("--eps", &o.eps, "AdamW epsilon");
   p.add("--grad-clip", &o.grad_clip, "clip the global gradient norm to this (0: off)");
+  p.add("--force-resume", &o.force_resume,
+        "resume even from a checkpoint with non-finite weights or moments, or negative second moments");
   p.add("--loss-spike", &o.loss_spike,
         "stop when a step's loss exceeds this times the mean of the previous steps' (0: off); a "
         "non-finite loss, gradient or update always stops the run, before anything is saved");

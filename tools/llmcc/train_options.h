@@ -6,7 +6,7 @@
 // run then no longer matches an uninterrupted one. The thread count the run used is kept too
 // ("run.threads", restored unless --threads is given): kernels may round differently with another.
 // Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer,
-// --loss-spike) are not stored (a checkpoint stores the tokenizer itself: run_tokenizer.h).
+// --loss-spike, --force-resume) are not stored (a checkpoint stores the tokenizer itself: run_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,7 @@ struct TrainOptions {
   float eps = 1e-8f;
   double grad_clip = 1.0;  // 0: off
   double loss_spike = 10.0;  // the divergence guard's factor (0: off); run-local
+  bool force_resume = false;  // resume from a non-finite checkpoint; run-local
 
   // Validation, samples, checkpoints.
   std::int64_t val_every = 100;   // 0: only at the end

@@ -70,6 +70,7 @@ struct TrainerOptions {
   std::string out_dir;            // checkpoints and the log; empty: neither is written
   std::string log_path;           // empty: <out_dir>/log.jsonl
   bool quiet = false;             // no progress lines (warnings still go to stderr)
+  bool force_resume = false;      // resume() accepts non-finite weights or moments, or negative second moments
   std::size_t arena_bytes = 0;    // step arena capacity; 0: what a planning step measures, plus 1/16
   KeyValues config;               // the run's configuration, stored in checkpoints and the log
   std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
@@ -97,6 +98,7 @@ struct TrainStart {
   std::int64_t step = 0;           // first step this call takes
   std::string resumed_from;        // checkpoint path, or empty
   std::int64_t parameters = 0;
+  bool force_resume = false;      // resume() accepts non-finite weights or moments, or negative second moments
   std::size_t arena_bytes = 0;     // step arena reserved
   std::size_t arena_planned = 0;   // the planning step's high-water mark (0: not planned)
   std::int64_t val_batches = 0;    // per validation (0: no validation source)
@@ -119,6 +121,8 @@ struct TrainerHooks {
 class TrainLoop {
  public:
   // Continue the run in `checkpoint` (before run()): weights, AdamW, step, data position, hooks.
+  // A checkpoint with a non-finite weight or moment, or a negative second moment, is refused
+  // (unless options.force_resume): training on from it could only produce NaN.
   void resume(const std::string& checkpoint);
   TrainResult run();
   // The mean forward loss over `batches` batches of the validation source (reset first; 0: one
