@@ -84,6 +84,18 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
     windows += n - T;
   }
   window_starts_.push_back(windows);
+  // Every token of every shard against the vocabulary, before the first batch: a bad id fails
+  // here, naming file and position, not after hours of training (or never, in an unread tail).
+  if (config.vocab_size > 0) {
+    constexpr std::int64_t kChunk = std::int64_t{1} << 16;
+    std::vector<std::int32_t> chunk(static_cast<std::size_t>(kChunk));
+    for (std::size_t s = 0; s < shards_.size(); ++s)
+      for (std::int64_t start = 0; start < shards_[s].size(); start += kChunk) {
+        const std::int64_t n = std::min(kChunk, shards_[s].size() - start);
+        shards_[s].read(start, n, chunk.data());
+        check_vocab(chunk.data(), n, s, start);
+      }
+  }
   inputs_.resize(static_cast<std::size_t>(BT));
   targets_.resize(static_cast<std::size_t>(BT));
   window_.resize(static_cast<std::size_t>(config.mode == SampleMode::Sequential ? BT + 1 : T + 1));

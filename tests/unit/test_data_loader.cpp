@@ -124,12 +124,16 @@ TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({dir.path.string() + "/missing.bin"}, {}); },
                                  {"[token_file]", "missing.bin", "cannot open"}));
 
-  // Tokens outside the model's vocabulary name the file and the position.
+  // Tokens outside the model's vocabulary name the file and the position, when the loader is
+  // made: before any batch, and in a part of the shard no batch would read (its tail).
   const std::string ids = dir.shard("ids.bin", 95, 10);  // 95 .. 104
-  DataLoader checked({ids}, {.B = 1, .T = 3, .vocab_size = 100});
-  checked.next_batch();  // 95 .. 98
-  EXPECT_TRUE(test::throws_error([&] { checked.next_batch(); },
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({ids}, {.B = 1, .T = 3, .vocab_size = 100}); },
                                  {"ids.bin", "token 5 is 100", "[0, 100)"}));
+  const std::string tail = dir.shard("tail.bin", 90, 10);  // 90 .. 99; Sequential B 2 x T 4 reads 0 .. 8
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({tail}, {.B = 2, .T = 4, .vocab_size = 99}); },
+                                 {"tail.bin", "token 9 is 99", "[0, 99)"}));
+  DataLoader fine({ids}, {.B = 1, .T = 3, .vocab_size = 105});
+  fine.next_batch();
 
   DataLoader dl({tiny}, {.B = 1, .T = 3});
   EXPECT_TRUE(test::throws_error([&] { dl.set_state({.shard = 1}); }, {"shard 1", "1 shards"}));

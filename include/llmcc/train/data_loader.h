@@ -13,8 +13,9 @@
 //     from all windows of all shards (shard i offers size_i - T start positions), with an Rng
 //     seeded from `seed`, so the same seed gives the same batches.
 // Every shard must hold at least B*T + 1 tokens in Sequential mode and T + 1 in Random mode;
-// otherwise the constructor throws llmcc::Error naming the shard. With vocab_size > 0 every
-// batch is checked and a token outside [0, vocab_size) is an error naming file and position.
+// otherwise the constructor throws llmcc::Error naming the shard. With vocab_size > 0 the
+// constructor checks every token of every shard, and each batch is checked again as it is read:
+// a token outside [0, vocab_size) is an error naming file and position.
 //
 // Batches go to loader-owned buffers (inputs(), targets()) or caller-owned ones; nothing is
 // allocated per batch. state()/set_state() save and restore the position exactly, so a resumed
@@ -43,7 +44,7 @@ struct DataLoaderConfig {
   int T = 1;
   SampleMode mode = SampleMode::Sequential;
   std::uint64_t seed = 0;  // Random mode only
-  int vocab_size = 0;      // > 0: check every token of every batch against it
+  int vocab_size = 0;      // > 0: check every token against it, up front and in every batch
 };
 
 // Where the loader is; restoring it reproduces the following batches exactly.
