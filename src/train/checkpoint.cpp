@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <string_view>
 #include <unordered_map>
@@ -538,20 +540,68 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / name).string();
 }
 
-std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<std::int64_t, std::string>> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
+namespace {
+
+// The write order of a directory's checkpoints lives in dir/checkpoints.txt (their file names,
+// oldest written first), not in the checkpoints: a checkpoint's bytes stay a function of the
+// training state alone, so a resumed run's files equal an uninterrupted run's, and the order is a
+// property of the directory (a copied checkpoint carries no stale position with it). The list is
+// replaced atomically after the checkpoint is in place; a crash between the two leaves every
+// checkpoint intact, the new one merely keeps its old place in the order (or ranks as unlisted),
+// so --resume auto may take the one written before it.
+constexpr const char* kOrderFile = "checkpoints.txt";
+const std::regex& checkpoint_name() {
   static const std::regex pattern("ckpt_([0-9]{1,18})\\.bin");
+  return pattern;
+}
+
+// The listed names that look like checkpoints, without repeats (a later entry wins).
+std::vector<std::string> read_write_order(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / kOrderFile);
+  std::vector<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!std::regex_match(line, checkpoint_name())) continue;
+    std::erase(names, line);
+    names.push_back(line);
+  }
+  return names;
+}
+
+void write_write_order(const std::string& dir, const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += n + "\n";
+  detail::AtomicFile f((fs::path(dir) / kOrderFile).string(), kWhere);
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::int64_t, std::string>> unlisted;
+  std::map<std::string, std::pair<std::int64_t, std::string>> found;  // by file name
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return unlisted;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) && std::regex_match(name, m, pattern)) {
-      out.emplace_back(std::stoll(m[1].str()), e.path().string());
+    if (e.is_regular_file(ec) && std::regex_match(name, m, checkpoint_name())) {
+      found[name] = {std::stoll(m[1].str()), e.path().string()};
     }
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::vector<std::pair<std::int64_t, std::string>> listed;
+  for (const std::string& name : read_write_order(dir)) {
+    const auto it = found.find(name);
+    if (it == found.end()) continue;  // deleted since
+    listed.push_back(it->second);
+    found.erase(it);
+  }
+  // Unlisted ones (written by an llmcc without the list, or copied in) are older, by step.
+  for (auto& [name, entry] : found) unlisted.push_back(std::move(entry));
+  std::sort(unlisted.begin(), unlisted.end());
+  unlisted.insert(unlisted.end(), listed.begin(), listed.end());
+  return unlisted;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
@@ -564,13 +614,21 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   if (keep_last < 1) fail(kWhere, "keep_last must be >= 1, got " + std::to_string(keep_last));
   const auto all = list_checkpoints(dir);
   std::error_code ec;
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < all.size(); ++i) {
-    fs::remove(all[i].second, ec);
-  }
-  static const std::regex tmp_pattern("ckpt_[0-9]+\\.bin\\.tmp");
+  const std::size_t keep = static_cast<std::size_t>(keep_last);
+  const std::size_t drop = all.size() > keep ? all.size() - keep : 0;
+  for (std::size_t i = 0; i < drop; ++i) fs::remove(all[i].second, ec);
+  static const std::regex tmp_pattern("(ckpt_[0-9]+\\.bin|checkpoints\\.txt)\\.tmp");
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     if (std::regex_match(e.path().filename().string(), tmp_pattern)) fs::remove(e.path(), ec);
   }
+  // Keep the list to the kept files it names, in their order.
+  const std::vector<std::string> order = read_write_order(dir);
+  std::vector<std::string> kept;
+  for (std::size_t i = drop; i < all.size(); ++i) {
+    const std::string name = fs::path(all[i].second).filename().string();
+    if (std::find(order.begin(), order.end(), name) != order.end()) kept.push_back(name);
+  }
+  if (kept != order) write_write_order(dir, kept);
   detail::sync_parent_dir((fs::path(dir) / "x").string());
 }
 
@@ -583,7 +641,15 @@ std::string save_checkpoint_in_dir(const std::string& dir, int keep_last,
   if (ec) fail(kWhere, dir + ": cannot create the checkpoint directory: " + ec.message());
   const std::string path = checkpoint_path(dir, state.step);
   save_checkpoint(path, params, opt, state);
+  // Newest written, whatever its step (a resumed branch writes lower steps than the abandoned
+  // one), so pruning keeps it and --resume auto finds it.
+  std::vector<std::string> order = read_write_order(dir);
+  const std::string name = fs::path(path).filename().string();
+  std::erase(order, name);
+  order.push_back(name);
+  write_write_order(dir, order);
   prune_checkpoints(dir, keep_last);
+  LLMCC_ASSERT(fs::exists(path), "pruning deleted the checkpoint just written");
   return path;
 }
 

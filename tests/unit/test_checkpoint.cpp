@@ -1,6 +1,7 @@
 // Checkpoints: bit-identical round trip of the whole training state, clear errors (never a
-// crash) for truncated or corrupt files and for another model's layout, keep-last-K, and an
-// interrupted write that leaves the previous checkpoint intact.
+// crash) for truncated or corrupt files and for another model's layout, keep-last-K by write
+// order (a resumed branch is kept), and an interrupted write that leaves the previous checkpoint
+// intact.
 #include "llmcc/train/checkpoint.h"
 
 #include <unistd.h>
@@ -8,6 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "temp_dir.h"
 #include "test_support.h"
@@ -32,6 +36,11 @@ void fill(ParameterStore& s, std::uint64_t seed) {
     const auto v = test::random_vector<float>(s.shape(i).numel(), seed + i);
     std::copy(v.begin(), v.end(), s.data() + s.offset(i));
   }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 bool same_bits(const ParameterStore& a, const ParameterStore& b) {
@@ -206,6 +215,67 @@ TEST(Checkpoint, KeepsTheLastKAndSurvivesAnInterruptedWrite) {
   EXPECT_EQ(list_checkpoints(run).size(), 3u);
   EXPECT_EQ(load_checkpoint(*latest_checkpoint(run), b.params, &b.opt).step, 1000100);
   EXPECT_TRUE(test::throws_error([&] { prune_checkpoints(run, 0); }, {"keep_last must be >= 1"}));
+}
+
+// A run resumed from an earlier checkpoint writes lower steps than the branch it abandoned: its
+// files are the newest (by write order), kept by pruning and found by latest_checkpoint.
+TEST(Checkpoint, AResumedBranchIsKeptAndIsTheLatest) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  TrainingRun first(4, 1), branch(4, 2);  // different weights tell the branches apart
+  const auto save = [&](TrainingRun& r, std::int64_t step, int keep_last) {
+    r.state.step = step;
+    return save_checkpoint_in_dir(run, keep_last, r.params, &r.opt, r.state);
+  };
+  const auto steps = [&] {
+    std::vector<std::int64_t> out;
+    for (const auto& [step, path] : list_checkpoints(run)) out.push_back(step);
+    return out;
+  };
+  const auto weights_of = [&](const std::string& path) {
+    TrainingRun into(4, 3);
+    load_checkpoint(path, into.params, &into.opt);
+    return std::move(into.params);
+  };
+  for (std::int64_t step : {4, 5, 6}) save(first, step, 3);
+  EXPECT_EQ(read_text(run + "/checkpoints.txt"), "ckpt_000004.bin\nckpt_000005.bin\nckpt_000006.bin\n");
+
+  // Resumed from 4, the branch writes 5 again: with keep_last 1 it is the one left.
+  EXPECT_EQ(save(branch, 5, 1), checkpoint_path(run, 5));
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 5));
+  EXPECT_TRUE(same_bits(weights_of(checkpoint_path(run, 5)), branch.params));
+  EXPECT_EQ(read_text(run + "/checkpoints.txt"), "ckpt_000005.bin\n");
+
+  // With room to keep more, the abandoned 6 stays until it falls outside keep_last.
+  fs::remove_all(run);
+  for (std::int64_t step : {4, 5, 6}) save(first, step, 3);
+  save(branch, 5, 3);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{4, 6, 5}));  // oldest written first
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 5));
+  save(branch, 6, 3);  // replaces the abandoned 6
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{4, 5, 6}));
+  EXPECT_TRUE(same_bits(weights_of(checkpoint_path(run, 6)), branch.params));
+  save(branch, 7, 2);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{6, 7}));
+
+  // Checkpoints of an llmcc that kept no list (simulated by deleting it) are older than any
+  // listed one, and ordered by step among themselves; a leftover list .tmp is cleaned up.
+  fs::remove_all(run);
+  for (std::int64_t step : {4, 5, 6}) save(first, step, 3);
+  fs::remove(run + "/checkpoints.txt");
+  std::ofstream(run + "/checkpoints.txt.tmp") << "ckpt_0000";
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 6));
+  save(branch, 5, 2);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{6, 5}));
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 5));
+  EXPECT_FALSE(fs::exists(run + "/checkpoints.txt.tmp"));
+  // A list naming files that are gone (or garbage) is harmless.
+  std::ofstream(run + "/checkpoints.txt", std::ios::app) << "ckpt_000009.bin\nnot a checkpoint\n";
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{6, 5}));
+  save(branch, 8, 1);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{8}));
+  EXPECT_EQ(read_text(run + "/checkpoints.txt"), "ckpt_000008.bin\n");
 }
 
 TEST(Checkpoint, KeyValuesRoundTripAndRejectWhatTheyCannotHold) {

@@ -114,15 +114,23 @@ TrainState load_checkpoint(const std::string& path, ParameterStore& params, Adam
 
 // ---- a directory of checkpoints -----------------------------------------------------------
 
+// "Newest" is the most recently WRITTEN, not the highest step: a run resumed from an earlier
+// checkpoint writes lower steps than the abandoned branch it left behind, and its own files are
+// the ones to keep and resume. The write order is kept in dir/checkpoints.txt (file names, oldest
+// first), which save_checkpoint_in_dir updates; checkpoints it does not name (written by an older
+// llmcc, or copied in) count as older than those it names, and among themselves by step.
+
 // dir/ckpt_000100.bin (at least 6 digits).
 std::string checkpoint_path(const std::string& dir, std::int64_t step);
-// (step, path) of every dir/ckpt_<digits>.bin, oldest first; an absent directory has none.
+// (step, path) of every dir/ckpt_<digits>.bin, oldest written first; an absent directory has none.
 std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir);
+// The most recently written checkpoint (what `--resume auto` continues).
 std::optional<std::string> latest_checkpoint(const std::string& dir);
-// Deletes all but the newest keep_last checkpoints (keep_last >= 1) and any leftover
-// ckpt_*.bin.tmp from interrupted writes.
+// Deletes all but the keep_last most recently written checkpoints (keep_last >= 1) and any
+// leftover .tmp from interrupted writes.
 void prune_checkpoints(const std::string& dir, int keep_last);
-// Creates dir if needed, saves checkpoint_path(dir, state.step), prunes; returns the path.
+// Creates dir if needed, saves checkpoint_path(dir, state.step) (replacing a file of that step),
+// records it as the newest written, prunes (never the file just written); returns the path.
 std::string save_checkpoint_in_dir(const std::string& dir, int keep_last,
                                    const ParameterStore& params, const AdamW* opt,
                                    const TrainState& state);
