@@ -1,21 +1,45 @@
 #include "nn/gpt2_config.h"
 
+#include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "llmcc/error.h"
 
 namespace llmcc::nn {
 
+namespace {
+constexpr const char* kWhere = "GPT-2 config";
+
+// 12 C^2 + 13 C per block: ln_1 2C, c_attn (q, k, v) 3(C^2 + C), attention projection C^2 + C,
+// ln_2 2C, mlp c_fc 4C^2 + 4C, mlp c_proj 4C^2 + C. In long double, as every count here: no
+// overflow for any int fields, and exact for every count up to kMaxParameterCount.
+long double block_parameters(const Gpt2Config& c) {
+  const long double C = c.n_embd;
+  return 12.0L * C * C + 13.0L * C;
+}
+
+// wte (Vp, C), wpe (T, C), L blocks and the final layernorm (2C).
+long double total_parameters(const Gpt2Config& c) {
+  const long double C = c.n_embd;
+  return static_cast<long double>(c.padded_vocab_size) * C + static_cast<long double>(c.max_seq_len) * C +
+         static_cast<long double>(c.n_layer) * block_parameters(c) + 2.0L * C;
+}
+}  // namespace
+
+void check_parameter_count(const std::string& where, const std::string& what, long double count) {
+  if (count <= static_cast<long double>(kMaxParameterCount)) return;  // false for NaN
+  std::ostringstream s;
+  s << what << " = " << std::setprecision(4) << static_cast<double>(count)
+    << " elements, more than the limit of 2^40 = " << kMaxParameterCount
+    << " per tensor and in total (4 TiB of float weights)";
+  fail(where, s.str());
+}
+
 std::int64_t Gpt2Config::parameter_count() const {
-  const std::int64_t C = n_embd, L = n_layer;
-  const std::int64_t per_layer = 2 * C           // ln_1
-                                 + 3 * (C * C + C)  // c_attn (q, k, v)
-                                 + C * C + C        // attention projection
-                                 + 2 * C            // ln_2
-                                 + 4 * C * C + 4 * C  // mlp c_fc
-                                 + 4 * C * C + C;     // mlp c_proj
-  return static_cast<std::int64_t>(padded_vocab_size) * C + static_cast<std::int64_t>(max_seq_len) * C +
-         L * per_layer + 2 * C;
+  const long double n = total_parameters(*this);
+  check_parameter_count(kWhere, "the parameter count of " + str(), n);
+  return static_cast<std::int64_t>(n);  // exact: an integer below 2^40
 }
 
 double Gpt2Config::flops_per_step(int B, int T) const {
@@ -42,6 +66,17 @@ void Gpt2Config::validate() const {
   need(n_embd > 0 && n_embd % n_head == 0, "n_embd (" + std::to_string(n_embd) +
                                                ") must be a positive multiple of n_head (" +
                                                std::to_string(n_head) + ")");
+  // Before anything multiplies the sizes in int64: the largest tensors, then the whole model.
+  auto s = [](auto v) { return std::to_string(v); };
+  const long double C = n_embd;
+  check_parameter_count(kWhere, "wte: padded_vocab_size (" + s(padded_vocab_size) + ") x n_embd (" + s(n_embd) + ")",
+                        static_cast<long double>(padded_vocab_size) * C);
+  check_parameter_count(kWhere, "wpe: max_seq_len (" + s(max_seq_len) + ") x n_embd (" + s(n_embd) + ")",
+                        static_cast<long double>(max_seq_len) * C);
+  check_parameter_count(kWhere, "mlp c_fc: 4 n_embd x n_embd with n_embd " + s(n_embd), 4.0L * C * C);
+  check_parameter_count(kWhere, "n_layer (" + s(n_layer) + ") blocks of n_embd (" + s(n_embd) + ")",
+                        static_cast<long double>(n_layer) * block_parameters(*this));
+  check_parameter_count(kWhere, "the parameter count of " + str(), total_parameters(*this));
 }
 
 std::string Gpt2Config::str() const {
@@ -51,7 +86,12 @@ std::string Gpt2Config::str() const {
   return s.str();
 }
 
-int padded_vocab(int vocab_size) { return (vocab_size + 127) / 128 * 128; }
+int padded_vocab(int vocab_size) {
+  const std::int64_t padded = (static_cast<std::int64_t>(vocab_size) + 127) / 128 * 128;
+  if (padded > std::numeric_limits<int>::max())
+    fail(kWhere, "vocab_size (" + std::to_string(vocab_size) + ") padded to a multiple of 128 does not fit an int");
+  return static_cast<int>(padded);
+}
 
 namespace {
 struct Preset {

@@ -1,24 +1,42 @@
 #include "nn/llama_config.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "llmcc/error.h"
+#include "nn/gpt2_config.h"  // kMaxParameterCount, check_parameter_count
 
 namespace llmcc::nn {
 
+namespace {
+constexpr const char* kWhere = "Llama config";
+
+// kv = n_kv_head * head_dim (the width of wk and wv); 0 when n_head is not positive, which
+// validate() reports before any count is looked at.
+long double kv_width(const LlamaConfig& c) {
+  return c.n_head > 0 ? static_cast<long double>(c.n_kv_head) * c.head_dim() : 0.0L;
+}
+
+// Per block: attention_norm C, wq C^2, wk and wv 2 kv C, wo C^2, ffn_norm C, w1, w3, w2 3 F C. In
+// long double, as every count here: no overflow for any int fields, and exact for every count up
+// to kMaxParameterCount.
+long double block_parameters(const LlamaConfig& c) {
+  const long double C = c.n_embd, F = c.hidden_dim;
+  return 2.0L * C * C + 2.0L * kv_width(c) * C + 3.0L * F * C + 2.0L * C;
+}
+
+// tok_embeddings (V, C), L blocks, the final norm C and the untied output head (V, C).
+long double total_parameters(const LlamaConfig& c) {
+  const long double C = c.n_embd, V = c.vocab_size;
+  return 2.0L * V * C + static_cast<long double>(c.n_layer) * block_parameters(c) + C;
+}
+}  // namespace
+
 std::int64_t LlamaConfig::parameter_count() const {
-  const std::int64_t C = n_embd, L = n_layer, F = hidden_dim, V = vocab_size;
-  const std::int64_t kv = static_cast<std::int64_t>(n_kv_head) * head_dim();  // k and v width
-  const std::int64_t per_layer = C                                            // attention_norm
-                                 + C * C                                      // wq
-                                 + 2 * kv * C                                 // wk, wv
-                                 + C * C                                      // wo
-                                 + C                                          // ffn_norm
-                                 + 3 * F * C;                                 // w1, w3, w2
-  return V * C                                                                // tok_embeddings
-         + L * per_layer + C                                                  // final norm
-         + V * C;                                                             // output head (untied)
+  const long double n = total_parameters(*this);
+  check_parameter_count(kWhere, "the parameter count of " + str(), n);
+  return static_cast<std::int64_t>(n);  // exact: an integer below 2^40
 }
 
 double LlamaConfig::flops_per_step(int B, int T) const {
@@ -57,6 +75,17 @@ void LlamaConfig::validate() const {
        "rope_theta must be a finite number above 1, got " + s(rope_theta));
   need(std::isfinite(norm_eps) && norm_eps > 0.0f, "norm_eps must be positive, got " + s(norm_eps));
   rope_scaling.validate("Llama config");
+  // Before anything multiplies the sizes in int64: the largest tensors, then the whole model.
+  const long double C = n_embd;
+  check_parameter_count(kWhere, "tok_embeddings: vocab_size (" + s(vocab_size) + ") x n_embd (" + s(n_embd) + ")",
+                        static_cast<long double>(vocab_size) * C);
+  check_parameter_count(kWhere, "wq: n_embd x n_embd with n_embd " + s(n_embd), C * C);
+  check_parameter_count(kWhere, "w1: hidden_dim (" + s(hidden_dim) + ") x n_embd (" + s(n_embd) + ")",
+                        static_cast<long double>(hidden_dim) * C);
+  check_parameter_count(kWhere, "n_layer (" + s(n_layer) + ") blocks of n_embd (" + s(n_embd) + "), hidden_dim (" +
+                                    s(hidden_dim) + ")",
+                        static_cast<long double>(n_layer) * block_parameters(*this));
+  check_parameter_count(kWhere, "the parameter count of " + str(), total_parameters(*this));
 }
 
 std::string LlamaConfig::str() const {
@@ -70,9 +99,20 @@ std::string LlamaConfig::str() const {
 }
 
 int llama_hidden_dim(int dim, int multiple_of, float ffn_dim_multiplier) {
-  int hidden = 2 * (4 * dim) / 3;
-  if (ffn_dim_multiplier != 1.0f) hidden = static_cast<int>(ffn_dim_multiplier * static_cast<float>(hidden));
-  return (hidden + multiple_of - 1) / multiple_of * multiple_of;
+  // In int64 and checked, as dim and the multiplier may come from a file.
+  auto s = [](auto v) { return std::to_string(v); };
+  if (dim <= 0 || multiple_of <= 0 || !(ffn_dim_multiplier > 0.0f && std::isfinite(ffn_dim_multiplier)))
+    fail(kWhere, "hidden_dim needs a positive dim, multiple_of and ffn_dim_multiplier, got " + s(dim) + ", " +
+                     s(multiple_of) + ", " + s(ffn_dim_multiplier));
+  std::int64_t hidden = 2 * (4 * static_cast<std::int64_t>(dim)) / 3;
+  if (ffn_dim_multiplier != 1.0f) {
+    const float scaled = ffn_dim_multiplier * static_cast<float>(hidden);  // +inf when huge: too big below
+    hidden = scaled < 1e18f ? static_cast<std::int64_t>(scaled) : std::int64_t{1} << 60;
+  }
+  const std::int64_t rounded = (hidden + multiple_of - 1) / multiple_of * multiple_of;
+  if (rounded > std::numeric_limits<int>::max())
+    fail(kWhere, "hidden_dim for dim " + s(dim) + " (" + s(rounded) + ") does not fit an int");
+  return static_cast<int>(rounded);
 }
 
 namespace {

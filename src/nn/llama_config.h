@@ -24,12 +24,15 @@ struct LlamaConfig {
   RopeConfig rope() const { return {rope_theta, rope_scaling}; }
 
   int head_dim() const { return n_embd / n_head; }
-  // Elements of all parameters (the output head counted separately from the embedding).
+  // Elements of all parameters (the output head counted separately from the embedding). Throws
+  // llmcc::Error when that is over kMaxParameterCount (nn/gpt2_config.h; validate() names the
+  // field first).
   std::int64_t parameter_count() const;
   // Forward + backward FLOPs of one training step over B x T tokens (6N per token plus attention).
   double flops_per_step(int B, int T) const;
   // Throws llmcc::Error naming the field for a value out of range (n_embd % n_head, n_head %
-  // n_kv_head, an odd head size, which RoPE cannot rotate, a rope scaling out of range, ...).
+  // n_kv_head, an odd head size, which RoPE cannot rotate, a rope scaling out of range, a tensor
+  // or the whole model over kMaxParameterCount elements, ...).
   void validate() const;
   // "L6 H6/6 C288 F768 T256 V32000 theta 10000", then " llama3 rope x32 (1, 4, 8192)" when scaled
   std::string str() const;
