@@ -329,6 +329,8 @@ JsonValue parse_json(std::string_view text, const std::string& filename, const s
   return Parser(text, filename, where, "").document();
 }
 
+JsonValue::JsonValue() = default;
+
 const JsonValue* JsonValue::find(std::string_view key) const {
   for (const auto& [k, v] : object) {
     if (k == key) return &v;

@@ -34,6 +34,11 @@ struct JsonValue {
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object;  // in file order, keys unique
 
+  // Defined (= default) in json_reader.cpp: with an implicit one, clang instantiates
+  // std::pair<std::string, JsonValue> (libstdc++'s pair asks whether its members are implicitly
+  // default-constructible) while JsonValue is still incomplete, and rejects it.
+  JsonValue();
+
   // The member named key of an object, or null when absent (or when this is not an object).
   const JsonValue* find(std::string_view key) const;
   // "null", "a boolean", "a number", "a string", "an array", "an object" (for messages).
