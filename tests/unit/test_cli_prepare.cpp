@@ -1,6 +1,7 @@
 // `llmcc prepare` and `llmcc tokenize` run as a user runs them (the built binary, LLMCC_BINARY):
 // shards decode back to the input, splits have the documented sizes, bad input exits 1 with a
-// message naming the problem and writes nothing.
+// message naming the problem and writes nothing, and a run that fails part-way leaves an earlier
+// data set in --out as it was.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -73,6 +75,45 @@ std::size_t count_bin_files(const fs::path& dir) {
   return n;
 }
 
+// Every file in dir (name -> bytes), to compare a data set before and after a run.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files[e.path().filename().string()] = slurp(e.path().string());
+  return files;
+}
+
+// Work or set-aside directories (<out>.tmp-<pid>, <out>.old-<pid>) left beside the output.
+std::vector<std::string> leftovers(const fs::path& parent) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(parent)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
+// `llmcc <args>` run by /bin/sh after `prefix` (e.g. a ulimit), output captured like run_llmcc.
+CliResult run_llmcc_after(const llmcc::test::TempDir& dir, const std::string& prefix,
+                          const std::vector<std::string>& args) {
+  std::string cmd = prefix + "; exec " + llmcc::test::shell_quote(LLMCC_BINARY);
+  for (const std::string& a : args) cmd += " " + llmcc::test::shell_quote(a);
+  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
+  const std::string line = "sh -c " + llmcc::test::shell_quote(cmd) + " >" + llmcc::test::shell_quote(out) + " 2>" +
+                           llmcc::test::shell_quote(err) + " </dev/null";
+  const int status = std::system(line.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string repeat(const std::string& s, std::size_t n) {
+  std::string r;
+  for (std::size_t i = 0; i < n; ++i) r += s;
+  return r;
+}
+
 const std::string kDocA =
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
     "First Citizen:\nYou are all resolved rather to die than to famish?\n";
@@ -82,18 +123,19 @@ const std::string kDocB =
 TEST(CliPrepare, ShardsDecodeToTheInputWithTheDocumentedSplit) {
   REQUIRE_TOKENIZER();
   llmcc::test::TempDir dir;
-  write_file(dir.file("a.txt"), kDocA);
-  write_file(dir.file("b.txt"), kDocB);
+  const std::string doc_a = repeat(kDocA, 80), doc_b = repeat(kDocB, 10);  // a few shards of 1,024
+  write_file(dir.file("a.txt"), doc_a);
+  write_file(dir.file("b.txt"), doc_b);
   const fs::path out = dir.path / "data";
   const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), dir.file("b.txt"), "--out",
-                                      out.string(), "--val-fraction", "0.25", "--shard-tokens", "16"});
+                                      out.string(), "--val-fraction", "0.25", "--shard-tokens", "1024"});
   ASSERT_EQ(r.code, 0) << r.err;
 
   // The stream is eot a eot b (a literal <|endoftext|> in b is the eot token too).
   std::vector<std::int32_t> expected = {tok->eot()};
-  for (int32_t id : tok->encode(kDocA)) expected.push_back(id);
+  for (int32_t id : tok->encode(doc_a)) expected.push_back(id);
   expected.push_back(tok->eot());
-  for (int32_t id : tok->encode(kDocB)) expected.push_back(id);
+  for (int32_t id : tok->encode(doc_b)) expected.push_back(id);
 
   const auto train_paths = shards(out, "train"), val_paths = shards(out, "val");
   const auto train = read_all(train_paths), val = read_all(val_paths);
@@ -101,16 +143,18 @@ TEST(CliPrepare, ShardsDecodeToTheInputWithTheDocumentedSplit) {
   const auto n_val = std::llround(static_cast<double>(total) * 0.25);
   EXPECT_EQ(static_cast<std::int64_t>(val.size()), n_val);
   EXPECT_EQ(static_cast<std::int64_t>(train.size()), total - n_val);
-  // At most 16 tokens a shard, all full but the last of each split.
-  EXPECT_EQ(train_paths.size(), (train.size() + 15) / 16);
-  EXPECT_EQ(val_paths.size(), (val.size() + 15) / 16);
+  // At most 1,024 tokens a shard, all full but the last of each split.
+  EXPECT_GT(train_paths.size(), 1u);
+  EXPECT_EQ(train_paths.size(), (train.size() + 1023) / 1024);
+  EXPECT_EQ(val_paths.size(), (val.size() + 1023) / 1024);
   EXPECT_EQ(count_bin_files(out), train_paths.size() + val_paths.size());
   for (const auto& p : train_paths) EXPECT_EQ(llmcc::TokenFile(p).version(), 1) << p;
 
   std::vector<std::int32_t> all = train;
   all.insert(all.end(), val.begin(), val.end());
   EXPECT_EQ(all, expected);
-  EXPECT_EQ(tok->decode(all), "<|endoftext|>" + kDocA + "<|endoftext|>" + kDocB);
+  EXPECT_EQ(tok->decode(all), "<|endoftext|>" + doc_a + "<|endoftext|>" + doc_b);
+  EXPECT_TRUE(leftovers(dir.path).empty());
   // The report names the counts and the files.
   EXPECT_NE(r.out.find("train " + std::to_string(train.size()) + ", val " + std::to_string(val.size())),
             std::string::npos)
@@ -118,22 +162,84 @@ TEST(CliPrepare, ShardsDecodeToTheInputWithTheDocumentedSplit) {
   EXPECT_NE(r.out.find("val_000000.bin"), std::string::npos) << r.out;
 }
 
-TEST(CliPrepare, FormatV2WritesUint32AndARerunRemovesStaleShards) {
+// A second run over an earlier data set replaces it as a whole: 3+ train shards become 1, no
+// shard of the first run survives, and nothing is left beside the directory.
+TEST(CliPrepare, FormatV2WritesUint32AndARerunReplacesTheWholeDataSet) {
   REQUIRE_TOKENIZER();
   llmcc::test::TempDir dir;
+  write_file(dir.file("big.txt"), repeat(kDocB, 120));
   write_file(dir.file("a.txt"), kDocA);
   const std::string out = dir.file("data");
-  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--shard-tokens", "8"}).code, 0);
-  ASSERT_GT(shards(out, "train").size(), 2u);
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("big.txt"), "--out", out, "--shard-tokens", "1024"}).code, 0);
+  ASSERT_GE(shards(out, "train").size(), 3u);
 
   const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--format", "v2"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(shards(out, "train").size(), 1u);
   EXPECT_EQ(shards(out, "val").size(), 1u);
   EXPECT_EQ(count_bin_files(out), 2u) << r.out;
+  EXPECT_EQ(snapshot(out).size(), 3u);  // the two shards and tokenizer.txt
+  EXPECT_TRUE(fs::exists(fs::path(out) / "tokenizer.txt"));
   EXPECT_EQ(llmcc::TokenFile(out + "/train_000000.bin").version(), 2);
   auto all = read_all({out + "/train_000000.bin", out + "/val_000000.bin"});
   EXPECT_EQ(tok->decode(all), "<|endoftext|>" + kDocA);
+  EXPECT_TRUE(leftovers(dir.path).empty());
+}
+
+// A run that fails after writing its train shard (the val shard hits the file-size limit, as a
+// full disk would) leaves the earlier data set byte for byte and no work directory behind.
+TEST(CliPrepare, AFailedRunLeavesThePreviousDataSetAsItWas) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  write_file(dir.file("old.txt"), repeat(kDocB, 120));
+  const std::string out = dir.file("data");
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("old.txt"), "--out", out, "--shard-tokens", "1024"}).code, 0);
+  const auto before = snapshot(out);
+  ASSERT_GE(before.size(), 4u);
+
+  // ~6,000 tokens, 20% train: the train shard fits in 4 KiB, the val shard needs more than 8 KiB
+  // (ulimit -f counts 512- or 1024-byte blocks depending on the shell; either way 8 blocks cut
+  // between the two).
+  const std::size_t reps = 6000 / tok->encode(kDocA).size() + 1;
+  const std::string text = repeat(kDocA, reps);
+  write_file(dir.file("new.txt"), text);
+  const auto n = static_cast<double>(tok->encode(text).size() + 1);
+  const auto n_val = static_cast<std::size_t>(std::llround(n * 0.8));
+  const std::size_t n_train = static_cast<std::size_t>(n) - n_val;
+  ASSERT_LT(1024 + 2 * n_train, 4096u);
+  ASSERT_GT(1024 + 2 * n_val, 8192u);
+
+  const CliResult r = run_llmcc_after(dir, "ulimit -f 8; trap '' XFSZ",
+                                      {"prepare", "--input", dir.file("new.txt"), "--out", out, "--val-fraction", "0.8",
+                                       "--shard-tokens", "100000"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("train_000000.bin"), std::string::npos) << "the failure should come after the train shard\n"
+                                                                << r.out;
+  EXPECT_NE(r.err.find("val_000000.bin"), std::string::npos) << r.err;
+  EXPECT_TRUE(snapshot(out) == before) << "the earlier data set in " << out << " changed";
+  EXPECT_TRUE(leftovers(dir.path).empty());
+}
+
+// An --out holding files prepare did not write is refused, not replaced (that would delete them).
+TEST(CliPrepare, RefusesAnOutputDirectoryHoldingOtherFiles) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  write_file(dir.file("a.txt"), kDocA);
+  const std::string out = dir.file("data");
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out}).code, 0);
+  write_file(out + "/notes.md", "mine");
+  const auto before = snapshot(out);
+
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--format", "v2"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("holds files llmcc prepare did not write (notes.md)"), std::string::npos) << r.err;
+  EXPECT_TRUE(snapshot(out) == before);
+  EXPECT_TRUE(leftovers(dir.path).empty());
+  // An existing empty directory is fine.
+  const std::string empty = dir.file("empty");
+  fs::create_directory(empty);
+  EXPECT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", empty}).code, 0);
+  EXPECT_EQ(count_bin_files(empty), 2u);
 }
 
 // The data-set name: llm.c's dev/data/tinyshakespeare.py makes every blank-line-separated speech
@@ -182,6 +288,9 @@ TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
       {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "1"}, "--val-fraction must be in (0, 1)"},
       {{"--input", dir.file("a.txt"), "--out", out, "--val-fraction", "half"}, "--val-fraction expects a number"},
       {{"--input", dir.file("a.txt"), "--out", out, "--format", "v3"}, "--format must be auto, v1 or v2"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--shard-tokens", "2"},
+       "--shard-tokens 2 is below the floor of 1024 tokens"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--shard-tokens", "1023"}, "--shard-tokens 1023 is below"},
       {{"--input", dir.file("a.txt"), "--out", out, "--bogus"}, "unknown flag --bogus"},
       {{"--out", out}, "--input is required"},
       // A file where the output directory should be.
@@ -198,7 +307,8 @@ TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << shown << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find("llmcc prepare: error:"), std::string::npos) << r.err;
   }
-  EXPECT_EQ(count_bin_files(out), 0u);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(leftovers(dir.path).empty());
 }
 
 TEST(CliTokenize, EncodesAndDecodesRoundTrip) {

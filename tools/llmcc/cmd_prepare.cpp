@@ -15,17 +15,24 @@
 //     validation split, the rest the training split. Each must hold at least kMinSplitTokens,
 //     otherwise the input is too small and nothing is written.
 //   * Files: DIR/train_000000.bin, train_000001.bin, ... and DIR/val_000000.bin, ..., each at
-//     most --shard-tokens tokens. Shards of an earlier run with higher numbers are removed so a
-//     glob over DIR sees only this run's data.
+//     most --shard-tokens tokens (at least kMinShardTokens, so a shard holds a training window).
 //   * The tokenizer: DIR/tokenizer.txt names it (and DIR/tokenizer.model holds a copy of a
 //     SentencePiece model), so `llmcc train` and `llmcc generate` find it (run_tokenizer.h).
+//   * All or nothing: the data set is written to DIR.tmp-<pid> beside DIR, fsynced, and only then
+//     swapped in (DIR -> DIR.old-<pid>, DIR.tmp-<pid> -> DIR, DIR.old-<pid> removed), so a failed
+//     run leaves an earlier data set in DIR as it was and shards of two runs never mix. An
+//     existing DIR may hold only files prepare writes (is_prepare_file); anything else is refused
+//     rather than deleted.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -53,6 +60,9 @@ namespace {
 constexpr const char* kCmd = "llmcc prepare";
 // A training window needs one input token and its target.
 constexpr std::int64_t kMinSplitTokens = 2;
+// The data loader reads a window of B*T+1 tokens from ONE shard; prepare does not know B and T,
+// so it refuses shards too small for any useful window (1,024 = T 1,023 at B 1, or B 8 x T 127).
+constexpr std::int64_t kMinShardTokens = 1024;
 
 // Tiny Shakespeare (Karpathy's char-rnn corpus); the same source scripts/fetch_tinyshakespeare.sh uses.
 constexpr const char* kShakespeareName = "tinyshakespeare";
@@ -85,8 +95,8 @@ bool has_size(const fs::path& p, std::uintmax_t bytes) {
 
 // Finds Tiny Shakespeare: an earlier download in the output directory, then the shared data
 // directory ($LLMCC_SHARED_DATA, or ../shared/data found walking up from the working directory
-// and the binary), then downloads it with curl into DIR/input.txt when online.
-std::string locate_tinyshakespeare(const fs::path& out_dir) {
+// and the binary), then downloads it with curl into WORK/input.txt (the new data set) when online.
+std::string locate_tinyshakespeare(const fs::path& out_dir, const fs::path& work_dir) {
   const fs::path cached = out_dir / "input.txt";
   if (has_size(cached, kShakespeareBytes)) {
     std::printf("tinyshakespeare: using %s\n", cached.c_str());
@@ -108,18 +118,18 @@ std::string locate_tinyshakespeare(const fs::path& out_dir) {
   // Online: download. curl is the only network tool we rely on (the setup script installs it
   // with build-essential's dependencies on Debian; if it is missing the error says so).
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  const fs::path tmp = out_dir / ("input.txt.tmp." + std::to_string(::getpid()));
+  const fs::path downloaded = work_dir / "input.txt";
+  const fs::path tmp = work_dir / ("input.txt.tmp." + std::to_string(::getpid()));
   const std::string command = "curl -fsSL --connect-timeout 5 --max-time 60 -o '" + tmp.string() + "' '" +
                               kShakespeareUrl + "' 2>/dev/null";
   std::printf("tinyshakespeare: no local copy; downloading %s\n", kShakespeareUrl);
   std::fflush(stdout);
   const int rc = std::system(command.c_str());
   if (rc == 0 && has_size(tmp, kShakespeareBytes)) {
-    fs::rename(tmp, cached, ec);
+    fs::rename(tmp, downloaded, ec);
     if (!ec) {
-      std::printf("tinyshakespeare: downloaded to %s\n", cached.c_str());
-      return cached.string();
+      std::printf("tinyshakespeare: downloaded (kept as %s)\n", cached.c_str());
+      return downloaded.string();
     }
   }
   fs::remove(tmp, ec);
@@ -160,32 +170,117 @@ std::string shard_name(const std::string& split, std::size_t index) {
   return buf;
 }
 
-// Writes `tokens` as split_000000.bin, ... of at most shard_tokens each; returns the paths.
-std::vector<std::string> write_split(const fs::path& dir, const std::string& split,
+// Writes `tokens` as split_000000.bin, ... of at most shard_tokens each into `dir`; returns the
+// file names. Messages name the file as it will be called in `shown` once the run succeeds.
+std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown, const std::string& split,
                                      std::span<const std::int32_t> tokens, std::int64_t shard_tokens,
                                      int version) {
-  std::vector<std::string> paths;
+  std::vector<std::string> names;
   for (std::size_t begin = 0, index = 0; begin < tokens.size(); begin += static_cast<std::size_t>(shard_tokens), ++index) {
     const std::size_t n = std::min(tokens.size() - begin, static_cast<std::size_t>(shard_tokens));
-    const std::string path = (dir / shard_name(split, index)).string();
-    write_token_file(path, tokens.subspan(begin, n), version);
-    std::printf("  wrote %s (%zu tokens)\n", path.c_str(), n);
-    paths.push_back(path);
+    const std::string name = shard_name(split, index);
+    write_token_file((dir / name).string(), tokens.subspan(begin, n), version);
+    std::printf("  wrote %s (%zu tokens)\n", (shown / name).c_str(), n);
+    names.push_back(name);
   }
-  return paths;
+  return names;
 }
 
-// Removes <split>_NNNNNN.bin files numbered `first` and up: leftovers of an earlier, larger run.
-void remove_stale_shards(const fs::path& dir, const std::string& split, std::size_t first) {
-  const std::regex pattern(split + "_([0-9]{6,})\\.bin");
+// The names prepare writes in its output directory: shards, the tokenizer record and model, the
+// Tiny Shakespeare download, and the temporary names of those writes (a crashed earlier version
+// that wrote in place can leave them).
+bool is_prepare_file(const std::string& name) {
+  static const std::regex pattern(
+      R"((train|val)_[0-9]{6,}\.bin(\.tmp)?|tokenizer\.(txt|model)(\.tmp\.[0-9]+)?|input\.txt(\.tmp\.[0-9]+)?)");
+  return std::regex_match(name, pattern);
+}
+
+// Refuses an existing output directory holding anything prepare did not write: replacing the
+// directory would delete it.
+void check_replaceable(const fs::path& out, const std::string& out_dir) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(out, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, pattern)) continue;
-    if (std::stoull(m[1].str()) < first) continue;
-    fs::remove(entry.path(), ec);
-    std::printf("  removed stale %s (from an earlier run)\n", entry.path().c_str());
+    std::error_code type_ec;
+    if (!is_prepare_file(name) || entry.is_directory(type_ec)) foreign.push_back(name);
+  }
+  if (ec) fail(kCmd, "cannot list output directory " + out_dir + ": " + ec.message());
+  if (foreign.empty()) return;
+  std::sort(foreign.begin(), foreign.end());
+  std::string list;
+  for (std::size_t i = 0; i < foreign.size() && i < 5; ++i) list += (i ? ", " : "") + foreign[i];
+  if (foreign.size() > 5) list += ", ... (" + std::to_string(foreign.size()) + " in all)";
+  fail(kCmd, "output directory " + out_dir + " holds files llmcc prepare did not write (" + list +
+                 "); prepare replaces the whole directory, so it will not overwrite it\n"
+                 "(hint: pass a new or empty --out, or move those files elsewhere)");
+}
+
+// fsync, so the data set is on disk before it is renamed into place. A file's error (a delayed
+// write failing for lack of space) is fatal; a directory's is best effort (not every file system
+// can fsync one).
+void sync_path(const fs::path& path, bool is_dir) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0));
+  if (fd < 0) {
+    if (is_dir) return;
+    fail(kCmd, "cannot open " + path.string() + " to sync it: " + std::strerror(errno));
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !is_dir) fail(kCmd, "cannot sync " + path.string() + ": " + std::strerror(err) + " (disk full?)");
+}
+
+void sync_tree(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_regular_file(ec)) sync_path(entry.path(), false);
+  if (ec) fail(kCmd, "cannot list " + dir.string() + ": " + ec.message());
+  sync_path(dir, true);
+}
+
+// The new data set being written; removed unless it was moved into place.
+struct WorkDir {
+  fs::path path;
+  bool committed = false;
+  WorkDir() = default;
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  ~WorkDir() {
+    if (committed || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Swaps the complete new data set `work` in as `out`. Between the two renames `out` does not
+// exist: a crash there leaves the old data set, complete, in <out>.old-<pid> and the new one,
+// complete, in <out>.tmp-<pid>; a user who finds no <out> renames either back. A crash after the
+// second rename leaves the new data set in <out> and at most a stale <out>.old-<pid>.
+void replace_output(WorkDir& work, const fs::path& out, const std::string& out_dir) {
+  std::error_code ec;
+  const bool had_old = fs::exists(out, ec);
+  const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+  if (had_old) {
+    check_replaceable(out, out_dir);  // again: files may have appeared while we tokenized
+    fs::remove_all(old, ec);          // a leftover of a crashed run with the same pid
+    fs::rename(out, old, ec);
+    if (ec) fail(kCmd, "cannot move the previous data set " + out_dir + " aside to " + old.string() + ": " + ec.message());
+  }
+  fs::rename(work.path, out, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    if (had_old) {
+      std::error_code back_ec;
+      fs::rename(old, out, back_ec);
+    }
+    fail(kCmd, "cannot move the new data set " + work.path.string() + " to " + out_dir + ": " + why);
+  }
+  work.committed = true;
+  sync_path(out.parent_path(), true);
+  if (had_old) {
+    fs::remove_all(old, ec);
+    if (ec) std::printf("warning: cannot remove the previous data set %s: %s\n", old.c_str(), ec.message().c_str());
   }
 }
 
@@ -200,12 +295,14 @@ int run_prepare(int argc, char** argv) {
   ArgParser p("prepare", "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
   p.add("--input", &inputs,
         "text files, or the data set name 'tinyshakespeare'");
-  p.add("--out", &out_dir, "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing)");
+  p.add("--out", &out_dir,
+        "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing; an earlier data set there "
+        "is replaced as a whole, only once the new one is complete)");
   p.add("--val-fraction", &val_fraction, "fraction of the token stream, taken from its end, used for validation");
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2 (GPT-2 BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2), gpt2:DIR (encoder.json and "
         "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
-  p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file");
+  p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file (at least 1024)");
   p.add("--format", &format,
         "token file version: v1 = uint16 ids (llm.c), v2 = uint32 ids, auto = v1 when the vocabulary has at most "
         "65536 ids, else v2");
@@ -228,22 +325,43 @@ int run_prepare(int argc, char** argv) {
 
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
     fail(kCmd, "--val-fraction must be in (0, 1) so that neither split is empty, got " + std::to_string(val_fraction));
+  if (shard_tokens < kMinShardTokens)
+    fail(kCmd, "--shard-tokens " + std::to_string(shard_tokens) + " is below the floor of " +
+                   std::to_string(kMinShardTokens) +
+                   " tokens: training reads each window of B*T+1 tokens from one shard, and smaller shards "
+                   "would be too short for one");
   // The token-file header counts tokens in an int32.
-  if (shard_tokens < kMinSplitTokens || shard_tokens >= (std::int64_t{1} << 31))
-    fail(kCmd, "--shard-tokens must be in [" + std::to_string(kMinSplitTokens) + ", 2^31), got " +
+  if (shard_tokens >= (std::int64_t{1} << 31))
+    fail(kCmd, "--shard-tokens must be below 2^31 (the token file counts tokens in an int32), got " +
                    std::to_string(shard_tokens));
   if (format != "v1" && format != "v2" && format != "auto")
     fail(kCmd, "--format must be auto, v1 or v2, got '" + format + "'");
   if (out_dir.empty()) fail(kCmd, "--out must not be empty");
 
-  // Output directory first, so a typo there fails before minutes of tokenizing.
-  const fs::path out(out_dir);
+  // Output directory first, so a typo there fails before minutes of tokenizing. The new data set
+  // goes to a work directory beside it (same file system, so the final rename is atomic).
+  fs::path out = fs::absolute(fs::path(out_dir)).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "data/" names "data"
+  WorkDir work;
   {
     std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out))
-      fail(kCmd, "cannot create output directory " + out_dir + (ec ? ": " + ec.message() : ": a file is in the way"));
-    if (::access(out.c_str(), W_OK | X_OK) != 0) fail(kCmd, "output directory " + out_dir + " is not writable");
+    if (fs::is_symlink(out, ec)) {
+      out = fs::canonical(out, ec);  // replace the directory it points to, keep the link
+      if (ec) fail(kCmd, "output directory " + out_dir + " is a dangling symbolic link");
+    }
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+      fail(kCmd, "cannot create output directory " + out_dir + ": a file is in the way");
+    if (fs::is_directory(out, ec)) check_replaceable(out, out_dir);
+    fs::create_directories(out.parent_path(), ec);
+    if (ec || !fs::is_directory(out.parent_path()))
+      fail(kCmd, "cannot create output directory " + out_dir + ": " +
+                     (ec ? ec.message() : out.parent_path().string() + " is not a directory"));
+    const fs::path path = out.string() + ".tmp-" + std::to_string(::getpid());
+    fs::remove_all(path, ec);  // a leftover of a crashed run with the same pid
+    if (!fs::create_directory(path, ec) || ec)
+      fail(kCmd, "cannot create output directory " + out_dir + ": cannot create " + path.string() + " beside it: " +
+                     (ec ? ec.message() : "it exists"));
+    work.path = path;
   }
 
   // Read every input (all errors before any work).
@@ -252,7 +370,7 @@ int run_prepare(int argc, char** argv) {
     Document d;
     std::error_code ec;
     if (input == kShakespeareName && !fs::exists(input, ec)) {
-      d.label = locate_tinyshakespeare(out);
+      d.label = locate_tinyshakespeare(out, work.path);
       d.split_speeches = true;
     } else {
       d.label = input;
@@ -292,14 +410,26 @@ int run_prepare(int argc, char** argv) {
   std::printf("total %lld tokens: train %lld, val %lld (last %.4g of the stream)\n", static_cast<long long>(total),
               static_cast<long long>(n_train), static_cast<long long>(n_val), val_fraction);
   const std::span<const std::int32_t> all(tokens);
-  const auto train_paths = write_split(out, "train", all.first(static_cast<std::size_t>(n_train)), shard_tokens, version);
-  const auto val_paths = write_split(out, "val", all.subspan(static_cast<std::size_t>(n_train)), shard_tokens, version);
-  remove_stale_shards(out, "train", train_paths.size());
-  remove_stale_shards(out, "val", val_paths.size());
-  write_data_tokenizer(out, tok);
-  std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n",
-              (out / kDataTokenizerRecord).c_str());
-  std::printf("done: %zu train and %zu val shard(s) in %s (token file v%d)\n", train_paths.size(), val_paths.size(),
+  const fs::path shown(out_dir);
+  const auto train_names =
+      write_split(work.path, shown, "train", all.first(static_cast<std::size_t>(n_train)), shard_tokens, version);
+  const auto val_names =
+      write_split(work.path, shown, "val", all.subspan(static_cast<std::size_t>(n_train)), shard_tokens, version);
+  write_data_tokenizer(work.path, tok);
+  std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n", (shown / kDataTokenizerRecord).c_str());
+  // Keep an earlier Tiny Shakespeare download: it is the cache locate_tinyshakespeare looks for.
+  {
+    std::error_code ec;
+    const fs::path cached = out / "input.txt", kept = work.path / "input.txt";
+    if (fs::is_regular_file(cached, ec) && !fs::exists(kept, ec)) {
+      fs::create_hard_link(cached, kept, ec);
+      if (ec) fs::copy_file(cached, kept, ec);
+      if (ec) fail(kCmd, "cannot keep " + cached.string() + " in the new data set: " + ec.message());
+    }
+  }
+  sync_tree(work.path);
+  replace_output(work, out, out_dir);
+  std::printf("done: %zu train and %zu val shard(s) in %s (token file v%d)\n", train_names.size(), val_names.size(),
               out_dir.c_str(), version);
   return 0;
 }
