@@ -76,6 +76,14 @@ SpTokenizer SpTokenizer::load(const std::string& model_path) {
     fail(kWhere, model_path + ": no such file (expected a SentencePiece .model, e.g. from `llmcc train-tokenizer`)");
   }
   if (fs::is_directory(model_path, ec)) fail(kWhere, model_path + ": is a directory, expected a SentencePiece .model file");
+  // Only a regular file of a plausible size is handed to SentencePiece, which reads the whole
+  // file into memory: a device (/dev/zero) or FIFO would never end.
+  if (!fs::is_regular_file(model_path, ec))
+    fail(kWhere, model_path + ": is not a regular file (a FIFO, device or socket?), expected a SentencePiece .model file");
+  constexpr std::uintmax_t kMaxModelBytes = std::uintmax_t{256} << 20;
+  if (const std::uintmax_t bytes = fs::file_size(model_path, ec); !ec && bytes > kMaxModelBytes)
+    fail(kWhere, model_path + ": is " + std::to_string(bytes) + " bytes; SentencePiece models are far smaller (the limit is " +
+                     std::to_string(kMaxModelBytes) + " bytes)");
   SpTokenizer t;
   t.path_ = model_path;
   const auto status = t.sp_->Load(model_path);

@@ -3,6 +3,7 @@
 // message naming the problem and writes nothing, and a run that fails part-way leaves an earlier
 // data set in --out as it was.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -296,7 +297,12 @@ TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
       // A file where the output directory should be.
       {{"--input", dir.file("a.txt"), "--out", dir.file("a.txt") + "/sub"}, "cannot create output directory"},
       {{"--input", dir.file("a.txt"), "--out", out, "--tokenizer", dir.file("nowhere")}, "nowhere"},
+      // A device or FIFO never ends (or blocks until a writer comes): refused, not read.
+      {{"--input", "/dev/zero", "--out", out}, "input /dev/zero is not a regular file"},
+      {{"--input", dir.file("fifo"), "--out", out}, "fifo is not a regular file"},
+      {{"--input", dir.file("a.txt"), "--out", out, "--tokenizer", "sp:/dev/zero"}, "/dev/zero: is not a regular file"},
   };
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
   for (const Case& c : cases) {
     std::vector<std::string> args = {"prepare"};
     args.insert(args.end(), c.args.begin(), c.args.end());

@@ -130,6 +130,8 @@ TEST(SpTokenizer, LoadAndDecodeErrors) {
   EXPECT_TRUE(throws_error([&] { SpTokenizer::load(dir.file("none.model")); },
                            {"[sp_tokenizer]", "none.model", "no such file"}));
   EXPECT_TRUE(throws_error([&] { SpTokenizer::load(dir.path.string()); }, {"is a directory"}));
+  // A device would be read forever (SentencePiece reads the whole file into memory).
+  EXPECT_TRUE(throws_error([&] { SpTokenizer::load("/dev/zero"); }, {"/dev/zero", "not a regular file"}));
   write_file(dir.file("junk.model"), std::string("this is not a protobuf \xff\xff\xff\xff", 27));
   EXPECT_TRUE(throws_error([&] { SpTokenizer::load(dir.file("junk.model")); },
                            {"junk.model", "not a valid SentencePiece model"}));

@@ -80,6 +80,9 @@ std::string read_text_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(kCmd, "input file " + path + " does not exist");
   if (fs::is_directory(path, ec)) fail(kCmd, "input " + path + " is a directory, expected a text file");
+  // A FIFO, device or socket never ends (or blocks): only regular files are read.
+  if (!fs::is_regular_file(path, ec))
+    fail(kCmd, "input " + path + " is not a regular file (a FIFO, device or socket?), expected a text file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(kCmd, "cannot open input file " + path + " for reading");
   std::ostringstream s;
