@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
 
 namespace llmcc {
 namespace {
@@ -65,6 +66,16 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
   }
   if (shard_paths.empty()) fail(kWhere, "no token files given");
   const std::int64_t BT = static_cast<std::int64_t>(B) * T;
+  // The batch buffers (inputs, targets and the window they are cut from) are allocated here, so a
+  // size the machine cannot hold is named here rather than ending in std::bad_alloc.
+  if (const std::size_t available = available_memory_bytes(); available > 0) {
+    const double bytes = 3.0 * static_cast<double>(BT) * sizeof(std::int32_t);
+    if (bytes > static_cast<double>(available))
+      fail(kWhere, "B x T = " + std::to_string(B) + " x " + std::to_string(T) + " tokens needs " +
+                       std::to_string(static_cast<long long>(bytes / double(1 << 20))) +
+                       " MiB for the batch buffers alone; " +
+                       std::to_string(static_cast<long long>(available >> 20)) + " MiB of memory are available");
+  }
   const std::int64_t need = config.mode == SampleMode::Sequential ? BT + 1 : T + 1;
   std::int64_t windows = 0;
   shards_.reserve(shard_paths.size());

@@ -121,6 +121,9 @@ TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   random_ok.next_batch();
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({}, {.B = 1, .T = 1}); }, {"no token files"}));
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 0, .T = 1}); }, {"B=0"}));
+  // A batch no machine holds is named, not a std::bad_alloc.
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 2000000000, .T = 1024}); },
+                                 {"B x T = 2000000000 x 1024 tokens needs", "MiB for the batch buffers"}));
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({dir.path.string() + "/missing.bin"}, {}); },
                                  {"[token_file]", "missing.bin", "cannot open"}));
 
