@@ -47,6 +47,15 @@ class ParameterStore {
   std::int64_t parameter_count() const;       // elements, without padding
   void zero();
 
+  // The elements that are NaN or infinite (with negative_too, also those below zero): how many,
+  // and the first one's tensor and value. A damaged or diverged store has some.
+  struct BadValues {
+    std::int64_t count = 0;
+    std::string first_tensor;
+    float first_value = 0.0f;
+  };
+  BadValues bad_values(bool negative_too = false) const;
+
  private:
   struct FreeDeleter { void operator()(float* p) const; };
   std::vector<ParameterInfo> params_;

@@ -1,5 +1,7 @@
 #include "llmcc/parameters.h"
 
+#include <cmath>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -42,6 +44,22 @@ std::int64_t ParameterStore::parameter_count() const {
   std::int64_t n = 0;
   for (const ParameterInfo& p : params_) n += p.shape.numel();
   return n;
+}
+
+ParameterStore::BadValues ParameterStore::bad_values(bool negative_too) const {
+  BadValues out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const float* x = data_.get() + offsets_[i];
+    const std::int64_t n = params_[i].shape.numel();
+    for (std::int64_t k = 0; k < n; ++k) {
+      if (std::isfinite(x[k]) && !(negative_too && x[k] < 0)) continue;
+      if (out.count++ == 0) {
+        out.first_tensor = params_[i].name;
+        out.first_value = x[k];
+      }
+    }
+  }
+  return out;
 }
 
 void ParameterStore::zero() {

@@ -158,23 +158,13 @@ void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::funct
 void TrainLoop::resume(const std::string& checkpoint) {
   const TrainState state = load_checkpoint(checkpoint, *params_, opt_.get());
   if (!o_.force_resume) {
-    // Each store's floats, padding included (zero), in one pass.
-    auto first_bad = [](const ParameterStore& s, bool nonnegative) -> std::string {
-      const float* x = s.data();
-      for (std::size_t k = 0; k < s.size(); ++k) {
-        if (std::isfinite(x[k]) && !(nonnegative && x[k] < 0)) continue;
-        for (std::size_t i = s.count(); i-- > 0;)
-          if (s.offset(i) <= k) return s.name(i) + " holds " + number(x[k]);
-      }
-      return "";
-    };
-    const std::pair<const char*, std::string> checks[] = {{"params", first_bad(*params_, false)},
-                                                          {"adamw.m", first_bad(opt_->m(), false)},
-                                                          {"adamw.v", first_bad(opt_->v(), true)}};
+    const std::pair<const char*, ParameterStore::BadValues> checks[] = {{"params", params_->bad_values()},
+                                                                        {"adamw.m", opt_->m().bad_values()},
+                                                                        {"adamw.v", opt_->v().bad_values(true)}};
     for (const auto& [section, bad] : checks)
-      if (!bad.empty())
-        fail(o_.name, checkpoint + ": [" + section + "] " + bad + "; training on from it could only give NaN " +
-                          "(resume from an earlier checkpoint, or force it)");
+      if (bad.count > 0)
+        fail(o_.name, checkpoint + ": [" + section + "] " + bad.first_tensor + " holds " + number(bad.first_value) +
+                          "; training on from it could only give NaN (resume from an earlier checkpoint, or force it)");
   }
   step_ = state.step;
   resumed_from_ = checkpoint;

@@ -1,6 +1,5 @@
 #include "model_family.h"
 
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -161,22 +160,13 @@ class FamilyModel final : public Model {
 }  // namespace
 
 std::int64_t warn_nonfinite_weights(const ParameterStore& params, const std::string& path, const char* cmd) {
-  std::int64_t count = 0;
-  std::string first;
-  for (std::size_t i = 0; i < params.count(); ++i) {
-    const Tensor t = params.tensor(i);
-    const float* x = t.f32();
-    for (std::int64_t k = 0; k < t.numel(); ++k) {
-      if (std::isfinite(x[k])) continue;
-      if (count++ == 0) first = params.name(i);
-    }
-  }
-  if (count > 0)
+  const ParameterStore::BadValues bad = params.bad_values();
+  if (bad.count > 0)
     std::fprintf(stderr,
                  "%s: warning: %s holds %lld non-finite weights, the first in %s; what it computes is "
                  "meaningless (a diverged run? resume from an earlier checkpoint)\n",
-                 cmd, path.c_str(), static_cast<long long>(count), first.c_str());
-  return count;
+                 cmd, path.c_str(), static_cast<long long>(bad.count), bad.first_tensor.c_str());
+  return bad.count;
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
