@@ -10,6 +10,7 @@
 #include <regex>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "crc32.h"
 #include "file_io.h"
@@ -85,6 +86,28 @@ struct TensorEntry {
   Shape shape;
   std::size_t data_offset = 0;  // absolute, in bytes
 };
+
+// A byte range [begin, end) of the file and what it holds, for the overlap check.
+struct Extent {
+  std::size_t begin, end;
+  std::string what;
+};
+
+// Fails when two of the extents share a byte. The writer lays every part out once, in order;
+// overlapping parts are a crafted or damaged file that the CRC alone does not reveal.
+void check_disjoint(std::vector<Extent> extents, const Cursor& at) {
+  std::erase_if(extents, [](const Extent& e) { return e.begin == e.end; });
+  std::sort(extents.begin(), extents.end(),
+            [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  for (std::size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i].begin < extents[i - 1].end) {
+      at.corrupt(extents[i - 1].what + " (bytes " + std::to_string(extents[i - 1].begin) + ".." +
+                 std::to_string(extents[i - 1].end) + ") overlaps " + extents[i].what +
+                 " (bytes " + std::to_string(extents[i].begin) + ".." +
+                 std::to_string(extents[i].end) + ")");
+    }
+  }
+}
 
 struct SectionEntry {
   std::uint32_t kind = 0;
@@ -305,6 +328,8 @@ CheckpointReader::CheckpointReader(const std::string& path)
     Cursor{base, 0, 0, &path, "header"}.corrupt("table size " + std::to_string(table_bytes));
   }
   Cursor table{base, kHeaderBytes, kHeaderBytes + table_bytes, &path, "section table"};
+  std::vector<Extent> file_parts{{0, kHeaderBytes + table_bytes, "the header and section table"}};
+  std::unordered_set<std::string> section_names;
   for (std::uint32_t k = 0; k < count; ++k) {
     SectionEntry s;
     s.kind = table.u32();
@@ -318,6 +343,8 @@ CheckpointReader::CheckpointReader(const std::string& path)
     if (s.kind == kKindTensors) {
       Cursor c{base, s.offset, s.offset + s.size, &path, "tensor table"};
       const std::uint32_t n = c.u32();
+      std::vector<Extent> section_parts;
+      std::unordered_set<std::string> tensor_names;
       for (std::uint32_t i = 0; i < n; ++i) {
         TensorEntry t;
         t.name = c.name();
@@ -349,14 +376,24 @@ CheckpointReader::CheckpointReader(const std::string& path)
             numel * sizeof(float) > section_end - t.data_offset) {
           c.corrupt("data of tensor '" + t.name + "' lies outside its section");
         }
+        if (!tensor_names.insert(t.name).second) {
+          c.corrupt("tensor '" + t.name + "' appears twice in section '" + s.name + "'");
+        }
+        section_parts.push_back({t.data_offset, t.data_offset + numel * sizeof(float),
+                                 "the data of tensor '" + t.name + "'"});
         s.tensors.push_back(std::move(t));
       }
+      // The descriptors end where the cursor stopped; no tensor's data may start inside them.
+      section_parts.push_back({s.offset, c.pos, "the tensor descriptors of section '" + s.name + "'"});
+      check_disjoint(std::move(section_parts), c);
     }
-    for (const SectionEntry& other : impl_->sections) {
-      if (other.name == s.name) table.corrupt("section '" + s.name + "' appears twice");
+    if (!section_names.insert(s.name).second) {
+      table.corrupt("section '" + s.name + "' appears twice");
     }
+    file_parts.push_back({s.offset, s.offset + s.size, "section '" + s.name + "'"});
     impl_->sections.push_back(std::move(s));
   }
+  check_disjoint(std::move(file_parts), table);
 }
 
 CheckpointReader::~CheckpointReader() = default;

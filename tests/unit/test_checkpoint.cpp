@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -180,6 +181,108 @@ TEST(Checkpoint, TruncatedOrCorruptFilesAreErrorsNeverCrashes) {
   EXPECT_TRUE(test::throws_error([&] { CheckpointReader r(bad); }, {"bad.bin", "checksum mismatch"}));
   EXPECT_TRUE(test::throws_error([&] { CheckpointReader r(dir.file("none.bin")); },
                                  {"[checkpoint]", "none.bin", "cannot open"}));
+}
+
+// Where the parts of a checkpoint lie, read back from its bytes (the layout checkpoint.cpp
+// writes): each section's table entry, and for the tensor section each descriptor's data offset.
+struct Layout {
+  struct Section {
+    std::uint32_t kind = 0;
+    std::string name;
+    std::size_t entry_offset_at = 0;  // where the section's offset field is
+    std::uint64_t offset = 0, size = 0;
+  };
+  std::vector<Section> sections;
+  std::vector<std::size_t> data_offset_at;  // where each tensor's data-offset field is
+  std::vector<std::uint64_t> data_offset;
+
+  explicit Layout(const std::vector<char>& b) {
+    const auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, &b[at], 4); return v; };
+    const auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, &b[at], 8); return v; };
+    const std::uint32_t count = u32(12);
+    std::size_t pos = 32;
+    for (std::uint32_t k = 0; k < count; ++k) {
+      Section s;
+      s.kind = u32(pos);
+      const std::uint32_t len = u32(pos + 4);
+      s.name.assign(&b[pos + 8], len);
+      pos += 8 + len;
+      s.entry_offset_at = pos;
+      s.offset = u64(pos);
+      s.size = u64(pos + 8);
+      pos += 16;
+      sections.push_back(s);
+    }
+    for (const Section& s : sections) {
+      if (s.kind != 1) continue;
+      std::size_t at = s.offset;
+      const std::uint32_t n = u32(at);
+      at += 4;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        at += 4 + u32(at);                 // name
+        const std::uint32_t ndim = u32(at);
+        at += 8 + 8 * std::size_t{ndim};  // ndim, dtype, dims
+        data_offset_at.push_back(at);
+        data_offset.push_back(u64(at));
+        at += 8;
+      }
+    }
+  }
+};
+
+void put_u64_at(std::vector<char>& b, std::size_t at, std::uint64_t v) { std::memcpy(&b[at], &v, 8); }
+
+// Re-seals edited bytes with a valid checksum, so only the structural checks can refuse them.
+void reseal(std::vector<char>& b) {
+  const std::uint32_t crc = detail::crc32(b.data(), b.size() - 8);
+  std::memcpy(&b[b.size() - 8], &crc, 4);
+}
+
+TEST(Checkpoint, OverlappingPartsAreRefusedEvenWithAValidChecksum) {
+  TempDir dir;
+  TrainingRun a(8, 1);
+  const std::string good = dir.file("good.bin");
+  save_checkpoint(good, a.params, &a.opt, a.state);
+  std::vector<char> bytes(fs::file_size(good));
+  std::ifstream(good, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const Layout layout(bytes);
+  ASSERT_GE(layout.data_offset.size(), 4u);
+  const std::string bad = dir.file("bad.bin");
+  const auto refused = [&](std::vector<char> edited, std::initializer_list<const char*> words) {
+    reseal(edited);
+    std::ofstream(bad, std::ios::binary | std::ios::trunc)
+        .write(edited.data(), static_cast<std::streamsize>(edited.size()));
+    TrainingRun b(8, 3);
+    return test::throws_error([&] { load_checkpoint(bad, b.params, &b.opt); }, words);
+  };
+  // Resealed but unchanged: loads.
+  EXPECT_FALSE(refused(bytes, {"[checkpoint]"}));
+
+  // The second tensor's data moved onto the first's.
+  std::vector<char> e = bytes;
+  put_u64_at(e, layout.data_offset_at[1], layout.data_offset[0]);
+  EXPECT_TRUE(refused(e, {"bad.bin", "corrupt", "overlaps", "the data of tensor"}));
+
+  // The first tensor's data moved into the descriptors that follow its own.
+  e = bytes;
+  put_u64_at(e, layout.data_offset_at[0], layout.data_offset_at[1]);
+  EXPECT_TRUE(refused(e, {"bad.bin", "corrupt", "overlaps", "the tensor descriptors"}));
+
+  // A blob section laid over the tensor section.
+  const auto tensors = std::find_if(layout.sections.begin(), layout.sections.end(),
+                                    [](const Layout::Section& s) { return s.kind == 1; });
+  const auto blob = std::find_if(layout.sections.begin(), layout.sections.end(),
+                                 [](const Layout::Section& s) { return s.kind == 2 && s.size > 0; });
+  ASSERT_TRUE(tensors != layout.sections.end() && blob != layout.sections.end());
+  e = bytes;
+  put_u64_at(e, blob->entry_offset_at, tensors->offset + 64);
+  const std::string blob_section = "section '" + blob->name + "'";
+  EXPECT_TRUE(refused(e, {"bad.bin", "corrupt", "overlaps", blob_section.c_str()}));
+
+  // A section over the header and section table.
+  e = bytes;
+  put_u64_at(e, blob->entry_offset_at, 0);
+  EXPECT_TRUE(refused(e, {"bad.bin", "corrupt", "overlaps", "the header and section table"}));
 }
 
 TEST(Checkpoint, KeepsTheLastKAndSurvivesAnInterruptedWrite) {
