@@ -187,6 +187,7 @@ Gpt2Weights load_gpt2_hf(const std::string& path) {
     fail(kWhere, files.weights + ": has neither transformer.wte.weight (GPT2LMHeadModel) nor wte.weight (GPT2Model); "
                                  "not a GPT-2 checkpoint");
   }
+  check_every_layer_present(r, prefix + "h.", ".ln_1.weight", config.n_layer, files.config, kWhere);
   Gpt2Weights w = make_gpt2(config);
   const std::int64_t V = config.vocab_size, C = config.n_embd;
   std::vector<float> tmp;

@@ -8,6 +8,7 @@
 
 #include "gpt2.grad.h"  // the generated parameter list (bind_parameters)
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
 #include "nn/gpt2_hf.h"
 #include "nn/gpt2_llmc.h"
 #include "nn/hf_files.h"
@@ -15,6 +16,9 @@
 namespace llmcc::nn {
 
 Gpt2Weights make_gpt2(const Gpt2Config& config) {
+  // Before the blocks are built: a config from a file may name billions of layers.
+  check_memory_fits("gpt2", "the weights of GPT-2 " + config.str(),
+                    static_cast<long double>(config.parameter_count()) * sizeof(float));
   Gpt2Weights w{Gpt2(config), ParameterStore()};
   w.params = bind_parameters(w.model);
   return w;

@@ -156,4 +156,15 @@ void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& 
                   " model of this config; is config.json the one written with these weights?");
 }
 
+void check_every_layer_present(const SafetensorsReader& r, const std::string& prefix, const std::string& suffix,
+                               int n_layer, const std::string& config_path, const std::string& where) {
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string name = prefix + std::to_string(l) + suffix;
+    if (r.has(name)) continue;
+    fail(where, r.path() + ": no tensor '" + name + "': " + config_path + " says n_layer = " +
+                    std::to_string(n_layer) + ", the file holds " + std::to_string(l) + " layer" +
+                    (l == 1 ? "" : "s") + "; is config.json the one written with these weights?");
+  }
+}
+
 }  // namespace llmcc::nn

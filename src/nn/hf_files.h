@@ -57,4 +57,10 @@ void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* ds
 // Throws naming the file and the tensors nobody asked for, when there are any.
 void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model);
 
+// Throws when a layer config_path promises (0 <= l < n_layer) has no tensor
+// `<prefix><l><suffix>` in r, naming the first missing one. Called before the model is
+// allocated, so a config that names more layers than the file holds costs no memory.
+void check_every_layer_present(const SafetensorsReader& r, const std::string& prefix, const std::string& suffix,
+                               int n_layer, const std::string& config_path, const std::string& where);
+
 }  // namespace llmcc::nn

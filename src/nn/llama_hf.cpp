@@ -234,6 +234,7 @@ LlamaWeights load_llama_hf(const std::string& path) {
   bool tied = false;
   const LlamaConfig config = llama_config_from_hf(files.config, &tied);
   const SafetensorsReader r(files.weights);
+  check_every_layer_present(r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
   LlamaWeights w = make_llama(config);
   const int HS = config.head_dim();
   std::vector<float> tmp;

@@ -7,12 +7,16 @@
 
 #include "llama.grad.h"  // the generated parameter list (bind_parameters)
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
 #include "nn/hf_files.h"
 #include "nn/llama_hf.h"
 
 namespace llmcc::nn {
 
 LlamaWeights make_llama(const LlamaConfig& config) {
+  // Before the blocks are built: a config from a file may name billions of layers.
+  check_memory_fits("llama", "the weights of Llama " + config.str(),
+                    static_cast<long double>(config.parameter_count()) * sizeof(float));
   LlamaWeights w{Llama(config), ParameterStore()};
   w.params = bind_parameters(w.model);
   return w;

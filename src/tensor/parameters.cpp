@@ -8,6 +8,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
+#include "llmcc/runtime.h"
 #include "tensor/large_alloc.h"
 
 namespace llmcc {
@@ -31,6 +32,9 @@ ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : param
              kAlignFloats;
   }
   if (size_ == 0) return;
+  // zero() touches every page, so a store that cannot fit is refused here, not paged out.
+  check_memory_fits("parameters", std::to_string(params.size()) + " tensors of " + std::to_string(size_) + " floats",
+                    static_cast<long double>(size_) * sizeof(float));
   data_.reset(static_cast<float*>(allocate_large(size_ * sizeof(float))));
   if (!data_) fail("parameters", "could not allocate " + std::to_string(size_) + " floats");
   zero();

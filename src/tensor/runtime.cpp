@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
 
 #include "llmcc/error.h"
 
@@ -35,6 +37,18 @@ std::size_t available_memory_bytes() {
   }
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
+void check_memory_fits(const std::string& where, const std::string& what, long double bytes) {
+  const std::size_t available = available_memory_bytes();
+  if (available == 0 || bytes <= static_cast<long double>(available)) return;
+  const auto gib = [](long double b) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(1) << static_cast<double>(b / (1024.0L * 1024.0L * 1024.0L)) << " GiB";
+    return s.str();
+  };
+  fail(where, what + " needs " + gib(bytes) + "; " + gib(static_cast<long double>(available)) +
+                  " of memory is available");
 }
 
 }  // namespace llmcc

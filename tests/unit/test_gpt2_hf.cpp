@@ -318,6 +318,10 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
                            {"config.json:1:14", "expected"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace(config, "\"n_head\": 2", "\"n_head\": 3"))); },
                            {"config.json", "cannot build"}));
+  // A config naming far more layers than the file holds fails on the first missing layer, before
+  // the weights of 65,536 layers are allocated.
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("deep", tensors, replace(config, "\"n_layer\": 2", "\"n_layer\": 65536"))); },
+                           {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
 
   const std::string no_config = dir.file("noconfig");
   fs::create_directories(no_config);

@@ -278,6 +278,9 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
                            {"config.json", "cannot build"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("width", replace(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), "")); },
                            {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
+  // More layers in the config than in the file: the first missing one, before any allocation.
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("deep", replace(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), "")); },
+                           {"[llama_hf]", "no tensor 'model.layers.2.input_layernorm.weight'", "n_layer = 65536"}));
 }
 
 TEST(LlamaHf, ExportCommandConvertsBothWays) {

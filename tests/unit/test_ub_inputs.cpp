@@ -15,8 +15,12 @@
 #include "kernels/ref/gelu.h"
 #include "kernels/ref/silu.h"
 #include "llmcc/error.h"
+#include "llmcc/parameters.h"
+#include "llmcc/runtime.h"
 #include "nn/gpt2_config.h"
+#include "nn/gpt2_weights.h"
 #include "nn/llama_config.h"
+#include "nn/llama_weights.h"
 #include "test_support.h"
 
 namespace llmcc {
@@ -207,6 +211,32 @@ TEST(UbInputs, LlamaConfigTooLargeIsAnError) {
   EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"),
             std::string::npos);
   EXPECT_EQ(nn::llama_hidden_dim(288, 32), 768);
+}
+
+// Sizes that pass the 2^40 limit but cannot fit in memory are refused with the size needed and
+// the size available, before anything is allocated (not a bad_alloc, not a machine paging out).
+TEST(UbInputs, WeightsThatCannotFitAreRefusedBeforeAllocating) {
+  if (available_memory_bytes() == 0) GTEST_SKIP() << "this system does not report its memory";
+  std::string what = error_of([] { check_memory_fits("probe", "a buffer", 1e18L); });
+  EXPECT_NE(what.find("[probe] a buffer needs"), std::string::npos) << what;
+  EXPECT_NE(what.find("GiB of memory is available"), std::string::npos) << what;
+  EXPECT_NO_THROW(check_memory_fits("probe", "a buffer", 1024.0L));
+
+  what = error_of([] { ParameterStore huge({{"w", Shape{std::int64_t{1} << 20, std::int64_t{1} << 19}}}); });
+  EXPECT_NE(what.find("[parameters] 1 tensors of 549755813888 floats needs"), std::string::npos) << what;
+
+  nn::Gpt2Config deep = nn::gpt2_preset("gpt2");
+  deep.n_embd = 64;
+  deep.n_head = 4;
+  deep.n_layer = 1 << 24;  // 8.4e11 parameters: under 2^40, over any machine's memory
+  what = error_of([&] { (void)nn::make_gpt2(deep); });
+  EXPECT_NE(what.find("[gpt2] the weights of GPT-2"), std::string::npos) << what;
+  EXPECT_NE(what.find("GiB of memory is available"), std::string::npos) << what;
+
+  nn::LlamaConfig deep_llama = nn::llama_preset("stories15m");
+  deep_llama.n_layer = 1 << 19;  // 5.2e11 parameters
+  what = error_of([&] { (void)nn::make_llama(deep_llama); });
+  EXPECT_NE(what.find("[llama] the weights of Llama"), std::string::npos) << what;
 }
 
 }  // namespace
