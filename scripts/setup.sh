@@ -10,6 +10,7 @@ packages=(
   libdnnl-dev                                  # GEMM peer: oneDNN dnnl_sgemm (-DLLMCC_GEMM=onednn; the default is llmcc's own, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
+  libomp-19-dev libclang-rt-19-dev             # clang-19 builds: OpenMP, sanitizers, libFuzzer (fuzz/)
   libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)
   python3
   curl ca-certificates                         # Tiny Shakespeare download when no local copy
