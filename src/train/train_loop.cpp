@@ -127,6 +127,8 @@ TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
     fail(w, "val_every, val_batches, sample_every and ckpt_every must be >= 0");
   if (o_.keep_last < 1) fail(w, "keep_last must be at least 1, got " + std::to_string(o_.keep_last));
   if (o_.ckpt_every > 0 && o_.out_dir.empty()) fail(w, "ckpt_every needs out_dir (where checkpoints go)");
+  if (o_.rollbacks < 0) fail(w, "rollbacks must be >= 0 (0: stop at a trip), got " + std::to_string(o_.rollbacks));
+  if (o_.rollbacks > 0 && o_.out_dir.empty()) fail(w, "rollbacks needs out_dir (the checkpoints a rollback returns to)");
   o_.schedule.max_steps = o_.steps;
   o_.schedule.validate();
   if (o_.continue_hint.empty())
@@ -156,6 +158,11 @@ void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::funct
 }
 
 void TrainLoop::resume(const std::string& checkpoint) {
+  restore(checkpoint);
+  resumed_from_ = checkpoint;
+}
+
+void TrainLoop::restore(const std::string& checkpoint) {
   const TrainState state = load_checkpoint(checkpoint, *params_, opt_.get());
   if (!o_.force_resume) {
     const std::pair<const char*, ParameterStore::BadValues> checks[] = {{"params", params_->bad_values()},
@@ -167,7 +174,6 @@ void TrainLoop::resume(const std::string& checkpoint) {
                           "; training on from it could only give NaN (resume from an earlier checkpoint, or force it)");
   }
   step_ = state.step;
-  resumed_from_ = checkpoint;
   try {
     data_.set_state(state.data);
   } catch (const Error& e) {
@@ -220,6 +226,11 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
   grads_zero_ = false;
   trip_.clear();
   trip_after_update_ = false;
+  // Batches that tripped the guard before a rollback are drawn and dropped, every time the run
+  // reaches their step again.
+  if (const auto skip = skip_at_.find(step); skip != skip_at_.end()) {
+    for (int k = 0; k < skip->second * o_.grad_accum; ++k) data_.skip();
+  }
   double loss_sum = 0.0;
   for (int micro = 0; micro < o_.grad_accum; ++micro) {
     arena_->reset();
@@ -278,6 +289,16 @@ float TrainLoop::validate(std::int64_t step) {
     }
   }
   return loss;
+}
+
+void TrainLoop::roll_back(const std::string& checkpoint, std::int64_t tripped) {
+  restore(checkpoint);
+  ++skip_at_[tripped];
+  ++rollbacks_done_;
+  grads_->zero();
+  grads_zero_ = true;
+  recent_count_ = 0;  // the spike window restarts, as after a resume
+  recent_next_ = 0;
 }
 
 std::string TrainLoop::checkpoint(std::int64_t step) {
@@ -357,6 +378,10 @@ TrainResult TrainLoop::run() {
   }
   // A fresh run's starting point (a resumed one logged it before its checkpoint).
   if (start_step == 0 && o_.val_every > 0) result.val_loss = validate(0);
+  // What a rollback returns to: the last checkpoint of this call, else the one resumed from,
+  // else the starting point, saved now.
+  std::string last_good = resumed_from_;
+  if (o_.rollbacks > 0 && last_good.empty()) last_good = result.checkpoint = checkpoint(start_step);
 
   // A source that does not count its items gets steps per second.
   const bool counted = data_.items_per_batch > 0;
@@ -392,12 +417,36 @@ TrainResult TrainLoop::run() {
                       per_step * static_cast<double>(o_.steps - step));
     result.step = step;
     result.last_loss = loss;
+    if (!trip_.empty() && rollbacks_done_ < o_.rollbacks) {
+      const std::int64_t tripped = step - 1;
+      roll_back(last_good, tripped);
+      step = step_;
+      // The log goes back with the run (each step logged once, as after a resume); the line
+      // that replaces the dropped ones says what happened.
+      out.log.reset();
+      out.log = std::make_unique<TrainLog>(log_path, step);
+      out.log->write(out.line.begin()
+                         .field("step", step)
+                         .field("event", "rollback")
+                         .field("tripped_at", tripped + 1)
+                         .field("reason", trip_)
+                         .field("to", last_good)
+                         .end());
+      out.progress.print("step " + std::to_string(tripped + 1) + ": " + trip_ + "; rolled back to " + last_good +
+                         " (step " + std::to_string(step) + "), step " + std::to_string(tripped + 1) +
+                         "'s batches will be dropped (rollback " + std::to_string(rollbacks_done_) + " of " +
+                         std::to_string(o_.rollbacks) + ")");
+      continue;
+    }
     if (!trip_.empty()) {
       out.progress.finish();
       fail(o_.name, "step " + std::to_string(step) + ": " + trip_ + " (lr " + number(lr) + "); " +
                         (trip_after_update_ ? "the weights in memory are not finite and were not saved"
                                             : "the weights were not updated") +
                         ". " + o_.nonfinite_hint +
+                        (rollbacks_done_ > 0 ? "; after " + std::to_string(rollbacks_done_) + " rollback" +
+                                                   (rollbacks_done_ == 1 ? "" : "s")
+                                             : std::string()) +
                         (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
     }
     if (step == start_step + 1) {
@@ -414,7 +463,7 @@ TrainResult TrainLoop::run() {
     if (hooks_.sample && o_.sample_every > 0 && (last || step % o_.sample_every == 0)) hooks_.sample(step);
     if (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0)) {
       const std::string path = checkpoint(step);
-      if (!path.empty()) result.checkpoint = path;
+      if (!path.empty()) result.checkpoint = last_good = path;
     }
     if (interrupted) {
       result.interrupted = true;

@@ -1,7 +1,7 @@
 // The divergence guard, as a user meets it through `llmcc train`: a learning rate that makes the
 // weights non-finite (3e38) or the loss explode (1e6) stops the run with a message saying why,
 // and no checkpoint ever holds a non-finite weight or moment; good checkpoints written before a
-// diverging resume survive it.
+// diverging resume survive it; --rollbacks returns to the last checkpoint until they run out.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,12 +138,32 @@ TEST_F(TrainDivergence, ANonFiniteCheckpointIsRefusedOrWarnedAbout) {
   EXPECT_NE(r.err.find("holds 1 non-finite weights"), std::string::npos) << r.err;
 }
 
-TEST_F(TrainDivergence, LossSpikeFlagIsValidated) {
+// --rollbacks: each trip goes back to the last checkpoint (the saved starting point at first)
+// and is logged; when they run out the run stops as without them, every checkpoint finite.
+TEST_F(TrainDivergence, RollbacksAreLoggedAndRunOut) {
+  auto args = flags(dir, "3e38", "5");
+  args.insert(args.end(), {"--rollbacks", "2"});
+  const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, args);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("after 2 rollbacks"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("rolled back to " + dir.file("run") + "/ckpt_000000.bin (step 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(rollback 2 of 2)"), std::string::npos) << r.out;
+  const auto saved = checkpoints(dir.file("run"));
+  EXPECT_EQ(saved.size(), 1u);
+  for (const std::string& path : saved) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+TEST_F(TrainDivergence, GuardFlagsAreValidated) {
   auto args = flags(dir, "1e-3", "5");
   args.insert(args.end(), {"--loss-spike", "0.5"});
-  const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, args);
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, args);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--loss-spike must be above 1 (0: off), got 0.5"), std::string::npos) << r.err;
+  args = flags(dir, "1e-3", "5");
+  args.insert(args.end(), {"--rollbacks", "-1"});
+  r = llmcc::test::run_llmcc(dir, args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--rollbacks must be >= 0"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -6,9 +6,13 @@
 // step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,10 +37,29 @@ using Batch = Entry::Inputs;  // (x (B, 1, D), y (B, 1))
 constexpr int D = 6, H = 16, K = 3, B = 8;
 
 // Points in D dimensions; the label is which of the first K coordinates is largest.
+// A batch whose first value equals `marked` is poisoned (all NaN), or, with drop_marked_step,
+// replaced by the draw after next: what a run gets when a rollback drops the marked batch and
+// the other micro-batch of its step (the marked draw being its step's first).
 class Task {
  public:
   Task() : x_(static_cast<std::size_t>(B) * D), y_(B) {}
+  float marked = std::numeric_limits<float>::quiet_NaN();
+  bool drop_marked_step = false;
   void make(Batch& batch, Rng& rng) {
+    draw(rng);
+    if (x_[0] == marked) {
+      if (drop_marked_step) {
+        draw(rng);
+        draw(rng);
+      } else {
+        std::fill(x_.begin(), x_.end(), std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+    batch = Batch(Tensor(x_.data(), llmcc::Shape{B, 1, D}), Tokens(y_.data(), B, 1));
+  }
+
+ private:
+  void draw(Rng& rng) {
     for (int b = 0; b < B; ++b) {
       int best = 0;
       for (int d = 0; d < D; ++d) {
@@ -45,10 +68,8 @@ class Task {
       }
       y_[b] = best;
     }
-    batch = Batch(Tensor(x_.data(), llmcc::Shape{B, 1, D}), Tokens(y_.data(), B, 1));
   }
 
- private:
   std::vector<float> x_;
   std::vector<std::int32_t> y_;
 };
@@ -198,6 +219,78 @@ TEST(TrainerApi, PlanningChangesNothing) {
   EXPECT_EQ(a.train.state(), b.train.state());
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A batch of NaN inputs at step 26 trips the guard. With rollbacks the run goes back to its
+// checkpoint at step 20, drops step 26's batches when the replay reaches them, and ends with the
+// weights, bit for bit, of a run that never drew them; the rollback is logged.
+TEST(TrainerApi, ARollbackDropsTheTrippingBatchesAndEqualsARunWithoutThem) {
+  const llmcc::test::TempDir dir;
+  float marked = 0.0f;
+  {
+    Learner probe;  // step s draws batches 2s and 2s + 1 (the planning draw is put back)
+    for (int i = 0; i <= 2 * 25; ++i) marked = std::get<0>(probe.train.next()).f32()[0];
+  }
+  Learner reference;
+  reference.train_task.marked = marked;
+  reference.train_task.drop_marked_step = true;
+  llmcc::train::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
+                               options(dir.file("reference")))
+      .run();
+
+  Learner stopped;
+  stopped.train_task.marked = marked;
+  try {
+    llmcc::train::Trainer<Entry>(stopped.model, stopped.params, stopped.train, &stopped.val,
+                                 options(dir.file("stopped")))
+        .run();
+    ADD_FAILURE() << "a NaN batch did not stop the run";
+  } catch (const llmcc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step 26: the loss is not finite"), std::string::npos) << e.what();
+  }
+
+  Learner rolled;
+  rolled.train_task.marked = marked;
+  auto o = options(dir.file("rolled"));
+  o.rollbacks = 1;
+  const auto r = llmcc::train::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
+  EXPECT_EQ(r.step, 40);
+  EXPECT_TRUE(same_bytes(reference.params, rolled.params));
+  const std::string log = file_text(dir.file("rolled") + "/log.jsonl");
+  EXPECT_NE(log.find("{\"step\": 20, \"event\": \"rollback\", \"tripped_at\": 26, \"reason\": \"the loss is not "
+                     "finite\", \"to\": \"" + dir.file("rolled") + "/ckpt_000020.bin\"}"),
+            std::string::npos)
+      << log;
+  // Each step once, as after a resume: the lines of the abandoned steps 21..26 were dropped.
+  EXPECT_EQ(llmcc::test::logged(dir.file("rolled") + "/log.jsonl", "loss").size(), 40u);
+}
+
+// Divergence that every replay meets again: the rollbacks run out and the run stops; the only
+// checkpoint is the starting point a fresh run saves for them, and it is untouched.
+TEST(TrainerApi, RollbacksRunOutAndTheRunStops) {
+  const llmcc::test::TempDir dir;
+  Learner r;
+  auto o = options(dir.file("run"));
+  o.schedule = {.max_lr = 3e38f, .min_lr = 3e37f, .warmup_steps = 0};
+  o.grad_clip = 0;
+  o.rollbacks = 2;
+  try {
+    llmcc::train::Trainer<Entry>(r.model, r.params, r.train, &r.val, o).run();
+    ADD_FAILURE() << "lr 3e38 did not stop the run";
+  } catch (const llmcc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after 2 rollbacks"), std::string::npos) << e.what();
+  }
+  const auto kept = llmcc::list_checkpoints(dir.file("run"));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].first, 0);
+  Learner fresh, loaded;
+  llmcc::load_checkpoint(kept[0].second, loaded.params, nullptr);
+  EXPECT_TRUE(same_bytes(fresh.params, loaded.params));
+}
+
 TEST(TrainerApi, BadOptionsAreClearErrors) {
   Learner r;
   auto expect_error = [&](llmcc::train::TrainerOptions o, const std::string& text) {
@@ -227,6 +320,12 @@ TEST(TrainerApi, BadOptionsAreClearErrors) {
   o.ckpt_every = 0;
   o.schedule.warmup_steps = 100;
   expect_error(o, "warmup");
+  o = options("");
+  o.ckpt_every = 0;
+  o.rollbacks = 1;
+  expect_error(o, "rollbacks needs out_dir");
+  o.rollbacks = -1;
+  expect_error(o, "rollbacks must be >= 0");
 }
 
 }  // namespace

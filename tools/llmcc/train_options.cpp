@@ -182,6 +182,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--loss-spike", &o.loss_spike,
         "stop when a step's loss exceeds this times the mean of the previous steps' (0: off); a "
         "non-finite loss, gradient or update always stops the run, before anything is saved");
+  p.add("--rollbacks", &o.rollbacks,
+        "instead of stopping at a divergence, roll back to the last checkpoint and drop the batches "
+        "of the step that tripped, up to N times (0: stop)");
 
   p.section("Validation, samples and checkpoints");
   p.add("--val-every", &o.val_every, "validation loss every N steps (and at the start and end; 0: end only)");
@@ -256,6 +259,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.eps > 0, "--eps must be positive, got " + n(o.eps));
   need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0: off), got " + n(o.grad_clip));
   need(o.loss_spike == 0 || o.loss_spike > 1, "--loss-spike must be above 1 (0: off), got " + n(o.loss_spike));
+  need(o.rollbacks >= 0, "--rollbacks must be >= 0 (0: stop at a divergence), got " + n(o.rollbacks));
   need(o.val_every >= 0, "--val-every must be >= 0, got " + n(o.val_every));
   need(o.val_steps >= 0, "--val-steps must be >= 0, got " + n(o.val_steps));
   need(o.sample_every >= 0, "--sample-every must be >= 0, got " + n(o.sample_every));

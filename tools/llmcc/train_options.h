@@ -55,6 +55,7 @@ struct TrainOptions {
   float eps = 1e-8f;
   double grad_clip = 1.0;  // 0: off
   double loss_spike = 10.0;  // the divergence guard's factor (0: off); run-local
+  int rollbacks = 0;         // rollbacks to the last checkpoint instead of stopping; run-local
   bool force_resume = false;  // resume from a non-finite checkpoint; run-local
 
   // Validation, samples, checkpoints.

@@ -232,6 +232,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   t.adamw = AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay};
   t.grad_clip = o_.grad_clip;
   t.loss_spike = o_.loss_spike;
+  t.rollbacks = o_.rollbacks;
   t.force_resume = o_.force_resume;
   t.val_every = o_.val_every;
   t.val_batches = val_batches;

@@ -62,6 +62,11 @@ struct TrainerOptions {
   // loss_spike times the mean of the previous steps' losses (up to 16 of this call; 0: no spike
   // check). A non-finite loss, gradient norm, updated weight or AdamW moment always stops it.
   double loss_spike = 10.0;
+  // > 0: instead of stopping, up to this many times in a call, a trip rolls the run back to its
+  // last checkpoint (weights, AdamW, data position) and drops the tripping step's batches when
+  // the replay reaches that step; each rollback is logged. Needs out_dir: a fresh run saves its
+  // starting point first, so there is always a checkpoint to return to.
+  int rollbacks = 0;
   std::int64_t val_every = 100;   // validation every this many steps and at the end; 0: only at the end
   std::int64_t val_batches = 20;  // batches per validation; 0: one pass (a source with an end)
   std::int64_t sample_every = 0;  // hooks.sample every this many steps and at the end; 0: never
@@ -98,7 +103,6 @@ struct TrainStart {
   std::int64_t step = 0;           // first step this call takes
   std::string resumed_from;        // checkpoint path, or empty
   std::int64_t parameters = 0;
-  bool force_resume = false;      // resume() accepts non-finite weights or moments, or negative second moments
   std::size_t arena_bytes = 0;     // step arena reserved
   std::size_t arena_planned = 0;   // the planning step's high-water mark (0: not planned)
   std::int64_t val_batches = 0;    // per validation (0: no validation source)
@@ -145,6 +149,7 @@ class TrainLoop {
   struct Data {
     std::function<DataLoaderState()> state;
     std::function<void(const DataLoaderState&)> set_state;
+    std::function<void()> skip;  // draws the next training batch and drops it
     double items_per_batch = 0.0;
     bool has_val = false;
     std::function<void()> reset_val;
@@ -158,6 +163,14 @@ class TrainLoop {
  private:
   void plan_arena();
   float train_step(std::int64_t step, double* grad_norm);
+  // Loads weights, AdamW, step, data position and hook state from `checkpoint`; refuses
+  // non-finite values unless force_resume.
+  void restore(const std::string& checkpoint);
+  // After a trip at step index `tripped`: back to `checkpoint`, and that step's batches dropped
+  // whenever it is reached again.
+  void roll_back(const std::string& checkpoint, std::int64_t tripped);
+  std::map<std::int64_t, int> skip_at_;  // step index -> rollbacks that tripped there
+  int rollbacks_done_ = 0;
   // Why the last step tripped the divergence guard (empty: it did not), and whether it had
   // already updated the weights.
   std::string trip_;
@@ -205,6 +218,7 @@ class Trainer final : public TrainLoop {
     Data d;
     d.state = [this] { return train_.state(); };
     d.set_state = [this](const DataLoaderState& s) { train_.set_state(s); };
+    d.skip = [this] { (void)train_.next(); };
     d.items_per_batch = train_.items_per_batch();
     d.has_val = val_ != nullptr;
     if (val_) {
