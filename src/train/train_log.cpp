@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "file_io.h"
 #include "llmcc/error.h"
 
 namespace llmcc {
@@ -139,14 +140,13 @@ TrainLog::TrainLog(const std::string& path, std::int64_t resume_step) : path_(pa
       for (std::string line; std::getline(in, line);)
         if (!line.empty() && step_of(line) <= resume_step) keep.push_back(line);
     }
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      for (const std::string& line : keep) out << line << '\n';
-      if (!out) fail("llmcc train", "cannot write the log " + tmp);
+    // All or nothing: on a full disk the old log stays and the partial .tmp is removed.
+    detail::AtomicFile out(path, "llmcc train");
+    for (const std::string& line : keep) {
+      out.write(line.data(), line.size());
+      out.write("\n", 1);
     }
-    fs::rename(tmp, path, ec);
-    if (ec) fail("llmcc train", "cannot replace the log " + path + ": " + ec.message());
+    out.commit();
   }
   file_ = std::fopen(path.c_str(), resume_step >= 0 ? "a" : "w");
   if (file_ == nullptr) fail("llmcc train", "cannot open the log " + path + " for writing");

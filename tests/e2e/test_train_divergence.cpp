@@ -1,7 +1,8 @@
 // The divergence guard, as a user meets it through `llmcc train`: a learning rate that makes the
 // weights non-finite (3e38) or the loss explode (1e6) stops the run with a message saying why,
 // and no checkpoint ever holds a non-finite weight or moment; good checkpoints written before a
-// diverging resume survive it; --rollbacks returns to the last checkpoint until they run out.
+// diverging resume survive it; --rollbacks returns to the last checkpoint until they run out; a
+// full disk while a resume rewrites the log keeps the log and leaves no temporary file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,22 @@ TEST_F(TrainDivergence, RollbacksAreLoggedAndRunOut) {
   const auto saved = checkpoints(dir.file("run"));
   EXPECT_EQ(saved.size(), 1u);
   for (const std::string& path : saved) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+// A resume rewrites the log without the lines after its checkpoint. When the disk fills during
+// that rewrite, the run stops naming the log, which is kept as it was, and no log.jsonl.tmp stays.
+TEST_F(TrainDivergence, AFullDiskWhileTheLogIsRewrittenKeepsIt) {
+  ASSERT_EQ(llmcc::test::run_llmcc(dir, flags(dir, "1e-3", "12")).code, 0);
+  const std::string log = dir.file("run") + "/log.jsonl";
+  const std::string before = llmcc::test::slurp(log);
+  ASSERT_GT(before.size(), 2048u);  // more than ulimit -f 2 allows, in 512- or 1024-byte blocks
+  auto args = flags(dir, "1e-3", "12");
+  args.insert(args.end(), {"--resume", dir.file("run") + "/ckpt_000011.bin"});
+  const llmcc::test::CliResult r = llmcc::test::run_llmcc_after(dir, "ulimit -f 2; trap '' XFSZ", args);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("log.jsonl.tmp"), std::string::npos) << r.err;
+  EXPECT_EQ(llmcc::test::slurp(log), before);
+  EXPECT_FALSE(fs::exists(log + ".tmp"));
 }
 
 TEST_F(TrainDivergence, GuardFlagsAreValidated) {

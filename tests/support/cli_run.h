@@ -46,4 +46,20 @@ inline CliResult run_llmcc(const TempDir& dir, const std::vector<std::string>& a
   return r;
 }
 
+// `llmcc <args>` run by /bin/sh after `prefix` (e.g. "ulimit -f 8; trap '' XFSZ", a full disk),
+// captured like run_llmcc.
+inline CliResult run_llmcc_after(const TempDir& dir, const std::string& prefix, const std::vector<std::string>& args) {
+  std::string cmd = prefix + "; exec " + shell_quote(LLMCC_BINARY);
+  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
+  const std::string line =
+      "sh -c " + shell_quote(cmd) + " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  const int status = std::system(line.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
 }  // namespace llmcc::test

@@ -28,6 +28,7 @@ using llmcc::Gpt2Tokenizer;
 
 using llmcc::test::CliResult;
 using llmcc::test::run_llmcc;
+using llmcc::test::run_llmcc_after;
 using llmcc::test::slurp;
 
 void write_file(const std::string& path, const std::string& text) {
@@ -91,22 +92,6 @@ std::vector<std::string> leftovers(const fs::path& parent) {
     if (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos) names.push_back(name);
   }
   return names;
-}
-
-// `llmcc <args>` run by /bin/sh after `prefix` (e.g. a ulimit), output captured like run_llmcc.
-CliResult run_llmcc_after(const llmcc::test::TempDir& dir, const std::string& prefix,
-                          const std::vector<std::string>& args) {
-  std::string cmd = prefix + "; exec " + llmcc::test::shell_quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + llmcc::test::shell_quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  const std::string line = "sh -c " + llmcc::test::shell_quote(cmd) + " >" + llmcc::test::shell_quote(out) + " 2>" +
-                           llmcc::test::shell_quote(err) + " </dev/null";
-  const int status = std::system(line.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
 }
 
 std::string repeat(const std::string& s, std::size_t n) {
