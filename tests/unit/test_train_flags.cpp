@@ -199,16 +199,16 @@ TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
   for (const char* name : {"train_000001.bin", "train_000000.bin", "val_000000.bin"})
     llmcc::write_token_file(dir.file(name), ids);
   const auto files =
-      llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")}, "--train-data");
+      llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")}, "--train-data", "llmcc train");
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], dir.file("train_000000.bin"));  // sorted
   EXPECT_EQ(files[1], dir.file("train_000001.bin"));
   EXPECT_EQ(files[2], dir.file("val_000000.bin"));
-  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.file("nope.bin")}, "--val-data"); },
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.file("nope.bin")}, "--val-data", "llmcc train"); },
                            {"--val-data: no such file", "nope.bin"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.file("x_*.bin")}, "--train-data"); },
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.file("x_*.bin")}, "--train-data", "llmcc train"); },
                            {"--train-data: no file matches", "x_*.bin"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.path.string()}, "--train-data"); },
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::expand_data_paths({dir.path.string()}, "--train-data", "llmcc train"); },
                            {"is a directory"}));
 }
 

@@ -73,7 +73,7 @@ int run_eval(int argc, char** argv) {
   if (threads < 0) fail(kWhere, "--threads must be >= 0, got " + std::to_string(threads));
   if (steps < 0) fail(kWhere, "--steps must be >= 0, got " + std::to_string(steps));
   if (threads > 0) set_num_threads(threads);
-  const std::vector<std::string> files = expand_data_paths(val_data, "--val-data");
+  const std::vector<std::string> files = expand_data_paths(val_data, "--val-data", kWhere);
   const std::unique_ptr<Model> model = load_model(ckpt);
   warn_nonfinite_weights(model->params(), ckpt, kWhere);
   const ModelConfig& cfg = model->config();

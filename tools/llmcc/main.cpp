@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 #include "llmcc/error.h"
@@ -49,7 +50,11 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc - 2, argv + 2);
     } catch (const llmcc::Error& e) {
-      std::fprintf(stderr, "llmcc %s: error: %s\n", c.name, e.what());
+      // The command's own errors carry its name as their prefix already; it is printed once.
+      std::string_view what = e.what();
+      const std::string own = std::string("[llmcc ") + c.name + "] ";
+      if (what.starts_with(own)) what.remove_prefix(own.size());
+      std::fprintf(stderr, "llmcc %s: error: %.*s\n", c.name, static_cast<int>(what.size()), what.data());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "llmcc %s: internal error: %s\n", c.name, e.what());

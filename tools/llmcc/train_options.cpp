@@ -275,7 +275,8 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(!asked_for_val || !o.val_data.empty(), "--val-every needs --val-data (the validation shards)");
 }
 
-std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag) {
+std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag,
+                                           const std::string& where) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   for (const std::string& arg : args) {
@@ -285,14 +286,14 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
       if (rc == 0)
         for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
       globfree(&g);
-      if (rc == GLOB_NOMATCH) bad(flag + ": no file matches '" + arg + "'");
-      if (rc != 0) bad(flag + ": cannot expand '" + arg + "'");
+      if (rc == GLOB_NOMATCH) fail(where, flag + ": no file matches '" + arg + "'");
+      if (rc != 0) fail(where, flag + ": cannot expand '" + arg + "'");
       continue;
     }
     std::error_code ec;
-    if (!fs::exists(arg, ec)) bad(flag + ": no such file '" + arg + "'");
+    if (!fs::exists(arg, ec)) fail(where, flag + ": no such file '" + arg + "'");
     if (fs::is_directory(arg, ec))
-      bad(flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg +
+      fail(where, flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg +
           "/*train*.bin')");
     out.push_back(arg);
   }
@@ -349,7 +350,7 @@ std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues&
   if (list_from_kv(kv, "data.train", source, &paths)) {
     if (!o.was_given("--train-data"))
       o.train_data = paths;
-    else if (expand_data_paths(o.train_data, "--train-data") != paths)
+    else if (expand_data_paths(o.train_data, "--train-data", kWhere) != paths)
       warnings.push_back(
           "--train-data differs from the checkpoint's shards (the data position may not carry over)");
   }

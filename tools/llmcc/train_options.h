@@ -85,8 +85,10 @@ bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o);
 void validate_train_options(const TrainOptions& o, const ModelConfig& config);
 
 // Files named by `args` (paths or glob patterns, in order; each pattern's matches sorted). A
-// missing file or a pattern matching nothing throws llmcc::Error naming the flag and the path.
-std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag);
+// missing file or a pattern matching nothing throws llmcc::Error("[where] <flag>: ...") naming
+// the path.
+std::vector<std::string> expand_data_paths(const std::vector<std::string>& args, const std::string& flag,
+                                           const std::string& where);
 
 // The run's configuration as checkpoint key=values: the model's (ModelConfig::to_kv, which
 // records the family) and every

@@ -162,8 +162,8 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   origin_ = resolve_origin(o_);
   validate_train_options(o_, origin_.config);
   for (const std::string& warning : origin_.warnings) warnings_.warn(warning);
-  train_files_ = expand_data_paths(o_.train_data, "--train-data");
-  val_files_ = expand_data_paths(o_.val_data, "--val-data");
+  train_files_ = expand_data_paths(o_.train_data, "--train-data", kWhere);
+  val_files_ = expand_data_paths(o_.val_data, "--val-data", kWhere);
   const bool resuming = !origin_.resume_path.empty();
   if (!resuming) {
     if (auto existing = latest_checkpoint(o_.out_dir))
