@@ -54,7 +54,8 @@ int run_generate(int argc, char** argv) {
               "Sample text from a checkpoint: GPT-2 with a KV cache (the prompt runs once, then one "
               "position per token); Llama with a full forward per token.");
   p.add("--ckpt", &ckpt,
-        "checkpoint: an llmcc checkpoint (GPT-2 or Llama) or an llm.c GPT-2 weight file (gpt2_124M.bin)");
+        "checkpoint: an llmcc checkpoint (GPT-2 or Llama), an llm.c GPT-2 weight file (gpt2_124M.bin) or "
+        "a Hugging Face model (a directory with config.json and model.safetensors)");
   p.require("--ckpt");
   p.add("--prompt", &prompt,
         "text to continue (SentencePiece: after its bos); empty starts from the document start "
@@ -90,11 +91,7 @@ int run_generate(int argc, char** argv) {
   if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
   if (on_full != "stop" && on_full != "slide")
     fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(ckpt, ec))
-    fail(kCmd, "checkpoint " + ckpt +
-                   " does not exist or is not a file (give --ckpt a file written by llmcc train "
-                   "or an llm.c gpt2_*.bin)");
+  check_model_path(ckpt, "--ckpt", kCmd);
   if (threads > 0) set_num_threads(threads);
 
   RunTokenizer run_tok;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "llmcc/adgen.h"
 #include "llmcc/error.h"
@@ -202,6 +203,17 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   if (checkpoint_family(path) == Family::Llama)
     return std::make_unique<FamilyModel<LlamaFamily>>(nn::load_llama(path));
   return std::make_unique<FamilyModel<Gpt2Family>>(nn::load_gpt2(path));
+}
+
+void check_model_path(const std::string& path, const std::string& flag, const std::string& where) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) || nn::is_hf_model(path)) return;
+  const bool dir = std::filesystem::is_directory(path, ec);
+  fail(where, flag + ": " + path +
+                  (dir ? " is a directory without model.safetensors"
+                       : " does not exist") +
+                  "; give a checkpoint written by llmcc train, an llm.c gpt2_*.bin, or a Hugging Face model "
+                  "(a directory with config.json and model.safetensors)");
 }
 
 }  // namespace llmcc::cli

@@ -117,4 +117,9 @@ Family checkpoint_family(const std::string& path);
 // an llm.c GPT-2 model file.
 std::unique_ptr<Model> load_model(const std::string& path);
 
+// Throws llmcc::Error("[where] <flag>: ...") unless `path` is something load_model reads: a
+// file (an llmcc checkpoint, an llm.c GPT-2 file, a .safetensors beside its config.json) or a
+// Hugging Face model directory (config.json + model.safetensors).
+void check_model_path(const std::string& path, const std::string& flag, const std::string& where);
+
 }  // namespace llmcc::cli

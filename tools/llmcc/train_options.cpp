@@ -161,7 +161,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--threads", &o.threads, "worker threads (0: all cores)");
   p.add("--resume", &o.resume,
         "continue from a checkpoint file, or 'auto': the newest in --out-dir (a fresh start if none)");
-  p.add("--init-from", &o.init_from, "start from the weights of this file (fresh optimizer, step 0)");
+  p.add("--init-from", &o.init_from,
+        "start from the weights of this model (fresh optimizer, step 0): an llmcc checkpoint, an llm.c "
+        "gpt2_*.bin, or a Hugging Face model directory (config.json + model.safetensors)");
   p.add("--stop-after", &o.stop_after,
         "end this invocation after N steps, with a checkpoint, as if interrupted (0: run to --steps)");
   p.add("--log", &o.log_path, "JSON-lines log, one line per step (default <out-dir>/log.jsonl)");

@@ -91,9 +91,7 @@ Origin resolve_origin(TrainOptions& o) {
     return out;
   }
   if (!o.init_from.empty()) {
-    std::error_code ec;
-    if (!fs::is_regular_file(o.init_from, ec))
-      fail(kWhere, "--init-from: no such file '" + o.init_from + "'");
+    check_model_path(o.init_from, "--init-from", kWhere);
     out.init = load_model(o.init_from);
     out.config = out.init->config();
     o.model.check_matches(out.config, "--init-from " + o.init_from, kWhere);
