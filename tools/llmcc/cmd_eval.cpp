@@ -15,6 +15,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/data_loader.h"
+#include "llmcc/train/train_log.h"
 #include "llmcc/train/trainer.h"
 #include "model_family.h"
 #include "model_flags.h"
@@ -112,10 +113,16 @@ int run_eval(int argc, char** argv) {
   const double loss = evaluate_loss(*model, loader, batches, arena);
   const double ppl = std::exp(loss);
   if (json) {
-    std::printf(
-        "{\"loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld, \"batch_size\": %d, \"seq_len\": %d, "
-        "\"tokens\": %lld}\n",
-        loss, ppl, static_cast<long long>(batches), B, T, static_cast<long long>(batches * B * T));
+    // Shortest exact forms: the loss reads back as the double computed (non-finite: null).
+    JsonLine line;
+    line.begin()
+        .field("loss", loss)
+        .field("perplexity", ppl)
+        .field("batches", batches)
+        .field("batch_size", std::int64_t{B})
+        .field("seq_len", std::int64_t{T})
+        .field("tokens", batches * B * T);
+    std::printf("%s\n", line.end().c_str());
   } else {
     std::printf("%s: %s %s\n", ckpt.c_str(), cfg.display_name(), cfg.str().c_str());
     std::printf("val loss %.4f, perplexity %.2f (%lld batches of %d x %d tokens%s)\n", loss, ppl,
