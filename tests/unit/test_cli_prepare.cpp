@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +231,36 @@ TEST(CliPrepare, RefusesAnOutputDirectoryHoldingOtherFiles) {
 
 // The data-set name: llm.c's dev/data/tinyshakespeare.py makes every blank-line-separated speech
 // a document and gets 338,028 tokens (32,768 val + 305,260 train in its split).
+// --val-tokens N: the first N tokens are validation (llm.c's split); --ordinary: a literal
+// <|endoftext|> in the text is characters, so the eot token only starts documents.
+TEST(CliPrepare, ValTokensTakesTheFirstTokensAndOrdinaryKeepsLiteralEndOfText) {
+  REQUIRE_TOKENIZER();
+  llmcc::test::TempDir dir;
+  const std::string doc_b = repeat(kDocB, 30);
+  write_file(dir.file("b.txt"), doc_b);
+  const fs::path out = dir.path / "data";
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("b.txt"), "--out", out.string(), "--val-tokens",
+                                      "100", "--ordinary"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::int32_t> expected = {tok->eot()};
+  for (int32_t id : tok->encode_ordinary(doc_b)) expected.push_back(id);
+  ASSERT_NE(tok->encode(doc_b), tok->encode_ordinary(doc_b));  // the text holds the literal
+  const auto val = read_all(shards(out, "val")), train = read_all(shards(out, "train"));
+  EXPECT_EQ(val, std::vector<std::int32_t>(expected.begin(), expected.begin() + 100));
+  EXPECT_EQ(train, std::vector<std::int32_t>(expected.begin() + 100, expected.end()));
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), tok->eot()), 1);
+  EXPECT_NE(r.out.find("val 100 (the first)"), std::string::npos) << r.out;
+
+  CliResult bad = run_llmcc(dir, {"prepare", "--input", dir.file("b.txt"), "--out", dir.file("x"), "--val-tokens",
+                                  "100", "--val-fraction", "0.2"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--val-tokens and --val-fraction exclude each other"), std::string::npos) << bad.err;
+  bad = run_llmcc(dir, {"prepare", "--input", dir.file("b.txt"), "--out", dir.file("x"), "--val-tokens", "100000"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("input too small"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("(--val-tokens 100000)"), std::string::npos) << bad.err;
+}
+
 TEST(CliPrepare, TinyShakespeareByNameMatchesLlmc) {
   REQUIRE_TOKENIZER();
   const auto input = llmcc::find_shared_data("tinyshakespeare/input.txt");
@@ -252,6 +283,15 @@ TEST(CliPrepare, TinyShakespeareByNameMatchesLlmc) {
   const std::string decoded = tok->decode(all);
   EXPECT_EQ(decoded.size(), expected.size());
   EXPECT_TRUE(decoded == expected) << "the shards do not decode to Tiny Shakespeare with llm.c's separators";
+
+  // llm.c's split: validation is the first 32,768 tokens.
+  const CliResult split = run_llmcc(dir, {"prepare", "--input", "tinyshakespeare", "--out", dir.file("ts-llmc"),
+                                          "--val-tokens", "32768", "--ordinary"});
+  ASSERT_EQ(split.code, 0) << split.err;
+  const auto llmc_val = llmcc::read_token_file(dir.file("ts-llmc") + "/val_000000.bin");
+  const auto llmc_train = llmcc::read_token_file(dir.file("ts-llmc") + "/train_000000.bin");
+  EXPECT_EQ(llmc_val, std::vector<std::int32_t>(all.begin(), all.begin() + 32768));
+  EXPECT_EQ(llmc_train, std::vector<std::int32_t>(all.begin() + 32768, all.end()));
 }
 
 TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -154,6 +155,26 @@ TEST(TrainFlags, ParsesAndRecordsGivenFlags) {
         parse_train({"--steps", "ten"});
       },
       {"--steps expects an integer, got 'ten'"}));
+}
+
+// --recipe llmc: llm.c's train_gpt2.c values for every flag not given, each then counted as
+// given (a resume keeps it).
+TEST(TrainFlags, TheLlmcRecipeFillsWhatIsNotGiven) {
+  TrainOptions o = parse_train({"--recipe", "llmc"});
+  EXPECT_DOUBLE_EQ(o.lr, 1e-4);
+  EXPECT_DOUBLE_EQ(o.min_lr, 1e-4);
+  EXPECT_EQ(o.warmup_steps, 0);
+  EXPECT_EQ(o.beta2, 0.999f);
+  EXPECT_EQ(o.weight_decay, 0.0f);
+  EXPECT_EQ(o.grad_clip, 0.0);
+  EXPECT_EQ(o.sampling, "sequential");
+  EXPECT_EQ(o.given, (std::set<std::string>{"--recipe", "--lr", "--min-lr", "--warmup-steps", "--beta2",
+                                            "--weight-decay", "--grad-clip", "--sampling"}));
+  o = parse_train({"--recipe", "llmc", "--lr", "3e-4", "--grad-clip", "1"});
+  EXPECT_DOUBLE_EQ(o.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(o.min_lr, 3e-4);  // still constant
+  EXPECT_EQ(o.grad_clip, 1.0);
+  EXPECT_TRUE(throws_error([] { parse_train({"--recipe", "nanogpt"}); }, {"--recipe must be 'llmc'", "'nanogpt'"}));
 }
 
 TEST(TrainFlags, ValidationNamesTheFlag) {

@@ -12,7 +12,8 @@
 //   * The data set name `tinyshakespeare` stands for Tiny Shakespeare; as in llm.c's
 //     dev/data/tinyshakespeare.py every blank-line-separated speech is its own document.
 //   * Split: the LAST --val-fraction of the token stream (rounded to whole tokens) is the
-//     validation split, the rest the training split. Each must hold at least kMinSplitTokens,
+//     validation split, the rest the training split; or, with --val-tokens N, the FIRST N tokens
+//     (llm.c's split of Tiny Shakespeare is the first 32,768). Each must hold at least kMinSplitTokens,
 //     otherwise the input is too small and nothing is written.
 //   * Files: DIR/train_000000.bin, train_000001.bin, ... and DIR/val_000000.bin, ..., each at
 //     most --shard-tokens tokens (at least kMinShardTokens, so a shard holds a training window).
@@ -146,11 +147,14 @@ std::string locate_tinyshakespeare(const fs::path& out_dir, const fs::path& work
 
 // The document start before every document, as llm.c's data scripts do; with split_speeches
 // also after every blank line (llm.c's tinyshakespeare.py: text.replace('\n\n', '\n\n<|endoftext|>')).
-void encode_document(const TextTokenizer& tok, const Document& doc, std::vector<std::int32_t>& out) {
+// ordinary: "<|endoftext|>" in the text is characters, not GPT-2's token (tiktoken's
+// encode_ordinary, which llm.c's scripts use).
+void encode_document(const TextTokenizer& tok, const Document& doc, bool ordinary, std::vector<std::int32_t>& out) {
   const int start_id = tok.document_start();
   if (start_id >= 0) out.push_back(start_id);
+  const auto encode = [&](std::string_view text) { return ordinary ? tok.encode_ordinary(text) : tok.encode(text); };
   if (!doc.split_speeches) {
-    const std::vector<std::int32_t> ids = tok.encode(doc.text);
+    const std::vector<std::int32_t> ids = encode(doc.text);
     out.insert(out.end(), ids.begin(), ids.end());
     return;
   }
@@ -160,7 +164,7 @@ void encode_document(const TextTokenizer& tok, const Document& doc, std::vector<
   while (start < doc.text.size()) {
     const std::size_t blank = doc.text.find("\n\n", start);
     const std::size_t end = blank == std::string::npos ? doc.text.size() : blank + 2;
-    const std::vector<std::int32_t> ids = tok.encode(std::string_view(doc.text).substr(start, end - start));
+    const std::vector<std::int32_t> ids = encode(std::string_view(doc.text).substr(start, end - start));
     out.insert(out.end(), ids.begin(), ids.end());
     if (blank != std::string::npos && start_id >= 0) out.push_back(start_id);
     start = end;
@@ -293,6 +297,8 @@ int run_prepare(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_dir, tokenizer_spec = "gpt2", format = "auto";
   double val_fraction = 0.1;
+  std::int64_t val_tokens = 0;
+  bool ordinary = false;
   std::int64_t shard_tokens = 100'000'000;
 
   ArgParser p("prepare", "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
@@ -302,6 +308,12 @@ int run_prepare(int argc, char** argv) {
         "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing; an earlier data set there "
         "is replaced as a whole, only once the new one is complete)");
   p.add("--val-fraction", &val_fraction, "fraction of the token stream, taken from its end, used for validation");
+  p.add("--val-tokens", &val_tokens,
+        "instead of --val-fraction: the FIRST N tokens are the validation split (llm.c's Tiny Shakespeare split is "
+        "--val-tokens 32768)");
+  p.add("--ordinary", &ordinary,
+        "GPT-2: a literal '<|endoftext|>' in the text is ordinary characters, not the token 50256 (as llm.c's "
+        "scripts encode)");
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2 (GPT-2 BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2), gpt2:DIR (encoder.json and "
         "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
@@ -317,17 +329,22 @@ int run_prepare(int argc, char** argv) {
       "'tinyshakespeare' is Tiny Shakespeare: <out>/input.txt, else $LLMCC_SHARED_DATA or ../shared/data copy,\n"
       "else downloaded from its public URL with curl; every blank-line-separated speech is a document, as in\n"
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
-      "validation split; each split must get at least 2 tokens. <out>/tokenizer.txt records the tokenizer\n"
+      "validation split (or the first --val-tokens); each split must get at least 2 tokens. <out>/tokenizer.txt records the tokenizer\n"
       "(with a copy of a SentencePiece model in <out>/tokenizer.model) for llmcc train and generate.\n\n"
       "Examples:\n"
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
       "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"
+      "  llmcc prepare --input tinyshakespeare --out data/ts-llmc --val-tokens 32768 --ordinary   # llm.c's split\n"
       "  llmcc train-tokenizer --input data/tinyshakespeare/input.txt --vocab-size 512 --out data/tok512\n"
       "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512");
   if (!p.parse(argc, argv)) return 0;
 
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
     fail(kCmd, "--val-fraction must be in (0, 1) so that neither split is empty, got " + std::to_string(val_fraction));
+  if (p.given("--val-tokens") && p.given("--val-fraction"))
+    fail(kCmd, "--val-tokens and --val-fraction exclude each other (the first N tokens, or the last fraction)");
+  if (p.given("--val-tokens") && val_tokens < kMinSplitTokens)
+    fail(kCmd, "--val-tokens must be at least " + std::to_string(kMinSplitTokens) + ", got " + std::to_string(val_tokens));
   if (shard_tokens < kMinShardTokens)
     fail(kCmd, "--shard-tokens " + std::to_string(shard_tokens) + " is below the floor of " +
                    std::to_string(kMinShardTokens) +
@@ -397,27 +414,37 @@ int run_prepare(int argc, char** argv) {
   std::vector<std::int32_t> tokens;
   for (const Document& d : docs) {
     const std::size_t before = tokens.size();
-    encode_document(tok, d, tokens);
+    encode_document(tok, d, ordinary, tokens);
     std::printf("%s: %zu bytes -> %zu tokens\n", d.label.c_str(), d.text.size(), tokens.size() - before);
   }
 
   const auto total = static_cast<std::int64_t>(tokens.size());
-  const auto n_val = static_cast<std::int64_t>(std::llround(static_cast<double>(total) * val_fraction));
+  const bool val_first = p.given("--val-tokens");
+  const std::int64_t n_val = val_first ? std::min(val_tokens, total)
+                                       : static_cast<std::int64_t>(std::llround(static_cast<double>(total) * val_fraction));
   const std::int64_t n_train = total - n_val;
+  const std::string rule = val_first ? "--val-tokens " + std::to_string(val_tokens)
+                                     : "--val-fraction " + std::to_string(val_fraction);
   if (n_val < kMinSplitTokens || n_train < kMinSplitTokens) {
     fail(kCmd, "input too small: " + std::to_string(total) + " tokens split into " + std::to_string(n_train) +
-                   " train and " + std::to_string(n_val) + " val tokens (--val-fraction " + std::to_string(val_fraction) +
-                   "); each split needs at least " + std::to_string(kMinSplitTokens) + " tokens");
+                   " train and " + std::to_string(n_val) + " val tokens (" + rule + "); each split needs at least " +
+                   std::to_string(kMinSplitTokens) + " tokens");
   }
 
-  std::printf("total %lld tokens: train %lld, val %lld (last %.4g of the stream)\n", static_cast<long long>(total),
-              static_cast<long long>(n_train), static_cast<long long>(n_val), val_fraction);
+  if (val_first)
+    std::printf("total %lld tokens: val %lld (the first), train %lld\n", static_cast<long long>(total),
+                static_cast<long long>(n_val), static_cast<long long>(n_train));
+  else
+    std::printf("total %lld tokens: train %lld, val %lld (last %.4g of the stream)\n", static_cast<long long>(total),
+                static_cast<long long>(n_train), static_cast<long long>(n_val), val_fraction);
   const std::span<const std::int32_t> all(tokens);
+  const std::span<const std::int32_t> train_part = val_first ? all.subspan(static_cast<std::size_t>(n_val))
+                                                             : all.first(static_cast<std::size_t>(n_train));
+  const std::span<const std::int32_t> val_part = val_first ? all.first(static_cast<std::size_t>(n_val))
+                                                           : all.subspan(static_cast<std::size_t>(n_train));
   const fs::path shown(out_dir);
-  const auto train_names =
-      write_split(work.path, shown, "train", all.first(static_cast<std::size_t>(n_train)), shard_tokens, version);
-  const auto val_names =
-      write_split(work.path, shown, "val", all.subspan(static_cast<std::size_t>(n_train)), shard_tokens, version);
+  const auto train_names = write_split(work.path, shown, "train", train_part, shard_tokens, version);
+  const auto val_names = write_split(work.path, shown, "val", val_part, shard_tokens, version);
   write_data_tokenizer(work.path, tok);
   std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n", (shown / kDataTokenizerRecord).c_str());
   // Keep an earlier Tiny Shakespeare download: it is the cache locate_tinyshakespeare looks for.

@@ -145,6 +145,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--val-data", &o.val_data, "validation token shards: files or glob patterns");
   p.add("--sampling", &o.sampling,
         "how training batches are drawn: random (windows anywhere, seeded) or sequential (llm.c)");
+  p.add("--recipe", &o.recipe,
+        "'llmc': llm.c's train_gpt2.c recipe for the flags not given: --lr 1e-4 constant (--min-lr 1e-4, "
+        "--warmup-steps 0), --beta2 0.999, --weight-decay 0, --grad-clip 0, --sampling sequential");
   p.add("--tokenizer", &o.tokenizer,
         "the data's tokenizer, for samples and checkpoints: gpt2, gpt2:DIR or sp:MODEL [default: the "
         "resumed checkpoint's, else the tokenizer.txt llmcc prepare wrote next to the shards]");
@@ -201,10 +204,13 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
 
   p.epilogue(
       "Examples:\n"
-      "  llmcc train --train-data data/tinyshakespeare_train.bin --val-data data/tinyshakespeare_val.bin \\\n"
+      "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
+      "  llmcc train --train-data 'data/tinyshakespeare/train_*.bin' --val-data 'data/tinyshakespeare/val_*.bin' \\\n"
       "      --model gpt2-tiny --out-dir runs/tiny --steps 500 --val-every 50 --sample-every 100\n"
-      "  llmcc train --train-data data/tinyshakespeare_train.bin --val-data data/tinyshakespeare_val.bin \\\n"
+      "  llmcc train --train-data 'data/tinyshakespeare/train_*.bin' --val-data 'data/tinyshakespeare/val_*.bin' \\\n"
       "      --model llama-tiny --vocab-size 50257 --out-dir runs/llama --steps 500   # a Llama\n"
+      "  llmcc train --init-from gpt2_124M.bin --recipe llmc --batch-size 4 --seq-len 64 \\\n"
+      "      --train-data 'data/tinyshakespeare/train_*.bin' --out-dir runs/llmc   # as llm.c trains\n"
       "  llmcc train --out-dir runs/tiny --resume auto          # continue where it stopped\n"
       "  llmcc train --init-from gpt2_124M.bin --train-data 'data/train_*.bin' --out-dir runs/ft --lr 1e-4\n"
       "See docs/training.md for the log format and checkpoint behaviour.");
@@ -222,7 +228,26 @@ bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o) {
     if (p.given(name)) o.given.insert(name);
     if (name.rfind("--no-", 0) == 0 && p.given("--" + name.substr(5))) o.given.insert("--" + name.substr(5));
   }
+  apply_recipe(o);
   return true;
+}
+
+void apply_recipe(TrainOptions& o) {
+  if (o.recipe.empty()) return;
+  if (o.recipe != "llmc") bad("--recipe must be 'llmc' (llm.c's train_gpt2.c), got '" + o.recipe + "'");
+  // Each value counts as given, so a resume keeps it over the checkpoint's.
+  const auto set = [&](const char* flag, auto* field, auto value) {
+    if (o.given.count(flag) != 0) return;
+    *field = value;
+    o.given.insert(flag);
+  };
+  set("--lr", &o.lr, 1e-4);
+  set("--min-lr", &o.min_lr, o.lr);
+  set("--warmup-steps", &o.warmup_steps, std::int64_t{0});
+  set("--beta2", &o.beta2, 0.999f);
+  set("--weight-decay", &o.weight_decay, 0.0f);
+  set("--grad-clip", &o.grad_clip, 0.0);
+  set("--sampling", &o.sampling, std::string("sequential"));
 }
 
 bool parse_train_flags(int argc, char** argv, TrainOptions& o) {

@@ -27,6 +27,7 @@ struct TrainOptions {
   std::vector<std::string> train_data;  // files or glob patterns (expanded by expand_data_paths)
   std::vector<std::string> val_data;
   std::string sampling = "random";  // random | sequential
+  std::string recipe;               // "llmc": llm.c's train_gpt2.c defaults for the flags not given
   // Tokenizer spec (gpt2, gpt2:DIR, sp:MODEL); empty: the resumed checkpoint's, else the one
   // llmcc prepare recorded next to the shards (run_tokenizer.h). Run-local: checkpoints carry it.
   std::string tokenizer;
@@ -79,6 +80,8 @@ void add_train_flags(ArgParser& p, TrainOptions& o);
 // Parses argv into `o` (given flags recorded). Returns false when --help was printed.
 bool parse_train_flags(int argc, char** argv, TrainOptions& o);
 bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o);
+// --recipe llmc: llm.c's train_gpt2.c values for the flags not given (marked as given).
+void apply_recipe(TrainOptions& o);
 
 // Checks every value and combination against the model's configuration; throws llmcc::Error
 // ("[llmcc train] --seq-len 512 exceeds the model's max_seq_len 256 ...") naming the flag.
