@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/silu.h"
 #include "kernels/ref/cross_entropy.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/silu.h"  // fast_exp
+#include "kernels/cpu/fast_math.h"
 #include "llmcc/error.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -29,7 +29,9 @@ using i64 = std::int64_t;
 // 105593, fixed in 13); under -Werror that failed the build on every AVX-512 machine. The
 // warning is off for these wrappers only (GCC applies the pragma at their inlined call sites).
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // Clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 using vec = __m512;
 constexpr int W = 16;
 constexpr int kMR = 8, kNV = 2;  // micro-tile: 8 rows x 32 columns, 16 accumulators of 32
@@ -120,7 +122,7 @@ inline vec fill_below(vec x, int n, vec fill) {
 }
 #endif
 
-// exp of W floats. Without SIMD: silu.h's fast_exp per lane. With AVX2 / AVX-512: the same
+// exp of W floats. Without SIMD: fast_math.h's fast_exp per lane. With AVX2 / AVX-512: the same
 // algorithm and constants as fast_exp (clamp to [-87, 88], x = k ln2 + r, degree-7 Taylor
 // polynomial of e^r, 2^k through the exponent bits) written with intrinsics, because GCC 12 does
 // not vectorise fast_exp's clamp in an `omp simd` loop (std::min/max under -ftrapping-math:

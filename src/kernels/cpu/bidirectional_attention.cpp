@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/silu.h"  // fast_exp
+#include "kernels/cpu/fast_math.h"
 
 namespace llmcc::cpu {
 namespace {

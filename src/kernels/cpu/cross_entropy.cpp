@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/silu.h"  // fast_exp
+#include "kernels/cpu/fast_math.h"
 
 namespace llmcc::cpu {
 namespace {

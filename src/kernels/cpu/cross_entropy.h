@@ -1,5 +1,5 @@
 // Fast kernels for cross_entropy on float: OpenMP over rows, vectorised max / exp-sum /
-// softmax passes (fast_exp from kernels/cpu/silu.h so that the loops vectorise).
+// softmax passes (fast_exp from kernels/cpu/fast_math.h so that the loops vectorise).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 #include "kernels/cpu/gelu.h"
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/silu.h"  // fast_exp, fast_sigmoid
+#include "kernels/cpu/fast_math.h"
 
 namespace llmcc::cpu {
 namespace {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/silu.h"
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
