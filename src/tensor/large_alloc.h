@@ -6,7 +6,7 @@
 // 120,000 4 KB pages against the 2,048 entries of Zen 3's second-level TLB. On 2 MB pages the
 // same buffers need a few hundred entries. Linux's default THP mode on many distributions is
 // "madvise", which gives huge pages only to regions that ask (MADV_HUGEPAGE); this asks.
-// Measured in docs/perf.md ("short tiles, huge pages"): a small gain at 256 rows, none to see at
+// Measured in docs/perf.md ("Threads and memory"): a small gain at 256 rows, none to see at
 // 1,024.
 #pragma once
 
