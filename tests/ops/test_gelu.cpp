@@ -1,143 +1,45 @@
 // gelu: fast kernel vs reference (Kernel), reference backward vs finite differences (Grad),
-// front-end validation and pullback contract (Api).
+// front-end validation and pullback contract (Api); the suites are unary_op_suite.h's.
 #include "llmcc/ops/gelu.h"
-
-#include <limits>
 
 #include "kernels/cpu/gelu.h"
 #include "kernels/ref/gelu.h"
-#include "test_support.h"
+#include "unary_op_suite.h"
 
 namespace llmcc {
 namespace {
 
-using test::all_close;
+const test::UnaryOp kGelu{
+    "gelu",
+    cpu::gelu_forward,
+    [](float* d_x, const float* x, const float* d_out, std::int64_t n) { cpu::gelu_backward(d_x, x, d_out, n); },
+    ref::gelu_forward<double>,
+    ref::gelu_backward<double>,
+    ref::gelu_forward<float>,
+    ref::gelu_backward<float>,
+    gelu,
+    gelu_pullback,
+    // The fast kernel uses sigmoid(2u) with a polynomial exp; it must stay this close to the
+    // double reference (its worst error over [-20, 20] is 0.06 of this bound).
+    1e-6,
+    1e-5,
+    12.0,  // both saturated tails: gelu -> 0 and gelu -> x
+    // Beyond exp's float range (|2u| > 88 from |x| > ~10), zero and denormals: the clamp in
+    // fast_exp must not show. (|x| > ~1e19 overflows x^2 in the float derivative, in the
+    // reference too; activations never get there.)
+    {-1e4f, -150.0f, -30.0f, -11.0f, -10.0f, -5.0f, -0.75f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f, 0.75f, 5.0f,
+     10.0f, 11.0f, 30.0f, 150.0f, 1e4f}};
 
-// The fast kernel uses sigmoid(2u) with a polynomial exp; it must stay this close to the
-// reference in double (measured worst: 0.06 of this bound over [-20, 20]).
-constexpr double kAtol = 1e-6, kRtol = 1e-5;
-
-// Runs the fast kernel on x (n) and compares out and an accumulated d_x with the reference
-// kernel run in double on the same inputs (the float reference itself loses digits where the
-// derivative cancels, so it is no yardstick at this tolerance).
-void expect_fast_matches_reference(const std::vector<float>& x, const std::vector<float>& d_out) {
-  const auto n = static_cast<std::int64_t>(x.size());
-  const auto xd = test::cast_vector<double>(x), d_out_d = test::cast_vector<double>(d_out);
-  std::vector<float> out(x.size());      // (n)
-  std::vector<double> out_ref(x.size());  // (n)
-  cpu::gelu_forward(out.data(), x.data(), n);
-  ref::gelu_forward(out_ref.data(), xd.data(), n);
-  EXPECT_TRUE(all_close("out", out, out_ref, kAtol, kRtol));
-
-  auto d_x = test::random_vector<float>(x.size(), 9);  // (n), pre-filled: must accumulate
-  auto d_x_ref = test::cast_vector<double>(d_x);        // (n)
-  cpu::gelu_backward(d_x.data(), x.data(), d_out.data(), n);
-  ref::gelu_backward(d_x_ref.data(), xd.data(), d_out_d.data(), n);
-  EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, kAtol, kRtol));
-}
-
-TEST(GeluKernel, ForwardAndBackwardMatchReference) {
-  test::for_each_thread_count([](int) {
-    for (int n : test::awkward_sizes()) {
-      for (int n2 : {n, n * 197 + 5}) {  // also a size large enough to go parallel
-        SCOPED_TRACE("n=" + std::to_string(n2));
-        // Range wide enough to reach both saturated tails (gelu -> 0 and gelu -> x).
-        expect_fast_matches_reference(test::random_vector<float>(n2, 1, -12.0, 12.0),
-                                      test::random_vector<float>(n2, 2));
-      }
-    }
-  });
-}
-
-TEST(GeluKernel, ExtremeInputsMatchReference) {
-  // Beyond exp's float range (|2u| > 88 from |x| > ~10), zero and denormals: the clamp in
-  // fast_exp must not show. (|x| > ~1e19 overflows x^2 in the float derivative, in the
-  // reference too; activations never get there.)
-  const std::vector<float> x = {-1e4f, -150.0f, -30.0f, -11.0f, -10.0f, -5.0f, -0.75f, -1e-3f,
-                                -1e-40f, 0.0f, 1e-40f, 1e-3f, 0.75f, 5.0f, 10.0f, 11.0f, 30.0f,
-                                150.0f, 1e4f};
-  expect_fast_matches_reference(x, std::vector<float>(x.size(), 1.0f));
-  std::vector<float> out(1);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  cpu::gelu_forward(out.data(), &nan, 1);
-  EXPECT_TRUE(std::isnan(out[0])) << "NaN must propagate, got " << out[0];
-}
-
+TEST(GeluKernel, ForwardAndBackwardMatchReference) { test::unary_kernel_matches_reference(kGelu); }
+TEST(GeluKernel, ExtremeInputsMatchReference) { test::unary_extreme_inputs_match_reference(kGelu); }
 TEST(GeluGrad, ReferenceBackwardMatchesFiniteDifferences) {
-  const int n = 41;
-  auto x = test::random_vector<double>(n, 11, -6.0, 6.0);  // (n)
-  const auto w = test::random_vector<double>(n, 13);        // (n) adjoint of out
-  auto loss = [&] {
-    std::vector<double> out(n);  // (n)
-    ref::gelu_forward(out.data(), x.data(), n);
-    return test::weighted_sum(out, w);
-  };
-  std::vector<double> d_x(n, 0.0);  // (n)
-  ref::gelu_backward(d_x.data(), x.data(), w.data(), n);
-  EXPECT_TRUE(test::fd_check(loss, {{"x", &x, &d_x}}));
+  test::unary_reference_backward_matches_finite_differences(kGelu);
 }
-
-// Sets the kernel mode for a scope and restores the previous one.
 TEST(GeluApi, ForwardAndPullbackAccumulateAndSkipNulls) {
-  Arena arena(1 << 20);
-  ArenaScope scope(arena);
-  const Shape s{2, 3, 5};
-  const auto xv = test::random_vector<float>(30, 1, -4.0, 4.0);
-  Tensor x = test::tensor_from(arena, s, xv);  // (2, 3, 5)
-  Tensor out = gelu(x);                         // (2, 3, 5)
-  ASSERT_EQ(out.shape(), s);
-  std::vector<float> expect(30);
-  ref::gelu_forward(expect.data(), xv.data(), 30);
-  EXPECT_TRUE(all_close("out", test::to_vector(out), expect, kAtol, kRtol));
-
-  Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(30, 3));  // (2, 3, 5)
-  Tensor d_x = test::tensor_from(arena, s, std::vector<float>(30, 1.0f));         // (2, 3, 5)
-  gelu_pullback(x, out, d_out, &d_x);  // accumulates onto the 1s
-  std::vector<float> d_expect(30, 1.0f);
-  ref::gelu_backward(d_expect.data(), xv.data(), d_out.f32(), 30);
-  EXPECT_TRUE(all_close("d_x", test::to_vector(d_x), d_expect, kAtol, kRtol));
-  gelu_pullback(x, out, d_out, nullptr);  // inactive input: nothing to do, nothing thrown
+  test::unary_forward_and_pullback_accumulate_and_skip_nulls(kGelu);
 }
-
-TEST(GeluApi, ReferenceAndFastModesAgree) {
-  Arena arena(1 << 22);
-  ArenaScope scope(arena);
-  const Shape s{4, 64, 65};
-  const int n = 4 * 64 * 65;
-  // Moderate inputs: this compares with the float reference, which (unlike the fast kernel)
-  // cancels in the derivative's tails; accuracy there is the Kernel suite's job, against double.
-  const auto xv = test::random_vector<float>(n, 5, -4.0, 4.0);
-  Tensor x = test::tensor_from(arena, s, xv);  // (4, 64, 65)
-  Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(n, 6));  // (4, 64, 65)
-  Tensor out_fast, out_ref;  // (4, 64, 65)
-  Tensor d_fast = arena.zeros(s, "d_fast"), d_ref = arena.zeros(s, "d_ref");  // (4, 64, 65)
-  {
-    test::KernelModeScope m(KernelMode::Fast);
-    out_fast = gelu(x);
-    gelu_pullback(x, out_fast, d_out, &d_fast);
-  }
-  {
-    test::KernelModeScope m(KernelMode::Reference);
-    out_ref = gelu(x);
-    gelu_pullback(x, out_ref, d_out, &d_ref);
-  }
-  EXPECT_TRUE(all_close("out", test::to_vector(out_fast), test::to_vector(out_ref), kAtol, kRtol));
-  EXPECT_TRUE(all_close("d_x", test::to_vector(d_fast), test::to_vector(d_ref), kAtol, kRtol));
-  // Polynomial exp vs libm: bitwise equality everywhere would mean one kernel ran twice.
-  EXPECT_NE(test::to_vector(out_fast), test::to_vector(out_ref)) << "kernel_mode had no effect";
-}
-
-TEST(GeluApi, RejectsBadArguments) {
-  Arena arena(1 << 20);
-  Tensor x = arena.zeros({2, 3}, "x"), wrong = arena.zeros({3, 2}, "wrong");
-  EXPECT_TRUE(test::throws_error([&] { (void)gelu(x); }, {"[gelu]", "no arena", "ArenaScope"}));
-  ArenaScope scope(arena);
-  EXPECT_TRUE(test::throws_error([&] { (void)gelu(Tensor()); }, {"[gelu]", "x has no storage"}));
-  EXPECT_TRUE(test::throws_error([&] { gelu_pullback(x, x, wrong, nullptr); },
-                                 {"[gelu]", "d_out has shape (3, 2)", "expected (2, 3)"}));
-  EXPECT_TRUE(test::throws_error([&] { gelu_pullback(x, x, x, &wrong); },
-                                 {"[gelu]", "d_x has shape (3, 2)", "expected (2, 3)"}));
-}
+TEST(GeluApi, ReferenceAndFastModesAgree) { test::unary_reference_and_fast_modes_agree(kGelu); }
+TEST(GeluApi, RejectsBadArguments) { test::unary_rejects_bad_arguments(kGelu); }
 
 }  // namespace
 }  // namespace llmcc
