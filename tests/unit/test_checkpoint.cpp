@@ -144,13 +144,18 @@ TEST(Checkpoint, AnotherLayoutNamesTheTensorAndChangesNothing) {
                                  {"no section 'nope'", "params, adamw.m"}));
 }
 
+// The bytes of run's checkpoint, saved at path.
+std::vector<char> saved_bytes(const TrainingRun& run, const std::string& path) {
+  save_checkpoint(path, run.params, &run.opt, run.state);
+  std::vector<char> bytes(fs::file_size(path));
+  std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
+}
+
 TEST(Checkpoint, TruncatedOrCorruptFilesAreErrorsNeverCrashes) {
   TempDir dir;
   TrainingRun a(8, 1);
-  const std::string good = dir.file("good.bin");
-  save_checkpoint(good, a.params, &a.opt, a.state);
-  std::vector<char> bytes(fs::file_size(good));
-  std::ifstream(good, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::vector<char> bytes = saved_bytes(a, dir.file("good.bin"));
   const std::string bad = dir.file("bad.bin");
   const auto write_bad = [&](std::size_t n) {
     std::ofstream(bad, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(n));
@@ -241,10 +246,7 @@ void reseal(std::vector<char>& b) {
 TEST(Checkpoint, OverlappingPartsAreRefusedEvenWithAValidChecksum) {
   TempDir dir;
   TrainingRun a(8, 1);
-  const std::string good = dir.file("good.bin");
-  save_checkpoint(good, a.params, &a.opt, a.state);
-  std::vector<char> bytes(fs::file_size(good));
-  std::ifstream(good, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::vector<char> bytes = saved_bytes(a, dir.file("good.bin"));
   const Layout layout(bytes);
   ASSERT_GE(layout.data_offset.size(), 4u);
   const std::string bad = dir.file("bad.bin");
