@@ -1,11 +1,13 @@
-# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md, "GEMM").
+# The GEMM library behind src/kernels/cpu/gemm.cpp, chosen by measurement (docs/perf.md, "GEMM:
+# the choice of library").
 # Default: llmcc's own packed GEMM (src/kernels/cpu/gemm_packed.cpp), the only backend that
 # allocates nothing after a thread's first call, so a steady-state training step allocates
-# nothing (tests/unit/test_no_alloc_steady_state.cpp holds it to zero). Whole GPT-2 124M steps
-# on Zen 3 (AVX2), 2 threads: 1.09x and 1.15x dnnl_sgemm at B=4 T=64, 1.05x and 0.98x at
-# T=256 (2026-11-23). Its AVX-512 micro-kernel compiles but has not been run on an AVX-512 CPU.
-# -DLLMCC_GEMM=onednn (oneDNN's dnnl_sgemm, the default until then), openblas or blis switch
-# (for comparison; every library is from Debian, installed by scripts/setup.sh, and passes
+# nothing (tests/unit/test_no_alloc_steady_state.cpp holds it to zero), and at least as fast as
+# the libraries on a training step's shapes. Its micro-kernel is picked at compile time for the
+# instruction set -march allows (src/kernels/cpu/gemm_microkernel.h): 14 x 32 with AVX-512,
+# 6 x 16 with AVX2 + FMA, a portable one otherwise.
+# -DLLMCC_GEMM=onednn (oneDNN's dnnl_sgemm), openblas or blis switch to a library (for
+# comparison; every library is from Debian, installed by scripts/setup.sh, and passes
 # tests/kernels/test_gemm.cpp).
 #
 # One INTERFACE target per library that is found (llmcc_gemm_openblas, llmcc_gemm_blis,

@@ -121,8 +121,8 @@ struct Preset {
   int n_layer, n_head, n_kv_head, n_embd, hidden_dim, max_seq_len, vocab_size;
   float rope_theta;
 };
-// The stories and llama-3.2-1b models tie their output head to the embedding; ours is untied (the
-// issue's design), so these presets have vocab_size * n_embd more parameters than the originals:
+// The stories and llama-3.2-1b models tie their output head to the embedding; ours is untied (its
+// own output.weight), so these presets have vocab_size * n_embd more parameters than the originals:
 // stories15m 24.4M here vs llama2.c's 15.2M, llama-3.2-1b 1.50B here vs Meta's 1.24B. A tied
 // checkpoint loads by copying the embedding into the head. llama-3.2-1b has Llama 3.2's "llama3"
 // RoPE frequency scaling (set in llama_preset); its context is kept at 2048 here (the real

@@ -6,8 +6,7 @@
 // 120,000 4 KB pages against the 2,048 entries of Zen 3's second-level TLB. On 2 MB pages the
 // same buffers need a few hundred entries. Linux's default THP mode on many distributions is
 // "madvise", which gives huge pages only to regions that ask (MADV_HUGEPAGE); this asks.
-// Measured in docs/perf.md ("Threads and memory"): a small gain at 256 rows, none to see at
-// 1,024.
+// The measurement: docs/perf.md, "Threads and memory".
 #pragma once
 
 #include <cstddef>

@@ -52,7 +52,7 @@ inline float vsum(Vec a) { return a; }
 // Independent accumulators per thread: FMA latency (4 cycles on current x86) times two FMA
 // pipes needs at least 8 in flight. They must fit the register file with the two constants:
 // 16 of the 32 zmm registers with AVX-512, 12 of the 16 ymm registers otherwise (16 there
-// spills and measured half the peak on Zen 3: 54.6 against 95-97 GFLOP/s per core for 8-14).
+// spill, which halves the loop's rate).
 #if defined(__AVX512F__)
 constexpr int kAcc = 16;
 #else

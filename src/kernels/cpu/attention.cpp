@@ -26,7 +26,7 @@ using i64 = std::int64_t;
 #if defined(__AVX512F__)
 // GCC 12's AVX-512 intrinsics (max, min, cvtps, slli, ...) pass _mm512_undefined_*() as the
 // unused merge source, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug
-// 105593, fixed in 13); under -Werror that failed the build on every AVX-512 machine. The
+// 105593, fixed in 13); under -Werror that fails the build on every AVX-512 machine. The
 // warning is off for these wrappers only (GCC applies the pragma at their inlined call sites).
 #pragma GCC diagnostic push
 #if !defined(__clang__)  // Clang has no -Wmaybe-uninitialized
@@ -126,7 +126,7 @@ inline vec fill_below(vec x, int n, vec fill) {
 // algorithm and constants as fast_exp (clamp to [-87, 88], x = k ln2 + r, degree-7 Taylor
 // polynomial of e^r, 2^k through the exponent bits) written with intrinsics, because GCC 12 does
 // not vectorise fast_exp's clamp in an `omp simd` loop (std::min/max under -ftrapping-math:
-// "control flow in loop"), and a scalar exp per score cost more than the block's products.
+// "control flow in loop"), and a scalar exp per score would cost more than the block's products.
 inline vec vexp(vec x) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   x = vmin(vmax(x, vset1(-87.0f)), vset1(88.0f));
@@ -256,7 +256,7 @@ inline void prefetch_row(const float* row, int HS) {
 
 // dst[d * ld + i] = scale * src[i * ld_src + d] for i < n, d < HS: a block of rows transposed, so
 // that the rows' index becomes the contiguous (vector) one. With AVX2, 8 x 8 tiles through
-// registers (a scalar transpose's strided stores cost a quarter of the forward at T = 64).
+// registers (a scalar transpose's strided stores would cost a quarter of the forward at T = 64).
 void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int HS, float scale) {
   int i0 = 0;
 #if defined(__AVX2__)
@@ -300,9 +300,7 @@ void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int
 // rows), a block's lines spread over all sets.
 //
 // The copies pay once a head has more than two blocks, so that each copy is read by several
-// block pairs (bench/ab.sh attention, GPT-2's packed qkv, 2 threads, forward / backward against
-// reading in place: T = 64 1.0x / 0.96-0.98x; T = 128 1.01x / 1.03x; T = 192 1.03x / 1.07x;
-// T = 256 1.04-1.07x / 1.10-1.12x; T = 1,024 1.05x / 1.12x).
+// block pairs; with one or two blocks they cost more than they save (docs/perf.md, "Attention").
 bool copy_operands(int T) { return T > 2 * kBlock; }
 
 void copy_rows(float* dst, const float* src, i64 ld_src, int n, int HS) {

@@ -62,8 +62,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   // packing buffers on every call (about 1.3 MB in 3 allocations on 2 threads). oneDNN's matmul
   // primitive is no way out: cached per shape with a user scratchpad it still allocates 7 times
   // per call inside dnnl_primitive_execute (a std::unordered_map of the arguments), and oneDNN
-  // 2.6.3's brgemm matmul ran at 0.86x (1 thread) and 0.92x (2 threads) of dnnl_sgemm over the
-  // GPT-2 shapes, 0.55x on the LM head's d_x (docs/perf.md, "Steady-state allocations").
+  // 2.6.3's brgemm matmul is slower than dnnl_sgemm on the GPT-2 shapes (docs/perf.md,
+  // "Steady-state allocations").
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
                                       lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) {

@@ -1,5 +1,6 @@
 // The one GEMM interface every kernel uses; the library behind it is chosen by measurement
-// (docs/perf.md, bench/bench_gemm*.cpp) and linked through cmake/Gemm.cmake.
+// (docs/perf.md, "GEMM: the choice of library"; bench/bench_gemm.cpp) and linked through
+// cmake/Gemm.cmake.
 #pragma once
 
 namespace llmcc::cpu {
@@ -12,8 +13,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 
 // gemm, then C[i, j] += bias[j] for every row i (bias: N values). llmcc's own GEMM adds it in
 // the micro-kernel's store of each tile's last K slice, so linear's forward makes no pass over
-// its output for the bias (it used to copy the bias into every row first and accumulate onto
-// it); for the other libraries the bias is a pass over C after their call.
+// its output for the bias; for the other libraries the bias is a pass over C after their call.
 void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
 

@@ -31,13 +31,12 @@ struct Isa {
   // KC x NC block of B in L3 (6 MB). The KC x NR panel of B (48 KB) is larger than a 32 KB L1
   // and streams from L2, which a 28-FMA k step of 128 + 56 bytes does not strain. KC 384
   // rather than the 224 that would keep the panel in L1: C is read and written K / KC times,
-  // and at K = 768 that is 2 passes instead of 4. Zen 4, bench/gemm_ab.sh, the step's GEMMs,
-  // 2 threads: 1,024 rows 1.096x and 1.053x (every shape faster); 256 rows 1.046x (the d_w
-  // GEMMs, K = 256 in one slice instead of two, 1.10-1.17x); KC 512 against 384: 1.003x.
+  // and at K = 768 that is 2 passes instead of 4. The choice and its measurement on Zen 4:
+  // docs/perf.md, "GEMM blocking and micro-kernels".
   static constexpr int kKC = 384, kMC = 224, kNC = 4096;
   // The streaming order's packed op(A) slice (gemm_packed.cpp): 256 rows (19 tiles of 14) at
   // KC 384, 399 KB of L2, so K = 768 goes in 2 slices (with 258 x 256 floats: 4 of 192).
-  // Zen 4, 256 rows: 1.034x over the step's GEMMs, the streamed shapes 1.02-1.10x.
+  // Measured: docs/perf.md, "GEMM blocking and micro-kernels".
   static constexpr int kStreamA = 266 * 384;
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
@@ -55,9 +54,9 @@ struct Isa {
   static constexpr int kNV = 2;
   // A KC x NR panel of B in L1 (24 KB of 32), an MC x KC block of A in L2 (360 KB of 512 on
   // one thread; 2 threads take 132-row blocks at M = 1,024: 198 KB), a KC x NC block of B in L3
-  // (6 MB). MC 240 measured 3-5% faster than 144 on Zen 3 at M = 1024 (with KC 256). KC 384
-  // rather than 256: C is read and written K / KC times, and the step's GEMMs at 1,024 rows
-  // measured 1.6-3.5% faster (bench/gemm_ab.sh, 3 runs); KC 512 1.025x, KC 768 1.004x.
+  // (6 MB). MC 240 rather than 144: each op(B) panel in L1 serves 40 row tiles instead of 24.
+  // KC 384 rather than 256: C is read and written K / KC times (K = 768: 2 passes, not 3).
+  // Measured on Zen 3: docs/perf.md, "GEMM blocking and micro-kernels" (MC: docs/perf-log.md).
   static constexpr int kKC = 384, kMC = 240, kNC = 4096;
   // The streaming order's op(A) slice: see kStreamA in gemm_packed.cpp (Zen 3's L2 is 512 KB).
   static constexpr int kStreamA = 258 * 256;
@@ -135,8 +134,8 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
   // cache miss (C is usually larger than L2), so its rows are requested halfway through. Not at
   // the start: when ldc is a multiple of 1024 floats (GPT-2's 3072-wide activations), all MR
   // rows fall in one L1 set, and held there for the whole loop they evict the B panel's lines
-  // of that set. Halfway measured 1.4-2.3% faster than at the start (bench/gemm_ab.sh, GPT-2
-  // shapes at 1,024 rows) and 1.2% at 256 rows; a quarter or three quarters of the way: the same.
+  // of that set. A quarter or three quarters of the way does as well as halfway (docs/perf.md,
+  // "GEMM blocking and micro-kernels"; docs/perf-log.md).
   const int k_half = k / 2;
 #pragma GCC unroll 2
   for (int p = 0; p < k_half; ++p) step();

@@ -17,8 +17,8 @@
 // op(B) is packed one NR-wide panel at a time into a buffer that stays in L1, while the
 // micro-kernels of the current panel prefetch the source of the next one. The blocked order
 // above instead packs a whole KC x NC block of a weight matrix first, a pass that waits on
-// memory with no arithmetic to hide it behind (11-12% of the time of these shapes), then reads
-// it back from L3 once per MC block.
+// memory with no arithmetic to hide it behind, then reads it back from L3 once per MC block
+// (docs/perf.md, "GEMM blocking and micro-kernels").
 //
 // Threads share the operand packed once per stage (op(A)'s KC slice when streaming, op(B)'s
 // KC x NC block when blocked), pack it together in pieces, and then take the other operand's
@@ -69,16 +69,16 @@ constexpr double kParallelMinWork = 1 << 18;
 // them (rows rounded up to kMR, times KC) in at most kStreamA floats (per instruction set,
 // gemm_microkernel.h), which sets KC for that order. For AVX2: 258 x 256 (258 KB, about half
 // of Zen 3's L2) is a training step's 256 rows at B=4, T=64 with KC 256, so that K = 768 goes
-// in 3 slices instead of 4 (64 K floats, KC 192): one pass over C and one tile start fewer. bench/gemm_ab.sh, 2 threads, 256 rows, the step's
-// GEMMs: 1.011-1.026x in 5 of 6 runs, 0.996x in one (either side first); an A/A run gives
-// 1.001-1.007x. 72 K floats (KC 280 for K = 3072) was no different.
+// in 3 slices instead of 4 (64 K floats, KC 192): one pass over C and one tile start fewer
+// (docs/perf.md, "GEMM blocking and micro-kernels").
 constexpr int kStreamMaxM = 512;
 constexpr int kStreamA = Isa::kStreamA;
 constexpr int kABufferFloats = std::max(kMC * kKC, kStreamA);
 
 // One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or the streaming op(A) slice,
 // Bp (kKC, kNC), and the streaming order's single op(B) panel (kKC, kNR). Not on huge pages
-// (tensor/large_alloc.h): the step's GEMMs measured 0.973x and 0.976x with them there.
+// (tensor/large_alloc.h): the step's GEMMs are slower with them there (docs/perf.md, "GEMM
+// blocking and micro-kernels").
 struct PackBuffers {
   float* a = nullptr;
   float* b = nullptr;
@@ -185,9 +185,9 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
       // A stored (M, K): each row's steps are contiguous; transpose 8 rows at a time. Each
       // panel starts kMR new streams, rows 3-12 KB apart (each in its own 4 KB page), which the
       // hardware prefetchers pick up only after a few misses: the first 4 lines of the next
-      // panel's rows are requested now. bench/gemm_ab.sh, 2 threads: 1.021-1.032x at 1,024 rows
-      // (4 runs; an A/A run 1.008x), 1.013x and 1.030x at 256; requesting whole rows, 0.96-0.995x;
-      // the same for op(B)'s transposed panels, nothing (0.993-1.008x).
+      // panel's rows are requested now. Whole rows cost more than they save, and the same for
+      // op(B)'s transposed panels gains nothing (docs/perf.md, "GEMM blocking and
+      // micro-kernels"; docs/perf-log.md).
       if (i0 + kMR < mc) {
         const float* next = src + kMR * a_row;
         for (int r = 0; r < std::min(kMR, mc - i0 - kMR); ++r)
@@ -250,8 +250,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 // The micro-kernels for full-width tiles of 1 .. kMR - 1 rows (the last row tile of C when its
 // row count is not a multiple of kMR: 4 rows of 256 = 42 x 6 + 4), indexed by rows - 1. They
 // store straight into C, with the arithmetic of a full tile, at the cost of their own rows:
-// through edge_tile such a tile cost a full one plus a copy (2.4% of the time of the GEMMs of
-// 256 rows, where it is one tile in 43).
+// through edge_tile such a tile would cost a full one plus a copy (at 256 rows, one tile in 43).
 using TileKernel = void (*)(int, const float*, const float*, float*, ptrdiff_t, float, float,
                             const float*);
 template <int... R>
@@ -491,8 +490,8 @@ constexpr int kPackPiecePanels = 8;
 //   - before a row block of b, until the same row block of b - 1 is finished (C accumulates
 //     over the slices of K);
 //   - before packing block b + 2 into b's buffer, until every row block of b is finished.
-// The two barriers per block this replaces left one of two threads idle for about half a row
-// block per block (3-4% of GEMM time on Zen 3, perf).
+// Two barriers per block instead would leave one of two threads idle for about half a row
+// block per block.
 void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, float* const shared_b[2]) {
   PackBuffers& own = thread_buffers();
   const auto [nc_block, kc_block, mc_block, m_blocks, n_slices, n_blocks] = plan;

@@ -2,8 +2,9 @@
 // and a register-blocked FMA micro-kernel (gemm_microkernel.h). Its reason to exist: the
 // packing buffers are allocated once per thread (on that thread's first call) and reused, so a
 // steady-state training step makes no heap allocation, which dnnl_sgemm cannot do
-// (docs/perf.md, "GEMM" and "Steady-state allocations"). cpu::gemm runs on it when built with
-// -DLLMCC_GEMM=own; it is always compiled, so tests and benchmarks can call it directly.
+// (docs/perf.md, "GEMM: the choice of library" and "Steady-state allocations"). cpu::gemm runs
+// on it unless built with another -DLLMCC_GEMM (own is the default); it is always compiled, so
+// tests and benchmarks can call it directly.
 #pragma once
 
 namespace llmcc::cpu {
