@@ -14,7 +14,7 @@ using llmcc::test::run_llmcc;
 
 TEST(CliErrors, TheCommandIsNamedOnce) {
   const llmcc::test::TempDir dir;
-  for (const char* command : {"train", "eval", "generate", "prepare", "tokenize", "export", "bench"}) {
+  for (const char* command : {"train", "eval", "generate", "prepare", "tokenize", "export", "bench", "plot"}) {
     const llmcc::test::CliResult r = run_llmcc(dir, {command, "--no-such-flag"});
     EXPECT_EQ(r.code, 1) << command;
     EXPECT_EQ(r.err, std::string("llmcc ") + command + ": error: unknown flag --no-such-flag (see llmcc " + command +

@@ -12,5 +12,6 @@ int run_eval(int argc, char** argv);      // validation loss of a checkpoint
 int run_generate(int argc, char** argv);  // sample text from a checkpoint
 int run_export(int argc, char** argv);    // checkpoint <-> llm.c weight files
 int run_bench(int argc, char** argv);     // training-step speed and profile
+int run_plot(int argc, char** argv);      // training logs -> SVG chart
 
 }  // namespace llmcc::cli

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"generate", llmcc::cli::run_generate, "sample text from a checkpoint"},
     {"export", llmcc::cli::run_export, "convert weights: llmcc checkpoints, llm.c files, Hugging Face safetensors"},
     {"bench", llmcc::cli::run_bench, "time training steps and print a per-op profile"},
+    {"plot", llmcc::cli::run_plot, "draw training logs (loss, lr, tokens/s, grad norm) as an SVG"},
 };
 
 void usage(std::FILE* out) {
