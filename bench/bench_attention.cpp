@@ -1,9 +1,7 @@
 // cpu::attention_forward / attention_backward on GPT-2 124M's attention shapes (B=4, NH=NKV=12,
 // HS=64, T=64 and 256), at 1 and 2 threads, on separate q, k, v ("dense") and on one packed
-// qkv tensor ("packed", GPT-2's c_attn layout), next to the kernels as they were before the
-// blocked rewrite ("baseline", bench/attention_baseline.cpp) so that old and new are timed in
-// the same run; `--benchmark_enable_random_interleaving=true --benchmark_repetitions=N` spreads
-// load noise over both.
+// qkv tensor ("packed", GPT-2's c_attn layout). To compare two versions of the kernels, time
+// them call by call in one process with `bench/ab.sh attention REV_A [REV_B]`.
 //
 // Counter GFLOPS: causal FLOPs per call over wall time. The forward multiplies QK^T and PV over
 // the T(T+1)/2 visible (query, key) pairs: 2 * 2 * HS * T(T+1)/2 = 2 * HS * T(T+1) per (b, head),
@@ -21,19 +19,10 @@
 #include "kernels/cpu/attention.h"
 #include "llmcc/runtime.h"
 
-namespace llmcc::cpu_baseline {  // bench/attention_baseline.cpp
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const AttentionLayout& L);
-void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionLayout& L);
-}  // namespace llmcc::cpu_baseline
-
 namespace {
 
 using llmcc::AttentionLayout;
 
-enum class Kernel { New, Baseline };
 enum class Pass { Fwd, Bwd };
 
 constexpr int kB = 4, kNH = 12, kHS = 64;
@@ -46,7 +35,7 @@ std::vector<float> random_values(std::size_t n, unsigned seed) {
   return x;
 }
 
-void run(benchmark::State& state, Kernel kernel, Pass pass, bool packed) {
+void run(benchmark::State& state, Pass pass, bool packed) {
   const int T = static_cast<int>(state.range(0));
   llmcc::set_num_threads(static_cast<int>(state.range(1)));
   const AttentionLayout L = packed ? AttentionLayout::packed(kB, T, kNH, kNH, kHS)
@@ -63,21 +52,12 @@ void run(benchmark::State& state, Kernel kernel, Pass pass, bool packed) {
   float* dq = dqb.data();
   float* dk = packed ? dq + L.packed_k_offset() : dkb.data();
   float* dv = packed ? dq + L.packed_v_offset() : dvb.data();
-  auto fwd = kernel == Kernel::New ? llmcc::cpu::attention_forward : llmcc::cpu_baseline::attention_forward;
-  const auto bwd = [&](float* d_q, float* d_k, float* d_v, const float* g, const float* q_, const float* k_,
-                       const float* v_, const float* o, const float* l, const llmcc::AttentionLayout& layout) {
-    if (kernel == Kernel::New) {
-      llmcc::cpu::attention_backward(d_q, d_k, d_v, g, q_, k_, v_, o, l, layout);
-    } else {
-      llmcc::cpu_baseline::attention_backward(d_q, d_k, d_v, g, q_, k_, v_, o, l, layout);
-    }
-  };
-  fwd(out.data(), lse.data(), q, k, v, L);  // the backward reads out and lse
+  llmcc::cpu::attention_forward(out.data(), lse.data(), q, k, v, L);  // the backward reads out and lse
   for (auto _ : state) {
     if (pass == Pass::Fwd) {
-      fwd(out.data(), lse.data(), q, k, v, L);
+      llmcc::cpu::attention_forward(out.data(), lse.data(), q, k, v, L);
     } else {
-      bwd(dq, dk, dv, d_out.data(), q, k, v, out.data(), lse.data(), L);
+      llmcc::cpu::attention_backward(dq, dk, dv, d_out.data(), q, k, v, out.data(), lse.data(), L);
     }
     benchmark::ClobberMemory();
   }
@@ -93,12 +73,10 @@ void args(benchmark::internal::Benchmark* b) {
     for (int threads : {1, 2}) b->Args({T, threads});
 }
 
-BENCHMARK_CAPTURE(run, fwd_new_dense, Kernel::New, Pass::Fwd, false)->Apply(args);
-BENCHMARK_CAPTURE(run, fwd_baseline_dense, Kernel::Baseline, Pass::Fwd, false)->Apply(args);
-BENCHMARK_CAPTURE(run, bwd_new_dense, Kernel::New, Pass::Bwd, false)->Apply(args);
-BENCHMARK_CAPTURE(run, bwd_baseline_dense, Kernel::Baseline, Pass::Bwd, false)->Apply(args);
-BENCHMARK_CAPTURE(run, fwd_new_packed, Kernel::New, Pass::Fwd, true)->Apply(args);
-BENCHMARK_CAPTURE(run, bwd_new_packed, Kernel::New, Pass::Bwd, true)->Apply(args);
+BENCHMARK_CAPTURE(run, fwd_dense, Pass::Fwd, false)->Apply(args);
+BENCHMARK_CAPTURE(run, bwd_dense, Pass::Bwd, false)->Apply(args);
+BENCHMARK_CAPTURE(run, fwd_packed, Pass::Fwd, true)->Apply(args);
+BENCHMARK_CAPTURE(run, bwd_packed, Pass::Bwd, true)->Apply(args);
 
 }  // namespace
 

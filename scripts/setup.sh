@@ -6,14 +6,16 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and benchmarks
-  libomp-dev                                   # OpenMP runtime headers (g++ uses libgomp)
   libdnnl-dev                                  # GEMM peer: oneDNN dnnl_sgemm (-DLLMCC_GEMM=onednn; the default is llmcc's own, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
-  libomp-19-dev libclang-rt-19-dev             # clang-19 builds: OpenMP, sanitizers, libFuzzer (fuzz/)
+  libomp-19-dev libclang-rt-19-dev             # clang-19 builds: LLVM's OpenMP runtime (g++ uses its own
+                                               # libgomp), sanitizers, libFuzzer (fuzz/)
   libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)
+  nlohmann-json3-dev                           # JSON: safetensors headers, config.json, encoder.json (docs/architecture.md)
+  libsimdjson-dev                              # bench/bench_json.cpp's comparison only
   python3
-  curl ca-certificates                         # Tiny Shakespeare download when no local copy
+  curl ca-certificates                         # data llmcc fetches when it has no copy (scripts/fetch_data.sh)
 )
 
 missing=()

@@ -1,8 +1,13 @@
 #include "train/json_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <system_error>
 
 #include "llmcc/error.h"
@@ -10,63 +15,167 @@
 namespace llmcc {
 namespace {
 
-class Parser {
+using Json = nlohmann::json;
+
+constexpr int kMaxDepth = 64;
+constexpr const char* kAnyValue = "a JSON value (object, array, string, number, true, false or null)";
+
+// How far nlohmann's lexer has read. The SAX callbacks carry no position, so the parser reads
+// the text through this iterator, which leaves its place in a Cursor the handler can see.
+struct Cursor {
+  const char* pos;      // one past the last byte read
+  bool at_end = false;  // the lexer has asked past the last byte
+};
+
+class TrackedIterator {
  public:
-  Parser(std::string_view text, const std::string& filename, const std::string& where, const char* hint)
-      : s_(text), filename_(filename), where_(where), hint_(hint) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  JsonValue document() {
-    skip_ws();
-    JsonValue v = value(0);
-    skip_ws();
-    if (i_ != s_.size()) error("end of file after the JSON value");
-    return v;
+  TrackedIterator(const char* p, Cursor* c) : p_(p), c_(c) {}
+  reference operator*() const { return *p_; }
+  TrackedIterator& operator++() {
+    c_->pos = ++p_;
+    return *this;
   }
-
-  std::vector<std::pair<std::string, int64_t>> object() {
-    std::vector<std::pair<std::string, int64_t>> out;
-    skip_ws();
-    expect('{', "'{' starting the object");
-    skip_ws();
-    if (peek() == '}') {
-      ++i_;
-    } else {
-      for (;;) {
-        skip_ws();
-        std::string key = string();
-        skip_ws();
-        expect(':', "':' after a key");
-        skip_ws();
-        out.emplace_back(std::move(key), integer());
-        skip_ws();
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}', "',' or '}' after a value");
-        break;
-      }
-    }
-    skip_ws();
-    if (i_ != s_.size()) error("end of file after the object");
-    return out;
+  TrackedIterator operator++(int) {
+    TrackedIterator old = *this;
+    ++*this;
+    return old;
+  }
+  // The lexer compares with the end before every byte it reads.
+  bool operator==(const TrackedIterator& o) const {
+    if (p_ != o.p_) return false;
+    c_->at_end = true;
+    return true;
   }
 
  private:
-  int peek() const { return i_ < s_.size() ? static_cast<unsigned char>(s_[i_]) : -1; }
+  const char* p_;
+  Cursor* c_;
+};
 
-  void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
+// What both handlers share: the text, error messages in llmcc's form, and where the token that
+// a callback reports starts. nlohmann calls back right after lexing each token, so the token of
+// a callback starts after the previous callback's token, whitespace, and at most one ':' or ','
+// (the only tokens without a callback).
+class Reader {
+ public:
+  Reader(std::string_view text, const std::string& filename, const std::string& where, const char* hint,
+         const char* after_value)
+      : s_(text), filename_(filename), where_(where), hint_(hint), after_value_(after_value), cursor_{text.data()} {}
+
+  template <typename Handler>
+  static void run(Handler& h) {
+    Reader& r = h;
+    const char* first = r.s_.data();
+    const char* last = first + r.s_.size();
+    // The handlers throw on every error, so the parse never stops early.
+    const bool ok = Json::sax_parse(TrackedIterator(first, &r.cursor_), TrackedIterator(last, &r.cursor_), &h);
+    LLMCC_ASSERT(ok, "nlohmann-json's SAX parser stopped without reporting an error");
   }
 
-  void expect(char c, const char* what) {
-    if (peek() != c) error(what);
-    ++i_;
+  // nlohmann's errors, in the words llmcc uses (tests/unit/test_json.cpp pins the common ones).
+  bool parse_error(std::size_t position, const std::string& last_token, const Json::exception& ex) {
+    const std::size_t read = std::clamp<std::size_t>(position, 1, s_.size() + 1);  // bytes read, the failing one included
+    if (ex.id == 406) error(read - std::min(read, last_token.size()), "a number within double range");
+    const std::string_view what = ex.what();
+    constexpr std::string_view kSyntax = "syntax error while parsing ";
+    const std::size_t at = what.find(kSyntax);
+    if (at == std::string_view::npos) error(read - 1, std::string(what));
+    const std::string_view rest = what.substr(at + kSyntax.size());
+    const std::string_view context = rest.substr(0, rest.find(" - "));
+    const std::string_view detail = rest.substr(std::min(rest.size(), context.size() + 3));
+    // What the parser wanted next: nlohmann's words, then llmcc's.
+    struct Phrase {
+      std::string_view nlohmann, llmcc;
+    };
+    const Phrase wanted[] = {
+        {"'[', '{', or a literal", ""},  // a value: value_expected()
+        {"string literal", "'\"' starting a string"},
+        {"':'", "':' after a key"},
+        {"'}'", "',' or '}' after a value"},
+        {"']'", "',' or ']' after an array element"},
+        {"end of input", after_value_},
+    };
+    const Phrase* expected = nullptr;
+    for (const Phrase& w : wanted) {
+      if (detail.ends_with("; expected " + std::string(w.nlohmann))) expected = &w;
+    }
+    const auto expected_words = [&] { return expected->llmcc.empty() ? value_expected() : std::string(expected->llmcc); };
+
+    if (detail.starts_with("unexpected ")) {  // a whole token where another was wanted
+      const std::string_view token = detail.substr(11, detail.find("; expected ") - 11);
+      // Where it starts: the lexer keeps the text of string and number tokens only (last_token);
+      // the others have a fixed length.
+      std::size_t token_at = read - 1;
+      if (token == "string literal" || token == "number literal") token_at = read - std::min(read, last_token.size());
+      if (token == "true literal" || token == "null literal") token_at = read - std::min<std::size_t>(read, 4);
+      if (token == "false literal") token_at = read - std::min<std::size_t>(read, 5);
+      if (token == "end of input") token_at = s_.size();
+      if (token == "number literal" && leading_zero(token_at)) error(token_at, "no leading zero in a number");
+      if (expected == nullptr) error(token_at, std::string(context));
+      error(token_at, expected_words());
+    }
+
+    // A lexer error. Where a structural token or the end was wanted (or a key, and no string
+    // starts), the bytes that follow do not lex at all: said as for any wrong token there.
+    if (expected != nullptr && !expected->llmcc.empty()) {
+      const std::size_t token_at = token_start();
+      if (leading_zero(token_at)) error(token_at, "no leading zero in a number");
+      if (expected != &wanted[1] || token_at >= s_.size() || s_[token_at] != '"') error(token_at, expected_words());
+    }
+    const std::string_view message = detail.substr(0, detail.find("; last read: "));
+    if (message.starts_with("invalid literal") || message.starts_with("invalid BOM")) {
+      // No token starts here. Point at the start of a broken true, false or null ("nul",
+      // "fals1"), else at the byte.
+      std::size_t start = read - 1;
+      for (std::size_t k = std::min<std::size_t>(4, read - 1); k > 0; --k) {
+        const std::string_view prefix = s_.substr(read - 1 - k, k);
+        if ((prefix.size() < 4 || prefix == "fals") &&
+            (std::string_view("true").starts_with(prefix) || std::string_view("false").starts_with(prefix) ||
+             std::string_view("null").starts_with(prefix))) {
+          start = read - 1 - k;
+          break;
+        }
+      }
+      error(start, value_expected());
+    }
+    // A broken string or number: the byte that stopped the lexer is the last one read, except
+    // after a whole \uXXXX that is a misplaced surrogate (then the byte after it).
+    static constexpr Phrase kLexer[] = {
+        {"invalid number; expected digit after '-'", "a digit in a number"},
+        {"invalid number; expected digit after '.'", "a digit after the decimal point"},
+        {"invalid number; expected '+', '-', or digit after exponent", "a digit in the exponent"},
+        {"invalid number; expected digit after exponent sign", "a digit in the exponent"},
+        {"invalid string: missing closing quote", "'\"' closing the string"},
+        {"invalid string: control character", "no raw control character inside a string"},
+        {"invalid string: forbidden character after backslash",
+         "a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"},
+        {"invalid string: '\\u' must be followed by 4 hex digits", "4 hex digits after \\u"},
+        {"invalid string: surrogate U+D800..U+DBFF", "a low surrogate \\uDC00..\\uDFFF after a high surrogate"},
+        {"invalid string: surrogate U+DC00..U+DFFF", "no lone low surrogate"},
+        {"invalid string: ill-formed UTF-8 byte", "valid UTF-8 in a string"},
+    };
+    for (const Phrase& p : kLexer) {
+      if (!message.starts_with(p.nlohmann)) continue;
+      const bool after_escape = message.starts_with("invalid string: surrogate") && read >= 6 &&
+                                s_.substr(read - 6, 2) == "\\u";
+      error(after_escape ? read : read - 1, std::string(p.llmcc));
+    }
+    error(read - 1, std::string(message));
   }
 
-  [[noreturn]] void error(const std::string& expected) const {
+  bool binary(Json::binary_t&) { return true; }  // binary formats only; never called for JSON
+
+ protected:
+  // "expected <expected>, got <the byte at offset>" with the file, line and column of offset.
+  [[noreturn]] void error(std::size_t offset, const std::string& expected) const {
     std::size_t line = 1, col = 1;
-    for (std::size_t k = 0; k < i_ && k < s_.size(); ++k) {
+    for (std::size_t k = 0; k < offset && k < s_.size(); ++k) {
       if (s_[k] == '\n') {
         ++line;
         col = 1;
@@ -78,243 +187,255 @@ class Parser {
     std::string msg = filename_;
     msg.append(":").append(std::to_string(line)).append(":").append(std::to_string(col));
     msg.append(": expected ").append(expected).append(", got ");
-    if (i_ >= s_.size()) {
+    if (offset >= s_.size()) {
       msg.append("end of file");
     } else {
-      msg.append(1, '\'').append(1, s_[i_]).append(1, '\'');
+      msg.append(1, '\'').append(1, s_[offset]).append(1, '\'');
     }
     msg.append(hint_);
     fail(where_, msg);
   }
 
-  unsigned hex4() {
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      int c = peek();
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (d < 0) error("4 hex digits after \\u");
-      v = v * 16 + static_cast<unsigned>(d);
-      ++i_;
-    }
-    return v;
+  // A number token at `at` right after a "0" token: "01" lexes as "0" then "1".
+  bool leading_zero(std::size_t at) const {
+    return at > 0 && at < s_.size() && s_[at - 1] == '0' && s_[at] >= '0' && s_[at] <= '9';
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  // Where the token of the current callback starts (see the class comment).
+  std::size_t token_start() const {
+    std::size_t i = prev_end_;
+    bool separator = false;
+    while (i < s_.size()) {
+      const char c = s_[i];
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || (!separator && (c == ':' || c == ','))) {
+        separator = separator || c == ':' || c == ',';
+        ++i;
+      } else {
+        break;
+      }
     }
+    return i;
+  }
+  // Called at the end of every callback. The lexer reads one byte past a number (or finds the
+  // end of the text); every other token ends at the last byte read.
+  void token_done(bool number = false) {
+    prev_end_ = static_cast<std::size_t>(cursor_.pos - s_.data()) - (number && !cursor_.at_end ? 1 : 0);
   }
 
-  std::string string() {
-    expect('"', "'\"' starting a string");
-    std::string out;
-    for (;;) {
-      int c = peek();
-      if (c < 0) error("'\"' closing the string");
-      ++i_;
-      if (c == '"') return out;
-      if (c < 0x20) {
-        --i_;
-        error("no raw control character inside a string");
-      }
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        continue;
-      }
-      int e = peek();
-      ++i_;
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00) {  // high surrogate: a low one must follow
-            if (peek() != '\\') error("a low surrogate \\uDC00..\\uDFFF after a high surrogate");
-            ++i_;
-            if (peek() != 'u') error("a low surrogate \\uDC00..\\uDFFF after a high surrogate");
-            ++i_;
-            uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) error("a low surrogate \\uDC00..\\uDFFF after a high surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            error("no lone low surrogate");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --i_;
-          error("a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-      }
-    }
-  }
-
-  int64_t integer() {
-    bool negative = peek() == '-';
-    if (negative) ++i_;
-    if (peek() < '0' || peek() > '9') error("an integer value");
-    int64_t v = 0;
-    while (peek() >= '0' && peek() <= '9') {
-      if (v > (INT64_MAX - 9) / 10) error("an integer that fits in 64 bits");
-      v = v * 10 + (peek() - '0');
-      ++i_;
-    }
-    if (peek() == '.' || peek() == 'e' || peek() == 'E') error("an integer value (not a float)");
-    return negative ? -v : v;
-  }
-
-  static constexpr int kMaxDepth = 64;
-
-  JsonValue value(int depth) {
-    if (depth > kMaxDepth) error("JSON nested at most " + std::to_string(kMaxDepth) + " levels deep");
-    JsonValue v;
-    const int c = peek();
-    if (c == '{') {
-      v.kind = JsonValue::Kind::Object;
-      ++i_;
-      skip_ws();
-      if (peek() == '}') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
-        skip_ws();
-        const std::size_t key_at = i_;
-        std::string key = string();
-        for (const auto& [k, unused] : v.object) {
-          if (k == key) {
-            i_ = key_at;
-            error("a key not already in this object (\"" + key + "\" appears twice)");
-          }
-        }
-        skip_ws();
-        expect(':', "':' after a key");
-        skip_ws();
-        JsonValue member = value(depth + 1);
-        v.object.emplace_back(std::move(key), std::move(member));
-        skip_ws();
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}', "',' or '}' after a value");
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = JsonValue::Kind::Array;
-      ++i_;
-      skip_ws();
-      if (peek() == ']') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
-        skip_ws();
-        v.array.push_back(value(depth + 1));
-        skip_ws();
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']', "',' or ']' after an array element");
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.kind = JsonValue::Kind::String;
-      v.string = string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    if (literal("true")) {
-      v.kind = JsonValue::Kind::Bool;
-      v.boolean = true;
-      return v;
-    }
-    if (literal("false")) {
-      v.kind = JsonValue::Kind::Bool;
-      return v;
-    }
-    if (literal("null")) return v;
-    error("a JSON value (object, array, string, number, true, false or null)");
-  }
-
-  bool literal(std::string_view word) {
-    if (s_.substr(i_, word.size()) != word) return false;
-    i_ += word.size();
-    return true;
-  }
-
-  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-  JsonValue number() {
-    const std::size_t start = i_;
-    bool integral = true;
-    if (peek() == '-') ++i_;
-    if (peek() == '0') {
-      ++i_;
-      if (peek() >= '0' && peek() <= '9') error("no leading zero in a number");
-    } else if (peek() >= '1' && peek() <= '9') {
-      while (peek() >= '0' && peek() <= '9') ++i_;
-    } else {
-      error("a digit in a number");
-    }
-    if (peek() == '.') {
-      integral = false;
-      ++i_;
-      if (peek() < '0' || peek() > '9') error("a digit after the decimal point");
-      while (peek() >= '0' && peek() <= '9') ++i_;
-    }
-    if (peek() == 'e' || peek() == 'E') {
-      integral = false;
-      ++i_;
-      if (peek() == '+' || peek() == '-') ++i_;
-      if (peek() < '0' || peek() > '9') error("a digit in the exponent");
-      while (peek() >= '0' && peek() <= '9') ++i_;
-    }
-    const char* first = s_.data() + start;
-    const char* last = s_.data() + i_;
-    JsonValue v;
-    v.kind = JsonValue::Kind::Number;
-    if (integral) {
-      const auto r = std::from_chars(first, last, v.integer);
-      v.is_integer = r.ec == std::errc() && r.ptr == last;
-    }
-    const auto r = std::from_chars(first, last, v.number);
-    if (r.ptr != last || (r.ec != std::errc() && r.ec != std::errc::result_out_of_range)) {
-      i_ = start;
-      error("a number");
-    }
-    if (r.ec == std::errc::result_out_of_range && !v.is_integer) {
-      i_ = start;
-      error("a number within double range");
-    }
-    return v;
-  }
+  ~Reader() = default;
+  virtual std::string value_expected() const { return kAnyValue; }
 
   std::string_view s_;
+
+ private:
   const std::string& filename_;
   const std::string& where_;
   const char* hint_;
-  std::size_t i_ = 0;
+  const char* after_value_;
+  Cursor cursor_;
+  std::size_t prev_end_ = 0;  // one past the last token a callback reported
+};
+
+// parse_json: builds the JsonValue tree, rejecting repeated keys and deep nesting.
+class TreeBuilder final : public Reader {
+ public:
+  TreeBuilder(std::string_view text, const std::string& filename, const std::string& where)
+      : Reader(text, filename, where, "", "end of file after the JSON value") {}
+
+  JsonValue take() { return std::move(root_); }
+
+  bool null() {
+    slot();
+    token_done();
+    return true;
+  }
+  bool boolean(bool b) {
+    JsonValue& v = slot();
+    v.kind = JsonValue::Kind::Bool;
+    v.boolean = b;
+    token_done();
+    return true;
+  }
+  bool number_integer(Json::number_integer_t x) {
+    const bool minus_zero = x == 0 && s_[token_start()] == '-';  // "-0": the double keeps its sign
+    number(minus_zero ? -0.0 : static_cast<double>(x), true, x);
+    return true;
+  }
+  bool number_unsigned(Json::number_unsigned_t x) {
+    const bool fits = x <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    number(static_cast<double>(x), fits, fits ? static_cast<std::int64_t>(x) : 0);
+    return true;
+  }
+  bool number_float(Json::number_float_t x, const std::string& text) {
+    // nlohmann rejects overflow to infinity; underflow to zero ("1e-400") is refused here.
+    if (x == 0 && text.substr(0, text.find_first_of("eE")).find_first_of("123456789") != std::string::npos) {
+      error(token_start(), "a number within double range");
+    }
+    number(x, false, 0);
+    return true;
+  }
+  bool string(std::string& s) {
+    JsonValue& v = slot();
+    v.kind = JsonValue::Kind::String;
+    v.string = std::move(s);
+    token_done();
+    return true;
+  }
+  bool start_object(std::size_t) {
+    JsonValue& v = slot();
+    v.kind = JsonValue::Kind::Object;
+    open_.push_back({&v, key_at_.size()});
+    token_done();
+    return true;
+  }
+  bool key(std::string& k) {
+    const Open& o = open_.back();
+    std::vector<std::pair<std::string, JsonValue>>& members = o.value->object;
+    const std::size_t at = token_start();
+    if (members.size() < JsonValue::kIndexedMembers) {  // larger objects are checked once, sorted
+      for (const auto& [name, unused] : members) {
+        if (name == k) repeated(at, k);
+      }
+    }
+    key_at_.push_back(at);
+    members.emplace_back(std::move(k), JsonValue());
+    token_done();
+    return true;
+  }
+  bool end_object() {
+    const Open o = open_.back();
+    open_.pop_back();
+    index(*o.value, o.first_key);
+    key_at_.resize(o.first_key);
+    token_done();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    JsonValue& v = slot();
+    v.kind = JsonValue::Kind::Array;
+    open_.push_back({&v, 0});
+    token_done();
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    token_done();
+    return true;
+  }
+
+ private:
+  struct Open {
+    JsonValue* value;        // stays put: its parent grows only after it is closed
+    std::size_t first_key;   // objects: where their keys' offsets start in key_at_
+  };
+
+  // The value the current callback fills: the root, a new array element or the last key's value.
+  JsonValue& slot() {
+    if (open_.size() > static_cast<std::size_t>(kMaxDepth)) {
+      error(token_start(), "JSON nested at most " + std::to_string(kMaxDepth) + " levels deep");
+    }
+    if (open_.empty()) return root_;
+    JsonValue& parent = *open_.back().value;
+    if (parent.kind == JsonValue::Kind::Array) return parent.array.emplace_back();
+    return parent.object.back().second;
+  }
+
+  void number(double x, bool is_integer, std::int64_t integer) {
+    JsonValue& v = slot();
+    v.kind = JsonValue::Kind::Number;
+    v.number = x;
+    v.is_integer = is_integer;
+    v.integer = integer;
+    token_done(true);
+  }
+
+  [[noreturn]] void repeated(std::size_t at, const std::string& k) const {
+    error(at, "a key not already in this object (\"" + k + "\" appears twice)");
+  }
+
+  // Sorts the member positions of a large object by key (ties in file order), so a repeated key
+  // sits next to its first occurrence and find can search.
+  void index(JsonValue& v, std::size_t first_key) {
+    const auto& m = v.object;
+    if (m.size() < JsonValue::kIndexedMembers) return;
+    LLMCC_ASSERT(m.size() <= std::numeric_limits<std::uint32_t>::max(), "JSON object too large to index");
+    v.sorted.resize(m.size());
+    std::iota(v.sorted.begin(), v.sorted.end(), 0u);
+    std::sort(v.sorted.begin(), v.sorted.end(), [&m](std::uint32_t a, std::uint32_t b) {
+      const int c = m[a].first.compare(m[b].first);
+      return c != 0 ? c < 0 : a < b;
+    });
+    std::uint32_t first_repeat = std::numeric_limits<std::uint32_t>::max();
+    for (std::size_t i = 1; i < v.sorted.size(); ++i) {
+      if (m[v.sorted[i]].first == m[v.sorted[i - 1]].first) first_repeat = std::min(first_repeat, v.sorted[i]);
+    }
+    if (first_repeat != std::numeric_limits<std::uint32_t>::max()) {
+      repeated(key_at_[first_key + first_repeat], m[first_repeat].first);
+    }
+  }
+
+  JsonValue root_;
+  std::vector<Open> open_;           // the arrays and objects being read, outermost first
+  std::vector<std::size_t> key_at_;  // byte offset of each key of the open objects
+};
+
+// parse_json_int_object: one flat object of integers, read straight into key/value pairs.
+class IntObjectReader final : public Reader {
+ public:
+  IntObjectReader(std::string_view text, const std::string& filename, const std::string& where)
+      : Reader(text, filename, where, " (is this a JSON object of string -> integer?)", "end of file after the object") {}
+
+  std::vector<std::pair<std::string, std::int64_t>> take() { return std::move(out_); }
+
+  bool null() { not_integer(); }
+  bool boolean(bool) { not_integer(); }
+  bool string(std::string&) { not_integer(); }
+  bool start_array(std::size_t) { not_integer(); }
+  bool end_array() { return true; }  // unreachable: start_array fails
+  bool number_integer(Json::number_integer_t x) {
+    if (!in_object_) not_integer();
+    out_.back().second = x;
+    token_done(true);
+    return true;
+  }
+  bool number_unsigned(Json::number_unsigned_t x) {
+    if (!in_object_) not_integer();
+    if (x > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      error(token_start(), "an integer that fits in 64 bits");
+    }
+    out_.back().second = static_cast<std::int64_t>(x);
+    token_done(true);
+    return true;
+  }
+  bool number_float(Json::number_float_t, const std::string& text) {
+    if (!in_object_) not_integer();
+    const std::size_t fraction = text.find_first_of(".eE");
+    if (fraction == std::string::npos) error(token_start(), "an integer that fits in 64 bits");
+    error(token_start() + fraction, "an integer value (not a float)");
+  }
+  bool start_object(std::size_t) {
+    if (in_object_) not_integer();
+    in_object_ = true;
+    token_done();
+    return true;
+  }
+  bool key(std::string& k) {
+    out_.emplace_back(std::move(k), 0);
+    token_done();
+    return true;
+  }
+  bool end_object() {
+    in_object_ = false;
+    token_done();
+    return true;
+  }
+
+ private:
+  [[noreturn]] void not_integer() const { error(token_start(), value_expected()); }
+  std::string value_expected() const override { return in_object_ ? "an integer value" : "'{' starting the object"; }
+
+  std::vector<std::pair<std::string, std::int64_t>> out_;
+  bool in_object_ = false;
 };
 
 }  // namespace
@@ -322,16 +443,25 @@ class Parser {
 std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text,
                                                                     const std::string& filename,
                                                                     const std::string& where) {
-  return Parser(text, filename, where, " (is this a JSON object of string -> integer?)").object();
+  IntObjectReader r(text, filename, where);
+  Reader::run(r);
+  return r.take();
 }
 
 JsonValue parse_json(std::string_view text, const std::string& filename, const std::string& where) {
-  return Parser(text, filename, where, "").document();
+  TreeBuilder b(text, filename, where);
+  Reader::run(b);
+  return b.take();
 }
 
 JsonValue::JsonValue() = default;
 
 const JsonValue* JsonValue::find(std::string_view key) const {
+  if (!sorted.empty() && sorted.size() == object.size()) {
+    const auto it = std::lower_bound(sorted.begin(), sorted.end(), key,
+                                     [this](std::uint32_t i, std::string_view k) { return object[i].first < k; });
+    return it != sorted.end() && object[*it].first == key ? &object[*it].second : nullptr;
+  }
   for (const auto& [k, v] : object) {
     if (k == key) return &v;
   }

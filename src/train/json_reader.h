@@ -1,4 +1,6 @@
-// A small JSON reader (RFC 8259) and writer helpers, private to llmcc.
+// JSON reading (RFC 8259) and writer helpers, private to llmcc. The reading is nlohmann-json's
+// SAX parser (a fuzzed library; docs/architecture.md, "JSON", has the measurements behind the
+// choice) with llmcc's rules on top:
 //
 //   parse_json_int_object: flat objects of string keys and integer values, such as GPT-2's
 //     encoder.json: {"!": 0, "\u0120the": 262, ...}.
@@ -6,11 +8,15 @@
 //     config.json). Object keys keep their file order; a repeated key is an error (a
 //     safetensors header naming one tensor twice is corrupt, not "last one wins").
 //
-// Strings may hold any escape JSON allows, \uXXXX with surrogate pairs included; they come back
-// as UTF-8. Errors name the file, the line and column, and what was expected and found:
+// Strings must be valid UTF-8 and may hold any escape JSON allows, \uXXXX with surrogate pairs
+// included; they come back as UTF-8. Errors name the file, the line and column (in bytes), and
+// what was expected and found:
 //   Error("[<where>] <filename>:<line>:<col>: expected ..., got ...").
+// Parsing takes time linear in the text, plus n log n in the members of each object of 16 or more
+// (their keys are sorted, to find repeats and so that JsonValue::find is a binary search).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +39,10 @@ struct JsonValue {
   std::string string;
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object;  // in file order, keys unique
+  // Set by parse_json for objects of kIndexedMembers or more: the member positions in `object`
+  // ordered by key, so find is a binary search. Empty otherwise (find scans).
+  std::vector<std::uint32_t> sorted;
+  static constexpr std::size_t kIndexedMembers = 16;
 
   // Defined (= default) in json_reader.cpp: with an implicit one, clang instantiates
   // std::pair<std::string, JsonValue> (libstdc++'s pair asks whether its members are implicitly

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "file_io.h"
 #include "llmcc/error.h"
@@ -105,10 +107,13 @@ float f16_to_f32(std::uint16_t h) {
 
 struct SafetensorsReader::Mapping {
   detail::MappedFile file;
+  // Tensor name -> position in entries_ (the names are entries_'s strings, which stay put:
+  // entries_ is complete before this is filled and moves with it).
+  std::unordered_map<std::string_view, std::size_t> by_name;
 };
 
 SafetensorsReader::SafetensorsReader(const std::string& path)
-    : map_(std::make_unique<Mapping>(Mapping{detail::MappedFile(path, kWhere)})) {
+    : map_(std::make_unique<Mapping>(Mapping{detail::MappedFile(path, kWhere), {}})) {
   const detail::MappedFile& f = map_->file;
   auto bad = [&](const std::string& what) { fail(kWhere, path + ": " + what); };
   if (f.size() < 8) {
@@ -191,8 +196,13 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   // The tensors must tile the data section: sorted by offset, each starts where the last ended.
   std::vector<const SafetensorsEntry*> by_offset;
   for (const SafetensorsEntry& e : entries_) by_offset.push_back(&e);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  // Equal ranges keep header order (the pointers' order), so an overlap names the earlier tensor.
+  // std::sort with that last key, not std::stable_sort: libstdc++ 12's stable_sort calls the
+  // deprecated get_temporary_buffer, which Clang reports under -Werror.
+  std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    if (a->end != b->end) return a->end < b->end;
+    return a < b;
   });
   std::uint64_t covered = 0;
   const SafetensorsEntry* last = nullptr;
@@ -213,6 +223,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
         std::to_string(data_bytes - covered) + " bytes too many");
   }
   read_.assign(entries_.size(), 0);
+  map_->by_name.reserve(entries_.size());
+  for (std::size_t i = 0; i < entries_.size(); ++i) map_->by_name.emplace(entries_[i].name, i);
 }
 
 SafetensorsReader::~SafetensorsReader() = default;
@@ -222,10 +234,8 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = 
 const std::string& SafetensorsReader::path() const { return map_->file.path(); }
 
 const SafetensorsEntry* SafetensorsReader::find(std::string_view name) const {
-  for (const SafetensorsEntry& e : entries_) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
+  const auto it = map_->by_name.find(name);
+  return it == map_->by_name.end() ? nullptr : &entries_[it->second];
 }
 
 const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const {
@@ -246,7 +256,7 @@ void SafetensorsReader::read_f32(const std::string& name, const TensorShape& sha
   const unsigned char* src = data_ + e.begin;
   const auto n = static_cast<std::size_t>(numel(e.shape));
   if (e.dtype == "F32") {
-    std::memcpy(out, src, n * sizeof(float));
+    if (n > 0) std::memcpy(out, src, n * sizeof(float));  // an empty tensor's out may be null
   } else if (e.dtype == "BF16" || e.dtype == "F16") {
     const bool bf16 = e.dtype == "BF16";
     for (std::size_t i = 0; i < n; ++i) {

@@ -219,6 +219,61 @@ TEST(Safetensors, TruncatedAndMissingFiles) {
   EXPECT_TRUE(throws_error([&] { SafetensorsReader r(path); }, {"tensor 'w'", "run past the data section"}));
 }
 
+// A checkpoint of many small tensors: every one is listed in header order and found by name with
+// its shape, offsets and values (loading is linear in the header; this checks the result only).
+TEST(Safetensors, EmptyTensorsReadAsNoValues) {
+  // Tensors with a zero dimension hold no bytes; reading one copies nothing (found by
+  // fuzz_safetensors: the copy was a memcpy to the null data() of an empty vector).
+  TempDir dir;
+  const std::string path = write_raw(dir, "empty.safetensors",
+                                     R"({"z":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                                     R"("e":{"dtype":"BF16","shape":[2,0,3],"data_offsets":[0,0]}})",
+                                     "");
+  const SafetensorsReader r(path);
+  TensorShape shape;
+  EXPECT_TRUE(r.read_f32("z", &shape).empty());
+  EXPECT_EQ(shape, (TensorShape{0}));
+  EXPECT_TRUE(r.read_f32("e", &shape).empty());
+  EXPECT_EQ(shape, (TensorShape{2, 0, 3}));
+  EXPECT_TRUE(r.unread().empty());
+}
+
+TEST(Safetensors, HundredThousandTensorsAreAllFoundByName) {
+  TempDir dir;
+  constexpr int kN = 100'000;
+  const auto name = [](int i) { return "model.layers." + std::to_string(i / 8) + ".w" + std::to_string(i % 8); };
+  const auto shape = [](int i) { return TensorShape{1 + i % 3}; };
+  std::vector<float> values;  // tensor i holds 1 + i % 3 copies of i
+  std::vector<std::size_t> at;
+  for (int i = 0; i < kN; ++i) {
+    at.push_back(values.size());
+    values.insert(values.end(), static_cast<std::size_t>(1 + i % 3), static_cast<float>(i));
+  }
+  std::vector<llmcc::SafetensorsTensor> tensors;
+  for (int i = 0; i < kN; ++i) tensors.push_back(llmcc::safetensors_tensor(name(i), shape(i), values.data() + at[i]));
+  const std::string path = dir.file("many.safetensors");
+  llmcc::write_safetensors(path, tensors);
+
+  SafetensorsReader r(path);
+  ASSERT_EQ(r.tensors().size(), static_cast<std::size_t>(kN));
+  std::vector<float> out(3);
+  for (int i = 0; i < kN; ++i) {
+    const llmcc::SafetensorsEntry* e = r.find(name(i));
+    ASSERT_NE(e, nullptr) << name(i);
+    ASSERT_EQ(e->name, name(i));
+    ASSERT_EQ(e->shape, shape(i)) << name(i);
+    ASSERT_EQ(e->begin, 4 * at[i]) << name(i);
+    ASSERT_EQ(&r.tensors()[static_cast<std::size_t>(i)], e);  // header order kept
+    r.read_f32(name(i), shape(i), out.data());
+    ASSERT_EQ(out[static_cast<std::size_t>(i % 3)], static_cast<float>(i)) << name(i);
+  }
+  EXPECT_TRUE(r.unread().empty());
+  EXPECT_FALSE(r.has("model.layers.0.w8"));
+  EXPECT_FALSE(r.has(""));
+  SafetensorsReader moved = std::move(r);  // the name index moves with the entries
+  EXPECT_EQ(moved.find(name(kN - 1))->begin, 4 * at[kN - 1]);
+}
+
 TEST(Json, ParsesValuesAndRejectsBadInput) {
   const llmcc::JsonValue v = llmcc::parse_json(
       R"( {"a": [1, -2.5e3, true, false, null, "x\u00e9"], "b": {"c": 9007199254740993}, "d": 1e-05} )", "t.json", "test");
