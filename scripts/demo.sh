@@ -2,8 +2,9 @@
 # The main job on a fresh machine (Debian bookworm, root or sudo): install the system packages,
 # build llmcc, tokenize Tiny Shakespeare, train a small GPT-2 on it for a few minutes while
 # printing training and validation loss and samples, then generate text from the final
-# checkpoint. The Llama mode trains a SentencePiece BPE tokenizer on the text first and a small
-# Llama on its tokens.
+# checkpoint and draw the log (loss, learning rate, tokens/s, gradient norm) as an SVG. The
+# Llama mode trains a SentencePiece BPE tokenizer on the text first and a small Llama on its
+# tokens.
 #
 # Usage: bash scripts/demo.sh                    # GPT-2 with GPT-2's tokenizer
 #        DEMO_MODEL=llama bash scripts/demo.sh   # Llama with a SentencePiece tokenizer
@@ -52,8 +53,8 @@ if [ "$model" = gpt2 ]; then
     --threads "$threads"
 else
   say "3/5 train a SentencePiece BPE tokenizer (4,096 tokens) on Tiny Shakespeare and tokenize it into $data"
-  bash scripts/fetch_tinyshakespeare.sh "$data/input.txt"   # prepare reads <out>/input.txt
-  "$llmcc" train-tokenizer --input "$data/input.txt" --vocab-size 4096 --out "$data/tok4096"
+  # Tiny Shakespeare by name: from ../shared/data, the download cache, or downloaded (scripts/fetch_data.sh).
+  "$llmcc" train-tokenizer --input tinyshakespeare --vocab-size 4096 --out "$data/tok4096"
   # prepare records the tokenizer in $data/tokenizer.txt (with a copy of the model); train stores
   # it in every checkpoint, so neither train nor generate needs it named again.
   "$llmcc" prepare --input tinyshakespeare --tokenizer "sp:$data/tok4096.model" --out "$data"
@@ -77,4 +78,6 @@ ckpt=$(ls -1 "$run"/ckpt_*.bin | tail -n 1)
   --no-stop-at-eot --threads "$threads"
 echo
 
-say "done in $(( $(date +%s) - start )) s; the log of every step is $run/log.jsonl"
+"$llmcc" plot "$run" --out "$run/plot.svg" --title "llmcc demo: $model on Tiny Shakespeare"
+
+say "done in $(( $(date +%s) - start )) s; the log of every step is $run/log.jsonl, its plot $run/plot.svg"

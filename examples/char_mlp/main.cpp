@@ -46,7 +46,7 @@ std::string read_file(const std::filesystem::path& path) {
 // Tiny Shakespeare when the shared data has it, else the text shipped with the example.
 std::string load_text() {
   std::vector<std::string> tried;
-  if (auto path = llmcc::find_shared_data("tinyshakespeare/input.txt", &tried)) {
+  if (auto path = llmcc::find_data_file("tinyshakespeare/input.txt", &tried)) {
     std::string text = read_file(*path);
     std::printf("data: Tiny Shakespeare, %zu characters, from %s\n", text.size(), path->string().c_str());
     return text;

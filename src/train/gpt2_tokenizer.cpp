@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "llmcc/error.h"
+#include "llmcc/train/data_files.h"
 #include "llmcc/train/tokenizer.h"
 #include "train/gpt2_pretokenize.h"
 #include "train/json_reader.h"
@@ -61,6 +62,16 @@ std::string to_bytes(std::string_view s, const std::vector<int>& inv, std::strin
     }
     out += static_cast<char>(inv[cp]);
     i += len;
+  }
+  return out;
+}
+
+// 50000 -> "50,000", for counts in messages.
+std::string with_commas(std::size_t v) {
+  std::string digits = std::to_string(v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
   }
   return out;
 }
@@ -122,19 +133,23 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
 
   // vocab.bpe: "#version" line, then one merge "left right" per line, highest priority first.
   const std::string merges = read_file(vocab_bpe, "vocab.bpe");
+  const bool ends_in_newline = !merges.empty() && merges.back() == '\n';
+  std::vector<bool> produced(n, false);  // id -> some merge makes it
   std::size_t pos = 0, line_no = 0;
   int32_t rank = 0;
   while (pos < merges.size()) {
     std::size_t end = merges.find('\n', pos);
     if (end == std::string::npos) end = merges.size();
+    const bool last = end == merges.size();
     std::string_view line(merges.data() + pos, end - pos);
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
     const auto bad_line = [&](const std::string& what) {
-      fail("tokenizer", vocab_bpe + ":" + std::to_string(line_no) + ": " + what + " in '" + std::string(line) +
-                            "' (is this GPT-2's vocab.bpe, matching " + encoder_json + "?)");
+      fail("tokenizer", vocab_bpe + ":" + std::to_string(line_no) + ": " + what + " in '" + std::string(line) + "'" +
+                            (last ? " (the last line, with no newline after it: is the file truncated?)"
+                                  : " (is this GPT-2's vocab.bpe, matching " + encoder_json + "?)"));
     };
     const std::size_t space = line.find(' ');
     if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
@@ -150,33 +165,35 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
       bad_line(std::string("the ") + (l == ids.end() ? "left token" : r == ids.end() ? "right token" : "merged token") +
                " is not in encoder.json");
     }
+    produced[static_cast<std::size_t>(m->second)] = true;
     const uint64_t key = (static_cast<uint64_t>(l->second) << 32) | static_cast<uint32_t>(r->second);
     tok.merges_.emplace(key, std::make_pair(rank++, m->second));  // first occurrence wins
   }
   if (tok.merges_.empty()) fail("tokenizer", vocab_bpe + ": no merges found (is this GPT-2's vocab.bpe?)");
-  return tok;
-}
 
-std::optional<std::filesystem::path> find_shared_data(const std::string& relative, std::vector<std::string>* tried) {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> starts, seen;
-  std::error_code ec;
-  fs::path cwd = fs::current_path(ec);
-  if (!ec) starts.push_back(cwd);
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) starts.push_back(exe.parent_path());
-  for (const fs::path& start : starts) {
-    for (fs::path dir = start;; dir = dir.parent_path()) {
-      const fs::path candidate = (dir / ".." / "shared" / "data" / relative).lexically_normal();
-      if (std::find(seen.begin(), seen.end(), candidate) == seen.end()) {
-        seen.push_back(candidate);
-        if (tried) tried->push_back(candidate.string());
-        if (fs::exists(candidate, ec)) return candidate;
-      }
-      if (dir == dir.parent_path()) break;  // the root
-    }
+  // Every token longer than one byte must be made by some merge: BPE can never emit one that no
+  // merge makes, so encoding would silently differ from the tokenizer the files came from. A
+  // vocab.bpe cut short (GPT-2's has 50,000 merges for its 50,000 such tokens) fails here.
+  std::size_t unreachable = 0;
+  int32_t first = -1;
+  for (std::size_t id = 0; id < n; ++id) {
+    if (static_cast<int32_t>(id) == tok.eot_ || tok.token_bytes_[id].size() == 1 || produced[id]) continue;
+    if (unreachable++ == 0) first = static_cast<int32_t>(id);
   }
-  return std::nullopt;
+  if (unreachable > 0) {
+    std::string key;  // the token as encoder.json spells it
+    for (const auto& [k, id] : entries) {
+      if (id == first) key = k;
+    }
+    const std::size_t need = n - 257;  // all but the 256 single bytes and <|endoftext|>
+    fail("tokenizer", vocab_bpe + ": its " + with_commas(static_cast<std::size_t>(rank)) + " merges make " +
+                          with_commas(need - unreachable) + " of the " + with_commas(need) + " tokens longer than one byte in " +
+                          encoder_json + "; the other " + with_commas(unreachable) + " could never be produced, the first '" +
+                          key + "' (id " + std::to_string(first) + ")" +
+                          (ends_in_newline ? "" : ", and the file's last line has no newline") +
+                          ". Is vocab.bpe truncated, or from another tokenizer than encoder.json?");
+  }
+  return tok;
 }
 
 Gpt2Tokenizer Gpt2Tokenizer::load_default() {
@@ -184,15 +201,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load_default() {
   if (const char* env = std::getenv("LLMCC_GPT2_TOKENIZER_DIR"); env && *env) {
     dir = env;
   } else {
-    std::vector<std::string> tried;
-    auto found = find_shared_data("gpt2/encoder.json", &tried);
-    if (!found) {
-      std::string list;
-      for (const auto& t : tried) list += "\n  " + t;
-      fail("tokenizer", "cannot find GPT-2's encoder.json; looked in:" + list +
-                            "\n(hint: set LLMCC_GPT2_TOKENIZER_DIR to the directory holding encoder.json and vocab.bpe)");
-    }
-    dir = found->parent_path();
+    // A download is checked by loading it before it is kept.
+    dir = fetch_data_files(gpt2_tokenizer_files(), "tokenizer", [](const std::filesystem::path& got) {
+      (void)load((got / "encoder.json").string(), (got / "vocab.bpe").string());
+    });
   }
   return load((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
 }

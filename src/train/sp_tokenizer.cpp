@@ -3,8 +3,11 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 
@@ -63,6 +66,41 @@ class LineIterator : public sentencepiece::SentenceIterator {
   sentencepiece::util::Status status_;
 };
 
+// True when `s` is well-formed UTF-8: no stray continuation bytes, truncated sequences, overlong
+// forms, surrogates or code points past U+10FFFF. SentencePiece's normaliser reads exactly these
+// as characters and turns every other byte into U+FFFD.
+bool well_formed_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (s.size() - i < len) return false;
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return false;
+    for (std::size_t k = 2; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// SentencePiece's meta symbol U+2581 '▁', which stands for a space inside pieces.
+constexpr std::string_view kMetaSpace = "\xE2\x96\x81";
+
+// Text SentencePiece cannot give back as it is: bytes that are not UTF-8 (read as U+FFFD) and the
+// meta symbol itself (decoded as a space). With byte pieces, such text is spelled in bytes.
+bool needs_byte_spelling(std::string_view s) { return !well_formed_utf8(s) || s.find(kMetaSpace) != std::string_view::npos; }
+
 }  // namespace
 
 SpTokenizer::SpTokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
@@ -92,6 +130,7 @@ SpTokenizer SpTokenizer::load(const std::string& model_path) {
                      "); expected the .model file written by spm_train or `llmcc train-tokenizer`, not the .vocab");
   }
   if (t.sp_->GetPieceSize() <= 0) fail(kWhere, model_path + ": the model has an empty vocabulary");
+  t.find_byte_pieces();
   return t;
 }
 
@@ -102,18 +141,74 @@ SpTokenizer SpTokenizer::load_from_bytes(const std::string& bytes, const std::st
   const auto status = t.sp_->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size()));
   if (!status.ok()) fail(kWhere, label + ": not a valid SentencePiece model (" + status.ToString() + ")");
   if (t.sp_->GetPieceSize() <= 0) fail(kWhere, label + ": the model has an empty vocabulary");
+  t.find_byte_pieces();
   return t;
+}
+
+void SpTokenizer::find_byte_pieces() {
+  byte_of_id_.assign(static_cast<std::size_t>(vocab_size()), -1);
+  int found = 0;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const int id = sp_->PieceToId(name);
+    if (id < 0 || id >= vocab_size() || !sp_->IsByte(id)) continue;
+    byte_id_[static_cast<std::size_t>(b)] = id;
+    byte_of_id_[static_cast<std::size_t>(id)] = static_cast<std::int16_t>(b);
+    ++found;
+  }
+  all_byte_pieces_ = found == 256;
 }
 
 std::string SpTokenizer::serialized() const { return sp_->serialized_model_proto(); }
 
 std::vector<std::int32_t> SpTokenizer::encode(std::string_view text) const {
-  std::vector<int> ids;
-  const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
+  const absl::string_view in(text.data(), text.size());
+  if (!all_byte_pieces_ || !needs_byte_spelling(text)) {
+    std::vector<int> ids;
+    const auto status = sp_->Encode(in, &ids);
+    if (!status.ok()) fail(kWhere, path_ + ": encoding failed: " + status.ToString());
+    return std::vector<std::int32_t>(ids.begin(), ids.end());
+  }
+  // Each piece records the input bytes it came from, [begin, end). A piece whose bytes
+  // SentencePiece would not give back (see needs_byte_spelling) is replaced by one byte piece per
+  // input byte. Byte fallback spells a character the vocabulary lacks as several byte pieces of
+  // which only the last holds its input bytes (the others have begin == end): when that piece is
+  // replaced, so are they.
+  sentencepiece::ImmutableSentencePieceText spt;
+  const auto status = sp_->Encode(in, spt.mutable_proto());
   if (!status.ok()) fail(kWhere, path_ + ": encoding failed: " + status.ToString());
-  return std::vector<std::int32_t>(ids.begin(), ids.end());
+  std::vector<std::int32_t> out;
+  out.reserve(spt.pieces_size() + 8);
+  std::size_t spelled_before = 0;  // byte pieces at the end of `out` with no input bytes of their own
+  for (std::size_t i = 0; i < spt.pieces_size(); ++i) {
+    const auto p = spt.pieces(static_cast<int>(i));
+    const auto id = static_cast<std::int32_t>(p.id());
+    if (id < 0 || id >= vocab_size() || p.begin() > p.end() || p.end() > text.size())
+      fail(kWhere, path_ + ": SentencePiece reported id " + std::to_string(p.id()) + " for input bytes [" +
+                       std::to_string(p.begin()) + ", " + std::to_string(p.end()) + ") of a " +
+                       std::to_string(text.size()) + "-byte text");
+    const bool is_byte = byte_of_id_[static_cast<std::size_t>(id)] >= 0;
+    const std::string_view bytes = text.substr(p.begin(), p.end() - p.begin());
+    if (bytes.empty()) {
+      out.push_back(id);
+      spelled_before = is_byte ? spelled_before + 1 : 0;
+      continue;
+    }
+    if (needs_byte_spelling(bytes)) {
+      if (is_byte) out.resize(out.size() - spelled_before);
+      for (const char c : bytes) out.push_back(byte_id_[static_cast<unsigned char>(c)]);
+    } else {
+      out.push_back(id);
+    }
+    spelled_before = 0;
+  }
+  return out;
 }
 
+// SentencePiece's own decode, with one change: a byte piece <0xNN> is the byte 0xNN. SentencePiece
+// writes U+FFFD for byte pieces that do not form a UTF-8 character, so text spelled in bytes by
+// encode() would not come back; where they do form characters the two agree.
 std::string SpTokenizer::decode(std::span<const std::int32_t> ids) const {
   const int n = vocab_size();
   std::vector<int> v(ids.begin(), ids.end());
@@ -123,9 +218,21 @@ std::string SpTokenizer::decode(std::span<const std::int32_t> ids) const {
                        ") is outside the vocabulary [0, " + std::to_string(n) + ")");
     }
   }
-  std::string out;
-  const auto status = sp_->Decode(v, &out);
+  sentencepiece::ImmutableSentencePieceText spt;
+  const auto status = sp_->Decode(v, spt.mutable_proto());
   if (!status.ok()) fail(kWhere, path_ + ": decoding failed: " + status.ToString());
+  if (spt.pieces_size() != v.size())
+    fail(kWhere, path_ + ": SentencePiece decoded " + std::to_string(v.size()) + " ids into " +
+                     std::to_string(spt.pieces_size()) + " pieces");
+  if (std::none_of(v.begin(), v.end(), [&](int id) { return byte_of_id_[static_cast<std::size_t>(id)] >= 0; }))
+    return spt.text();
+  std::string out;  // the pieces' spellings, which make up spt.text()
+  out.reserve(spt.text().size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::int16_t byte = byte_of_id_[static_cast<std::size_t>(v[i])];
+    if (byte >= 0) out += static_cast<char>(byte);
+    else out += spt.pieces(static_cast<int>(i)).surface();
+  }
   return out;
 }
 

@@ -132,13 +132,7 @@ std::string DecodeStream::finish() { return emit(true); }
 std::string DecodeStream::emit(bool final) {
   const std::string text = tok_.decode(ids_);
   std::size_t end = text.size();
-  if (!final) {
-    // U+FFFD is what SentencePiece makes of byte tokens that do not (yet) form a character.
-    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-    while (end >= kReplacement.size() && std::string_view(text).substr(0, end).ends_with(kReplacement))
-      end -= kReplacement.size();
-    end -= incomplete_utf8_tail(text.substr(0, end));
-  }
+  if (!final) end -= incomplete_utf8_tail(text);  // a character whose byte tokens are still to come
   if (end <= shown_.size()) return {};
   // Normally text extends what was shown; if an earlier piece's spelling changed (it cannot be
   // taken back), the text past the same length still follows.

@@ -41,10 +41,41 @@ std::int64_t step_of(const std::string& line) {
 
 }  // namespace
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at p[0..n) (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
+std::size_t utf8_sequence_length(const unsigned char* p, std::size_t n) {
+  const unsigned char c = p[0];
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong below U+0800
+    if (c == 0xED) hi = 0x9F;  // surrogates U+D800..U+DFFF
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong below U+10000
+    if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (n < len || p[1] < lo || p[1] > hi) return 0;
+  for (std::size_t i = 2; i < len; ++i) {
+    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
-  for (const char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = bytes[i];
     switch (c) {
       case '"':
         out += "\\\"";
@@ -66,8 +97,15 @@ void append_json_string(std::string& out, std::string_view text) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
+        } else if (c < 0x80) {
+          out += static_cast<char>(c);
+        } else if (const std::size_t len = utf8_sequence_length(bytes + i, text.size() - i); len > 0) {
+          out.append(text.data() + i, len);
+          i += len - 1;
         } else {
-          out += ch;  // UTF-8 passes through; a generated sample may split a character
+          // JSON text is UTF-8: a byte that is not part of a character (a sample cut mid-character,
+          // a byte-level token) is written as U+FFFD, so every log line stays valid JSON.
+          out += "\\ufffd";
         }
     }
   }

@@ -18,6 +18,7 @@
 
 #include "llmcc/train/tokenizer.h"
 #include "temp_dir.h"
+#include "test_data.h"
 
 namespace {
 
@@ -69,18 +70,10 @@ std::vector<Point> read_log(const std::string& path, const std::string& key) {
   return points;
 }
 
-// Skips (returns false) when Tiny Shakespeare or the GPT-2 tokenizer is not around; otherwise
-// prepares its first 200 KB (about 60k tokens; val is the last 10%) into <dir>/data.
-bool prepare_shakespeare(const llmcc::test::TempDir& dir, std::string* data, std::string* skip) {
-  const auto shakespeare = llmcc::find_shared_data("tinyshakespeare/input.txt");
-  if (!shakespeare) {
-    *skip = "../shared/data/tinyshakespeare/input.txt not found";
-    return false;
-  }
-  if (!llmcc::find_shared_data("gpt2/encoder.json") && !std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) {
-    *skip = "GPT-2 tokenizer files not found";
-    return false;
-  }
+// Prepares the first 200 KB of Tiny Shakespeare (about 60k tokens; val is the last 10%) into
+// <dir>/data; the caller has checked that the data is there (LLMCC_REQUIRE_DATA).
+void prepare_shakespeare(const llmcc::test::TempDir& dir, std::string* data) {
+  const auto shakespeare = llmcc::find_data_file("tinyshakespeare/input.txt");
   std::string text = slurp(shakespeare->string());
   text.resize(200'000);
   std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
@@ -88,7 +81,6 @@ bool prepare_shakespeare(const llmcc::test::TempDir& dir, std::string* data, std
   *data = dir.file("data");
   EXPECT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", *data}, &out), 0)
       << out;
-  return true;
 }
 
 std::string curve_text(const std::vector<Point>& val) {
@@ -136,8 +128,10 @@ std::vector<Point> train_100_steps(const llmcc::test::TempDir& dir, const std::s
 
 TEST(TrainE2e, TinyGpt2OnShakespeareLearns) {
   llmcc::test::TempDir dir;
-  std::string data, skip;
-  if (!prepare_shakespeare(dir, &data, &skip)) GTEST_SKIP() << skip;
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json");
+  std::string data;
+  prepare_shakespeare(dir, &data);
   const auto val = train_100_steps(
       dir, data, "gpt2",
       {"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--max-seq-len", "64"});
@@ -160,8 +154,10 @@ TEST(TrainE2e, TinyGpt2OnShakespeareLearns) {
 // untied head), trained on GPT-2 tokens: any token file whose ids are below --vocab-size works.
 TEST(TrainE2e, TinyLlamaOnShakespeareLearns) {
   llmcc::test::TempDir dir;
-  std::string data, skip;
-  if (!prepare_shakespeare(dir, &data, &skip)) GTEST_SKIP() << skip;
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json");
+  std::string data;
+  prepare_shakespeare(dir, &data);
   const auto val = train_100_steps(
       dir, data, "llama",
       {"--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--n-kv-head", "2",

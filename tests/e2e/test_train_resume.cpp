@@ -25,6 +25,7 @@
 #include "llmcc/train/tokenizer.h"
 #include "cli_run.h"
 #include "temp_dir.h"
+#include "test_data.h"
 #include "train_run.h"
 
 namespace {
@@ -254,7 +255,10 @@ TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
       << r.err;
 
   // generate samples from it (GPT-2's tokenizer decodes ids below 512; "a" is id 64).
-  if (!llmcc::find_shared_data("gpt2/encoder.json") && !std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) return;
+  if (!llmcc::test::have_data("gpt2/encoder.json")) {
+    llmcc::test::note_missing_data("gpt2/encoder.json", "the generate part of this test");
+    return;
+  }
   r = run_llmcc(dir, {"generate", "--ckpt", a + "/ckpt_000008.bin", "--prompt", "a", "--max-tokens", "70",
                       "--no-stop-at-eot", "--seed", "3"});
   ASSERT_EQ(r.code, 0) << r.err;

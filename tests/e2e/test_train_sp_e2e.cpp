@@ -19,6 +19,7 @@
 #include "llmcc/train/sp_tokenizer.h"
 #include "llmcc/train/tokenizer.h"
 #include "temp_dir.h"
+#include "test_data.h"
 
 namespace {
 
@@ -75,8 +76,8 @@ void expect_english_like(const std::string& text, const std::string& what) {
 }
 
 TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
-  const auto shakespeare = llmcc::find_shared_data("tinyshakespeare/input.txt");
-  if (!shakespeare) GTEST_SKIP() << "../shared/data/tinyshakespeare/input.txt not found";
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
+  const auto shakespeare = llmcc::find_data_file("tinyshakespeare/input.txt");
   llmcc::test::TempDir dir;
   std::string text = slurp(shakespeare->string());
   text.resize(200'000);
@@ -201,7 +202,9 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
   EXPECT_EQ(b.err.find("stores no tokenizer"), std::string::npos) << b.err;
 
   // 7. A tokenizer that does not fit the model is refused by name.
-  if (llmcc::find_shared_data("gpt2/encoder.json")) {
+  if (!llmcc::test::have_data("gpt2/encoder.json")) {
+    llmcc::test::note_missing_data("gpt2/encoder.json", "step 7 of this test");
+  } else {
     r = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--tokenizer", "gpt2", "--prompt", "ROMEO:"});
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.err.find("GPT-2 BPE (50257 tokens)"), std::string::npos) << r.err;

@@ -21,6 +21,7 @@
 #include "llmcc/train/tokenizer.h"
 #include "cli_run.h"
 #include "temp_dir.h"
+#include "test_data.h"
 
 namespace {
 
@@ -38,16 +39,15 @@ void write_file(const std::string& path, const std::string& text) {
 
 const Gpt2Tokenizer* tokenizer() {
   static const std::unique_ptr<Gpt2Tokenizer> tok = []() -> std::unique_ptr<Gpt2Tokenizer> {
-    if (!llmcc::find_shared_data("gpt2/encoder.json") && !std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) return nullptr;
+    if (!llmcc::test::have_data("gpt2/encoder.json")) return nullptr;
     return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load_default());
   }();
   return tok.get();
 }
 
-#define REQUIRE_TOKENIZER()                                                                  \
-  const Gpt2Tokenizer* tok = tokenizer();                                                    \
-  if (tok == nullptr) GTEST_SKIP() << "GPT-2 tokenizer files not found (../shared/data/gpt2 " \
-                                      "or $LLMCC_GPT2_TOKENIZER_DIR)"
+#define REQUIRE_TOKENIZER()              \
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json"); \
+  [[maybe_unused]] const Gpt2Tokenizer* tok = tokenizer()
 
 // Every <split>_NNNNNN.bin in dir, in order (stops at the first missing number).
 std::vector<std::string> shards(const fs::path& dir, const std::string& split) {
@@ -263,8 +263,8 @@ TEST(CliPrepare, ValTokensTakesTheFirstTokensAndOrdinaryKeepsLiteralEndOfText) {
 
 TEST(CliPrepare, TinyShakespeareByNameMatchesLlmc) {
   REQUIRE_TOKENIZER();
-  const auto input = llmcc::find_shared_data("tinyshakespeare/input.txt");
-  if (!input) GTEST_SKIP() << "../shared/data/tinyshakespeare/input.txt not found";
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
+  const auto input = llmcc::find_data_file("tinyshakespeare/input.txt");
   llmcc::test::TempDir dir;
   const std::string out = dir.file("ts");
   const CliResult r = run_llmcc(dir, {"prepare", "--input", "tinyshakespeare", "--out", out});

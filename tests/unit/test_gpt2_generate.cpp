@@ -30,6 +30,7 @@
 #include "cli_run.h"
 #include "temp_dir.h"
 #include "test_support.h"
+#include "test_data.h"
 
 // Counts heap allocations of this process, to check that a decode step makes none. GCC sees
 // the replaced delete's free() inlined where a new-expression's pointer arrives and warns of a
@@ -415,10 +416,6 @@ TEST(Gpt2Generate, ADecodeStepAllocatesNothingBeyondItsOps) {
 using llmcc::test::CliResult;
 using llmcc::test::run_llmcc;
 
-bool have_tokenizer() {
-  return llmcc::find_shared_data("gpt2/encoder.json") || std::getenv("LLMCC_GPT2_TOKENIZER_DIR");
-}
-
 // A weights-only llmcc checkpoint of a tiny GPT-2 with the real vocabulary.
 std::string save_tiny_checkpoint(const llmcc::test::TempDir& dir) {
   Gpt2Config c;
@@ -436,7 +433,7 @@ std::string save_tiny_checkpoint(const llmcc::test::TempDir& dir) {
 }
 
 TEST(GenerateCli, PrintsTextAndSpeedAndIsReproducible) {
-  if (!have_tokenizer()) GTEST_SKIP() << "GPT-2 tokenizer files not found (../shared/data/gpt2)";
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json");
   llmcc::test::TempDir dir;
   const std::string ckpt = save_tiny_checkpoint(dir);
   const std::vector<std::string> args = {

@@ -1,17 +1,23 @@
 // SentencePiece tokenizers: training a small BPE model on a slice of Tiny Shakespeare
-// (deterministic), exact encode/decode round trips, the tokenizer spec strings, `llmcc
-// train-tokenizer`, `llmcc prepare --tokenizer sp:` (valid token files whose documents start with
-// bos and decode back to the input), `llmcc tokenize --tokenizer sp:`, and errors for missing or
-// corrupt model files and bad training input.
+// (deterministic), exact encode/decode round trips (every byte string, with byte fallback; decode
+// as SentencePiece's own on text it keeps; what normalising models keep), the tokenizer spec
+// strings, `llmcc train-tokenizer`, `llmcc prepare --tokenizer sp:` (valid token files whose
+// documents start with bos and decode back to the input), `llmcc tokenize --tokenizer sp:`, and
+// errors for missing or corrupt model files and bad training input.
 #include "llmcc/train/sp_tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cli_run.h"
@@ -20,6 +26,7 @@
 #include "llmcc/train/tokenizer.h"
 #include "temp_dir.h"
 #include "test_support.h"
+#include "test_data.h"
 
 namespace {
 
@@ -33,7 +40,7 @@ constexpr std::size_t kSliceBytes = 100'000;  // enough for a 400-token vocabula
 // The first kSliceBytes of Tiny Shakespeare, or "" when the shared data is not there.
 const std::string& shakespeare_slice() {
   static const std::string text = [] {
-    const auto path = llmcc::find_shared_data("tinyshakespeare/input.txt");
+    const auto path = llmcc::find_data_file("tinyshakespeare/input.txt");
     if (!path) return std::string();
     std::string all = llmcc::test::slurp(path->string());
     return all.substr(0, kSliceBytes);
@@ -41,10 +48,7 @@ const std::string& shakespeare_slice() {
   return text;
 }
 
-#define REQUIRE_SHAKESPEARE()                  \
-  if (shakespeare_slice().empty())             \
-  GTEST_SKIP() << "Tiny Shakespeare not found " \
-                  "(../shared/data/tinyshakespeare/input.txt)"
+#define REQUIRE_SHAKESPEARE() LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt")
 
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -103,6 +107,155 @@ TEST(SpTokenizer, TrainsDeterministicallyAndRoundTripsExactly) {
   for (const std::int32_t id : tok.encode("<s>")) EXPECT_NE(id, tok.bos());
 }
 
+// Lines of words drawn from a small list with a fixed generator: a corpus that needs no data
+// files, so the byte-level tests below always run.
+std::string synthetic_corpus(std::size_t bytes) {
+  static const char* const kWords[] = {"the", "king", "queen", "of", "and", "to", "my", "lord", "speak", "hear",
+                                       "me", "good", "night", "sweet", "prince", "what", "is", "this", "a", "day"};
+  std::mt19937 rng(7);
+  std::string text;
+  while (text.size() < bytes) {
+    const std::size_t n = 3 + rng() % 8;
+    for (std::size_t i = 0; i < n; ++i) text += std::string(i ? " " : "") + kWords[rng() % 20];
+    text += rng() % 3 == 0 ? ".\n\n" : ",\n";
+  }
+  return text;
+}
+
+// A 300-token BPE model with llmcc's settings, trained on the synthetic corpus.
+std::string train_synthetic(const TempDir& dir, bool byte_fallback = true) {
+  write_file(dir.file("synthetic.txt"), synthetic_corpus(20'000));
+  llmcc::SpTrainOptions o;
+  o.inputs = {dir.file("synthetic.txt")};
+  o.vocab_size = byte_fallback ? 300 : 60;
+  o.byte_fallback = byte_fallback;
+  o.model_prefix = dir.file(byte_fallback ? "syn" : "syn_nobytes");
+  return llmcc::train_sp_tokenizer(o);
+}
+
+std::string hex(const std::string& s) {
+  std::string out;
+  char buf[4];
+  for (const unsigned char c : s) {
+    std::snprintf(buf, sizeof buf, "%02x ", c);
+    out += buf;
+  }
+  return out;
+}
+
+// With byte fallback, text SentencePiece would change comes back byte for byte: bytes that are
+// not UTF-8 (its normaliser reads them as U+FFFD) and the meta symbol U+2581 (decoded as a
+// space) are spelled in byte tokens, and byte tokens decode to their bytes.
+TEST(SpTokenizer, EveryByteStringRoundTripsWithByteFallback) {
+  TempDir dir;
+  const SpTokenizer tok = SpTokenizer::load(train_synthetic(dir));
+  const std::vector<std::string> cases = {
+      "\xff\xfe",                            // never UTF-8
+      "a\x80z",                               // a lone continuation byte
+      "x\xe6\xbcy",                           // a 3-byte sequence cut short
+      "end \xe6\xbc",                          // ... at the end of the text
+      std::string("n\0ul", 4),               // NUL
+      "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80",  // overlong, surrogate, past U+10FFFF
+      "\xef\xbf\xbd",                          // U+FFFD itself
+      "\xe2\x96\x81king \xe2\x96\x81\xe2\x96\x81",   // U+2581, SentencePiece's space symbol
+      "\xff the king",                         // a byte token before a piece with a space
+      "  two  spaces \xff\n\n",
+  };
+  for (const std::string& s : cases) {
+    SCOPED_TRACE(hex(s));
+    const std::vector<std::int32_t> ids = tok.encode(s);
+    EXPECT_EQ(hex(tok.decode(ids)), hex(s));
+    for (const std::int32_t id : ids) EXPECT_NE(id, tok.unk());
+  }
+  // An invalid byte is its own byte token.
+  const std::vector<std::int32_t> ids = tok.encode("king\xffqueen");
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 3 + 0xFF), ids.end()) << "expected <0xFF>";
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes += static_cast<char>(b);
+  EXPECT_EQ(hex(tok.decode(tok.encode(all_bytes))), hex(all_bytes));
+  // Short random strings of bytes, spaces, pieces of U+2581 and words.
+  std::mt19937 rng(11);
+  int failures = 0;
+  for (int t = 0; t < 3000; ++t) {
+    std::string s;
+    for (std::size_t i = 0, n = rng() % 12; i < n; ++i) {
+      switch (rng() % 4) {
+        case 0: s += static_cast<char>(rng() % 256); break;
+        case 1: s += ' '; break;
+        case 2: s += "\xe2\x96\x81"[rng() % 3]; break;
+        default: s += " the king\n"[rng() % 10];
+      }
+    }
+    const std::string back = tok.decode(tok.encode(s));
+    if (back != s && ++failures <= 5) ADD_FAILURE() << "round trip of " << hex(s) << "gave " << hex(back);
+  }
+  EXPECT_EQ(failures, 0);
+  // Streaming shows the same bytes: a cut-short sequence is held back until the end.
+  const auto text = llmcc::load_text_tokenizer("sp:" + tok.path());
+  const std::string s = "the \xe6\xbc\xa2 king \xff\xfe \xe6\xbc";
+  llmcc::DecodeStream stream(*text, {});
+  std::string streamed;
+  for (const std::int32_t id : text->encode(s)) streamed += stream.push(id);
+  EXPECT_EQ(hex(streamed + stream.finish()), hex(s));
+}
+
+// On text SentencePiece keeps (UTF-8 without U+2581), encode and decode are SentencePiece's own,
+// and decode agrees with SentencePiece's DecodeIds on any ids whose byte tokens form characters.
+TEST(SpTokenizer, EncodeAndDecodeAreSentencePiecesOwnOnTextItKeeps) {
+  TempDir dir;
+  const std::string model = shakespeare_slice().empty() ? train_synthetic(dir) : train_small(dir);
+  const std::string text = shakespeare_slice().empty() ? synthetic_corpus(20'000) : shakespeare_slice().substr(0, 20'000);
+  const SpTokenizer tok = SpTokenizer::load(model);
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.Load(model).ok());
+  std::vector<int> sp_ids;
+  ASSERT_TRUE(sp.Encode(text, &sp_ids).ok());
+  const std::vector<std::int32_t> ids = tok.encode(text);
+  EXPECT_EQ(ids, std::vector<std::int32_t>(sp_ids.begin(), sp_ids.end()));
+  EXPECT_EQ(tok.decode(ids), sp.DecodeIds(sp_ids));
+  EXPECT_EQ(tok.decode(ids), text);
+  // Random ids, control tokens and <unk> included, but no byte tokens: SentencePiece's spelling
+  // (leading space dropped at the start, "<unk>" as " \xe2\x81\x87 ", bos and eos as nothing).
+  std::mt19937 rng(5);
+  for (int t = 0; t < 200; ++t) {
+    std::vector<int> r;
+    for (std::size_t i = 0, n = rng() % 20; i < n; ++i) {
+      const int id = static_cast<int>(rng() % static_cast<unsigned>(tok.vocab_size()));
+      if (!sp.IsByte(id)) r.push_back(id);
+    }
+    ASSERT_EQ(tok.decode(std::vector<std::int32_t>(r.begin(), r.end())), sp.DecodeIds(r)) << "ids " << t;
+  }
+  // Byte tokens that form characters: the same text.
+  const std::vector<int> euro = {3 + 0xE2, 3 + 0x82, 3 + 0xAC, sp.PieceToId("\xe2\x96\x81")};
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>(euro.begin(), euro.end())), sp.DecodeIds(euro));
+  // Where they do not, SentencePiece writes U+FFFD and decode() the bytes.
+  const std::vector<int> cut = {3 + 0xE2, 3 + 0x82};
+  EXPECT_EQ(sp.DecodeIds(cut), "\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>(cut.begin(), cut.end())), "\xe2\x82");
+}
+
+// What a model without byte fallback, or with a normalisation, keeps: SentencePiece's own rules.
+TEST(SpTokenizer, OtherModelsKeepWhatSentencePieceKeeps) {
+  TempDir dir;
+  // No byte fallback: a character the vocabulary lacks, and a non-UTF-8 byte, are <unk>, which
+  // decodes as " \xe2\x81\x87 " (U+2047).
+  const SpTokenizer no_bytes = SpTokenizer::load(train_synthetic(dir, false));
+  for (const std::string s : {"king \xff queen", "king \xe6\xbc\xa2 queen"}) {
+    const std::vector<std::int32_t> ids = no_bytes.encode(s);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), no_bytes.unk()), ids.end()) << hex(s);
+    EXPECT_EQ(no_bytes.decode(ids), "king  \xe2\x81\x87  queen") << hex(s);
+  }
+  // SentencePiece's default normalisation (nmt_nfkc) and whitespace removal, as spm_train writes
+  // them: text comes back normalised ("\xef\xbd\x86" FULLWIDTH f is f, runs of spaces are one,
+  // leading and trailing spaces are dropped); bytes that are not UTF-8 still come back.
+  const std::unordered_map<std::string, std::string> args = {
+      {"input", dir.file("synthetic.txt")}, {"model_prefix", dir.file("nfkc")}, {"vocab_size", "300"},
+      {"byte_fallback", "true"},           {"minloglevel", "2"},               {"num_threads", "1"}};
+  ASSERT_TRUE(sentencepiece::SentencePieceTrainer::Train(args).ok());
+  const SpTokenizer nfkc = SpTokenizer::load(dir.file("nfkc.model"));
+  EXPECT_EQ(nfkc.decode(nfkc.encode("  the \xef\xbd\x8bing   said \xff ")), "the king said \xff");
+}
+
 TEST(SpTokenizer, SpecStringsChooseTheTokenizer) {
   REQUIRE_SHAKESPEARE();
   TempDir dir;
@@ -117,11 +270,13 @@ TEST(SpTokenizer, SpecStringsChooseTheTokenizer) {
                            {"[tokenizer]", "unknown tokenizer", ("sp:" + model).c_str()}));
   EXPECT_TRUE(throws_error([] { llmcc::load_text_tokenizer("bpe"); }, {"expected gpt2, gpt2:DIR", "sp:MODEL"}));
   EXPECT_TRUE(throws_error([] { llmcc::load_text_tokenizer("sp:"); }, {"unknown tokenizer 'sp:'"}));
-  if (llmcc::find_shared_data("gpt2/encoder.json")) {
+  if (llmcc::test::have_data("gpt2/encoder.json")) {
     const auto gpt2 = llmcc::load_text_tokenizer("gpt2");
     EXPECT_EQ(gpt2->vocab_size(), 50257);
     EXPECT_EQ(gpt2->document_start(), 50256);
     EXPECT_EQ(gpt2->encode("Hello world"), (std::vector<std::int32_t>{15496, 995}));
+  } else {
+    llmcc::test::note_missing_data("gpt2/encoder.json", "the GPT-2 part of this test");
   }
 }
 

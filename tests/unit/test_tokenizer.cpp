@@ -3,16 +3,19 @@
 // tricky strings must match token for token, and decode(encode(s)) == s.
 #include "llmcc/train/tokenizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
 #include <unistd.h>
 
 #include "test_support.h"
+#include "test_data.h"
 #include "train/gpt2_pretokenize.h"
 #include "train/json_reader.h"
 
@@ -86,7 +89,7 @@ Reference load_reference() {
 const Gpt2Tokenizer* tokenizer_or_null() {
   static std::unique_ptr<Gpt2Tokenizer> tok = [] {
     std::unique_ptr<Gpt2Tokenizer> t;
-    if (find_shared_data("gpt2/encoder.json") || std::getenv("LLMCC_GPT2_TOKENIZER_DIR")) {
+    if (llmcc::test::have_data("gpt2/encoder.json")) {
       t = std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load_default());
     }
     return t;
@@ -94,10 +97,9 @@ const Gpt2Tokenizer* tokenizer_or_null() {
   return tok.get();
 }
 
-#define REQUIRE_TOKENIZER(tok)                                                                    \
-  const Gpt2Tokenizer* tok = tokenizer_or_null();                                                 \
-  if (!tok) GTEST_SKIP() << "GPT-2 tokenizer files not found (../shared/data/gpt2 from the working " \
-                            "directory or the executable); set LLMCC_GPT2_TOKENIZER_DIR"
+#define REQUIRE_TOKENIZER(tok)           \
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json"); \
+  const Gpt2Tokenizer* tok = tokenizer_or_null()
 
 std::string show_ids(const std::vector<int32_t>& ids) {
   std::string s;
@@ -114,8 +116,8 @@ std::ptrdiff_t first_mismatch(const std::vector<int32_t>& a, const std::vector<i
 
 TEST(Tokenizer, MatchesReferenceOnAllOfTinyShakespeare) {
   REQUIRE_TOKENIZER(tok);
-  const auto input = find_shared_data("tinyshakespeare/input.txt");
-  if (!input) GTEST_SKIP() << "../shared/data/tinyshakespeare/input.txt not found";
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
+  const auto input = find_data_file("tinyshakespeare/input.txt");
   const Reference ref = load_reference();
   const std::string text = read_all(*input);
   ASSERT_EQ(std::to_string(text.size()), ref.fields.at("input_bytes")) << *input << " is not the reference's input";
@@ -305,6 +307,59 @@ TEST(Tokenizer, LoadErrorsNameTheFileAndTheProblem) {
                                  {"malformed.bpe:2", "two tokens separated by one space"}));
   EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, (tmp.dir / "nope.bpe").string()); },
                                  {"cannot open vocab.bpe", "nope.bpe"}));
+}
+
+// vocab.bpe must make every token of encoder.json longer than one byte: BPE can never emit a
+// token no merge makes, which is what a vocab.bpe cut short looks like.
+TEST(Tokenizer, VocabBpeMustMakeEveryLongerToken) {
+  TempFiles tmp;
+  const std::string enc = tmp.encoder("\"ab\": 256, \"bc\": 257, \"abc\": 258, \"<|endoftext|>\": 259");
+  EXPECT_EQ(Gpt2Tokenizer::load(enc, tmp.write("full.bpe", "#version: 0.2\na b\nb c\nab c\n")).vocab_size(), 260);
+  // The last merge missing.
+  const std::string cut = tmp.write("cut.bpe", "#version: 0.2\na b\nb c\n");
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, cut); },
+                                 {"[tokenizer]", "cut.bpe: its 2 merges make 2 of the 3 tokens longer than one byte",
+                                  "the other 1 could never be produced", "'abc' (id 258)", "truncated"}));
+  // Cut inside the last line: one half of the pair missing.
+  const std::string mid = tmp.write("mid.bpe", "#version: 0.2\na b\nb c\nab");
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, mid); },
+                                 {"mid.bpe:4", "two tokens separated by one space", "no newline", "truncated"}));
+  // A merge whose result encoder.json lacks names its line.
+  const std::string extra = tmp.write("extra.bpe", "#version: 0.2\na b\nb c\nab c\nc a\n");
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, extra); },
+                                 {"extra.bpe:5", "merged token is not in encoder.json", "'c a'"}));
+  // Cut inside the last token: still a pair ("ab b" for "ab bc"), but "abbc" is never made.
+  const std::string enc2 = tmp.encoder(  // replaces encoder.json
+      "\"ab\": 256, \"bc\": 257, \"abbc\": 258, \"abb\": 259, \"<|endoftext|>\": 260");
+  EXPECT_EQ(Gpt2Tokenizer::load(enc2, tmp.write("full2.bpe", "#version: 0.2\na b\nb c\nab b\nab bc\n")).vocab_size(), 261);
+  const std::string short_token = tmp.write("short.bpe", "#version: 0.2\na b\nb c\nab b\nab b");
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc2, short_token); },
+                                 {"short.bpe", "'abbc' (id 258)", "last line has no newline", "truncated"}));
+}
+
+// GPT-2's own files, cut short, are refused (when the files are here).
+TEST(Tokenizer, TruncatedGpt2VocabBpeIsRefused) {
+  LLMCC_REQUIRE_DATA("gpt2/encoder.json");
+  std::filesystem::path dir;
+  if (const char* env = std::getenv("LLMCC_GPT2_TOKENIZER_DIR"); env && *env) dir = env;
+  else dir = find_data_file("gpt2/encoder.json")->parent_path();
+  TempFiles tmp;
+  const std::string enc = (dir / "encoder.json").string();
+  std::ifstream in(dir / "vocab.bpe", std::ios::binary);
+  const std::string full((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The "#version" line and the first 30,000 merges.
+  std::size_t end = 0;
+  for (int line = 0; line < 30'001; ++line) end = full.find('\n', end) + 1;
+  const std::string lines = tmp.write("lines.bpe", full.substr(0, end));
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, lines); },
+                                 {"lines.bpe: its 30,000 merges make 30,000 of the 50,000 tokens",
+                                  "the other 20,000 could never be produced", "(id 30256)", "truncated"}));
+  // Cut just after a pair's space: the last line has one token.
+  const std::size_t space = full.find(' ', 300'000);
+  const std::string cut = tmp.write("cut.bpe", full.substr(0, space + 1));
+  const auto line_no = 1 + std::count(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(space), '\n');
+  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, cut); },
+                                 {("cut.bpe:" + std::to_string(line_no) + ":").c_str(), "no newline", "truncated"}));
 }
 
 TEST(Tokenizer, LoadDefaultHonoursTheEnvironmentVariable) {

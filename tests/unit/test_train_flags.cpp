@@ -296,6 +296,14 @@ TEST(TrainLog, JsonLinesAreExactAndEscaped) {
   EXPECT_EQ(std::stof("10.869901"), loss);
   // The buffer is reused.
   EXPECT_EQ(line.begin().field("step", std::int64_t{4}).end(), "{\"step\": 4}");
+
+  // JSON is UTF-8: characters pass through; a byte that is not part of one (a sample cut
+  // mid-character, a byte token) becomes U+FFFD, so the line stays valid JSON.
+  const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";  // e-acute, euro sign, an emoji
+  EXPECT_EQ(line.begin().field("s", std::string_view(text)).end(), "{\"s\": \"" + text + "\"}");
+  const std::string bad = std::string("\xff") + "a\xe2\x82" + "b\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80" + "\xc3";
+  EXPECT_EQ(line.begin().field("s", std::string_view(bad)).end(),
+            "{\"s\": \"\\ufffda\\ufffd\\ufffdb\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\"}");
 }
 
 TEST(TrainLog, ResumeDropsLinesPastTheCheckpoint) {

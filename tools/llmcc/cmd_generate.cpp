@@ -74,7 +74,7 @@ int run_generate(int argc, char** argv) {
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model) or a directory with encoder.json and "
         "vocab.bpe [default: the one llmcc train stored in the checkpoint, a tokenizer.model next to "
-        "a Hugging Face model, else GPT-2's from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2]");
+        "a Hugging Face model, else GPT-2's, found or downloaded as llmcc prepare does]");
   p.epilogue(
       "The text (prompt, then each new token) goes to stdout as it is produced; prefill and decode\n"
       "tokens/s go to stderr.\n\n"

@@ -46,6 +46,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "data_sets.h"
 #include "llmcc/error.h"
 #include "llmcc/train/text_tokenizer.h"
 #include "llmcc/train/token_file.h"
@@ -65,11 +66,6 @@ constexpr std::int64_t kMinSplitTokens = 2;
 // so it refuses shards too small for any useful window (1,024 = T 1,023 at B 1, or B 8 x T 127).
 constexpr std::int64_t kMinShardTokens = 1024;
 
-// Tiny Shakespeare (Karpathy's char-rnn corpus); the same source scripts/fetch_tinyshakespeare.sh uses.
-constexpr const char* kShakespeareName = "tinyshakespeare";
-constexpr const char* kShakespeareUrl =
-    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt";
-constexpr std::uintmax_t kShakespeareBytes = 1115394;
 
 struct Document {
   std::string label;  // file path or data set name, for messages
@@ -90,59 +86,6 @@ std::string read_text_file(const std::string& path) {
   s << in.rdbuf();
   if (in.bad()) fail(kCmd, "error reading input file " + path);
   return s.str();
-}
-
-bool has_size(const fs::path& p, std::uintmax_t bytes) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec) && fs::file_size(p, ec) == bytes && !ec;
-}
-
-// Finds Tiny Shakespeare: an earlier download in the output directory, then the shared data
-// directory ($LLMCC_SHARED_DATA, or ../shared/data found walking up from the working directory
-// and the binary), then downloads it with curl into WORK/input.txt (the new data set) when online.
-std::string locate_tinyshakespeare(const fs::path& out_dir, const fs::path& work_dir) {
-  const fs::path cached = out_dir / "input.txt";
-  if (has_size(cached, kShakespeareBytes)) {
-    std::printf("tinyshakespeare: using %s\n", cached.c_str());
-    return cached.string();
-  }
-  std::vector<std::string> tried;
-  if (const char* env = std::getenv("LLMCC_SHARED_DATA"); env != nullptr && *env != '\0') {
-    const fs::path p = fs::path(env) / "tinyshakespeare" / "input.txt";
-    tried.push_back(p.string());
-    if (fs::exists(p)) {
-      std::printf("tinyshakespeare: using %s\n", p.c_str());
-      return p.string();
-    }
-  }
-  if (auto found = find_shared_data("tinyshakespeare/input.txt", &tried)) {
-    std::printf("tinyshakespeare: using local copy %s\n", found->c_str());
-    return found->string();
-  }
-  // Online: download. curl is the only network tool we rely on (the setup script installs it
-  // with build-essential's dependencies on Debian; if it is missing the error says so).
-  std::error_code ec;
-  const fs::path downloaded = work_dir / "input.txt";
-  const fs::path tmp = work_dir / ("input.txt.tmp." + std::to_string(::getpid()));
-  const std::string command = "curl -fsSL --connect-timeout 5 --max-time 60 -o '" + tmp.string() + "' '" +
-                              kShakespeareUrl + "' 2>/dev/null";
-  std::printf("tinyshakespeare: no local copy; downloading %s\n", kShakespeareUrl);
-  std::fflush(stdout);
-  const int rc = std::system(command.c_str());
-  if (rc == 0 && has_size(tmp, kShakespeareBytes)) {
-    fs::rename(tmp, downloaded, ec);
-    if (!ec) {
-      std::printf("tinyshakespeare: downloaded (kept as %s)\n", cached.c_str());
-      return downloaded.string();
-    }
-  }
-  fs::remove(tmp, ec);
-  std::string list;
-  for (const auto& t : tried) list += "\n  " + t;
-  fail(kCmd, std::string("cannot get Tiny Shakespeare: the download of ") + kShakespeareUrl +
-                 " failed (offline, or curl missing) and no local copy was found; looked in:" + list +
-                 "\n(hint: put input.txt in one of those places, set LLMCC_SHARED_DATA, or pass the file: "
-                 "--input path/to/input.txt)");
 }
 
 // The document start before every document, as llm.c's data scripts do; with split_speeches
@@ -315,7 +258,7 @@ int run_prepare(int argc, char** argv) {
         "GPT-2: a literal '<|endoftext|>' in the text is ordinary characters, not the token 50256 (as llm.c's "
         "scripts encode)");
   p.add("--tokenizer", &tokenizer_spec,
-        "gpt2 (GPT-2 BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2), gpt2:DIR (encoder.json and "
+        "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), gpt2:DIR (encoder.json and "
         "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
   p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file (at least 1024)");
   p.add("--format", &format,
@@ -326,8 +269,8 @@ int run_prepare(int argc, char** argv) {
   p.epilogue(
       "Every input file becomes the document start + its text: GPT-2's '<|endoftext|>' (a literal <|endoftext|>\n"
       "in the text is that token too), or a SentencePiece model's bos (its eos when it has no bos).\n"
-      "'tinyshakespeare' is Tiny Shakespeare: <out>/input.txt, else $LLMCC_SHARED_DATA or ../shared/data copy,\n"
-      "else downloaded from its public URL with curl; every blank-line-separated speech is a document, as in\n"
+      "'tinyshakespeare' is Tiny Shakespeare, from $LLMCC_SHARED_DATA or ../shared/data, else the download cache\n"
+      "(~/.cache/llmcc), else downloaded there with curl; every blank-line-separated speech is a document, as in\n"
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
       "validation split (or the first --val-tokens); each split must get at least 2 tokens. <out>/tokenizer.txt records the tokenizer\n"
       "(with a copy of a SentencePiece model in <out>/tokenizer.model) for llmcc train and generate.\n\n"
@@ -335,7 +278,7 @@ int run_prepare(int argc, char** argv) {
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
       "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"
       "  llmcc prepare --input tinyshakespeare --out data/ts-llmc --val-tokens 32768 --ordinary   # llm.c's split\n"
-      "  llmcc train-tokenizer --input data/tinyshakespeare/input.txt --vocab-size 512 --out data/tok512\n"
+      "  llmcc train-tokenizer --input tinyshakespeare --vocab-size 512 --out data/tok512\n"
       "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512");
   if (!p.parse(argc, argv)) return 0;
 
@@ -389,8 +332,8 @@ int run_prepare(int argc, char** argv) {
   for (const std::string& input : inputs) {
     Document d;
     std::error_code ec;
-    if (input == kShakespeareName && !fs::exists(input, ec)) {
-      d.label = locate_tinyshakespeare(out, work.path);
+    if (is_data_set_name(input)) {
+      d.label = data_set_path(input, kCmd);
       d.split_speeches = true;
     } else {
       d.label = input;
@@ -447,16 +390,6 @@ int run_prepare(int argc, char** argv) {
   const auto val_names = write_split(work.path, shown, "val", val_part, shard_tokens, version);
   write_data_tokenizer(work.path, tok);
   std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n", (shown / kDataTokenizerRecord).c_str());
-  // Keep an earlier Tiny Shakespeare download: it is the cache locate_tinyshakespeare looks for.
-  {
-    std::error_code ec;
-    const fs::path cached = out / "input.txt", kept = work.path / "input.txt";
-    if (fs::is_regular_file(cached, ec) && !fs::exists(kept, ec)) {
-      fs::create_hard_link(cached, kept, ec);
-      if (ec) fs::copy_file(cached, kept, ec);
-      if (ec) fail(kCmd, "cannot keep " + cached.string() + " in the new data set: " + ec.message());
-    }
-  }
   sync_tree(work.path);
   replace_output(work, out, out_dir);
   std::printf("done: %zu train and %zu val shard(s) in %s (token file v%d)\n", train_names.size(), val_names.size(),

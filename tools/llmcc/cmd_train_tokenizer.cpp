@@ -1,7 +1,7 @@
 // llmcc train-tokenizer: train a SentencePiece model (BPE by default) on text files with the
 // SentencePiece library, for `llmcc prepare --tokenizer sp:PREFIX.model`.
 //
-//   llmcc train-tokenizer --input data/tinyshakespeare/input.txt --vocab-size 512 --out data/tok512
+//   llmcc train-tokenizer --input tinyshakespeare --vocab-size 512 --out data/tok512
 //     -> data/tok512.model (the tokenizer) and data/tok512.vocab (its pieces and scores, for reading)
 //
 // The options are the ones that make a tokenizer round-trip any text exactly (see
@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "data_sets.h"
 #include "llmcc/error.h"
 #include "llmcc/train/sp_tokenizer.h"
 
@@ -22,7 +23,7 @@ int run_train_tokenizer(int argc, char** argv) {
   SpTrainOptions o;
   bool verbose = false;
   ArgParser p("train-tokenizer", "Train a SentencePiece tokenizer (BPE by default) on text files.");
-  p.add("--input", &o.inputs, "text files; every line is one training sentence");
+  p.add("--input", &o.inputs, "text files (or the data set name 'tinyshakespeare'); every line is one training sentence");
   p.add("--vocab-size", &o.vocab_size, "number of tokens, including <unk>, <s>, </s> and (with byte fallback) 256 byte tokens");
   p.add("--out", &o.model_prefix, "output prefix: writes PREFIX.model and PREFIX.vocab");
   p.add("--model-type", &o.model_type, "bpe or unigram");
@@ -40,10 +41,13 @@ int run_train_tokenizer(int argc, char** argv) {
       "digits split, byte fallback on: decoding the ids of any text gives the text back byte for byte.\n"
       "Training uses one thread and every input line, so the same input and flags give the same model.\n\n"
       "Examples:\n"
-      "  llmcc train-tokenizer --input data/tinyshakespeare/input.txt --vocab-size 512 --out data/tok512\n"
+      "  llmcc train-tokenizer --input tinyshakespeare --vocab-size 512 --out data/tok512\n"
       "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512");
   if (!p.parse(argc, argv)) return 0;
   o.quiet = !verbose;
+  for (std::string& input : o.inputs) {
+    if (is_data_set_name(input)) input = data_set_path(input, "llmcc train-tokenizer");
+  }
 
   std::printf("training a %d-token SentencePiece %s model on %zu file(s)\n", o.vocab_size, o.model_type.c_str(),
               o.inputs.size());

@@ -12,15 +12,23 @@
 //   llmcc::train_sp_tokenizer(opt);
 //
 // Training runs SentencePiece's own trainer on every line of the inputs (a line is a sentence to
-// it). The defaults make a tokenizer that round-trips any text exactly, as Llama's does: the
-// 'identity' normalisation (no NFKC), whitespace kept as it is (no collapsing of runs, no
-// trimming), byte fallback (a byte the vocabulary lacks becomes one of 256 byte tokens <0xNN>,
-// never <unk>; newlines, which the line-based trainer never sees, come out that way), digits split
-// into single characters, and ids unk 0, bos 1, eos 2 (no pad). Training is deterministic: the
-// trainer runs on one thread with a fixed seed and all input lines, so the same inputs and options
-// give a byte-identical model.
+// it). The defaults make a tokenizer for which decode(encode(s)) == s for every byte string s:
+// the 'identity' normalisation (no NFKC), whitespace kept as it is (no collapsing of runs, no
+// trimming), byte fallback (a character the vocabulary lacks becomes byte tokens <0xNN>, never
+// <unk>; newlines, which the line-based trainer never sees, come out that way), digits split into
+// single characters, and ids unk 0, bos 1, eos 2 (no pad). Training is deterministic: the trainer
+// runs on one thread with a fixed seed and all input lines, so the same inputs and options give a
+// byte-identical model.
+//
+// Two kinds of text SentencePiece itself does not give back, and this class does when the model
+// has the 256 byte tokens: bytes that are not UTF-8 (its normaliser reads each as U+FFFD) and the
+// character U+2581 '▁' (its meta symbol for a space). encode() spells the pieces holding them in
+// byte tokens, and decode() turns every byte token into its byte, where SentencePiece writes
+// U+FFFD for byte tokens that do not form a character. Otherwise both are SentencePiece's own, so
+// a model's normalisation (NFKC, collapsed whitespace) still applies: see docs/data-format.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,8 +52,11 @@ class SpTokenizer {
   // The model as .model file bytes (its serialized ModelProto): load_from_bytes reads them back.
   std::string serialized() const;
 
+  // SentencePiece's encoding; with byte tokens, pieces holding non-UTF-8 bytes or U+2581 are
+  // spelled in byte tokens instead.
   std::vector<std::int32_t> encode(std::string_view text) const;
-  // An id outside [0, vocab_size()) throws llmcc::Error naming it.
+  // SentencePiece's decoding, except that a byte token <0xNN> is always the byte 0xNN. An id
+  // outside [0, vocab_size()) throws llmcc::Error naming it.
   std::string decode(std::span<const std::int32_t> ids) const;
   std::string piece(std::int32_t id) const;  // the vocabulary entry ("▁the", "<0x0A>", "<s>")
 
@@ -61,8 +72,12 @@ class SpTokenizer {
 
  private:
   SpTokenizer();
+  void find_byte_pieces();
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::array<std::int32_t, 256> byte_id_{};  // byte -> id of its piece <0xNN>
+  std::vector<std::int16_t> byte_of_id_;     // id -> its byte for pieces <0xNN>, else -1
+  bool all_byte_pieces_ = false;             // the model has all 256 (byte fallback)
 };
 
 struct SpTrainOptions {

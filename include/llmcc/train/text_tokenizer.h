@@ -1,6 +1,6 @@
 // A tokenizer named by a spec string, for commands that work with either kind:
 //
-//   "gpt2"        GPT-2's BPE from $LLMCC_GPT2_TOKENIZER_DIR or ../shared/data/gpt2
+//   "gpt2"        GPT-2's BPE (Gpt2Tokenizer::load_default: found or fetched)
 //   "gpt2:DIR"    GPT-2's BPE from DIR/encoder.json and DIR/vocab.bpe
 //   "sp:MODEL"    a SentencePiece model file (llmcc train-tokenizer, Llama's tokenizer.model)
 //   DIR           an existing directory: the same as gpt2:DIR (what --tokenizer meant before)
@@ -65,8 +65,8 @@ std::unique_ptr<TextTokenizer> load_sp_tokenizer_bytes(const std::string& bytes,
 // Decodes ids one at a time for streaming output. SentencePiece spells a piece by its neighbours
 // (the leading space of a sequence's first piece is dropped; a character the vocabulary lacks is
 // several byte tokens), so each push decodes the whole sequence and returns the text beyond what
-// was returned before. Text ending in an incomplete character (U+FFFD from byte tokens, or a
-// UTF-8 sequence cut short) is held back until the character completes or finish() is called.
+// was returned before. Text ending in a UTF-8 sequence cut short (a character whose remaining byte
+// tokens are still to come) is held back until the character completes or finish() is called.
 // Cost per push: one decode of the sequence so far (microseconds for a few thousand ids).
 class DecodeStream {
  public:

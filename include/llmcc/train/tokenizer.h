@@ -9,7 +9,7 @@
 // checks all of Tiny Shakespeare and a set of tricky strings against a fixture written by
 // scripts/tokenizer_reference.py.
 //
-//   auto tok = llmcc::Gpt2Tokenizer::load_default();  // ../shared/data/gpt2 or $LLMCC_GPT2_TOKENIZER_DIR
+//   auto tok = llmcc::Gpt2Tokenizer::load_default();  // found or fetched (data_files.h)
 //   std::vector<int32_t> ids = tok.encode("Hello world<|endoftext|>");  // {15496, 995, 50256}
 //   std::string text = tok.decode(ids);
 //
@@ -28,15 +28,20 @@
 #include <unordered_map>
 #include <vector>
 
+#include "llmcc/train/data_files.h"  // find_data_file, where load_default looks
+
 namespace llmcc {
 
 class Gpt2Tokenizer {
  public:
-  // Throws llmcc::Error naming the file and what is wrong with it.
+  // Throws llmcc::Error naming the file and what is wrong with it: besides malformed entries, a
+  // merge whose result is not a token, and a token longer than one byte that no merge makes (BPE
+  // could never emit it: a truncated vocab.bpe).
   static Gpt2Tokenizer load(const std::string& encoder_json, const std::string& vocab_bpe);
-  // Loads encoder.json and vocab.bpe from $LLMCC_GPT2_TOKENIZER_DIR if set, otherwise from the
-  // first `../shared/data/gpt2` found walking up from the working directory and from the
-  // executable's directory. The error lists every directory it tried.
+  // Loads encoder.json and vocab.bpe from $LLMCC_GPT2_TOKENIZER_DIR if set, otherwise from where
+  // llmcc/train/data_files.h finds GPT-2's tokenizer (a shared data directory, the download
+  // cache), downloading it into the cache when it is in neither; throws llmcc::Error saying what
+  // to fetch and how when it cannot.
   static Gpt2Tokenizer load_default();
 
   // Text -> ids; every "<|endoftext|>" in the text becomes the single token eot().
@@ -70,10 +75,5 @@ class Gpt2Tokenizer {
   std::unique_ptr<Cache> cache_;  // piece -> ids, shared across calls
 };
 
-// The first existing `<dir>/../shared/data/<relative>` for dir = the working directory, the
-// executable's directory, and their ancestors; nullopt if none. `tried` (if given) receives every
-// candidate looked at, for error messages and test skips.
-std::optional<std::filesystem::path> find_shared_data(const std::string& relative,
-                                                      std::vector<std::string>* tried = nullptr);
 
 }  // namespace llmcc
