@@ -56,7 +56,6 @@ Gpt2Generator::Gpt2Generator(const Gpt2& model, ContextFull on_full)
       C_(model.cfg.n_embd),
       NH_(model.cfg.n_head),
       maxT_(model.cfg.max_seq_len),
-      V_(model.cfg.vocab_size),
       Vp_(model.cfg.padded_vocab_size),
       state_(2 * arena_bytes(std::int64_t{model.cfg.n_layer} * model.cfg.max_seq_len * model.cfg.n_embd) +
              arena_bytes(std::int64_t{model.cfg.max_seq_len} * model.cfg.n_embd)),

@@ -58,7 +58,7 @@ class Gpt2Generator final : public WindowGenerator {
   Tensor decode_one(std::int32_t token) override;
 
   const Gpt2& m_;
-  int L_, C_, NH_, maxT_, V_, Vp_;
+  int L_, C_, NH_, maxT_, Vp_;
   Arena state_;      // k_cache, v_cache, residual: sized once
   Arena scratch_;    // per layer (prefill) or per token (decode) temporaries, reset each time
   Tensor k_cache_;   // (L, maxT, C)

@@ -63,7 +63,7 @@ Trace g_traces[kTraces];
 std::atomic<int> g_trace_count{0};
 thread_local bool t_in_hook = false;  // backtrace() may allocate: do not count or trace that
 
-void note(std::size_t bytes, void* caller) {
+[[maybe_unused]] void note(std::size_t bytes, void* caller) {  // called by the hooks
   if (!g_counting.load(std::memory_order_relaxed) || t_in_hook) return;
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   const int slot = g_trace_count.fetch_add(1, std::memory_order_relaxed);
@@ -107,13 +107,24 @@ void print_traces(const Source* only = nullptr) {
   }
 }
 
-void* checked(void* p) {
+[[maybe_unused]] void* checked(void* p) {  // called by the hooks
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
 
 }  // namespace
 
+// AddressSanitizer owns malloc and operator new itself; replacing them over it aborts the
+// process, so under it the hooks are left out and every test here skips, saying so.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLMCC_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLMCC_TEST_UNDER_ASAN 1
+#endif
+#endif
+
+#ifndef LLMCC_TEST_UNDER_ASAN
 // ---- malloc family ------------------------------------------------------------------------
 extern "C" {
 void* malloc(std::size_t n) noexcept {
@@ -192,6 +203,7 @@ void operator delete(void* p, const std::nothrow_t&) noexcept { __libc_free(p); 
 void operator delete[](void* p, const std::nothrow_t&) noexcept { __libc_free(p); }
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { __libc_free(p); }
 void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { __libc_free(p); }
+#endif  // LLMCC_TEST_UNDER_ASAN
 
 namespace {
 
@@ -212,6 +224,9 @@ long allocations_in_next_4_steps(llmcc::cli::BenchStep& bench, bool print = true
 }
 
 TEST(NoAllocSteadyState, CountingSeesAllocations) {
+#ifdef LLMCC_TEST_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+#endif
   // The hooks are live: an allocation through new, malloc and aligned_alloc is each counted once.
   g_allocations = 0;
   g_counting = true;
@@ -248,6 +263,9 @@ BySource by_source() {
 // AdamW, on 1 and 2 threads; and no parallel region runs on one thread (libgomp would allocate
 // a team for it).
 TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpenMP) {
+#ifdef LLMCC_TEST_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+#endif
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
     llmcc::set_num_threads(threads);
@@ -293,6 +311,9 @@ void expect_steps_allocate_nothing(const Config& config) {
 }
 
 TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
+#ifdef LLMCC_TEST_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+#endif
   if (!llmcc::cpu::gemm_is_allocation_free())
     GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
   expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
@@ -301,6 +322,9 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
 }
 
 TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
+#ifdef LLMCC_TEST_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+#endif
   // The profiler links a site into its list on first use without allocating: profiled steps
   // allocate exactly as often as unprofiled ones.
   llmcc::set_num_threads(2);

@@ -26,8 +26,14 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
       // and vectorises this one (docs/perf.md, "Element-wise kernels"). A NaN logit may be
       // dropped here, but it makes the sum below NaN either way.
       float m = -std::numeric_limits<float>::infinity();
+#if defined(__clang__)
+      // Clang vectorises a max reduction only when NaNs are ruled out (-ffast-math); an
+      // `omp simd` it cannot honour is a warning (-Wpass-failed), so it chooses for itself here.
+      for (std::int64_t v = 0; v < V; ++v) m = m > row[v] ? m : row[v];
+#else
 #pragma omp simd reduction(max : m)
       for (std::int64_t v = 0; v < V; ++v) m = m > row[v] ? m : row[v];
+#endif
       // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
       // invisible next to the max term's 1.
       float s = 0.0f;

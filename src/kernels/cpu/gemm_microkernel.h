@@ -117,7 +117,9 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
     for (int v = 0; v < NV; ++v) acc[r][v] = Isa::zero();
 
   // One step of the k loop: acc += a(:, p) . b(p, :), then a and b move to step p + 1.
-  auto step = [&] {
+  // Always inlined: called out of line (Clang does, under -fsanitize=address), it would keep
+  // acc in memory and make every FMA a load and a store.
+  auto step = [&]() __attribute__((always_inline)) {
     V bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = Isa::load(b + v * W);

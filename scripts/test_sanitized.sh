@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The sanitizer run: builds llmcc with clang-19 and -fsanitize=address,undefined in build-san
+# and runs the unit, kernels, grad and e2e tests there. Any sanitizer report fails its test.
+# Needs the packages of scripts/setup.sh (clang-19, libomp-19-dev, libclang-rt-19-dev: the
+# sanitizer runtimes), which scripts/test.sh installs first.
+# Usage: scripts/test_sanitized.sh [extra ctest arguments, e.g. -R Gemm]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc)
+# -O1 and line tables (all the stack traces need) keep the build short; most of the test time
+# is the two 100-step e2e training runs (TrainE2e). adgen is not built, so the models (and the
+# classifier of tests/train) use the committed generated/ code, and the tests that need adgen
+# itself (label adgen) are not configured. No benchmarks, no install rules.
+cmake -S . -B build-san -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLLMCC_SANITIZE=ON -DLLMCC_WERROR=ON \
+  -DLLMCC_BUILD_ADGEN=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_INSTALL=OFF
+cmake --build build-san -j"$jobs"
+
+# A report stops the process with a stack trace; a user's own settings come last and win.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# Tests run two at a time, each with OpenMP threads: idle threads sleep instead of spinning
+# on cores the other test needs. Results do not depend on the wait policy.
+export OMP_WAIT_POLICY=passive
+cd build-san
+# unit.NoAllocSteadyState.* skips here (it counts allocations by replacing malloc, which
+# AddressSanitizer owns) and says so in its output.
+ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' --timeout 1200 "$@"
