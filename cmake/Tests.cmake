@@ -52,3 +52,11 @@ foreach(test_file ${LLMCC_TEST_FILES})
                          PROPERTIES LABELS ${test_label} DISCOVERY_TIMEOUT 60)
   endif()
 endforeach()
+
+# Every relative link in the Markdown files resolves inside the repository (file and #anchor).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME unit.docs_links COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check_doc_links.py
+                                        ${PROJECT_SOURCE_DIR})
+  set_tests_properties(unit.docs_links PROPERTIES LABELS unit)
+endif()
