@@ -127,11 +127,12 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
     }
   }
   if (j.has("layer_norm_epsilon") && std::fabs(j.number("layer_norm_epsilon") - 1e-5) > 1e-12) {
-    j.fail_key("layer_norm_epsilon", "is " + json_number(j.number("layer_norm_epsilon")) + "; llmcc's GPT-2 uses 1e-05");
+    j.fail_key("layer_norm_epsilon",
+               "is " + json_number(j.number("layer_norm_epsilon")) + "; llmcc's GPT-2 uses 1e-05");
   }
   if (j.has("n_inner") && j.integer("n_inner") != 4 * c.n_embd) {
-    j.fail_key("n_inner", "is " + std::to_string(j.integer("n_inner")) + "; llmcc's GPT-2 MLP is 4 * n_embd = " +
-                              std::to_string(4 * c.n_embd) + " wide");
+    j.fail_key("n_inner", "is " + std::to_string(j.integer("n_inner")) +
+                              "; llmcc's GPT-2 MLP is 4 * n_embd = " + std::to_string(4 * c.n_embd) + " wide");
   }
   if (j.has("tie_word_embeddings") && !j.boolean("tie_word_embeddings")) {
     j.fail_key("tie_word_embeddings", "is false; llmcc's GPT-2 ties the LM head to wte");
@@ -153,7 +154,8 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
 void save_gpt2_hf(const Gpt2& model_in, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+  if (ec || !fs::is_directory(dir))
+    fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
   Gpt2& model = const_cast<Gpt2&>(model_in);  // the mapping holds Tensor*; nothing is written
   std::vector<SafetensorsTensor> tensors;
   for (const Mapped& e : mapping(model, "transformer.")) {
@@ -184,10 +186,15 @@ Gpt2Weights load_gpt2_hf(const std::string& path) {
   if (r.has("transformer.wte.weight")) {
     prefix = "transformer.";
   } else if (!r.has("wte.weight")) {
-    fail(kWhere, files.weights + ": has neither transformer.wte.weight (GPT2LMHeadModel) nor wte.weight (GPT2Model); "
-                                 "not a GPT-2 checkpoint");
+    fail(kWhere, files.weights +
+                     ": has neither transformer.wte.weight (GPT2LMHeadModel) nor wte.weight (GPT2Model); "
+                     "not a GPT-2 checkpoint");
   }
   check_every_layer_present(r, prefix + "h.", ".ln_1.weight", config.n_layer, files.config, kWhere);
+  {
+    Gpt2 shapes(config);  // declared shapes, no storage yet
+    for (const Mapped& e : mapping(shapes, prefix)) check_tensor_shape(r, e.hf_name, e.hf_shape);
+  }
   Gpt2Weights w = make_gpt2(config);
   const std::int64_t V = config.vocab_size, C = config.n_embd;
   std::vector<float> tmp;

@@ -80,8 +80,10 @@ Gpt2Weights load_gpt2(const std::string& path) {
   // An llmcc checkpoint, or a file too short or unreadable: the reader says what is wrong.
   CheckpointReader reader(path);
   if (!reader.has("config")) fail("gpt2", path + ": checkpoint has no config section");
-  const Gpt2Config config =
-      gpt2_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  const Gpt2Config config = gpt2_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  std::int64_t stored = 0;
+  for (const CheckpointTensorInfo& t : reader.tensors("params")) stored += t.shape.numel();
+  check_weights_fit(stored, config.parameter_count(), "gpt2", path + " [params]", "its config section", config.str());
   Gpt2Weights w = make_gpt2(config);
   reader.read_tensors("params", w.params);
   return w;

@@ -66,7 +66,8 @@ HfConfig HfConfig::read(const std::string& path, const std::string& where) {
   s << in.rdbuf();
   HfConfig c{path, where, parse_json(s.str(), path, where)};
   if (c.json.kind != JsonValue::Kind::Object) {
-    fail(where, path + ": is " + std::string(c.json.kind_name()) + ", expected a JSON object (a Hugging Face config.json)");
+    fail(where,
+         path + ": is " + std::string(c.json.kind_name()) + ", expected a JSON object (a Hugging Face config.json)");
   }
   return c;
 }
@@ -93,7 +94,8 @@ std::int64_t HfConfig::integer(const std::string& key) const {
 double HfConfig::number(const std::string& key) const {
   const JsonValue* v = json.find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::Number) {
-    fail_key(key, v == nullptr ? "is missing (a number is required)" : "must be a number, got " + std::string(v->kind_name()));
+    fail_key(key, v == nullptr ? "is missing (a number is required)"
+                               : "must be a number, got " + std::string(v->kind_name()));
   }
   return v->number;
 }
@@ -101,7 +103,8 @@ double HfConfig::number(const std::string& key) const {
 std::string HfConfig::string(const std::string& key) const {
   const JsonValue* v = json.find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::String) {
-    fail_key(key, v == nullptr ? "is missing (a string is required)" : "must be a string, got " + std::string(v->kind_name()));
+    fail_key(key, v == nullptr ? "is missing (a string is required)"
+                               : "must be a string, got " + std::string(v->kind_name()));
   }
   return v->string;
 }
@@ -109,7 +112,8 @@ std::string HfConfig::string(const std::string& key) const {
 bool HfConfig::boolean(const std::string& key) const {
   const JsonValue* v = json.find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::Bool) {
-    fail_key(key, v == nullptr ? "is missing (true or false is required)" : "must be true or false, got " + std::string(v->kind_name()));
+    fail_key(key, v == nullptr ? "is missing (true or false is required)"
+                               : "must be true or false, got " + std::string(v->kind_name()));
   }
   return v->boolean;
 }
@@ -156,14 +160,29 @@ void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& 
                   " model of this config; is config.json the one written with these weights?");
 }
 
+void check_tensor_shape(const SafetensorsReader& r, const std::string& name, const TensorShape& shape) {
+  const SafetensorsEntry* e = r.find(name);
+  if (e != nullptr && e->shape == shape) return;
+  r.read_f32(name, shape, nullptr);  // missing or another shape: throws before writing anything
+  LLMCC_ASSERT(false, "check_tensor_shape: read_f32 accepted a missing tensor or another shape");
+}
+
+void check_weights_fit(std::int64_t stored, std::int64_t needed, const std::string& where, const std::string& file,
+                       const std::string& config, const std::string& model) {
+  if (stored >= needed) return;
+  fail(where, file + ": holds " + std::to_string(stored) + " weights, too few for the model " + config +
+                  " describes (" + model + ", " + std::to_string(needed) + " from the file); is " + config +
+                  " the one written with these weights?");
+}
+
 void check_every_layer_present(const SafetensorsReader& r, const std::string& prefix, const std::string& suffix,
                                int n_layer, const std::string& config_path, const std::string& where) {
   for (int l = 0; l < n_layer; ++l) {
     const std::string name = prefix + std::to_string(l) + suffix;
     if (r.has(name)) continue;
-    fail(where, r.path() + ": no tensor '" + name + "': " + config_path + " says n_layer = " +
-                    std::to_string(n_layer) + ", the file holds " + std::to_string(l) + " layer" +
-                    (l == 1 ? "" : "s") + "; is config.json the one written with these weights?");
+    fail(where, r.path() + ": no tensor '" + name + "': " + config_path + " says n_layer = " + std::to_string(n_layer) +
+                    ", the file holds " + std::to_string(l) + " layer" + (l == 1 ? "" : "s") +
+                    "; is config.json the one written with these weights?");
   }
 }
 

@@ -36,7 +36,7 @@ struct HfConfig {
   JsonValue json;
 
   static HfConfig read(const std::string& path, const std::string& where);
-  bool has(const std::string& key) const;  // present and not null
+  bool has(const std::string& key) const;              // present and not null
   std::int64_t integer(const std::string& key) const;  // required, a positive integer
   double number(const std::string& key) const;         // required, a number
   std::string string(const std::string& key) const;    // required, a string
@@ -56,6 +56,19 @@ void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* ds
 
 // Throws naming the file and the tensors nobody asked for, when there are any.
 void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model);
+
+// Throws the reader's error ("no tensor 'x'", "shape (a, b), expected (c, d)") unless r holds
+// `name` with exactly `shape`. Loaders check every tensor this way before the model, sized by
+// config.json, is allocated: the model then holds no more elements than the file, and a config
+// describing a larger model than its file (a few hundred corrupt bytes asking for gigabytes)
+// fails here instead of in the allocation.
+void check_tensor_shape(const SafetensorsReader& r, const std::string& name, const TensorShape& shape);
+
+// Throws unless a checkpoint's tensors (`stored` elements) can fill a model of `needed`, for the
+// same reason: called before the model its configuration describes is allocated. `file` names
+// the tensors, `config` where the configuration came from, `model` its shape ("L12 H12 C768 ...").
+void check_weights_fit(std::int64_t stored, std::int64_t needed, const std::string& where, const std::string& file,
+                       const std::string& config, const std::string& model);
 
 // Throws when a layer config_path promises (0 <= l < n_layer) has no tensor
 // `<prefix><l><suffix>` in r, naming the first missing one. Called before the model is

@@ -107,7 +107,8 @@ std::string rope_scaling_json(const RopeScaling& r) {
 // (or the older "type"), and for llama3 its four numbers; a rope_theta inside it sets *theta.
 RopeScaling rope_scaling_from_json(const HfConfig& j, const std::string& key, float* theta) {
   const JsonValue& o = *j.json.find(key);
-  if (o.kind != JsonValue::Kind::Object) j.fail_key(key, "must be an object or null, got " + std::string(o.kind_name()));
+  if (o.kind != JsonValue::Kind::Object)
+    j.fail_key(key, "must be an object or null, got " + std::string(o.kind_name()));
   const HfConfig sub{j.path, j.where, o};  // typed access to its members; errors name the file
   const char* type_key = sub.has("rope_type") ? "rope_type" : sub.has("type") ? "type" : nullptr;
   if (type_key == nullptr) j.fail_key(key, "has no rope_type (expected 'default' or 'llama3')");
@@ -192,8 +193,10 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
     if (j.has(key) && j.boolean(key)) j.fail_key(key, "is true; llmcc's Llama has no biases");
   }
   if (j.has("head_dim") && c.n_head > 0 && j.integer("head_dim") * c.n_head != c.n_embd) {
-    j.fail_key("head_dim", "is " + std::to_string(j.integer("head_dim")) + "; llmcc's Llama needs hidden_size / "
-                               "num_attention_heads = " + std::to_string(c.n_embd / c.n_head));
+    j.fail_key("head_dim", "is " + std::to_string(j.integer("head_dim")) +
+                               "; llmcc's Llama needs hidden_size / "
+                               "num_attention_heads = " +
+                               std::to_string(c.n_embd / c.n_head));
   }
   if (tied != nullptr) *tied = j.has("tie_word_embeddings") && j.boolean("tie_word_embeddings");
   try {
@@ -207,7 +210,8 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
 void save_llama_hf(const Llama& model_in, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+  if (ec || !fs::is_directory(dir))
+    fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
   Llama& model = const_cast<Llama&>(model_in);  // the mapping holds Tensor*; nothing is written
   const int HS = model.cfg.head_dim();
   std::vector<SafetensorsTensor> tensors;
@@ -235,6 +239,13 @@ LlamaWeights load_llama_hf(const std::string& path) {
   const LlamaConfig config = llama_config_from_hf(files.config, &tied);
   const SafetensorsReader r(files.weights);
   check_every_layer_present(r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
+  {
+    Llama shapes(config);  // declared shapes, no storage yet
+    for (const Mapped& e : mapping(shapes)) {
+      if (e.hf_name == "lm_head.weight" && tied && !r.has(e.hf_name)) continue;  // a copy of the embedding
+      check_tensor_shape(r, e.hf_name, dims(*e.ours));
+    }
+  }
   LlamaWeights w = make_llama(config);
   const int HS = config.head_dim();
   std::vector<float> tmp;

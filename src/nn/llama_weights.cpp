@@ -106,8 +106,10 @@ LlamaWeights load_llama(const std::string& path) {
   if (is_hf_model(path)) return load_llama_hf(path);
   CheckpointReader reader(path);  // says what is wrong with a file that is not a checkpoint
   if (!reader.has("config")) fail("llama", path + ": checkpoint has no config section");
-  const LlamaConfig config =
-      llama_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  const LlamaConfig config = llama_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  std::int64_t stored = 0;
+  for (const CheckpointTensorInfo& t : reader.tensors("params")) stored += t.shape.numel();
+  check_weights_fit(stored, config.parameter_count(), "llama", path + " [params]", "its config section", config.str());
   LlamaWeights w = make_llama(config);
   reader.read_tensors("params", w.params);
   return w;

@@ -34,8 +34,8 @@ using llmcc::SafetensorsReader;
 using llmcc::TensorShape;
 using llmcc::nn::Gpt2Config;
 using llmcc::nn::Gpt2Weights;
-using llmcc::test::TempDir;
 using llmcc::test::distinct_gpt2;
+using llmcc::test::TempDir;
 using llmcc::test::throws_error;
 
 Gpt2Config small_config() {
@@ -153,9 +153,9 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
   const Gpt2Config back = llmcc::nn::gpt2_config_from_hf(dir.file("hf/config.json"));
   EXPECT_EQ(back.str(), c.str());
   const std::string json = file_text(dir.file("hf/config.json"));
-  for (const char* key : {"\"architectures\": [\"GPT2LMHeadModel\"]", "\"model_type\": \"gpt2\"", "\"n_positions\": 9",
-                          "\"layer_norm_epsilon\": 1e-05", "\"activation_function\": \"gelu_new\"",
-                          "\"tie_word_embeddings\": true"}) {
+  for (const char* key :
+       {"\"architectures\": [\"GPT2LMHeadModel\"]", "\"model_type\": \"gpt2\"", "\"n_positions\": 9",
+        "\"layer_norm_epsilon\": 1e-05", "\"activation_function\": \"gelu_new\"", "\"tie_word_embeddings\": true"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " not in\n" << json;
   }
 }
@@ -306,24 +306,29 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("untied", untied, config)); },
                            {"lm_head.weight differs from transformer.wte.weight", "ties them"}));
 
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace(config, "\"n_embd\": 8", "\"n_embd\": 16"))); },
-                           {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace(config, "\"n_embd\": 8", "\"n_embd\": 16"))); },
+      {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("relu", tensors, replace(config, "gelu_new", "relu"))); },
                            {"config.json", "activation_function is 'relu'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("eps", tensors, replace(config, "1e-05", "1e-06"))); },
                            {"layer_norm_epsilon is 1e-06"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace(config, "\"n_head\": 2,", ""))); },
-                           {"config.json", "n_head is missing"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace(config, "\"gpt2\"", "\"llama\""))); },
-                           {"model_type is 'llama', expected 'gpt2'"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace(config, "\"n_head\": 2,", ""))); },
+                   {"config.json", "n_head is missing"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace(config, "\"gpt2\"", "\"llama\""))); },
+                   {"model_type is 'llama', expected 'gpt2'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
                            {"config.json:1:14", "expected"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace(config, "\"n_head\": 2", "\"n_head\": 3"))); },
-                           {"config.json", "cannot build"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace(config, "\"n_head\": 2", "\"n_head\": 3"))); },
+      {"config.json", "cannot build"}));
   // A config naming far more layers than the file holds fails on the first missing layer, before
   // the weights of 65,536 layers are allocated.
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("deep", tensors, replace(config, "\"n_layer\": 2", "\"n_layer\": 65536"))); },
-                           {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_gpt2(variant("deep", tensors, replace(config, "\"n_layer\": 2", "\"n_layer\": 65536"))); },
+      {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
 
   const std::string no_config = dir.file("noconfig");
   fs::create_directories(no_config);
@@ -334,13 +339,29 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2_hf(empty); }, {"no model.safetensors in this directory"}));
 }
 
+TEST(Gpt2Hf, ConfigLargerThanItsFileFailsBeforeAllocating) {
+  // config.json describing a 16 GB model beside a file of two one-element tensors (found by
+  // fuzz_hf_model): every tensor's shape is checked before the model is allocated.
+  TempDir dir;
+  const std::string sub = dir.file("huge");
+  fs::create_directories(sub);
+  write_text(
+      sub + "/config.json",
+      R"({"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 16384, "n_layer": 1, )"
+      R"("n_head": 1, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": true})");
+  write_raw_safetensors(sub + "/model.safetensors", {{"wte.weight", "F32", {1}, std::string(4, '\0')},
+                                                     {"h.0.ln_1.weight", "F32", {1}, std::string(4, '\0')}});
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(sub); },
+                           {"[safetensors]", "tensor 'wte.weight'", "shape (1), expected (50257, 16384)"}));
+}
+
 TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
   TempDir dir;
   Gpt2Weights w = distinct_gpt2(small_config());
   llmcc::nn::save_gpt2_llmc(w.model, dir.file("model.bin"));
 
-  auto r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out",
-                                        dir.file("hf")});
+  auto r = llmcc::test::run_llmcc(
+      dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out", dir.file("hf")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
@@ -348,21 +369,22 @@ TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
   EXPECT_TRUE(same_params(exported, w));
 
   // Hugging Face directory in, llm.c file out: the same bytes as the original.
-  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("back.bin")});
+  r = llmcc::test::run_llmcc(dir,
+                             {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("back.bin")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(file_text(dir.file("back.bin")), file_text(dir.file("model.bin")));
 
   // An existing file where the directory should go.
-  r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out",
-                                   dir.file("model.bin")});
+  r = llmcc::test::run_llmcc(
+      dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out", dir.file("model.bin")});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("a directory"), std::string::npos) << r.err;
 
   // Every command that reads a model takes the folder: train --init-from, generate --ckpt.
   llmcc::test::write_progression_shard(dir.file("train.bin"), 2000, 1, 67);
-  r = llmcc::test::run_llmcc(dir, {"train", "--init-from", dir.file("hf"), "--train-data", dir.file("train.bin"),
-                                   "--steps", "2", "--batch-size", "2", "--seq-len", "8", "--val-every", "0",
-                                   "--out-dir", dir.file("run"), "--threads", "1"});
+  r = llmcc::test::run_llmcc(
+      dir, {"train", "--init-from", dir.file("hf"), "--train-data", dir.file("train.bin"), "--steps", "2",
+            "--batch-size", "2", "--seq-len", "8", "--val-every", "0", "--out-dir", dir.file("run"), "--threads", "1"});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   // "a" is GPT-2 token 64, inside this model's 67.
   r = llmcc::test::run_llmcc(dir, {"generate", "--ckpt", dir.file("hf"), "--prompt", "a", "--max-tokens", "3",

@@ -57,9 +57,7 @@ std::int32_t header_int(const std::vector<char>& bytes, int i) {
   return v;
 }
 
-void set_header_int(std::vector<char>& bytes, int i, std::int32_t v) {
-  std::memcpy(bytes.data() + 4 * i, &v, 4);
-}
+void set_header_int(std::vector<char>& bytes, int i, std::int32_t v) { std::memcpy(bytes.data() + 4 * i, &v, 4); }
 
 bool same_params(const Gpt2Weights& a, const Gpt2Weights& b) {
   return a.params.size() == b.params.size() &&
@@ -75,8 +73,8 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
   const std::vector<char> bytes = read_bytes(path);
 
   const std::int64_t C = c.n_embd, L = c.n_layer, Vp = c.padded_vocab_size, maxT = c.max_seq_len;
-  const std::int32_t expected_header[8] = {20240326, 3, c.max_seq_len, c.vocab_size, c.n_layer,
-                                           c.n_head,  c.n_embd, c.padded_vocab_size};
+  const std::int32_t expected_header[8] = {20240326,  3,        c.max_seq_len, c.vocab_size,
+                                           c.n_layer, c.n_head, c.n_embd,      c.padded_vocab_size};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(header_int(bytes, i), expected_header[i]) << "header int " << i;
   for (int i = 8; i < 256; ++i) ASSERT_EQ(header_int(bytes, i), 0) << "header int " << i;
   ASSERT_EQ(bytes.size(), 1024 + 4 * static_cast<std::size_t>(c.parameter_count()));
@@ -86,8 +84,7 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
   struct Entry {
     const char* name;
     std::int64_t size;
-    std::function<float(std::int64_t l, std::int64_t e)>
-        model_value;  // l = layer, e = element within the slice
+    std::function<float(std::int64_t l, std::int64_t e)> model_value;  // l = layer, e = element within the slice
   };
   const auto& m = w.model;
   auto layer = [&](std::size_t l) -> const llmcc::nn::Gpt2Block& { return m.h[l]; };
@@ -204,8 +201,7 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
     for (std::int64_t i = 0; i < back.model.wte.numel(); ++i) {
       const float want = i < real ? w.model.wte.f32()[i] : 0.0f;
       const float got = back.model.wte.f32()[i];
-      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(want)))
-          << i;
+      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(want))) << i;
     }
     // Everything after wte is where it was.
     const float* a = w.model.wpe.f32();
@@ -237,8 +233,7 @@ TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   std::vector<char> tokens(2048, 0);
   set_header_int(tokens, 0, 20240520);
   write_bytes(dir.file("tokens.bin"), tokens);
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
   // Too short to tell: the checkpoint reader's error.
   write_bytes(dir.file("short.bin"), {'L', 'L'});
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
@@ -273,6 +268,21 @@ TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
                             "it has h.0.attn.q.weight, which the model has not"}));
 }
 
+TEST(Gpt2Llmc, CheckpointConfigLargerThanItsTensorsFailsBeforeAllocating) {
+  // A 500-byte checkpoint whose config section describes a 16 GB model (found by fuzz_model_load):
+  // refused by comparing the config's parameter count with the tensors the file holds, before
+  // the model is allocated.
+  const llmcc::ParameterStore tiny({{"wte", llmcc::Shape{1}}});
+  llmcc::TrainState state;
+  state.config = {{"model.family", "gpt2"},      {"model.vocab_size", "50257"}, {"model.padded_vocab_size", "50304"},
+                  {"model.max_seq_len", "1024"}, {"model.n_layer", "1"},        {"model.n_head", "1"},
+                  {"model.n_embd", "16384"}};
+  llmcc::test::TempDir dir;
+  llmcc::save_checkpoint(dir.file("huge.ckpt"), tiny, nullptr, state);
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("huge.ckpt")); },
+                           {"[gpt2]", "huge.ckpt [params]: holds 1 weights", "too few for the model", "C16384"}));
+}
+
 TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   const Gpt2Config c = small_config();
   const Gpt2Weights w = distinct_gpt2(c);
@@ -303,11 +313,8 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   ASSERT_EQ(0, run({"--ckpt", dir.file("a.bin"), "--out", dir.file("d.bin"), "--format=llmc-bf16"}));
   EXPECT_EQ(llmcc::nn::read_llmc_header(dir.file("d.bin")).version, 5);
   EXPECT_EQ(0, run({"--help"}));
-  EXPECT_TRUE(throws_error(
-      [&] {
-        run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"});
-      },
-      {"--format", "gguf", "llmc-bf16"}));
+  EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"}); },
+                           {"--format", "gguf", "llmc-bf16"}));
   EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("missing.bin"), "--out", dir.file("e.bin")}); },
                            {"missing.bin", "does not exist"}));
   EXPECT_TRUE(throws_error([&] { run({"--out", dir.file("e.bin")}); }, {"--ckpt"}));
@@ -320,8 +327,7 @@ class Gpt2LlmcErrors : public ::testing::Test {
     bytes_ = read_bytes(good_);
   }
   // Writes the bytes as bad.bin and expects loading it to fail with every fragment.
-  ::testing::AssertionResult fails_with(const std::vector<char>& bytes,
-                                        std::initializer_list<const char*> fragments) {
+  ::testing::AssertionResult fails_with(const std::vector<char>& bytes, std::initializer_list<const char*> fragments) {
     write_bytes(bad_, bytes);
     return throws_error([&] { llmcc::nn::load_gpt2_llmc(bad_); }, fragments);
   }

@@ -240,47 +240,99 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
                            static_cast<std::size_t>(w.model.output.numel()) * 4));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("untied", config, "lm_head.weight")); },
                            {"[safetensors]", "no tensor 'lm_head.weight'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
-                           {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
+      {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
   // Rope scaling: llama3 needs its four numbers; other types are named in the error.
   auto scaling = [&](const std::string& name, const std::string& object) {
     return variant(name, replace(config, "\"rope_scaling\": null", "\"rope_scaling\": " + object), "");
   };
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s1", "{\"rope_type\": \"llama3\"}")); },
                            {"config.json", "factor is missing"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s2", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")); },
-                           {"config.json", "rope_scaling", "rope_type 'yarn' is not supported", "'llama3'"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::nn::load_llama_hf(scaling("s2", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")); },
+                   {"config.json", "rope_scaling", "rope_type 'yarn' is not supported", "'llama3'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s3", "{\"factor\": 4.0}")); },
                            {"config.json", "rope_scaling has no rope_type"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s4", "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
-                                                                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
-                                                                 "\"original_max_position_embeddings\": 8192}")); },
-                           {"config.json", "rope_scaling", "factor is 0.5"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::nn::load_llama_hf(scaling("s4",
+                                         "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
+                                         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                                         "\"original_max_position_embeddings\": 8192}"));
+      },
+      {"config.json", "rope_scaling", "factor is 0.5"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s5", "7")); },
                            {"config.json", "rope_scaling must be an object or null"}));
   // "default" is no scaling; transformers 5's rope_parameters (with rope_theta inside) is read too.
   EXPECT_EQ(llmcc::nn::load_llama_hf(scaling("s6", "{\"type\": \"default\"}")).model.cfg.rope_scaling,
             llmcc::RopeScaling{});
-  const LlamaWeights v5 = llmcc::nn::load_llama_hf(
-      variant("s7", replace(config, "\"rope_scaling\": null",
-                            "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
-                            "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
-              ""));
+  const LlamaWeights v5 = llmcc::nn::load_llama_hf(variant(
+      "s7",
+      replace(config, "\"rope_scaling\": null",
+              "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
+              "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
+      ""));
   EXPECT_EQ(v5.model.cfg.rope_theta, 250000.0f);
   EXPECT_EQ(v5.model.cfg.rope_scaling.type, llmcc::RopeScaling::Type::Llama3);
   EXPECT_EQ(v5.model.cfg.rope_scaling.factor, 8.0f);
   EXPECT_EQ(v5.model.layers[1].attention.rope_freqs.scaling, v5.model.cfg.rope_scaling);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace(config, "\"silu\"", "\"gelu\""), "")); },
-                           {"hidden_act is 'gelu'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("gpt2", replace(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), "")); },
-                           {"model_type is 'gpt2', expected 'llama'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("kv", replace(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), "")); },
-                           {"config.json", "cannot build"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("width", replace(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), "")); },
-                           {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace(config, "\"silu\"", "\"gelu\""), "")); },
+                   {"hidden_act is 'gelu'"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::nn::load_llama_hf(
+            variant("gpt2", replace(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), ""));
+      },
+      {"model_type is 'gpt2', expected 'llama'"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::nn::load_llama_hf(
+            variant("kv", replace(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), ""));
+      },
+      {"config.json", "cannot build"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::nn::load_llama_hf(
+            variant("width", replace(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), ""));
+      },
+      {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
   // More layers in the config than in the file: the first missing one, before any allocation.
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("deep", replace(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), "")); },
-                           {"[llama_hf]", "no tensor 'model.layers.2.input_layernorm.weight'", "n_layer = 65536"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::nn::load_llama_hf(
+            variant("deep", replace(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), ""));
+      },
+      {"[llama_hf]", "no tensor 'model.layers.2.input_layernorm.weight'", "n_layer = 65536"}));
+}
+
+TEST(LlamaHf, ConfigLargerThanItsFileFailsBeforeAllocating) {
+  // Files of a few hundred bytes whose configuration describes a 20 GB model (found by
+  // fuzz_hf_model and fuzz_model_load): refused before the model is allocated.
+  TempDir dir;
+  LlamaConfig c = small_config();
+  c.n_layer = 1;
+  c.n_embd = 16384;
+  c.n_head = 1;
+  c.n_kv_head = 1;
+  c.hidden_dim = 65536;
+  const std::string sub = dir.file("huge");
+  fs::create_directories(sub);
+  std::ofstream(sub + "/config.json", std::ios::binary) << llmcc::nn::llama_hf_config_json(c);
+  static const float zero = 0.0f;
+  llmcc::write_safetensors(sub + "/model.safetensors",
+                           {llmcc::safetensors_tensor("model.embed_tokens.weight", {1}, &zero),
+                            llmcc::safetensors_tensor("model.layers.0.input_layernorm.weight", {1}, &zero)});
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama(sub); },
+                           {"[safetensors]", "tensor 'model.embed_tokens.weight'", "shape (1), expected"}));
+
+  const llmcc::ParameterStore tiny({{"tok_embeddings.weight", llmcc::Shape{1}}});
+  llmcc::TrainState state;
+  llmcc::nn::llama_config_to_kv(c, state.config);
+  llmcc::save_checkpoint(dir.file("huge.ckpt"), tiny, nullptr, state);
+  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama(dir.file("huge.ckpt")); },
+                           {"[llama]", "huge.ckpt [params]: holds 1 weights", "too few for the model"}));
 }
 
 TEST(LlamaHf, ExportCommandConvertsBothWays) {

@@ -1,0 +1,28 @@
+// Hugging Face model directories (nn/gpt2_hf.h, nn/llama_hf.h): config.json and
+// model.safetensors, the input's two parts (fuzz_common.h: kPartSeparator), loaded as a GPT-2
+// and as a Llama: the configuration, then every tensor by name, shape and layout.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "fuzz_common.h"
+#include "model_family.h"
+#include "nn/gpt2_hf.h"
+#include "nn/llama_hf.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using llmcc::fuzz::expect_error_or_ok;
+  static const std::string dir = [] {
+    const std::string d = llmcc::fuzz::scratch_path("hf_model");
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  const auto parts = llmcc::fuzz::split_parts(data, size, 2);
+  llmcc::fuzz::write_file(dir + "/config.json", parts[0]);
+  llmcc::fuzz::write_file(dir + "/model.safetensors", parts[1]);
+  expect_error_or_ok([&] { (void)llmcc::nn::load_gpt2_hf(dir); });
+  expect_error_or_ok([&] { (void)llmcc::nn::load_llama_hf(dir); });
+  expect_error_or_ok([&] { (void)llmcc::cli::checkpoint_family(dir); });
+  return 0;
+}
