@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "llmcc/adgen.h"
-#include "../tests/train/classifier.h"
+#include "classifier.h"
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/linear.h"

@@ -20,7 +20,8 @@ struct RunResult {
 inline RunResult run_adgen(const std::string& input, const std::string& out_header, const std::string& out_source) {
   const std::string cmd = std::string(ADGEN_EXE) + " " + input + " --out-header " + out_header + " --out-source " +
                           out_source + " --root " + LLMCC_SOURCE_DIR + " -- -I" + LLMCC_SOURCE_DIR + "/include -I" +
-                          LLMCC_SOURCE_DIR + "/src -I" + ADGEN_TEST_DIR + " 2>&1";  // = update_generated.sh
+                          LLMCC_SOURCE_DIR + "/src -I" + ADGEN_TEST_DIR + " -I" + LLMCC_SOURCE_DIR +
+                          "/tests/train 2>&1";  // = update_generated.sh
   RunResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;

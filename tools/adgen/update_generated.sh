@@ -11,6 +11,6 @@ mkdir -p "$root/generated"
 for src in "$@"; do
   name=$(basename "$src" .h)
   "$adgen" "$root/$src" --out-header "$root/generated/$name.grad.h" --out-source "$root/generated/$name.grad.cpp" \
-    --root "$root" -- -I"$root/include" -I"$root/src" -I"$root/tests/adgen"
+    --root "$root" -- -I"$root/include" -I"$root/src" -I"$root/tests/adgen" -I"$root/tests/train"
   echo "generated/$name.grad.h, generated/$name.grad.cpp <- $src"
 done
