@@ -6,6 +6,7 @@
 # next run; a crash leaves its input in <build>/fuzz/artifacts/<target>/ and fails the script.
 #
 #   bash scripts/fuzz.sh [seconds-per-target] [target...]     (default 60 s, every target)
+#   bash scripts/fuzz.sh --bounded                            (build, then the ctest run CI does)
 #   LLMCC_FUZZ_BUILD=dir  build directory (default build-fuzz)
 #   JOBS=n                build jobs (default nproc)
 set -euo pipefail
@@ -21,6 +22,11 @@ cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_COMPILER=clang-
   -DLLMCC_FUZZ=ON -DLLMCC_BUILD_TESTS=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_BUILD_ADGEN=OFF \
   -DLLMCC_INSTALL=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target llmcc_fuzz
+# --bounded: the short run CI does (ctest label fuzz, LLMCC_FUZZ_CTEST_SECONDS per target).
+if [ "$secs" = "--bounded" ]; then
+  ctest --test-dir "$build" -L fuzz --output-on-failure
+  exit
+fi
 
 fuzz="$build/fuzz"
 "$fuzz/llmcc_fuzz_make_seeds" "$fuzz/corpus"
