@@ -19,22 +19,20 @@
 
 #include "kernels/attention_layout.h"
 
-#define LLMCC_AB_DECLARE(ns)                                                                    \
-  namespace ns {                                                                                \
-  struct AttentionLayout; /* llmcc::AttentionLayout, renamed in that build */                   \
-  [[noreturn]] void assert_failed(const char* condition, const char* file, int line,          \
-                                  const char* hint) {                                           \
-    std::fprintf(stderr, "%s:%d: %s (%s)\n", file, line, condition, hint);                      \
-    std::abort();                                                                               \
-  }                                                                                             \
-  namespace cpu {                                                                               \
-  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, \
-                         const AttentionLayout& L);                                             \
-  void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out,              \
-                          const float* q, const float* k, const float* v, const float* out,     \
-                          const float* lse, const AttentionLayout& L, bool overwrite_q,         \
-                          bool overwrite_k, bool overwrite_v);                                  \
-  }                                                                                             \
+#define LLMCC_AB_DECLARE(ns)                                                                                      \
+  namespace ns {                                                                                                  \
+  struct AttentionLayout; /* llmcc::AttentionLayout, renamed in that build */                                     \
+  [[noreturn]] void assert_failed(const char* condition, const char* file, int line, const char* hint) {          \
+    std::fprintf(stderr, "%s:%d: %s (%s)\n", file, line, condition, hint);                                        \
+    std::abort();                                                                                                 \
+  }                                                                                                               \
+  namespace cpu {                                                                                                 \
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,                  \
+                         const AttentionLayout& L);                                                               \
+  void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k, \
+                          const float* v, const float* out, const float* lse, const AttentionLayout& L,           \
+                          bool overwrite_q, bool overwrite_k, bool overwrite_v);                                  \
+  }                                                                                                               \
   }
 LLMCC_AB_DECLARE(llmcc_ab_a)
 LLMCC_AB_DECLARE(llmcc_ab_b)
@@ -87,15 +85,11 @@ int main(int argc, char** argv) {
     float* dk = dq + L.packed_k_offset();
     float* dv = dq + L.packed_v_offset();
     if (side == 0) {
-      llmcc_ab_a::cpu::attention_backward(dq, dk, dv, d_out.data(), q, k, v, out[0].data(),
-                                          lse[0].data(),
-                                          reinterpret_cast<const llmcc_ab_a::AttentionLayout&>(L),
-                                          true, true, true);
+      llmcc_ab_a::cpu::attention_backward(dq, dk, dv, d_out.data(), q, k, v, out[0].data(), lse[0].data(),
+                                          reinterpret_cast<const llmcc_ab_a::AttentionLayout&>(L), true, true, true);
     } else {
-      llmcc_ab_b::cpu::attention_backward(dq, dk, dv, d_out.data(), q, k, v, out[1].data(),
-                                          lse[1].data(),
-                                          reinterpret_cast<const llmcc_ab_b::AttentionLayout&>(L),
-                                          true, true, true);
+      llmcc_ab_b::cpu::attention_backward(dq, dk, dv, d_out.data(), q, k, v, out[1].data(), lse[1].data(),
+                                          reinterpret_cast<const llmcc_ab_b::AttentionLayout&>(L), true, true, true);
     }
   };
   std::vector<double> seconds[2][2];  // [pass][side]
@@ -109,8 +103,7 @@ int main(int argc, char** argv) {
         } else {
           backward(side);
         }
-        seconds[pass][side].push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        seconds[pass][side].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
     }
   }
@@ -121,8 +114,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < d_qkv[0].size(); ++i)
     max_diff = std::max(max_diff, double(std::abs(d_qkv[0][i] - d_qkv[1][i])));
 
-  std::printf("attention_ab: B=%d NH=%d HS=%d T=%d, %d threads, %d rounds; max |A - B| = %.3g\n", B,
-              NH, HS, T, threads, rounds, max_diff);
+  std::printf("attention_ab: B=%d NH=%d HS=%d T=%d, %d threads, %d rounds; max |A - B| = %.3g\n", B, NH, HS, T, threads,
+              rounds, max_diff);
   std::printf("%-9s %10s %10s %8s\n", "pass", "A ms", "B ms", "B/A");
   const char* names[2] = {"forward", "backward"};
   double total[2] = {0.0, 0.0};
@@ -132,7 +125,7 @@ int main(int argc, char** argv) {
     total[0] += t[0];
     total[1] += t[1];
   }
-  std::printf("both (medians): A %.3f ms, B %.3f ms, B is %.3fx A's speed\n", total[0] * 1e3,
-              total[1] * 1e3, total[0] / total[1]);
+  std::printf("both (medians): A %.3f ms, B %.3f ms, B is %.3fx A's speed\n", total[0] * 1e3, total[1] * 1e3,
+              total[0] / total[1]);
   return max_diff < 1e-3 ? 0 : 1;
 }

@@ -38,8 +38,8 @@ std::vector<float> random_values(std::size_t n, unsigned seed) {
 void run(benchmark::State& state, Pass pass, bool packed) {
   const int T = static_cast<int>(state.range(0));
   llmcc::set_num_threads(static_cast<int>(state.range(1)));
-  const AttentionLayout L = packed ? AttentionLayout::packed(kB, T, kNH, kNH, kHS)
-                                   : AttentionLayout::dense(kB, T, kNH, kNH, kHS);
+  const AttentionLayout L =
+      packed ? AttentionLayout::packed(kB, T, kNH, kNH, kHS) : AttentionLayout::dense(kB, T, kNH, kNH, kHS);
   const std::size_t nq = std::size_t(kB) * T * L.ld_q, nkv = std::size_t(kB) * T * L.ld_kv;
   const std::size_t nout = std::size_t(kB) * T * kNH * kHS;
   // Packed: q, k, v (and d_q, d_k, d_v) are slices of one buffer; dense: three buffers.
@@ -63,8 +63,7 @@ void run(benchmark::State& state, Pass pass, bool packed) {
   }
   const double fwd_flops = 2.0 * kB * kNH * kHS * double(T) * (T + 1);
   const double flops = pass == Pass::Fwd ? fwd_flops : 2.5 * fwd_flops;
-  state.counters["GFLOPS"] =
-      benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 void args(benchmark::internal::Benchmark* b) {

@@ -34,11 +34,8 @@ struct Layer {
   int C, OC;
 };
 // GPT-2 124M: qkv, attention proj, fc, fc proj, LM head (vocabulary padded to 50304).
-constexpr Layer kLayers[] = {{"qkv", 768, 2304},
-                             {"attproj", 768, 768},
-                             {"fc", 768, 3072},
-                             {"fcproj", 3072, 768},
-                             {"lmhead", 768, 50304}};
+constexpr Layer kLayers[] = {
+    {"qkv", 768, 2304}, {"attproj", 768, 768}, {"fc", 768, 3072}, {"fcproj", 3072, 768}, {"lmhead", 768, 50304}};
 
 // CPU ticks (utime + stime) of every thread of this process.
 std::map<int, long> thread_ticks() {
@@ -76,9 +73,15 @@ void bm_gemm(benchmark::State& state, Layer layer, Pass pass, int M, int threads
   int m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   switch (pass) {
-    case Pass::Fwd: m = M, n = OC, k = C, tb = true; break;
-    case Pass::Dx: m = M, n = C, k = OC; break;
-    case Pass::Dw: m = OC, n = C, k = M, ta = true; break;
+    case Pass::Fwd:
+      m = M, n = OC, k = C, tb = true;
+      break;
+    case Pass::Dx:
+      m = M, n = C, k = OC;
+      break;
+    case Pass::Dw:
+      m = OC, n = C, k = M, ta = true;
+      break;
   }
   const int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
   std::vector<float> A(static_cast<std::size_t>(m) * k), B(static_cast<std::size_t>(k) * n),
@@ -126,8 +129,7 @@ void bm_gemm(benchmark::State& state, Layer layer, Pass pass, int M, int threads
     const long before = it == ticks0.end() ? 0 : it->second;
     if ((t - before) / hz >= 0.25 * wall) ++busy;
   }
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads_busy"] = busy;
   state.counters["max_rel_err"] = max_rel;
   state.SetLabel(LLMCC_BENCH_GEMM_LIB);
@@ -139,9 +141,9 @@ const int kRegistered = [] {
       for (const Layer& layer : kLayers) {
         for (Pass pass : {Pass::Fwd, Pass::Dx, Pass::Dw}) {
           const char* pname = pass == Pass::Fwd ? "fwd" : pass == Pass::Dx ? "dx" : "dw";
-          const std::string name = std::string(pname) + "/" + layer.name + "_" +
-                                   std::to_string(layer.C) + "x" + std::to_string(layer.OC) +
-                                   "/M:" + std::to_string(M) + "/threads:" + std::to_string(threads);
+          const std::string name = std::string(pname) + "/" + layer.name + "_" + std::to_string(layer.C) + "x" +
+                                   std::to_string(layer.OC) + "/M:" + std::to_string(M) +
+                                   "/threads:" + std::to_string(threads);
           benchmark::RegisterBenchmark(name.c_str(), bm_gemm, layer, pass, M, threads)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);

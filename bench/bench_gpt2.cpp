@@ -63,8 +63,7 @@ void bm_call_profile_on(benchmark::State& state) {
 const int kRegistered = [] {
   for (const char* preset : {"gpt2-tiny", "gpt2"}) {
     for (int threads : {1, 2}) {
-      const std::string name =
-          std::string("train_step/") + preset + "/B:4/T:64/threads:" + std::to_string(threads);
+      const std::string name = std::string("train_step/") + preset + "/B:4/T:64/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark(name.c_str(), bm_train_step, preset, 4, 64, threads)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond)

@@ -156,7 +156,9 @@ void encoder(benchmark::State& state, Reader reader) {
   for (auto _ : state) {
     std::vector<std::pair<std::string, std::int64_t>> out;
     switch (reader) {
-      case Reader::Llmcc: out = llmcc::parse_json_int_object(text, "encoder.json", "bench"); break;
+      case Reader::Llmcc:
+        out = llmcc::parse_json_int_object(text, "encoder.json", "bench");
+        break;
       case Reader::NlohmannDom: {
         const nlohmann::json j = nlohmann::json::parse(text);
         for (const auto& [k, v] : j.items()) out.emplace_back(k, v.get<std::int64_t>());

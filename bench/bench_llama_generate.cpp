@@ -39,12 +39,12 @@ int main(int argc, char** argv) {
     llmcc::nn::llama_init(w.model, 1);
     const std::vector<std::int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975};  // 8 ids
     if (static_cast<int>(prompt.size()) + new_tokens > config.max_seq_len)
-      std::printf("note: %zu + %d tokens exceed the context %d: the window slides\n", prompt.size(),
-                  new_tokens, config.max_seq_len);
+      std::printf("note: %zu + %d tokens exceed the context %d: the window slides\n", prompt.size(), new_tokens,
+                  config.max_seq_len);
     llmcc::nn::SamplingConfig greedy;
     greedy.temperature = 0.0f;
-    std::printf("%s (%s), %d new tokens after an %zu-token prompt, %d threads\n", preset.c_str(),
-                config.str().c_str(), new_tokens, prompt.size(), llmcc::num_threads());
+    std::printf("%s (%s), %d new tokens after an %zu-token prompt, %d threads\n", preset.c_str(), config.str().c_str(),
+                new_tokens, prompt.size(), llmcc::num_threads());
     std::vector<double> cached_rate, uncached_rate;
     for (int r = 0; r < rounds; ++r) {
       llmcc::Rng rng(1);

@@ -22,19 +22,17 @@
 
 // The same function from two builds: gemm_ab.sh compiles A with -Dllmcc=llmcc_ab_a and B with
 // -Dllmcc=llmcc_ab_b.
-#define LLMCC_AB_DECLARE(ns)                                                                 \
-  namespace ns::cpu {                                                                        \
-  void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha,            \
-                   const float* A, int lda, const float* B, int ldb, float beta, float* C,  \
-                   int ldc);                                                                  \
+#define LLMCC_AB_DECLARE(ns)                                                                              \
+  namespace ns::cpu {                                                                                     \
+  void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, \
+                   const float* B, int ldb, float beta, float* C, int ldc);                               \
   }
 LLMCC_AB_DECLARE(llmcc_ab_a)
 LLMCC_AB_DECLARE(llmcc_ab_b)
 
 namespace {
 
-using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
-                        float, float*, int);
+using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 
 struct Shape {
   std::string name;
@@ -107,10 +105,9 @@ int main(int argc, char** argv) {
         const int side = (call + r) & 1;
         for (std::size_t j = 0; j < big.size(); j += 16) big[j] += 1.0f;
         const auto t0 = std::chrono::steady_clock::now();
-        fns[side](s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a[i].data(), s.trans_a ? s.m : s.k,
-                  b[i].data(), s.trans_b ? s.k : s.n, 1.0f, c[i].data(), s.n);
-        seconds[side][i].push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        fns[side](s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a[i].data(), s.trans_a ? s.m : s.k, b[i].data(),
+                  s.trans_b ? s.k : s.n, 1.0f, c[i].data(), s.n);
+        seconds[side][i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
     }
   }
@@ -123,11 +120,10 @@ int main(int argc, char** argv) {
     const Shape& s = shapes[i];
     const double flop = 2.0 * s.m * s.n * s.k;
     const double t[2] = {median(seconds[0][i]), median(seconds[1][i])};
-    std::printf("%-12s %10.1f %10.1f %7.3fx\n", s.name.c_str(), flop / t[0] * 1e-9,
-                flop / t[1] * 1e-9, t[0] / t[1]);
+    std::printf("%-12s %10.1f %10.1f %7.3fx\n", s.name.c_str(), flop / t[0] * 1e-9, flop / t[1] * 1e-9, t[0] / t[1]);
     for (int side = 0; side < 2; ++side) step[side] += t[side] * s.calls_per_step;
   }
-  std::printf("one step's GEMMs (medians): A %.1f ms, B %.1f ms, B is %.3fx A's speed\n",
-              step[0] * 1e3, step[1] * 1e3, step[0] / step[1]);
+  std::printf("one step's GEMMs (medians): A %.1f ms, B %.1f ms, B is %.3fx A's speed\n", step[0] * 1e3, step[1] * 1e3,
+              step[0] / step[1]);
   return 0;
 }

@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev                                  # GEMM peer: oneDNN dnnl_sgemm (-DLLMCC_GEMM=onednn; the default is llmcc's own, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
   llvm-19-dev libclang-19-dev clang-19         # adgen (Clang LibTooling)
+  clang-format-19                              # the C++ layout check (scripts/check_format.sh)
   libomp-19-dev libclang-rt-19-dev             # clang-19 builds: LLVM's OpenMP runtime (g++ uses its own
                                                # libgomp), sanitizers, libFuzzer (fuzz/)
   libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)

@@ -52,10 +52,11 @@ std::string load_text() {
     return text;
   }
   std::string text = read_file(CHAR_MLP_FALLBACK_TEXT);
-  std::printf("data: tinyshakespeare/input.txt not found (looked in %zu places, first %s); using the "
-              "fallback text %s, %zu characters (small: a long run memorises it, and the validation "
-              "loss rises again)\n",
-              tried.size(), tried.empty() ? "-" : tried.front().c_str(), CHAR_MLP_FALLBACK_TEXT, text.size());
+  std::printf(
+      "data: tinyshakespeare/input.txt not found (looked in %zu places, first %s); using the "
+      "fallback text %s, %zu characters (small: a long run memorises it, and the validation "
+      "loss rises again)\n",
+      tried.size(), tried.empty() ? "-" : tried.front().c_str(), CHAR_MLP_FALLBACK_TEXT, text.size());
   return text;
 }
 
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
     o.rate_field = "chars_per_s";
     o.quiet = args.check;
     o.config = {{"V", std::to_string(cfg.V)}, {"K", std::to_string(cfg.K)}, {"C", std::to_string(cfg.C)},
-                {"H", std::to_string(cfg.H)}, {"B", std::to_string(B)}, {"seed", std::to_string(args.seed)}};
+                {"H", std::to_string(cfg.H)}, {"B", std::to_string(B)},     {"seed", std::to_string(args.seed)}};
     llmcc::train::TrainerHooks hooks;
     llmcc::Rng sample_rng(args.seed + 300);
     const std::string prompt = text.substr(split, 40);

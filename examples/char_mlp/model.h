@@ -31,8 +31,8 @@ struct Config {
 };
 
 struct Linear {
-  Tensor w LLMCC_ADGEN_NAME("weight");  // (OC, IC)
-  Tensor b LLMCC_ADGEN_NAME("bias");    // (OC)
+  Tensor w LLMCC_ADGEN_NAME("weight");                                      // (OC, IC)
+  Tensor b LLMCC_ADGEN_NAME("bias");                                        // (OC)
   Tensor forward(const Tensor& x) const { return llmcc::linear(x, w, b); }  // (N, IC) -> (N, OC)
 };
 

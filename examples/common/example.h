@@ -24,11 +24,11 @@
 namespace example {
 
 struct Args {
-  bool check = false;       // --check: gradient check and a short training, exit 0 only if both pass
-  std::int64_t steps = 0;   // --steps N (default: the example's)
-  std::string out_dir;      // --out DIR: checkpoints and log.jsonl (default: none)
-  std::uint64_t seed = 1;   // --seed S: initialisation and data
-  int threads = 1;          // --threads N
+  bool check = false;      // --check: gradient check and a short training, exit 0 only if both pass
+  std::int64_t steps = 0;  // --steps N (default: the example's)
+  std::string out_dir;     // --out DIR: checkpoints and log.jsonl (default: none)
+  std::uint64_t seed = 1;  // --seed S: initialisation and data
+  int threads = 1;         // --threads N
 };
 
 [[noreturn]] inline void usage(const char* name, std::int64_t default_steps, int code) {

@@ -127,12 +127,14 @@ int main(int argc, char** argv) {
     Encoder model(cfg);
     llmcc::ParameterStore params = llmcc::bind_parameters(model);
     init(model, args.seed);
-    std::printf("task: is the A before the B? sequences of %d tokens over %d (one A, one B, %d fillers); a "
-                "bag of tokens scores 50%%\n",
-                cfg.T, cfg.V, cfg.V - 2);
-    std::printf("model: %d blocks, %d channels, %d heads, bidirectional attention, mean pooling; %lld "
-                "parameters; batch %d\n",
-                cfg.L, cfg.C, cfg.n_head, static_cast<long long>(params.parameter_count()), B);
+    std::printf(
+        "task: is the A before the B? sequences of %d tokens over %d (one A, one B, %d fillers); a "
+        "bag of tokens scores 50%%\n",
+        cfg.T, cfg.V, cfg.V - 2);
+    std::printf(
+        "model: %d blocks, %d channels, %d heads, bidirectional attention, mean pooling; %lld "
+        "parameters; batch %d\n",
+        cfg.L, cfg.C, cfg.n_head, static_cast<long long>(params.parameter_count()), B);
 
     OrderTask train_task(B, cfg.T, cfg.V), val_task(B, cfg.T, cfg.V);
     llmcc::train::GeneratedBatches<Batch> train(
@@ -151,10 +153,10 @@ int main(int argc, char** argv) {
     o.rate_unit = "seq";
     o.rate_field = "sequences_per_s";
     o.quiet = args.check;
-    o.config = {{"V", std::to_string(cfg.V)},          {"T", std::to_string(cfg.T)},
-                {"C", std::to_string(cfg.C)},          {"n_head", std::to_string(cfg.n_head)},
-                {"L", std::to_string(cfg.L)},          {"classes", std::to_string(cfg.classes)},
-                {"B", std::to_string(B)},              {"seed", std::to_string(args.seed)}};
+    o.config = {{"V", std::to_string(cfg.V)}, {"T", std::to_string(cfg.T)},
+                {"C", std::to_string(cfg.C)}, {"n_head", std::to_string(cfg.n_head)},
+                {"L", std::to_string(cfg.L)}, {"classes", std::to_string(cfg.classes)},
+                {"B", std::to_string(B)},     {"seed", std::to_string(args.seed)}};
     llmcc::train::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"val_accuracy", accuracy(model, val, val_batches)}};

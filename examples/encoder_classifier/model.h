@@ -45,8 +45,8 @@ struct Linear {
 
 struct SelfAttention {
   int n_head = 0;
-  Linear q, k, v;  // (C, C) each
-  Linear proj;     // (C, C)
+  Linear q, k, v;                          // (C, C) each
+  Linear proj;                             // (C, C)
   Tensor forward(const Tensor& x) const {  // x: (B, T, C)
     return proj.forward(llmcc::bidirectional_attention(q.forward(x), k.forward(x), v.forward(x), n_head));
   }

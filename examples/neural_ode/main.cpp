@@ -59,8 +59,8 @@ std::array<double, D> lotka_volterra(std::array<double, D> s, double dt, int sub
 // traj (S, B, D). The buffers are allocated once; each batch overwrites them.
 class Trajectories {
  public:
-  Trajectories(int B, int S, double dt) : B_(B), S_(S), dt_(dt), x0_(static_cast<std::size_t>(B) * D),
-                                          traj_(static_cast<std::size_t>(S) * B * D) {}
+  Trajectories(int B, int S, double dt)
+      : B_(B), S_(S), dt_(dt), x0_(static_cast<std::size_t>(B) * D), traj_(static_cast<std::size_t>(S) * B * D) {}
   void make(Batch& batch, llmcc::Rng& rng) {
     for (int b = 0; b < B_; ++b) {
       std::array<double, D> s{0.5 + 1.5 * rng.uniform_f64(), 0.5 + 1.5 * rng.uniform_f64()};
@@ -143,11 +143,12 @@ int main(int argc, char** argv) {
     NeuralOde model(cfg);
     llmcc::ParameterStore params = llmcc::bind_parameters(model);
     init(model, args.seed);
-    std::printf("system: Lotka-Volterra (alpha = beta = gamma = delta = 1), dt %.2f, %d steps per trajectory, "
-                "batch %d\n",
-                static_cast<double>(cfg.dt), S, B);
-    std::printf("model: dx/dt = f(x), f a %d-%d-%d-%d tanh MLP, RK4 in the forward; %lld parameters\n", D, cfg.H,
-                cfg.H, D, static_cast<long long>(params.parameter_count()));
+    std::printf(
+        "system: Lotka-Volterra (alpha = beta = gamma = delta = 1), dt %.2f, %d steps per trajectory, "
+        "batch %d\n",
+        static_cast<double>(cfg.dt), S, B);
+    std::printf("model: dx/dt = f(x), f a %d-%d-%d-%d tanh MLP, RK4 in the forward; %lld parameters\n", D, cfg.H, cfg.H,
+                D, static_cast<long long>(params.parameter_count()));
 
     Trajectories train_traj(B, S, cfg.dt), val_traj(B, S, cfg.dt), long_traj(64, 3 * S, cfg.dt);
     llmcc::train::GeneratedBatches<Batch> train(

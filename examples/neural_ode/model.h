@@ -26,14 +26,14 @@ using llmcc::Tensor;
 inline float tanh_act(float x) { return std::tanh(x); }
 
 struct Config {
-  int D = 0;         // state dimension
-  int H = 0;         // hidden units of f
-  float dt = 0.0f;   // time step of the solver (and of the observations)
+  int D = 0;        // state dimension
+  int H = 0;        // hidden units of f
+  float dt = 0.0f;  // time step of the solver (and of the observations)
 };
 
 struct Linear {
-  Tensor w LLMCC_ADGEN_NAME("weight");  // (OC, IC)
-  Tensor b LLMCC_ADGEN_NAME("bias");    // (OC)
+  Tensor w LLMCC_ADGEN_NAME("weight");                                      // (OC, IC)
+  Tensor b LLMCC_ADGEN_NAME("bias");                                        // (OC)
   Tensor forward(const Tensor& x) const { return llmcc::linear(x, w, b); }  // (B, IC) -> (B, OC)
 };
 
@@ -45,7 +45,7 @@ struct VectorField {
   Tensor forward(const Tensor& x) const {
     Tensor h = llmcc::adgen::map_unary<tanh_act>(fc1.forward(x), "tanh");  // (B, H)
     h = llmcc::adgen::map_unary<tanh_act>(fc2.forward(h), "tanh");         // (B, H)
-    return out.forward(h);                                                  // (B, D)
+    return out.forward(h);                                                 // (B, D)
   }
 };
 
@@ -82,7 +82,7 @@ LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("m") inline float ode_loss(const NeuralOde& m,
   Tensor x = x0;
   float loss = 0.0f;
   for (int k = 0; k < S; ++k) {
-    x = m.rk4_step(x);                                                  // (B, D) at t = (k + 1) dt
+    x = m.rk4_step(x);                                                      // (B, D) at t = (k + 1) dt
     loss += llmcc::mse_loss(x, llmcc::view(traj, Shape{B, D}, k * B * D));  // against traj[k]
   }
   return loss / static_cast<float>(S);

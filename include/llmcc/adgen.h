@@ -88,8 +88,7 @@ void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
 }
 // The rule contract's form (primal arguments, output, d_out, d_x), which generated code calls.
 template <float (*FGrad)(float, float*)>
-void map_unary_pullback(const Tensor& x, const char* /*op*/, const Tensor& /*out*/, const Tensor& d_out,
-                        Tensor* d_x) {
+void map_unary_pullback(const Tensor& x, const char* /*op*/, const Tensor& /*out*/, const Tensor& d_out, Tensor* d_x) {
   map_unary_pullback<FGrad>(x, d_out, d_x);
 }
 
@@ -295,9 +294,8 @@ GradBuffer<grad_t<Module>> make_grad(const Module& m) {
     bool placed;
   };
   std::vector<Pair> pairs;
-  out.grad.for_each_pair(m, "", [&](const std::string& name, const Tensor& p, Tensor& g) {
-    pairs.push_back({name, &p, &g, false});
-  });
+  out.grad.for_each_pair(
+      m, "", [&](const std::string& name, const Tensor& p, Tensor& g) { pairs.push_back({name, &p, &g, false}); });
   std::vector<std::size_t> order;
   // The parameter list's names and order, so the gradient store has the parameter store's
   // layout and names (the optimizer and clipping check both). A member list may differ from

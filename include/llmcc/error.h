@@ -25,7 +25,7 @@ class Error : public std::runtime_error {
 }  // namespace llmcc
 
 // Always on, also in Release builds: a failed internal invariant is a bug in llmcc.
-#define LLMCC_ASSERT(cond, hint)                                                 \
-  do {                                                                           \
-    if (!(cond)) ::llmcc::assert_failed(#cond, __FILE__, __LINE__, (hint));      \
+#define LLMCC_ASSERT(cond, hint)                                            \
+  do {                                                                      \
+    if (!(cond)) ::llmcc::assert_failed(#cond, __FILE__, __LINE__, (hint)); \
   } while (0)

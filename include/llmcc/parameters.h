@@ -57,7 +57,9 @@ class ParameterStore {
   BadValues bad_values(bool negative_too = false) const;
 
  private:
-  struct FreeDeleter { void operator()(float* p) const; };
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
   std::vector<ParameterInfo> params_;
   std::vector<std::size_t> offsets_;
   std::unique_ptr<float, FreeDeleter> data_;
@@ -76,8 +78,7 @@ using grad_t = typename GradOf<Module>::type;
 
 namespace detail {
 template <class Model>
-concept has_member_parameter_list =
-    requires(Model& m) { m.for_each_parameter([](const std::string&, Tensor&) {}); };
+concept has_member_parameter_list = requires(Model& m) { m.for_each_parameter([](const std::string&, Tensor&) {}); };
 template <class Model>
 concept has_generated_parameter_list = requires(Model& m) {
   adgen::grad_t<Model>::for_each_parameter(m, std::string(), [](const std::string&, Tensor&) {});
@@ -111,8 +112,7 @@ void for_each_parameter(Model& model, F&& f) {
 template <class Model>
 ParameterStore bind_parameters(Model& model) {
   std::vector<ParameterInfo> params;
-  llmcc::for_each_parameter(model,
-                            [&](const std::string& name, Tensor& t) { params.push_back({name, t.shape()}); });
+  llmcc::for_each_parameter(model, [&](const std::string& name, Tensor& t) { params.push_back({name, t.shape()}); });
   ParameterStore store(params);
   std::size_t i = 0;
   llmcc::for_each_parameter(model, [&](const std::string&, Tensor& t) { t.bind(store.tensor(i++).raw()); });

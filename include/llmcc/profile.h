@@ -73,8 +73,7 @@ class Scope {
   ~Scope() {
     if (site_ != nullptr) {
       const auto ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
-              .count();
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
       detail::record(*site_, static_cast<std::int64_t>(ns));
     }
   }
@@ -93,5 +92,5 @@ class Scope {
 // Times the rest of the enclosing block under `name` (a string literal).
 #define LLMCC_PROFILE(name)                                                                               \
   static constinit ::llmcc::profile::detail::Site LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__){name}; \
-  const ::llmcc::profile::Scope LLMCC_PROFILE_CAT(                                                        \
-      llmcc_profile_scope_, __LINE__)(LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__))
+  const ::llmcc::profile::Scope LLMCC_PROFILE_CAT(llmcc_profile_scope_,                                   \
+                                                  __LINE__)(LLMCC_PROFILE_CAT(llmcc_profile_site_, __LINE__))

@@ -25,8 +25,7 @@ struct AttentionLayout {
   }
   // q, k, v inside one (B, T, (NH + 2*NKV) * HS) tensor; out (B, T, NH*HS) dense.
   static AttentionLayout packed(int B, int T, int NH, int NKV, int HS) {
-    return {B, T, NH, NKV, HS, std::int64_t{NH + 2 * NKV} * HS, std::int64_t{NH + 2 * NKV} * HS,
-            std::int64_t{NH} * HS};
+    return {B, T, NH, NKV, HS, std::int64_t{NH + 2 * NKV} * HS, std::int64_t{NH + 2 * NKV} * HS, std::int64_t{NH} * HS};
   }
   // Offsets of the k and v heads inside a packed qkv row.
   std::int64_t packed_k_offset() const { return std::int64_t{NH} * HS; }

@@ -18,8 +18,7 @@ constexpr const char* kSampler = "sampler";
 
 void SamplingConfig::validate() const {
   if (!std::isfinite(temperature) || temperature < 0.0f)
-    fail(kSampler,
-         "temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
+    fail(kSampler, "temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
   if (top_k < 0) fail(kSampler, "top_k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
 }
 
@@ -38,8 +37,8 @@ std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig
   cfg.validate();
   const int V = vocab_size_;
   if (logits.size() < static_cast<std::size_t>(V))
-    fail(kSampler, "logits have " + std::to_string(logits.size()) +
-                       " values, expected at least the vocab size " + std::to_string(V));
+    fail(kSampler, "logits have " + std::to_string(logits.size()) + " values, expected at least the vocab size " +
+                       std::to_string(V));
   // The first id of largest logit; greedy decoding, and the softmax's shift.
   int best = 0;
   for (int i = 1; i < V; ++i)
@@ -55,8 +54,7 @@ std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig
     auto kth = values_.begin() + (cfg.top_k - 1);
     std::nth_element(values_.begin(), kth, values_.end(), std::greater<float>());
     threshold = *kth;
-    const auto above =
-        std::count_if(logits.begin(), logits.begin() + V, [&](float l) { return l > threshold; });
+    const auto above = std::count_if(logits.begin(), logits.begin() + V, [&](float l) { return l > threshold; });
     at_threshold = cfg.top_k - static_cast<int>(above);
   }
   const double max = logits[best], inv_t = 1.0 / static_cast<double>(cfg.temperature);
@@ -84,11 +82,9 @@ std::int32_t Sampler::sample(std::span<const float> logits, const SamplingConfig
 // ---- whole generations ------------------------------------------------------------------------
 
 GenerateStats generate(Generator& gen, std::span<const std::int32_t> prompt, int max_new_tokens,
-                       const SamplingConfig& cfg, Rng& rng,
-                       const std::function<void(std::int32_t)>& on_token) {
+                       const SamplingConfig& cfg, Rng& rng, const std::function<void(std::int32_t)>& on_token) {
   cfg.validate();
-  if (max_new_tokens < 0)
-    fail("generate", "max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0");
+  if (max_new_tokens < 0) fail("generate", "max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0");
   const std::int32_t start[1] = {cfg.eot};
   if (prompt.empty()) prompt = start;
   using Clock = std::chrono::steady_clock;
@@ -129,8 +125,8 @@ WindowGenerator::WindowGenerator(const char* who, const char* start_token, int m
 
 void WindowGenerator::check_token(std::int32_t token, const char* what) const {
   if (token < 0 || token >= vocab_size_)
-    fail(who_, std::string(what) + " token id " + std::to_string(token) +
-                   " is outside the model's vocabulary [0, " + std::to_string(vocab_size_) + ")");
+    fail(who_, std::string(what) + " token id " + std::to_string(token) + " is outside the model's vocabulary [0, " +
+                   std::to_string(vocab_size_) + ")");
 }
 
 Tensor WindowGenerator::prefill(std::span<const std::int32_t> prompt) {

@@ -104,8 +104,7 @@ class WindowGenerator : public Generator {
  protected:
   // who: the name errors start with ("gpt2 generate"); start_token: what an empty prompt lacks,
   // for its error ("<|endoftext|>"). Reserves the window (no allocation after this).
-  WindowGenerator(const char* who, const char* start_token, int max_length, int vocab_size,
-                  ContextFull on_full);
+  WindowGenerator(const char* who, const char* start_token, int max_length, int vocab_size, ContextFull on_full);
   // tokens: the whole window, from position 0; returns the last row's logits when want_logits.
   virtual Tensor run_prompt(std::span<const std::int32_t> tokens, bool want_logits) = 0;
   // Runs one more position for token (its cache row at length()), appends it to tokens_ and
@@ -138,7 +137,6 @@ struct GenerateStats {
 // cfg.stop_at_eot (the eot is passed to on_token and counted) or, under ContextFull::Stop, when
 // the sequence is full.
 GenerateStats generate(Generator& gen, std::span<const std::int32_t> prompt, int max_new_tokens,
-                       const SamplingConfig& cfg, Rng& rng,
-                       const std::function<void(std::int32_t)>& on_token = {});
+                       const SamplingConfig& cfg, Rng& rng, const std::function<void(std::int32_t)>& on_token = {});
 
 }  // namespace llmcc::nn

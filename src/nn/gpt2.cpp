@@ -52,9 +52,8 @@ void gpt2_init(Gpt2& model, std::uint64_t seed) {
     float* p = t.f32();
     const std::size_t n = static_cast<std::size_t>(t.numel());
     if (t.ndim() == 1) {
-      const float value = ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") || name == "ln_f.weight"
-                              ? 1.0f
-                              : 0.0f;
+      const float value =
+          ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") || name == "ln_f.weight" ? 1.0f : 0.0f;
       for (std::size_t i = 0; i < n; ++i) p[i] = value;
       return;
     }

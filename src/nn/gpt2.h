@@ -24,14 +24,14 @@
 namespace llmcc::nn {
 
 struct Gpt2LayerNorm {
-  Tensor w LLMCC_ADGEN_NAME("weight");  // (C)
-  Tensor b LLMCC_ADGEN_NAME("bias");    // (C)
+  Tensor w LLMCC_ADGEN_NAME("weight");                                         // (C)
+  Tensor b LLMCC_ADGEN_NAME("bias");                                           // (C)
   Tensor forward(const Tensor& x) const { return llmcc::layernorm(x, w, b); }  // (B, T, C)
 };
 
 struct Gpt2Linear {
-  Tensor w LLMCC_ADGEN_NAME("weight");  // (OC, C)
-  Tensor b LLMCC_ADGEN_NAME("bias");    // (OC)
+  Tensor w LLMCC_ADGEN_NAME("weight");                                      // (OC, C)
+  Tensor b LLMCC_ADGEN_NAME("bias");                                        // (OC)
   Tensor forward(const Tensor& x) const { return llmcc::linear(x, w, b); }  // (B, T, OC)
 };
 
@@ -39,17 +39,17 @@ struct Gpt2Attention {
   int n_head = 0;
   Gpt2Linear c_attn;  // (3C, C): rows [0, C) q, [C, 2C) k, [2C, 3C) v, as llm.c's qkvw and HF's c_attn
   Gpt2Linear c_proj;  // (C, C)
-  Tensor forward(const Tensor& x) const {                        // x: (B, T, C)
+  Tensor forward(const Tensor& x) const {  // x: (B, T, C)
     // One (B*T, 3C) GEMM for q, k and v together: faster than three (B*T, C) ones at small B*T.
-    Tensor qkv = c_attn.forward(x);                              // (B, T, 3C)
-    Tensor y = llmcc::attention_qkv(qkv, n_head, n_head);        // (B, T, C)
-    return c_proj.forward(y);                                    // (B, T, C)
+    Tensor qkv = c_attn.forward(x);                        // (B, T, 3C)
+    Tensor y = llmcc::attention_qkv(qkv, n_head, n_head);  // (B, T, C)
+    return c_proj.forward(y);                              // (B, T, C)
   }
 };
 
 struct Gpt2Mlp {
-  Gpt2Linear c_fc;    // (4C, C)
-  Gpt2Linear c_proj;  // (C, 4C)
+  Gpt2Linear c_fc;                                                                                // (4C, C)
+  Gpt2Linear c_proj;                                                                              // (C, 4C)
   Tensor forward(const Tensor& x) const { return c_proj.forward(llmcc::gelu(c_fc.forward(x))); }  // (B, T, C)
 };
 

@@ -63,9 +63,9 @@ void Gpt2Config::validate() const {
   need(max_seq_len > 0, "max_seq_len must be positive, got " + std::to_string(max_seq_len));
   need(n_layer > 0, "n_layer must be positive, got " + std::to_string(n_layer));
   need(n_head > 0, "n_head must be positive, got " + std::to_string(n_head));
-  need(n_embd > 0 && n_embd % n_head == 0, "n_embd (" + std::to_string(n_embd) +
-                                               ") must be a positive multiple of n_head (" +
-                                               std::to_string(n_head) + ")");
+  need(
+      n_embd > 0 && n_embd % n_head == 0,
+      "n_embd (" + std::to_string(n_embd) + ") must be a positive multiple of n_head (" + std::to_string(n_head) + ")");
   // Before anything multiplies the sizes in int64: the largest tensors, then the whole model.
   auto s = [](auto v) { return std::to_string(v); };
   const long double C = n_embd;
@@ -99,8 +99,8 @@ struct Preset {
   int n_layer, n_head, n_embd, max_seq_len;
 };
 constexpr Preset kPresets[] = {
-    {"gpt2", 12, 12, 768, 1024},        {"gpt2-medium", 24, 16, 1024, 1024}, {"gpt2-large", 36, 20, 1280, 1024},
-    {"gpt2-xl", 48, 25, 1600, 1024},    {"gpt2-tiny", 4, 4, 128, 256},       {"gpt2-mini", 6, 6, 384, 256},
+    {"gpt2", 12, 12, 768, 1024},     {"gpt2-medium", 24, 16, 1024, 1024}, {"gpt2-large", 36, 20, 1280, 1024},
+    {"gpt2-xl", 48, 25, 1600, 1024}, {"gpt2-tiny", 4, 4, 128, 256},       {"gpt2-mini", 6, 6, 384, 256},
 };
 }  // namespace
 

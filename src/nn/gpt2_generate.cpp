@@ -63,8 +63,8 @@ Gpt2Generator::Gpt2Generator(const Gpt2& model, ContextFull on_full)
         const std::int64_t T = model.cfg.max_seq_len, C = model.cfg.n_embd;
         // The largest of: a prefill layer, a decode layer, the embedding, the LM head row.
         const std::size_t head = arena_bytes(C) + arena_bytes(model.cfg.padded_vocab_size);
-        return std::max({block_scratch_bytes(T, C, model.cfg.n_head, T),
-                         block_scratch_bytes(1, C, model.cfg.n_head, T), arena_bytes(T * C), head});
+        return std::max({block_scratch_bytes(T, C, model.cfg.n_head, T), block_scratch_bytes(1, C, model.cfg.n_head, T),
+                         arena_bytes(T * C), head});
       }()) {
   if (static_cast<int>(model.h.size()) != L_ || !model.wte.defined() || !model.wpe.defined())
     fail(kGen, "the model has no weights bound (build it with make_gpt2 or load_gpt2)");
@@ -93,9 +93,9 @@ Tensor Gpt2Generator::run_prompt(std::span<const std::int32_t> tokens, bool want
   for (int l = 0; l < L_; ++l) {
     scratch_.reset();  // each layer's temporaries replace the previous layer's
     const Gpt2Block& b = m_.h[l];
-    const Tensor x(residual_.f32(), {1, T, C_});                                             // (1, T, C)
-    const Tensor a = b.ln_1.forward(x);                                                      // (1, T, C)
-    const Tensor qkv = b.attn.c_attn.forward(a);                                             // (1, T, 3C)
+    const Tensor x(residual_.f32(), {1, T, C_});  // (1, T, C)
+    const Tensor a = b.ln_1.forward(x);           // (1, T, C)
+    const Tensor qkv = b.attn.c_attn.forward(a);  // (1, T, 3C)
     cache_kv(k_cache_.f32() + l * layer, v_cache_.f32() + l * layer, qkv.f32(), T, C_);
     const Tensor h = x + b.attn.c_proj.forward(attention_qkv(qkv, NH_, NH_));  // (1, T, C)
     const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));                   // (1, T, C)
@@ -122,17 +122,17 @@ Tensor Gpt2Generator::decode_one(std::int32_t token) {
   for (int l = 0; l < L_; ++l) {
     scratch_.reset();
     const Gpt2Block& b = m_.h[l];
-    const Tensor x(x0, {1, 1, C_});                                                          // (1, 1, C)
-    const Tensor a = b.ln_1.forward(x);                                                      // (1, 1, C)
+    const Tensor x(x0, {1, 1, C_});               // (1, 1, C)
+    const Tensor a = b.ln_1.forward(x);           // (1, 1, C)
     const Tensor qkv = b.attn.c_attn.forward(a);  // (1, 1, 3C): q, k, v of the new position, one GEMV
     float* kc = k_cache_.f32() + l * layer;       // (maxT, C)
     float* vc = v_cache_.f32() + l * layer;       // (maxT, C)
     cache_kv(kc + std::int64_t{pos} * C_, vc + std::int64_t{pos} * C_, qkv.f32(), 1, C_);
-    const Tensor y = new_tensor({1, 1, C_}, "kv attention");           // (1, 1, C)
-    const Tensor scores = new_tensor({NH_, pos + 1}, "kv attention");  // (NH, pos + 1)
+    const Tensor y = new_tensor({1, 1, C_}, "kv attention");                                      // (1, 1, C)
+    const Tensor scores = new_tensor({NH_, pos + 1}, "kv attention");                             // (NH, pos + 1)
     attention_single_query(y.f32(), qkv.f32(), kc, vc, pos + 1, NH_, NH_, HS, C_, scores.f32());  // q: qkv's first C
-    const Tensor h = x + b.attn.c_proj.forward(y);            // (1, 1, C)
-    const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));  // (1, 1, C)
+    const Tensor h = x + b.attn.c_proj.forward(y);                                                // (1, 1, C)
+    const Tensor out = h + b.mlp.forward(b.ln_2.forward(h));                                      // (1, 1, C)
     std::memcpy(x0, out.f32(), out.nbytes());
   }
   tokens_.push_back(token);  // within the reserved capacity
@@ -141,8 +141,8 @@ Tensor Gpt2Generator::decode_one(std::int32_t token) {
   return Tensor(logits.raw(), {Vp_});
 }
 
-std::vector<std::int32_t> gpt2_sample(const Gpt2& m, const std::vector<std::int32_t>& prompt,
-                                      int max_new_tokens, const SamplingConfig& cfg, Rng& rng) {
+std::vector<std::int32_t> gpt2_sample(const Gpt2& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
+                                      const SamplingConfig& cfg, Rng& rng) {
   Gpt2Generator gen(m, ContextFull::Slide);
   std::vector<std::int32_t> out;
   out.reserve(static_cast<std::size_t>(std::max(max_new_tokens, 0)));

@@ -69,7 +69,7 @@ class Gpt2Generator final : public WindowGenerator {
 // One call for the trainer's periodic samples: returns the new tokens only (not the prompt), at
 // most max_new_tokens (fewer only when cfg.stop_at_eot ends it; the window slides when the
 // context fills). An empty prompt starts from cfg.eot. Plans a generator per call.
-std::vector<std::int32_t> gpt2_sample(const Gpt2& m, const std::vector<std::int32_t>& prompt,
-                                      int max_new_tokens, const SamplingConfig& cfg, Rng& rng);
+std::vector<std::int32_t> gpt2_sample(const Gpt2& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
+                                      const SamplingConfig& cfg, Rng& rng);
 
 }  // namespace llmcc::nn

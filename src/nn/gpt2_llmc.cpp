@@ -34,22 +34,22 @@ std::vector<Segment> llmc_order(const Gpt2& m, std::int64_t wte_rows) {
   auto each_layer = [&](auto&& pick) {
     for (const Gpt2Block& b : m.h) pick(b);
   };
-  out.push_back({m.wte.f32(), wte_rows * C});                          // (Vp, C)
-  add(m.wpe);                                                          // (maxT, C)
-  each_layer([&](const Gpt2Block& b) { add(b.ln_1.w); });              // ln1w (L, C)
-  each_layer([&](const Gpt2Block& b) { add(b.ln_1.b); });              // ln1b (L, C)
-  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.w); });       // qkvw (L, 3C, C)
-  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.b); });       // qkvb (L, 3C)
-  each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.w); });       // attprojw (L, C, C)
-  each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.b); });       // attprojb (L, C)
-  each_layer([&](const Gpt2Block& b) { add(b.ln_2.w); });              // ln2w (L, C)
-  each_layer([&](const Gpt2Block& b) { add(b.ln_2.b); });              // ln2b (L, C)
-  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_fc.w); });          // fcw (L, 4C, C)
-  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_fc.b); });          // fcb (L, 4C)
-  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_proj.w); });        // fcprojw (L, C, 4C)
-  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_proj.b); });        // fcprojb (L, C)
-  add(m.ln_f.w);                                                       // lnfw (C)
-  add(m.ln_f.b);                                                       // lnfb (C)
+  out.push_back({m.wte.f32(), wte_rows * C});                     // (Vp, C)
+  add(m.wpe);                                                     // (maxT, C)
+  each_layer([&](const Gpt2Block& b) { add(b.ln_1.w); });         // ln1w (L, C)
+  each_layer([&](const Gpt2Block& b) { add(b.ln_1.b); });         // ln1b (L, C)
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.w); });  // qkvw (L, 3C, C)
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_attn.b); });  // qkvb (L, 3C)
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.w); });  // attprojw (L, C, C)
+  each_layer([&](const Gpt2Block& b) { add(b.attn.c_proj.b); });  // attprojb (L, C)
+  each_layer([&](const Gpt2Block& b) { add(b.ln_2.w); });         // ln2w (L, C)
+  each_layer([&](const Gpt2Block& b) { add(b.ln_2.b); });         // ln2b (L, C)
+  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_fc.w); });     // fcw (L, 4C, C)
+  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_fc.b); });     // fcb (L, 4C)
+  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_proj.w); });   // fcprojw (L, C, 4C)
+  each_layer([&](const Gpt2Block& b) { add(b.mlp.c_proj.b); });   // fcprojb (L, C)
+  add(m.ln_f.w);                                                  // lnfw (C)
+  add(m.ln_f.b);                                                  // lnfb (C)
   return out;
 }
 
@@ -69,12 +69,11 @@ LlmcHeader parse_header(const std::string& path, const unsigned char* bytes, std
   std::int32_t h[256] = {};
   std::memcpy(h, bytes, std::min(size, kLlmcHeaderBytes));
   if (h[0] != kLlmcModelMagic) {
-    fail(kWhere, path + ": not an llm.c GPT-2 model file (magic " + std::to_string(h[0]) +
-                     ", expected " + std::to_string(kLlmcModelMagic) + ")" + magic_hint(h[0]));
+    fail(kWhere, path + ": not an llm.c GPT-2 model file (magic " + std::to_string(h[0]) + ", expected " +
+                     std::to_string(kLlmcModelMagic) + ")" + magic_hint(h[0]));
   }
   if (size < kLlmcHeaderBytes) {
-    fail(kWhere, path + ": truncated: " + std::to_string(size) +
-                     " bytes, shorter than the 1024-byte header");
+    fail(kWhere, path + ": truncated: " + std::to_string(size) + " bytes, shorter than the 1024-byte header");
   }
   LlmcHeader out;
   out.version = h[1];
@@ -87,17 +86,16 @@ LlmcHeader parse_header(const std::string& path, const unsigned char* bytes, std
                                 ? "; versions 1 and 2 are llm.c's older layouts without the padded "
                                   "vocabulary: re-export with llm.c's current train_gpt2.py"
                                 : "";
-    fail(kWhere, path + ": unknown version " + std::to_string(h[1]) + " (expected 3 = fp32 or " +
-                     "5 = bf16 weights)" + old);
+    fail(kWhere,
+         path + ": unknown version " + std::to_string(h[1]) + " (expected 3 = fp32 or " + "5 = bf16 weights)" + old);
   }
   // Generous bounds: they only keep the size arithmetic below far from overflow and reject
   // garbage; the file size check then decides.
   auto field = [&](int index, const char* name, std::int64_t lo, std::int64_t hi) {
     const std::int64_t v = h[index];
     if (v < lo || v > hi) {
-      fail(kWhere, path + ": header value " + name + " (int " + std::to_string(index) + ") is " +
-                       std::to_string(v) + ", expected " + std::to_string(lo) + ".." +
-                       std::to_string(hi));
+      fail(kWhere, path + ": header value " + name + " (int " + std::to_string(index) + ") is " + std::to_string(v) +
+                       ", expected " + std::to_string(lo) + ".." + std::to_string(hi));
     }
     return static_cast<int>(v);
   };
@@ -119,12 +117,18 @@ LlmcHeader parse_header(const std::string& path, const unsigned char* bytes, std
 
 std::string llmc_magic_name(std::int32_t magic) {
   switch (magic) {
-    case 20240326: return "llm.c's GPT-2 model file";
-    case 20240520: return "llm.c's token file: pass it as data, not as a model";
-    case 20240327: return "llm.c's debug state file (gpt2_124M_debug_state.bin)";
-    case 20240328: return "llm.c's tokenizer file (gpt2_tokenizer.bin)";
-    case 20240803: return "llm.c's Llama 3 model file, not GPT-2";
-    default: return "";
+    case 20240326:
+      return "llm.c's GPT-2 model file";
+    case 20240520:
+      return "llm.c's token file: pass it as data, not as a model";
+    case 20240327:
+      return "llm.c's debug state file (gpt2_124M_debug_state.bin)";
+    case 20240328:
+      return "llm.c's tokenizer file (gpt2_tokenizer.bin)";
+    case 20240803:
+      return "llm.c's Llama 3 model file, not GPT-2";
+    default:
+      return "";
   }
 }
 
@@ -162,16 +166,15 @@ Gpt2Weights load_gpt2_llmc(const std::string& path) {
   const std::int64_t n = stored.parameter_count();  // with the file's own Vp
   const std::uint64_t expected = kLlmcHeaderBytes + static_cast<std::uint64_t>(n) * es;
   if (file.size() != expected) {
-    fail(kWhere, path + (file.size() < expected ? ": truncated: " : ": has trailing bytes: ") +
-                     "expected " + std::to_string(expected) + " bytes (header + " +
-                     std::to_string(n) + " " + dtype_label(header.dtype) + " parameters of " +
-                     stored.str() + "), the file has " + std::to_string(file.size()));
+    fail(kWhere, path + (file.size() < expected ? ": truncated: " : ": has trailing bytes: ") + "expected " +
+                     std::to_string(expected) + " bytes (header + " + std::to_string(n) + " " +
+                     dtype_label(header.dtype) + " parameters of " + stored.str() + "), the file has " +
+                     std::to_string(file.size()));
   }
 
   // An unpadded vocabulary (Vp == V) gets llm.c's padding; the extra rows stay zero.
   Gpt2Config config = stored;
-  if (config.padded_vocab_size == config.vocab_size)
-    config.padded_vocab_size = padded_vocab(config.vocab_size);
+  if (config.padded_vocab_size == config.vocab_size) config.padded_vocab_size = padded_vocab(config.vocab_size);
   Gpt2Weights w = make_gpt2(config);  // the header checks above make this config valid
 
   const unsigned char* p = file.data() + kLlmcHeaderBytes;

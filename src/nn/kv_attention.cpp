@@ -12,14 +12,14 @@ namespace {
 constexpr std::int64_t kParallelMin = 16384;
 }  // namespace
 
-void attention_single_query(float* out, const float* q, const float* k, const float* v, int n, int NH, int NKV,
-                            int HS, std::int64_t stride, float* scores) {
+void attention_single_query(float* out, const float* q, const float* k, const float* v, int n, int NH, int NKV, int HS,
+                            std::int64_t stride, float* scores) {
   const int group = NH / NKV;  // query heads per key/value head
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   cpu::parallel_for(NH, std::int64_t{NH} * n * HS > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
     for (int h = static_cast<int>(begin); h < static_cast<int>(end); ++h) {
-      const float* qh = q + std::int64_t{h} * HS;  // (HS)
-      float* s = scores + std::int64_t{h} * n;     // (n)
+      const float* qh = q + std::int64_t{h} * HS;                // (HS)
+      float* s = scores + std::int64_t{h} * n;                   // (n)
       const std::int64_t kv_col = std::int64_t{h / group} * HS;  // the key/value head's columns
       float max = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < n; ++j) {

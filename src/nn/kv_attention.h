@@ -14,7 +14,7 @@ namespace llmcc::nn {
 // of the cache: GPT-2's (maxT, C) with stride C, Llama's (maxT, NKV * HS)); scores: (NH * n)
 // scratch. n >= 1, NKV divides NH. Heads run in parallel (OpenMP) when the work is large enough;
 // the dot products and the weighted sum are SIMD loops over HS.
-void attention_single_query(float* out, const float* q, const float* k, const float* v, int n, int NH, int NKV,
-                            int HS, std::int64_t stride, float* scores);
+void attention_single_query(float* out, const float* q, const float* k, const float* v, int n, int NH, int NKV, int HS,
+                            std::int64_t stride, float* scores);
 
 }  // namespace llmcc::nn

@@ -33,9 +33,9 @@ struct LlamaRmsNorm {
 };
 
 struct LlamaAttention {
-  int n_head = 0;     // query heads
-  int n_kv_head = 0;  // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
-  RopeConfig rope_freqs;  // RoPE's base theta and frequency scaling (config)
+  int n_head = 0;                           // query heads
+  int n_kv_head = 0;                        // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
+  RopeConfig rope_freqs;                    // RoPE's base theta and frequency scaling (config)
   Tensor wq LLMCC_ADGEN_NAME("wq.weight");  // (n_head * HS, C)
   Tensor wk LLMCC_ADGEN_NAME("wk.weight");  // (n_kv_head * HS, C)
   Tensor wv LLMCC_ADGEN_NAME("wv.weight");  // (n_kv_head * HS, C)

@@ -82,9 +82,9 @@ void LlamaConfig::validate() const {
   check_parameter_count(kWhere, "wq: n_embd x n_embd with n_embd " + s(n_embd), C * C);
   check_parameter_count(kWhere, "w1: hidden_dim (" + s(hidden_dim) + ") x n_embd (" + s(n_embd) + ")",
                         static_cast<long double>(hidden_dim) * C);
-  check_parameter_count(kWhere, "n_layer (" + s(n_layer) + ") blocks of n_embd (" + s(n_embd) + "), hidden_dim (" +
-                                    s(hidden_dim) + ")",
-                        static_cast<long double>(n_layer) * block_parameters(*this));
+  check_parameter_count(
+      kWhere, "n_layer (" + s(n_layer) + ") blocks of n_embd (" + s(n_embd) + "), hidden_dim (" + s(hidden_dim) + ")",
+      static_cast<long double>(n_layer) * block_parameters(*this));
   check_parameter_count(kWhere, "the parameter count of " + str(), total_parameters(*this));
 }
 

@@ -32,8 +32,8 @@ std::size_t block_scratch_bytes(const LlamaConfig& c, std::int64_t T, std::int64
   const std::int64_t C = c.n_embd, HS = c.head_dim(), Q = std::int64_t{c.n_head} * HS;
   const std::int64_t KV = std::int64_t{c.n_kv_head} * HS, F = c.hidden_dim;
   const std::size_t tables = 4 * arena_bytes(T * HS / 2);
-  return 6 * arena_bytes(T * C) + 3 * arena_bytes(T * Q) + 3 * arena_bytes(T * KV) + tables +
-         4 * arena_bytes(T * F) + arena_bytes(std::int64_t{c.n_head} * n_scores);
+  return 6 * arena_bytes(T * C) + 3 * arena_bytes(T * Q) + 3 * arena_bytes(T * KV) + tables + 4 * arena_bytes(T * F) +
+         arena_bytes(std::int64_t{c.n_head} * n_scores);
 }
 
 }  // namespace
@@ -61,11 +61,9 @@ LlamaGenerator::LlamaGenerator(const Llama& model, ContextFull on_full)
         const LlamaConfig& c = model.cfg;
         // The largest of: a prefill layer, a decode layer, the LM head row (final norm, logits).
         const std::size_t head = arena_bytes(c.n_embd) + arena_bytes(c.vocab_size);
-        return std::max(
-            {block_scratch_bytes(c, c.max_seq_len, 0), block_scratch_bytes(c, 1, c.max_seq_len), head});
+        return std::max({block_scratch_bytes(c, c.max_seq_len, 0), block_scratch_bytes(c, 1, c.max_seq_len), head});
       }()) {
-  if (static_cast<int>(model.layers.size()) != L_ || !model.tok_embeddings.defined() ||
-      !model.output.defined())
+  if (static_cast<int>(model.layers.size()) != L_ || !model.tok_embeddings.defined() || !model.output.defined())
     fail(kGen, "the model has no weights bound (build it with make_llama or load_llama)");
   const int KV = NKV_ * HS_;
   // Uninitialised: a cache row is always written before it is read, and untouched pages cost
@@ -87,8 +85,7 @@ Tensor LlamaGenerator::run_prompt(std::span<const std::int32_t> tokens, bool wan
   const std::int64_t layer = std::int64_t{maxT_} * KV;  // one layer of the cache
   ArenaScope scope(scratch_);
   for (int t = 0; t < T; ++t)  // the embedding: a row copy per token
-    std::memcpy(residual_.f32() + std::int64_t{t} * C_,
-                m_.tok_embeddings.f32() + std::int64_t{tokens[t]} * C_,
+    std::memcpy(residual_.f32() + std::int64_t{t} * C_, m_.tok_embeddings.f32() + std::int64_t{tokens[t]} * C_,
                 static_cast<std::size_t>(C_) * sizeof(float));
   for (int l = 0; l < L_; ++l) {
     scratch_.reset();  // each layer's temporaries replace the previous layer's
@@ -99,7 +96,7 @@ Tensor LlamaGenerator::run_prompt(std::span<const std::int32_t> tokens, bool wan
     const Tensor q = rope(linear_nobias(a, at.wq), at.n_head, at.rope_freqs, 0);     // (1, T, NH * HS)
     const Tensor k = rope(linear_nobias(a, at.wk), at.n_kv_head, at.rope_freqs, 0);  // (1, T, NKV * HS)
     const Tensor v = linear_nobias(a, at.wv);                                        // (1, T, NKV * HS)
-    std::memcpy(k_cache_.f32() + l * layer, k.f32(), k.nbytes());  // rows 0..T-1 of (maxT, NKV * HS)
+    std::memcpy(k_cache_.f32() + l * layer, k.f32(), k.nbytes());                    // rows 0..T-1 of (maxT, NKV * HS)
     std::memcpy(v_cache_.f32() + l * layer, v.f32(), v.nbytes());
     const Tensor h = x + linear_nobias(attention(q, k, v, at.n_head, at.n_kv_head), at.wo);  // (1, T, C)
     const Tensor out = h + b.feed_forward.forward(b.ffn_norm.forward(h));                    // (1, T, C)
@@ -121,8 +118,7 @@ Tensor LlamaGenerator::decode_one(std::int32_t token) {
   const std::int64_t layer = std::int64_t{maxT_} * KV;  // one layer of the cache
   ArenaScope scope(scratch_);
   float* x0 = residual_.f32();  // (C): row 0 carries the one position
-  std::memcpy(x0, m_.tok_embeddings.f32() + std::int64_t{token} * C_,
-              static_cast<std::size_t>(C_) * sizeof(float));
+  std::memcpy(x0, m_.tok_embeddings.f32() + std::int64_t{token} * C_, static_cast<std::size_t>(C_) * sizeof(float));
   for (int l = 0; l < L_; ++l) {
     scratch_.reset();
     const LlamaBlock& b = m_.layers[l];
@@ -151,8 +147,8 @@ Tensor LlamaGenerator::decode_one(std::int32_t token) {
 
 // ---- whole generations ------------------------------------------------------------------------
 
-std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt,
-                                       int max_new_tokens, const SamplingConfig& cfg, Rng& rng,
+std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
+                                       const SamplingConfig& cfg, Rng& rng,
                                        const std::function<void(std::int32_t)>& on_token) {
   LlamaGenerator gen(m, ContextFull::Slide);
   for (const std::int32_t id : prompt) gen.check_token(id, "prompt");
@@ -176,8 +172,7 @@ std::size_t llama_forward_bytes(const LlamaConfig& c, int B, int T) {
   // the (V) logits row.
   const double BT = static_cast<double>(B) * T, C = c.n_embd, F = c.hidden_dim;
   const double Q = C, KV = static_cast<double>(c.n_kv_head) * c.head_dim();
-  const double per_layer =
-      BT * (6.0 * C + 3.0 * Q + 3.0 * KV + 4.0 * F) + 4.0 * BT + double(B) * c.n_head * T;
+  const double per_layer = BT * (6.0 * C + 3.0 * Q + 3.0 * KV + 4.0 * F) + 4.0 * BT + double(B) * c.n_head * T;
   const double floats = c.n_layer * per_layer + 2.0 * BT * C + BT * c.vocab_size;
   return static_cast<std::size_t>(4.0 * floats) + (std::size_t{16} << 20);
 }
@@ -187,8 +182,7 @@ std::vector<std::int32_t> llama_sample_uncached(const Llama& m, const std::vecto
                                                 const std::function<void(std::int32_t)>& on_token) {
   cfg.validate();
   const int V = m.cfg.vocab_size, maxT = m.cfg.max_seq_len;
-  if (max_new_tokens < 0)
-    fail("llama_sample", "max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
+  if (max_new_tokens < 0) fail("llama_sample", "max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
   std::vector<std::int32_t> seq = prompt.empty() ? std::vector<std::int32_t>{cfg.eot} : prompt;
   for (const std::int32_t id : seq)
     if (id < 0 || id >= V)
@@ -207,8 +201,7 @@ std::vector<std::int32_t> llama_sample_uncached(const Llama& m, const std::vecto
     {
       ArenaScope scope(arena);
       const Tensor logits = m.forward(Tokens(seq.data() + start, 1, T));  // (1, T, V)
-      next = sampler.sample(std::span<const float>(logits.f32() + static_cast<std::size_t>(T - 1) * V, V),
-                            cfg, rng);
+      next = sampler.sample(std::span<const float>(logits.f32() + static_cast<std::size_t>(T - 1) * V, V), cfg, rng);
     }
     seq.push_back(next);
     if (on_token) on_token(next);

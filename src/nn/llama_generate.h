@@ -67,8 +67,8 @@ class LlamaGenerator final : public WindowGenerator {
 // The window slides when the context fills; a prompt longer than the context is cropped to its
 // last max_seq_len tokens. Runs on a LlamaGenerator (planned per call).
 // Throws llmcc::Error for an id outside [0, vocab_size).
-std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt,
-                                       int max_new_tokens, const SamplingConfig& cfg, Rng& rng,
+std::vector<std::int32_t> llama_sample(const Llama& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
+                                       const SamplingConfig& cfg, Rng& rng,
                                        const std::function<void(std::int32_t)>& on_token = {});
 
 // The same draws without a cache: every token runs Llama::forward over the whole window (the

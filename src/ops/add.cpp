@@ -25,8 +25,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 
-void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
-                  Tensor* d_a, Tensor* d_b) {
+void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b) {
   LLMCC_PROFILE("add.bwd");
   (void)out;
   check::same_shape("add", "a", a, "b", b);

@@ -22,18 +22,16 @@ constexpr const char* kOpQkv = "attention_qkv";
 
 void check_head_counts(const char* op, int n_head, int n_kv_head) {
   check::that(n_head >= 1 && n_kv_head >= 1, op, [&] {
-    return "n_head " + std::to_string(n_head) + " and n_kv_head " + std::to_string(n_kv_head) +
-           ", expected both >= 1";
+    return "n_head " + std::to_string(n_head) + " and n_kv_head " + std::to_string(n_kv_head) + ", expected both >= 1";
   });
   check::that(n_head % n_kv_head == 0, op, [&] {
-    return "n_head " + std::to_string(n_head) + " is not a multiple of n_kv_head " +
-           std::to_string(n_kv_head) + ", expected n_kv_head to divide n_head";
+    return "n_head " + std::to_string(n_head) + " is not a multiple of n_kv_head " + std::to_string(n_kv_head) +
+           ", expected n_kv_head to divide n_head";
   });
 }
 
 // Validates q (B, T, NH*HS), k and v (B, T, NKV*HS) and the head counts; returns the layout.
-AttentionLayout check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
-                             int n_kv_head) {
+AttentionLayout check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
   check_head_counts(kOp, n_head, n_kv_head);
   check::ndim(kOp, "q", q, 3, "(B, T, n_head * HS)");
   check::ndim(kOp, "k", k, 3, "(B, T, n_kv_head * HS)");
@@ -45,12 +43,11 @@ AttentionLayout check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, 
   const std::int64_t HS = C / n_head;
   check::dim(kOp, "k", k, 0, q.dim(0), "B of q");
   check::dim(kOp, "k", k, 1, q.dim(1), "T of q");
-  check::dim(kOp, "k", k, 2, n_kv_head * HS, [&] {
-    return "n_kv_head " + std::to_string(n_kv_head) + " * head size " + std::to_string(HS);
-  });
+  check::dim(kOp, "k", k, 2, n_kv_head * HS,
+             [&] { return "n_kv_head " + std::to_string(n_kv_head) + " * head size " + std::to_string(HS); });
   check::same_shape(kOp, "k", k, "v", v);
-  return AttentionLayout::dense(static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), n_head,
-                                n_kv_head, static_cast<int>(HS));
+  return AttentionLayout::dense(static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), n_head, n_kv_head,
+                                static_cast<int>(HS));
 }
 
 // Validates qkv (B, T, (NH + 2*NKV) * HS) and the head counts; returns the packed layout.
@@ -63,13 +60,13 @@ AttentionLayout check_packed(const Tensor& qkv, int n_head, int n_kv_head) {
            ", expected a positive multiple of n_head + 2 * n_kv_head = " + std::to_string(heads) +
            " (query, key and value heads of size HS)";
   });
-  return AttentionLayout::packed(static_cast<int>(qkv.dim(0)), static_cast<int>(qkv.dim(1)),
-                                 n_head, n_kv_head, static_cast<int>(W / heads));
+  return AttentionLayout::packed(static_cast<int>(qkv.dim(0)), static_cast<int>(qkv.dim(1)), n_head, n_kv_head,
+                                 static_cast<int>(W / heads));
 }
 
 // The output (B, T, NH*HS) and, when `saved`, the lse (B, NH, T) of either form.
-Tensor forward(const char* op, const AttentionLayout& L, const float* q, const float* k,
-               const float* v, AttentionSaved* saved) {
+Tensor forward(const char* op, const AttentionLayout& L, const float* q, const float* k, const float* v,
+               AttentionSaved* saved) {
   Tensor out = new_tensor({L.B, L.T, std::int64_t{L.NH} * L.HS}, op);  // (B, T, NH * HS)
   float* lse = nullptr;
   if (saved) {
@@ -85,31 +82,31 @@ Tensor forward(const char* op, const AttentionLayout& L, const float* q, const f
 }
 
 // Checks what both pullbacks read besides their inputs: out and d_out (B, T, NH*HS) and saved.lse.
-void check_saved(const char* op, const AttentionLayout& L, const Tensor& out,
-                 const AttentionSaved& saved, const Tensor& d_out) {
+void check_saved(const char* op, const AttentionLayout& L, const Tensor& out, const AttentionSaved& saved,
+                 const Tensor& d_out) {
   const std::int64_t C = std::int64_t{L.NH} * L.HS;
   check::ndim(op, "out", out, 3, "(B, T, n_head * HS)");
   check::dim(op, "out", out, 0, L.B, "B");
   check::dim(op, "out", out, 1, L.T, "T");
   check::dim(op, "out", out, 2, C, "n_head * HS");
   check::same_shape(op, "out", out, "d_out", d_out);
-  check::ndim(op, "saved.lse", saved.lse, 3,
-              op == kOp ? "(B, n_head, T); did you run attention_fwd?"
-                        : "(B, n_head, T); did you run attention_qkv_fwd?");
+  check::ndim(
+      op, "saved.lse", saved.lse, 3,
+      op == kOp ? "(B, n_head, T); did you run attention_fwd?" : "(B, n_head, T); did you run attention_qkv_fwd?");
   check::dim(op, "saved.lse", saved.lse, 0, L.B, "B");
   check::dim(op, "saved.lse", saved.lse, 1, L.NH, "n_head");
   check::dim(op, "saved.lse", saved.lse, 2, L.T, "T");
 }
 
 // overwrite_*: the adjoint's zeros are pending (ops/adjoint.h); only fast kernels get them.
-void backward(const AttentionLayout& L, const float* q, const float* k, const float* v,
-              const Tensor& out, const AttentionSaved& saved, const Tensor& d_out, float* dq,
-              float* dk, float* dv, bool overwrite_q, bool overwrite_k, bool overwrite_v) {
+void backward(const AttentionLayout& L, const float* q, const float* k, const float* v, const Tensor& out,
+              const AttentionSaved& saved, const Tensor& d_out, float* dq, float* dk, float* dv, bool overwrite_q,
+              bool overwrite_k, bool overwrite_v) {
   if (kernel_mode() == KernelMode::Reference) {
     ref::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
   } else {
-    cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L,
-                            overwrite_q, overwrite_k, overwrite_v);
+    cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L, overwrite_q, overwrite_k,
+                            overwrite_v);
   }
 }
 
@@ -128,9 +125,8 @@ Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_he
   return forward(kOp, L, q.f32(), k.f32(), v.f32(), &saved);
 }
 
-void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
-                        int n_kv_head, const Tensor& out, const AttentionSaved& saved,
-                        const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v) {
+void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head, const Tensor& out,
+                        const AttentionSaved& saved, const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v) {
   LLMCC_PROFILE("attention.bwd");
   const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
   check::same_shape(kOp, "q", q, "out", out);
@@ -143,8 +139,7 @@ void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n
   float* dq = adjoint_data(d_q, &overwrite_q);  // (B, T, NH*HS)
   float* dk = adjoint_data(d_k, &overwrite_k);  // (B, T, NKV*HS)
   float* dv = adjoint_data(d_v, &overwrite_v);  // (B, T, NKV*HS)
-  backward(L, q.f32(), k.f32(), v.f32(), out, saved, d_out, dq, dk, dv, overwrite_q, overwrite_k,
-           overwrite_v);
+  backward(L, q.f32(), k.f32(), v.f32(), out, saved, d_out, dq, dk, dv, overwrite_q, overwrite_k, overwrite_v);
 }
 
 Tensor attention_qkv(const Tensor& qkv, int n_head, int n_kv_head) {
@@ -171,8 +166,8 @@ void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const 
   const float* p = qkv.f32();
   bool overwrite = false;
   float* d = adjoint_data(d_qkv, &overwrite);  // (B, T, (NH + 2 NKV) * HS)
-  backward(L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), out, saved, d_out, d,
-           d + L.packed_k_offset(), d + L.packed_v_offset(), overwrite, overwrite, overwrite);
+  backward(L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), out, saved, d_out, d, d + L.packed_k_offset(),
+           d + L.packed_v_offset(), overwrite, overwrite, overwrite);
 }
 
 }  // namespace llmcc

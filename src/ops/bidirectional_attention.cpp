@@ -63,9 +63,9 @@ Tensor bidirectional_attention_fwd(const Tensor& q, const Tensor& k, const Tenso
   return forward(q, k, v, n_head, &saved);
 }
 
-void bidirectional_attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
-                                      const Tensor& out, const BidirectionalAttentionSaved& saved,
-                                      const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v) {
+void bidirectional_attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, const Tensor& out,
+                                      const BidirectionalAttentionSaved& saved, const Tensor& d_out, Tensor* d_q,
+                                      Tensor* d_k, Tensor* d_v) {
   LLMCC_PROFILE("bidirectional_attention.bwd");
   const Dims d = check_inputs(q, k, v, n_head);
   check::same_shape(kOp, "q", q, "out", out);

@@ -12,33 +12,31 @@ void defined(const char* op, const char* name, const Tensor& t) {
 void ndim(const char* op, const char* name, const Tensor& t, int n, const char* layout) {
   defined(op, name, t);
   if (t.ndim() != n) {
-    fail(op, std::string(name) + " has shape " + t.shape().str() + ", expected " +
-                 std::to_string(n) + " dims " + layout);
+    fail(op,
+         std::string(name) + " has shape " + t.shape().str() + ", expected " + std::to_string(n) + " dims " + layout);
   }
 }
 
 void dim_failed(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
                 const std::string& why) {
-  fail(op, std::string(name) + " has shape " + t.shape().str() + ": dim " + std::to_string(axis) +
-               " is " + std::to_string(t.dim(axis)) + ", expected " + std::to_string(expected) +
-               " (" + why + ")");
+  fail(op, std::string(name) + " has shape " + t.shape().str() + ": dim " + std::to_string(axis) + " is " +
+               std::to_string(t.dim(axis)) + ", expected " + std::to_string(expected) + " (" + why + ")");
 }
 
-void same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name,
-                const Tensor& b) {
+void same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b) {
   defined(op, a_name, a);
   defined(op, b_name, b);
   if (a.shape() != b.shape()) {
-    fail(op, std::string(b_name) + " has shape " + b.shape().str() + ", expected " +
-                 a.shape().str() + " (the shape of " + a_name + ")");
+    fail(op, std::string(b_name) + " has shape " + b.shape().str() + ", expected " + a.shape().str() +
+                 " (the shape of " + a_name + ")");
   }
 }
 
 void tokens(const char* op, const char* name, const Tokens& t) {
   if (t.data() == nullptr) fail(op, std::string(name) + " has no storage");
   if (t.B() <= 0 || t.T() <= 0) {
-    fail(op, std::string(name) + " has shape (" + std::to_string(t.B()) + ", " +
-                 std::to_string(t.T()) + "), expected B > 0 and T > 0");
+    fail(op, std::string(name) + " has shape (" + std::to_string(t.B()) + ", " + std::to_string(t.T()) +
+                 "), expected B > 0 and T > 0");
   }
 }
 
@@ -46,8 +44,8 @@ void adjoint(const char* op, const char* name, const Tensor* d, const Tensor& pr
   if (d == nullptr) return;
   defined(op, name, *d);
   if (d->shape() != primal.shape()) {
-    fail(op, std::string(name) + " has shape " + d->shape().str() + ", expected " +
-                 primal.shape().str() + " (the shape of its primal)");
+    fail(op, std::string(name) + " has shape " + d->shape().str() + ", expected " + primal.shape().str() +
+                 " (the shape of its primal)");
   }
 }
 

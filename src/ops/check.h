@@ -22,38 +22,38 @@ void defined(const char* op, const char* name, const Tensor& t);
 void ndim(const char* op, const char* name, const Tensor& t, int ndim, const char* layout);
 
 // Throws "[op] <name> has shape (..): dim <axis> is <got>, expected <expected> (<why>)".
-[[noreturn]] void dim_failed(const char* op, const char* name, const Tensor& t, int axis,
-                             std::int64_t expected, const std::string& why);
+[[noreturn]] void dim_failed(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
+                             const std::string& why);
 // Dimension `axis` of `t` equals `expected`; `why` says where the expectation comes from.
-inline void dim(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
-                const char* why) {
-  if (t.dim(axis) != expected) [[unlikely]] dim_failed(op, name, t, axis, expected, why);
+inline void dim(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected, const char* why) {
+  if (t.dim(axis) != expected) [[unlikely]]
+    dim_failed(op, name, t, axis, expected, why);
 }
 // The same with a `why` that has values in it: a callable returning std::string.
 template <std::invocable Why>
-void dim(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
-         Why&& why) {
+void dim(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected, Why&& why) {
   if (t.dim(axis) != expected) [[unlikely]] {
     dim_failed(op, name, t, axis, expected, std::forward<Why>(why)());
   }
 }
 
 // `a` and `b` have the same shape.
-void same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name,
-                const Tensor& b);
+void same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b);
 // `tokens` has storage and the given batch shape.
 void tokens(const char* op, const char* name, const Tokens& tokens);
 
 // A general condition with a fixed message.
 inline void that(bool ok, const char* op, const char* message) {
-  if (!ok) [[unlikely]] fail(op, message);
+  if (!ok) [[unlikely]]
+    fail(op, message);
 }
 // A general condition whose message has values in it: `message` is a callable returning the
 // std::string, called only on failure, e.g.
 //   check::that(C > 0, op, [&] { return "x has shape " + x.shape().str() + ", expected C > 0"; });
 template <std::invocable Message>
 void that(bool ok, const char* op, Message&& message) {
-  if (!ok) [[unlikely]] fail(op, std::forward<Message>(message)());
+  if (!ok) [[unlikely]]
+    fail(op, std::forward<Message>(message)());
 }
 
 // An adjoint pointer given to a pullback is either null or a tensor shaped like its primal.

@@ -40,41 +40,37 @@ Rows check_inputs(const Tensor& logits, const Tokens& targets, int vocab_size, i
   } else if (logits.ndim() == 2) {
     check::dim(kOp, "logits", logits, 0, targets.numel(), [&] { return "B * T of targets " + tshape(); });
   } else {
-    fail(kOp, "logits has shape " + logits.shape().str() +
-                  ", expected 3 dims (B, T, Vp) or 2 dims (N, Vp)");
+    fail(kOp, "logits has shape " + logits.shape().str() + ", expected 3 dims (B, T, Vp) or 2 dims (N, Vp)");
   }
   const std::int64_t Vp = logits.dim(-1);
   check::that(vocab_size >= 1 && vocab_size <= Vp, kOp, [&] {
-    return "vocab_size is " + std::to_string(vocab_size) + ", expected 1 <= vocab_size <= Vp = " +
-           std::to_string(Vp) + " (last dim of logits " + logits.shape().str() + ")";
+    return "vocab_size is " + std::to_string(vocab_size) + ", expected 1 <= vocab_size <= Vp = " + std::to_string(Vp) +
+           " (last dim of logits " + logits.shape().str() + ")";
   });
   std::int64_t count = 0;
   const std::int32_t* t = targets.data();
   for (std::int64_t n = 0; n < targets.numel(); ++n) {
     if (t[n] == ignore_index) continue;
     if (t[n] < 0 || t[n] >= vocab_size) {
-      fail(kOp, "targets[" + std::to_string(n / targets.T()) + ", " +
-                    std::to_string(n % targets.T()) + "] (row " + std::to_string(n) + ") is " +
-                    std::to_string(t[n]) + ", expected a class in [0, " +
-                    std::to_string(vocab_size) + ") or ignore_index " +
-                    std::to_string(ignore_index));
+      fail(kOp, "targets[" + std::to_string(n / targets.T()) + ", " + std::to_string(n % targets.T()) + "] (row " +
+                    std::to_string(n) + ") is " + std::to_string(t[n]) + ", expected a class in [0, " +
+                    std::to_string(vocab_size) + ") or ignore_index " + std::to_string(ignore_index));
     }
     ++count;
   }
   return {targets.numel(), vocab_size, Vp, count};
 }
 
-float forward(const Tensor& logits, const Tokens& targets, int ignore_index, const Rows& r,
-              CrossEntropySaved& saved) {
+float forward(const Tensor& logits, const Tokens& targets, int ignore_index, const Rows& r, CrossEntropySaved& saved) {
   saved.lse = new_tensor({r.N}, kOp);  // (N)
   std::int64_t count = 0;
   double loss = 0.0;
   if (kernel_mode() == KernelMode::Reference) {
-    loss = ref::cross_entropy_forward(saved.lse.f32(), &count, logits.f32(), targets.data(), r.N,
-                                      r.V, r.Vp, ignore_index);
+    loss =
+        ref::cross_entropy_forward(saved.lse.f32(), &count, logits.f32(), targets.data(), r.N, r.V, r.Vp, ignore_index);
   } else {
-    loss = cpu::cross_entropy_forward(saved.lse.f32(), &count, logits.f32(), targets.data(), r.N,
-                                      r.V, r.Vp, ignore_index);
+    loss =
+        cpu::cross_entropy_forward(saved.lse.f32(), &count, logits.f32(), targets.data(), r.N, r.V, r.Vp, ignore_index);
   }
   LLMCC_ASSERT(count == r.count, "the kernel and the front end disagree on ignored targets");
   saved.count = static_cast<int>(count);
@@ -90,16 +86,15 @@ float cross_entropy(const Tensor& logits, const Tokens& targets, int vocab_size,
   return forward(logits, targets, ignore_index, r, scratch);
 }
 
-float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_size,
-                        int ignore_index, CrossEntropySaved& saved) {
+float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index,
+                        CrossEntropySaved& saved) {
   LLMCC_PROFILE("cross_entropy.fwd");
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
   return forward(logits, targets, ignore_index, r, saved);
 }
 
-void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int vocab_size,
-                            int ignore_index, float out, const CrossEntropySaved& saved,
-                            float d_out, Tensor* d_logits) {
+void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index, float out,
+                            const CrossEntropySaved& saved, float d_out, Tensor* d_logits) {
   LLMCC_PROFILE("cross_entropy.bwd");
   (void)out;  // the backward reads logits and saved.lse only
   const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
@@ -115,11 +110,10 @@ void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int voc
   bool overwrite = false;
   float* dl = adjoint_data(d_logits, &overwrite);  // shape of logits
   if (kernel_mode() == KernelMode::Reference) {
-    ref::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V,
-                                r.Vp, ignore_index);
+    ref::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V, r.Vp, ignore_index);
   } else {
-    cpu::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V,
-                                r.Vp, ignore_index, overwrite);
+    cpu::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V, r.Vp, ignore_index,
+                                overwrite);
   }
 }
 

@@ -25,14 +25,13 @@ Dims check_tokens(const char* op, const Tokens& idx, const Tensor& wte) {
   check::tokens(op, "idx", idx);
   check::ndim(op, "wte", wte, 2, "(V, C)");
   const std::int64_t V = wte.dim(0), C = wte.dim(1);
-  check::that(V > 0 && C > 0, op,
-              [&] { return "wte has shape " + wte.shape().str() + ", expected V > 0 and C > 0"; });
+  check::that(V > 0 && C > 0, op, [&] { return "wte has shape " + wte.shape().str() + ", expected V > 0 and C > 0"; });
   const std::int32_t* ids = idx.data();
   for (std::int64_t i = 0; i < idx.numel(); ++i) {
     if (ids[i] < 0 || ids[i] >= V) {
-      fail(op, "idx[" + std::to_string(i / idx.T()) + ", " + std::to_string(i % idx.T()) +
-                   "] is " + std::to_string(ids[i]) + ", expected a token id in [0, " +
-                   std::to_string(V) + ") (rows of wte " + wte.shape().str() + ")");
+      fail(op, "idx[" + std::to_string(i / idx.T()) + ", " + std::to_string(i % idx.T()) + "] is " +
+                   std::to_string(ids[i]) + ", expected a token id in [0, " + std::to_string(V) + ") (rows of wte " +
+                   wte.shape().str() + ")");
     }
   }
   return {idx.B(), idx.T(), C};
@@ -84,8 +83,8 @@ Tensor token_embedding(const Tokens& idx, const Tensor& wte) {
   return forward(kTok, idx, wte, nullptr, d);
 }
 
-void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& out,
-                              const Tensor& d_out, Tensor* d_wte) {
+void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& out, const Tensor& d_out,
+                              Tensor* d_wte) {
   LLMCC_PROFILE("token_embedding.bwd");
   (void)out;  // the backward reads idx and d_out only
   const Dims d = check_tokens(kTok, idx, wte);
@@ -101,9 +100,8 @@ Tensor token_position_embedding(const Tokens& idx, const Tensor& wte, const Tens
   return forward(kTokPos, idx, wte, wpe.f32(), d);
 }
 
-void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe,
-                                       const Tensor& out, const Tensor& d_out, Tensor* d_wte,
-                                       Tensor* d_wpe) {
+void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe, const Tensor& out,
+                                       const Tensor& d_out, Tensor* d_wte, Tensor* d_wpe) {
   LLMCC_PROFILE("tok_pos_embedding.bwd");
   (void)out;  // the backward reads idx and d_out only
   const Dims d = check_tokens(kTokPos, idx, wte);

@@ -22,9 +22,8 @@ struct Rows {
 };
 Rows check_inputs(const Tensor& x, const Tensor& w, const Tensor& b) {
   check::defined(kOp, "x", x);
-  check::that(x.ndim() == 2 || x.ndim() == 3, kOp, [&] {
-    return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)";
-  });
+  check::that(x.ndim() == 2 || x.ndim() == 3, kOp,
+              [&] { return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)"; });
   const std::int64_t C = x.dim(-1);
   check::that(C > 0, kOp, [&] { return "x has shape " + x.shape().str() + ", expected a last dim C > 0"; });
   check::ndim(kOp, "w", w, 1, "(C)");
@@ -41,8 +40,7 @@ void check_saved(const LayerNormSaved& saved, std::int64_t N) {
   check::dim(kOp, "saved.rstd", saved.rstd, 0, N, "rows of x");
 }
 
-Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, float* mean, float* rstd,
-               Rows r) {
+Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, float* mean, float* rstd, Rows r) {
   Tensor out = new_tensor(x.shape(), kOp);  // shape of x
   if (kernel_mode() == KernelMode::Reference) {
     ref::layernorm_forward(out.f32(), mean, rstd, x.f32(), w.f32(), b.f32(), r.N, r.C);
@@ -69,8 +67,7 @@ Tensor layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, LayerNor
 }
 
 void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
-                        const LayerNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w,
-                        Tensor* d_b) {
+                        const LayerNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_b) {
   LLMCC_PROFILE("layernorm.bwd");
   (void)out;  // the backward reads x, w and the saved statistics only
   const Rows r = check_inputs(x, w, b);
@@ -85,11 +82,10 @@ void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const
   float* db = d_b ? d_b->f32() : nullptr;
   if (dx == nullptr && dw == nullptr && db == nullptr) return;
   if (kernel_mode() == KernelMode::Reference) {
-    ref::layernorm_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), saved.mean.f32(),
-                            saved.rstd.f32(), r.N, r.C);
+    ref::layernorm_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), saved.mean.f32(), saved.rstd.f32(), r.N, r.C);
   } else {
-    cpu::layernorm_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), saved.mean.f32(),
-                            saved.rstd.f32(), r.N, r.C, overwrite_dx);
+    cpu::layernorm_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), saved.mean.f32(), saved.rstd.f32(), r.N, r.C,
+                            overwrite_dx);
   }
 }
 

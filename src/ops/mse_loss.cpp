@@ -27,8 +27,8 @@ float mse_loss(const Tensor& pred, const Tensor& target) {
   return cpu::mse_loss_forward(pred.f32(), target.f32(), pred.numel());
 }
 
-void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, float d_out,
-                       Tensor* d_pred, Tensor* d_target) {
+void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, float d_out, Tensor* d_pred,
+                       Tensor* d_target) {
   LLMCC_PROFILE("mse_loss.bwd");
   (void)out;
   check_inputs(pred, target);
@@ -42,8 +42,7 @@ void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, floa
   if (kernel_mode() == KernelMode::Reference) {
     ref::mse_loss_backward(dp, dt, pred.f32(), target.f32(), d_out, pred.numel());
   } else {
-    cpu::mse_loss_backward(dp, dt, pred.f32(), target.f32(), d_out, pred.numel(), overwrite_pred,
-                           overwrite_target);
+    cpu::mse_loss_backward(dp, dt, pred.f32(), target.f32(), d_out, pred.numel(), overwrite_pred, overwrite_target);
   }
 }
 

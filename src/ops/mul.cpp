@@ -24,8 +24,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 
-void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
-                  Tensor* d_a, Tensor* d_b) {
+void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b) {
   LLMCC_PROFILE("mul.bwd");
   (void)out;  // the product rule needs only the inputs
   check::same_shape("mul", "a", a, "b", b);

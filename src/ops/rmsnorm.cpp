@@ -22,17 +22,15 @@ struct Rows {
 // Validates x (N, C) or (B, T, C), w (C) and eps; returns N (rows) and C.
 Rows check_inputs(const Tensor& x, const Tensor& w, float eps) {
   check::defined(kOp, "x", x);
-  check::that(x.ndim() == 2 || x.ndim() == 3, kOp, [&] {
-    return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)";
-  });
+  check::that(x.ndim() == 2 || x.ndim() == 3, kOp,
+              [&] { return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)"; });
   const std::int64_t C = x.dim(-1);
   check::that(C > 0, kOp, [&] { return "x has shape " + x.shape().str() + ", expected a last dim C > 0"; });
   check::ndim(kOp, "w", w, 1, "(C)");
   check::dim(kOp, "w", w, 0, C, "last dim of x");
   // eps = 0 would divide by zero on an all-zero row.
-  check::that(std::isfinite(eps) && eps > 0.0f, kOp, [&] {
-    return "eps is " + std::to_string(eps) + ", expected a finite value > 0 (e.g. 1e-5)";
-  });
+  check::that(std::isfinite(eps) && eps > 0.0f, kOp,
+              [&] { return "eps is " + std::to_string(eps) + ", expected a finite value > 0 (e.g. 1e-5)"; });
   return {x.numel() / C, C};
 }
 
@@ -61,8 +59,8 @@ Tensor rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, RmsNormSaved& sa
   return forward(x, w, eps, saved.rstd.f32(), r);
 }
 
-void rmsnorm_pullback(const Tensor& x, const Tensor& w, float eps, const Tensor& out,
-                      const RmsNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w) {
+void rmsnorm_pullback(const Tensor& x, const Tensor& w, float eps, const Tensor& out, const RmsNormSaved& saved,
+                      const Tensor& d_out, Tensor* d_x, Tensor* d_w) {
   LLMCC_PROFILE("rmsnorm.bwd");
   (void)out;  // the backward reads x, w and the saved rstd only (eps is folded into rstd)
   const Rows r = check_inputs(x, w, eps);

@@ -34,9 +34,8 @@ Dims check_inputs(const Tensor& x, int n_head, const RopeConfig& cfg, int pos_of
     return "head size HS = C / n_head = " + std::to_string(HS) +
            " is odd, expected an even HS (rope rotates pairs x[2i], x[2i+1])";
   });
-  check::that(std::isfinite(cfg.theta) && cfg.theta > 0.0f, kOp, [&] {
-    return "theta is " + std::to_string(cfg.theta) + ", expected a finite value > 0 (e.g. 10000)";
-  });
+  check::that(std::isfinite(cfg.theta) && cfg.theta > 0.0f, kOp,
+              [&] { return "theta is " + std::to_string(cfg.theta) + ", expected a finite value > 0 (e.g. 10000)"; });
   cfg.scaling.validate(kOp);
   check::that(pos_offset >= 0, kOp, [&] {
     return "pos_offset is " + std::to_string(pos_offset) +
@@ -68,9 +67,8 @@ void RopeScaling::validate(const std::string& where) const {
   need(std::isfinite(high_freq_factor) && high_freq_factor > low_freq_factor,
        "high_freq_factor is " + std::to_string(high_freq_factor) + ", expected > low_freq_factor (" +
            std::to_string(low_freq_factor) + ")");
-  need(original_max_position_embeddings > 0, "original_max_position_embeddings is " +
-                                                  std::to_string(original_max_position_embeddings) +
-                                                  ", expected > 0");
+  need(original_max_position_embeddings > 0,
+       "original_max_position_embeddings is " + std::to_string(original_max_position_embeddings) + ", expected > 0");
 }
 
 double rope_inv_freq(const RopeConfig& cfg, int i, int HS) { return ref::rope_inv_freq(cfg, i, HS); }
@@ -106,8 +104,8 @@ Tensor rope(const Tensor& x, int n_head, float theta, int pos_offset) {
   return rope(x, n_head, RopeConfig{theta, {}}, pos_offset);
 }
 
-void rope_pullback(const Tensor& x, int n_head, float theta, int pos_offset, const Tensor& out,
-                   const Tensor& d_out, Tensor* d_x) {
+void rope_pullback(const Tensor& x, int n_head, float theta, int pos_offset, const Tensor& out, const Tensor& d_out,
+                   Tensor* d_x) {
   rope_pullback(x, n_head, RopeConfig{theta, {}}, pos_offset, out, d_out, d_x);
 }
 

@@ -25,8 +25,7 @@ Tensor scale(const Tensor& x, float s) {
 Tensor operator*(float s, const Tensor& x) { return scale(x, s); }
 Tensor operator*(const Tensor& x, float s) { return scale(x, s); }
 
-void scale_pullback(const Tensor& x, float s, const Tensor& out, const Tensor& d_out, Tensor* d_x,
-                    float* d_s) {
+void scale_pullback(const Tensor& x, float s, const Tensor& out, const Tensor& d_out, Tensor* d_x, float* d_s) {
   LLMCC_PROFILE("scale.bwd");
   (void)out;  // linear in x: the backward needs x (for d_s) and s, not the output
   check::same_shape("scale", "x", x, "d_out", d_out);

@@ -20,14 +20,12 @@ constexpr const char* kOp = "view";
 // The block [offset, offset + numel(shape)) lies inside x.
 void check_block(const Tensor& x, const Shape& shape, std::int64_t offset) {
   check::defined(kOp, "x", x);
-  check::that(shape.ndim() >= 1 && shape.numel() > 0, kOp, [&] {
-    return "shape " + shape.str() + " has no elements, expected at least one dim and numel > 0";
-  });
+  check::that(shape.ndim() >= 1 && shape.numel() > 0, kOp,
+              [&] { return "shape " + shape.str() + " has no elements, expected at least one dim and numel > 0"; });
   check::that(offset >= 0 && offset <= x.numel() - shape.numel(), kOp, [&] {
-    return "offset " + std::to_string(offset) + " + " + std::to_string(shape.numel()) +
-           " elements of shape " + shape.str() + " is outside x " + x.shape().str() + " (" +
-           std::to_string(x.numel()) + " elements), expected 0 <= offset <= " +
-           std::to_string(x.numel() - shape.numel());
+    return "offset " + std::to_string(offset) + " + " + std::to_string(shape.numel()) + " elements of shape " +
+           shape.str() + " is outside x " + x.shape().str() + " (" + std::to_string(x.numel()) +
+           " elements), expected 0 <= offset <= " + std::to_string(x.numel() - shape.numel());
   });
 }
 
@@ -38,8 +36,8 @@ Tensor view(const Tensor& x, const Shape& shape, std::int64_t offset) {
   return Tensor(x.f32() + offset, shape);  // shares x's storage
 }
 
-void view_pullback(const Tensor& x, const Shape& shape, std::int64_t offset, const Tensor& out,
-                   const Tensor& d_out, Tensor* d_x) {
+void view_pullback(const Tensor& x, const Shape& shape, std::int64_t offset, const Tensor& out, const Tensor& d_out,
+                   Tensor* d_x) {
   LLMCC_PROFILE("view.bwd");
   (void)out;
   check_block(x, shape, offset);

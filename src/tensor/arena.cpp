@@ -33,9 +33,8 @@ Arena::~Arena() { std::free(base_); }
 void* Arena::allocate(std::size_t bytes, const char* what) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded > capacity_ - used_) {
-    fail("arena", std::string("request of ") + mib(bytes) + " for '" + what +
-                      "' exceeds the capacity: " + mib(used_) + " of " + mib(capacity_) +
-                      " in use; construct the Arena with a larger capacity");
+    fail("arena", std::string("request of ") + mib(bytes) + " for '" + what + "' exceeds the capacity: " + mib(used_) +
+                      " of " + mib(capacity_) + " in use; construct the Arena with a larger capacity");
   }
   void* p = base_ + used_;
   used_ += rounded;
@@ -44,8 +43,7 @@ void* Arena::allocate(std::size_t bytes, const char* what) {
 }
 
 Tensor Arena::tensor(const Shape& shape, const char* what, DType dtype) {
-  return Tensor(allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype), what), shape,
-                dtype);
+  return Tensor(allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype), what), shape, dtype);
 }
 
 Tensor Arena::zeros(const Shape& shape, const char* what, DType dtype) {

@@ -23,13 +23,11 @@ ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : param
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Shape& shape = params[i].shape;
     if (shape.ndim() == 0 || shape.numel() == 0) {
-      fail("parameters", "parameter " + std::to_string(i) + " ('" + params[i].name +
-                             "') has empty shape " + shape.str() +
-                             "; declare every parameter with its shape first");
+      fail("parameters", "parameter " + std::to_string(i) + " ('" + params[i].name + "') has empty shape " +
+                             shape.str() + "; declare every parameter with its shape first");
     }
     offsets_.push_back(size_);
-    size_ += (static_cast<std::size_t>(shape.numel()) + kAlignFloats - 1) / kAlignFloats *
-             kAlignFloats;
+    size_ += (static_cast<std::size_t>(shape.numel()) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
   if (size_ == 0) return;
   // zero() touches every page, so a store that cannot fit is refused here, not paged out.
@@ -40,9 +38,7 @@ ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : param
   zero();
 }
 
-Tensor ParameterStore::tensor(std::size_t i) const {
-  return Tensor(data_.get() + offsets_.at(i), params_.at(i).shape);
-}
+Tensor ParameterStore::tensor(std::size_t i) const { return Tensor(data_.get() + offsets_.at(i), params_.at(i).shape); }
 
 std::int64_t ParameterStore::parameter_count() const {
   std::int64_t n = 0;

@@ -73,13 +73,11 @@ std::string report(double total_seconds) {
   const double total = total_seconds > 0 ? total_seconds : sum;
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof line, "%-28s %10s %12s %12s %8s\n", "name", "calls", "total ms", "ms/call",
-                "share");
+  std::snprintf(line, sizeof line, "%-28s %10s %12s %12s %8s\n", "name", "calls", "total ms", "ms/call", "share");
   out += line;
   for (const Entry& e : entries) {
     std::snprintf(line, sizeof line, "%-28s %10lld %12.3f %12.4f %7.1f%%\n", e.name.c_str(),
-                  static_cast<long long>(e.calls), e.seconds * 1e3,
-                  e.seconds * 1e3 / static_cast<double>(e.calls),
+                  static_cast<long long>(e.calls), e.seconds * 1e3, e.seconds * 1e3 / static_cast<double>(e.calls),
                   total > 0 ? 100.0 * e.seconds / total : 0.0);
     out += line;
   }

@@ -47,8 +47,8 @@ void check_memory_fits(const std::string& where, const std::string& what, long d
     s << std::fixed << std::setprecision(1) << static_cast<double>(b / (1024.0L * 1024.0L * 1024.0L)) << " GiB";
     return s.str();
   };
-  fail(where, what + " needs " + gib(bytes) + "; " + gib(static_cast<long double>(available)) +
-                  " of memory is available");
+  fail(where,
+       what + " needs " + gib(bytes) + "; " + gib(static_cast<long double>(available)) + " of memory is available");
 }
 
 }  // namespace llmcc

@@ -8,16 +8,20 @@ namespace llmcc {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
+    case DType::F32:
+      return 4;
+    case DType::BF16:
+      return 2;
   }
   LLMCC_ASSERT(false, "unknown dtype");
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
   }
   LLMCC_ASSERT(false, "unknown dtype");
 }

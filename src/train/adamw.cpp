@@ -25,11 +25,10 @@ struct Coefficients {
 // zeroing) and the arithmetic is the same per element on every path, so the result does not
 // depend on how the buffer is split between threads.
 template <bool zero_grads>
-bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v,
-                std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor) {
+bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v, std::int64_t begin,
+                std::int64_t end, const Coefficients& k, float decay_factor) {
   const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
-              one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size,
-              bc2_sqrt = k.bc2_sqrt;
+              one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size, bc2_sqrt = k.bc2_sqrt;
   // x - x is 0 for every finite x and NaN for NaN and +-Inf: one subtraction and compare per
   // value, in the same pass, tells whether the step left anything non-finite.
   int nonfinite = 0;
@@ -43,8 +42,8 @@ bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, f
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
     const float pi = p[i] * decay_factor - step_size * (mi / denom);
     p[i] = pi;
-    nonfinite |= static_cast<int>((pi - pi) != 0.0f) | static_cast<int>((vi - vi) != 0.0f) |
-                 static_cast<int>((mi - mi) != 0.0f);
+    nonfinite |=
+        static_cast<int>((pi - pi) != 0.0f) | static_cast<int>((vi - vi) != 0.0f) | static_cast<int>((mi - mi) != 0.0f);
     if constexpr (zero_grads) g[i] = 0.0f;
   }
   return nonfinite == 0;
@@ -56,8 +55,8 @@ bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, f
 // all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
 // gradient covers the whole store as ParameterStore::zero() does.
 template <bool zero_grads>
-bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v,
-                const AdamWConfig& config, float lr, std::int64_t t) {
+bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v, const AdamWConfig& config,
+                float lr, std::int64_t t) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
   const Coefficients k{config.beta1,
@@ -76,19 +75,22 @@ bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, Paramet
   // Memory-bound: a team pays off from a few cache lines per thread; 64 Ki floats is ~2 MB of
   // traffic.
   std::atomic<bool> finite{true};
-  cpu::parallel_for(n, n >= (std::int64_t{1} << 16), [&](std::int64_t begin, std::int64_t end) {
-    bool range_finite = true;
-    // The tensors overlapping [begin, end), in order.
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto lo = static_cast<std::int64_t>(params.offset(i));
-      const auto hi = i + 1 < count ? static_cast<std::int64_t>(params.offset(i + 1)) : n;
-      if (hi <= begin) continue;
-      if (lo >= end) break;
-      range_finite &= adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
-                                             params.shape(i).ndim() >= 2 ? decay : 1.0f);
-    }
-    if (!range_finite) finite.store(false, std::memory_order_relaxed);
-  }, cpu::kLineFloats);
+  cpu::parallel_for(
+      n, n >= (std::int64_t{1} << 16),
+      [&](std::int64_t begin, std::int64_t end) {
+        bool range_finite = true;
+        // The tensors overlapping [begin, end), in order.
+        for (std::size_t i = 0; i < count; ++i) {
+          const auto lo = static_cast<std::int64_t>(params.offset(i));
+          const auto hi = i + 1 < count ? static_cast<std::int64_t>(params.offset(i + 1)) : n;
+          if (hi <= begin) continue;
+          if (lo >= end) break;
+          range_finite &= adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
+                                                 params.shape(i).ndim() >= 2 ? decay : 1.0f);
+        }
+        if (!range_finite) finite.store(false, std::memory_order_relaxed);
+      },
+      cpu::kLineFloats);
   return finite.load();
 }
 
@@ -102,33 +104,32 @@ void check_step(const ParameterStore& params, const ParameterStore& grads, const
 
 }  // namespace
 
-void check_same_layout(const ParameterStore& a, const ParameterStore& b, const char* where,
-                       const char* a_name, const char* b_name) {
+void check_same_layout(const ParameterStore& a, const ParameterStore& b, const char* where, const char* a_name,
+                       const char* b_name) {
   if (a.count() != b.count() || a.size() != b.size()) {
-    fail(where, std::string(b_name) + " has " + std::to_string(b.count()) + " tensors (" +
-                    std::to_string(b.size()) + " floats), " + a_name + " has " +
-                    std::to_string(a.count()) + " (" + std::to_string(a.size()) +
+    fail(where, std::string(b_name) + " has " + std::to_string(b.count()) + " tensors (" + std::to_string(b.size()) +
+                    " floats), " + a_name + " has " + std::to_string(a.count()) + " (" + std::to_string(a.size()) +
                     "); make it with " + a_name + ".like()");
   }
   for (std::size_t i = 0; i < a.count(); ++i) {
     if (a.shape(i) != b.shape(i) || a.offset(i) != b.offset(i) || a.name(i) != b.name(i)) {
-      fail(where, std::string(b_name) + " tensor " + std::to_string(i) + " is '" + b.name(i) +
-                      "' " + b.shape(i).str() + ", " + a_name + " has '" + a.name(i) + "' " +
-                      a.shape(i).str() + "; make it with " + a_name + ".like()");
+      fail(where, std::string(b_name) + " tensor " + std::to_string(i) + " is '" + b.name(i) + "' " + b.shape(i).str() +
+                      ", " + a_name + " has '" + a.name(i) + "' " + a.shape(i).str() + "; make it with " + a_name +
+                      ".like()");
     }
   }
 }
 
-bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
-                ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
+bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m, ParameterStore& v,
+                const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   // Only the zeroing variant writes the gradient.
   return adamw_flat<false>(params, grads.data(), m, v, config, lr, t);
 }
 
-bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
-                           ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t) {
+bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
+                           const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   return adamw_flat<true>(params, grads.data(), m, v, config, lr, t);

@@ -30,9 +30,9 @@ constexpr std::string_view kFilePrefix = "file.";
 constexpr char kMagic[8] = {'L', 'L', 'M', 'C', 'C', 'K', 'P', 'T'};
 constexpr char kEndMagic[4] = {'K', 'E', 'N', 'D'};
 constexpr std::uint32_t kVersion = 1;
-constexpr std::size_t kHeaderBytes = 32;   // magic, version, sections, file size, table size
-constexpr std::size_t kTrailerBytes = 8;   // crc32, "KEND"
-constexpr std::size_t kAlign = 64;         // section and tensor data offsets
+constexpr std::size_t kHeaderBytes = 32;  // magic, version, sections, file size, table size
+constexpr std::size_t kTrailerBytes = 8;  // crc32, "KEND"
+constexpr std::size_t kAlign = 64;        // section and tensor data offsets
 constexpr std::uint32_t kKindTensors = 1, kKindBlob = 2;
 constexpr std::uint32_t kDtypeF32 = 0;
 constexpr std::uint32_t kMaxName = 4096;
@@ -54,8 +54,7 @@ struct Cursor {
   const char* what;
 
   [[noreturn]] void corrupt(const std::string& detail) const {
-    fail(kWhere, *path + ": corrupt " + what + ": " + detail +
-                     "; the file is damaged, use an older checkpoint");
+    fail(kWhere, *path + ": corrupt " + what + ": " + detail + "; the file is damaged, use an older checkpoint");
   }
   const unsigned char* take(std::size_t n) {
     if (n > end - pos) corrupt("needs " + std::to_string(n) + " bytes at offset " + std::to_string(pos));
@@ -97,14 +96,12 @@ struct Extent {
 // overlapping parts are a crafted or damaged file that the CRC alone does not reveal.
 void check_disjoint(std::vector<Extent> extents, const Cursor& at) {
   std::erase_if(extents, [](const Extent& e) { return e.begin == e.end; });
-  std::sort(extents.begin(), extents.end(),
-            [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
   for (std::size_t i = 1; i < extents.size(); ++i) {
     if (extents[i].begin < extents[i - 1].end) {
       at.corrupt(extents[i - 1].what + " (bytes " + std::to_string(extents[i - 1].begin) + ".." +
-                 std::to_string(extents[i - 1].end) + ") overlaps " + extents[i].what +
-                 " (bytes " + std::to_string(extents[i].begin) + ".." +
-                 std::to_string(extents[i].end) + ")");
+                 std::to_string(extents[i - 1].end) + ") overlaps " + extents[i].what + " (bytes " +
+                 std::to_string(extents[i].begin) + ".." + std::to_string(extents[i].end) + ")");
     }
   }
 }
@@ -259,8 +256,7 @@ void CheckpointWriter::save(const std::string& path) const {
     put(descriptors[k].data(), descriptors[k].size());
     for (std::size_t i = 0; i < s.store->count(); ++i) {
       pad_to(data_offsets[k][i]);
-      put(s.store->data() + s.store->offset(i),
-          static_cast<std::size_t>(s.store->shape(i).numel()) * sizeof(float));
+      put(s.store->data() + s.store->offset(i), static_cast<std::size_t>(s.store->shape(i).numel()) * sizeof(float));
     }
   }
   pad_to(file_size - kTrailerBytes);
@@ -295,8 +291,9 @@ CheckpointReader::CheckpointReader(const std::string& path)
                      " bytes, less than an empty checkpoint; use an older checkpoint");
   }
   if (std::memcmp(base, kMagic, 8) != 0) {
-    fail(kWhere, path + ": bad magic: not an llmcc checkpoint (llm.c's gpt2_124M.bin needs the "
-                        "llm.c import instead)");
+    fail(kWhere, path +
+                     ": bad magic: not an llmcc checkpoint (llm.c's gpt2_124M.bin needs the "
+                     "llm.c import instead)");
   }
   Cursor head{base, 8, kHeaderBytes, &path, "header"};
   const std::uint32_t version = head.u32();
@@ -304,13 +301,13 @@ CheckpointReader::CheckpointReader(const std::string& path)
   const std::uint64_t file_size = head.u64();
   const std::uint64_t table_bytes = head.u64();
   if (version != kVersion) {
-    fail(kWhere, path + ": version " + std::to_string(version) + ", this llmcc reads version " +
-                     std::to_string(kVersion));
+    fail(kWhere,
+         path + ": version " + std::to_string(version) + ", this llmcc reads version " + std::to_string(kVersion));
   }
   if (file_size != size) {
-    fail(kWhere, path + (size < file_size ? ": truncated: " : ": has trailing bytes: ") +
-                     "the header says " + std::to_string(file_size) + " bytes, the file has " +
-                     std::to_string(size) + "; use an older checkpoint");
+    fail(kWhere, path + (size < file_size ? ": truncated: " : ": has trailing bytes: ") + "the header says " +
+                     std::to_string(file_size) + " bytes, the file has " + std::to_string(size) +
+                     "; use an older checkpoint");
   }
   if (std::memcmp(base + size - 4, kEndMagic, 4) != 0) {
     fail(kWhere, path + ": corrupt: the end marker is missing; use an older checkpoint");
@@ -319,8 +316,8 @@ CheckpointReader::CheckpointReader(const std::string& path)
   std::memcpy(&stored, base + size - kTrailerBytes, 4);
   const std::uint32_t actual = detail::crc32(base, size - kTrailerBytes);
   if (stored != actual) {
-    fail(kWhere, path + ": corrupt: checksum mismatch (CRC-32 stored " + std::to_string(stored) +
-                     ", computed " + std::to_string(actual) + "); use an older checkpoint");
+    fail(kWhere, path + ": corrupt: checksum mismatch (CRC-32 stored " + std::to_string(stored) + ", computed " +
+                     std::to_string(actual) + "); use an older checkpoint");
   }
   // The checksum matched, but parse defensively anyway: never trust an offset unchecked.
   const std::size_t payload_end = size - kTrailerBytes;
@@ -351,8 +348,7 @@ CheckpointReader::CheckpointReader(const std::string& path)
         const std::uint32_t ndim = c.u32();
         const std::uint32_t dtype = c.u32();
         if (ndim < 1 || ndim > static_cast<std::uint32_t>(Shape::kMaxDims) || dtype != kDtypeF32) {
-          c.corrupt("tensor '" + t.name + "' has ndim " + std::to_string(ndim) + ", dtype " +
-                    std::to_string(dtype));
+          c.corrupt("tensor '" + t.name + "' has ndim " + std::to_string(ndim) + ", dtype " + std::to_string(dtype));
         }
         std::int64_t dims[Shape::kMaxDims] = {1, 1, 1, 1};
         std::uint64_t numel = 1;
@@ -365,10 +361,18 @@ CheckpointReader::CheckpointReader(const std::string& path)
           numel *= d;
         }
         switch (ndim) {
-          case 1: t.shape = Shape{dims[0]}; break;
-          case 2: t.shape = Shape{dims[0], dims[1]}; break;
-          case 3: t.shape = Shape{dims[0], dims[1], dims[2]}; break;
-          default: t.shape = Shape{dims[0], dims[1], dims[2], dims[3]}; break;
+          case 1:
+            t.shape = Shape{dims[0]};
+            break;
+          case 2:
+            t.shape = Shape{dims[0], dims[1]};
+            break;
+          case 3:
+            t.shape = Shape{dims[0], dims[1], dims[2]};
+            break;
+          default:
+            t.shape = Shape{dims[0], dims[1], dims[2], dims[3]};
+            break;
         }
         t.data_offset = c.u64();
         const std::size_t section_end = s.offset + s.size;
@@ -379,8 +383,8 @@ CheckpointReader::CheckpointReader(const std::string& path)
         if (!tensor_names.insert(t.name).second) {
           c.corrupt("tensor '" + t.name + "' appears twice in section '" + s.name + "'");
         }
-        section_parts.push_back({t.data_offset, t.data_offset + numel * sizeof(float),
-                                 "the data of tensor '" + t.name + "'"});
+        section_parts.push_back(
+            {t.data_offset, t.data_offset + numel * sizeof(float), "the data of tensor '" + t.name + "'"});
         s.tensors.push_back(std::move(t));
       }
       // The descriptors end where the cursor stopped; no tensor's data may start inside them.
@@ -445,13 +449,13 @@ std::vector<const TensorEntry*> match_tensors(const std::string& path, const std
           break;
         }
       }
-      fail(kWhere, path + ": " + into.name(i) + " of the model is not in the checkpoint's '" +
-                       section + "' (" + std::to_string(s.tensors.size()) + " tensors" + extra +
+      fail(kWhere, path + ": " + into.name(i) + " of the model is not in the checkpoint's '" + section + "' (" +
+                       std::to_string(s.tensors.size()) + " tensors" + extra +
                        "); was it saved from another model or an older llmcc?");
     }
     if (it->second->shape != into.shape(i)) {
-      fail(kWhere, path + ": " + into.name(i) + " has shape " + it->second->shape.str() +
-                       " in the checkpoint, " + into.shape(i).str() + " in the model");
+      fail(kWhere, path + ": " + into.name(i) + " has shape " + it->second->shape.str() + " in the checkpoint, " +
+                       into.shape(i).str() + " in the model");
     }
     source[i] = it->second;
     by_name.erase(it);
@@ -459,9 +463,8 @@ std::vector<const TensorEntry*> match_tensors(const std::string& path, const std
   // Report the first unused tensor in file order, for a stable message.
   for (const TensorEntry& t : s.tensors) {
     if (by_name.count(t.name)) {
-      fail(kWhere, path + ": " + t.name + " in the checkpoint's '" + section +
-                       "' has no counterpart in the model (" + std::to_string(into.count()) +
-                       " tensors); was it saved from another model?");
+      fail(kWhere, path + ": " + t.name + " in the checkpoint's '" + section + "' has no counterpart in the model (" +
+                       std::to_string(into.count()) + " tensors); was it saved from another model?");
     }
   }
   return source;
@@ -494,8 +497,7 @@ std::string CheckpointReader::blob(const std::string& section) const {
 
 // ---- the trainer's checkpoint -------------------------------------------------------------
 
-void save_checkpoint(const std::string& path, const ParameterStore& params, const AdamW* opt,
-                     const TrainState& state) {
+void save_checkpoint(const std::string& path, const ParameterStore& params, const AdamW* opt, const TrainState& state) {
   KeyValues kv;
   kv["step"] = std::to_string(state.step);
   kv["data"] = state.data.to_string();
@@ -548,8 +550,9 @@ TrainState load_checkpoint(const std::string& path, ParameterStore& params, Adam
   for (const std::string& section : r.sections())
     if (section.rfind(kFilePrefix, 0) == 0) state.files[section.substr(kFilePrefix.size())] = r.blob(section);
   if (opt != nullptr && !r.has("adamw.m")) {
-    fail(kWhere, path + ": holds weights only (no AdamW moments), so training cannot resume "
-                        "from it; start a new run initialised from it instead");
+    fail(kWhere, path +
+                     ": holds weights only (no AdamW moments), so training cannot resume "
+                     "from it; start a new run initialised from it instead");
   }
   // Validate everything before changing anything, so a failed load leaves the model as it was.
   r.check_tensors("params", params);
@@ -669,9 +672,8 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   detail::sync_parent_dir((fs::path(dir) / "x").string());
 }
 
-std::string save_checkpoint_in_dir(const std::string& dir, int keep_last,
-                                   const ParameterStore& params, const AdamW* opt,
-                                   const TrainState& state) {
+std::string save_checkpoint_in_dir(const std::string& dir, int keep_last, const ParameterStore& params,
+                                   const AdamW* opt, const TrainState& state) {
   if (keep_last < 1) fail(kWhere, "keep_last must be >= 1, got " + std::to_string(keep_last));
   std::error_code ec;
   fs::create_directories(dir, ec);

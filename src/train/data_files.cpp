@@ -50,8 +50,8 @@ std::string download(const std::string& url, const fs::path& out) {
   // Everything the child needs is built before fork: after it, only exec and _exit (another
   // thread may hold the allocator's lock).
   const std::string path = out.string();
-  const char* argv[] = {"curl", "-fsSL", "--connect-timeout", "10", "--max-time", "300", "-o", path.c_str(),
-                        url.c_str(), nullptr};
+  const char* argv[] = {"curl", "-fsSL", "--connect-timeout", "10",        "--max-time",
+                        "300",  "-o",    path.c_str(),        url.c_str(), nullptr};
   const pid_t pid = ::fork();
   if (pid < 0) return std::string("cannot start curl: ") + std::strerror(errno);
   if (pid == 0) {
@@ -70,9 +70,8 @@ std::string download(const std::string& url, const fs::path& out) {
 
 bool has_all(const fs::path& dir, const std::vector<DataFile>& files) {
   std::error_code ec;
-  return std::all_of(files.begin(), files.end(), [&](const DataFile& f) {
-    return fs::is_regular_file(dir / fs::path(f.relative).filename(), ec);
-  });
+  return std::all_of(files.begin(), files.end(),
+                     [&](const DataFile& f) { return fs::is_regular_file(dir / fs::path(f.relative).filename(), ec); });
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ constexpr const char* kWhere = "data_loader";
 }
 
 std::string DataLoaderState::to_string() const {
-  return "shard=" + std::to_string(shard) + " position=" + std::to_string(position) +
-         " rng=" + std::to_string(rng) + " batches=" + std::to_string(batches);
+  return "shard=" + std::to_string(shard) + " position=" + std::to_string(position) + " rng=" + std::to_string(rng) +
+         " batches=" + std::to_string(batches);
 }
 
 DataLoaderState DataLoaderState::parse(const std::string& text) {
@@ -73,8 +73,8 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
     if (bytes > static_cast<double>(available))
       fail(kWhere, "B x T = " + std::to_string(B) + " x " + std::to_string(T) + " tokens needs " +
                        std::to_string(static_cast<long long>(bytes / double(1 << 20))) +
-                       " MiB for the batch buffers alone; " +
-                       std::to_string(static_cast<long long>(available >> 20)) + " MiB of memory are available");
+                       " MiB for the batch buffers alone; " + std::to_string(static_cast<long long>(available >> 20)) +
+                       " MiB of memory are available");
   }
   const std::int64_t need = config.mode == SampleMode::Sequential ? BT + 1 : T + 1;
   std::int64_t windows = 0;
@@ -84,8 +84,7 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
     const std::int64_t n = shards_.back().size();
     if (n < need) {
       const std::string what = config.mode == SampleMode::Sequential
-                                   ? "one B x T + 1 window (B=" + std::to_string(B) +
-                                         ", T=" + std::to_string(T) + ")"
+                                   ? "one B x T + 1 window (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")"
                                    : "one T + 1 window (T=" + std::to_string(T) + ")";
       fail(kWhere, path + ": too short: " + std::to_string(n) + " tokens, but " + what + " needs " +
                        std::to_string(need) + "; use a smaller batch or sequence length, or more data");
@@ -112,19 +111,16 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
   window_.resize(static_cast<std::size_t>(config.mode == SampleMode::Sequential ? BT + 1 : T + 1));
 }
 
-void DataLoader::read_window(std::size_t shard, std::int64_t start, std::int64_t n,
-                             std::int32_t* out) const {
+void DataLoader::read_window(std::size_t shard, std::int64_t start, std::int64_t n, std::int32_t* out) const {
   shards_[shard].read(start, n, out);
   if (config_.vocab_size > 0) check_vocab(out, n, shard, start);
 }
 
-void DataLoader::check_vocab(const std::int32_t* window, std::int64_t n, std::size_t shard,
-                             std::int64_t start) const {
+void DataLoader::check_vocab(const std::int32_t* window, std::int64_t n, std::size_t shard, std::int64_t start) const {
   for (std::int64_t i = 0; i < n; ++i) {
     if (window[i] < 0 || window[i] >= config_.vocab_size) {
-      fail(kWhere, shards_[shard].path() + ": token " + std::to_string(start + i) + " is " +
-                       std::to_string(window[i]) + ", outside the model's vocabulary [0, " +
-                       std::to_string(config_.vocab_size) +
+      fail(kWhere, shards_[shard].path() + ": token " + std::to_string(start + i) + " is " + std::to_string(window[i]) +
+                       ", outside the model's vocabulary [0, " + std::to_string(config_.vocab_size) +
                        "); was the data tokenized for another model?");
     }
   }
@@ -150,9 +146,8 @@ void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
     for (int b = 0; b < B; ++b) {
       const std::int64_t r = static_cast<std::int64_t>(rng_.below(windows));
       // The shard whose range of window starts holds r.
-      const std::size_t s = static_cast<std::size_t>(
-          std::upper_bound(window_starts_.begin(), window_starts_.end(), r) -
-          window_starts_.begin() - 1);
+      const std::size_t s = static_cast<std::size_t>(std::upper_bound(window_starts_.begin(), window_starts_.end(), r) -
+                                                     window_starts_.begin() - 1);
       const std::int64_t start = r - window_starts_[s];
       read_window(s, start, T + 1, w);  // (T + 1)
       std::memcpy(inputs + static_cast<std::int64_t>(b) * T, w, T * sizeof(std::int32_t));
@@ -169,9 +164,7 @@ void DataLoader::reset() {
   batches_ = 0;
 }
 
-DataLoaderState DataLoader::state() const {
-  return DataLoaderState{shard_, position_, rng_.state(), batches_};
-}
+DataLoaderState DataLoader::state() const { return DataLoaderState{shard_, position_, rng_.state(), batches_}; }
 
 void DataLoader::set_state(const DataLoaderState& state) {
   const std::int64_t BT = static_cast<std::int64_t>(config_.B) * config_.T;
@@ -180,11 +173,9 @@ void DataLoader::set_state(const DataLoaderState& state) {
                      std::to_string(shards_.size()) + " shards; resume with the same data");
   }
   if (state.position < 0 ||
-      (config_.mode == SampleMode::Sequential &&
-       state.position + BT + 1 > shards_[state.shard].size())) {
-    fail(kWhere, "saved state has position " + std::to_string(state.position) + " in " +
-                     shards_[state.shard].path() + ", which holds " +
-                     std::to_string(shards_[state.shard].size()) + " tokens (a batch needs " +
+      (config_.mode == SampleMode::Sequential && state.position + BT + 1 > shards_[state.shard].size())) {
+    fail(kWhere, "saved state has position " + std::to_string(state.position) + " in " + shards_[state.shard].path() +
+                     ", which holds " + std::to_string(shards_[state.shard].size()) + " tokens (a batch needs " +
                      std::to_string(BT + 1) + "); resume with the same data, B and T");
   }
   shard_ = static_cast<std::size_t>(state.shard);

@@ -31,8 +31,8 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::fail_os(const std::string& what) const {
   const std::string reason = std::strerror(errno);
-  fail(component_, path_ + ": " + what + ": " + reason +
-                       " (is the directory there and writable, and the disk not full?)");
+  fail(component_,
+       path_ + ": " + what + ": " + reason + " (is the directory there and writable, and the disk not full?)");
 }
 
 void AtomicFile::write(const void* data, std::size_t n) {
@@ -87,7 +87,7 @@ MappedFile::MappedFile(const std::string& path, const std::string& component) : 
   if (fd < 0) {
     fail(component, path + ": cannot open: " + std::strerror(errno) + " (check the path)");
   }
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     fail(component, path + ": not a regular file");

@@ -23,8 +23,7 @@ bool in_ranges(const CodePointRange* begin, const CodePointRange* end, uint32_t 
 // \s in Python `regex` and Rust `regex`: the Unicode White_Space property (stable since 6.3).
 bool is_white_space(uint32_t cp) {
   return (cp >= 0x9 && cp <= 0xD) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 CharClass classify_slow(uint32_t cp) {

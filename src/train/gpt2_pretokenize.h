@@ -57,7 +57,7 @@ void pretokenize(std::string_view s, Emit&& emit) {
     }
     std::size_t len = 0;
     CharClass cls = classify(decode_utf8(s, i, len));
-    std::size_t j = i + len;  // end of the piece so far
+    std::size_t j = i + len;     // end of the piece so far
     if (s[i] == ' ' && j < n) {  // " ?" then a letter / number / other run
       std::size_t len2 = 0;
       const CharClass next = classify(decode_utf8(s, j, len2));

@@ -120,8 +120,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
     std::string error;
     std::string bytes = key == kEndOfText ? std::string(kEndOfText) : to_bytes(key, inv, error);
     if (!error.empty()) bad_encoder("token '" + key + "' (id " + std::to_string(id) + "): " + error);
-    if (key == kEndOfText) tok.eot_ = static_cast<int32_t>(id);
-    else if (!ids.emplace(bytes, static_cast<int32_t>(id)).second) bad_encoder("token '" + key + "' appears twice");
+    if (key == kEndOfText)
+      tok.eot_ = static_cast<int32_t>(id);
+    else if (!ids.emplace(bytes, static_cast<int32_t>(id)).second)
+      bad_encoder("token '" + key + "' appears twice");
     tok.token_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
   }
   if (tok.eot_ < 0) bad_encoder("has no \"<|endoftext|>\" token");
@@ -162,7 +164,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
     if (!error.empty()) bad_line(error);
     const auto l = ids.find(left), r = ids.find(right), m = ids.find(left + right);
     if (l == ids.end() || r == ids.end() || m == ids.end()) {
-      bad_line(std::string("the ") + (l == ids.end() ? "left token" : r == ids.end() ? "right token" : "merged token") +
+      bad_line(std::string("the ") +
+               (l == ids.end()   ? "left token"
+                : r == ids.end() ? "right token"
+                                 : "merged token") +
                " is not in encoder.json");
     }
     produced[static_cast<std::size_t>(m->second)] = true;
@@ -187,9 +192,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& encoder_json, const std::st
     }
     const std::size_t need = n - 257;  // all but the 256 single bytes and <|endoftext|>
     fail("tokenizer", vocab_bpe + ": its " + with_commas(static_cast<std::size_t>(rank)) + " merges make " +
-                          with_commas(need - unreachable) + " of the " + with_commas(need) + " tokens longer than one byte in " +
-                          encoder_json + "; the other " + with_commas(unreachable) + " could never be produced, the first '" +
-                          key + "' (id " + std::to_string(first) + ")" +
+                          with_commas(need - unreachable) + " of the " + with_commas(need) +
+                          " tokens longer than one byte in " + encoder_json + "; the other " +
+                          with_commas(unreachable) + " could never be produced, the first '" + key + "' (id " +
+                          std::to_string(first) + ")" +
                           (ends_in_newline ? "" : ", and the file's last line has no newline") +
                           ". Is vocab.bpe truncated, or from another tokenizer than encoder.json?");
   }
@@ -283,7 +289,8 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
   bpe(piece, out);
   std::lock_guard<std::mutex> lock(cache_->mutex);
   if (cache_->pieces.size() >= Cache::kMaxEntries) cache_->pieces.clear();
-  cache_->pieces.emplace(std::string(piece), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
+  cache_->pieces.emplace(std::string(piece),
+                         std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
 }
 
 std::vector<int32_t> Gpt2Tokenizer::encode_ordinary(std::string_view text) const {

@@ -80,7 +80,8 @@ class Reader {
 
   // nlohmann's errors, in the words llmcc uses (tests/unit/test_json.cpp pins the common ones).
   bool parse_error(std::size_t position, const std::string& last_token, const Json::exception& ex) {
-    const std::size_t read = std::clamp<std::size_t>(position, 1, s_.size() + 1);  // bytes read, the failing one included
+    const std::size_t read =
+        std::clamp<std::size_t>(position, 1, s_.size() + 1);  // bytes read, the failing one included
     if (ex.id == 406) error(read - std::min(read, last_token.size()), "a number within double range");
     const std::string_view what = ex.what();
     constexpr std::string_view kSyntax = "syntax error while parsing ";
@@ -105,7 +106,9 @@ class Reader {
     for (const Phrase& w : wanted) {
       if (detail.ends_with("; expected " + std::string(w.nlohmann))) expected = &w;
     }
-    const auto expected_words = [&] { return expected->llmcc.empty() ? value_expected() : std::string(expected->llmcc); };
+    const auto expected_words = [&] {
+      return expected->llmcc.empty() ? value_expected() : std::string(expected->llmcc);
+    };
 
     if (detail.starts_with("unexpected ")) {  // a whole token where another was wanted
       const std::string_view token = detail.substr(11, detail.find("; expected ") - 11);
@@ -162,8 +165,8 @@ class Reader {
     };
     for (const Phrase& p : kLexer) {
       if (!message.starts_with(p.nlohmann)) continue;
-      const bool after_escape = message.starts_with("invalid string: surrogate") && read >= 6 &&
-                                s_.substr(read - 6, 2) == "\\u";
+      const bool after_escape =
+          message.starts_with("invalid string: surrogate") && read >= 6 && s_.substr(read - 6, 2) == "\\u";
       error(after_escape ? read : read - 1, std::string(p.llmcc));
     }
     error(read - 1, std::string(message));
@@ -325,8 +328,8 @@ class TreeBuilder final : public Reader {
 
  private:
   struct Open {
-    JsonValue* value;        // stays put: its parent grows only after it is closed
-    std::size_t first_key;   // objects: where their keys' offsets start in key_at_
+    JsonValue* value;       // stays put: its parent grows only after it is closed
+    std::size_t first_key;  // objects: where their keys' offsets start in key_at_
   };
 
   // The value the current callback fills: the root, a new array element or the last key's value.
@@ -383,7 +386,8 @@ class TreeBuilder final : public Reader {
 class IntObjectReader final : public Reader {
  public:
   IntObjectReader(std::string_view text, const std::string& filename, const std::string& where)
-      : Reader(text, filename, where, " (is this a JSON object of string -> integer?)", "end of file after the object") {}
+      : Reader(text, filename, where, " (is this a JSON object of string -> integer?)",
+               "end of file after the object") {}
 
   std::vector<std::pair<std::string, std::int64_t>> take() { return std::move(out_); }
 
@@ -440,9 +444,8 @@ class IntObjectReader final : public Reader {
 
 }  // namespace
 
-std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text,
-                                                                    const std::string& filename,
-                                                                    const std::string& where) {
+std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text, const std::string& filename,
+                                                                   const std::string& where) {
   IntObjectReader r(text, filename, where);
   Reader::run(r);
   return r.take();
@@ -470,12 +473,18 @@ const JsonValue* JsonValue::find(std::string_view key) const {
 
 const char* JsonValue::kind_name() const {
   switch (kind) {
-    case Kind::Null: return "null";
-    case Kind::Bool: return "a boolean";
-    case Kind::Number: return "a number";
-    case Kind::String: return "a string";
-    case Kind::Array: return "an array";
-    case Kind::Object: return "an object";
+    case Kind::Null:
+      return "null";
+    case Kind::Bool:
+      return "a boolean";
+    case Kind::Number:
+      return "a number";
+    case Kind::String:
+      return "a string";
+    case Kind::Array:
+      return "an array";
+    case Kind::Object:
+      return "an object";
   }
   return "?";
 }
@@ -485,11 +494,21 @@ std::string json_quote(std::string_view s) {
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           static constexpr char kHex[] = "0123456789abcdef";

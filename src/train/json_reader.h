@@ -25,9 +25,8 @@
 
 namespace llmcc {
 
-std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text,
-                                                                    const std::string& filename,
-                                                                    const std::string& where);
+std::vector<std::pair<std::string, int64_t>> parse_json_int_object(std::string_view text, const std::string& filename,
+                                                                   const std::string& where);
 
 struct JsonValue {
   enum class Kind { Null, Bool, Number, String, Array, Object };

@@ -30,9 +30,8 @@ struct DTypeInfo {
 // Every dtype the format defines (bits per element), so any valid file validates even when it
 // holds tensors we do not read.
 constexpr DTypeInfo kDTypes[] = {
-    {"BOOL", 8}, {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"I16", 16}, {"U16", 16},
-    {"F16", 16}, {"BF16", 16}, {"I32", 32}, {"U32", 32},    {"F32", 32},    {"F64", 64}, {"I64", 64},
-    {"U64", 64},
+    {"BOOL", 8},  {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"I16", 16}, {"U16", 16}, {"F16", 16},
+    {"BF16", 16}, {"I32", 32}, {"U32", 32}, {"F32", 32},    {"F64", 64},    {"I64", 64}, {"U64", 64},
 };
 
 const DTypeInfo* find_dtype(std::string_view name) {
@@ -79,9 +78,7 @@ std::string shape_str(const TensorShape& shape) {
   return s + ")";
 }
 
-float bf16_bits_to_f32(std::uint16_t b) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-}
+float bf16_bits_to_f32(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
 float f16_to_f32(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
@@ -94,7 +91,7 @@ float f16_to_f32(std::uint16_t h) {
     bits = sign | ((exp + 112) << 23) | (mant << 13);
   } else if (mant == 0) {  // signed zero
     bits = sign;
-  } else {  // subnormal m * 2^-24: normalise
+  } else {        // subnormal m * 2^-24: normalise
     int e = 113;  // exponent field of 2^-14 in fp32 is 113
     while ((mant & 0x400u) == 0) {
       mant <<= 1;
@@ -132,13 +129,15 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   }
   const std::string_view text(reinterpret_cast<const char*>(f.data()) + 8, n);
   const JsonValue header = parse_json(text, path + " (header)", kWhere);
-  if (header.kind != JsonValue::Kind::Object) bad("the header is " + std::string(header.kind_name()) + ", expected a JSON object");
+  if (header.kind != JsonValue::Kind::Object)
+    bad("the header is " + std::string(header.kind_name()) + ", expected a JSON object");
   const std::uint64_t data_bytes = f.size() - 8 - n;
   data_ = f.data() + 8 + n;
 
   for (const auto& [name, v] : header.object) {
     if (name == "__metadata__") {
-      if (v.kind != JsonValue::Kind::Object) bad("__metadata__ is " + std::string(v.kind_name()) + ", expected an object");
+      if (v.kind != JsonValue::Kind::Object)
+        bad("__metadata__ is " + std::string(v.kind_name()) + ", expected an object");
       for (const auto& [k, mv] : v.object) {
         if (mv.kind != JsonValue::Kind::String) {
           bad("__metadata__ '" + k + "' is " + mv.kind_name() + ", expected a string (metadata is string -> string)");
@@ -208,8 +207,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   const SafetensorsEntry* last = nullptr;
   for (const SafetensorsEntry* e : by_offset) {
     if (e->begin < covered) {
-      bad("tensor '" + e->name + "' data_offsets " + range_str(e->begin, e->end) + " overlap tensor '" +
-          last->name + "' " + range_str(last->begin, last->end));
+      bad("tensor '" + e->name + "' data_offsets " + range_str(e->begin, e->end) + " overlap tensor '" + last->name +
+          "' " + range_str(last->begin, last->end));
     }
     if (e->begin > covered) {
       bad("data bytes " + range_str(covered, e->begin) + " belong to no tensor (a hole before tensor '" + e->name +
@@ -243,8 +242,8 @@ const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const 
   if (e == nullptr) {
     std::string some;
     for (std::size_t i = 0; i < entries_.size() && i < 3; ++i) some += (i ? ", '" : "'") + entries_[i].name + "'";
-    fail(kWhere, path() + ": no tensor '" + name + "' (the file has " + std::to_string(entries_.size()) +
-                     " tensors" + (some.empty() ? "" : ", e.g. " + some) + ")");
+    fail(kWhere, path() + ": no tensor '" + name + "' (the file has " + std::to_string(entries_.size()) + " tensors" +
+                     (some.empty() ? "" : ", e.g. " + some) + ")");
   }
   return *e;
 }

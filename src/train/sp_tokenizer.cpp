@@ -48,8 +48,8 @@ class LineIterator : public sentencepiece::SentenceIterator {
       in_.clear();
       in_.open(files_[next_], std::ios::binary);
       if (!in_) {
-        status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound,
-                                              "cannot open " + files_[next_]);
+        status_ =
+            sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound, "cannot open " + files_[next_]);
         done_ = true;
         return;
       }
@@ -79,10 +79,14 @@ bool well_formed_utf8(std::string_view s) {
     }
     std::size_t len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else return false;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+      return false;
     if (s.size() - i < len) return false;
     const auto c1 = static_cast<unsigned char>(s[i + 1]);
     if (c1 < lo || c1 > hi) return false;
@@ -99,7 +103,9 @@ constexpr std::string_view kMetaSpace = "\xE2\x96\x81";
 
 // Text SentencePiece cannot give back as it is: bytes that are not UTF-8 (read as U+FFFD) and the
 // meta symbol itself (decoded as a space). With byte pieces, such text is spelled in bytes.
-bool needs_byte_spelling(std::string_view s) { return !well_formed_utf8(s) || s.find(kMetaSpace) != std::string_view::npos; }
+bool needs_byte_spelling(std::string_view s) {
+  return !well_formed_utf8(s) || s.find(kMetaSpace) != std::string_view::npos;
+}
 
 }  // namespace
 
@@ -113,15 +119,18 @@ SpTokenizer SpTokenizer::load(const std::string& model_path) {
   if (!fs::exists(model_path, ec)) {
     fail(kWhere, model_path + ": no such file (expected a SentencePiece .model, e.g. from `llmcc train-tokenizer`)");
   }
-  if (fs::is_directory(model_path, ec)) fail(kWhere, model_path + ": is a directory, expected a SentencePiece .model file");
+  if (fs::is_directory(model_path, ec))
+    fail(kWhere, model_path + ": is a directory, expected a SentencePiece .model file");
   // Only a regular file of a plausible size is handed to SentencePiece, which reads the whole
   // file into memory: a device (/dev/zero) or FIFO would never end.
   if (!fs::is_regular_file(model_path, ec))
-    fail(kWhere, model_path + ": is not a regular file (a FIFO, device or socket?), expected a SentencePiece .model file");
+    fail(kWhere,
+         model_path + ": is not a regular file (a FIFO, device or socket?), expected a SentencePiece .model file");
   constexpr std::uintmax_t kMaxModelBytes = std::uintmax_t{256} << 20;
   if (const std::uintmax_t bytes = fs::file_size(model_path, ec); !ec && bytes > kMaxModelBytes)
-    fail(kWhere, model_path + ": is " + std::to_string(bytes) + " bytes; SentencePiece models are far smaller (the limit is " +
-                     std::to_string(kMaxModelBytes) + " bytes)");
+    fail(kWhere, model_path + ": is " + std::to_string(bytes) +
+                     " bytes; SentencePiece models are far smaller (the limit is " + std::to_string(kMaxModelBytes) +
+                     " bytes)");
   SpTokenizer t;
   t.path_ = model_path;
   const auto status = t.sp_->Load(model_path);
@@ -230,8 +239,10 @@ std::string SpTokenizer::decode(std::span<const std::int32_t> ids) const {
   out.reserve(spt.text().size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::int16_t byte = byte_of_id_[static_cast<std::size_t>(v[i])];
-    if (byte >= 0) out += static_cast<char>(byte);
-    else out += spt.pieces(static_cast<int>(i)).surface();
+    if (byte >= 0)
+      out += static_cast<char>(byte);
+    else
+      out += spt.pieces(static_cast<int>(i)).surface();
   }
   return out;
 }
@@ -292,9 +303,9 @@ std::string train_sp_tokenizer(const SpTrainOptions& o) {
       {"split_digits", "true"},
       {"allow_whitespace_only_pieces", "true"},
       {"max_sentence_length", std::to_string(o.max_sentence_length)},
-      {"input_sentence_size", "0"},        // every line, no sampling
+      {"input_sentence_size", "0"},  // every line, no sampling
       {"shuffle_input_sentence", "false"},
-      {"num_threads", "1"},                // deterministic
+      {"num_threads", "1"},  // deterministic
       {"unk_id", "0"},
       {"bos_id", "1"},
       {"eos_id", "2"},

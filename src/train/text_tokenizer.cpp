@@ -24,9 +24,7 @@ class Gpt2Text final : public TextTokenizer {
   int document_start() const override { return tok_.eot(); }
   int bos() const override { return tok_.eot(); }  // GPT-2 has one special token for both
   int eos() const override { return tok_.eot(); }
-  std::string describe() const override {
-    return "GPT-2 BPE (" + std::to_string(vocab_size()) + " tokens)";
-  }
+  std::string describe() const override { return "GPT-2 BPE (" + std::to_string(vocab_size()) + " tokens)"; }
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return {}; }
 
@@ -84,8 +82,8 @@ std::string absolute(const std::string& path) {
 
 std::unique_ptr<TextTokenizer> load_gpt2_dir(const std::string& dir) {
   const std::filesystem::path d(dir);
-  return std::make_unique<Gpt2Text>(
-      Gpt2Tokenizer::load((d / "encoder.json").string(), (d / "vocab.bpe").string()), "gpt2:" + absolute(dir));
+  return std::make_unique<Gpt2Text>(Gpt2Tokenizer::load((d / "encoder.json").string(), (d / "vocab.bpe").string()),
+                                    "gpt2:" + absolute(dir));
 }
 
 // Bytes at the end of `s` that start a UTF-8 character whose continuation bytes are missing.
@@ -109,7 +107,8 @@ std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec) {
   std::error_code ec;
   if (!spec.empty() && std::filesystem::is_directory(spec, ec)) return load_gpt2_dir(spec);
   std::string hint;
-  if (spec.size() > 6 && spec.substr(spec.size() - 6) == ".model") hint = " (for a SentencePiece model write sp:" + spec + ")";
+  if (spec.size() > 6 && spec.substr(spec.size() - 6) == ".model")
+    hint = " (for a SentencePiece model write sp:" + spec + ")";
   fail("tokenizer", "unknown tokenizer '" + spec + "'" + hint +
                         "; expected gpt2, gpt2:DIR (encoder.json and vocab.bpe), sp:MODEL (a SentencePiece .model) "
                         "or an existing directory with GPT-2's files");

@@ -18,8 +18,7 @@ constexpr const char* kWhere = "token_file";
 constexpr std::int32_t kLlmcModelMagic = 20240326;  // llm.c's GPT-2 checkpoint, a common mix-up
 }  // namespace
 
-void write_token_file(const std::string& path, std::span<const std::int32_t> tokens,
-                      int version) {
+void write_token_file(const std::string& path, std::span<const std::int32_t> tokens, int version) {
   if (tokens.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
     fail(kWhere, path + ": " + std::to_string(tokens.size()) +
                      " tokens do not fit the header's int32 count; split them into shards");
@@ -27,19 +26,18 @@ void write_token_file(const std::string& path, std::span<const std::int32_t> tok
   std::int32_t max_id = 0;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0) {
-      fail(kWhere, path + ": token " + std::to_string(i) + " is negative (" +
-                       std::to_string(tokens[i]) + "); token ids must be >= 0");
+      fail(kWhere, path + ": token " + std::to_string(i) + " is negative (" + std::to_string(tokens[i]) +
+                       "); token ids must be >= 0");
     }
     max_id = std::max(max_id, tokens[i]);
   }
   if (version == 0) version = max_id <= 0xFFFF ? 1 : 2;
   if (version != 1 && version != 2) {
-    fail(kWhere, path + ": version must be 0 (auto), 1 (uint16) or 2 (uint32), got " +
-                     std::to_string(version));
+    fail(kWhere, path + ": version must be 0 (auto), 1 (uint16) or 2 (uint32), got " + std::to_string(version));
   }
   if (version == 1 && max_id > 0xFFFF) {
-    fail(kWhere, path + ": version 1 stores uint16 tokens but the largest id is " +
-                     std::to_string(max_id) + "; use version 2 (or 0 to choose automatically)");
+    fail(kWhere, path + ": version 1 stores uint16 tokens but the largest id is " + std::to_string(max_id) +
+                     "; use version 2 (or 0 to choose automatically)");
   }
 
   std::int32_t header[kTokenFileHeaderInts] = {};
@@ -72,21 +70,20 @@ TokenFile::TokenFile(const std::string& path)
     : map_(std::make_unique<Mapping>(Mapping{detail::MappedFile(path, kWhere)})) {
   const detail::MappedFile& f = map_->file;
   if (f.size() < kTokenFileHeaderBytes) {
-    fail(kWhere, path + ": truncated: a token file starts with a " +
-                     std::to_string(kTokenFileHeaderBytes) + "-byte header, the file has only " +
-                     std::to_string(f.size()) + " bytes");
+    fail(kWhere, path + ": truncated: a token file starts with a " + std::to_string(kTokenFileHeaderBytes) +
+                     "-byte header, the file has only " + std::to_string(f.size()) + " bytes");
   }
   std::int32_t header[3];
   std::memcpy(header, f.data(), sizeof(header));
   if (header[0] != kTokenFileMagic) {
     std::string hint = "; not an llm.c token file (was it written by `llmcc prepare`?)";
     if (header[0] == kLlmcModelMagic) hint = "; this looks like an llm.c model checkpoint, not token data";
-    fail(kWhere, path + ": bad magic " + std::to_string(header[0]) + ", expected " +
-                     std::to_string(kTokenFileMagic) + hint);
+    fail(kWhere,
+         path + ": bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kTokenFileMagic) + hint);
   }
   if (header[1] != 1 && header[1] != 2) {
-    fail(kWhere, path + ": unsupported version " + std::to_string(header[1]) +
-                     "; known: 1 (uint16 tokens), 2 (uint32 tokens)");
+    fail(kWhere,
+         path + ": unsupported version " + std::to_string(header[1]) + "; known: 1 (uint16 tokens), 2 (uint32 tokens)");
   }
   if (header[2] < 0) {
     fail(kWhere, path + ": corrupt header: negative token count " + std::to_string(header[2]));
@@ -103,9 +100,8 @@ TokenFile::TokenFile(const std::string& path)
   }
   if (have > expected) {
     fail(kWhere, path + ": " + std::to_string(have - expected) + " unexpected bytes after the " +
-                     std::to_string(count_) + " tokens the header announces (version " +
-                     std::to_string(version_) + ", " + std::to_string(width) +
-                     " bytes per token); the header's count or version is wrong");
+                     std::to_string(count_) + " tokens the header announces (version " + std::to_string(version_) +
+                     ", " + std::to_string(width) + " bytes per token); the header's count or version is wrong");
   }
   tokens_ = f.data() + kTokenFileHeaderBytes;
 }
@@ -147,8 +143,6 @@ std::vector<std::int32_t> TokenFile::read_all() const {
   return out;
 }
 
-std::vector<std::int32_t> read_token_file(const std::string& path) {
-  return TokenFile(path).read_all();
-}
+std::vector<std::int32_t> read_token_file(const std::string& path) { return TokenFile(path).read_all(); }
 
 }  // namespace llmcc

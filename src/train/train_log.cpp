@@ -167,8 +167,7 @@ TrainLog::TrainLog(const std::string& path, std::int64_t resume_step) : path_(pa
   if (path.empty()) return;
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (const fs::path parent = fs::path(path).parent_path(); !parent.empty())
-    fs::create_directories(parent, ec);
+  if (const fs::path parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
   if (resume_step >= 0 && fs::exists(path, ec)) {
     // Keep what the interrupted run logged up to its checkpoint; drop what came after it, which
     // the resumed run is about to log again.
@@ -232,10 +231,10 @@ void Progress::step(std::int64_t step, std::int64_t steps, float loss, float lr,
   if (quiet_) return;
   char line[256];
   const int width = static_cast<int>(std::to_string(steps).size());
-  std::snprintf(line, sizeof line,
-                "step %*lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f %s/s | ETA %s", width,
-                static_cast<long long>(step), static_cast<long long>(steps), static_cast<double>(loss),
-                static_cast<double>(lr), grad_norm, ms, tokens_per_s, rate_unit_.c_str(), format_duration(eta_seconds).c_str());
+  std::snprintf(line, sizeof line, "step %*lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f %s/s | ETA %s",
+                width, static_cast<long long>(step), static_cast<long long>(steps), static_cast<double>(loss),
+                static_cast<double>(lr), grad_norm, ms, tokens_per_s, rate_unit_.c_str(),
+                format_duration(eta_seconds).c_str());
   if (tty_) {
     std::fprintf(stdout, "\r%s\033[K", line);
     pending_ = true;

@@ -93,8 +93,7 @@ std::size_t measure_step_arena(const std::function<void()>& step, const std::str
   } catch (const Error& e) {
     if (std::string(e.what()).rfind("[arena]", 0) != 0) throw;
     fail(what, "one step needs more than the " + format_mib(probe.capacity()) +
-                   " of memory available for activations (" + e.what() +
-                   "); use smaller batches or sequences");
+                   " of memory available for activations (" + e.what() + "); use smaller batches or sequences");
   }
   return probe.high_water();
 }
@@ -128,7 +127,8 @@ TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
   if (o_.keep_last < 1) fail(w, "keep_last must be at least 1, got " + std::to_string(o_.keep_last));
   if (o_.ckpt_every > 0 && o_.out_dir.empty()) fail(w, "ckpt_every needs out_dir (where checkpoints go)");
   if (o_.rollbacks < 0) fail(w, "rollbacks must be >= 0 (0: stop at a trip), got " + std::to_string(o_.rollbacks));
-  if (o_.rollbacks > 0 && o_.out_dir.empty()) fail(w, "rollbacks needs out_dir (the checkpoints a rollback returns to)");
+  if (o_.rollbacks > 0 && o_.out_dir.empty())
+    fail(w, "rollbacks needs out_dir (the checkpoints a rollback returns to)");
   o_.schedule.max_steps = o_.steps;
   o_.schedule.validate();
   if (o_.continue_hint.empty())
@@ -153,8 +153,9 @@ void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::funct
   data_ = std::move(data);
   opt_ = std::make_unique<AdamW>(params, o_.adamw);
   if (data_.has_val && o_.val_batches == 0 && data_.val_per_epoch == 0)
-    fail(o_.name, "val_batches 0 means one pass over the validation data, but its source has no end; "
-                  "give val_batches > 0");
+    fail(o_.name,
+         "val_batches 0 means one pass over the validation data, but its source has no end; "
+         "give val_batches > 0");
 }
 
 void TrainLoop::resume(const std::string& checkpoint) {
@@ -177,7 +178,8 @@ void TrainLoop::restore(const std::string& checkpoint) {
   try {
     data_.set_state(state.data);
   } catch (const Error& e) {
-    fail(o_.name, std::string(e.what()) + " (resuming " + checkpoint + " with other training data than it was trained on?)");
+    fail(o_.name,
+         std::string(e.what()) + " (resuming " + checkpoint + " with other training data than it was trained on?)");
   }
   if (hooks_.restore_state) hooks_.restore_state(state);
   if (opt_->t() != state.step)
@@ -254,7 +256,8 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     mean /= recent_count_;
     if (mean > 0 && loss > o_.loss_spike * mean) {
       trip_ = "the loss " + number(loss) + " is more than " + number(o_.loss_spike) + " times the mean of the last " +
-              std::to_string(recent_count_) + " steps (" + number(mean) + "; loss_spike sets the factor, 0 turns it off)";
+              std::to_string(recent_count_) + " steps (" + number(mean) +
+              "; loss_spike sets the factor, 0 turns it off)";
       return loss;
     }
   }
@@ -318,13 +321,12 @@ std::string TrainLoop::checkpoint(std::int64_t step) {
 void TrainLoop::print_default_header(const TrainStart& s) {
   std::ostringstream h;
   h << o_.name << ": " << format_count(static_cast<double>(s.parameters)) << " parameters"
-    << (s.resumed_from.empty() ? std::string() : ", resumed from " + s.resumed_from + " at step " +
-                                                    std::to_string(s.step))
+    << (s.resumed_from.empty() ? std::string()
+                               : ", resumed from " + s.resumed_from + " at step " + std::to_string(s.step))
     << "; " << o_.steps << " steps of " << o_.grad_accum << " micro-batch" << (o_.grad_accum == 1 ? "" : "es")
     << "; AdamW lr " << number(o_.schedule.max_lr) << " -> " << number(o_.schedule.min_lr) << " (warmup "
-    << o_.schedule.warmup_steps << ", cosine), clip "
-    << (o_.grad_clip > 0 ? number(o_.grad_clip) : std::string("off")) << "\n  step arena "
-    << format_mib(s.arena_bytes) << " reserved";
+    << o_.schedule.warmup_steps << ", cosine), clip " << (o_.grad_clip > 0 ? number(o_.grad_clip) : std::string("off"))
+    << "\n  step arena " << format_mib(s.arena_bytes) << " reserved";
   if (s.arena_planned > 0) h << " (a planned step's high-water mark " << format_mib(s.arena_planned) << ")";
   if (!o_.out_dir.empty()) h << "; out " << o_.out_dir;
   out_->progress.print(h.str());
@@ -372,8 +374,8 @@ TrainResult TrainLoop::run() {
     print_default_header(start);
 
   if (start_step >= o_.steps) {
-    out.progress.print("the checkpoint is at step " + std::to_string(start_step) + " of " +
-                       std::to_string(o_.steps) + ": nothing to train (raise the step count to continue)");
+    out.progress.print("the checkpoint is at step " + std::to_string(start_step) + " of " + std::to_string(o_.steps) +
+                       ": nothing to train (raise the step count to continue)");
     return result;
   }
   // A fresh run's starting point (a resumed one logged it before its checkpoint).
@@ -451,8 +453,8 @@ TrainResult TrainLoop::run() {
     }
     if (step == start_step + 1) {
       out.progress.print("step arena: high-water " + format_mib(arena_->high_water()) + " of " +
-                         format_mib(arena_->capacity()) + " reserved (+ " +
-                         format_mib(adgen::scratch_high_water()) + " adgen scratch)");
+                         format_mib(arena_->capacity()) + " reserved (+ " + format_mib(adgen::scratch_high_water()) +
+                         " adgen scratch)");
     }
 
     const bool last = step == o_.steps;

@@ -24,7 +24,8 @@ TEST(CliErrors, TheCommandIsNamedOnce) {
 
 TEST(CliErrors, SharedCodeNamesTheCommandThatRanIt) {
   const llmcc::test::TempDir dir;
-  llmcc::test::CliResult r = run_llmcc(dir, {"eval", "--ckpt", dir.file("none.bin"), "--val-data", dir.file("none.bin")});
+  llmcc::test::CliResult r =
+      run_llmcc(dir, {"eval", "--ckpt", dir.file("none.bin"), "--val-data", dir.file("none.bin")});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.rfind("llmcc eval: error: --val-data: no such file", 0), 0u) << r.err;
   EXPECT_EQ(r.err.find("llmcc train"), std::string::npos) << r.err;

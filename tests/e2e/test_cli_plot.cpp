@@ -20,32 +20,45 @@ using llmcc::test::run_llmcc;
 using llmcc::test::slurp;
 using llmcc::test::TempDir;
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // Run "alpha": validation at 0, 4 and 8; a null loss at step 3; a resume at step 4.
-const char* kAlpha =
-    R"({"step": 0, "event": "start", "params": 1234, "config": {"model": "gpt2"}})" "\n"
-    R"({"step": 0, "val_loss": 5.5})" "\n"
-    R"({"step": 1, "loss": 5.4, "lr": 0.0001, "grad_norm": 2.5, "tokens_per_s": 1000.5, "ms": 20})" "\n"
-    R"({"step": 2, "loss": 5.1, "lr": 0.0002, "grad_norm": 2.1, "tokens_per_s": 1100, "ms": 19})" "\n"
-    R"({"step": 2, "sample": "To be <or> not & so"})" "\n"
-    R"({"step": 3, "loss": null, "lr": 0.0003, "grad_norm": null, "tokens_per_s": 1150, "ms": 19})" "\n"
-    R"({"step": 4, "loss": 4.6, "lr": 0.0004, "grad_norm": 1.9, "tokens_per_s": 1180, "ms": 18})" "\n"
-    R"({"step": 4, "val_loss": 4.9})" "\n"
-    R"({"step": 4, "checkpoint": "runs/alpha/ckpt_000004.bin"})" "\n"
-    R"({"step": 4, "event": "resume", "from": "runs/alpha/ckpt_000004.bin"})" "\n"
-    R"({"step": 5, "loss": 4.4, "lr": 0.0004, "grad_norm": 1.7, "tokens_per_s": 900, "ms": 25})" "\n"
-    R"({"step": 8, "loss": 4.0, "lr": 0.0002, "grad_norm": 1.5, "tokens_per_s": 1210, "ms": 18})" "\n"
-    R"({"step": 8, "val_loss": 4.3})" "\n";
+const char* kAlpha = R"({"step": 0, "event": "start", "params": 1234, "config": {"model": "gpt2"}})"
+                     "\n"
+                     R"({"step": 0, "val_loss": 5.5})"
+                     "\n"
+                     R"({"step": 1, "loss": 5.4, "lr": 0.0001, "grad_norm": 2.5, "tokens_per_s": 1000.5, "ms": 20})"
+                     "\n"
+                     R"({"step": 2, "loss": 5.1, "lr": 0.0002, "grad_norm": 2.1, "tokens_per_s": 1100, "ms": 19})"
+                     "\n"
+                     R"({"step": 2, "sample": "To be <or> not & so"})"
+                     "\n"
+                     R"({"step": 3, "loss": null, "lr": 0.0003, "grad_norm": null, "tokens_per_s": 1150, "ms": 19})"
+                     "\n"
+                     R"({"step": 4, "loss": 4.6, "lr": 0.0004, "grad_norm": 1.9, "tokens_per_s": 1180, "ms": 18})"
+                     "\n"
+                     R"({"step": 4, "val_loss": 4.9})"
+                     "\n"
+                     R"({"step": 4, "checkpoint": "runs/alpha/ckpt_000004.bin"})"
+                     "\n"
+                     R"({"step": 4, "event": "resume", "from": "runs/alpha/ckpt_000004.bin"})"
+                     "\n"
+                     R"({"step": 5, "loss": 4.4, "lr": 0.0004, "grad_norm": 1.7, "tokens_per_s": 900, "ms": 25})"
+                     "\n"
+                     R"({"step": 8, "loss": 4.0, "lr": 0.0002, "grad_norm": 1.5, "tokens_per_s": 1210, "ms": 18})"
+                     "\n"
+                     R"({"step": 8, "val_loss": 4.3})"
+                     "\n";
 
 // Run "beta": shorter, no validation.
-const char* kBeta =
-    R"({"step": 0, "event": "start", "params": 1234})" "\n"
-    R"({"step": 1, "loss": 5.6, "lr": 0.001, "grad_norm": 3.5, "tokens_per_s": 2000, "ms": 10})" "\n"
-    R"({"step": 2, "loss": 5.0, "lr": 0.001, "grad_norm": 3.0, "tokens_per_s": 2100, "ms": 10})" "\n"
-    R"({"step": 3, "loss": 4.7, "lr": 0.0005, "grad_norm": 2.0, "tokens_per_s": 2050, "ms": 10})" "\n";
+const char* kBeta = R"({"step": 0, "event": "start", "params": 1234})"
+                    "\n"
+                    R"({"step": 1, "loss": 5.6, "lr": 0.001, "grad_norm": 3.5, "tokens_per_s": 2000, "ms": 10})"
+                    "\n"
+                    R"({"step": 2, "loss": 5.0, "lr": 0.001, "grad_norm": 3.0, "tokens_per_s": 2100, "ms": 10})"
+                    "\n"
+                    R"({"step": 3, "loss": 4.7, "lr": 0.0005, "grad_norm": 2.0, "tokens_per_s": 2050, "ms": 10})"
+                    "\n";
 
 // The text of each panel (<g class="panel"> ... </g>), in order.
 std::vector<std::string> panels(const std::string& svg) {
@@ -149,8 +162,10 @@ TEST_F(CliPlot, LabelsLogScaleAndSize) {
 TEST_F(CliPlot, OneStepAndStepsPerSecond) {
   std::filesystem::create_directories(dir.file("one"));
   write(dir.file("one/log.jsonl"),
-        R"({"step": 0, "event": "start"})" "\n"
-        R"({"step": 1, "loss": 3.25, "lr": 0.001, "grad_norm": 0.5, "steps_per_s": 12.5, "ms": 80})" "\n");
+        R"({"step": 0, "event": "start"})"
+        "\n"
+        R"({"step": 1, "loss": 3.25, "lr": 0.001, "grad_norm": 0.5, "steps_per_s": 12.5, "ms": 80})"
+        "\n");
   const std::string out = dir.file("one.svg");
   const CliResult r = plot({dir.file("one"), "--out", out});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -187,16 +202,23 @@ TEST_F(CliPlot, BadLogsAreErrorsNamingTheFile) {
   write(dir.file("empty.jsonl"), "");
   expect_error({dir.file("empty.jsonl"), "--out", out}, dir.file("empty.jsonl") + " is empty");
 
-  write(dir.file("events.jsonl"), R"({"step": 0, "event": "start"})" "\n" R"({"step": 0, "val_loss": 5.5})" "\n");
+  write(dir.file("events.jsonl"), R"({"step": 0, "event": "start"})"
+                                  "\n"
+                                  R"({"step": 0, "val_loss": 5.5})"
+                                  "\n");
   expect_error({dir.file("events.jsonl"), "--out", out}, dir.file("events.jsonl") + " has no step lines");
 
-  write(dir.file("broken.jsonl"), std::string(R"({"step": 1, "loss": 5.0})") + "\n\n" + R"({"step": 2, "loss": 4.})" + "\n");
+  write(dir.file("broken.jsonl"),
+        std::string(R"({"step": 1, "loss": 5.0})") + "\n\n" + R"({"step": 2, "loss": 4.})" + "\n");
   expect_error({dir.file("broken.jsonl"), "--out", out}, dir.file("broken.jsonl") + ":3:");
 
-  write(dir.file("nostep.jsonl"), R"({"loss": 5.0})" "\n");
-  expect_error({dir.file("nostep.jsonl"), "--out", out}, dir.file("nostep.jsonl") + ":1: every log line has an integer \"step\"");
+  write(dir.file("nostep.jsonl"), R"({"loss": 5.0})"
+                                  "\n");
+  expect_error({dir.file("nostep.jsonl"), "--out", out},
+               dir.file("nostep.jsonl") + ":1: every log line has an integer \"step\"");
 
-  write(dir.file("text.jsonl"), R"({"step": 1, "loss": "low"})" "\n");
+  write(dir.file("text.jsonl"), R"({"step": 1, "loss": "low"})"
+                                "\n");
   expect_error({dir.file("text.jsonl"), "--out", out}, dir.file("text.jsonl") + ":1: \"loss\" is a string");
 
   expect_error({"--out", out}, "no logs given");
@@ -208,11 +230,39 @@ TEST(CliPlotReal, PlotsTheLogOfATinyTrainingRun) {
   TempDir dir;
   llmcc::test::write_progression_shard(dir.file("train.bin"), 5000, 1, 256);
   llmcc::test::write_progression_shard(dir.file("val.bin"), 2000, 2, 256);
-  const CliResult train = run_llmcc(
-      dir, {"train", "--train-data", dir.file("train.bin"), "--val-data", dir.file("val.bin"), "--model", "gpt2-tiny",
-            "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--vocab-size", "256", "--max-seq-len", "32",
-            "--batch-size", "4", "--seq-len", "16", "--steps", "6", "--val-every", "2", "--val-steps", "2",
-            "--seed", "3", "--threads", "1", "--out-dir", dir.file("tiny")});
+  const CliResult train = run_llmcc(dir, {"train",
+                                          "--train-data",
+                                          dir.file("train.bin"),
+                                          "--val-data",
+                                          dir.file("val.bin"),
+                                          "--model",
+                                          "gpt2-tiny",
+                                          "--n-layer",
+                                          "2",
+                                          "--n-embd",
+                                          "32",
+                                          "--n-head",
+                                          "2",
+                                          "--vocab-size",
+                                          "256",
+                                          "--max-seq-len",
+                                          "32",
+                                          "--batch-size",
+                                          "4",
+                                          "--seq-len",
+                                          "16",
+                                          "--steps",
+                                          "6",
+                                          "--val-every",
+                                          "2",
+                                          "--val-steps",
+                                          "2",
+                                          "--seed",
+                                          "3",
+                                          "--threads",
+                                          "1",
+                                          "--out-dir",
+                                          dir.file("tiny")});
   ASSERT_EQ(train.code, 0) << train.err;
   const std::string out = dir.file("tiny.svg");
   const CliResult r = run_llmcc(dir, {"plot", dir.file("tiny"), "--out", out});

@@ -23,14 +23,45 @@ namespace fs = std::filesystem;
 constexpr int kVocab = 256;
 
 std::vector<std::string> flags(const llmcc::test::TempDir& dir, const std::string& lr, const std::string& steps) {
-  return {"train",        "--train-data", dir.file("train.bin"), "--model",     "gpt2-tiny",
-          "--n-layer",    "2",            "--n-embd",            "32",          "--n-head",
-          "2",            "--vocab-size", std::to_string(kVocab), "--max-seq-len", "32",
-          "--batch-size", "4",            "--seq-len",           "16",          "--steps",
-          steps,          "--lr",         lr,                    "--min-lr",    "0",
-          "--grad-clip",  "0",            "--ckpt-every",        "1",           "--keep-last",
-          "3",            "--val-every",  "0",                   "--seed",      "3",
-          "--threads",    "1",            "--out-dir",           dir.file("run")};
+  return {"train",
+          "--train-data",
+          dir.file("train.bin"),
+          "--model",
+          "gpt2-tiny",
+          "--n-layer",
+          "2",
+          "--n-embd",
+          "32",
+          "--n-head",
+          "2",
+          "--vocab-size",
+          std::to_string(kVocab),
+          "--max-seq-len",
+          "32",
+          "--batch-size",
+          "4",
+          "--seq-len",
+          "16",
+          "--steps",
+          steps,
+          "--lr",
+          lr,
+          "--min-lr",
+          "0",
+          "--grad-clip",
+          "0",
+          "--ckpt-every",
+          "1",
+          "--keep-last",
+          "3",
+          "--val-every",
+          "0",
+          "--seed",
+          "3",
+          "--threads",
+          "1",
+          "--out-dir",
+          dir.file("run")};
 }
 
 // Whether every tensor of every section of the checkpoint is finite (and AdamW's second moments
@@ -85,8 +116,8 @@ TEST_F(TrainDivergence, GoodCheckpointsSurviveADivergingResume) {
   llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, flags(dir, "1e-3", "5"));
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin"));
-  r = llmcc::test::run_llmcc(dir, {"train", "--out-dir", dir.file("run"), "--resume", "auto", "--steps", "40",
-                                   "--lr", "1e6", "--min-lr", "1e6"});
+  r = llmcc::test::run_llmcc(dir, {"train", "--out-dir", dir.file("run"), "--resume", "auto", "--steps", "40", "--lr",
+                                   "1e6", "--min-lr", "1e6"});
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.err.find("llmcc train"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin")) << "the last good checkpoint was pruned";
@@ -124,8 +155,8 @@ TEST_F(TrainDivergence, ANonFiniteCheckpointIsRefusedOrWarnedAbout) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("[params] wte holds nan"), std::string::npos) << r.err;
   // --force-resume goes on, and the guard then stops the run before it saves a NaN.
-  r = llmcc::test::run_llmcc(dir, {"train", "--resume", nan_weight, "--out-dir", dir.file("c"), "--steps", "4",
-                                   "--force-resume"});
+  r = llmcc::test::run_llmcc(
+      dir, {"train", "--resume", nan_weight, "--out-dir", dir.file("c"), "--steps", "4", "--force-resume"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.find("could only give NaN"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;

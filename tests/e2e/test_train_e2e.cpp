@@ -79,8 +79,7 @@ void prepare_shakespeare(const llmcc::test::TempDir& dir, std::string* data) {
   std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
   std::string out;
   *data = dir.file("data");
-  EXPECT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", *data}, &out), 0)
-      << out;
+  EXPECT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", *data}, &out), 0) << out;
 }
 
 std::string curve_text(const std::vector<Point>& val) {
@@ -91,8 +90,8 @@ std::string curve_text(const std::vector<Point>& val) {
 
 // Trains 100 steps with `model_flags` on the prepared data (validation every 25 steps) and
 // returns the val_loss points; fails the test on a non-zero exit or a short log.
-std::vector<Point> train_100_steps(const llmcc::test::TempDir& dir, const std::string& data,
-                                   const std::string& name, const std::vector<std::string>& model_flags) {
+std::vector<Point> train_100_steps(const llmcc::test::TempDir& dir, const std::string& data, const std::string& name,
+                                   const std::vector<std::string>& model_flags) {
   const std::string run = dir.file(name);
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), model_flags.begin(), model_flags.end());
@@ -158,10 +157,10 @@ TEST(TrainE2e, TinyLlamaOnShakespeareLearns) {
   LLMCC_REQUIRE_DATA("gpt2/encoder.json");
   std::string data;
   prepare_shakespeare(dir, &data);
-  const auto val = train_100_steps(
-      dir, data, "llama",
-      {"--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--n-kv-head", "2",
-       "--hidden-dim", "176", "--max-seq-len", "64", "--vocab-size", "50257"});
+  const auto val =
+      train_100_steps(dir, data, "llama",
+                      {"--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4", "--n-kv-head", "2",
+                       "--hidden-dim", "176", "--max-seq-len", "64", "--vocab-size", "50257"});
   ASSERT_GE(val.size(), 2u);
   const std::string curve = curve_text(val);
   const double first = val.front().value, last = val.back().value;

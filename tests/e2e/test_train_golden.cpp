@@ -56,9 +56,9 @@ struct RunRecord {
 
 struct Golden {
   const char* kernel_path;
-  const char* model;  // "gpt2" | "llama"
-  std::vector<std::string> loss, grad_norm;   // steps 1..8
-  std::vector<std::string> val_loss;          // steps 0, 3, 6, 8
+  const char* model;                         // "gpt2" | "llama"
+  std::vector<std::string> loss, grad_norm;  // steps 1..8
+  std::vector<std::string> val_loss;         // steps 0, 3, 6, 8
   std::uint64_t weights_hash;
 };
 
@@ -98,19 +98,51 @@ std::uint64_t hash_checkpoint(const std::string& path) {
 RunRecord train(const llmcc::test::TempDir& dir, const std::string& model) {
   llmcc::test::write_progression_shard(dir.file("train.bin"), 20000, 1, kVocab);
   llmcc::test::write_progression_shard(dir.file("val.bin"), 2000, 2, kVocab);
-  std::vector<std::string> args = {
-      "train",          "--train-data", dir.file("train.bin"), "--val-data",   dir.file("val.bin"),
-      "--out-dir",      dir.file("run"), "--n-layer", "2",      "--n-embd",      "64",
-      "--n-head",       "4",            "--vocab-size", std::to_string(kVocab), "--max-seq-len", "64",
-      "--batch-size",   "4",            "--seq-len", "32",      "--grad-accum", "2",
-      "--grad-clip",    "0.5",          "--steps", "8",         "--warmup-steps", "2",
-      "--lr",           "3e-3",         "--min-lr", "3e-4",     "--val-every", "3",
-      "--val-steps",    "2",            "--seed", "7",          "--threads", "2"};
+  std::vector<std::string> args = {"train",
+                                   "--train-data",
+                                   dir.file("train.bin"),
+                                   "--val-data",
+                                   dir.file("val.bin"),
+                                   "--out-dir",
+                                   dir.file("run"),
+                                   "--n-layer",
+                                   "2",
+                                   "--n-embd",
+                                   "64",
+                                   "--n-head",
+                                   "4",
+                                   "--vocab-size",
+                                   std::to_string(kVocab),
+                                   "--max-seq-len",
+                                   "64",
+                                   "--batch-size",
+                                   "4",
+                                   "--seq-len",
+                                   "32",
+                                   "--grad-accum",
+                                   "2",
+                                   "--grad-clip",
+                                   "0.5",
+                                   "--steps",
+                                   "8",
+                                   "--warmup-steps",
+                                   "2",
+                                   "--lr",
+                                   "3e-3",
+                                   "--min-lr",
+                                   "3e-4",
+                                   "--val-every",
+                                   "3",
+                                   "--val-steps",
+                                   "2",
+                                   "--seed",
+                                   "7",
+                                   "--threads",
+                                   "2"};
   if (model == "gpt2") {
     args.insert(args.end(), {"--model", "gpt2-tiny"});
   } else {
-    args.insert(args.end(), {"--model", "llama-tiny", "--n-kv-head", "2", "--hidden-dim", "96",
-                             "--rope-theta", "500"});
+    args.insert(args.end(), {"--model", "llama-tiny", "--n-kv-head", "2", "--hidden-dim", "96", "--rope-theta", "500"});
   }
   const llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, args);
   EXPECT_EQ(r.code, 0) << r.err << r.out;
@@ -135,10 +167,9 @@ void print_golden(const std::string& model, const RunRecord& rec) {
     for (const std::string& x : v) s += (s.size() > 1 ? ", \"" : "\"") + x + "\"";
     return s + "}";
   };
-  std::printf("    {\"%s\", \"%s\",\n     %s,\n     %s,\n     %s,\n     0x%016llxull},\n",
-              kernel_path().c_str(), model.c_str(), list(values(rec.loss)).c_str(),
-              list(values(rec.grad_norm)).c_str(), list(values(rec.val_loss)).c_str(),
-              static_cast<unsigned long long>(rec.weights_hash));
+  std::printf("    {\"%s\", \"%s\",\n     %s,\n     %s,\n     %s,\n     0x%016llxull},\n", kernel_path().c_str(),
+              model.c_str(), list(values(rec.loss)).c_str(), list(values(rec.grad_norm)).c_str(),
+              list(values(rec.val_loss)).c_str(), static_cast<unsigned long long>(rec.weights_hash));
 }
 
 void expect_close(const std::vector<std::string>& got, const std::vector<std::string>& want, const char* what) {
@@ -167,8 +198,8 @@ void check(const std::string& model) {
     EXPECT_EQ(rec.weights_hash, exact->weights_hash) << "the final weights or AdamW moments differ";
     return;
   }
-  std::printf("no bit-exact golden for kernel path %s: comparing with %s's within 0.2%%\n",
-              kernel_path().c_str(), any->kernel_path);
+  std::printf("no bit-exact golden for kernel path %s: comparing with %s's within 0.2%%\n", kernel_path().c_str(),
+              any->kernel_path);
   expect_close(values(rec.loss), any->loss, "loss");
   expect_close(values(rec.grad_norm), any->grad_norm, "grad_norm");
   expect_close(values(rec.val_loss), any->val_loss, "val_loss");

@@ -184,8 +184,7 @@ TEST_F(TrainResume, StopAndResumeEqualsOneRun) {
   EXPECT_NE(r.out.find("nothing to train"), std::string::npos) << r.out;
 
   // eval over the same batches reproduces the final logged validation loss.
-  r = run_llmcc(dir,
-                {"eval", "--ckpt", final_a, "--val-data", dir.file("val.bin"), "--steps", "2", "--json"});
+  r = run_llmcc(dir, {"eval", "--ckpt", final_a, "--val-data", dir.file("val.bin"), "--steps", "2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   // Both print exact values: the double eval computes is the one the trainer logged as a float.
   const double eval_loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
@@ -195,13 +194,12 @@ TEST_F(TrainResume, StopAndResumeEqualsOneRun) {
 TEST_F(TrainResume, SequentialBatchesResumeExactlyAndSamplesChangeNothing) {
   // The sequential loader's position (shard, offset) instead of the random loader's Rng; B also
   // prints samples, which draw from their own Rng and must not move the training trajectory.
-  const auto flags =
-      run_flags(dir, {{"--sampling", "sequential"}, {"--grad-accum", "3"}, {"--val-every", "0"}});
+  const auto flags = run_flags(dir, {{"--sampling", "sequential"}, {"--grad-accum", "3"}, {"--val-every", "0"}});
   const std::string a = dir.file("a"), b = dir.file("b");
   CliResult r = run_llmcc(dir, concat(flags, {"--out-dir", a}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "5", "--sample-every", "2",
-                                    "--sample-tokens", "8"}));
+  r = run_llmcc(dir,
+                concat(flags, {"--out-dir", b, "--stop-after", "5", "--sample-every", "2", "--sample-tokens", "8"}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step 4: sample (8 tokens, token ids"), std::string::npos) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto", "--threads", "2"});
@@ -221,14 +219,13 @@ TEST_F(TrainResume, SequentialBatchesResumeExactlyAndSamplesChangeNothing) {
 // fields, so a resume with no flags at all rebuilds the same model; eval and generate read it.
 TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
   const auto flags = run_flags(
-      dir,
-      {{"--model", "llama-tiny"}, {"--n-kv-head", "2"}, {"--hidden-dim", "96"}, {"--rope-theta", "500"}});
+      dir, {{"--model", "llama-tiny"}, {"--n-kv-head", "2"}, {"--hidden-dim", "96"}, {"--rope-theta", "500"}});
   const std::string a = dir.file("a"), b = dir.file("b");
   CliResult r = run_llmcc(dir, concat(flags, {"--out-dir", a}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("llmcc train: Llama L2 H4/2 C64 F96 T64 V512 theta 500"), std::string::npos) << r.out;
-  r = run_llmcc(dir, concat(flags, {"--out-dir", b, "--stop-after", "3", "--sample-every", "2",
-                                    "--sample-tokens", "4"}));
+  r = run_llmcc(dir,
+                concat(flags, {"--out-dir", b, "--stop-after", "3", "--sample-every", "2", "--sample-tokens", "4"}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step 2: sample (4 tokens"), std::string::npos) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
@@ -240,19 +237,17 @@ TEST_F(TrainResume, LlamaStopAndResumeEqualsOneRun) {
     EXPECT_TRUE(same_tensors(a + "/ckpt_000008.bin", b + "/ckpt_000008.bin", section));
   EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
   EXPECT_EQ(logged(a + "/log.jsonl", "val_loss"), logged(b + "/log.jsonl", "val_loss"));
-  EXPECT_LT(std::stod(logged(a + "/log.jsonl", "loss").at(8)),
-            std::stod(logged(a + "/log.jsonl", "loss").at(1)));
+  EXPECT_LT(std::stod(logged(a + "/log.jsonl", "loss").at(8)), std::stod(logged(a + "/log.jsonl", "loss").at(1)));
 
   // eval reproduces the logged validation loss; a GPT-2 preset on resume is refused by name.
-  r = run_llmcc(dir, {"eval", "--ckpt", a + "/ckpt_000008.bin", "--val-data", dir.file("val.bin"), "--steps",
-                      "2", "--json"});
+  r = run_llmcc(
+      dir, {"eval", "--ckpt", a + "/ckpt_000008.bin", "--val-data", dir.file("val.bin"), "--steps", "2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const double eval_loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
   EXPECT_NEAR(eval_loss, std::stod(logged(a + "/log.jsonl", "val_loss").at(8)), 1e-5) << r.out;
   r = run_llmcc(dir, {"train", "--out-dir", a, "--resume", "auto", "--steps", "9", "--model", "gpt2-tiny"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--model gpt2-tiny (GPT-2) conflicts with the checkpoint"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("--model gpt2-tiny (GPT-2) conflicts with the checkpoint"), std::string::npos) << r.err;
 
   // generate samples from it (GPT-2's tokenizer decodes ids below 512; "a" is id 64).
   if (!llmcc::test::have_data("gpt2/encoder.json")) {
@@ -280,13 +275,13 @@ TEST_F(TrainResume, BadInputIsAClearError) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--lr expects a number, got 'fast'"), std::string::npos) << r.err;
   // Missing data file, named.
-  r = run_llmcc(dir, {"train", "--train-data", dir.file("missing.bin"), "--model", "gpt2-tiny", "--out-dir",
-                      dir.file("x")});
+  r = run_llmcc(dir,
+                {"train", "--train-data", dir.file("missing.bin"), "--model", "gpt2-tiny", "--out-dir", dir.file("x")});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("missing.bin"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--train-data"), std::string::npos) << r.err;
-  r = run_llmcc(dir, {"train", "--train-data", dir.file("nothing_*.bin"), "--model", "gpt2-tiny", "--out-dir",
-                      dir.file("x")});
+  r = run_llmcc(
+      dir, {"train", "--train-data", dir.file("nothing_*.bin"), "--model", "gpt2-tiny", "--out-dir", dir.file("x")});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no file matches"), std::string::npos) << r.err;
   // A combination out of range, named.
@@ -306,8 +301,7 @@ TEST_F(TrainResume, BadInputIsAClearError) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--resume auto"), std::string::npos) << r.err;
   // A changed hyper-parameter on resume is allowed, with a warning naming it.
-  r = run_llmcc(
-      dir, {"train", "--out-dir", dir.file("r"), "--resume", "auto", "--lr", "1e-3", "--stop-after", "1"});
+  r = run_llmcc(dir, {"train", "--out-dir", dir.file("r"), "--resume", "auto", "--lr", "1e-3", "--stop-after", "1"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("--lr 0.001 replaces the checkpoint's 0.003"), std::string::npos) << r.err;
 }

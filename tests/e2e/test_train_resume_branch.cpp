@@ -33,11 +33,41 @@ TEST(TrainResumeBranch, ResumingAnEarlierCheckpointKeepsTheNewBranch) {
   };
 
   // The first run: checkpoints every 2 steps, the last 2 kept, stopped after 6 -> 4 and 6.
-  CliResult r = run_llmcc(
-      dir, {"train", "--train-data", dir.file("train.bin"), "--model", "gpt2-tiny", "--n-layer", "2",
-            "--n-embd", "64", "--n-head", "4", "--vocab-size", std::to_string(kVocab), "--max-seq-len", "64",
-            "--batch-size", "4", "--seq-len", "32", "--steps", "8", "--warmup-steps", "2", "--seed", "7",
-            "--threads", "2", "--out-dir", run, "--ckpt-every", "2", "--keep-last", "2", "--stop-after", "6"});
+  CliResult r = run_llmcc(dir, {"train",
+                                "--train-data",
+                                dir.file("train.bin"),
+                                "--model",
+                                "gpt2-tiny",
+                                "--n-layer",
+                                "2",
+                                "--n-embd",
+                                "64",
+                                "--n-head",
+                                "4",
+                                "--vocab-size",
+                                std::to_string(kVocab),
+                                "--max-seq-len",
+                                "64",
+                                "--batch-size",
+                                "4",
+                                "--seq-len",
+                                "32",
+                                "--steps",
+                                "8",
+                                "--warmup-steps",
+                                "2",
+                                "--seed",
+                                "7",
+                                "--threads",
+                                "2",
+                                "--out-dir",
+                                run,
+                                "--ckpt-every",
+                                "2",
+                                "--keep-last",
+                                "2",
+                                "--stop-after",
+                                "6"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   ASSERT_EQ(steps(), (std::vector<std::int64_t>{4, 6}));
 

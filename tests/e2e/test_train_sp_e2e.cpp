@@ -84,8 +84,8 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
   std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
 
   // 1. A 1,024-token BPE tokenizer trained on the slice.
-  CliResult r = run_llmcc(dir, {"train-tokenizer", "--input", dir.file("shakespeare_200k.txt"),
-                                "--vocab-size", std::to_string(kVocab), "--out", dir.file("tok")});
+  CliResult r = run_llmcc(dir, {"train-tokenizer", "--input", dir.file("shakespeare_200k.txt"), "--vocab-size",
+                                std::to_string(kVocab), "--out", dir.file("tok")});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
 
   // 2. Prepared with it: the data directory records the tokenizer and carries a copy.
@@ -102,9 +102,9 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
   fs::remove(dir.file("tok.model"));
 
   // 3. A too small --vocab-size is refused before training, naming the tokenizer's record.
-  const std::vector<std::string> model = {
-      "--model",     "llama-tiny", "--n-layer",    "2",   "--n-embd",      "64", "--n-head", "4",
-      "--n-kv-head", "2",          "--hidden-dim", "176", "--max-seq-len", "64"};
+  const std::vector<std::string> model = {"--model",       "llama-tiny", "--n-layer",   "2", "--n-embd",     "64",
+                                          "--n-head",      "4",          "--n-kv-head", "2", "--hidden-dim", "176",
+                                          "--max-seq-len", "64"};
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), model.begin(), model.end());
   for (const std::string& a : std::vector<std::string>{"--train-data",
@@ -144,8 +144,7 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
 
   // 4. 100 steps of a tiny Llama; the tokenizer is found next to the shards.
   const std::string run = dir.file("run");
-  for (const std::string& a :
-       std::vector<std::string>{"--out-dir", run, "--vocab-size", std::to_string(kVocab)})
+  for (const std::string& a : std::vector<std::string>{"--out-dir", run, "--vocab-size", std::to_string(kVocab)})
     args.push_back(a);
   r = run_llmcc(dir, args);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
@@ -175,8 +174,8 @@ TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
     EXPECT_EQ(tok.decode(tok.encode("ROMEO:\nWhat say you?")), "ROMEO:\nWhat say you?");
   }
   fs::remove_all(data);  // nothing but the checkpoint is needed now
-  r = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", "ROMEO:", "--max-tokens", "40", "--seed", "3",
-                      "--top-k", "40", "--no-stop-at-eot"});
+  r = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", "ROMEO:", "--max-tokens", "40", "--seed", "3", "--top-k",
+                      "40", "--no-stop-at-eot"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::printf("generate:\n%s---\n", r.out.c_str());
   ASSERT_EQ(r.out.rfind("ROMEO:", 0), 0u) << r.out;

@@ -20,9 +20,9 @@ namespace {
 
 // C (M, N) = alpha * op(A) . op(B) + beta * C in double, with the storage conventions of
 // cpu::gemm: A stored (K, M) when trans_a else (M, K); B stored (N, K) when trans_b else (K, N).
-std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha,
-                               const std::vector<float>& A, int lda, const std::vector<float>& B,
-                               int ldb, double beta, const std::vector<float>& C, int ldc) {
+std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const std::vector<float>& A,
+                               int lda, const std::vector<float>& B, int ldb, double beta, const std::vector<float>& C,
+                               int ldc) {
   std::vector<double> out(C.begin(), C.end());
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -38,8 +38,7 @@ std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alp
   return out;
 }
 
-using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
-                       float, float*, int);
+using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 struct Impl {
   const char* name;
   GemmFn fn;
@@ -78,8 +77,8 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   return sizes;
 }
 
-void check_gemm(const Impl& impl, bool ta, bool tb, int M, int N, int K, int pad, float alpha,
-                float beta, bool nan_in_c = false) {
+void check_gemm(const Impl& impl, bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta,
+                bool nan_in_c = false) {
   // Stored shapes, each row padded by `pad` elements to test the leading dimensions.
   const int a_rows = ta ? K : M, a_cols = ta ? M : K;
   const int b_rows = tb ? N : K, b_cols = tb ? K : N;
@@ -114,9 +113,8 @@ TEST(GemmKernel, AllTransposesMatchNaiveLoop) {
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
           for (auto [M, N, K] : gemm_sizes()) {
-            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" +
-                         std::to_string(tb) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                         " K=" + std::to_string(K));
+            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                         " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
             check_gemm(impl, ta, tb, M, N, K, 0, 1.0f, 1.0f);
           }
         }
@@ -131,8 +129,8 @@ TEST(GemmKernel, LeadingDimensionsAlphaAndBeta) {
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
           for (float beta : {0.0f, 1.0f, -0.5f}) {
-            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) +
-                         " trans_b=" + std::to_string(tb) + " beta=" + std::to_string(beta));
+            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                         " beta=" + std::to_string(beta));
             check_gemm(impl, ta, tb, 65, 197, 64, 3, 0.75f, beta);
             check_gemm(impl, ta, tb, 3, 7, 1, 5, -2.0f, beta);
             check_gemm(impl, ta, tb, 17, 63, 15, 9, 1.5f, beta);
@@ -150,8 +148,7 @@ TEST(GemmKernel, BetaZeroIgnoresNaNInC) {
     for (const Impl& impl : kImpls) {
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
-          SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) +
-                       " trans_b=" + std::to_string(tb));
+          SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
           check_gemm(impl, ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, true);
           check_gemm(impl, ta, tb, 7, 17, 300, 2, 0.5f, 0.0f, true);
         }
@@ -179,8 +176,8 @@ TEST(GemmKernel, EmptyInnerDimensionScalesC) {
 // rows, blocked above), uneven last KC slices, tile edges, padded rows whose padding stays
 // untouched, and K == 0.
 TEST(GemmKernel, BiasIsAddedToEveryRow) {
-  using BiasFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
-                          float, float*, int, const float*);
+  using BiasFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int,
+                          const float*);
   const std::pair<const char*, BiasFn> impls[] = {{"cpu::gemm_bias", &cpu::gemm_bias},
                                                   {"cpu::gemm_packed_bias", &cpu::gemm_packed_bias}};
   const std::array<int, 3> sizes[] = {{7, 65, 33},    {17, 33, 5},     {256, 197, 300}, {512, 40, 768},
@@ -191,17 +188,19 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
         for (bool tb : {false, true}) {
           for (auto [M, N, K] : sizes) {
             for (float beta : {0.0f, 1.0f, -0.5f}) {
-              SCOPED_TRACE(std::string(name) + " trans_a=" + std::to_string(ta) + " trans_b=" +
-                           std::to_string(tb) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                           " K=" + std::to_string(K) + " beta=" + std::to_string(beta));
+              SCOPED_TRACE(std::string(name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                           " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                           " beta=" + std::to_string(beta));
               const int pad = 3;
               const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
               const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
-              const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda + 1, 1);  // (a_rows, lda)
-              const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb + 1, 2);  // (b_rows, ldb)
-              const auto bias = test::random_vector<float>(N, 3);                                       // (N)
-              auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);               // (M, ldc)
-              auto expect = naive_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, beta, C, ldc);          // (M, ldc)
+              const auto A =
+                  test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda + 1, 1);  // (a_rows, lda)
+              const auto B =
+                  test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb + 1, 2);  // (b_rows, ldb)
+              const auto bias = test::random_vector<float>(N, 3);                             // (N)
+              auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);      // (M, ldc)
+              auto expect = naive_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, beta, C, ldc);  // (M, ldc)
               for (int i = 0; i < M; ++i)
                 for (int j = 0; j < N; ++j) expect[static_cast<std::size_t>(i) * ldc + j] += bias[j];
               fn(ta, tb, M, N, K, 0.75f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias.data());
@@ -228,8 +227,7 @@ void check_stages_repeatable(int M, int N, int K) {
     const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);          // (M, ldc)
     const auto run = [&] {
       auto C = C0;  // (M, ldc)
-      cpu::gemm_packed_bias(false, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, -0.5f, C.data(), ldc,
-                            bias.data());
+      cpu::gemm_packed_bias(false, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, -0.5f, C.data(), ldc, bias.data());
       return C;
     };
     set_num_threads(1);
@@ -271,8 +269,8 @@ void check_stages_repeatable(int M, int N, int K) {
 // element's sums run in a fixed order on any thread). The third shape, 100 columns, streams on
 // one thread and is blocked on two or three: the orders must slice K alike (slice_kc).
 TEST(GemmKernel, BothOrdersAcrossStagesAreExactAndRepeatable) {
-  for (auto [M, N, K] : {std::array<int, 3>{530, 4110, 800}, std::array<int, 3>{300, 400, 1000},
-                         std::array<int, 3>{300, 100, 1000}}) {
+  for (auto [M, N, K] :
+       {std::array<int, 3>{530, 4110, 800}, std::array<int, 3>{300, 400, 1000}, std::array<int, 3>{300, 100, 1000}}) {
     SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
     check_stages_repeatable(M, N, K);
   }

@@ -39,8 +39,7 @@ using llmcc::test::Deviation;
 using llmcc::test::deviation;
 
 constexpr double kTol = 1e-4;
-const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/",
-                                  "scripts/gpt2_reference.py"};
+const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/", "scripts/gpt2_reference.py"};
 const std::string kDir = kFx.dir;
 
 // Everything the script wrote.
@@ -80,8 +79,7 @@ std::vector<Part> gradient_parts(const llmcc::ParameterStore& store) {
       continue;
     }
     EXPECT_EQ(store.tensor(i).dim(0) % 3, 0) << name << " has " << store.tensor(i).dim(0) << " rows";
-    for (int r = 0; r < 3; ++r)
-      parts.push_back({name + "[" + "qkv"[r] + " rows]", i, r * n / 3, n / 3});
+    for (int r = 0; r < 3; ++r) parts.push_back({name + "[" + "qkv"[r] + " rows]", i, r * n / 3, n / 3});
   }
   return parts;
 }
@@ -114,8 +112,7 @@ TEST_P(Gpt2Parity, LogitsLossAndEveryGradient) {
   const llmcc::Tensor logits = w.model.forward(idx());
   ASSERT_EQ(std::size_t(logits.numel()), fx_.logits.size());
   const Deviation dl = deviation(logits.f32(), fx_.logits.data(), logits.numel());
-  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| "
-                          << dl.scale;
+  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| " << dl.scale;
 
   // Loss and gradient: the adgen-generated gpt2_loss_grad.
   arena_.reset();

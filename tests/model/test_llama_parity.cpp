@@ -91,8 +91,7 @@ TEST(LlamaParityFixtures, TransformersFilesHaveTheReferenceShape) {
   EXPECT_NE(want.norm_eps, LlamaConfig{}.norm_eps) << "a dropped rms_norm_eps must show";
   expect_same_config(llmcc::nn::load_llama_hf(kFx.dir).model.cfg, want, "model.safetensors + config.json");
   expect_same_config(fx.grads.model.cfg, want, "grads.safetensors + config.json");
-  EXPECT_EQ(fx.logits.size(),
-            std::size_t(fx.batch.B) * std::size_t(fx.batch.T) * std::size_t(want.vocab_size));
+  EXPECT_EQ(fx.logits.size(), std::size_t(fx.batch.B) * std::size_t(fx.batch.T) * std::size_t(want.vocab_size));
   EXPECT_LE(fx.batch.T, want.max_seq_len);
   EXPECT_EQ(fx.batch.B, int(fx.number("batch.B")));
   EXPECT_EQ(fx.batch.T, int(fx.number("batch.T")));
@@ -137,8 +136,7 @@ TEST_P(LlamaParity, LogitsLossAndEveryGradient) {
   const llmcc::Tensor logits = w.model.forward(idx());
   ASSERT_EQ(std::size_t(logits.numel()), fx_.logits.size());
   const Deviation dl = deviation(logits.f32(), fx_.logits.data(), logits.numel());
-  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| "
-                          << dl.scale;
+  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| " << dl.scale;
 
   // Loss and gradient: the adgen-generated llama_loss_grad.
   arena_.reset();
@@ -152,8 +150,7 @@ TEST_P(LlamaParity, LogitsLossAndEveryGradient) {
   for (std::size_t i = 0; i < ref.count(); ++i) {
     ASSERT_EQ(g.store.name(i), ref.name(i));
     ASSERT_EQ(g.store.shape(i), ref.shape(i)) << ref.name(i);
-    global =
-        std::max(global, deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale);
+    global = std::max(global, deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale);
   }
   std::size_t worst = 0;
   std::vector<Deviation> devs;
@@ -161,8 +158,8 @@ TEST_P(LlamaParity, LogitsLossAndEveryGradient) {
   for (std::size_t i = 0; i < ref.count(); ++i) {
     devs.push_back(deviation(g.store.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()));
     if (devs[i].rel > devs[worst].rel) worst = i;
-    table << "\n  " << ref.name(i) << ": rel " << devs[i].rel << " (abs " << devs[i].abs << ", scale "
-          << devs[i].scale << ")";
+    table << "\n  " << ref.name(i) << ": rel " << devs[i].rel << " (abs " << devs[i].abs << ", scale " << devs[i].scale
+          << ")";
     // A gradient near zero would make its relative error meaningless; the weights are chosen so
     // that every parameter moves the loss.
     EXPECT_GT(devs[i].scale, 1e-3 * global) << ref.name(i) << " has a negligible reference gradient";

@@ -72,8 +72,7 @@ TEST(AddApi, RejectsMismatchedShapesAndMissingArena) {
   EXPECT_TRUE(test::throws_error([&] { (void)add(a, b); }, {"[add]", "b has shape (3, 2)", "expected (2, 3)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)add(a, Tensor()); }, {"[add]", "no storage"}));
   Tensor d_wrong = arena.zeros({6}, "d");
-  EXPECT_TRUE(test::throws_error([&] { add_pullback(a, a, a, a, &d_wrong, nullptr); },
-                                 {"[add]", "d_a has shape (6)"}));
+  EXPECT_TRUE(test::throws_error([&] { add_pullback(a, a, a, a, &d_wrong, nullptr); }, {"[add]", "d_a has shape (6)"}));
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ std::vector<Real> pack_qkv(const Case& c, const std::vector<Real>& q, const std:
   return qkv;
 }
 template <class Real>
-void unpack_qkv(const Case& c, const std::vector<Real>& qkv, std::vector<Real>* q,
-                std::vector<Real>* k, std::vector<Real>* v) {
+void unpack_qkv(const Case& c, const std::vector<Real>& qkv, std::vector<Real>* q, std::vector<Real>* k,
+                std::vector<Real>* v) {
   const std::size_t Cq = std::size_t(c.NH) * c.HS, Ckv = std::size_t(c.NKV) * c.HS, W = Cq + 2 * Ckv;
   q->resize(c.nq());
   k->resize(c.nkv());
@@ -63,8 +63,8 @@ void expect_fast_matches_reference(const Case& c, Layout layout = Layout::Dense)
   const auto k = test::random_vector<float>(c.nkv(), 2, -2.0, 2.0);  // (B, T, NKV*HS)
   const auto v = test::random_vector<float>(c.nkv(), 3);             // (B, T, NKV*HS)
   const auto d_out = test::random_vector<float>(c.nq(), 4);          // (B, T, NH*HS)
-  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
-             vd = test::cast_vector<double>(v), dod = test::cast_vector<double>(d_out);
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k), vd = test::cast_vector<double>(v),
+             dod = test::cast_vector<double>(d_out);
   const AttentionLayout dense = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
 
   std::vector<double> out_ref(c.nq()), lse_ref(c.nlse());
@@ -75,27 +75,25 @@ void expect_fast_matches_reference(const Case& c, Layout layout = Layout::Dense)
   const auto d_v0 = test::random_vector<float>(c.nkv(), 7);  // (B, T, NKV*HS)
   auto d_q_ref = test::cast_vector<double>(d_q0), d_k_ref = test::cast_vector<double>(d_k0),
        d_v_ref = test::cast_vector<double>(d_v0);
-  ref::attention_backward(d_q_ref.data(), d_k_ref.data(), d_v_ref.data(), dod.data(), qd.data(),
-                          kd.data(), vd.data(), out_ref.data(), lse_ref.data(), dense);
+  ref::attention_backward(d_q_ref.data(), d_k_ref.data(), d_v_ref.data(), dod.data(), qd.data(), kd.data(), vd.data(),
+                          out_ref.data(), lse_ref.data(), dense);
 
   test::for_each_thread_count([&](int) {  // the reference is computed once, outside
     std::vector<float> out(c.nq()), lse(c.nlse());
     std::vector<float> d_q = d_q0, d_k = d_k0, d_v = d_v0;
     if (layout == Layout::Dense) {
       cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), dense);
-      cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(),
-                              v.data(), out.data(), lse.data(), dense);
+      cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(), v.data(),
+                              out.data(), lse.data(), dense);
     } else {
       const AttentionLayout L = AttentionLayout::packed(c.B, c.T, c.NH, c.NKV, c.HS);
       const auto qkv = pack_qkv(c, q, k, v);  // (B, T, (NH + 2*NKV) * HS)
       auto d_qkv = pack_qkv(c, d_q0, d_k0, d_v0);
       const float* p = qkv.data();
       float* d = d_qkv.data();
-      cpu::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(),
-                             p + L.packed_v_offset(), L);
+      cpu::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(), p + L.packed_v_offset(), L);
       cpu::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), d_out.data(), p,
-                              p + L.packed_k_offset(), p + L.packed_v_offset(), out.data(),
-                              lse.data(), L);
+                              p + L.packed_k_offset(), p + L.packed_v_offset(), out.data(), lse.data(), L);
       unpack_qkv(c, d_qkv, &d_q, &d_k, &d_v);
     }
     EXPECT_TRUE(all_close("out", out, out_ref, 2e-6, 2e-5));
@@ -149,8 +147,7 @@ TEST(AttentionKernel, FastForwardIsStableForLargeScores) {
   std::vector<double> out_ref(c.nq()), lse_ref(c.nlse());
   const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
   cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), L);
-  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
-             vd = test::cast_vector<double>(v);
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k), vd = test::cast_vector<double>(v);
   ref::attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), L);
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_TRUE(all_close("out", out, out_ref, 2e-4, 0.0));
@@ -161,9 +158,9 @@ TEST(AttentionGrad, ReferenceBackwardMatchesFiniteDifferencesWithGqa) {
   for (const Case c : {Case{2, 5, 4, 2, 3}, Case{1, 4, 3, 1, 2}, Case{1, 3, 2, 2, 1}}) {
     SCOPED_TRACE(c.str());
     const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
-    auto q = test::random_vector<double>(c.nq(), 21);   // (B, T, NH*HS)
-    auto k = test::random_vector<double>(c.nkv(), 22);  // (B, T, NKV*HS)
-    auto v = test::random_vector<double>(c.nkv(), 23);  // (B, T, NKV*HS)
+    auto q = test::random_vector<double>(c.nq(), 21);        // (B, T, NH*HS)
+    auto k = test::random_vector<double>(c.nkv(), 22);       // (B, T, NKV*HS)
+    auto v = test::random_vector<double>(c.nkv(), 23);       // (B, T, NKV*HS)
     const auto w = test::random_vector<double>(c.nq(), 24);  // adjoint of out
     std::vector<double> out(c.nq()), lse(c.nlse());
     auto loss = [&] {
@@ -173,8 +170,8 @@ TEST(AttentionGrad, ReferenceBackwardMatchesFiniteDifferencesWithGqa) {
     loss();  // out and lse at the unperturbed point, which the backward reads
     std::vector<double> d_q(c.nq(), 0.0), d_k(c.nkv(), 0.0), d_v(c.nkv(), 0.0);
     const auto out0 = out, lse0 = lse;
-    ref::attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(),
-                            v.data(), out0.data(), lse0.data(), L);
+    ref::attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(), v.data(), out0.data(),
+                            lse0.data(), L);
     EXPECT_TRUE(test::fd_check(loss, {{"q", &q, &d_q}, {"k", &k, &d_k}, {"v", &v, &d_v}}));
   }
 }
@@ -191,8 +188,7 @@ TEST(AttentionGrad, ReferenceBackwardOnPackedQkvMatchesFiniteDifferences) {
     std::vector<double> out(c.nq()), lse(c.nlse());
     auto loss = [&] {
       const double* p = qkv.data();
-      ref::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(),
-                             p + L.packed_v_offset(), L);
+      ref::attention_forward(out.data(), lse.data(), p, p + L.packed_k_offset(), p + L.packed_v_offset(), L);
       return test::weighted_sum(out, w);
     };
     loss();
@@ -200,9 +196,8 @@ TEST(AttentionGrad, ReferenceBackwardOnPackedQkvMatchesFiniteDifferences) {
     std::vector<double> d_qkv(qkv.size(), 0.0);
     const double* p = qkv.data();
     double* d = d_qkv.data();
-    ref::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), w.data(), p,
-                            p + L.packed_k_offset(), p + L.packed_v_offset(), out0.data(),
-                            lse0.data(), L);
+    ref::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), w.data(), p, p + L.packed_k_offset(),
+                            p + L.packed_v_offset(), out0.data(), lse0.data(), L);
     EXPECT_TRUE(test::fd_check(loss, {{"qkv", &qkv, &d_qkv}}));
   }
 }
@@ -242,8 +237,8 @@ TEST(AttentionApi, ReferenceAndFastModesAgreeThroughTheFrontEnd) {
     results[mode][2] = test::to_vector(d_k);
     results[mode][3] = test::to_vector(d_v);
     // attention() without saved values gives the same output.
-    EXPECT_TRUE(all_close("attention()", test::to_vector(attention(in.q, in.k, in.v, c.NH, c.NKV)),
-                          results[mode][0], 0.0, 0.0));
+    EXPECT_TRUE(all_close("attention()", test::to_vector(attention(in.q, in.k, in.v, c.NH, c.NKV)), results[mode][0],
+                          0.0, 0.0));
   }
   set_kernel_mode(before);
   EXPECT_TRUE(all_close("out", results[1][0], results[0][0], 1e-5, 1e-4));
@@ -336,8 +331,8 @@ TEST(AttentionApi, RejectsBadHeadCountsAndShapes) {
   EXPECT_NO_THROW((void)attention(q, kv, kv, 4, 2));
   EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, 3); },
                                  {"[attention]", "n_head 4 is not a multiple of n_kv_head 3"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 0, 1); },
-                                 {"[attention]", "n_head 0", "expected both >= 1"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)attention(q, kv, kv, 0, 1); }, {"[attention]", "n_head 0", "expected both >= 1"}));
   EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 4, -2); }, {"[attention]", "n_kv_head -2"}));
   // C = 12 is not a multiple of n_head = 8 (nor 5).
   EXPECT_TRUE(test::throws_error([&] { (void)attention(q, kv, kv, 8, 4); },
@@ -356,8 +351,7 @@ TEST(AttentionApi, RejectsBadHeadCountsAndShapes) {
   const Tensor q2d = arena.zeros({10, 12}, "q");
   EXPECT_TRUE(test::throws_error([&] { (void)attention(q2d, kv, kv, 4, 2); },
                                  {"[attention]", "q has shape (10, 12), expected 3 dims"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, Tensor(), kv, 4, 2); },
-                                 {"[attention]", "k has no storage"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)attention(q, Tensor(), kv, 4, 2); }, {"[attention]", "k has no storage"}));
 }
 
 TEST(AttentionApi, PullbackRejectsBadSavedOutputAndAdjoints) {
@@ -373,21 +367,16 @@ TEST(AttentionApi, PullbackRejectsBadSavedOutputAndAdjoints) {
       [&] { attention_pullback(q, kv, kv, 4, 2, out, AttentionSaved{}, out, &d_q, nullptr, nullptr); },
       {"[attention]", "saved.lse has no storage"}));
   AttentionSaved wrong{arena.zeros({2, 2, 5}, "lse")};
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_pullback(q, kv, kv, 4, 2, out, wrong, out, &d_q, nullptr, nullptr); },
-      {"[attention]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, d_kv, &d_q, nullptr, nullptr); },
-      {"[attention]", "d_out has shape (2, 5, 6), expected (2, 5, 12)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_pullback(q, kv, kv, 4, 2, d_kv, saved, out, &d_q, nullptr, nullptr); },
-      {"[attention]", "out has shape (2, 5, 6)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, &d_kv, nullptr, nullptr); },
-      {"[attention]", "d_q has shape (2, 5, 6), expected (2, 5, 12)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, nullptr, nullptr, &d_q); },
-      {"[attention]", "d_v has shape (2, 5, 12), expected (2, 5, 6)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_pullback(q, kv, kv, 4, 2, out, wrong, out, &d_q, nullptr, nullptr); },
+                                 {"[attention]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_pullback(q, kv, kv, 4, 2, out, saved, d_kv, &d_q, nullptr, nullptr); },
+                                 {"[attention]", "d_out has shape (2, 5, 6), expected (2, 5, 12)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_pullback(q, kv, kv, 4, 2, d_kv, saved, out, &d_q, nullptr, nullptr); },
+                                 {"[attention]", "out has shape (2, 5, 6)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, &d_kv, nullptr, nullptr); },
+                                 {"[attention]", "d_q has shape (2, 5, 6), expected (2, 5, 12)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_pullback(q, kv, kv, 4, 2, out, saved, out, nullptr, nullptr, &d_q); },
+                                 {"[attention]", "d_v has shape (2, 5, 12), expected (2, 5, 6)"}));
 }
 
 // ---- Api: attention_qkv (packed q, k, v) ------------------------------------------------------
@@ -403,8 +392,7 @@ TEST(AttentionApi, PackedQkvAgreesWithSeparateTensorsInBothModes) {
       const Inputs in = make_inputs(arena, c);
       const int W = (c.NH + 2 * c.NKV) * c.HS;
       const Tensor qkv = test::tensor_from(  // (B, T, (NH + 2*NKV) * HS)
-          arena, {c.B, c.T, W},
-          pack_qkv(c, test::to_vector(in.q), test::to_vector(in.k), test::to_vector(in.v)));
+          arena, {c.B, c.T, W}, pack_qkv(c, test::to_vector(in.q), test::to_vector(in.k), test::to_vector(in.v)));
 
       AttentionSaved saved, saved_qkv;
       const Tensor out = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);  // (B, T, NH*HS)
@@ -421,8 +409,7 @@ TEST(AttentionApi, PackedQkvAgreesWithSeparateTensorsInBothModes) {
       Tensor d_k = test::tensor_from(arena, in.k.shape(), std::vector<float>(c.nkv(), 1.0f));
       Tensor d_v = test::tensor_from(arena, in.v.shape(), std::vector<float>(c.nkv(), 1.0f));
       attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, out, saved, in.d_out, &d_q, &d_k, &d_v);
-      Tensor d_qkv = test::tensor_from(arena, qkv.shape(),
-                                       std::vector<float>(std::size_t(qkv.numel()), 1.0f));
+      Tensor d_qkv = test::tensor_from(arena, qkv.shape(), std::vector<float>(std::size_t(qkv.numel()), 1.0f));
       attention_qkv_pullback(qkv, c.NH, c.NKV, out_qkv, saved_qkv, in.d_out, &d_qkv);
       const auto expect = pack_qkv(c, test::to_vector(d_q), test::to_vector(d_k), test::to_vector(d_v));
       EXPECT_TRUE(all_close("d_qkv", test::to_vector(d_qkv), expect, 1e-6, 1e-5));
@@ -467,35 +454,32 @@ TEST(AttentionApi, PackedQkvRejectsBadHeadCountsShapesAndAdjoints) {
                                  {"[attention_qkv]", "n_head 4 is not a multiple of n_kv_head 3"}));
   EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(qkv, 0, 1); },
                                  {"[attention_qkv]", "n_head 0", "expected both >= 1"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(qkv, 5, 5); },
-                                 {"[attention_qkv]", "qkv has shape (2, 5, 24): last dim 24",
-                                  "multiple of n_head + 2 * n_kv_head = 15"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { (void)attention_qkv(qkv, 5, 5); },
+      {"[attention_qkv]", "qkv has shape (2, 5, 24): last dim 24", "multiple of n_head + 2 * n_kv_head = 15"}));
   EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(arena.zeros({10, 24}, "qkv"), 4, 2); },
                                  {"[attention_qkv]", "qkv has shape (10, 24), expected 3 dims"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv(Tensor(), 4, 2); },
-                                 {"[attention_qkv]", "qkv has no storage"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)attention_qkv(Tensor(), 4, 2); }, {"[attention_qkv]", "qkv has no storage"}));
 
   AttentionSaved saved;
   const Tensor out = attention_qkv_fwd(qkv, 4, 2, saved);  // (2, 5, 12)
   Tensor d_qkv = arena.zeros(qkv.shape(), "d_qkv");
   EXPECT_NO_THROW(attention_qkv_pullback(qkv, 4, 2, out, saved, out, &d_qkv));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_qkv_pullback(qkv, 4, 2, out, AttentionSaved{}, out, &d_qkv); },
-      {"[attention_qkv]", "saved.lse has no storage"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_qkv_pullback(qkv, 4, 2, out, AttentionSaved{}, out, &d_qkv); },
+                                 {"[attention_qkv]", "saved.lse has no storage"}));
   AttentionSaved wrong{arena.zeros({2, 2, 5}, "lse")};
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_qkv_pullback(qkv, 4, 2, out, wrong, out, &d_qkv); },
-      {"[attention_qkv]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { attention_qkv_pullback(qkv, 4, 2, out, wrong, out, &d_qkv); },
+                         {"[attention_qkv]", "saved.lse has shape (2, 2, 5): dim 1 is 2, expected 4 (n_head)"}));
   Tensor d_small = arena.zeros({2, 5, 12}, "d_qkv");
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_qkv_pullback(qkv, 4, 2, out, saved, out, &d_small); },
-      {"[attention_qkv]", "d_qkv has shape (2, 5, 12), expected (2, 5, 24)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_qkv_pullback(qkv, 4, 2, qkv, saved, out, &d_qkv); },
-      {"[attention_qkv]", "out has shape (2, 5, 24): dim 2 is 24, expected 12 (n_head * HS)"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { attention_qkv_pullback(qkv, 4, 2, out, saved, qkv, &d_qkv); },
-      {"[attention_qkv]", "d_out has shape (2, 5, 24), expected (2, 5, 12)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_qkv_pullback(qkv, 4, 2, out, saved, out, &d_small); },
+                                 {"[attention_qkv]", "d_qkv has shape (2, 5, 12), expected (2, 5, 24)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { attention_qkv_pullback(qkv, 4, 2, qkv, saved, out, &d_qkv); },
+                         {"[attention_qkv]", "out has shape (2, 5, 24): dim 2 is 24, expected 12 (n_head * HS)"}));
+  EXPECT_TRUE(test::throws_error([&] { attention_qkv_pullback(qkv, 4, 2, out, saved, qkv, &d_qkv); },
+                                 {"[attention_qkv]", "d_out has shape (2, 5, 24), expected (2, 5, 12)"}));
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ struct Case {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
            " HS=" + std::to_string(HS);
   }
-  std::size_t n() const { return std::size_t(B) * T * NH * HS; }   // q, k, v, out: (B, T, NH*HS)
-  std::size_t nlse() const { return std::size_t(B) * NH * T; }      // lse: (B, NH, T)
+  std::size_t n() const { return std::size_t(B) * T * NH * HS; }  // q, k, v, out: (B, T, NH*HS)
+  std::size_t nlse() const { return std::size_t(B) * NH * T; }    // lse: (B, NH, T)
 };
 
 // Fast forward and backward on float, with 1 and 2 threads, against the reference in double.
@@ -32,24 +32,22 @@ void expect_fast_matches_reference(const Case& c) {
   const auto k = test::random_vector<float>(c.n(), 2, -2.0, 2.0);  // (B, T, NH*HS)
   const auto v = test::random_vector<float>(c.n(), 3);             // (B, T, NH*HS)
   const auto d_out = test::random_vector<float>(c.n(), 4);         // (B, T, NH*HS)
-  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
-             vd = test::cast_vector<double>(v), dod = test::cast_vector<double>(d_out);
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k), vd = test::cast_vector<double>(v),
+             dod = test::cast_vector<double>(d_out);
   std::vector<double> out_ref(c.n()), lse_ref(c.nlse());
-  ref::bidirectional_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B,
-                                       c.T, c.NH, c.HS);
+  ref::bidirectional_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B, c.T, c.NH,
+                                       c.HS);
   // Adjoints start non-zero: the kernels must accumulate.
   const auto d_q0 = test::random_vector<float>(c.n(), 5), d_k0 = test::random_vector<float>(c.n(), 6),
              d_v0 = test::random_vector<float>(c.n(), 7);
   auto d_q_ref = test::cast_vector<double>(d_q0), d_k_ref = test::cast_vector<double>(d_k0),
        d_v_ref = test::cast_vector<double>(d_v0);
   ref::bidirectional_attention_backward(d_q_ref.data(), d_k_ref.data(), d_v_ref.data(), dod.data(), qd.data(),
-                                        kd.data(), vd.data(), out_ref.data(), lse_ref.data(), c.B, c.T, c.NH,
-                                        c.HS);
+                                        kd.data(), vd.data(), out_ref.data(), lse_ref.data(), c.B, c.T, c.NH, c.HS);
   test::for_each_thread_count([&](int) {
     std::vector<float> out(c.n()), lse(c.nlse());
     std::vector<float> d_q = d_q0, d_k = d_k0, d_v = d_v0;
-    cpu::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
-                                         c.HS);
+    cpu::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.HS);
     cpu::bidirectional_attention_backward(d_q.data(), d_k.data(), d_v.data(), d_out.data(), q.data(), k.data(),
                                           v.data(), out.data(), lse.data(), c.B, c.T, c.NH, c.HS);
     EXPECT_TRUE(all_close("out", out, out_ref, 2e-6, 2e-5));
@@ -79,12 +77,10 @@ TEST(BidirectionalAttentionKernel, FastForwardIsStableForLargeScores) {
   const auto v = test::random_vector<float>(c.n(), 10);             // (B, T, NH*HS)
   std::vector<float> out(c.n()), lse(c.nlse());
   std::vector<double> out_ref(c.n()), lse_ref(c.nlse());
-  cpu::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH,
+  cpu::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.HS);
+  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k), vd = test::cast_vector<double>(v);
+  ref::bidirectional_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B, c.T, c.NH,
                                        c.HS);
-  const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
-             vd = test::cast_vector<double>(v);
-  ref::bidirectional_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), c.B,
-                                       c.T, c.NH, c.HS);
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   // Float scores near 1250 are spaced 1.2e-4 apart: probabilities are off by ~1e-4 relative.
   EXPECT_TRUE(all_close("out", out, out_ref, 2e-4, 0.0));
@@ -95,19 +91,18 @@ TEST(BidirectionalAttentionGrad, ReferenceBackwardMatchesFiniteDifferences) {
   for (const Case c : {Case{2, 5, 2, 3}, Case{1, 4, 3, 2}, Case{1, 1, 1, 2}}) {
     SCOPED_TRACE(c.str());
     auto q = test::random_vector<double>(c.n(), 21), k = test::random_vector<double>(c.n(), 22),
-         v = test::random_vector<double>(c.n(), 23);           // (B, T, NH*HS) each
-    const auto w = test::random_vector<double>(c.n(), 24);     // adjoint of out
+         v = test::random_vector<double>(c.n(), 23);        // (B, T, NH*HS) each
+    const auto w = test::random_vector<double>(c.n(), 24);  // adjoint of out
     std::vector<double> out(c.n()), lse(c.nlse());
     auto loss = [&] {
-      ref::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T,
-                                           c.NH, c.HS);
+      ref::bidirectional_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.T, c.NH, c.HS);
       return test::weighted_sum(out, w);
     };
     loss();  // out and lse at the unperturbed point, which the backward reads
     const auto out0 = out, lse0 = lse;
     std::vector<double> d_q(c.n(), 0.0), d_k(c.n(), 0.0), d_v(c.n(), 0.0);
-    ref::bidirectional_attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(),
-                                          v.data(), out0.data(), lse0.data(), c.B, c.T, c.NH, c.HS);
+    ref::bidirectional_attention_backward(d_q.data(), d_k.data(), d_v.data(), w.data(), q.data(), k.data(), v.data(),
+                                          out0.data(), lse0.data(), c.B, c.T, c.NH, c.HS);
     EXPECT_TRUE(test::fd_check(loss, {{"q", &q, &d_q}, {"k", &k, &d_k}, {"v", &v, &d_v}}));
   }
 }
@@ -119,21 +114,19 @@ TEST(BidirectionalAttentionGrad, AliasedAdjointsOfSelfAttentionMatchFiniteDiffer
   const auto w = test::random_vector<double>(c.n(), 32);  // adjoint of out
   std::vector<double> out(c.n()), lse(c.nlse());
   auto loss = [&] {
-    ref::bidirectional_attention_forward(out.data(), lse.data(), x.data(), x.data(), x.data(), c.B, c.T, c.NH,
-                                         c.HS);
+    ref::bidirectional_attention_forward(out.data(), lse.data(), x.data(), x.data(), x.data(), c.B, c.T, c.NH, c.HS);
     return test::weighted_sum(out, w);
   };
   loss();
   const auto out0 = out, lse0 = lse;
   std::vector<double> d_x(c.n(), 0.0);
-  ref::bidirectional_attention_backward(d_x.data(), d_x.data(), d_x.data(), w.data(), x.data(), x.data(),
-                                        x.data(), out0.data(), lse0.data(), c.B, c.T, c.NH, c.HS);
+  ref::bidirectional_attention_backward(d_x.data(), d_x.data(), d_x.data(), w.data(), x.data(), x.data(), x.data(),
+                                        out0.data(), lse0.data(), c.B, c.T, c.NH, c.HS);
   EXPECT_TRUE(test::fd_check(loss, {{"x", &x, &d_x}}));
   // The fast kernel with the same aliasing, in float, against the reference.
   const auto xf = test::cast_vector<float>(x), wf = test::cast_vector<float>(w);
   std::vector<float> outf(c.n()), lsef(c.nlse()), d_xf(c.n(), 0.0f);
-  cpu::bidirectional_attention_forward(outf.data(), lsef.data(), xf.data(), xf.data(), xf.data(), c.B, c.T,
-                                       c.NH, c.HS);
+  cpu::bidirectional_attention_forward(outf.data(), lsef.data(), xf.data(), xf.data(), xf.data(), c.B, c.T, c.NH, c.HS);
   cpu::bidirectional_attention_backward(d_xf.data(), d_xf.data(), d_xf.data(), wf.data(), xf.data(), xf.data(),
                                         xf.data(), outf.data(), lsef.data(), c.B, c.T, c.NH, c.HS);
   EXPECT_TRUE(all_close("d_x", d_xf, d_x, 1e-5, 1e-4));
@@ -207,14 +200,14 @@ TEST(BidirectionalAttentionApi, RejectsBadArguments) {
   EXPECT_TRUE(test::throws_error([&] { (void)bidirectional_attention(x, other, x, 2); },
                                  {op, "k has shape (2, 4, 8), expected (2, 3, 8)"}));
   BidirectionalAttentionSaved none;
-  EXPECT_TRUE(test::throws_error(
-      [&] { bidirectional_attention_pullback(x, x, x, 2, x, none, x, nullptr, nullptr, nullptr); },
-      {op, "saved.lse", "did you run bidirectional_attention_fwd?"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { bidirectional_attention_pullback(x, x, x, 2, x, none, x, nullptr, nullptr, nullptr); },
+                         {op, "saved.lse", "did you run bidirectional_attention_fwd?"}));
   BidirectionalAttentionSaved saved;
   Tensor out = bidirectional_attention_fwd(x, x, x, 2, saved);
-  EXPECT_TRUE(test::throws_error(
-      [&] { bidirectional_attention_pullback(x, x, x, 2, out, saved, x, &other, nullptr, nullptr); },
-      {op, "d_q has shape (2, 4, 8), expected (2, 3, 8)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { bidirectional_attention_pullback(x, x, x, 2, out, saved, x, &other, nullptr, nullptr); },
+                         {op, "d_q has shape (2, 4, 8), expected (2, 3, 8)"}));
 }
 
 }  // namespace

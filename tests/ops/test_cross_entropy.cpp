@@ -28,8 +28,7 @@ std::vector<float> make_logits(std::int64_t N, std::int64_t V, std::int64_t Vp, 
 }
 
 // Targets (N) in [0, V), with every third row set to ignore_index.
-std::vector<std::int32_t> make_targets(std::int64_t N, std::int64_t V, std::int32_t ignore,
-                                       std::uint64_t seed) {
+std::vector<std::int32_t> make_targets(std::int64_t N, std::int64_t V, std::int32_t ignore, std::uint64_t seed) {
   std::vector<std::int32_t> t(N);
   std::mt19937_64 rng(seed);
   for (std::int64_t n = 0; n < N; ++n) {
@@ -45,11 +44,11 @@ TEST(CrossEntropyKernel, ForwardAndBackwardMatchDoubleReference) {
       for (std::int64_t V : test::awkward_sizes()) {
         const std::int64_t Vp = V + V % 5;  // sometimes padded, sometimes not
         SCOPED_TRACE("N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp));
-        const auto x = make_logits(N, V, Vp, 1 + N + V);  // (N, Vp)
+        const auto x = make_logits(N, V, Vp, 1 + N + V);   // (N, Vp)
         const auto t = make_targets(N, V, ignore, 2 + V);  // (N)
-        const auto xd = test::cast_vector<double>(x);     // (N, Vp)
+        const auto xd = test::cast_vector<double>(x);      // (N, Vp)
 
-        std::vector<float> lse(N);     // (N)
+        std::vector<float> lse(N);       // (N)
         std::vector<double> lse_ref(N);  // (N)
         std::int64_t count = -1, count_ref = -2;
         const double loss = cpu::cross_entropy_forward(lse.data(), &count, x.data(), t.data(), N, V, Vp, ignore);
@@ -62,10 +61,10 @@ TEST(CrossEntropyKernel, ForwardAndBackwardMatchDoubleReference) {
         if (count_ref == 0) continue;
         const float scale = 0.75f / static_cast<float>(count_ref);
         auto d = test::random_vector<float>(static_cast<std::size_t>(N * Vp), 3);  // (N, Vp) pre-filled
-        auto d_ref = test::cast_vector<double>(d);                                // (N, Vp)
+        auto d_ref = test::cast_vector<double>(d);                                 // (N, Vp)
         cpu::cross_entropy_backward(d.data(), x.data(), lse.data(), t.data(), scale, N, V, Vp, ignore);
-        ref::cross_entropy_backward(d_ref.data(), xd.data(), lse_ref.data(), t.data(),
-                                    static_cast<double>(scale), N, V, Vp, ignore);
+        ref::cross_entropy_backward(d_ref.data(), xd.data(), lse_ref.data(), t.data(), static_cast<double>(scale), N, V,
+                                    Vp, ignore);
         // Padded columns and ignored rows are compared exactly through d_ref (left unchanged).
         EXPECT_TRUE(all_close("d_logits", d, d_ref, 2e-7, 1e-5));
       }
@@ -100,7 +99,7 @@ TEST(CrossEntropyGrad, ReferenceBackwardMatchesFiniteDifferences) {
   // because the forward never reads them).
   const std::int64_t N = 6, V = 7, Vp = 9;
   const std::int32_t ignore = -1;
-  const std::vector<std::int32_t> t = {2, -1, 6, 2, -1, 0};  // (N)
+  const std::vector<std::int32_t> t = {2, -1, 6, 2, -1, 0};     // (N)
   auto x = test::random_vector<double>(N * Vp, 21, -3.0, 3.0);  // (N, Vp)
   const double d_out = 0.8;
   auto loss = [&] {
@@ -127,7 +126,7 @@ TEST(CrossEntropyApi, UniformLogitsGiveLogV) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
   const int V = 50, Vp = 64;
-  Tensor x = arena.zeros({2, 3, Vp}, "logits");  // (B, T, Vp); padded columns 0 too
+  Tensor x = arena.zeros({2, 3, Vp}, "logits");                // (B, T, Vp); padded columns 0 too
   const std::vector<std::int32_t> t = {0, 49, 7, -100, 3, 3};  // (B, T)
   CrossEntropySaved saved;
   const float loss = cross_entropy_fwd(x, Tokens(t.data(), 2, 3), V, -100, saved);
@@ -139,7 +138,7 @@ TEST(CrossEntropyApi, UniformLogitsGiveLogV) {
 TEST(CrossEntropyApi, AllIgnoredGivesZeroLossAndNoGradient) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
-  const std::vector<std::int32_t> t(4, -1);  // (1, 4), all ignored
+  const std::vector<std::int32_t> t(4, -1);                                        // (1, 4), all ignored
   Tensor x = test::tensor_from(arena, {4, 8}, test::random_vector<float>(32, 1));  // (N, Vp)
   for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
     ModeGuard guard;
@@ -161,7 +160,7 @@ TEST(CrossEntropyApi, PullbackAccumulatesSkipsNullsAndModesAgree) {
   const int B = 2, T = 5, V = 1000, Vp = 1024;
   const auto xv = make_logits(B * T, V, Vp, 31);
   Tensor x = test::tensor_from(arena, {B, T, Vp}, xv);  // (B, T, Vp)
-  const auto t = make_targets(B * T, V, -100, 32);       // (B, T)
+  const auto t = make_targets(B * T, V, -100, 32);      // (B, T)
   const Tokens tok(t.data(), B, T);
   const auto pre = test::random_vector<float>(B * T * Vp, 33);  // prior adjoint contents
   float loss[2];
@@ -203,8 +202,8 @@ TEST(CrossEntropyApi, RejectsBadShapesTargetsAndSaved) {
   ArenaScope scope(arena);
   const std::vector<std::int32_t> t = {1, 2, 3, -1, 0, 4};  // (2, 3)
   const Tokens tok(t.data(), 2, 3);
-  Tensor x3 = arena.zeros({2, 3, 8}, "x");  // (B, T, Vp)
-  Tensor x2 = arena.zeros({6, 8}, "x");     // (N, Vp)
+  Tensor x3 = arena.zeros({2, 3, 8}, "x");                          // (B, T, Vp)
+  Tensor x2 = arena.zeros({6, 8}, "x");                             // (N, Vp)
   EXPECT_NEAR(cross_entropy(x2, tok, 5, -1), std::log(5.0), 1e-6);  // (N, Vp) with (B, T) targets
   EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy(arena.zeros({48}, "x"), tok, 5, -1); },
                                  {"[cross_entropy]", "logits has shape (48)", "(B, T, Vp)"}));
@@ -216,8 +215,7 @@ TEST(CrossEntropyApi, RejectsBadShapesTargetsAndSaved) {
                                  {"[cross_entropy]", "dim 0 is 7, expected 6", "B * T"}));
   EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy(x3, tok, 9, -1); },
                                  {"[cross_entropy]", "vocab_size is 9", "<= Vp = 8"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy(x3, tok, 0, -1); },
-                                 {"[cross_entropy]", "vocab_size is 0"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy(x3, tok, 0, -1); }, {"[cross_entropy]", "vocab_size is 0"}));
   EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy(x3, Tokens(), 5, -1); },
                                  {"[cross_entropy]", "targets has no storage"}));
   // Target 4 at (1, 2) is out of [0, 4); -1 is fine only while it is the ignore_index.
@@ -239,8 +237,9 @@ TEST(CrossEntropyApi, RejectsBadShapesTargetsAndSaved) {
   wrong.lse = arena.zeros({5}, "lse");
   EXPECT_TRUE(test::throws_error([&] { cross_entropy_pullback(x3, tok, 5, -1, loss, wrong, 1.0f, nullptr); },
                                  {"[cross_entropy]", "saved.lse has shape (5)", "expected 6"}));
-  EXPECT_TRUE(test::throws_error([&] { cross_entropy_pullback(x3, tok, 5, -1, loss, CrossEntropySaved{}, 1.0f, nullptr); },
-                                 {"[cross_entropy]", "saved.lse has no storage"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { cross_entropy_pullback(x3, tok, 5, -1, loss, CrossEntropySaved{}, 1.0f, nullptr); },
+                         {"[cross_entropy]", "saved.lse has no storage"}));
 }
 
 }  // namespace

@@ -35,10 +35,10 @@ TEST(EmbeddingKernel, ForwardAndBackwardMatchReferenceExactly) {
       const std::int64_t B = bt[0], T = bt[1], maxT = T + 3;
       for (std::int64_t C : test::awkward_sizes()) {
         SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C));
-        const auto ids = random_ids(B * T, V, 1 + T + C);                          // (B, T)
-        const auto wte = test::random_vector<float>(V * C, 2);                     // (V, C)
-        const auto wpe = test::random_vector<float>(maxT * C, 3);                  // (maxT, C)
-        const auto d_out = test::random_vector<float>(B * T * C, 4);               // (B, T, C)
+        const auto ids = random_ids(B * T, V, 1 + T + C);             // (B, T)
+        const auto wte = test::random_vector<float>(V * C, 2);        // (V, C)
+        const auto wpe = test::random_vector<float>(maxT * C, 3);     // (maxT, C)
+        const auto d_out = test::random_vector<float>(B * T * C, 4);  // (B, T, C)
         for (bool pos : {false, true}) {
           const float* p = pos ? wpe.data() : nullptr;
           std::vector<float> out(B * T * C), out_ref(B * T * C);  // (B, T, C)
@@ -79,9 +79,9 @@ TEST(EmbeddingGrad, ReferenceBackwardMatchesFiniteDifferences) {
   // V = 4 for 10 positions: every id repeats. maxT = 7 > T = 5: rows 5, 6 of wpe get 0.
   const std::int64_t B = 2, T = 5, C = 3, V = 4, maxT = 7;
   const std::vector<std::int32_t> ids = {0, 2, 2, 3, 0, 1, 2, 0, 0, 3};  // (B, T)
-  auto wte = test::random_vector<double>(V * C, 1);                       // (V, C)
-  auto wpe = test::random_vector<double>(maxT * C, 2);                    // (maxT, C)
-  const auto w = test::random_vector<double>(B * T * C, 3);               // adjoint of out
+  auto wte = test::random_vector<double>(V * C, 1);                      // (V, C)
+  auto wpe = test::random_vector<double>(maxT * C, 2);                   // (maxT, C)
+  const auto w = test::random_vector<double>(B * T * C, 3);              // adjoint of out
   for (bool pos : {false, true}) {
     SCOPED_TRACE(pos ? "token_position_embedding" : "token_embedding");
     auto loss = [&] {
@@ -142,7 +142,8 @@ TEST(EmbeddingApi, ForwardAndPullbackAccumulateSkipNullsAndModesAgree) {
   // Accumulated on the pre-fill: a position's d_wpe row is pre + sum over the batch; rows
   // t >= T keep the pre-fill.
   const float* g = d_out.f32();
-  EXPECT_NEAR(d_pes[0][2 * C + 1], -1.0f + g[(0 * T + 2) * C + 1] + g[(1 * T + 2) * C + 1] + g[(2 * T + 2) * C + 1], 1e-6);
+  EXPECT_NEAR(d_pes[0][2 * C + 1], -1.0f + g[(0 * T + 2) * C + 1] + g[(1 * T + 2) * C + 1] + g[(2 * T + 2) * C + 1],
+              1e-6);
   for (int i = T * C; i < maxT * C; ++i) ASSERT_EQ(d_pes[0][i], -1.0f) << i;
   EXPECT_EQ(outs[0][(2 * T + 9) * C + 7], wte.f32()[ids[2 * T + 9] * C + 7] + wpe.f32()[9 * C + 7]);
 }
@@ -182,14 +183,16 @@ TEST(EmbeddingApi, RejectsBadIdsAndShapes) {
   ids[4] = 6;  // idx[1, 1]
   EXPECT_TRUE(test::throws_error([&] { (void)token_embedding(idx, wte); },
                                  {"[token_embedding]", "idx[1, 1] is 6", "[0, 6)", "rows of wte (6, 4)"}));
-  EXPECT_TRUE(test::throws_error([&] { token_position_embedding_pullback(idx, wte, wpe, out, d_out, nullptr, nullptr); },
-                                 {"[token_position_embedding]", "idx[1, 1] is 6"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { token_position_embedding_pullback(idx, wte, wpe, out, d_out, nullptr, nullptr); },
+                         {"[token_position_embedding]", "idx[1, 1] is 6"}));
   ids[4] = -2;
   EXPECT_TRUE(test::throws_error([&] { token_embedding_pullback(idx, wte, out, d_out, nullptr); },
                                  {"[token_embedding]", "idx[1, 1] is -2"}));
   ids[4] = 4;
 
-  EXPECT_TRUE(test::throws_error([&] { (void)token_embedding(Tokens(), wte); }, {"[token_embedding]", "idx has no storage"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)token_embedding(Tokens(), wte); }, {"[token_embedding]", "idx has no storage"}));
   EXPECT_TRUE(test::throws_error([&] { (void)token_embedding(idx, arena.zeros({24}, "w")); },
                                  {"[token_embedding]", "wte has shape (24)", "(V, C)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)token_position_embedding(idx, wte, arena.zeros({2, 4}, "wpe")); },

@@ -27,8 +27,8 @@ const test::UnaryOp kGelu{
     // Beyond exp's float range (|2u| > 88 from |x| > ~10), zero and denormals: the clamp in
     // fast_exp must not show. (|x| > ~1e19 overflows x^2 in the float derivative, in the
     // reference too; activations never get there.)
-    {-1e4f, -150.0f, -30.0f, -11.0f, -10.0f, -5.0f, -0.75f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f, 0.75f, 5.0f,
-     10.0f, 11.0f, 30.0f, 150.0f, 1e4f}};
+    {-1e4f, -150.0f, -30.0f, -11.0f, -10.0f, -5.0f, -0.75f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f, 0.75f, 5.0f, 10.0f,
+     11.0f, 30.0f, 150.0f, 1e4f}};
 
 TEST(GeluKernel, ForwardAndBackwardMatchReference) { test::unary_kernel_matches_reference(kGelu); }
 TEST(GeluKernel, ExtremeInputsMatchReference) { test::unary_extreme_inputs_match_reference(kGelu); }

@@ -35,8 +35,8 @@ TEST(LinearKernel, ForwardMatchesReference) {
   test::for_each_thread_count([](int) {
     for (auto [N, C, OC] : kernel_sizes()) {
       for (bool bias : {true, false}) {
-        SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                     " OC=" + std::to_string(OC) + " bias=" + std::to_string(bias));
+        SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+                     " bias=" + std::to_string(bias));
         const auto x = random_vector<float>(N * C, 1);   // (N, C)
         const auto w = random_vector<float>(OC * C, 2);  // (OC, C)
         const auto b = random_vector<float>(OC, 3);      // (OC)
@@ -62,12 +62,10 @@ TEST(LinearKernel, BackwardMatchesReferenceAndAccumulates) {
       auto d_x = random_vector<float>(N * C, 4);   // (N, C)
       auto d_w = random_vector<float>(OC * C, 5);  // (OC, C)
       auto d_b = random_vector<float>(OC, 6);      // (OC)
-      auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w),
-           d_b_ref = cast_vector<double>(d_b);
+      auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w), d_b_ref = cast_vector<double>(d_b);
       const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), dod = cast_vector<double>(d_out);
       cpu::linear_backward(d_x.data(), d_w.data(), d_b.data(), d_out.data(), x.data(), w.data(), N, C, OC);
-      ref::linear_backward(d_x_ref.data(), d_w_ref.data(), d_b_ref.data(), dod.data(), xd.data(),
-                           wd.data(), N, C, OC);
+      ref::linear_backward(d_x_ref.data(), d_w_ref.data(), d_b_ref.data(), dod.data(), xd.data(), wd.data(), N, C, OC);
       EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, atol_for(OC), 1e-5));
       EXPECT_TRUE(all_close("d_w", d_w, d_w_ref, atol_for(N), 1e-5));
       EXPECT_TRUE(all_close("d_b", d_b, d_b_ref, atol_for(N), 1e-5));
@@ -96,10 +94,10 @@ TEST(LinearKernel, BackwardSkipsNullAdjoints) {
 
 // Sum(out * g) as a function of the inputs, through the double reference forward.
 TEST(LinearGrad, ReferenceBackwardMatchesFiniteDifferences) {
-  const int N = 6, C = 5, OC = 4;  // x (N, C) e.g. B=2, T=3
-  auto x = random_vector<double>(N * C, 11);   // (N, C)
-  auto w = random_vector<double>(OC * C, 12);  // (OC, C)
-  auto b = random_vector<double>(OC, 13);      // (OC)
+  const int N = 6, C = 5, OC = 4;                    // x (N, C) e.g. B=2, T=3
+  auto x = random_vector<double>(N * C, 11);         // (N, C)
+  auto w = random_vector<double>(OC * C, 12);        // (OC, C)
+  auto b = random_vector<double>(OC, 13);            // (OC)
   const auto g = random_vector<double>(N * OC, 14);  // adjoint of out (N, OC)
   for (bool bias : {true, false}) {
     SCOPED_TRACE(bias ? "linear" : "linear_nobias");
@@ -109,8 +107,7 @@ TEST(LinearGrad, ReferenceBackwardMatchesFiniteDifferences) {
       return test::weighted_sum(out, g);
     };
     std::vector<double> d_x(N * C, 0.0), d_w(OC * C, 0.0), d_b(OC, 0.0);
-    ref::linear_backward(d_x.data(), d_w.data(), bias ? d_b.data() : nullptr, g.data(), x.data(),
-                         w.data(), N, C, OC);
+    ref::linear_backward(d_x.data(), d_w.data(), bias ? d_b.data() : nullptr, g.data(), x.data(), w.data(), N, C, OC);
     std::vector<test::FdInput> inputs = {{"x", &x, &d_x}, {"w", &w, &d_w}};
     if (bias) inputs.push_back({"b", &b, &d_b});
     EXPECT_TRUE(test::fd_check(loss, inputs));
@@ -139,12 +136,11 @@ TEST(LinearApi, ForwardShapesAndPullbackAccumulateAndSkipNulls) {
 
   // Pullback into pre-filled d_w and d_b, d_x null: matches the reference plus the old values.
   Tensor d_out = test::tensor_from(arena, {B, T, OC}, random_vector<float>(B * T * OC, 4));  // (B, T, OC)
-  Tensor d_w = test::tensor_from(arena, {OC, C}, std::vector<float>(OC * C, 1.0f));         // (OC, C)
-  Tensor d_b = test::tensor_from(arena, {OC}, std::vector<float>(OC, 2.0f));                // (OC)
+  Tensor d_w = test::tensor_from(arena, {OC, C}, std::vector<float>(OC * C, 1.0f));          // (OC, C)
+  Tensor d_b = test::tensor_from(arena, {OC}, std::vector<float>(OC, 2.0f));                 // (OC)
   linear_pullback(x, w, b, out, d_out, nullptr, &d_w, &d_b);
   std::vector<float> d_w_ref(OC * C, 1.0f), d_b_ref(OC, 2.0f);
-  ref::linear_backward<float>(nullptr, d_w_ref.data(), d_b_ref.data(), d_out.f32(), x.f32(),
-                              w.f32(), B * T, C, OC);
+  ref::linear_backward<float>(nullptr, d_w_ref.data(), d_b_ref.data(), d_out.f32(), x.f32(), w.f32(), B * T, C, OC);
   EXPECT_TRUE(all_close("d_w", test::to_vector(d_w), d_w_ref, 1e-5, 1e-5));
   EXPECT_TRUE(all_close("d_b", test::to_vector(d_b), d_b_ref, 1e-5, 1e-5));
 
@@ -161,10 +157,10 @@ TEST(LinearApi, AliasedAdjointsAccumulateBoth) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
   const int N = 4, C = 3;
-  Tensor x = test::tensor_from(arena, {N, C}, random_vector<float>(N * C, 1));       // (N, C)
-  Tensor out = linear_nobias(x, x);                                                   // (N, N)
-  Tensor d_out = test::tensor_from(arena, {N, N}, random_vector<float>(N * N, 2));   // (N, N)
-  Tensor d_x = arena.zeros({N, C}, "d_x");                                           // (N, C)
+  Tensor x = test::tensor_from(arena, {N, C}, random_vector<float>(N * C, 1));      // (N, C)
+  Tensor out = linear_nobias(x, x);                                                 // (N, N)
+  Tensor d_out = test::tensor_from(arena, {N, N}, random_vector<float>(N * N, 2));  // (N, N)
+  Tensor d_x = arena.zeros({N, C}, "d_x");                                          // (N, C)
   linear_nobias_pullback(x, x, out, d_out, &d_x, &d_x);
   std::vector<float> a(N * C, 0.0f), b(N * C, 0.0f);
   ref::linear_backward<float>(a.data(), b.data(), nullptr, d_out.f32(), x.f32(), x.f32(), N, C, N);
@@ -176,9 +172,9 @@ TEST(LinearApi, ReferenceAndFastModesAgree) {
   Arena arena(1 << 24);
   ArenaScope scope(arena);
   const int B = 2, T = 65, C = 64, OC = 197;
-  Tensor x = test::tensor_from(arena, {B, T, C}, random_vector<float>(B * T * C, 1));         // (B, T, C)
-  Tensor w = test::tensor_from(arena, {OC, C}, random_vector<float>(OC * C, 2));              // (OC, C)
-  Tensor b = test::tensor_from(arena, {OC}, random_vector<float>(OC, 3));                     // (OC)
+  Tensor x = test::tensor_from(arena, {B, T, C}, random_vector<float>(B * T * C, 1));        // (B, T, C)
+  Tensor w = test::tensor_from(arena, {OC, C}, random_vector<float>(OC * C, 2));             // (OC, C)
+  Tensor b = test::tensor_from(arena, {OC}, random_vector<float>(OC, 3));                    // (OC)
   Tensor d_out = test::tensor_from(arena, {B, T, OC}, random_vector<float>(B * T * OC, 4));  // (B, T, OC)
   std::vector<float> outs[2], dxs[2], dws[2], dbs[2];
   for (int m = 0; m < 2; ++m) {
@@ -208,11 +204,10 @@ TEST(LinearApi, RejectsBadShapes) {
   EXPECT_TRUE(test::throws_error([&] { (void)linear(x, w3, b); },
                                  {"[linear]", "w has shape (4, 6)", "expected 5 (last dim of x)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)linear(x, w1, b); }, {"[linear]", "w has shape (20)", "(OC, C)"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)linear(x, w, b5); },
-                                 {"[linear]", "b has shape (5)", "expected 4 (dim 0 of w)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)linear(x, w, b5); }, {"[linear]", "b has shape (5)", "expected 4 (dim 0 of w)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)linear(x, w, Tensor()); }, {"[linear]", "b has no storage"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)linear_nobias(x, w3); },
-                                 {"[linear_nobias]", "w has shape (4, 6)"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)linear_nobias(x, w3); }, {"[linear_nobias]", "w has shape (4, 6)"}));
 
   Tensor out = linear(x, w, b);                     // (2, 3, 4)
   Tensor d_out_bad = arena.zeros({6, 4}, "d_out");  // flattened: wrong, out is (2, 3, 4)

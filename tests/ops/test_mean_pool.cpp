@@ -20,7 +20,7 @@ TEST(MeanPoolKernel, ForwardAndBackwardMatchReference) {
           const std::size_t nx = std::size_t(B) * T * C, no = std::size_t(B) * C;
           const auto x = test::random_vector<float>(nx, 1);      // (B, T, C)
           const auto d_out = test::random_vector<float>(no, 2);  // (B, C)
-          std::vector<float> out(no), out_ref(no);                // (B, C)
+          std::vector<float> out(no), out_ref(no);               // (B, C)
           cpu::mean_pool_forward(out.data(), x.data(), B, T, C);
           ref::mean_pool_forward(out_ref.data(), x.data(), B, T, C);
           EXPECT_TRUE(all_close("out", out, out_ref, 1e-6, 1e-5));  // summation order differs
@@ -42,7 +42,7 @@ TEST(MeanPoolKernel, ForwardAndBackwardMatchReference) {
 
 TEST(MeanPoolGrad, ReferenceBackwardMatchesFiniteDifferences) {
   const int B = 2, T = 5, C = 3;
-  auto x = test::random_vector<double>(B * T * C, 11);  // (B, T, C)
+  auto x = test::random_vector<double>(B * T * C, 11);    // (B, T, C)
   const auto w = test::random_vector<double>(B * C, 12);  // (B, C) adjoint of out
   auto loss = [&] {
     std::vector<double> out(B * C);

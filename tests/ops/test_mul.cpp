@@ -48,7 +48,7 @@ TEST(MulKernel, ForwardAndBackwardMatchReference) {
 TEST(MulGrad, ReferenceBackwardMatchesFiniteDifferences) {
   const int n = 37;
   auto a = test::random_vector<double>(n, 11), b = test::random_vector<double>(n, 12);  // (n)
-  const auto w = test::random_vector<double>(n, 13);  // (n) adjoint of out
+  const auto w = test::random_vector<double>(n, 13);                                    // (n) adjoint of out
   auto loss = [&] {
     std::vector<double> out(n);  // (n)
     ref::mul_forward(out.data(), a.data(), b.data(), n);
@@ -88,8 +88,8 @@ TEST(MulApi, ForwardAndPullbackAccumulateAndSkipNulls) {
   Tensor d_out = test::tensor_from(arena, s, test::random_vector<float>(30, 3));  // (2, 3, 5)
   Tensor d_a = test::tensor_from(arena, s, std::vector<float>(30, 1.0f));         // (2, 3, 5)
   Tensor d_b = test::tensor_from(arena, s, std::vector<float>(30, 2.0f));         // (2, 3, 5)
-  mul_pullback(a, b, out, d_out, &d_a, nullptr);  // accumulates into d_a, skips d_b
-  mul_pullback(a, b, out, d_out, nullptr, &d_b);  // and the other way round
+  mul_pullback(a, b, out, d_out, &d_a, nullptr);                                  // accumulates into d_a, skips d_b
+  mul_pullback(a, b, out, d_out, nullptr, &d_b);                                  // and the other way round
   for (int i = 0; i < 30; ++i) {
     EXPECT_FLOAT_EQ(d_a.f32()[i], 1.0f + d_out.f32()[i] * b.f32()[i]) << i;
     EXPECT_FLOAT_EQ(d_b.f32()[i], 2.0f + d_out.f32()[i] * a.f32()[i]) << i;
@@ -106,7 +106,7 @@ TEST(MulApi, SquareAccumulatesBothTermsIntoOneAdjoint) {
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
     test::KernelModeScope m(mode);
     SCOPED_TRACE(mode == KernelMode::Fast ? "fast" : "reference");
-    Tensor out = x * x;                                                        // (3, 7)
+    Tensor out = x * x;                                                      // (3, 7)
     Tensor d_x = test::tensor_from(arena, s, std::vector<float>(21, 0.5f));  // (3, 7)
     mul_pullback(x, x, out, d_out, &d_x, &d_x);
     for (int i = 0; i < 21; ++i) {
@@ -147,8 +147,7 @@ TEST(MulApi, RejectsMismatchedShapes) {
   Tensor a = arena.zeros({2, 3}, "a"), b = arena.zeros({3, 2}, "b");
   EXPECT_TRUE(test::throws_error([&] { (void)mul(a, a); }, {"[mul]", "no arena", "ArenaScope"}));
   ArenaScope scope(arena);
-  EXPECT_TRUE(test::throws_error([&] { (void)(a * b); },
-                                 {"[mul]", "b has shape (3, 2)", "expected (2, 3)"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)(a * b); }, {"[mul]", "b has shape (3, 2)", "expected (2, 3)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)mul(Tensor(), a); }, {"[mul]", "a has no storage"}));
   EXPECT_TRUE(test::throws_error([&] { mul_pullback(a, a, a, b, nullptr, nullptr); },
                                  {"[mul]", "d_out has shape (3, 2)", "expected (2, 3)"}));

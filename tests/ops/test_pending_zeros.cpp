@@ -117,12 +117,10 @@ TEST(PendingZerosApi, LinearOverwritesDx) {
   Tensor b = test::tensor_from(arena, {OC}, random_vector<float>(OC, 3));
   Tensor d_out = test::tensor_from(arena, {B, T, OC}, random_vector<float>(B * T * OC, 4));
   Tensor out = linear(x, w, b);
-  expect_pending_matches_zeros(arena, {x, w, b}, [&](std::vector<Tensor*>& d) {
-    linear_pullback(x, w, b, out, d_out, d[0], d[1], d[2]);
-  });
-  expect_pending_matches_zeros(arena, {x}, [&](std::vector<Tensor*>& d) {
-    linear_nobias_pullback(x, w, out, d_out, d[0], nullptr);
-  });
+  expect_pending_matches_zeros(
+      arena, {x, w, b}, [&](std::vector<Tensor*>& d) { linear_pullback(x, w, b, out, d_out, d[0], d[1], d[2]); });
+  expect_pending_matches_zeros(
+      arena, {x}, [&](std::vector<Tensor*>& d) { linear_nobias_pullback(x, w, out, d_out, d[0], nullptr); });
 }
 
 TEST(PendingZerosApi, GeluOverwritesDx) {
@@ -143,9 +141,11 @@ TEST(PendingZerosApi, AddOverwritesEitherAdjoint) {
   Tensor b = test::tensor_from(arena, {n}, random_vector<float>(n, 8));
   Tensor d_out = test::tensor_from(arena, {n}, random_vector<float>(n, 9));
   Tensor out = add(a, b);
-  expect_pending_matches_zeros(arena, {a, b}, [&](std::vector<Tensor*>& d) { add_pullback(a, b, out, d_out, d[0], d[1]); });
+  expect_pending_matches_zeros(arena, {a, b},
+                               [&](std::vector<Tensor*>& d) { add_pullback(a, b, out, d_out, d[0], d[1]); });
   // x + x: one adjoint given twice; the first use overwrites, the second adds.
-  expect_pending_matches_zeros(arena, {a}, [&](std::vector<Tensor*>& d) { add_pullback(a, a, out, d_out, d[0], d[0]); });
+  expect_pending_matches_zeros(arena, {a},
+                               [&](std::vector<Tensor*>& d) { add_pullback(a, a, out, d_out, d[0], d[0]); });
 }
 
 TEST(PendingZerosApi, LayerNormOverwritesDx) {

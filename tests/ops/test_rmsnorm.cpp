@@ -29,8 +29,8 @@ TEST(RmsNormKernel, ForwardAndBackwardMatchDoubleReference) {
         arena.reset();
         const std::size_t NC = static_cast<std::size_t>(N) * C;
         const auto x = test::random_vector<float>(NC, 1), d_out = test::random_vector<float>(NC, 4);  // (N, C)
-        const auto w = test::random_vector<float>(C, 2);                                            // (C)
-        std::vector<float> out(NC), rstd(N);  // (N, C), (N)
+        const auto w = test::random_vector<float>(C, 2);                                              // (C)
+        std::vector<float> out(NC), rstd(N);                                                          // (N, C), (N)
         cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), kEps, N, C);
 
         const auto xd = test::cast_vector<double>(x), wd = test::cast_vector<double>(w);
@@ -44,8 +44,8 @@ TEST(RmsNormKernel, ForwardAndBackwardMatchDoubleReference) {
         auto d_x = test::random_vector<float>(NC, 5), d_w = test::random_vector<float>(C, 6);
         auto d_x_ref = test::cast_vector<double>(d_x), d_w_ref = test::cast_vector<double>(d_w);
         cpu::rmsnorm_backward(d_x.data(), d_w.data(), d_out.data(), x.data(), w.data(), rstd.data(), N, C);
-        ref::rmsnorm_backward(d_x_ref.data(), d_w_ref.data(), d_outd.data(), xd.data(), wd.data(),
-                              rstd_ref.data(), N, C);
+        ref::rmsnorm_backward(d_x_ref.data(), d_w_ref.data(), d_outd.data(), xd.data(), wd.data(), rstd_ref.data(), N,
+                              C);
         EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, 1e-4, 1e-4));
         EXPECT_TRUE(all_close("d_w", d_w, d_w_ref, 1e-4, 1e-4));
       }
@@ -59,7 +59,7 @@ TEST(RmsNormKernel, ForwardWithoutSavedMatchesAndBackwardIsDeterministic) {
   const int N = 197, C = 768;  // large enough to run in parallel
   const std::size_t NC = static_cast<std::size_t>(N) * C;
   const auto x = test::random_vector<float>(NC, 1), d_out = test::random_vector<float>(NC, 4);  // (N, C)
-  const auto w = test::random_vector<float>(C, 2);                                            // (C)
+  const auto w = test::random_vector<float>(C, 2);                                              // (C)
   test::for_each_thread_count([&](int) {
     std::vector<float> out(NC), out2(NC), rstd(N);
     cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), kEps, N, C);
@@ -75,8 +75,8 @@ TEST(RmsNormKernel, ForwardWithoutSavedMatchesAndBackwardIsDeterministic) {
 TEST(RmsNormGrad, ReferenceBackwardMatchesFiniteDifferences) {
   const int N = 5, C = 7;
   const double eps = 1e-5;
-  auto x = test::random_vector<double>(N * C, 21);  // (N, C)
-  auto w = test::random_vector<double>(C, 22);      // (C)
+  auto x = test::random_vector<double>(N * C, 21);          // (N, C)
+  auto w = test::random_vector<double>(C, 22);              // (C)
   const auto wts = test::random_vector<double>(N * C, 24);  // adjoint of out (N, C)
   std::vector<double> rstd(N), out(N * C);
   auto loss = [&] {
@@ -107,8 +107,8 @@ TEST(RmsNormApi, ModesAgreeAndPullbackAccumulatesAndSkipsNulls) {
     Tensor out = rmsnorm_fwd(x, w, kEps, saved);
     ASSERT_EQ(out.shape(), s);
     ASSERT_EQ(saved.rstd.shape(), Shape({B * T}));
-    EXPECT_TRUE(all_close("rmsnorm vs rmsnorm_fwd", test::to_vector(rmsnorm(x, w, kEps)),
-                          test::to_vector(out), 0.0, 0.0));
+    EXPECT_TRUE(
+        all_close("rmsnorm vs rmsnorm_fwd", test::to_vector(rmsnorm(x, w, kEps)), test::to_vector(out), 0.0, 0.0));
     // Row 0 by hand: out / w has mean square ~1.
     double ms = 0.0;
     for (int i = 0; i < C; ++i) ms += std::pow(out.f32()[i] / w.f32()[i], 2);
@@ -151,8 +151,8 @@ TEST(RmsNormApi, RejectsBadShapesBadEpsAndMissingArena) {
   EXPECT_TRUE(test::throws_error([&] { (void)rmsnorm(x, w2d, kEps); },
                                  {"[rmsnorm]", "w has shape (6, 1)", "expected 1 dims (C)"}));
   Tensor x1 = arena.zeros({6}, "x1"), x4 = arena.zeros({1, 2, 2, 6}, "x4"), x0 = arena.zeros({3, 0}, "x0");
-  EXPECT_TRUE(test::throws_error([&] { (void)rmsnorm(x1, w, kEps); },
-                                 {"[rmsnorm]", "x has shape (6)", "(N, C)", "(B, T, C)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)rmsnorm(x1, w, kEps); }, {"[rmsnorm]", "x has shape (6)", "(N, C)", "(B, T, C)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rmsnorm(x4, w, kEps); }, {"[rmsnorm]", "x has shape (1, 2, 2, 6)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rmsnorm(x0, w, kEps); }, {"[rmsnorm]", "C > 0"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rmsnorm(x, w, 0.0f); }, {"[rmsnorm]", "eps is 0", "> 0"}));

@@ -33,12 +33,12 @@ struct ModeGuard {  // restores the kernel mode a test changed
 // Fast forward and backward against the double reference for one shape.
 void check_shape(Arena& arena, int B, int T, int NH, int HS, int pos_offset,
                  const RopeConfig& cfg = RopeConfig{kTheta, {}}) {
-  SCOPED_TRACE(std::string(cfg.scaling.type_name()) + " " + "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
-               " HS=" + std::to_string(HS) + " pos_offset=" + std::to_string(pos_offset));
+  SCOPED_TRACE(std::string(cfg.scaling.type_name()) + " " + "B=" + std::to_string(B) + " T=" + std::to_string(T) +
+               " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS) + " pos_offset=" + std::to_string(pos_offset));
   arena.reset();
   const std::size_t n = static_cast<std::size_t>(B) * T * NH * HS;
   const auto x = test::random_vector<float>(n, 1), d_out = test::random_vector<float>(n, 2);  // (B, T, C)
-  std::vector<float> out(n);                                                                 // (B, T, C)
+  std::vector<float> out(n);                                                                  // (B, T, C)
   cpu::rope_forward(out.data(), x.data(), B, T, NH, HS, cfg, pos_offset);
   std::vector<double> out_ref(n);
   ref::rope_forward(out_ref.data(), test::cast_vector<double>(x).data(), B, T, NH, HS, cfg, pos_offset);
@@ -47,8 +47,7 @@ void check_shape(Arena& arena, int B, int T, int NH, int HS, int pos_offset,
   auto d_x = test::random_vector<float>(n, 3);  // pre-filled: both kernels accumulate
   auto d_x_ref = test::cast_vector<double>(d_x);
   cpu::rope_backward(d_x.data(), d_out.data(), B, T, NH, HS, cfg, pos_offset);
-  ref::rope_backward(d_x_ref.data(), test::cast_vector<double>(d_out).data(), B, T, NH, HS, cfg,
-                     pos_offset);
+  ref::rope_backward(d_x_ref.data(), test::cast_vector<double>(d_out).data(), B, T, NH, HS, cfg, pos_offset);
   EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, 1e-6, 1e-6));
 }
 
@@ -162,8 +161,9 @@ TEST(RopeApi, Llama3ScalingFrequenciesFollowTheFormula) {
   // interpolated, 6..7 divided by 8.
   RopeConfig other{10000.0f, {}};
   other.scaling = {RopeScaling::Type::Llama3, 8.0f, 2.0f, 8.0f, 4096};
-  const double expected[8] = {1.0,     0.31622776601683794,    0.1,     0.03162277660168379, 0.007840188600689215,
-                              0.0004236392500408582, 0.000125, 3.952847075210474e-05};
+  const double expected[8] = {
+      1.0,      0.31622776601683794,  0.1, 0.03162277660168379, 0.007840188600689215, 0.0004236392500408582,
+      0.000125, 3.952847075210474e-05};
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(rope_inv_freq(other, i, 16), expected[i], 1e-13 * expected[i]) << i;
   // No scaling: theta^(-2i/HS).
   EXPECT_DOUBLE_EQ(rope_inv_freq(RopeConfig{500000.0f, {}}, 18, 64), std::pow(500000.0, -36.0 / 64.0));
@@ -208,16 +208,16 @@ TEST(RopeApi, RejectsBadShapesBadConfigAndMissingArena) {
   Tensor x2 = arena.zeros({6, 12}, "x2");
   EXPECT_TRUE(test::throws_error([&] { (void)rope(x2, 2, kTheta, 0); },
                                  {"[rope]", "x has shape (6, 12)", "expected 3 dims (B, T, C)"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 5, kTheta, 0); },
-                                 {"[rope]", "C = 12 is not divisible by n_head = 5"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 4, kTheta, 0); },
-                                 {"[rope]", "HS = C / n_head = 3 is odd", "even"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)rope(x, 5, kTheta, 0); }, {"[rope]", "C = 12 is not divisible by n_head = 5"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)rope(x, 4, kTheta, 0); }, {"[rope]", "HS = C / n_head = 3 is odd", "even"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 0, kTheta, 0); }, {"[rope]", "n_head is 0", ">= 1"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rope(x, -2, kTheta, 0); }, {"[rope]", "n_head is -2"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 2, 0.0f, 0); }, {"[rope]", "theta is 0", "> 0"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 2, INFINITY, 0); }, {"[rope]", "theta is inf"}));
-  EXPECT_TRUE(test::throws_error([&] { (void)rope(x, 2, kTheta, -1); },
-                                 {"[rope]", "pos_offset is -1", ">= 0", "KV cache"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)rope(x, 2, kTheta, -1); }, {"[rope]", "pos_offset is -1", ">= 0", "KV cache"}));
   EXPECT_TRUE(test::throws_error([&] { (void)rope(Tensor(), 2, kTheta, 0); }, {"[rope]", "x has no storage"}));
 
   Tensor out = rope(x, 2, kTheta, 0);
@@ -226,8 +226,7 @@ TEST(RopeApi, RejectsBadShapesBadConfigAndMissingArena) {
                                  {"[rope]", "d_out has shape (2, 12, 3)", "expected (2, 3, 12)"}));
   EXPECT_TRUE(test::throws_error([&] { rope_pullback(x, 2, kTheta, 0, out, out, &d_bad); },
                                  {"[rope]", "d_x has shape (2, 12, 3)"}));
-  EXPECT_TRUE(test::throws_error([&] { rope_pullback(x, 4, kTheta, 0, out, out, nullptr); },
-                                 {"[rope]", "is odd"}));
+  EXPECT_TRUE(test::throws_error([&] { rope_pullback(x, 4, kTheta, 0, out, out, nullptr); }, {"[rope]", "is odd"}));
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(ScaleApi, OperatorsAndPullbackAccumulateAndSkipNulls) {
   ArenaScope scope(arena);
   const Shape s{2, 3, 5};
   Tensor x = test::tensor_from(arena, s, test::random_vector<float>(30, 1));  // (2, 3, 5)
-  Tensor left = 3.0f * x, right = x * 3.0f, named = scale(x, 3.0f);          // (2, 3, 5) each
+  Tensor left = 3.0f * x, right = x * 3.0f, named = scale(x, 3.0f);           // (2, 3, 5) each
   ASSERT_EQ(left.shape(), s);
   ASSERT_EQ(right.shape(), s);
   for (int i = 0; i < 30; ++i) {
@@ -123,8 +123,7 @@ TEST(ScaleApi, RejectsBadArguments) {
   Tensor x = arena.zeros({2, 3}, "x"), wrong = arena.zeros({3, 2}, "wrong");
   EXPECT_TRUE(test::throws_error([&] { (void)(2.0f * x); }, {"[scale]", "no arena", "ArenaScope"}));
   ArenaScope scope(arena);
-  EXPECT_TRUE(test::throws_error([&] { (void)scale(Tensor(), 2.0f); },
-                                 {"[scale]", "x has no storage"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)scale(Tensor(), 2.0f); }, {"[scale]", "x has no storage"}));
   EXPECT_TRUE(test::throws_error([&] { scale_pullback(x, 2.0f, x, wrong, nullptr, nullptr); },
                                  {"[scale]", "d_out has shape (3, 2)", "expected (2, 3)"}));
   EXPECT_TRUE(test::throws_error([&] { scale_pullback(x, 2.0f, x, x, &wrong, nullptr); },

@@ -25,8 +25,8 @@ const test::UnaryOp kSilu{
     1e-5,
     12.0,  // the saturated tails of the sigmoid
     // Beyond exp's float range (|x| > 88), zero and denormals: the clamp in fast_exp must not show.
-    {-1e30f, -1e4f, -150.0f, -100.0f, -88.5f, -87.5f, -20.0f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f, 20.0f, 87.5f,
-     88.5f, 100.0f, 150.0f, 1e4f, 1e30f}};
+    {-1e30f, -1e4f, -150.0f, -100.0f, -88.5f, -87.5f, -20.0f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f, 20.0f, 87.5f, 88.5f,
+     100.0f, 150.0f, 1e4f, 1e30f}};
 
 TEST(SiluKernel, ForwardAndBackwardMatchReference) { test::unary_kernel_matches_reference(kSilu); }
 TEST(SiluKernel, ExtremeInputsMatchReference) { test::unary_extreme_inputs_match_reference(kSilu); }

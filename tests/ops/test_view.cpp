@@ -43,7 +43,7 @@ TEST(ViewGrad, ReferenceBackwardMatchesFiniteDifferences) {
   // arithmetic), the backward ref::add_backward on that block of d_x. loss = sum_i w_i out_i for
   // a (2, 3) view at offset 5 of x (4, 3, 2): the block's elements get w, the others 0.
   const std::int64_t N = 24, n = 6, offset = 5;
-  auto x = test::random_vector<double>(N, 11);      // (4, 3, 2)
+  auto x = test::random_vector<double>(N, 11);        // (4, 3, 2)
   const auto w = test::random_vector<double>(n, 12);  // (2, 3) adjoint of out
   auto loss = [&] {
     const std::vector<double> out(x.begin() + offset, x.begin() + offset + n);  // (2, 3)
@@ -74,10 +74,9 @@ TEST(ViewApi, PullbackTakesPendingZerosAndSkipsNull) {
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
     test::KernelModeScope m(mode);
     Tensor d_x = test::tensor_from(arena, {3, 4}, std::vector<float>(12, 7.0f));  // garbage...
-    d_x.mark_zero_pending();                                                       // ...read as 0
+    d_x.mark_zero_pending();                                                      // ...read as 0
     view_pullback(x, {4}, 4, view(x, {4}, 4), d_out, &d_x);
-    for (int i = 0; i < 12; ++i)
-      EXPECT_EQ(d_x.f32()[i], i >= 4 && i < 8 ? d_out.f32()[i - 4] : 0.0f) << i;
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(d_x.f32()[i], i >= 4 && i < 8 ? d_out.f32()[i - 4] : 0.0f) << i;
   }
   view_pullback(x, {4}, 4, view(x, {4}, 4), d_out, nullptr);  // inactive: nothing to do
 }

@@ -46,10 +46,10 @@ inline void note_missing_data(const std::string& relative, const std::string& pa
 
 // Ends the test when `relative` is missing: skipped with the message, or failed when data is
 // required. Use at the top of a test body.
-#define LLMCC_REQUIRE_DATA(relative)                                                   \
-  do {                                                                                 \
-    if (!::llmcc::test::have_data(relative)) {                                         \
+#define LLMCC_REQUIRE_DATA(relative)                                                               \
+  do {                                                                                             \
+    if (!::llmcc::test::have_data(relative)) {                                                     \
       if (::llmcc::test::data_required()) FAIL() << ::llmcc::test::missing_data_message(relative); \
-      GTEST_SKIP() << ::llmcc::test::missing_data_message(relative);                   \
-    }                                                                                  \
+      GTEST_SKIP() << ::llmcc::test::missing_data_message(relative);                               \
+    }                                                                                              \
   } while (0)

@@ -60,15 +60,13 @@ inline Tensor tensor_from(Arena& arena, const Shape& shape, const std::vector<fl
   return t;
 }
 
-inline std::vector<float> to_vector(const Tensor& t) {
-  return std::vector<float>(t.f32(), t.f32() + t.numel());
-}
+inline std::vector<float> to_vector(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
 
 // |got - ref| <= atol + rtol * |ref| for every element; on failure lists the first mismatches
 // and the max absolute error.
 template <class A, class B>
-::testing::AssertionResult all_close(const char* what, const A* got, const B* ref, std::size_t n,
-                                     double atol, double rtol) {
+::testing::AssertionResult all_close(const char* what, const A* got, const B* ref, std::size_t n, double atol,
+                                     double rtol) {
   std::size_t bad = 0;
   double max_err = 0.0;
   std::size_t max_at = 0;
@@ -88,14 +86,14 @@ template <class A, class B>
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << bad << " of " << n << " elements differ (atol " << atol << ", rtol "
-         << rtol << "); max abs error " << max_err << " at [" << max_at << "]; first:" << first.str();
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << n << " elements differ (atol " << atol
+                                       << ", rtol " << rtol << "); max abs error " << max_err << " at [" << max_at
+                                       << "]; first:" << first.str();
 }
 
 template <class A, class B>
-::testing::AssertionResult all_close(const char* what, const std::vector<A>& got,
-                                     const std::vector<B>& ref, double atol, double rtol) {
+::testing::AssertionResult all_close(const char* what, const std::vector<A>& got, const std::vector<B>& ref,
+                                     double atol, double rtol) {
   if (got.size() != ref.size()) {
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
   }
@@ -116,20 +114,17 @@ struct FdInput {
 //   |a - n| / max(|a|, |n|, 1e-3 * max_j |n_j| of that input, 1e-12),
 // which must not exceed max_rel. The floor keeps elements whose true gradient is ~0 from
 // turning round-off into a huge ratio. max_elements > 0 checks an evenly spread subset.
-inline ::testing::AssertionResult fd_check(const std::function<double()>& loss,
-                                           const std::vector<FdInput>& inputs,
-                                           double max_rel = 1e-6, double h = 1e-5,
-                                           std::size_t max_elements = 0) {
+inline ::testing::AssertionResult fd_check(const std::function<double()>& loss, const std::vector<FdInput>& inputs,
+                                           double max_rel = 1e-6, double h = 1e-5, std::size_t max_elements = 0) {
   std::ostringstream report;
   bool ok = true;
   for (const FdInput& in : inputs) {
     std::vector<double>& x = *in.values;
     if (in.analytic->size() != x.size()) {
-      return ::testing::AssertionFailure() << in.name << ": analytic gradient has "
-                                           << in.analytic->size() << " elements, input has " << x.size();
+      return ::testing::AssertionFailure()
+             << in.name << ": analytic gradient has " << in.analytic->size() << " elements, input has " << x.size();
     }
-    const std::size_t stride =
-        (max_elements == 0 || x.size() <= max_elements) ? 1 : x.size() / max_elements;
+    const std::size_t stride = (max_elements == 0 || x.size() <= max_elements) ? 1 : x.size() / max_elements;
     std::vector<std::size_t> idx;
     std::vector<double> numeric;
     for (std::size_t i = 0; i < x.size(); i += stride) {
@@ -162,13 +157,12 @@ inline ::testing::AssertionResult fd_check(const std::function<double()>& loss,
         ++shown;
       }
     }
-    report << "\n  " << in.name << ": " << idx.size() << " elements, max rel error " << worst
-           << " at [" << worst_at << "]" << first.str();
+    report << "\n  " << in.name << ": " << idx.size() << " elements, max rel error " << worst << " at [" << worst_at
+           << "]" << first.str();
     if (!(worst <= max_rel)) ok = false;
   }
   if (ok) return ::testing::AssertionSuccess() << report.str();
-  return ::testing::AssertionFailure() << "finite differences disagree (max_rel " << max_rel << ")"
-                                       << report.str();
+  return ::testing::AssertionFailure() << "finite differences disagree (max_rel " << max_rel << ")" << report.str();
 }
 
 // Sum(out * weights): turns a tensor output into a scalar loss whose adjoint is `weights`.

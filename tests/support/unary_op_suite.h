@@ -52,7 +52,7 @@ inline void unary_fast_matches_double_reference(const UnaryOp& op, const std::ve
   EXPECT_TRUE(all_close("out", out, out_ref, op.atol, op.rtol));
 
   auto d_x = random_vector<float>(x.size(), 9);  // (n), pre-filled: must accumulate
-  auto d_x_ref = cast_vector<double>(d_x);        // (n)
+  auto d_x_ref = cast_vector<double>(d_x);       // (n)
   op.fast_backward(d_x.data(), x.data(), d_out.data(), n);
   op.ref_backward(d_x_ref.data(), xd.data(), d_out_d.data(), n);
   EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, op.atol, op.rtol));
@@ -82,7 +82,7 @@ inline void unary_extreme_inputs_match_reference(const UnaryOp& op) {
 inline void unary_reference_backward_matches_finite_differences(const UnaryOp& op) {
   const int n = 41;
   auto x = random_vector<double>(n, 11, -6.0, 6.0);  // (n)
-  const auto w = random_vector<double>(n, 13);        // (n) adjoint of out
+  const auto w = random_vector<double>(n, 13);       // (n) adjoint of out
   auto loss = [&] {
     std::vector<double> out(n);  // (n)
     op.ref_forward(out.data(), x.data(), n);
@@ -107,7 +107,7 @@ inline void unary_forward_and_pullback_accumulate_and_skip_nulls(const UnaryOp& 
 
   Tensor d_out = tensor_from(arena, s, random_vector<float>(30, 3));  // (2, 3, 5)
   Tensor d_x = tensor_from(arena, s, std::vector<float>(30, 1.0f));   // (2, 3, 5)
-  op.pullback(x, out, d_out, &d_x);  // accumulates onto the 1s
+  op.pullback(x, out, d_out, &d_x);                                   // accumulates onto the 1s
   std::vector<float> d_expect(30, 1.0f);
   op.ref_backward_f(d_expect.data(), xv.data(), d_out.f32(), 30);
   EXPECT_TRUE(all_close("d_x", to_vector(d_x), d_expect, op.atol, op.rtol));
@@ -122,9 +122,9 @@ inline void unary_reference_and_fast_modes_agree(const UnaryOp& op) {
   // Moderate inputs: this compares with the float reference, which (unlike the fast kernel)
   // cancels in the derivative's tails; accuracy there is the Kernel suite's job, against double.
   const auto xv = random_vector<float>(n, 5, -4.0, 4.0);
-  Tensor x = tensor_from(arena, s, xv);                                // (4, 64, 65)
-  Tensor d_out = tensor_from(arena, s, random_vector<float>(n, 6));    // (4, 64, 65)
-  Tensor out_fast, out_ref;                                            // (4, 64, 65)
+  Tensor x = tensor_from(arena, s, xv);                                       // (4, 64, 65)
+  Tensor d_out = tensor_from(arena, s, random_vector<float>(n, 6));           // (4, 64, 65)
+  Tensor out_fast, out_ref;                                                   // (4, 64, 65)
   Tensor d_fast = arena.zeros(s, "d_fast"), d_ref = arena.zeros(s, "d_ref");  // (4, 64, 65)
   {
     KernelModeScope m(KernelMode::Fast);
@@ -151,8 +151,8 @@ inline void unary_rejects_bad_arguments(const UnaryOp& op) {
   EXPECT_TRUE(throws_error([&] { (void)op.op(Tensor()); }, {prefix.c_str(), "x has no storage"}));
   EXPECT_TRUE(throws_error([&] { op.pullback(x, x, wrong, nullptr); },
                            {prefix.c_str(), "d_out has shape (3, 2)", "expected (2, 3)"}));
-  EXPECT_TRUE(throws_error([&] { op.pullback(x, x, x, &wrong); },
-                           {prefix.c_str(), "d_x has shape (3, 2)", "expected (2, 3)"}));
+  EXPECT_TRUE(
+      throws_error([&] { op.pullback(x, x, x, &wrong); }, {prefix.c_str(), "d_x has shape (3, 2)", "expected (2, 3)"}));
 }
 
 }  // namespace llmcc::test

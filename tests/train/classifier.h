@@ -14,8 +14,8 @@ namespace test_train {
 struct Dense {
   Dense() = default;
   Dense(std::int64_t out, std::int64_t in) : w(nullptr, llmcc::Shape{out, in}), b(nullptr, llmcc::Shape{out}) {}
-  llmcc::Tensor w LLMCC_ADGEN_NAME("weight");  // (out, in)
-  llmcc::Tensor b LLMCC_ADGEN_NAME("bias");    // (out)
+  llmcc::Tensor w LLMCC_ADGEN_NAME("weight");                                             // (out, in)
+  llmcc::Tensor b LLMCC_ADGEN_NAME("bias");                                               // (out)
   llmcc::Tensor forward(const llmcc::Tensor& x) const { return llmcc::linear(x, w, b); }  // (B, 1, out)
 };
 
@@ -33,7 +33,7 @@ struct Classifier {
 
 // Mean cross-entropy of the labels y (B, 1) given features x (B, 1, D).
 LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("m") inline float classifier_loss(const Classifier& m, const llmcc::Tensor& x,
-                                                                   const llmcc::Tokens& y) {
+                                                                    const llmcc::Tokens& y) {
   return llmcc::cross_entropy(m.forward(x), y, m.classes, -1);
 }
 

@@ -261,7 +261,8 @@ TEST(TrainerApi, ARollbackDropsTheTrippingBatchesAndEqualsARunWithoutThem) {
   EXPECT_TRUE(same_bytes(reference.params, rolled.params));
   const std::string log = file_text(dir.file("rolled") + "/log.jsonl");
   EXPECT_NE(log.find("{\"step\": 20, \"event\": \"rollback\", \"tripped_at\": 26, \"reason\": \"the loss is not "
-                     "finite\", \"to\": \"" + dir.file("rolled") + "/ckpt_000020.bin\"}"),
+                     "finite\", \"to\": \"" +
+                     dir.file("rolled") + "/ckpt_000020.bin\"}"),
             std::string::npos)
       << log;
   // Each step once, as after a resume: the lines of the abandoned steps 21..26 were dropped.

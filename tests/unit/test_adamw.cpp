@@ -12,8 +12,7 @@ namespace {
 
 // The scalar reference: PyTorch's AdamW update for one tensor, in double.
 void adamw_reference(std::vector<double>& p, const std::vector<double>& g, std::vector<double>& m,
-                     std::vector<double>& v, const AdamWConfig& c, double lr, std::int64_t t,
-                     bool decay) {
+                     std::vector<double>& v, const AdamWConfig& c, double lr, std::int64_t t, bool decay) {
   const double bc1 = 1.0 - std::pow(double{c.beta1}, double(t));
   const double bc2 = 1.0 - std::pow(double{c.beta2}, double(t));
   for (std::size_t i = 0; i < p.size(); ++i) {
@@ -38,15 +37,14 @@ TEST(AdamW, MatchesHandComputedValuesForThreeSteps) {
   ParameterStore params({{"w", Shape{2, 2}}, {"b", Shape{2}}});  // (2, 2) decayed, (2) not
   set_values(params, 0, {0.5f, -1.0f, 2.0f, 0.0f});
   set_values(params, 1, {0.25f, -0.75f});
-  const std::vector<std::vector<float>> gw = {{0.1f, -0.2f, 0.3f, 0.0f}, {-0.5f, 0.4f, 0.0f, 1.0f},
-                                              {0.05f, 0.05f, -2.0f, 0.3f}};
+  const std::vector<std::vector<float>> gw = {
+      {0.1f, -0.2f, 0.3f, 0.0f}, {-0.5f, 0.4f, 0.0f, 1.0f}, {0.05f, 0.05f, -2.0f, 0.3f}};
   const std::vector<std::vector<float>> gb = {{1.0f, -1.0f}, {0.0f, 0.5f}, {-0.25f, 3.0f}};
   const std::vector<std::vector<double>> want_w = {{0.39500001, -0.890000005, 1.88, 0},
                                                    {0.450203295, -0.917437399, 1.79333523, -0.0734959992},
                                                    {0.485540657, -0.94366551, 1.82960447, -0.1460955}};
-  const std::vector<std::vector<double>> want_b = {{0.150000001, -0.650000001},
-                                                   {0.0821352273, -0.623163057},
-                                                   {0.0466074614, -0.674831869}};
+  const std::vector<std::vector<double>> want_b = {
+      {0.150000001, -0.650000001}, {0.0821352273, -0.623163057}, {0.0466074614, -0.674831869}};
   ParameterStore grads = params.like();
   AdamW opt(params, {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
   for (int step = 0; step < 3; ++step) {
@@ -88,8 +86,7 @@ TEST(AdamW, MatchesScalarReferenceOverAwkwardSizesAndThreads) {
         auto g = test::random_vector<float>(params.shape(i).numel(), 1000 * t + i, -2.0, 2.0);
         for (std::size_t k = 0; k < g.size(); k += 7) g[k] = 0.0f;
         set_values(grads, i, g);
-        adamw_reference(rp[i], test::cast_vector<double>(g), rm[i], rv[i], config, lr, t,
-                        params.shape(i).ndim() >= 2);
+        adamw_reference(rp[i], test::cast_vector<double>(g), rm[i], rv[i], config, lr, t, params.shape(i).ndim() >= 2);
       }
       adamw_step(params, grads, m, v, config, lr, t);
     }
@@ -168,8 +165,8 @@ TEST(AdamW, RejectsMismatchedLayoutsAndBadStep) {
                                  {"[adamw]", "grads", "'b' (5)", "(4)"}));
   EXPECT_TRUE(test::throws_error([&] { adamw_step(params, grads, renamed, v, {}, 0.1f, 1); },
                                  {"[adamw]", "m tensor 1 is 'bias'"}));
-  EXPECT_TRUE(test::throws_error([&] { adamw_step(params, grads, m, v, {}, 0.1f, 0); },
-                                 {"[adamw]", "counts from 1", "got 0"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { adamw_step(params, grads, m, v, {}, 0.1f, 0); }, {"[adamw]", "counts from 1", "got 0"}));
 }
 
 }  // namespace

@@ -26,10 +26,10 @@ namespace fs = std::filesystem;
 using test::TempDir;
 
 std::vector<ParameterInfo> layout(int C) {
-  return {{"wte.weight", Shape{50, C}},                  // (V, C)
-          {"h.0.ln_1.bias", Shape{C}},                   // (C)
-          {"h.0.attn.c_attn.weight", Shape{3 * C, C}},   // (3C, C)
-          {"lm_head.extra", Shape{2, 3, 5}}};            // a 3-D one for good measure
+  return {{"wte.weight", Shape{50, C}},                 // (V, C)
+          {"h.0.ln_1.bias", Shape{C}},                  // (C)
+          {"h.0.attn.c_attn.weight", Shape{3 * C, C}},  // (3C, C)
+          {"lm_head.extra", Shape{2, 3, 5}}};           // a 3-D one for good measure
 }
 
 void fill(ParameterStore& s, std::uint64_t seed) {
@@ -123,8 +123,8 @@ TEST(Checkpoint, AnotherLayoutNamesTheTensorAndChangesNothing) {
       {"[checkpoint]", "ckpt.bin: wte.weight has shape (50, 8) in the checkpoint, (50, 4) in the model"}));
   EXPECT_TRUE(same_bits(before, small.params));
 
-  ParameterStore missing({{"wte.weight", Shape{50, 8}}, {"h.0.ln_1.bias", Shape{8}},
-                          {"h.0.attn.c_attn.weight", Shape{24, 8}}});
+  ParameterStore missing(
+      {{"wte.weight", Shape{50, 8}}, {"h.0.ln_1.bias", Shape{8}}, {"h.0.attn.c_attn.weight", Shape{24, 8}}});
   EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).read_tensors("params", missing); },
                                  {"lm_head.extra in the checkpoint's 'params' has no counterpart"}));
   std::vector<ParameterInfo> more = layout(8);
@@ -136,12 +136,10 @@ TEST(Checkpoint, AnotherLayoutNamesTheTensorAndChangesNothing) {
   std::vector<ParameterInfo> renamed = layout(8);
   renamed[2].name = "h.0.attn.qkv.weight";
   ParameterStore renamed_store(renamed);
-  EXPECT_TRUE(test::throws_error(
-      [&] { CheckpointReader(p).read_tensors("params", renamed_store); },
-      {"h.0.attn.qkv.weight of the model is not in the checkpoint",
-       "it has h.0.attn.c_attn.weight, which the model has not"}));
-  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).blob("nope"); },
-                                 {"no section 'nope'", "params, adamw.m"}));
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).read_tensors("params", renamed_store); },
+                                 {"h.0.attn.qkv.weight of the model is not in the checkpoint",
+                                  "it has h.0.attn.c_attn.weight, which the model has not"}));
+  EXPECT_TRUE(test::throws_error([&] { CheckpointReader(p).blob("nope"); }, {"no section 'nope'", "params, adamw.m"}));
 }
 
 // The bytes of run's checkpoint, saved at path.
@@ -164,8 +162,7 @@ TEST(Checkpoint, TruncatedOrCorruptFilesAreErrorsNeverCrashes) {
   for (std::size_t n = 0; n < bytes.size(); n += (n < 256 ? 1 : 97)) {
     write_bad(n);
     TrainingRun b(8, 3);
-    ASSERT_TRUE(test::throws_error([&] { load_checkpoint(bad, b.params, &b.opt); },
-                                   {"[checkpoint]", "bad.bin"}))
+    ASSERT_TRUE(test::throws_error([&] { load_checkpoint(bad, b.params, &b.opt); }, {"[checkpoint]", "bad.bin"}))
         << "truncated to " << n << " of " << bytes.size() << " bytes";
     ++checked;
   }
@@ -202,8 +199,16 @@ struct Layout {
   std::vector<std::uint64_t> data_offset;
 
   explicit Layout(const std::vector<char>& b) {
-    const auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, &b[at], 4); return v; };
-    const auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, &b[at], 8); return v; };
+    const auto u32 = [&](std::size_t at) {
+      std::uint32_t v;
+      std::memcpy(&v, &b[at], 4);
+      return v;
+    };
+    const auto u64 = [&](std::size_t at) {
+      std::uint64_t v;
+      std::memcpy(&v, &b[at], 8);
+      return v;
+    };
     const std::uint32_t count = u32(12);
     std::size_t pos = 32;
     for (std::uint32_t k = 0; k < count; ++k) {
@@ -224,7 +229,7 @@ struct Layout {
       const std::uint32_t n = u32(at);
       at += 4;
       for (std::uint32_t i = 0; i < n; ++i) {
-        at += 4 + u32(at);                 // name
+        at += 4 + u32(at);  // name
         const std::uint32_t ndim = u32(at);
         at += 8 + 8 * std::size_t{ndim};  // ndim, dtype, dims
         data_offset_at.push_back(at);
@@ -388,8 +393,8 @@ TEST(Checkpoint, KeyValuesRoundTripAndRejectWhatTheyCannotHold) {
   EXPECT_EQ(parse_key_values(format_key_values(kv), "test"), kv);
   EXPECT_TRUE(test::throws_error([] { format_key_values({{"a=b", "1"}}); }, {"key 'a=b'"}));
   EXPECT_TRUE(test::throws_error([] { format_key_values({{"a", "1\n2"}}); }, {"value of 'a'"}));
-  EXPECT_TRUE(test::throws_error([] { parse_key_values("a=1\nnoequals\n", "f.bin"); },
-                                 {"f.bin: line 2 is not key=value"}));
+  EXPECT_TRUE(
+      test::throws_error([] { parse_key_values("a=1\nnoequals\n", "f.bin"); }, {"f.bin: line 2 is not key=value"}));
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ ArgParser make(Flags& f) {
 TEST(CliArgs, ParsesEveryKind) {
   Flags f;
   ArgParser p = make(f);
-  ASSERT_TRUE(p.parse({"--steps", "20", "--tokens=5000000000", "--seed", "42", "--lr", "1e-3", "--frac=0.25",
-                       "--quiet", "--no-progress", "--files", "a.bin", "b.bin", "--name", "x"}));
+  ASSERT_TRUE(p.parse({"--steps", "20", "--tokens=5000000000", "--seed", "42", "--lr", "1e-3", "--frac=0.25", "--quiet",
+                       "--no-progress", "--files", "a.bin", "b.bin", "--name", "x"}));
   EXPECT_EQ(f.steps, 20);
   EXPECT_EQ(f.tokens, 5000000000);
   EXPECT_EQ(f.seed, 42u);

@@ -33,9 +33,7 @@ using llmcc::test::run_llmcc;
 using llmcc::test::run_llmcc_after;
 using llmcc::test::slurp;
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 const Gpt2Tokenizer* tokenizer() {
   static const std::unique_ptr<Gpt2Tokenizer> tok = []() -> std::unique_ptr<Gpt2Tokenizer> {
@@ -45,7 +43,7 @@ const Gpt2Tokenizer* tokenizer() {
   return tok.get();
 }
 
-#define REQUIRE_TOKENIZER()              \
+#define REQUIRE_TOKENIZER()                \
   LLMCC_REQUIRE_DATA("gpt2/encoder.json"); \
   [[maybe_unused]] const Gpt2Tokenizer* tok = tokenizer()
 
@@ -114,8 +112,8 @@ TEST(CliPrepare, ShardsDecodeToTheInputWithTheDocumentedSplit) {
   write_file(dir.file("a.txt"), doc_a);
   write_file(dir.file("b.txt"), doc_b);
   const fs::path out = dir.path / "data";
-  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), dir.file("b.txt"), "--out",
-                                      out.string(), "--val-fraction", "0.25", "--shard-tokens", "1024"});
+  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), dir.file("b.txt"), "--out", out.string(),
+                                      "--val-fraction", "0.25", "--shard-tokens", "1024"});
   ASSERT_EQ(r.code, 0) << r.err;
 
   // The stream is eot a eot b (a literal <|endoftext|> in b is the eot token too).
@@ -157,7 +155,8 @@ TEST(CliPrepare, FormatV2WritesUint32AndARerunReplacesTheWholeDataSet) {
   write_file(dir.file("big.txt"), repeat(kDocB, 120));
   write_file(dir.file("a.txt"), kDocA);
   const std::string out = dir.file("data");
-  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("big.txt"), "--out", out, "--shard-tokens", "1024"}).code, 0);
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("big.txt"), "--out", out, "--shard-tokens", "1024"}).code,
+            0);
   ASSERT_GE(shards(out, "train").size(), 3u);
 
   const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("a.txt"), "--out", out, "--format", "v2"});
@@ -180,7 +179,8 @@ TEST(CliPrepare, AFailedRunLeavesThePreviousDataSetAsItWas) {
   llmcc::test::TempDir dir;
   write_file(dir.file("old.txt"), repeat(kDocB, 120));
   const std::string out = dir.file("data");
-  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("old.txt"), "--out", out, "--shard-tokens", "1024"}).code, 0);
+  ASSERT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("old.txt"), "--out", out, "--shard-tokens", "1024"}).code,
+            0);
   const auto before = snapshot(out);
   ASSERT_GE(before.size(), 4u);
 
@@ -196,12 +196,12 @@ TEST(CliPrepare, AFailedRunLeavesThePreviousDataSetAsItWas) {
   ASSERT_LT(1024 + 2 * n_train, 4096u);
   ASSERT_GT(1024 + 2 * n_val, 8192u);
 
-  const CliResult r = run_llmcc_after(dir, "ulimit -f 8; trap '' XFSZ",
-                                      {"prepare", "--input", dir.file("new.txt"), "--out", out, "--val-fraction", "0.8",
-                                       "--shard-tokens", "100000"});
+  const CliResult r = run_llmcc_after(
+      dir, "ulimit -f 8; trap '' XFSZ",
+      {"prepare", "--input", dir.file("new.txt"), "--out", out, "--val-fraction", "0.8", "--shard-tokens", "100000"});
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("train_000000.bin"), std::string::npos) << "the failure should come after the train shard\n"
-                                                                << r.out;
+                                                               << r.out;
   EXPECT_NE(r.err.find("val_000000.bin"), std::string::npos) << r.err;
   EXPECT_TRUE(snapshot(out) == before) << "the earlier data set in " << out << " changed";
   EXPECT_TRUE(leftovers(dir.path).empty());
@@ -239,8 +239,8 @@ TEST(CliPrepare, ValTokensTakesTheFirstTokensAndOrdinaryKeepsLiteralEndOfText) {
   const std::string doc_b = repeat(kDocB, 30);
   write_file(dir.file("b.txt"), doc_b);
   const fs::path out = dir.path / "data";
-  const CliResult r = run_llmcc(dir, {"prepare", "--input", dir.file("b.txt"), "--out", out.string(), "--val-tokens",
-                                      "100", "--ordinary"});
+  const CliResult r = run_llmcc(
+      dir, {"prepare", "--input", dir.file("b.txt"), "--out", out.string(), "--val-tokens", "100", "--ordinary"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::int32_t> expected = {tok->eot()};
   for (int32_t id : tok->encode_ordinary(doc_b)) expected.push_back(id);

@@ -147,9 +147,8 @@ TEST_F(DataFiles, AMissingSetIsDownloadedIntoTheCacheAndFoundThereAfter) {
 
   // The mirror gone: the cache is enough, and nothing is checked again.
   fs::remove_all(mirror.dir);
-  EXPECT_EQ(llmcc::fetch_data_files(llmcc::gpt2_tokenizer_files(), "test", [&](const fs::path&) {
-              ADD_FAILURE() << "downloaded again";
-            }),
+  EXPECT_EQ(llmcc::fetch_data_files(llmcc::gpt2_tokenizer_files(), "test",
+                                    [&](const fs::path&) { ADD_FAILURE() << "downloaded again"; }),
             cache / "gpt2");
   const llmcc::Gpt2Tokenizer tok = llmcc::Gpt2Tokenizer::load_default();
   EXPECT_EQ(tok.decode(tok.encode("hello")), "hello");
@@ -178,11 +177,11 @@ TEST_F(DataFiles, OfflineTheErrorSaysWhatToFetchAndHow) {
   {
     const ScopedEnv scoped(env);
     const std::string cached = (cache / "gpt2").string();
-    EXPECT_TRUE(throws_error([] { llmcc::fetch_data_files(llmcc::gpt2_tokenizer_files(), "tokenizer"); },
-                             {"[tokenizer] cannot find encoder.json and vocab.bpe", "LLMCC_OFFLINE=1",
-                              (none / "gpt2").c_str(), cached.c_str(), "bash scripts/fetch_data.sh gpt2",
-                              "curl -fL --create-dirs -o", "openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
-                              "LLMCC_SHARED_DATA"}));
+    EXPECT_TRUE(
+        throws_error([] { llmcc::fetch_data_files(llmcc::gpt2_tokenizer_files(), "tokenizer"); },
+                     {"[tokenizer] cannot find encoder.json and vocab.bpe", "LLMCC_OFFLINE=1", (none / "gpt2").c_str(),
+                      cached.c_str(), "bash scripts/fetch_data.sh gpt2", "curl -fL --create-dirs -o",
+                      "openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe", "LLMCC_SHARED_DATA"}));
     EXPECT_TRUE(throws_error([] { (void)llmcc::Gpt2Tokenizer::load_default(); },
                              {"encoder.json", "bash scripts/fetch_data.sh gpt2"}));
   }
@@ -200,7 +199,8 @@ TEST_F(DataFiles, TheScriptFetchesTheSameWay) {
   for (const auto& [name, value] : isolated()) vars += value ? name + "=" + llmcc::test::shell_quote(*value) + " " : "";
   const std::string script = llmcc::test::shell_quote(std::string(LLMCC_SOURCE_DIR) + "/scripts/fetch_data.sh");
   const std::string out = (tmp.path / "script.out").string(), err = (tmp.path / "script.err").string();
-  ASSERT_EQ(std::system((vars + "bash " + script + " --print-dir gpt2 tinyshakespeare >" + out + " 2>" + err).c_str()), 0)
+  ASSERT_EQ(std::system((vars + "bash " + script + " --print-dir gpt2 tinyshakespeare >" + out + " 2>" + err).c_str()),
+            0)
       << slurp(err);
   EXPECT_NE(slurp(err).find("gpt2: downloading file://"), std::string::npos) << slurp(err);
   EXPECT_EQ(slurp(out), (cache / "gpt2").string() + "\n" + (cache / "tinyshakespeare").string() + "\n");

@@ -71,7 +71,7 @@ TEST(DataLoader, RandomWindowsAreSeededContiguousAndCoverEveryShard) {
       ASSERT_EQ(in, row(b.inputs(), r));
       differs |= in != row(c.inputs(), r);
       for (int t = 0; t < T; ++t) {
-        ASSERT_EQ(in[t], in[0] + t);   // one window of one shard
+        ASSERT_EQ(in[t], in[0] + t);  // one window of one shard
         ASSERT_EQ(tg[t], in[t] + 1);
       }
       starts.insert(in[0]);
@@ -114,9 +114,8 @@ TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   const std::string tiny = dir.shard("tiny.bin", 0, 8);
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 2, .T = 4}); },
                                  {"[data_loader]", "tiny.bin", "too short", "8 tokens", "needs 9"}));
-  EXPECT_TRUE(test::throws_error(
-      [&] { DataLoader d({tiny}, {.B = 2, .T = 8, .mode = SampleMode::Random}); },
-      {"tiny.bin", "too short", "T + 1", "needs 9"}));
+  EXPECT_TRUE(test::throws_error([&] { DataLoader d({tiny}, {.B = 2, .T = 8, .mode = SampleMode::Random}); },
+                                 {"tiny.bin", "too short", "T + 1", "needs 9"}));
   DataLoader random_ok({tiny}, {.B = 64, .T = 7, .mode = SampleMode::Random});  // T + 1 = 8 fits
   random_ok.next_batch();
   EXPECT_TRUE(test::throws_error([&] { DataLoader d({}, {.B = 1, .T = 1}); }, {"no token files"}));
@@ -143,8 +142,7 @@ TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   EXPECT_TRUE(test::throws_error([&] { dl.set_state({.position = 5}); }, {"position 5", "tiny.bin"}));
   EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 position=x rng=0 batches=0"); },
                                  {"position", "bad value 'x'"}));
-  EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 rng=0 batches=0"); },
-                                 {"lacks field position"}));
+  EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 rng=0 batches=0"); }, {"lacks field position"}));
 }
 
 }  // namespace

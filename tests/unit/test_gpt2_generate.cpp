@@ -104,8 +104,7 @@ int argmax(const std::vector<float>& logits, int V) {
 }
 
 // The tolerance: max abs error at most 1e-4 of the reference's max magnitude.
-::testing::AssertionResult close_to_forward(const char* what, const Tensor& got,
-                                            const std::vector<float>& ref) {
+::testing::AssertionResult close_to_forward(const char* what, const Tensor& got, const std::vector<float>& ref) {
   double max_ref = 0;
   for (float r : ref) max_ref = std::max(max_ref, std::fabs(double(r)));
   EXPECT_EQ(static_cast<std::size_t>(got.numel()), ref.size());
@@ -120,12 +119,9 @@ TEST(KvAttention, SingleQueryMatchesFusedAttentionLastRow) {
       SCOPED_TRACE("HS=" + std::to_string(HS) + " n=" + std::to_string(n));
       llmcc::Arena arena(1 << 20);
       llmcc::ArenaScope scope(arena);
-      const Tensor q =
-          llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 1, -2, 2));
-      const Tensor k =
-          llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 2, -2, 2));
-      const Tensor v =
-          llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 3));
+      const Tensor q = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 1, -2, 2));
+      const Tensor k = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 2, -2, 2));
+      const Tensor v = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 3));
       const Tensor ref = llmcc::attention(q, k, v, NH, NH);  // (1, n, C)
       std::vector<float> out(C), scores(NH * n);
       llmcc::test::for_each_thread_count([&](int) {
@@ -152,8 +148,7 @@ TEST(Gpt2Generate, CachedLogitsEqualFullForwardAtEveryStep) {
       ids.push_back(seq[t]);
       logits = gen.step(seq[t]);
       EXPECT_EQ(gen.length(), t + 1);
-      EXPECT_TRUE(
-          close_to_forward(("step " + std::to_string(t)).c_str(), logits, full_forward_last(w.model, ids)));
+      EXPECT_TRUE(close_to_forward(("step " + std::to_string(t)).c_str(), logits, full_forward_last(w.model, ids)));
     }
     EXPECT_TRUE(gen.full());
     EXPECT_EQ(gen.tokens(), ids);
@@ -181,8 +176,7 @@ TEST(Gpt2Generate, GreedyIsArgmaxOfTheFullForward) {
   std::vector<std::int32_t> seq = random_ids(3, V, 7);
   const std::vector<std::int32_t> prompt = seq;
   std::vector<std::int32_t> out;
-  const auto st =
-      llmcc::nn::generate(gen, prompt, 10, greedy, rng, [&](std::int32_t id) { out.push_back(id); });
+  const auto st = llmcc::nn::generate(gen, prompt, 10, greedy, rng, [&](std::int32_t id) { out.push_back(id); });
   ASSERT_EQ(out.size(), 10u);
   EXPECT_EQ(st.new_tokens, 10);
   EXPECT_EQ(st.decode_steps, 9);
@@ -243,8 +237,7 @@ TEST(Gpt2Sampler, FollowsTheSoftmaxOverTheTopK) {
   for (int i = 0; i < draws; ++i) ++warm.at(sampler.sample(logits, cfg, rng));
   double z = 0;
   for (int i = 0; i < V; ++i) z += std::sqrt(i + 1.0);
-  for (int i = 0; i < V; ++i)
-    EXPECT_NEAR(warm[i] / double(draws), std::sqrt(i + 1.0) / z, 0.01) << "id " << i;
+  for (int i = 0; i < V; ++i) EXPECT_NEAR(warm[i] / double(draws), std::sqrt(i + 1.0) / z, 0.01) << "id " << i;
 }
 
 TEST(Gpt2Sampler, TiesAndGreedyPickTheLowestIdAndTopKKeepsExactlyK) {
@@ -280,8 +273,7 @@ TEST(Gpt2Generate, NeverProducesPaddedIds) {
   const Tensor logits = gen.prefill(std::vector<std::int32_t>{1, 2});
   ASSERT_GT(logits.f32()[best], 0.0f) << "the construction needs a positive largest logit";
   const float* l = logits.f32();
-  EXPECT_GT(*std::max_element(l + cfg.vocab_size, l + cfg.padded_vocab_size),
-            *std::max_element(l, l + cfg.vocab_size));
+  EXPECT_GT(*std::max_element(l + cfg.vocab_size, l + cfg.padded_vocab_size), *std::max_element(l, l + cfg.vocab_size));
   for (float temperature : {0.0f, 1.0f, 5.0f}) {
     for (int top_k : {0, 3}) {
       SamplingConfig sc;
@@ -321,8 +313,8 @@ TEST(Gpt2Generate, SlidingWindowEqualsForwardOverTheLastMaxTTokens) {
     const Tensor logits = gen.step(seq[t]);
     const std::vector<std::int32_t> window(seq.begin() + (t + 1 - maxT), seq.begin() + t + 1);
     EXPECT_EQ(gen.tokens(), window);
-    EXPECT_TRUE(close_to_forward(("slide at " + std::to_string(t)).c_str(), logits,
-                                 full_forward_last(w.model, window)));
+    EXPECT_TRUE(
+        close_to_forward(("slide at " + std::to_string(t)).c_str(), logits, full_forward_last(w.model, window)));
   }
   EXPECT_EQ(gen.slides(), 3);
   // gpt2_sample slides, so it gives every token asked for.
@@ -344,8 +336,7 @@ TEST(Gpt2Generate, StopsAtEndOfTextAndStartsFromIt) {
   EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
   // An empty prompt starts from eot.
   sc.stop_at_eot = false;
-  EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {}, 4, sc, rng),
-            llmcc::nn::gpt2_sample(w.model, {sc.eot}, 4, sc, rng));
+  EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {}, 4, sc, rng), llmcc::nn::gpt2_sample(w.model, {sc.eot}, 4, sc, rng));
 }
 
 TEST(Gpt2Generate, BadInputIsAClearError) {
@@ -354,23 +345,17 @@ TEST(Gpt2Generate, BadInputIsAClearError) {
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>(17, 1)); },
                                         {"17 tokens", "context of 16"}));
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{}); }, {"empty"}));
-  EXPECT_TRUE(llmcc::test::throws_error(
-      [&] {
-        gen.prefill(std::vector<std::int32_t>{1, 67});
-      },
-      {"67", "[0, 67)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{1, 67}); }, {"67", "[0, 67)"}));
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{-1}); }, {"-1"}));
   gen.prefill(std::vector<std::int32_t>{1});
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.step(100); }, {"100", "vocabulary"}));
   SamplingConfig sc;
   sc.temperature = -1.0f;
   Rng rng(1);
-  EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"temperature"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"temperature"}));
   sc.temperature = 1.0f;
   sc.top_k = -2;
-  EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"top_k"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"top_k"}));
 }
 
 // The ops one decode step calls on (1, 1, C), run directly: the allocations they make themselves.
@@ -436,9 +421,9 @@ TEST(GenerateCli, PrintsTextAndSpeedAndIsReproducible) {
   LLMCC_REQUIRE_DATA("gpt2/encoder.json");
   llmcc::test::TempDir dir;
   const std::string ckpt = save_tiny_checkpoint(dir);
-  const std::vector<std::string> args = {
-      "generate", "--ckpt", ckpt, "--prompt",  "Hello world", "--max-tokens",    "8", "--top-k",
-      "50",       "--seed", "7",  "--threads", "1",           "--no-stop-at-eot"};
+  const std::vector<std::string> args = {"generate", "--ckpt",          ckpt, "--prompt", "Hello world", "--max-tokens",
+                                         "8",        "--top-k",         "50", "--seed",   "7",           "--threads",
+                                         "1",        "--no-stop-at-eot"};
   const CliResult a = run_llmcc(dir, args);
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out.rfind("Hello world", 0), 0u) << a.out;

@@ -36,7 +36,8 @@ TEST(Json, RepeatedKeyIsRejectedAtItsSecondOccurrence) {
 TEST(Json, NestingDeeperThan64LevelsIsRejected) {
   const auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
   EXPECT_NO_THROW(parse(nested(65)));  // the innermost array is 64 levels below the outermost
-  EXPECT_TRUE(throws_error([&] { parse(nested(66)); }, {"t.json:1:66", "JSON nested at most 64 levels deep", "got '['"}));
+  EXPECT_TRUE(
+      throws_error([&] { parse(nested(66)); }, {"t.json:1:66", "JSON nested at most 64 levels deep", "got '['"}));
   EXPECT_TRUE(throws_error([] { parse(std::string(1'000'000, '[')); }, {"64 levels"}));  // no stack exhaustion
   std::string objects;
   for (int i = 0; i < 70; ++i) objects += "{\"a\":";
@@ -51,7 +52,8 @@ TEST(Json, StringsAreUtf8WithEscapesAndSurrogatePairs) {
   EXPECT_EQ(v.array[2].string, "h\xc3\xa9");
   EXPECT_EQ(v.array[3].string, "\xc3\xa9");
   // A high surrogate needs a low one after it; a low one cannot stand alone.
-  EXPECT_TRUE(throws_error([] { parse(R"(["\ud800"])"); }, {"t.json:1:9", "a low surrogate \\uDC00..\\uDFFF after a high surrogate"}));
+  EXPECT_TRUE(throws_error([] { parse(R"(["\ud800"])"); },
+                           {"t.json:1:9", "a low surrogate \\uDC00..\\uDFFF after a high surrogate"}));
   EXPECT_TRUE(throws_error([] { parse(R"(["\ud800\u0041"])"); }, {"low surrogate"}));
   EXPECT_TRUE(throws_error([] { parse(R"(["\udc00"])"); }, {"no lone low surrogate"}));
   EXPECT_TRUE(throws_error([] { parse(R"(["\u12"])"); }, {"4 hex digits after \\u"}));
@@ -99,7 +101,8 @@ TEST(Json, NumbersKeepIntegersExact) {
 
 TEST(Json, SyntaxErrorsSayWhatWasExpectedWhere) {
   EXPECT_TRUE(throws_error([] { parse(R"({"a" 1})"); }, {"t.json:1:6", "':' after a key", "got '1'"}));
-  EXPECT_TRUE(throws_error([] { parse(R"({"a": 1 "b": 2})"); }, {"t.json:1:9", "',' or '}' after a value", "got '\"'"}));
+  EXPECT_TRUE(
+      throws_error([] { parse(R"({"a": 1 "b": 2})"); }, {"t.json:1:9", "',' or '}' after a value", "got '\"'"}));
   EXPECT_TRUE(throws_error([] { parse("[1 2]"); }, {"t.json:1:4", "',' or ']' after an array element"}));
   EXPECT_TRUE(throws_error([] { parse("{1: 2}"); }, {"t.json:1:2", "'\"' starting a string"}));
   EXPECT_TRUE(throws_error([] { parse("[1,\n  ]"); }, {"t.json:2:3", "a JSON value", "got ']'"}));
@@ -115,7 +118,8 @@ TEST(Json, SyntaxErrorsSayWhatWasExpectedWhere) {
                            {"enc.json:1:7", "an integer that fits in 64 bits"}));
   EXPECT_TRUE(throws_error([] { parse_json_int_object(R"({"a": 1} 2)", "enc.json", "tokenizer"); },
                            {"enc.json:1:10", "end of file after the object"}));
-  EXPECT_TRUE(throws_error([] { parse_json_int_object("7", "enc.json", "tokenizer"); }, {"enc.json:1:1", "'{' starting the object"}));
+  EXPECT_TRUE(throws_error([] { parse_json_int_object("7", "enc.json", "tokenizer"); },
+                           {"enc.json:1:1", "'{' starting the object"}));
 }
 
 TEST(Json, FindLooksUpSmallAndLargeObjects) {

@@ -42,8 +42,7 @@ TEST(LlamaFlops, CountsEachMatmulOfTheStep) {
   EXPECT_DOUBLE_EQ(expected, 17971200.0);
 
   // The matmul weights are the parameters minus the embedding and the RMSNorm weights.
-  const double matmul_params =
-      static_cast<double>(c.parameter_count()) - 100.0 * 64 - (2.0 * c.n_layer + 1) * c.n_embd;
+  const double matmul_params = static_cast<double>(c.parameter_count()) - 100.0 * 64 - (2.0 * c.n_layer + 1) * c.n_embd;
   EXPECT_DOUBLE_EQ(c.flops_per_step(1, 1), 6.0 * matmul_params + 6.0 * c.n_layer * c.n_embd);
 
   // GQA: each kv head fewer removes one (HS x C) slice of wk and of wv in every layer.
@@ -100,9 +99,9 @@ TEST(LlamaBenchCli, ReportsStepSpeedMfuAndProfile) {
       dir, {"bench", "--model", "llama-tiny", "--vocab-size", "512", "--batch-size", "2", "--seq-len", "16",
             "--threads", "1", "--warmup", "1", "--steps", "2", "--profile-steps", "1", "--peak-seconds", "0.1"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  for (const char* want : {"llmcc bench: llama-tiny (Llama L4 H4/2 C128", "ms/step: median", "tokens/s:",
-                           "MFU", "peak RSS:", "per-op profile", "linear_nobias", "rope", "rmsnorm", "silu",
-                           "adamw.step", "result: impl=llmcc model=llama-tiny B=2 T=16 threads=1"}) {
+  for (const char* want : {"llmcc bench: llama-tiny (Llama L4 H4/2 C128", "ms/step: median", "tokens/s:", "MFU",
+                           "peak RSS:", "per-op profile", "linear_nobias", "rope", "rmsnorm", "silu", "adamw.step",
+                           "result: impl=llmcc model=llama-tiny B=2 T=16 threads=1"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in\n" << r.out;
   }
   // GFLOP/s times the median step is LlamaConfig::flops_per_step.

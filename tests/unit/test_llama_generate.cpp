@@ -97,8 +97,7 @@ std::vector<float> full_forward_last(const llmcc::nn::Llama& m, const std::vecto
 }
 
 // |got - ref| <= 1e-5 * max|ref| + 1e-5 * |ref| (the brief's ~1e-5 relative).
-::testing::AssertionResult close_to_forward(const std::string& what, const Tensor& got,
-                                            const std::vector<float>& ref) {
+::testing::AssertionResult close_to_forward(const std::string& what, const Tensor& got, const std::vector<float>& ref) {
   double max_ref = 0;
   for (float r : ref) max_ref = std::max(max_ref, std::fabs(double(r)));
   EXPECT_EQ(static_cast<std::size_t>(got.numel()), ref.size());
@@ -124,17 +123,15 @@ TEST(KvAttention, GroupedQueryMatchesFusedAttentionLastRow) {
       SCOPED_TRACE("NKV=" + std::to_string(NKV) + " n=" + std::to_string(n));
       llmcc::Arena arena(1 << 20);
       llmcc::ArenaScope scope(arena);
-      const Tensor q =
-          llmcc::test::tensor_from(arena, {1, n, Cq}, llmcc::test::random_vector<float>(n * Cq, 1, -2, 2));
+      const Tensor q = llmcc::test::tensor_from(arena, {1, n, Cq}, llmcc::test::random_vector<float>(n * Cq, 1, -2, 2));
       const Tensor k =
           llmcc::test::tensor_from(arena, {1, n, Ckv}, llmcc::test::random_vector<float>(n * Ckv, 2, -2, 2));
-      const Tensor v =
-          llmcc::test::tensor_from(arena, {1, n, Ckv}, llmcc::test::random_vector<float>(n * Ckv, 3));
+      const Tensor v = llmcc::test::tensor_from(arena, {1, n, Ckv}, llmcc::test::random_vector<float>(n * Ckv, 3));
       const Tensor ref = llmcc::attention(q, k, v, NH, NKV);  // (1, n, NH * HS)
       std::vector<float> out(Cq), scores(NH * n);
       llmcc::test::for_each_thread_count([&](int) {
-        llmcc::nn::attention_single_query(out.data(), q.f32() + (n - 1) * Cq, k.f32(), v.f32(), n, NH, NKV,
-                                          HS, Ckv, scores.data());
+        llmcc::nn::attention_single_query(out.data(), q.f32() + (n - 1) * Cq, k.f32(), v.f32(), n, NH, NKV, HS, Ckv,
+                                          scores.data());
         EXPECT_TRUE(llmcc::test::all_close("out", out.data(), ref.f32() + (n - 1) * Cq, Cq, 1e-6, 1e-5));
       });
     }
@@ -199,8 +196,7 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
         std::vector<std::int32_t> seen;
         const auto cached = llmcc::nn::llama_sample(w.model, prompts[p], 2 * maxT, cfg, cached_rng,
                                                     [&](std::int32_t id) { seen.push_back(id); });
-        const auto uncached =
-            llmcc::nn::llama_sample_uncached(w.model, prompts[p], 2 * maxT, cfg, uncached_rng);
+        const auto uncached = llmcc::nn::llama_sample_uncached(w.model, prompts[p], 2 * maxT, cfg, uncached_rng);
         ASSERT_EQ(cached.size(), std::size_t(2 * maxT));
         EXPECT_EQ(cached, uncached);
         EXPECT_EQ(seen, cached);
@@ -210,8 +206,7 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
   });
   // Top-k draws depend on the seed (the test would pass trivially if they did not).
   Rng a(1), b(2);
-  EXPECT_NE(llmcc::nn::llama_sample(w.model, {3}, 20, top_k, a),
-            llmcc::nn::llama_sample(w.model, {3}, 20, top_k, b));
+  EXPECT_NE(llmcc::nn::llama_sample(w.model, {3}, 20, top_k, a), llmcc::nn::llama_sample(w.model, {3}, 20, top_k, b));
 }
 
 TEST(LlamaGenerate, StopsAtTheContextLimit) {
@@ -240,8 +235,7 @@ TEST(LlamaGenerate, SlidingWindowEqualsForwardOverTheLastMaxTTokens) {
     const Tensor logits = gen.step(seq[t]);
     const std::vector<std::int32_t> window(seq.begin() + (t + 1 - maxT), seq.begin() + t + 1);
     EXPECT_EQ(gen.tokens(), window);
-    EXPECT_TRUE(
-        close_to_forward("slide at " + std::to_string(t), logits, full_forward_last(w.model, window)));
+    EXPECT_TRUE(close_to_forward("slide at " + std::to_string(t), logits, full_forward_last(w.model, window)));
   }
   EXPECT_EQ(gen.slides(), 3);
 }
@@ -263,8 +257,7 @@ TEST(LlamaGenerate, StopsAtEndOfTextAndStartsFromIt) {
   EXPECT_EQ(llmcc::nn::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
   sc.document_start = -1;
   sc.stop_at_eot = false;
-  EXPECT_EQ(llmcc::nn::llama_sample(w.model, {}, 4, sc, rng),
-            llmcc::nn::llama_sample(w.model, {sc.eot}, 4, sc, rng));
+  EXPECT_EQ(llmcc::nn::llama_sample(w.model, {}, 4, sc, rng), llmcc::nn::llama_sample(w.model, {sc.eot}, 4, sc, rng));
 }
 
 TEST(LlamaGenerate, BadInputIsAClearError) {
@@ -273,11 +266,7 @@ TEST(LlamaGenerate, BadInputIsAClearError) {
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>(17, 1)); },
                                         {"llama generate", "17 tokens", "context of 16"}));
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{}); }, {"empty"}));
-  EXPECT_TRUE(llmcc::test::throws_error(
-      [&] {
-        gen.prefill(std::vector<std::int32_t>{1, 37});
-      },
-      {"37", "[0, 37)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{1, 37}); }, {"37", "[0, 37)"}));
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{-1}); }, {"-1"}));
   gen.prefill(std::vector<std::int32_t>{1});
   EXPECT_TRUE(llmcc::test::throws_error([&] { gen.step(100); }, {"100", "vocabulary"}));
@@ -286,11 +275,10 @@ TEST(LlamaGenerate, BadInputIsAClearError) {
   // A bad id anywhere in a long prompt, even in the part cropped away, and with 0 new tokens.
   std::vector<std::int32_t> long_prompt(20, 2);
   long_prompt[0] = 99;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, long_prompt, 0, sc, rng); },
-                                        {"99", "[0, 37)"}));
-  sc.top_k = -2;
   EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {1}, 3, sc, rng); }, {"top_k"}));
+      llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, long_prompt, 0, sc, rng); }, {"99", "[0, 37)"}));
+  sc.top_k = -2;
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {1}, 3, sc, rng); }, {"top_k"}));
   llmcc::nn::Llama unbound(small_config());
   EXPECT_TRUE(llmcc::test::throws_error([&] { LlamaGenerator g(unbound); }, {"no weights bound"}));
 }

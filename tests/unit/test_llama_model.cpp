@@ -97,12 +97,10 @@ TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
 }
 
 TEST(LlamaModel, PresetsAndValidation) {
-  EXPECT_TRUE(
-      llmcc::test::throws_error([] { llmcc::nn::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
+  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::nn::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
   LlamaConfig bad = small_config();
   bad.n_kv_head = 3;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); },
-                                        {"n_kv_head (3)", "divisor of n_head (4)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"n_kv_head (3)", "divisor of n_head (4)"}));
   bad = small_config();
   bad.n_embd = 12;  // head size 3: RoPE needs pairs
   EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"head size", "even"}));
@@ -125,11 +123,10 @@ TEST(LlamaModel, ConfigRoundTripsThroughKeyValues) {
   EXPECT_EQ(back.rope_scaling, c.rope_scaling);
   EXPECT_EQ(llmcc::cli::model_config_from_kv(kv, "test").family, llmcc::cli::Family::Llama);
   kv.erase("model.n_kv_head");
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); },
-                                        {"f.bin", "model.n_kv_head"}));
-  kv["model.family"] = "gpt2";
   EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
+      llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"f.bin", "model.n_kv_head"}));
+  kv["model.family"] = "gpt2";
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
 }
 
 TEST(LlamaModel, InitialisationFollowsLlama2c) {
@@ -167,8 +164,7 @@ TEST(LlamaModel, LossAtInitialisationIsLogVocab) {
   const auto idx = random_ids(B * T, c.vocab_size, 1), tgt = random_ids(B * T, c.vocab_size, 2);
   llmcc::Arena arena(256 << 20);
   llmcc::ArenaScope scope(arena);
-  const float loss =
-      llmcc::nn::llama_loss(w.model, llmcc::Tokens(idx.data(), B, T), llmcc::Tokens(tgt.data(), B, T));
+  const float loss = llmcc::nn::llama_loss(w.model, llmcc::Tokens(idx.data(), B, T), llmcc::Tokens(tgt.data(), B, T));
   EXPECT_NEAR(loss, std::log(32000.0), 0.05);
 }
 
@@ -249,8 +245,8 @@ TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
       ++checked;
     }
   }
-  std::printf("llama finite differences: %zu elements of %zu tensors, worst |adgen - fd| / max|fd| = %.2e\n",
-              checked, w.params.count(), worst);
+  std::printf("llama finite differences: %zu elements of %zu tensors, worst |adgen - fd| / max|fd| = %.2e\n", checked,
+              w.params.count(), worst);
   EXPECT_GT(checked, 150u);
 }
 
@@ -279,8 +275,8 @@ TEST(LlamaModel, SamplerDrawsFromTheLastRow) {
     ASSERT_EQ(id, best);
     seq.push_back(id);
   }
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {40}, 1, cfg, rng); },
-                                        {"40", "[0, 37)"}));
+  EXPECT_TRUE(
+      llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {40}, 1, cfg, rng); }, {"40", "[0, 37)"}));
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ long allocations_in_next_4_steps(llmcc::cli::BenchStep& bench, bool print = true
 
 TEST(NoAllocSteadyState, CountingSeesAllocations) {
 #ifdef LLMCC_TEST_UNDER_ASAN
-  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+  GTEST_SKIP()
+      << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
 #endif
   // The hooks are live: an allocation through new, malloc and aligned_alloc is each counted once.
   g_allocations = 0;
@@ -249,9 +250,15 @@ BySource by_source() {
   const int traced = std::min(g_trace_count.load(), kTraces);
   for (int i = 0; i < traced; ++i) {
     switch (source(g_traces[i])) {
-      case Source::Ours: ++c.ours; break;
-      case Source::GemmLibrary: ++c.gemm; break;
-      case Source::OpenMPTeam: ++c.openmp; break;
+      case Source::Ours:
+        ++c.ours;
+        break;
+      case Source::GemmLibrary:
+        ++c.gemm;
+        break;
+      case Source::OpenMPTeam:
+        ++c.openmp;
+        break;
     }
   }
   c.ours += g_allocations.load() - traced;
@@ -264,7 +271,8 @@ BySource by_source() {
 // a team for it).
 TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpenMP) {
 #ifdef LLMCC_TEST_UNDER_ASAN
-  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+  GTEST_SKIP()
+      << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
 #endif
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
@@ -272,9 +280,10 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
     llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
     allocations_in_next_4_steps(bench, /*print=*/false);
     const BySource c = by_source();
-    std::printf("%d thread(s), steps 2..5: %ld allocations of our own, %ld in the GEMM library, "
-                "%ld libgomp teams\n",
-                threads, c.ours, c.gemm, c.openmp);
+    std::printf(
+        "%d thread(s), steps 2..5: %ld allocations of our own, %ld in the GEMM library, "
+        "%ld libgomp teams\n",
+        threads, c.ours, c.gemm, c.openmp);
     if (c.ours != 0) {
       const Source ours = Source::Ours;
       print_traces(&ours);
@@ -312,7 +321,8 @@ void expect_steps_allocate_nothing(const Config& config) {
 
 TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
 #ifdef LLMCC_TEST_UNDER_ASAN
-  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+  GTEST_SKIP()
+      << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
 #endif
   if (!llmcc::cpu::gemm_is_allocation_free())
     GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
@@ -323,7 +333,8 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
 
 TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
 #ifdef LLMCC_TEST_UNDER_ASAN
-  GTEST_SKIP() << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+  GTEST_SKIP()
+      << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
 #endif
   // The profiler links a site into its list on first use without allocating: profiled steps
   // allocate exactly as often as unprofiled ones.

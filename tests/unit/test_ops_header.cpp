@@ -24,8 +24,9 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(static_cast<void (*)(const Tensor&, int, const RopeConfig&, int, const Tensor&, const Tensor&, Tensor*)>(
                 &rope_pullback),
             nullptr);
-  EXPECT_NE(static_cast<void (*)(const Tensor&, int, float, int, const Tensor&, const Tensor&, Tensor*)>(&rope_pullback),
-            nullptr);
+  EXPECT_NE(
+      static_cast<void (*)(const Tensor&, int, float, int, const Tensor&, const Tensor&, Tensor*)>(&rope_pullback),
+      nullptr);
   EXPECT_NE(&scale_pullback, nullptr);
   EXPECT_NE(&silu_pullback, nullptr);
   EXPECT_NE(&view_pullback, nullptr);

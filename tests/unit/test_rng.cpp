@@ -42,7 +42,7 @@ TEST(Rng, UniformBelowAndNormalHaveTheirDistributions) {
   std::vector<int> counts(10, 0);
   for (int i = 0; i < N; ++i) counts[r.below(10)]++;
   for (int c : counts) EXPECT_NEAR(c, N / 10, 600);  // ~4.5 sigma
-  std::vector<float> x(N + 1);  // odd length: exercises the tail
+  std::vector<float> x(N + 1);                       // odd length: exercises the tail
   r.fill_normal(x.data(), x.size(), 1.0f, 2.0f);
   for (float v : x) {
     sum += v;

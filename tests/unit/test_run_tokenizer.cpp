@@ -26,9 +26,7 @@ namespace fs = std::filesystem;
 using llmcc::test::TempDir;
 using llmcc::test::throws_error;
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // A 400-token BPE model trained on a slice of Tiny Shakespeare (empty string: not found).
 std::string train_small(const TempDir& dir, const std::string& prefix, int vocab = 400) {
@@ -42,8 +40,8 @@ std::string train_small(const TempDir& dir, const std::string& prefix, int vocab
   return llmcc::train_sp_tokenizer(o);
 }
 
-#define TRAIN_OR_SKIP(var, dir, prefix)             \
-  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");  \
+#define TRAIN_OR_SKIP(var, dir, prefix)            \
+  LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt"); \
   const std::string var = train_small(dir, prefix)
 
 TEST(RunTokenizer, SentencePiecePromptsStartWithBos) {
@@ -99,8 +97,7 @@ TEST(RunTokenizer, DecodeStreamSpellsTokensAsTheWholeSequence) {
   streamed += stream.finish();
   EXPECT_EQ(streamed, continuation);
   // Token by token, a lone piece loses its leading space: the stream does not.
-  EXPECT_NE(tok->decode(std::vector<std::int32_t>{fresh.front()}),
-            tok->decode(std::vector<std::int32_t>{}) + " What");
+  EXPECT_NE(tok->decode(std::vector<std::int32_t>{fresh.front()}), tok->decode(std::vector<std::int32_t>{}) + " What");
 }
 
 // llmcc prepare encodes each document on its own and puts bos before it: decoding a model's
@@ -160,21 +157,18 @@ TEST(RunTokenizer, BadRecordsAndMixedDataAreErrors) {
   llmcc::cli::write_data_tokenizer(dir.path / "db", *b);
   EXPECT_TRUE(throws_error(
       [&] { llmcc::cli::data_tokenizer({dir.file("da/train_000000.bin"), dir.file("db/val_000000.bin")}); },
-      {"[tokenizer]", "different tokenizers", "da/tokenizer.txt", "db/tokenizer.txt", "(400 tokens)",
-       "(420 tokens)"}));
+      {"[tokenizer]", "different tokenizers", "da/tokenizer.txt", "db/tokenizer.txt", "(400 tokens)", "(420 tokens)"}));
 
   // The model next to the record was replaced by another one.
   fs::copy_file(model_b, dir.path / "da" / "tokenizer.model", fs::copy_options::overwrite_existing);
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "da"); },
-                   {"[tokenizer]", "da/tokenizer.txt", "records a 400-token tokenizer", "420 tokens"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "da"); },
+                           {"[tokenizer]", "da/tokenizer.txt", "records a 400-token tokenizer", "420 tokens"}));
   write_file(dir.file("db/tokenizer.txt"), "kind=sentencepiece\n");
   EXPECT_TRUE(throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "db"); },
                            {"[tokenizer]", "db/tokenizer.txt", "no 'spec'"}));
   write_file(dir.file("db/tokenizer.txt"), "spec=sp:gone.model\n");
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "db"); },
-                   {"[tokenizer]", "db/tokenizer.txt", "'sp:gone.model'", "does not load", "no such file"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::read_data_tokenizer(dir.path / "db"); },
+                           {"[tokenizer]", "db/tokenizer.txt", "'sp:gone.model'", "does not load", "no such file"}));
 }
 
 // A checkpoint carries the SentencePiece model's bytes (section file.tokenizer.model) and the
@@ -205,10 +199,9 @@ TEST(RunTokenizer, CheckpointCarriesTheTokenizer) {
 
   // The vocabulary must be the model's, with both sizes and the source named.
   EXPECT_NO_THROW(llmcc::cli::check_tokenizer_fits(*back, 400, "the model", "llmcc generate"));
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::cli::check_tokenizer_fits(*back, 512, "the model", "llmcc generate"); },
-                   {"[llmcc generate]", "has 400 tokens but the model has a vocabulary of 512",
-                    "would not decode", ckpt.c_str()}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::cli::check_tokenizer_fits(*back, 512, "the model", "llmcc generate"); },
+      {"[llmcc generate]", "has 400 tokens but the model has a vocabulary of 512", "would not decode", ckpt.c_str()}));
   EXPECT_TRUE(throws_error([&] { llmcc::cli::check_tokenizer_fits(*back, 256, "the model", "llmcc train"); },
                            {"[llmcc train]", "outside the model's"}));
 

@@ -25,8 +25,8 @@ using llmcc::test::throws_error;
 
 // A safetensors file from a raw header text and raw data bytes (no validation: tests build broken
 // files with it).
-std::string write_raw(const TempDir& dir, const std::string& name, const std::string& header,
-                      const std::string& data, std::uint64_t header_len_override = 0) {
+std::string write_raw(const TempDir& dir, const std::string& name, const std::string& header, const std::string& data,
+                      std::uint64_t header_len_override = 0) {
   const std::string path = dir.file(name);
   std::ofstream out(path, std::ios::binary);
   const std::uint64_t n = header_len_override ? header_len_override : header.size();
@@ -48,12 +48,12 @@ TEST(Safetensors, WriteReadRoundTripIsBitIdentical) {
   const std::vector<float> b = llmcc::test::random_vector<float>(7, 2);
   const float scalar = 42.5f;
   const std::string path = dir.file("m.safetensors");
-  llmcc::write_safetensors(path,
-                           {llmcc::safetensors_tensor("layer.a", {3, 5}, a.data()),
-                            llmcc::safetensors_tensor("b \"quoted\" \\ name", {7}, b.data()),
-                            llmcc::safetensors_tensor("empty", {0, 4}, nullptr),
-                            llmcc::safetensors_tensor("scalar", {}, &scalar)},
-                           {{"format", "pt"}, {"note", "line\nbreak"}});
+  llmcc::write_safetensors(
+      path,
+      {llmcc::safetensors_tensor("layer.a", {3, 5}, a.data()),
+       llmcc::safetensors_tensor("b \"quoted\" \\ name", {7}, b.data()),
+       llmcc::safetensors_tensor("empty", {0, 4}, nullptr), llmcc::safetensors_tensor("scalar", {}, &scalar)},
+      {{"format", "pt"}, {"note", "line\nbreak"}});
   const SafetensorsReader r(path);
   ASSERT_EQ(r.tensors().size(), 4u);
   EXPECT_EQ(r.tensors()[0].name, "layer.a");
@@ -83,11 +83,15 @@ TEST(Safetensors, WriteReadRoundTripIsBitIdentical) {
 TEST(Safetensors, WriterRejectsBadNames) {
   TempDir dir;
   const float x = 1.0f;
-  EXPECT_TRUE(throws_error([&] {
-    llmcc::write_safetensors(dir.file("a"), {llmcc::safetensors_tensor("t", {1}, &x), llmcc::safetensors_tensor("t", {1}, &x)});
-  }, {"[safetensors]", "tensor 't' given twice"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::write_safetensors(dir.file("a"), {llmcc::safetensors_tensor("__metadata__", {1}, &x)}); },
-                           {"invalid tensor name '__metadata__'"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        llmcc::write_safetensors(dir.file("a"),
+                                 {llmcc::safetensors_tensor("t", {1}, &x), llmcc::safetensors_tensor("t", {1}, &x)});
+      },
+      {"[safetensors]", "tensor 't' given twice"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::write_safetensors(dir.file("a"), {llmcc::safetensors_tensor("__metadata__", {1}, &x)}); },
+      {"invalid tensor name '__metadata__'"}));
 }
 
 TEST(Safetensors, F16ConversionIsExactForEveryValue) {
@@ -107,7 +111,7 @@ TEST(Safetensors, F16ConversionIsExactForEveryValue) {
   EXPECT_EQ(llmcc::f16_to_f32(0x3C00), 1.0f);
   EXPECT_EQ(llmcc::f16_to_f32(0xC000), -2.0f);
   EXPECT_EQ(llmcc::f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(llmcc::f16_to_f32(0x7BFF), 65504.0f);                // largest finite
+  EXPECT_EQ(llmcc::f16_to_f32(0x7BFF), 65504.0f);               // largest finite
 }
 
 TEST(Safetensors, Bf16ConversionIsExact) {
@@ -172,25 +176,44 @@ TEST(Safetensors, MalformedFilesFailWithClearErrors) {
       {"duplicate tensor", "{" + w8 + "," + w8 + "}", 8, {"appears twice"}},
       {"entry not an object", R"({"w":[0,8]})", 8, {"tensor 'w'", "is an array, expected an object"}},
       {"no dtype", R"({"w":{"shape":[2],"data_offsets":[0,8]}})", 8, {"tensor 'w'", "no string 'dtype'"}},
-      {"unknown dtype", R"({"w":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})", 8, {"unknown dtype 'F12'", "BF16"}},
+      {"unknown dtype",
+       R"({"w":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})",
+       8,
+       {"unknown dtype 'F12'", "BF16"}},
       {"unknown key", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8, {"unexpected key 'x'"}},
       {"negative dim", R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8, {"not a non-negative integer"}},
       {"float dim", R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8, {"not a non-negative integer"}},
-      {"offsets not a pair", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8]}})", 8, {"'data_offsets' must be [begin, end]"}},
+      {"offsets not a pair",
+       R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8]}})",
+       8,
+       {"'data_offsets' must be [begin, end]"}},
       {"offsets reversed", R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8, {"end before they begin"}},
-      {"offsets past data", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8,
+      {"offsets past data",
+       R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+       8,
        {"tensor 'w'", "run past the data section (8 bytes)"}},
-      {"size mismatch", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
+      {"size mismatch",
+       R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+       8,
        {"tensor 'w'", "hold 8 bytes, but F32 (3) needs 12"}},
-      {"huge shape", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8,
+      {"huge shape",
+       R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+       8,
        {"needs more than 2^64"}},
-      {"overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-       12, {"tensor 'b'", "overlap tensor 'a' [0, 8)"}},
-      {"hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-       12, {"data bytes [4, 8) belong to no tensor", "before tensor 'b'"}},
+      {"overlap",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+       12,
+       {"tensor 'b'", "overlap tensor 'a' [0, 8)"}},
+      {"hole",
+       R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+       12,
+       {"data bytes [4, 8) belong to no tensor", "before tensor 'b'"}},
       {"trailing bytes", "{" + w8 + "}", 12, {"data bytes [8, 12) after the last tensor", "4 bytes too many"}},
       {"metadata not strings", R"({"__metadata__":{"format":1},)" + w8 + "}", 8, {"__metadata__ 'format' is a number"}},
-      {"metadata not object", R"({"__metadata__":"pt",)" + w8 + "}", 8, {"__metadata__ is a string, expected an object"}},
+      {"metadata not object",
+       R"({"__metadata__":"pt",)" + w8 + "}",
+       8,
+       {"__metadata__ is a string, expected an object"}},
   };
   for (const Broken& c : cases) {
     SCOPED_TRACE(c.what);
@@ -210,7 +233,8 @@ TEST(Safetensors, TruncatedAndMissingFiles) {
   const std::string past = write_raw(dir, "past.safetensors", "{}", "", 1000);
   EXPECT_TRUE(throws_error([&] { SafetensorsReader r(past); },
                            {"past.safetensors", "header length 1000 runs past the end of the file (10 bytes)"}));
-  EXPECT_TRUE(throws_error([&] { SafetensorsReader r(dir.file("nope.safetensors")); }, {"nope.safetensors", "cannot open"}));
+  EXPECT_TRUE(
+      throws_error([&] { SafetensorsReader r(dir.file("nope.safetensors")); }, {"nope.safetensors", "cannot open"}));
   // A file cut short inside the tensor data: the last tensor's offsets run past the end.
   const std::vector<float> v(4, 1.0f);
   const std::string path = dir.file("cut.safetensors");
@@ -276,7 +300,8 @@ TEST(Safetensors, HundredThousandTensorsAreAllFoundByName) {
 
 TEST(Json, ParsesValuesAndRejectsBadInput) {
   const llmcc::JsonValue v = llmcc::parse_json(
-      R"( {"a": [1, -2.5e3, true, false, null, "x\u00e9"], "b": {"c": 9007199254740993}, "d": 1e-05} )", "t.json", "test");
+      R"( {"a": [1, -2.5e3, true, false, null, "x\u00e9"], "b": {"c": 9007199254740993}, "d": 1e-05} )", "t.json",
+      "test");
   ASSERT_EQ(v.kind, llmcc::JsonValue::Kind::Object);
   const llmcc::JsonValue* a = v.find("a");
   ASSERT_NE(a, nullptr);
@@ -290,7 +315,8 @@ TEST(Json, ParsesValuesAndRejectsBadInput) {
   EXPECT_EQ(v.find("b")->find("c")->integer, 9007199254740993);  // exact beyond 2^53
   EXPECT_EQ(v.find("d")->number, 1e-5);
   EXPECT_EQ(v.find("zz"), nullptr);
-  EXPECT_TRUE(throws_error([] { llmcc::parse_json("{\"a\": 01}", "t.json", "test"); }, {"[test]", "t.json:1:8", "leading zero"}));
+  EXPECT_TRUE(throws_error([] { llmcc::parse_json("{\"a\": 01}", "t.json", "test"); },
+                           {"[test]", "t.json:1:8", "leading zero"}));
   EXPECT_TRUE(throws_error([] { llmcc::parse_json("[1,]", "t.json", "test"); }, {"a JSON value"}));
   EXPECT_TRUE(throws_error([] { llmcc::parse_json("{} x", "t.json", "test"); }, {"end of file after the JSON value"}));
   EXPECT_TRUE(throws_error([] { llmcc::parse_json("tru", "t.json", "test"); }, {"a JSON value"}));

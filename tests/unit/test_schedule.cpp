@@ -34,8 +34,7 @@ TEST(LrSchedule, EdgeCasesAndValidation) {
   EXPECT_FLOAT_EQ(only_warmup.lr(2), 0.75f);
   EXPECT_FLOAT_EQ(only_warmup.lr(3), 0.5f);
   const LrSchedule bad{.max_lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .max_steps = 5};
-  EXPECT_TRUE(test::throws_error([&] { (void)bad.lr(0); },
-                                 {"[schedule]", "warmup_steps=10 max_steps=5"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)bad.lr(0); }, {"[schedule]", "warmup_steps=10 max_steps=5"}));
   const LrSchedule negative{.max_lr = -1.0, .min_lr = 0.1, .warmup_steps = 0, .max_steps = 5};
   EXPECT_TRUE(test::throws_error([&] { negative.validate(); }, {"[schedule]", "max_lr=-1"}));
 }

@@ -110,8 +110,8 @@ TEST(SpTokenizer, TrainsDeterministicallyAndRoundTripsExactly) {
 // Lines of words drawn from a small list with a fixed generator: a corpus that needs no data
 // files, so the byte-level tests below always run.
 std::string synthetic_corpus(std::size_t bytes) {
-  static const char* const kWords[] = {"the", "king", "queen", "of", "and", "to", "my", "lord", "speak", "hear",
-                                       "me", "good", "night", "sweet", "prince", "what", "is", "this", "a", "day"};
+  static const char* const kWords[] = {"the", "king", "queen", "of",    "and",    "to",   "my", "lord", "speak", "hear",
+                                       "me",  "good", "night", "sweet", "prince", "what", "is", "this", "a",     "day"};
   std::mt19937 rng(7);
   std::string text;
   while (text.size() < bytes) {
@@ -150,15 +150,15 @@ TEST(SpTokenizer, EveryByteStringRoundTripsWithByteFallback) {
   TempDir dir;
   const SpTokenizer tok = SpTokenizer::load(train_synthetic(dir));
   const std::vector<std::string> cases = {
-      "\xff\xfe",                            // never UTF-8
-      "a\x80z",                               // a lone continuation byte
-      "x\xe6\xbcy",                           // a 3-byte sequence cut short
-      "end \xe6\xbc",                          // ... at the end of the text
-      std::string("n\0ul", 4),               // NUL
-      "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80",  // overlong, surrogate, past U+10FFFF
-      "\xef\xbf\xbd",                          // U+FFFD itself
-      "\xe2\x96\x81king \xe2\x96\x81\xe2\x96\x81",   // U+2581, SentencePiece's space symbol
-      "\xff the king",                         // a byte token before a piece with a space
+      "\xff\xfe",                                   // never UTF-8
+      "a\x80z",                                     // a lone continuation byte
+      "x\xe6\xbcy",                                 // a 3-byte sequence cut short
+      "end \xe6\xbc",                               // ... at the end of the text
+      std::string("n\0ul", 4),                      // NUL
+      "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80",     // overlong, surrogate, past U+10FFFF
+      "\xef\xbf\xbd",                               // U+FFFD itself
+      "\xe2\x96\x81king \xe2\x96\x81\xe2\x96\x81",  // U+2581, SentencePiece's space symbol
+      "\xff the king",                              // a byte token before a piece with a space
       "  two  spaces \xff\n\n",
   };
   for (const std::string& s : cases) {
@@ -180,10 +180,17 @@ TEST(SpTokenizer, EveryByteStringRoundTripsWithByteFallback) {
     std::string s;
     for (std::size_t i = 0, n = rng() % 12; i < n; ++i) {
       switch (rng() % 4) {
-        case 0: s += static_cast<char>(rng() % 256); break;
-        case 1: s += ' '; break;
-        case 2: s += "\xe2\x96\x81"[rng() % 3]; break;
-        default: s += " the king\n"[rng() % 10];
+        case 0:
+          s += static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          s += ' ';
+          break;
+        case 2:
+          s += "\xe2\x96\x81"[rng() % 3];
+          break;
+        default:
+          s += " the king\n"[rng() % 10];
       }
     }
     const std::string back = tok.decode(tok.encode(s));
@@ -204,7 +211,8 @@ TEST(SpTokenizer, EveryByteStringRoundTripsWithByteFallback) {
 TEST(SpTokenizer, EncodeAndDecodeAreSentencePiecesOwnOnTextItKeeps) {
   TempDir dir;
   const std::string model = shakespeare_slice().empty() ? train_synthetic(dir) : train_small(dir);
-  const std::string text = shakespeare_slice().empty() ? synthetic_corpus(20'000) : shakespeare_slice().substr(0, 20'000);
+  const std::string text =
+      shakespeare_slice().empty() ? synthetic_corpus(20'000) : shakespeare_slice().substr(0, 20'000);
   const SpTokenizer tok = SpTokenizer::load(model);
   sentencepiece::SentencePieceProcessor sp;
   ASSERT_TRUE(sp.Load(model).ok());
@@ -248,9 +256,12 @@ TEST(SpTokenizer, OtherModelsKeepWhatSentencePieceKeeps) {
   // SentencePiece's default normalisation (nmt_nfkc) and whitespace removal, as spm_train writes
   // them: text comes back normalised ("\xef\xbd\x86" FULLWIDTH f is f, runs of spaces are one,
   // leading and trailing spaces are dropped); bytes that are not UTF-8 still come back.
-  const std::unordered_map<std::string, std::string> args = {
-      {"input", dir.file("synthetic.txt")}, {"model_prefix", dir.file("nfkc")}, {"vocab_size", "300"},
-      {"byte_fallback", "true"},           {"minloglevel", "2"},               {"num_threads", "1"}};
+  const std::unordered_map<std::string, std::string> args = {{"input", dir.file("synthetic.txt")},
+                                                             {"model_prefix", dir.file("nfkc")},
+                                                             {"vocab_size", "300"},
+                                                             {"byte_fallback", "true"},
+                                                             {"minloglevel", "2"},
+                                                             {"num_threads", "1"}};
   ASSERT_TRUE(sentencepiece::SentencePieceTrainer::Train(args).ok());
   const SpTokenizer nfkc = SpTokenizer::load(dir.file("nfkc.model"));
   EXPECT_EQ(nfkc.decode(nfkc.encode("  the \xef\xbd\x8bing   said \xff ")), "the king said \xff");
@@ -340,8 +351,8 @@ TEST(SpTokenizerCli, TrainTokenizerPrepareAndTokenize) {
   write_file(dir.file("a.txt"), doc1);
   write_file(dir.file("b.txt"), doc2);
 
-  auto r = llmcc::test::run_llmcc(
-      dir, {"train-tokenizer", "--input", dir.file("a.txt"), dir.file("b.txt"), "--vocab-size", "400", "--out", dir.file("sp/tok")});
+  auto r = llmcc::test::run_llmcc(dir, {"train-tokenizer", "--input", dir.file("a.txt"), dir.file("b.txt"),
+                                        "--vocab-size", "400", "--out", dir.file("sp/tok")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("400 tokens, bos 1, eos 2"), std::string::npos) << r.out;
   const std::string model = dir.file("sp/tok.model");
@@ -390,8 +401,8 @@ TEST(SpTokenizerCli, TrainTokenizerPrepareAndTokenize) {
   r = llmcc::test::run_llmcc(dir, {"tokenize", "--tokenizer", model, "--text", "x"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("sp:" + model), std::string::npos) << r.err;
-  r = llmcc::test::run_llmcc(dir, {"train-tokenizer", "--input", dir.file("a.txt"), "--vocab-size", "100", "--out",
-                                   dir.file("x")});
+  r = llmcc::test::run_llmcc(
+      dir, {"train-tokenizer", "--input", dir.file("a.txt"), "--vocab-size", "100", "--out", dir.file("x")});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("vocab size 100 is too small"), std::string::npos) << r.err;
 }

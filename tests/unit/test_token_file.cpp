@@ -80,8 +80,11 @@ TEST(TokenFile, BrokenFilesSayWhichFileAndWhatIsWrong) {
   const std::string p = dir.file("bad.bin");
   EXPECT_TRUE(test::throws_error([&] { TokenFile f(p); }, {"[token_file]", "bad.bin", "cannot open"}));
 
-  { std::ofstream(p, std::ios::binary) << "short"; }
-  EXPECT_TRUE(test::throws_error([&] { TokenFile f(p); }, {"bad.bin", "truncated", "1024-byte header", "only 5 bytes"}));
+  {
+    std::ofstream(p, std::ios::binary) << "short";
+  }
+  EXPECT_TRUE(
+      test::throws_error([&] { TokenFile f(p); }, {"bad.bin", "truncated", "1024-byte header", "only 5 bytes"}));
 
   write_raw(p, {12345, 1, 3}, {1, 2, 3});
   EXPECT_TRUE(test::throws_error([&] { TokenFile f(p); }, {"bad.bin", "bad magic 12345", "expected 20240520"}));

@@ -39,7 +39,8 @@ std::string read_all(const fs::path& path) {
 std::string from_hex(const std::string& hex) {
   if (hex == "-") return {};
   std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -97,7 +98,7 @@ const Gpt2Tokenizer* tokenizer_or_null() {
   return tok.get();
 }
 
-#define REQUIRE_TOKENIZER(tok)           \
+#define REQUIRE_TOKENIZER(tok)             \
   LLMCC_REQUIRE_DATA("gpt2/encoder.json"); \
   const Gpt2Tokenizer* tok = tokenizer_or_null()
 
@@ -110,7 +111,8 @@ std::string show_ids(const std::vector<int32_t>& ids) {
 // First index where two id streams differ, or -1.
 std::ptrdiff_t first_mismatch(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const std::size_t n = std::min(a.size(), b.size());
-  for (std::size_t i = 0; i < n; ++i) if (a[i] != b[i]) return static_cast<std::ptrdiff_t>(i);
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return static_cast<std::ptrdiff_t>(i);
   return a.size() == b.size() ? -1 : static_cast<std::ptrdiff_t>(n);
 }
 
@@ -122,8 +124,9 @@ TEST(Tokenizer, MatchesReferenceOnAllOfTinyShakespeare) {
   const std::string text = read_all(*input);
   ASSERT_EQ(std::to_string(text.size()), ref.fields.at("input_bytes")) << *input << " is not the reference's input";
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(fnv1a64(reinterpret_cast<const unsigned char*>(text.data()), text.size())));
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(fnv1a64(reinterpret_cast<const unsigned char*>(text.data()), text.size())));
   ASSERT_EQ(hex, ref.fields.at("input_fnv1a64")) << *input << " is not the reference's input";
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -181,8 +184,9 @@ TEST(Tokenizer, EveryByteStringRoundTrips) {
   REQUIRE_TOKENIZER(tok);
   // Invalid UTF-8 (lone continuation bytes, truncated sequences, overlong forms, surrogates) and
   // every single byte must still survive encode -> decode.
-  const std::string nasty = std::string("\xff\xfe abc \xc3 \x80\x80 \xe2\x82 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 ok") +
-                            std::string("\0mid\0", 5);
+  const std::string nasty =
+      std::string("\xff\xfe abc \xc3 \x80\x80 \xe2\x82 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 ok") +
+      std::string("\0mid\0", 5);
   EXPECT_EQ(tok->decode(tok->encode(nasty)), nasty);
   std::string all_bytes;
   for (int b = 0; b < 256; ++b) all_bytes += static_cast<char>(b);
@@ -197,7 +201,8 @@ TEST(Tokenizer, EveryByteStringRoundTrips) {
 
 TEST(Tokenizer, DecodeOfOutOfRangeIdIsAnError) {
   REQUIRE_TOKENIZER(tok);
-  EXPECT_TRUE(test::throws_error([&] { tok->decode_token(50257); }, {"[tokenizer]", "50257", "out of range", "0..50256"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { tok->decode_token(50257); }, {"[tokenizer]", "50257", "out of range", "0..50256"}));
   EXPECT_TRUE(test::throws_error([&] { tok->decode_token(-1); }, {"[tokenizer]", "-1", "out of range"}));
   const std::vector<int32_t> ids = {15496, 50300};
   EXPECT_TRUE(test::throws_error([&] { tok->decode(ids); }, {"[tokenizer]", "50300", "out of range"}));
@@ -215,11 +220,13 @@ TEST(Pretokenize, SplitsLikeGpt2sPattern) {
   EXPECT_EQ(split("abc123 45!? x"), (V{"abc", "123", " 45", "!?", " x"}));
   EXPECT_EQ(split("a\n\nb"), (V{"a", "\n", "\n", "b"}));  // \s+(?!\S) leaves the last newline
   EXPECT_EQ(split("a \n b"), (V{"a", " \n", " b"}));
-  EXPECT_EQ(split("end   "), (V{"end", "   "}));       // trailing run kept whole
-  EXPECT_EQ(split(" 'sx"), (V{" '", "sx"}));            // the space takes the punctuation run
+  EXPECT_EQ(split("end   "), (V{"end", "   "}));  // trailing run kept whole
+  EXPECT_EQ(split(" 'sx"), (V{" '", "sx"}));      // the space takes the punctuation run
   EXPECT_EQ(split("café Ωx ½3"), (V{"café", " Ωx", " ½3"}));
   EXPECT_EQ(split("e\xcc\x81"), (V{"e", "\xcc\x81"}));  // a combining mark (Mn) is not a letter
-  EXPECT_EQ(split("a\xc2\xa0" "b"), (V{"a", "\xc2\xa0", "b"}));  // NBSP is \s but not ' '
+  EXPECT_EQ(split("a\xc2\xa0"
+                  "b"),
+            (V{"a", "\xc2\xa0", "b"}));                         // NBSP is \s but not ' '
   EXPECT_EQ(gpt2::classify(0x4E2D), gpt2::CharClass::kLetter);  // 中
   EXPECT_EQ(gpt2::classify(0x0663), gpt2::CharClass::kNumber);  // Arabic-Indic 3
   EXPECT_EQ(gpt2::classify(0x2163), gpt2::CharClass::kNumber);  // Roman numeral IV (Nl)
@@ -290,14 +297,17 @@ TEST(Tokenizer, LoadsSmallFilesAndMergesByRank) {
 TEST(Tokenizer, LoadErrorsNameTheFileAndTheProblem) {
   TempFiles tmp;
   const std::string bpe = tmp.write("vocab.bpe", "#version: 0.2\na b\n");
-  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load((tmp.dir / "missing.json").string(), bpe); },
-                                 {"[tokenizer]", "cannot open encoder.json", "missing.json", "LLMCC_GPT2_TOKENIZER_DIR"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { Gpt2Tokenizer::load((tmp.dir / "missing.json").string(), bpe); },
+                         {"[tokenizer]", "cannot open encoder.json", "missing.json", "LLMCC_GPT2_TOKENIZER_DIR"}));
   const std::string broken = tmp.write("broken.json", "{\"a\": 1,");
-  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(broken, bpe); }, {"[tokenizer]", "broken.json:1:9", "expected"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { Gpt2Tokenizer::load(broken, bpe); }, {"[tokenizer]", "broken.json:1:9", "expected"}));
   const std::string no_eot = tmp.encoder("\"ab\": 256");
   EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(no_eot, bpe); }, {"encoder.json", "<|endoftext|>"}));
   const std::string gap = tmp.encoder("\"ab\": 256, \"<|endoftext|>\": 300");
-  EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(gap, bpe); }, {"encoder.json", "id 300", "expected 0..257"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { Gpt2Tokenizer::load(gap, bpe); }, {"encoder.json", "id 300", "expected 0..257"}));
   const std::string enc = tmp.encoder("\"ab\": 256, \"<|endoftext|>\": 257");
   const std::string unknown = tmp.write("unknown.bpe", "#version: 0.2\na b\nab q\n");
   EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc, unknown); },
@@ -331,7 +341,8 @@ TEST(Tokenizer, VocabBpeMustMakeEveryLongerToken) {
   // Cut inside the last token: still a pair ("ab b" for "ab bc"), but "abbc" is never made.
   const std::string enc2 = tmp.encoder(  // replaces encoder.json
       "\"ab\": 256, \"bc\": 257, \"abbc\": 258, \"abb\": 259, \"<|endoftext|>\": 260");
-  EXPECT_EQ(Gpt2Tokenizer::load(enc2, tmp.write("full2.bpe", "#version: 0.2\na b\nb c\nab b\nab bc\n")).vocab_size(), 261);
+  EXPECT_EQ(Gpt2Tokenizer::load(enc2, tmp.write("full2.bpe", "#version: 0.2\na b\nb c\nab b\nab bc\n")).vocab_size(),
+            261);
   const std::string short_token = tmp.write("short.bpe", "#version: 0.2\na b\nb c\nab b\nab b");
   EXPECT_TRUE(test::throws_error([&] { Gpt2Tokenizer::load(enc2, short_token); },
                                  {"short.bpe", "'abbc' (id 258)", "last line has no newline", "truncated"}));
@@ -341,8 +352,10 @@ TEST(Tokenizer, VocabBpeMustMakeEveryLongerToken) {
 TEST(Tokenizer, TruncatedGpt2VocabBpeIsRefused) {
   LLMCC_REQUIRE_DATA("gpt2/encoder.json");
   std::filesystem::path dir;
-  if (const char* env = std::getenv("LLMCC_GPT2_TOKENIZER_DIR"); env && *env) dir = env;
-  else dir = find_data_file("gpt2/encoder.json")->parent_path();
+  if (const char* env = std::getenv("LLMCC_GPT2_TOKENIZER_DIR"); env && *env)
+    dir = env;
+  else
+    dir = find_data_file("gpt2/encoder.json")->parent_path();
   TempFiles tmp;
   const std::string enc = (dir / "encoder.json").string();
   std::ifstream in(dir / "vocab.bpe", std::ios::binary);
@@ -368,8 +381,10 @@ TEST(Tokenizer, LoadDefaultHonoursTheEnvironmentVariable) {
   const std::string saved = before ? before : "";
   ::setenv("LLMCC_GPT2_TOKENIZER_DIR", tmp.dir.c_str(), 1);
   EXPECT_TRUE(test::throws_error([] { Gpt2Tokenizer::load_default(); }, {"cannot open encoder.json", tmp.dir.c_str()}));
-  if (before) ::setenv("LLMCC_GPT2_TOKENIZER_DIR", saved.c_str(), 1);
-  else ::unsetenv("LLMCC_GPT2_TOKENIZER_DIR");
+  if (before)
+    ::setenv("LLMCC_GPT2_TOKENIZER_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("LLMCC_GPT2_TOKENIZER_DIR");
 }
 
 }  // namespace

@@ -50,8 +50,8 @@ TEST(ModelFlags, PresetAndOverrides) {
   const auto def = parse_model({}).config().gpt2;
   EXPECT_EQ(def.n_layer, 12);
   EXPECT_EQ(def.n_embd, 768);
-  const auto c = parse_model({"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--vocab-size",
-                              "1000", "--max-seq-len", "32"})
+  const auto c = parse_model({"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--vocab-size", "1000",
+                              "--max-seq-len", "32"})
                      .config()
                      .gpt2;
   EXPECT_EQ(c.n_layer, 2);
@@ -64,11 +64,8 @@ TEST(ModelFlags, PresetAndOverrides) {
 
 TEST(ModelFlags, BadValuesNameTheFlag) {
   EXPECT_TRUE(throws_error([] { parse_model({"--n-layer", "-1"}).config(); }, {"--n-layer", "positive"}));
-  EXPECT_TRUE(throws_error(
-      [] {
-        parse_model({"--model", "gpt2-tiny", "--n-embd", "66"}).config();
-      },
-      {"n_embd", "n_head", "gpt2-tiny"}));
+  EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt2-tiny", "--n-embd", "66"}).config(); },
+                           {"n_embd", "n_head", "gpt2-tiny"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt5"}).config(); }, {"gpt5", "gpt2-tiny"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--n-layer", "two"}); }, {"--n-layer expects an integer"}));
 }
@@ -80,23 +77,19 @@ TEST(ModelFlags, ConflictsWithALoadedModelNameTheFlag) {
   // Flags that agree, or none, pass.
   parse_model({}).check_matches(loaded, "the checkpoint c.bin", "where");
   parse_model({"--n-layer", "2", "--n-head", "4"}).check_matches(loaded, "the checkpoint c.bin", "where");
-  EXPECT_TRUE(throws_error(
-      [&] {
-        parse_model({"--n-layer", "3"}).check_matches(loaded, "the checkpoint c.bin", "where");
-      },
-      {"[where]", "--n-layer 3 conflicts with the checkpoint c.bin", "n_layer 2"}));
+  EXPECT_TRUE(
+      throws_error([&] { parse_model({"--n-layer", "3"}).check_matches(loaded, "the checkpoint c.bin", "where"); },
+                   {"[where]", "--n-layer 3 conflicts with the checkpoint c.bin", "n_layer 2"}));
   // A preset is a whole shape: gpt2-tiny has 4 layers, the file 2.
   EXPECT_TRUE(throws_error(
-      [&] {
-        parse_model({"--model", "gpt2-tiny"}).check_matches(loaded, "the checkpoint c.bin", "where");
-      },
+      [&] { parse_model({"--model", "gpt2-tiny"}).check_matches(loaded, "the checkpoint c.bin", "where"); },
       {"--model gpt2-tiny conflicts", "n_layer 2"}));
   parse_model({"--model", "gpt2-tiny", "--n-layer", "2"}).check_matches(loaded, "x", "where");
 }
 
 TEST(ModelFlags, LlamaPresetsAndOverrides) {
-  const auto c = parse_model({"--model", "llama-tiny", "--n-kv-head", "1", "--hidden-dim", "300",
-                              "--rope-theta", "500000", "--vocab-size", "50257", "--norm-eps", "1e-6"})
+  const auto c = parse_model({"--model", "llama-tiny", "--n-kv-head", "1", "--hidden-dim", "300", "--rope-theta",
+                              "500000", "--vocab-size", "50257", "--norm-eps", "1e-6"})
                      .config();
   EXPECT_EQ(c.family, llmcc::cli::Family::Llama);
   EXPECT_EQ(c.llama.n_layer, 4);  // the preset's
@@ -112,8 +105,8 @@ TEST(ModelFlags, LlamaPresetsAndOverrides) {
   EXPECT_TRUE(throws_error([] { parse_model({"--rope-theta", "1e4"}).config(); }, {"--rope-theta", "Llama"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-tiny", "--n-kv-head", "3"}).config(); },
                            {"n_kv_head (3)", "n_head (4)", "llama-tiny"}));
-  EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-99"}).config(); },
-                           {"llama-99", "stories15m", "gpt2-tiny"}));
+  EXPECT_TRUE(
+      throws_error([] { parse_model({"--model", "llama-99"}).config(); }, {"llama-99", "stories15m", "gpt2-tiny"}));
 }
 
 TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
@@ -121,24 +114,21 @@ TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
   llama.n_kv_head = 1;
   const auto loaded = llmcc::cli::ModelConfig::of(llama);
   parse_model({"--model", "llama-tiny", "--n-kv-head", "1"}).check_matches(loaded, "c.bin", "where");
-  EXPECT_TRUE(
-      throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(loaded, "c.bin", "where"); },
-                   {"--model llama-tiny conflicts with c.bin", "n_kv_head 1"}));
-  EXPECT_TRUE(
-      throws_error([&] { parse_model({"--rope-theta", "20"}).check_matches(loaded, "c.bin", "where"); },
-                   {"--rope-theta 20 conflicts", "rope_theta 10000"}));
+  EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(loaded, "c.bin", "where"); },
+                           {"--model llama-tiny conflicts with c.bin", "n_kv_head 1"}));
+  EXPECT_TRUE(throws_error([&] { parse_model({"--rope-theta", "20"}).check_matches(loaded, "c.bin", "where"); },
+                           {"--rope-theta 20 conflicts", "rope_theta 10000"}));
   // Another family.
   const auto gpt2 = llmcc::cli::model_preset("gpt2-tiny");
-  EXPECT_TRUE(
-      throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(gpt2, "c.bin", "where"); },
-                   {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
+  EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(gpt2, "c.bin", "where"); },
+                           {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
   EXPECT_TRUE(throws_error([&] { parse_model({"--n-kv-head", "2"}).check_matches(gpt2, "c.bin", "where"); },
                            {"--n-kv-head conflicts with c.bin", "GPT-2 model (no n_kv_head)"}));
 }
 
 TEST(TrainFlags, ParsesAndRecordsGivenFlags) {
-  const TrainOptions o = parse_train({"--train-data", "a.bin", "b.bin", "--batch-size", "8", "--seq-len=128",
-                                      "--lr", "1e-3", "--grad-clip", "0", "--quiet", "--model", "gpt2-tiny"});
+  const TrainOptions o = parse_train({"--train-data", "a.bin", "b.bin", "--batch-size", "8", "--seq-len=128", "--lr",
+                                      "1e-3", "--grad-clip", "0", "--quiet", "--model", "gpt2-tiny"});
   EXPECT_EQ(o.train_data, (std::vector<std::string>{"a.bin", "b.bin"}));
   EXPECT_EQ(o.batch_size, 8);
   EXPECT_EQ(o.seq_len, 128);
@@ -146,15 +136,11 @@ TEST(TrainFlags, ParsesAndRecordsGivenFlags) {
   EXPECT_EQ(o.grad_clip, 0.0);
   EXPECT_TRUE(o.quiet);
   EXPECT_EQ(o.model.model, "gpt2-tiny");
-  EXPECT_EQ(o.given, (std::set<std::string>{"--train-data", "--batch-size", "--seq-len", "--lr",
-                                            "--grad-clip", "--quiet", "--model"}));
+  EXPECT_EQ(o.given, (std::set<std::string>{"--train-data", "--batch-size", "--seq-len", "--lr", "--grad-clip",
+                                            "--quiet", "--model"}));
   EXPECT_TRUE(throws_error([] { parse_train({"--bogus", "1"}); }, {"unknown flag --bogus"}));
   EXPECT_TRUE(throws_error([] { parse_train({"-B", "4"}); }, {"'-B'"}));
-  EXPECT_TRUE(throws_error(
-      [] {
-        parse_train({"--steps", "ten"});
-      },
-      {"--steps expects an integer, got 'ten'"}));
+  EXPECT_TRUE(throws_error([] { parse_train({"--steps", "ten"}); }, {"--steps expects an integer, got 'ten'"}));
 }
 
 // --recipe llmc: llm.c's train_gpt2.c values for every flag not given, each then counted as
@@ -198,20 +184,13 @@ TEST(TrainFlags, ValidationNamesTheFlag) {
   EXPECT_TRUE(check({"--eps", "0"}, {"--eps"}));
   EXPECT_TRUE(check({"--grad-clip", "-1"}, {"--grad-clip"}));
   EXPECT_TRUE(check({"--keep-last", "0"}, {"--keep-last"}));
-  EXPECT_TRUE(
-      check({"--sampling", "shuffled"}, {"--sampling must be 'random' or 'sequential', got 'shuffled'"}));
+  EXPECT_TRUE(check({"--sampling", "shuffled"}, {"--sampling must be 'random' or 'sequential', got 'shuffled'"}));
   EXPECT_TRUE(check({"--val-every", "10"}, {"--val-every needs --val-data"}));
   EXPECT_TRUE(check({"--sample-top-k", "60000"}, {"--sample-top-k"}));
-  EXPECT_TRUE(throws_error(
-      [&] {
-        llmcc::cli::validate_train_options(parse_train({"--out-dir", "run"}), config);
-      },
-      {"--train-data is required"}));
-  EXPECT_TRUE(throws_error(
-      [&] {
-        llmcc::cli::validate_train_options(parse_train({"--train-data", "t.bin"}), config);
-      },
-      {"--out-dir is required"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::validate_train_options(parse_train({"--out-dir", "run"}), config); },
+                           {"--train-data is required"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::cli::validate_train_options(parse_train({"--train-data", "t.bin"}), config); },
+                           {"--out-dir is required"}));
 }
 
 TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
@@ -219,8 +198,8 @@ TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
   const std::vector<std::int32_t> ids = {1, 2, 3};
   for (const char* name : {"train_000001.bin", "train_000000.bin", "val_000000.bin"})
     llmcc::write_token_file(dir.file(name), ids);
-  const auto files =
-      llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")}, "--train-data", "llmcc train");
+  const auto files = llmcc::cli::expand_data_paths({dir.file("train_*.bin"), dir.file("val_000000.bin")},
+                                                   "--train-data", "llmcc train");
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], dir.file("train_000000.bin"));  // sorted
   EXPECT_EQ(files[1], dir.file("train_000001.bin"));
@@ -236,9 +215,8 @@ TEST(TrainFlags, DataPathsExpandGlobsAndNameMissingFiles) {
 TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
   llmcc::test::TempDir dir;
   llmcc::write_token_file(dir.file("t.bin"), std::vector<std::int32_t>{1, 2, 3});
-  const TrainOptions trained =
-      parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4", "--seed", "42",
-                   "--sampling", "sequential", "--weight-decay", "0.05"});
+  const TrainOptions trained = parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4",
+                                            "--seed", "42", "--sampling", "sequential", "--weight-decay", "0.05"});
   const auto config = llmcc::cli::model_preset("gpt2-tiny");
   auto kv = llmcc::cli::train_options_to_kv(trained, config, {dir.file("t.bin")}, {});
   kv["run.threads"] = "3";  // added by the trainer: the count it used
@@ -302,8 +280,9 @@ TEST(TrainLog, JsonLinesAreExactAndEscaped) {
   const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";  // e-acute, euro sign, an emoji
   EXPECT_EQ(line.begin().field("s", std::string_view(text)).end(), "{\"s\": \"" + text + "\"}");
   const std::string bad = std::string("\xff") + "a\xe2\x82" + "b\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80" + "\xc3";
-  EXPECT_EQ(line.begin().field("s", std::string_view(bad)).end(),
-            "{\"s\": \"\\ufffda\\ufffd\\ufffdb\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\"}");
+  EXPECT_EQ(
+      line.begin().field("s", std::string_view(bad)).end(),
+      "{\"s\": \"\\ufffda\\ufffd\\ufffdb\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\"}");
 }
 
 TEST(TrainLog, ResumeDropsLinesPastTheCheckpoint) {

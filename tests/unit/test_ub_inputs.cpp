@@ -54,7 +54,7 @@ TEST(UbInputs, FastExpOfNanAndInfinities) {
 ::testing::AssertionResult same_class(const std::vector<float>& got, const std::vector<double>& ref) {
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], r = ref[i];
-    const bool ok = std::isnan(r) ? std::isnan(g)
+    const bool ok = std::isnan(r)   ? std::isnan(g)
                     : std::isinf(r) ? g == r
                                     : std::fabs(g - r) <= 1e-6 + 1e-5 * std::fabs(r);
     if (!ok) return ::testing::AssertionFailure() << "[" << i << "] got " << g << ", expected " << r;
@@ -76,7 +76,7 @@ std::vector<float> special_inputs() {
 TEST(UbInputs, SiluForwardOnNanAndInfinities) {
   const auto x = special_inputs();
   const auto n = static_cast<std::int64_t>(x.size());
-  std::vector<float> out(x.size());  // (n)
+  std::vector<float> out(x.size());       // (n)
   std::vector<double> out_ref(x.size());  // (n)
   const auto xd = test::cast_vector<double>(x);
   cpu::silu_forward(out.data(), x.data(), n);
@@ -209,8 +209,7 @@ TEST(UbInputs, LlamaConfigTooLargeIsAnError) {
   EXPECT_NE(what.find("hidden_dim (2147483647)"), std::string::npos) << what;
 
   EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(1 << 30, 32); }).find("does not fit"), std::string::npos);
-  EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"),
-            std::string::npos);
+  EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"), std::string::npos);
   EXPECT_EQ(nn::llama_hidden_dim(288, 32), 768);
 }
 

@@ -20,8 +20,7 @@ bool Activity::is_tensor(QualType t) const { return record_named(t, "llmcc::Tens
 bool Activity::is_tokens(QualType t) const { return record_named(t, "llmcc::Tokens"); }
 bool Activity::is_float(QualType t) const { return bare(t)->isSpecificBuiltinType(BuiltinType::Float); }
 bool Activity::is_double(QualType t) const {
-  return bare(t)->isSpecificBuiltinType(BuiltinType::Double) ||
-         bare(t)->isSpecificBuiltinType(BuiltinType::LongDouble);
+  return bare(t)->isSpecificBuiltinType(BuiltinType::Double) || bare(t)->isSpecificBuiltinType(BuiltinType::LongDouble);
 }
 
 bool Activity::in_system_header(const Decl* d) const {

@@ -24,7 +24,8 @@ bool contains_word(const std::string& text, const std::string& word) {
   auto is_id = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   while ((pos = text.find(word, pos)) != std::string::npos) {
     const char before = pos == 0 ? ' ' : text[pos - 1];
-    const bool left = !is_id(before) && before != '.' && before != ':' && !(before == '>' && pos >= 2 && text[pos - 2] == '-');
+    const bool left =
+        !is_id(before) && before != '.' && before != ':' && !(before == '>' && pos >= 2 && text[pos - 2] == '-');
     const bool right = pos + word.size() >= text.size() || !is_id(text[pos + word.size()]);
     if (left && right) return true;
     pos += word.size();
@@ -71,8 +72,8 @@ class Out {
 
 // One Saved record (the function's, or one loop iteration's).
 struct Record {
-  std::string var;       // "_s", "_r0"
-  std::string type;      // "Block_forward_Saved", "Loop0"
+  std::string var;                                         // "_s", "_r0"
+  std::string type;                                        // "Block_forward_Saved", "Loop0"
   std::vector<std::pair<std::string, std::string>> slots;  // (type, name)
   std::vector<std::string> visit;                          // lines of visit()
   std::vector<std::unique_ptr<Record>> nested;             // loop records
@@ -82,8 +83,8 @@ struct Record {
   // the names the record's own code uses: visit, its parameter f, loop records r, types Loop<N>.
   std::string slot(const std::string& type_name, const std::string& base) {
     auto taken = [&](const std::string& n) {
-      const bool loop_type = n.rfind("Loop", 0) == 0 && n.size() > 4 &&
-                             n.find_first_not_of("0123456789", 4) == std::string::npos;
+      const bool loop_type =
+          n.rfind("Loop", 0) == 0 && n.size() > 4 && n.find_first_not_of("0123456789", 4) == std::string::npos;
       return used.count(n) || n == "visit" || n == "f" || n == "r" || n == "F" || loop_type;
     };
     std::string name = base;
@@ -96,13 +97,13 @@ struct Record {
 
 // Where the emitter put each statement's values.
 struct StmtSlots {
-  std::string out;                 // Call/Arith: the temp's slot
-  std::string saved;               // Call: rule or callee record
+  std::string out;                  // Call/Arith: the temp's slot
+  std::string saved;                // Call: rule or callee record
   std::map<int, std::string> snap;  // Call/Arith: argument index -> snapshot slot
-  std::string branch;              // If
-  std::string loop;                // Loop: vector slot
-  std::string loop_var_slot;       // counted Loop
-  Record* record = nullptr;        // Loop: the iteration record
+  std::string branch;               // If
+  std::string loop;                 // Loop: vector slot
+  std::string loop_var_slot;        // counted Loop
+  Record* record = nullptr;         // Loop: the iteration record
 };
 
 class FuncEmitter {
@@ -147,9 +148,7 @@ class FuncEmitter {
     }
     return s + ")";
   }
-  std::string fwd_definition() const {
-    return fwd_signature(true) + " {\n" + fwd_.str() + "}\n";
-  }
+  std::string fwd_definition() const { return fwd_signature(true) + " {\n" + fwd_.str() + "}\n"; }
   std::string bwd_definition() {
     finish_bwd();
     return bwd_signature(true) + " {\n" + bwd_text_ + "}\n";
@@ -207,10 +206,14 @@ class FuncEmitter {
     }
     switch (op.src) {
       case Operand::Src::Param:
-      case Operand::Src::Local: return op.name;
-      case Operand::Src::Temp: return r.var + "." + temp_slot_.at(op.name);
-      case Operand::Src::Field: return field_text(op);
-      case Operand::Src::Inactive: return op.fwd_text;
+      case Operand::Src::Local:
+        return op.name;
+      case Operand::Src::Temp:
+        return r.var + "." + temp_slot_.at(op.name);
+      case Operand::Src::Field:
+        return field_text(op);
+      case Operand::Src::Inactive:
+        return op.fwd_text;
     }
     return "";
   }
@@ -218,11 +221,16 @@ class FuncEmitter {
     auto it = ss.snap.find(idx);
     if (it != ss.snap.end()) return r.var + "." + it->second;
     switch (op.src) {
-      case Operand::Src::Param: return op.name;
-      case Operand::Src::Local: return "/*unsaved*/" + op.name;  // never: locals are snapshot
-      case Operand::Src::Temp: return r.var + "." + temp_slot_.at(op.name);
-      case Operand::Src::Field: return field_text(op);
-      case Operand::Src::Inactive: return op.rev_text;
+      case Operand::Src::Param:
+        return op.name;
+      case Operand::Src::Local:
+        return "/*unsaved*/" + op.name;  // never: locals are snapshot
+      case Operand::Src::Temp:
+        return r.var + "." + temp_slot_.at(op.name);
+      case Operand::Src::Field:
+        return field_text(op);
+      case Operand::Src::Inactive:
+        return op.rev_text;
     }
     return "";
   }
@@ -230,11 +238,16 @@ class FuncEmitter {
   std::string adj_ptr(const Operand& op) const {
     if (op.kind == VKind::Inactive) return "nullptr";
     switch (op.src) {
-      case Operand::Src::Param: return "d_" + op.name;
-      case Operand::Src::Local: return "&_d_" + op.name;
-      case Operand::Src::Temp: return "&_d_" + op.name;
-      case Operand::Src::Field: return field_grad_ptr(op);
-      case Operand::Src::Inactive: return "nullptr";
+      case Operand::Src::Param:
+        return "d_" + op.name;
+      case Operand::Src::Local:
+        return "&_d_" + op.name;
+      case Operand::Src::Temp:
+        return "&_d_" + op.name;
+      case Operand::Src::Field:
+        return field_grad_ptr(op);
+      case Operand::Src::Inactive:
+        return "nullptr";
     }
     return "nullptr";
   }
@@ -242,10 +255,15 @@ class FuncEmitter {
   void float_contrib(Out& o, const Operand& op, const std::string& value) {
     if (op.kind != VKind::Float) return;
     switch (op.src) {
-      case Operand::Src::Param: o.line("if (d_" + op.name + ") *d_" + op.name + " += " + value + ";"); break;
+      case Operand::Src::Param:
+        o.line("if (d_" + op.name + ") *d_" + op.name + " += " + value + ";");
+        break;
       case Operand::Src::Local:
-      case Operand::Src::Temp: o.line("_d_" + op.name + " += " + value + ";"); break;
-      default: break;
+      case Operand::Src::Temp:
+        o.line("_d_" + op.name + " += " + value + ";");
+        break;
+      default:
+        break;
     }
   }
   void tensor_contrib(Out& o, const Operand& op, const std::string& value) {
@@ -257,17 +275,19 @@ class FuncEmitter {
         o.line("llmcc::adgen::accumulate_to_caller(d_" + op.name + ", " + value + ");");
         break;
       case Operand::Src::Local:
-      case Operand::Src::Temp: o.line("llmcc::adgen::accumulate(_d_" + op.name + ", " + value + ");"); break;
+      case Operand::Src::Temp:
+        o.line("llmcc::adgen::accumulate(_d_" + op.name + ", " + value + ");");
+        break;
       case Operand::Src::Field:
         o.line("llmcc::adgen::accumulate_to_caller(" + field_grad_ptr(op) + ", " + value + ");");
         break;
-      default: break;
+      default:
+        break;
     }
   }
   void note_adjoint(const Operand& op) {
     if (op.kind == VKind::Inactive) return;
-    if (op.src == Operand::Src::Local || op.src == Operand::Src::Temp)
-      adjoints_[op.name] = op.kind;
+    if (op.src == Operand::Src::Local || op.src == Operand::Src::Temp) adjoints_[op.name] = op.kind;
   }
 
   // Snapshot slots for arguments the backward cannot read otherwise.
@@ -406,7 +426,9 @@ class FuncEmitter {
         fwd_.line((s.declare ? type + " " : std::string()) + s.local + " = " + v + ";");
         break;
       }
-      case Stmt::Kind::Verbatim: fwd_.line(s.text); break;
+      case Stmt::Kind::Verbatim:
+        fwd_.line(s.text);
+        break;
       case Stmt::Kind::If: {
         ss.branch = r.slot("bool", "branch" + std::to_string(s.id));
         fwd_.line(r.var + "." + ss.branch + " = static_cast<bool>(" + s.cond + ");");
@@ -449,7 +471,9 @@ class FuncEmitter {
         r.nested.push_back(std::move(rec));
         break;
       }
-      case Stmt::Kind::Return: fwd_.line("return " + fwd_text(s.value, r, nullptr, -1) + ";"); break;
+      case Stmt::Kind::Return:
+        fwd_.line("return " + fwd_text(s.value, r, nullptr, -1) + ";");
+        break;
     }
   }
 
@@ -493,7 +517,8 @@ class FuncEmitter {
         }
         break;
       }
-      case Stmt::Kind::Verbatim: break;
+      case Stmt::Kind::Verbatim:
+        break;
       case Stmt::Kind::Arith: {
         adjoints_[s.temp] = VKind::Float;
         note_adjoint(s.lhs);
@@ -504,19 +529,32 @@ class FuncEmitter {
         o.line("const float _g = _d_" + s.temp + ";");
         o.line("_d_" + s.temp + " = 0.0f;");
         switch (s.op) {
-          case '+': float_contrib(o, s.lhs, "_g"); float_contrib(o, s.rhs, "_g"); break;
-          case '-': float_contrib(o, s.lhs, "_g"); float_contrib(o, s.rhs, "-_g"); break;
-          case '*': float_contrib(o, s.lhs, "_g * " + b); float_contrib(o, s.rhs, "_g * " + a); break;
+          case '+':
+            float_contrib(o, s.lhs, "_g");
+            float_contrib(o, s.rhs, "_g");
+            break;
+          case '-':
+            float_contrib(o, s.lhs, "_g");
+            float_contrib(o, s.rhs, "-_g");
+            break;
+          case '*':
+            float_contrib(o, s.lhs, "_g * " + b);
+            float_contrib(o, s.rhs, "_g * " + a);
+            break;
           case '/':
             float_contrib(o, s.lhs, "_g / " + b);
             float_contrib(o, s.rhs, "-_g * " + a + " / (" + b + " * " + b + ")");
             break;
-          case 'n': float_contrib(o, s.lhs, "-_g"); break;
+          case 'n':
+            float_contrib(o, s.lhs, "-_g");
+            break;
         }
         o.close();
         break;
       }
-      case Stmt::Kind::Call: emit_bwd_call(s, r, ss); break;
+      case Stmt::Kind::Call:
+        emit_bwd_call(s, r, ss);
+        break;
       case Stmt::Kind::If: {
         o.open("if (" + r.var + "." + ss.branch + ")");
         emit_bwd(s.then_body, r);
@@ -568,14 +606,20 @@ class FuncEmitter {
       o.line(d + " = 0.0f;");
       const std::string& n = c.name;
       auto is = [&](const char* a) { return n == a || n == std::string("std::") + (a + 0); };
-      if (is("expf") || is("exp")) float_contrib(o, c.args[0], "_g * " + y);
-      else if (is("tanhf") || is("tanh")) float_contrib(o, c.args[0], "_g * (1.0f - " + y + " * " + y + ")");
-      else if (is("logf") || is("log")) float_contrib(o, c.args[0], "_g / " + x);
-      else if (is("sqrtf") || is("sqrt")) float_contrib(o, c.args[0], "_g * 0.5f / " + y);
+      if (is("expf") || is("exp"))
+        float_contrib(o, c.args[0], "_g * " + y);
+      else if (is("tanhf") || is("tanh"))
+        float_contrib(o, c.args[0], "_g * (1.0f - " + y + " * " + y + ")");
+      else if (is("logf") || is("log"))
+        float_contrib(o, c.args[0], "_g / " + x);
+      else if (is("sqrtf") || is("sqrt"))
+        float_contrib(o, c.args[0], "_g * 0.5f / " + y);
       else if (is("fabsf") || is("fabs") || is("abs"))
         float_contrib(o, c.args[0], "(" + x + " >= 0.0f ? _g : -_g)");
-      else if (is("sinf") || is("sin")) float_contrib(o, c.args[0], "_g * cosf(" + x + ")");
-      else if (is("cosf") || is("cos")) float_contrib(o, c.args[0], "-_g * sinf(" + x + ")");
+      else if (is("sinf") || is("sin"))
+        float_contrib(o, c.args[0], "_g * cosf(" + x + ")");
+      else if (is("cosf") || is("cos"))
+        float_contrib(o, c.args[0], "-_g * sinf(" + x + ")");
       else if (is("powf") || is("pow")) {
         const std::string e = operand(rev_text(c.args[1], r, ss, 1));
         float_contrib(o, c.args[0], "_g * " + e + " * powf(" + x + ", " + e + " - 1.0f)");
@@ -681,9 +725,12 @@ std::string entry_signature(const FuncPlan& f, bool define) {
   if (f.is_method && wanted(f, "self")) add(f.self_grad_type + "& d_self");
   for (const auto& p : f.params) {
     if (!wanted(f, p.name)) continue;
-    if (p.is_module) add(p.grad_type + "& d_" + p.name);
-    else if (p.kind == VKind::Tensor) add("llmcc::Tensor* d_" + p.name);
-    else if (p.kind == VKind::Float) add("float* d_" + p.name);
+    if (p.is_module)
+      add(p.grad_type + "& d_" + p.name);
+    else if (p.kind == VKind::Tensor)
+      add("llmcc::Tensor* d_" + p.name);
+    else if (p.kind == VKind::Float)
+      add("float* d_" + p.name);
   }
   (void)define;
   return s + ")";
@@ -713,8 +760,10 @@ std::string entry_definition(const FuncPlan& f) {
   // Arguments outside LLMCC_ADGEN_WRT get a null adjoint: inactive, their pullbacks skip work.
   std::string grads = f.is_method ? (wanted(f, "self") ? ", &d_self" : ", nullptr") : "";
   for (const auto& p : f.params) {
-    if (p.is_module) grads += wanted(f, p.name) ? ", &d_" + p.name : ", nullptr";
-    else if (p.kind != VKind::Inactive) grads += wanted(f, p.name) ? ", d_" + p.name : ", nullptr";
+    if (p.is_module)
+      grads += wanted(f, p.name) ? ", &d_" + p.name : ", nullptr";
+    else if (p.kind != VKind::Inactive)
+      grads += wanted(f, p.name) ? ", d_" + p.name : ", nullptr";
   }
   const std::string fn = "\"" + f.id + "_grad\"";
   if (f.is_method && wanted(f, "self")) o.line("llmcc::adgen::check_grad(d_self, self, " + fn + ", \"d_self\");");
@@ -817,9 +866,12 @@ void emit_module(Out& o, const ModulePlan& m) {
   o.line("// Gradient mirror of " + m.type + ": one adjoint per parameter, accumulated (+=).");
   o.open("struct " + m.grad_type);
   for (const auto& f : m.fields) {
-    if (f.kind == ModuleField::Kind::Tensor) o.line("llmcc::Tensor " + f.name + ";");
-    else if (f.kind == ModuleField::Kind::Module) o.line(f.grad_type + " " + f.name + ";");
-    else o.line("std::vector<" + f.grad_type + "> " + f.name + ";");
+    if (f.kind == ModuleField::Kind::Tensor)
+      o.line("llmcc::Tensor " + f.name + ";");
+    else if (f.kind == ModuleField::Kind::Module)
+      o.line(f.grad_type + " " + f.name + ";");
+    else
+      o.line("std::vector<" + f.grad_type + "> " + f.name + ";");
   }
   o.line("");
   // Fields are read through `this->`, so a field named like a parameter or local of these
@@ -834,8 +886,7 @@ void emit_module(Out& o, const ModulePlan& m) {
       o.line(mine + ".shape_like(m." + f.name + ");");
     else {
       o.line(mine + ".resize(m." + f.name + ".size());");
-      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].shape_like(m." + f.name +
-             "[i]);");
+      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].shape_like(m." + f.name + "[i]);");
     }
   }
   o.close();
@@ -886,8 +937,8 @@ void emit_module(Out& o, const ModulePlan& m) {
       else if (f.kind == ModuleField::Kind::Module)
         o.line(f.grad_type + "::for_each_parameter(m." + f.name + ", prefix + \"" + n + ".\", f);");
       else
-        o.line("for (std::size_t i = 0; i < m." + f.name + ".size(); ++i) " + f.grad_type +
-               "::for_each_parameter(m." + f.name + "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
+        o.line("for (std::size_t i = 0; i < m." + f.name + ".size(); ++i) " + f.grad_type + "::for_each_parameter(m." +
+               f.name + "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
     }
     o.close();
   }
@@ -899,8 +950,8 @@ void emit_module(Out& o, const ModulePlan& m) {
 
 Generated emit(const Program& p, const std::string& header_name) {
   Generated g;
-  const std::string banner = "// Generated by adgen " + std::string(kVersion) + " from " + p.source_name +
-                             ". Do not edit: regenerate.\n";
+  const std::string banner =
+      "// Generated by adgen " + std::string(kVersion) + " from " + p.source_name + ". Do not edit: regenerate.\n";
   std::vector<std::unique_ptr<FuncEmitter>> fe;
   for (const auto& f : p.funcs) {
     fe.push_back(std::make_unique<FuncEmitter>(p, *f));
@@ -909,8 +960,9 @@ Generated emit(const Program& p, const std::string& header_name) {
 
   Out h;
   h.raw(banner);
-  h.raw("#pragma once\n\n#include <cstddef>\n#include <string>\n#include <tuple>\n#include <vector>\n\n"
-        "#include \"llmcc/adgen.h\"\n");
+  h.raw(
+      "#pragma once\n\n#include <cstddef>\n#include <string>\n#include <tuple>\n#include <vector>\n\n"
+      "#include \"llmcc/adgen.h\"\n");
   for (const auto& inc : p.includes) h.raw("#include \"" + inc + "\"\n");
   h.raw("\n");
   if (!p.ns.empty()) h.raw("namespace " + p.ns + " {\n\n");

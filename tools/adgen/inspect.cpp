@@ -56,7 +56,8 @@ std::string Planner::text(Scope& sc, const clang::Stmt* s) {
         if (const auto* vd = dyn_cast<VarDecl>(d)) {
           if (auto r = sc.names.find(vd); r != sc.names.end() && r->second != vd->getName()) {
             const long o = offset(vd->getLocation());
-            if (o >= 0) edits.push_back({static_cast<unsigned>(o), static_cast<unsigned>(vd->getName().size()), r->second});
+            if (o >= 0)
+              edits.push_back({static_cast<unsigned>(o), static_cast<unsigned>(vd->getName().size()), r->second});
           }
           if (vd->getInit()) walk(vd->getInit());
         }
@@ -160,6 +161,5 @@ void Planner::check_mutation(Scope& sc, const clang::Stmt* s) {
   }
   for (const clang::Stmt* c : s->children()) check_mutation(sc, c);
 }
-
 
 }  // namespace adgen

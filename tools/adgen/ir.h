@@ -59,14 +59,14 @@ struct FuncPlan;
 struct Call {
   enum class Kind { Rule, Func, Math };
   Kind kind = Kind::Rule;
-  std::string name;          // rule / math function (qualified for rules)
-  std::string fwd_name;      // Rule: op_fwd when the rule saves extra buffers, else ""
-  std::string saved_type;    // Rule: its Saved struct (qualified) when fwd_name is set
+  std::string name;                              // rule / math function (qualified for rules)
+  std::string fwd_name;                          // Rule: op_fwd when the rule saves extra buffers, else ""
+  std::string saved_type;                        // Rule: its Saved struct (qualified) when fwd_name is set
   std::vector<std::string> saved_tensor_fields;  // Rule Saved fields of type Tensor
-  std::string pullback;      // Rule: op_pullback (qualified)
-  std::vector<int> adjoint_of;  // Rule: per argument, whether the pullback takes d_<param>
-  const FuncPlan* func = nullptr;  // Func: the generated callee
-  bool has_object = false;   // Func: a member function called on `object`
+  std::string pullback;                          // Rule: op_pullback (qualified)
+  std::vector<int> adjoint_of;                   // Rule: per argument, whether the pullback takes d_<param>
+  const FuncPlan* func = nullptr;                // Func: the generated callee
+  bool has_object = false;                       // Func: a member function called on `object`
   ModPath object;
   std::vector<Operand> args;
   std::vector<ModPath> module_args;  // Func: module arguments, by position (others empty root)
@@ -95,19 +95,19 @@ struct Stmt {
   std::vector<Stmt> then_body, else_body;
   // Loop
   bool range_over_modules = false;
-  ModPath range;                 // range-for: the std::vector<Module> field
-  std::string range_var;         // range-for: the element name (bound to range[_iN])
-  std::string header;            // counted for: "for (int i = 0; i < n; ++i)"
+  ModPath range;                        // range-for: the std::vector<Module> field
+  std::string range_var;                // range-for: the element name (bound to range[_iN])
+  std::string header;                   // counted for: "for (int i = 0; i < n; ++i)"
   std::string loop_var, loop_var_type;  // counted for: restored in the backward
   std::vector<Stmt> body;
-  int id = 0;                    // If/Loop number within the function
+  int id = 0;  // If/Loop number within the function
 };
 
 struct Param {
-  std::string name;         // in generated code (see Planner::Scope::bind_name)
-  std::string source_name;  // as the user wrote it
-  std::string type;       // as declared, qualified ("const llmcc::Tensor &")
-  std::string value_type;  // without reference and cv-qualifiers ("llmcc::Tensor")
+  std::string name;             // in generated code (see Planner::Scope::bind_name)
+  std::string source_name;      // as the user wrote it
+  std::string type;             // as declared, qualified ("const llmcc::Tensor &")
+  std::string value_type;       // without reference and cv-qualifiers ("llmcc::Tensor")
   bool by_mutable_ref = false;  // a non-const lvalue reference or an rvalue reference
   VKind kind = VKind::Inactive;
   bool is_module = false;
@@ -115,8 +115,8 @@ struct Param {
 };
 
 struct FuncPlan {
-  std::string id;             // "Block_forward", "loss"
-  std::string primal;         // how to call the primal: "forward" (method) or "ns::f"
+  std::string id;      // "Block_forward", "loss"
+  std::string primal;  // how to call the primal: "forward" (method) or "ns::f"
   bool is_method = false;
   std::string self_type, self_grad_type;
   std::vector<Param> params;
@@ -127,8 +127,8 @@ struct FuncPlan {
   std::vector<std::string> temps_tensor, temps_float;
   bool entry = false;
   std::vector<std::string> wrt;  // entry: LLMCC_ADGEN_WRT names (empty: every differentiable argument)
-  bool checkpoint = false;    // LLMCC_ADGEN_CHECKPOINT on the function
-  std::string source;         // "file:line" for comments
+  bool checkpoint = false;       // LLMCC_ADGEN_CHECKPOINT on the function
+  std::string source;            // "file:line" for comments
 };
 
 struct ModuleField {
@@ -146,10 +146,10 @@ struct ModulePlan {
 };
 
 struct Program {
-  std::string source_name;  // for the header comment
-  std::string ns;           // namespace of the generated code ("" = global)
-  std::vector<std::string> includes;  // "llmcc/ops/add.h"
-  std::vector<ModulePlan> modules;    // dependencies first
+  std::string source_name;                       // for the header comment
+  std::string ns;                                // namespace of the generated code ("" = global)
+  std::vector<std::string> includes;             // "llmcc/ops/add.h"
+  std::vector<ModulePlan> modules;               // dependencies first
   std::vector<std::unique_ptr<FuncPlan>> funcs;  // callees first
 };
 

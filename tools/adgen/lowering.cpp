@@ -29,8 +29,9 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
     }
     if (s != sc.last) {
       if (!sc.reported_early_return)
-        diag_.error(rs->getBeginLoc(), "early return: a differentiated function has one return, as its last "
-                                       "statement (assign a local in each branch and return it)");
+        diag_.error(rs->getBeginLoc(),
+                    "early return: a differentiated function has one return, as its last "
+                    "statement (assign a local in each branch and return it)");
       sc.reported_early_return = true;
       return;
     }
@@ -54,11 +55,13 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
   if (const auto* rf = dyn_cast<CXXForRangeStmt>(s)) return lower_range_for(sc, rf, out);
   if (const auto* ws = dyn_cast<WhileStmt>(s)) {
     if (data_dependent(ws->getCond()))
-      diag_.error(ws->getWhileLoc(), "while loop whose trip count depends on a differentiable value: adgen "
-                                     "supports range-for and counted for loops over layers");
+      diag_.error(ws->getWhileLoc(),
+                  "while loop whose trip count depends on a differentiable value: adgen "
+                  "supports range-for and counted for loops over layers");
     else
-      diag_.error(ws->getWhileLoc(), "while loop: adgen supports range-for and counted for loops "
-                                     "(`for (int i = 0; i < n; ++i)`) whose trip count does not depend on tensors");
+      diag_.error(ws->getWhileLoc(),
+                  "while loop: adgen supports range-for and counted for loops "
+                  "(`for (int i = 0; i < n; ++i)`) whose trip count does not depend on tensors");
     return;
   }
   if (const auto* dw = dyn_cast<DoStmt>(s)) {
@@ -93,11 +96,20 @@ void Planner::lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<adgen::Stm
       if (bo->isAssignmentOp()) {
         char op = 0;
         switch (bo->getOpcode()) {
-          case BO_AddAssign: op = '+'; break;
-          case BO_SubAssign: op = '-'; break;
-          case BO_MulAssign: op = '*'; break;
-          case BO_DivAssign: op = '/'; break;
-          default: break;
+          case BO_AddAssign:
+            op = '+';
+            break;
+          case BO_SubAssign:
+            op = '-';
+            break;
+          case BO_MulAssign:
+            op = '*';
+            break;
+          case BO_DivAssign:
+            op = '/';
+            break;
+          default:
+            break;
         }
         return lower_assign(sc, bo, bo->getLHS(), bo->getRHS(), op, out);
       }
@@ -135,14 +147,15 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
       continue;
     }
     if (vd->getInit() != nullptr && isa<LambdaExpr>(strip(vd->getInit()))) {
-      diag_.error(vd->getLocation(), "lambda '" + name + "' in a differentiated function: write a named "
-                                                          "function (a module member or a free function)");
+      diag_.error(vd->getLocation(), "lambda '" + name +
+                                         "' in a differentiated function: write a named "
+                                         "function (a module member or a free function)");
       continue;
     }
     if (act_.is_module_like(t)) {
       if (!t->isReferenceType()) {
-        diag_.error(vd->getLocation(), "local module copy '" + name +
-                                           "': bind modules by const reference (`const Block& b = h[i];`)");
+        diag_.error(vd->getLocation(),
+                    "local module copy '" + name + "': bind modules by const reference (`const Block& b = h[i];`)");
         continue;
       }
       ModPath p;
@@ -153,8 +166,8 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
       continue;
     }
     if (act_.is_double(t) && act_.active_var(vd)) {
-      diag_.error(vd->getLocation(), "double local '" + name +
-                                         "' holds a differentiable value: adgen differentiates float scalars");
+      diag_.error(vd->getLocation(),
+                  "double local '" + name + "' holds a differentiable value: adgen differentiates float scalars");
       continue;
     }
     if ((act_.is_tensor(t) || act_.is_float(t)) && act_.active_var(vd)) {
@@ -262,8 +275,9 @@ void Planner::lower_assign(Scope& sc, const Expr* whole, const Expr* lhs, const 
 
 void Planner::lower_if(Scope& sc, const IfStmt* s, std::vector<adgen::Stmt>& out) {
   if (s->getInit() != nullptr || s->getConditionVariable() != nullptr || s->isConstexpr() || s->isConsteval()) {
-    diag_.error(s->getIfLoc(), "if with an initialiser, condition variable or constexpr: write a plain "
-                               "`if (condition)`");
+    diag_.error(s->getIfLoc(),
+                "if with an initialiser, condition variable or constexpr: write a plain "
+                "`if (condition)`");
     return;
   }
   // A condition may read differentiable floats (`if (x > 0)` in a scalar function): the branch
@@ -289,13 +303,15 @@ void Planner::lower_for(Scope& sc, const ForStmt* s, std::vector<adgen::Stmt>& o
   const auto* init = dyn_cast_or_null<DeclStmt>(s->getInit());
   const VarDecl* var = init && init->isSingleDecl() ? dyn_cast<VarDecl>(init->getSingleDecl()) : nullptr;
   if (var == nullptr || !var->getType()->isIntegerType()) {
-    diag_.error(s->getForLoc(), "for loop without an integer loop variable: adgen supports counted loops "
-                                "`for (int i = 0; i < n; ++i)` and range-for over std::vector<Module>");
+    diag_.error(s->getForLoc(),
+                "for loop without an integer loop variable: adgen supports counted loops "
+                "`for (int i = 0; i < n; ++i)` and range-for over std::vector<Module>");
     return;
   }
   if (data_dependent(s->getCond()) || data_dependent(s->getInc())) {
-    diag_.error(s->getForLoc(), "loop whose trip count depends on a differentiable value: the number of "
-                                "iterations must come from configuration, sizes or integers");
+    diag_.error(s->getForLoc(),
+                "loop whose trip count depends on a differentiable value: the number of "
+                "iterations must come from configuration, sizes or integers");
     return;
   }
   // The backward restores the loop variable from each iteration's record, so the body must not
@@ -389,8 +405,7 @@ Operand Planner::inactive(Scope& sc, const Expr* e) {
 bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool report) {
   e = strip(e);
   auto fail = [&](const std::string& what) {
-    if (report)
-      diag_.error(e->getExprLoc(), "unsupported module expression '" + text(sc, e) + "': " + what);
+    if (report) diag_.error(e->getExprLoc(), "unsupported module expression '" + text(sc, e) + "': " + what);
     return false;
   };
   if (const auto* th = dyn_cast<CXXThisExpr>(e)) {
@@ -443,8 +458,7 @@ bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool repor
   }
   if (base != nullptr && act_.module_vec_elem(base->getType())) {
     if (!resolve_module(sc, base, path, report)) return false;
-    if (!reevaluable(sc, index))
-      return fail("the index must be made of loop variables, parameters and constants");
+    if (!reevaluable(sc, index)) return fail("the index must be made of loop variables, parameters and constants");
     path.elems.push_back("[" + text(sc, index) + "]");
     const auto* el = act_.module_vec_elem(base->getType());
     path.type = rules_.type_name(ctx_.getRecordType(el));
@@ -624,8 +638,10 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
                                            "', which takes no adjoint: no gradient flows through it");
       call.args.push_back(o);
     }
-    if (checkpoint) diag_.warning(ce->getExprLoc(), "checkpoint() of a rule has no effect: rules save only what "
-                                                    "their pullback reads");
+    if (checkpoint)
+      diag_.warning(ce->getExprLoc(),
+                    "checkpoint() of a rule has no effect: rules save only what "
+                    "their pullback reads");
     call.checkpoint = false;
   } else if (broken) {
     return inactive(sc, ce);
@@ -684,7 +700,6 @@ Operand Planner::push_call(Scope& sc, Call call, std::vector<adgen::Stmt>& out) 
   return result;
 }
 
-
 // `adgen::map_unary<f>(x, "name")`: an element-wise rule built from a scalar function. adgen
 // differentiates f itself (its generated `f_grad` is declared in the generated header), and the
 // pullback is `adgen::map_unary_pullback<f_grad>`, so the user writes neither.
@@ -697,8 +712,9 @@ Operand Planner::lower_map_unary(Scope& sc, const CallExpr* ce, const FunctionDe
   const FunctionDecl* def = f != nullptr ? f->getDefinition() : nullptr;
   if (def == nullptr || !def->hasBody() || def->getNumParams() != 1 || !act_.is_float(def->getReturnType()) ||
       !act_.is_float(def->getParamDecl(0)->getType())) {
-    diag_.error(ce->getExprLoc(), "map_unary<f>: f must be a function `float f(float)` with a body adgen can "
-                                  "differentiate (no rule, no declaration only)");
+    diag_.error(ce->getExprLoc(),
+                "map_unary<f>: f must be a function `float f(float)` with a body adgen can "
+                "differentiate (no rule, no declaration only)");
     return inactive(sc, ce);
   }
   FuncPlan* g = plan_function(def, ce->getExprLoc());

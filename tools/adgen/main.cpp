@@ -126,7 +126,8 @@ class Consumer : public clang::ASTConsumer {
       if (f == main_name && !main_is_header) {
         diag.error(sm.getLocForStartOfFile(sm.getMainFileID()),
                    "modules, rules and entries must be declared in headers so that the generated code can "
-                   "include them; '" + main_name + "' is a source file");
+                   "include them; '" +
+                       main_name + "' is a source file");
         return;
       }
       incs.insert(include_spelling(o_, f));
@@ -140,8 +141,8 @@ class Consumer : public clang::ASTConsumer {
     const adgen::Generated g = adgen::emit(prog, header_name);
     if (!write_file(o_.out_header, format_code(g.header, o_.out_header)) ||
         !write_file(o_.out_source, format_code(g.source, o_.out_source))) {
-      diag.error(sm.getLocForStartOfFile(sm.getMainFileID()), "cannot write the outputs '" + o_.out_header +
-                                                                  "' / '" + o_.out_source + "'");
+      diag.error(sm.getLocForStartOfFile(sm.getMainFileID()),
+                 "cannot write the outputs '" + o_.out_header + "' / '" + o_.out_source + "'");
       return;
     }
     if (!o_.depfile.empty()) {
@@ -149,7 +150,8 @@ class Consumer : public clang::ASTConsumer {
       std::set<std::string> deps;
       for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
         const std::string f = it->first.getName().str();
-        if (f.rfind("/usr/", 0) != 0 && !f.empty() && f[0] != '<') deps.insert(fs::absolute(f).lexically_normal().string());
+        if (f.rfind("/usr/", 0) != 0 && !f.empty() && f[0] != '<')
+          deps.insert(fs::absolute(f).lexically_normal().string());
       }
       std::string text = fs::absolute(o_.out_header).lexically_normal().string() + ":";
       for (const auto& d : deps) text += " \\\n  " + d;
@@ -241,8 +243,7 @@ int main(int argc, char** argv) {
   if (o.source.empty()) return usage("no source file");
   if (o.out_header.empty() || o.out_source.empty()) return usage("--out-header and --out-source are required");
   // C++20 unless the target's flags name a standard: Clang takes the last -std it is given.
-  std::vector<std::string> flags = {"-xc++", "-std=c++20", "-w", "-fsyntax-only",
-                                    "-resource-dir=" ADGEN_RESOURCE_DIR};
+  std::vector<std::string> flags = {"-xc++", "-std=c++20", "-w", "-fsyntax-only", "-resource-dir=" ADGEN_RESOURCE_DIR};
   flags.insert(flags.end(), o.flags.begin(), o.flags.end());
   clang::tooling::FixedCompilationDatabase db(".", flags);
   clang::tooling::ClangTool tool(db, {o.source});

@@ -8,8 +8,8 @@ namespace adgen {
 
 namespace {
 bool generated_code_may_use(const std::string& name) {
-  static const char* const kNames[] = {"self", "expf", "tanhf", "logf", "sqrtf", "powf", "fabsf", "sinf", "cosf",
-                                       "llmcc", "std"};
+  static const char* const kNames[] = {"self",  "expf", "tanhf", "logf",  "sqrtf", "powf",
+                                       "fabsf", "sinf", "cosf",  "llmcc", "std"};
   if (name.empty() || name[0] == '_' || name.rfind("d_", 0) == 0) return true;
   if (name.size() > 1 && name[0] == 't' && name.find_first_not_of("0123456789", 1) == std::string::npos) return true;
   for (const char* n : kNames)
@@ -39,7 +39,6 @@ std::string Planner::Scope::bind_name(const VarDecl* vd, bool parameter) {
 
 using namespace clang;
 using namespace planner_detail;
-
 
 Planner::Planner(ASTContext& ctx, Diagnostics& diag) : ctx_(ctx), diag_(diag), act_(ctx), rules_(ctx, diag, act_) {}
 
@@ -120,8 +119,10 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
     }
     if (mf.name == "shape_like" || mf.name == "bound_like" || mf.name == "for_each_pair" ||
         mf.name == "for_each_parameter")
-      diag_.error(f->getLocation(), "module field '" + mf.name + "' has the name of a member function of the "
-                                        "generated gradient mirror '" + grad + "': rename the field");
+      diag_.error(f->getLocation(), "module field '" + mf.name +
+                                        "' has the name of a member function of the "
+                                        "generated gradient mirror '" +
+                                        grad + "': rename the field");
     if (f->getAccess() == AS_private || f->getAccess() == AS_protected)
       diag_.error(f->getLocation(), "module field '" + mf.name +
                                         "' is not public: the generated backward reads parameters directly; "
@@ -139,8 +140,8 @@ void Planner::plan_entry(const FunctionDecl* entry) {
     return;
   }
   if (!act_.is_float(def->getReturnType())) {
-    diag_.error(def->getLocation(), "entry '" + def->getNameAsString() +
-                                        "' must return float (the loss); differentiate a scalar");
+    diag_.error(def->getLocation(),
+                "entry '" + def->getNameAsString() + "' must return float (the loss); differentiate a scalar");
     return;
   }
   need_file(entry);
@@ -166,8 +167,10 @@ void Planner::plan_entry(const FunctionDecl* entry) {
           if (p.source_name == name && (p.is_module || p.kind != VKind::Inactive)) found = p.name;
         if (fp->is_method && name == "self") found = "self";
         if (found.empty())
-          diag_.error(a->getLocation(), "LLMCC_ADGEN_WRT names '" + name + "', which is not a module, Tensor or "
-                                        "float parameter of '" + def->getNameAsString() + "'");
+          diag_.error(a->getLocation(), "LLMCC_ADGEN_WRT names '" + name +
+                                            "', which is not a module, Tensor or "
+                                            "float parameter of '" +
+                                            def->getNameAsString() + "'");
         else if (std::find(fp->wrt.begin(), fp->wrt.end(), found) == fp->wrt.end())
           fp->wrt.push_back(found);
       }
@@ -183,8 +186,8 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
     return nullptr;
   }
   if (f->isVariadic() || f->getTemplatedKind() != FunctionDecl::TK_NonTemplate) {
-    diag_.error(use, "'" + f->getNameAsString() +
-                         "' is a template or variadic function: adgen differentiates plain functions");
+    diag_.error(
+        use, "'" + f->getNameAsString() + "' is a template or variadic function: adgen differentiates plain functions");
     return nullptr;
   }
   in_progress_.insert(f);
@@ -240,16 +243,16 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   fp->ret_type = rules_.type_name(f->getReturnType());
   for (const ParmVarDecl* p : f->parameters()) {
     Param pp;
-    pp.name = p->getNameAsString().empty() ? "unnamed" + std::to_string(fp->params.size()) + "_v"
-                                            : sc.bind_name(p, true);
+    pp.name =
+        p->getNameAsString().empty() ? "unnamed" + std::to_string(fp->params.size()) + "_v" : sc.bind_name(p, true);
     pp.source_name = p->getNameAsString();
     pp.type = rules_.type_name(p->getType());
     const QualType t = p->getType();
     pp.value_type = rules_.type_name(t.getNonReferenceType().getUnqualifiedType());
-    pp.by_mutable_ref = t->isRValueReferenceType() ||
-                        (t->isLValueReferenceType() && !t.getNonReferenceType().isConstQualified());
-    const bool mutable_ref = (t->isReferenceType() && !t.getNonReferenceType().isConstQualified()) ||
-                             t->isPointerType();
+    pp.by_mutable_ref =
+        t->isRValueReferenceType() || (t->isLValueReferenceType() && !t.getNonReferenceType().isConstQualified());
+    const bool mutable_ref =
+        (t->isReferenceType() && !t.getNonReferenceType().isConstQualified()) || t->isPointerType();
     if (act_.is_tensor(t) || act_.is_float(t)) {
       pp.kind = act_.is_tensor(t) ? VKind::Tensor : VKind::Float;
       if (mutable_ref)
@@ -287,7 +290,8 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
         sc.tail_returns.insert(rs);
         return true;
       }
-      if (const auto* is = dyn_cast<IfStmt>(st)) return is->getElse() != nullptr && tail(is->getThen()) && tail(is->getElse());
+      if (const auto* is = dyn_cast<IfStmt>(st))
+        return is->getElse() != nullptr && tail(is->getThen()) && tail(is->getElse());
       return false;
     };
     const bool tail_if = last != nullptr && isa<IfStmt>(last) && tail(last);
@@ -318,6 +322,5 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   program_.funcs.push_back(std::move(owned));
   return fp;
 }
-
 
 }  // namespace adgen

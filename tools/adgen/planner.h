@@ -37,8 +37,8 @@ class Planner {
   // statements
   void lower_stmt(Scope& sc, const clang::Stmt* s, std::vector<Stmt>& out);
   void lower_decl(Scope& sc, const clang::DeclStmt* ds, std::vector<Stmt>& out);
-  void lower_assign(Scope& sc, const clang::Expr* whole, const clang::Expr* lhs, const clang::Expr* rhs,
-                    char compound, std::vector<Stmt>& out);
+  void lower_assign(Scope& sc, const clang::Expr* whole, const clang::Expr* lhs, const clang::Expr* rhs, char compound,
+                    std::vector<Stmt>& out);
   void lower_if(Scope& sc, const clang::IfStmt* s, std::vector<Stmt>& out);
   void lower_for(Scope& sc, const clang::ForStmt* s, std::vector<Stmt>& out);
   void lower_range_for(Scope& sc, const clang::CXXForRangeStmt* s, std::vector<Stmt>& out);

@@ -24,8 +24,8 @@ struct Planner::Scope {
   const CXXRecordDecl* self = nullptr;          // module of a member function
   std::map<const VarDecl*, std::string> names;  // unique names of locals
   std::set<std::string> used_names;
-  std::map<const VarDecl*, ModPath> aliases;    // module references (range-for element, ...)
-  std::set<const VarDecl*> loop_vars;           // counted-loop variables (restored backwards)
+  std::map<const VarDecl*, ModPath> aliases;  // module references (range-for element, ...)
+  std::set<const VarDecl*> loop_vars;         // counted-loop variables (restored backwards)
   std::set<std::string> active_locals;
   int temps = 0;
   int blocks = 0;  // If/Loop ids
@@ -37,10 +37,10 @@ struct Planner::Scope {
   // The name generated code gives a user's parameter, local or loop variable `vd`: its own, unless
   // generated code could use it too (`_`-prefixed helpers, `d_` adjoints, `self`, temporaries
   // `t<N>`, the maths functions the backward calls; for a parameter also `out`, whose adjoint
-  // would be the backward's `d_out`), then with `_v` appended; and unique in the function. Recorded in `names`, so inactive text is rewritten too.
+  // would be the backward's `d_out`), then with `_v` appended; and unique in the function. Recorded in `names`, so
+  // inactive text is rewritten too.
   std::string bind_name(const VarDecl* vd, bool parameter = false);
 };
-
 
 namespace planner_detail {
 
@@ -101,7 +101,6 @@ inline bool is_math(const FunctionDecl* f) {
   const std::string n = f->getNameAsString();
   return names.count(n) && (q == n || q == "std::" + n);
 }
-
 
 }  // namespace planner_detail
 

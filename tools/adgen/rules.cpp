@@ -25,8 +25,7 @@ std::vector<const FunctionDecl*> Rules::named(const FunctionDecl* near, const st
 
 static bool same(QualType a, QualType b) { return a.getCanonicalType() == b.getCanonicalType(); }
 
-std::string Rules::check(const FunctionDecl* f, const FunctionDecl* fwd, const FunctionDecl* pb,
-                         RuleInfo& info) const {
+std::string Rules::check(const FunctionDecl* f, const FunctionDecl* fwd, const FunctionDecl* pb, RuleInfo& info) const {
   const std::string fname = f->getNameAsString();
   const unsigned n = f->getNumParams();
   const bool tensor_out = act_.is_tensor(f->getReturnType());
@@ -60,13 +59,13 @@ std::string Rules::check(const FunctionDecl* f, const FunctionDecl* fwd, const F
     const QualType want = fwd->getParamDecl(fwd->getNumParams() - 1)->getType().getNonReferenceType();
     if (!sp->getType()->isReferenceType() || !same(Activity::bare(sp->getType()), Activity::bare(want)))
       return "pullback '" + pb->getNameAsString() + "' parameter " + std::to_string(k) + " '" + sp->getNameAsString() +
-             "' has type '" + sp->getType().getAsString() + "', expected 'const " + info.saved_type +
-             "&' (what " + fwd->getNameAsString() + " saved)";
+             "' has type '" + sp->getType().getAsString() + "', expected 'const " + info.saved_type + "&' (what " +
+             fwd->getNameAsString() + " saved)";
   }
   const ParmVarDecl* dout = pb->getParamDecl(k++);
   if (!out_ok(dout->getType()))
-    return "pullback '" + pb->getNameAsString() + "' parameter " + std::to_string(k) + " '" +
-           dout->getNameAsString() + "' has type '" + dout->getType().getAsString() + "', expected '" + out_t +
+    return "pullback '" + pb->getNameAsString() + "' parameter " + std::to_string(k) + " '" + dout->getNameAsString() +
+           "' has type '" + dout->getType().getAsString() + "', expected '" + out_t +
            " d_out' (the adjoint of the output)";
   info.adjoint_of.assign(n, 0);
   int last = -1;
@@ -83,7 +82,8 @@ std::string Rules::check(const FunctionDecl* f, const FunctionDecl* fwd, const F
                std::string s;
                for (unsigned i = 0; i < n; ++i) s += (i ? ", " : "") + f->getParamDecl(i)->getNameAsString();
                return s;
-             }() + ")";
+             }() +
+             ")";
     if (match <= last)
       return "pullback '" + pb->getNameAsString() + "' parameter '" + pn +
              "' is out of order: adjoints come in the primal parameters' order";
@@ -95,9 +95,12 @@ std::string Rules::check(const FunctionDecl* f, const FunctionDecl* fwd, const F
                      (act_.is_float(pt) && act_.is_float(at->getPointeeType())));
     if (!ok)
       return "pullback '" + pb->getNameAsString() + "' parameter '" + pn + "' has type '" + at.getAsString() +
-             "', expected '" + (act_.is_tensor(pt) ? "Tensor*" : act_.is_float(pt) ? "float*" : "<none>") +
-             "' for primal parameter '" + f->getParamDecl(match)->getNameAsString() + "' of type '" +
-             pt.getAsString() + "'" + (act_.is_tensor(pt) || act_.is_float(pt) ? "" : " (it takes no adjoint)");
+             "', expected '" +
+             (act_.is_tensor(pt)  ? "Tensor*"
+              : act_.is_float(pt) ? "float*"
+                                  : "<none>") +
+             "' for primal parameter '" + f->getParamDecl(match)->getNameAsString() + "' of type '" + pt.getAsString() +
+             "'" + (act_.is_tensor(pt) || act_.is_float(pt) ? "" : " (it takes no adjoint)");
     info.adjoint_of[match] = 1;
   }
   return "";
@@ -137,8 +140,9 @@ const RuleInfo* Rules::lookup(const FunctionDecl* callee, SourceLocation use, bo
       }
     }
     if (target == nullptr) {
-      diag_.error(use, "operator '" + callee->getNameAsString() + "' is mapped to rule '" + rule +
-                           "', but no '" + rule + "' with the operator's parameter names and types is declared "
+      diag_.error(use, "operator '" + callee->getNameAsString() + "' is mapped to rule '" + rule + "', but no '" +
+                           rule +
+                           "' with the operator's parameter names and types is declared "
                            "beside it (parameters are matched by name)");
       broken_[callee] = true;
       *broken = true;
@@ -163,7 +167,8 @@ const RuleInfo* Rules::lookup(const FunctionDecl* callee, SourceLocation use, bo
   for (const FunctionDecl* g : named(f, name + "_fwd")) {
     if (g->getNumParams() != f->getNumParams() + 1) continue;
     bool ok = true;
-    for (unsigned i = 0; i < f->getNumParams(); ++i) ok = ok && same(g->getParamDecl(i)->getType(), f->getParamDecl(i)->getType());
+    for (unsigned i = 0; i < f->getNumParams(); ++i)
+      ok = ok && same(g->getParamDecl(i)->getType(), f->getParamDecl(i)->getType());
     const QualType last = g->getParamDecl(f->getNumParams())->getType();
     if (ok && last->isLValueReferenceType() && !last.getNonReferenceType().isConstQualified()) {
       info.fwd = g;

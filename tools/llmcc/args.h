@@ -49,7 +49,7 @@ class ArgParser {
  private:
   struct Flag {
     std::string name;
-    std::string kind;     // "string", "int", ..., shown in help
+    std::string kind;  // "string", "int", ..., shown in help
     std::string help;
     std::string default_text;
     bool takes_value = true;

@@ -53,8 +53,7 @@ TrainBenchStep<Family>::TrainBenchStep(const Config& config, int B, int T, std::
   // One stream of B*T + 1 random tokens: targets are the inputs shifted by one (as llm.c).
   Rng rng(seed + 1);
   std::vector<std::int32_t> stream(static_cast<std::size_t>(B) * T + 1);
-  for (auto& id : stream)
-    id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(config.vocab_size)));
+  for (auto& id : stream) id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(config.vocab_size)));
   inputs_.assign(stream.begin(), stream.end() - 1);
   targets_.assign(stream.begin() + 1, stream.end());
   // The step arena: one forward and backward measured, a sixteenth more reserved; the planning

@@ -115,8 +115,7 @@ void print_profile(const std::vector<BenchStep::Split>& splits) {
       splits.size(), step_ms, 1e3 * fwd / n, 1e3 * bwd / n, 1e3 * opt / n, 1e3 * median(steps));
   const auto ops = group_by_op(profile::snapshot());
   std::vector<std::pair<std::string, OpTime>> rows(ops.begin(), ops.end());
-  std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.second.total() > b.second.total(); });
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total() > b.second.total(); });
   std::printf("%-24s %9s %10s %10s %10s %7s\n", "op", "uses/step", "fwd ms", "bwd ms", "total ms", "share");
   double profiled = 0;
   for (const auto& [name, o] : rows) {
@@ -133,14 +132,12 @@ void print_profile(const std::vector<BenchStep::Split>& splits) {
     char f[16], b[16];
     cell(o.fwd + o.other, o.fwd_calls + o.other_calls, f);
     cell(o.bwd, o.bwd_calls, b);
-    std::printf("%-24s %9.0f %s %s %10.2f %6.1f%%\n", name.c_str(), calls, f, b, total_ms,
-                100.0 * total_ms / step_ms);
+    std::printf("%-24s %9.0f %s %s %10.2f %6.1f%%\n", name.c_str(), calls, f, b, total_ms, 100.0 * total_ms / step_ms);
   }
   // Whatever no op accounts for: adgen's glue (adjoint zero-fill and pass-through sums), arena
   // bookkeeping, and the clock reads themselves.
   const double rest = step_ms - profiled;
-  std::printf("%-24s %9s %10s %10s %10.2f %6.1f%%\n", "(outside ops)", "", "", "", rest,
-              100.0 * rest / step_ms);
+  std::printf("%-24s %9s %10s %10s %10.2f %6.1f%%\n", "(outside ops)", "", "", "", rest, 100.0 * rest / step_ms);
 }
 
 }  // namespace
@@ -151,8 +148,7 @@ int run_bench(int argc, char** argv) {
   bool with_profile = true;
   double peak_seconds = 1.0;
   std::uint64_t seed = 1337;
-  ArgParser p("bench",
-              "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
+  ArgParser p("bench", "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
   p.section("Batch");
   p.add("--batch-size", &batch, "sequences per step (B)");
@@ -171,8 +167,7 @@ int run_bench(int argc, char** argv) {
   if (warmup < 0) fail(kCmd, "--warmup must be at least 0, got " + std::to_string(warmup));
   if (steps < 1) fail(kCmd, "--steps must be at least 1, got " + std::to_string(steps));
   if (with_profile && profile_steps < 1)
-    fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) +
-                   " (or use --no-profile)");
+    fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
 
   const ModelConfig model_config = model_flags.config();
@@ -222,18 +217,14 @@ int run_bench(int argc, char** argv) {
   const double gflop = model_config.flops_per_step(batch, seq_len) * 1e-9;
   const double gflops = gflop / (med * 1e-3);
   const double mfu = gflops / peak.gflops;
-  std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss,
-              loss);
+  std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss, loss);
   std::printf("ms/step: median %.1f, min %.1f, max %.1f\n", med, best, worst);
-  std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3),
-              tokens / (best * 1e-3));
-  std::printf(
-      "GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
-      gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
-  std::printf(
-      "peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
-      peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
-      mib(bench.arena_capacity()));
+  std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3), tokens / (best * 1e-3));
+  std::printf("GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
+              gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
+  std::printf("peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
+              peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
+              mib(bench.arena_capacity()));
   std::printf("page faults per timed step: %.1f minor, %.1f major\n", minor_faults, major_faults);
   const double rss = peak_rss_mib();  // before the profiled run, which allocates nothing more
 
@@ -249,8 +240,8 @@ int run_bench(int argc, char** argv) {
       "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
       "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f minor_faults_per_step=%.1f "
       "major_faults_per_step=%.1f\n",
-      model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
-      rss, minor_faults, major_faults);
+      model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops, rss,
+      minor_faults, major_faults);
   return 0;
 }
 

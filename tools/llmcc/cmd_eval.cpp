@@ -81,8 +81,8 @@ int run_eval(int argc, char** argv) {
   // Ids of another tokenizer are other words: the loss would mean nothing.
   if (const auto data = data_tokenizer(files)) {
     if (const auto trained = checkpoint_tokenizer(ckpt); trained && !same_tokenizer(*data->tok, *trained->tok))
-      fail(kWhere, "the shards were prepared with " + data->tok->describe() + " (" + data->source + ") but " +
-                       ckpt + " was trained with " + trained->tok->describe() +
+      fail(kWhere, "the shards were prepared with " + data->tok->describe() + " (" + data->source + ") but " + ckpt +
+                       " was trained with " + trained->tok->describe() +
                        "; prepare the data with the model's tokenizer");
   }
   int B = batch_size, T = seq_len;
@@ -98,18 +98,17 @@ int run_eval(int argc, char** argv) {
   }
   if (B <= 0) fail(kWhere, "--batch-size must be positive, got " + std::to_string(B));
   if (T <= 0 || T > cfg.max_seq_len())
-    fail(kWhere, "--seq-len must be in [1, " + std::to_string(cfg.max_seq_len()) +
-                     "] (the model's max_seq_len), got " + std::to_string(T));
+    fail(kWhere, "--seq-len must be in [1, " + std::to_string(cfg.max_seq_len()) + "] (the model's max_seq_len), got " +
+                     std::to_string(T));
 
-  DataLoader loader(
-      files,
-      DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = cfg.vocab_size()});
+  DataLoader loader(files,
+                    DataLoaderConfig{.B = B, .T = T, .mode = SampleMode::Sequential, .vocab_size = cfg.vocab_size()});
   const std::int64_t epoch = loader.batches_per_epoch();
   const std::int64_t batches = steps > 0 ? steps : epoch;
   // The arena a forward of one batch needs, measured on the first batch.
   loader.next_batch();
-  Arena arena(train::arena_capacity_for(train::measure_step_arena(
-      [&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
+  Arena arena(train::arena_capacity_for(
+      train::measure_step_arena([&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
   const double loss = evaluate_loss(*model, loader, batches, arena);
   const double ppl = std::exp(loss);
   if (json) {
@@ -126,8 +125,7 @@ int run_eval(int argc, char** argv) {
   } else {
     std::printf("%s: %s %s\n", ckpt.c_str(), cfg.display_name(), cfg.str().c_str());
     std::printf("val loss %.4f, perplexity %.2f (%lld batches of %d x %d tokens%s)\n", loss, ppl,
-                static_cast<long long>(batches), B, T,
-                batches > epoch ? ", more than one pass: batches repeat" : "");
+                static_cast<long long>(batches), B, T, batches > epoch ? ", more than one pass: batches repeat" : "");
   }
   return 0;
 }

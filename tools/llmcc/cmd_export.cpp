@@ -139,20 +139,24 @@ int run_export(int argc, char** argv) {
       fail(kCmd, "--ckpt " + ckpt + " is a directory without model.safetensors; give one checkpoint file (e.g. " +
                      checkpoint_path(ckpt, 1000) + ") or a Hugging Face model directory");
     if (to_hf && std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
-      fail(kCmd, "--out " + out + " is a file; --format safetensors writes a directory (model.safetensors, config.json)");
+      fail(kCmd,
+           "--out " + out + " is a file; --format safetensors writes a directory (model.safetensors, config.json)");
     if (!to_hf && std::filesystem::is_directory(out, ec))
       fail(kCmd, "--out " + out + " is a directory, expected a file name");
   }
 
   const bool from_llmc = nn::is_llmc_model_file(ckpt);
   const bool from_hf = !from_llmc && nn::is_hf_model(ckpt);
-  const bool llama = from_hf ? nn::hf_model_type(ckpt) == "llama" : !from_llmc && checkpoint_family(ckpt) == Family::Llama;
+  const bool llama =
+      from_hf ? nn::hf_model_type(ckpt) == "llama" : !from_llmc && checkpoint_family(ckpt) == Family::Llama;
   if (llama) return export_llama(ckpt, out, format == "auto" ? (from_hf ? "llmcc" : "safetensors") : format, from_hf);
   if (format == "auto") format = from_llmc || from_hf ? "llmcc" : "llmc";
   nn::Gpt2Weights w = nn::load_gpt2(ckpt);
   warn_nonfinite_weights(w.params, ckpt, kCmd);
   std::printf("read %s (%s, %s)\n", ckpt.c_str(),
-              from_llmc ? "llm.c model file" : from_hf ? "Hugging Face safetensors" : "llmcc checkpoint",
+              from_llmc ? "llm.c model file"
+              : from_hf ? "Hugging Face safetensors"
+                        : "llmcc checkpoint",
               describe(w.model.cfg).c_str());
 
   if (to_hf) {
@@ -174,11 +178,10 @@ int run_export(int argc, char** argv) {
   }
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(out, ec);
-  const char* kind = format == "llmcc" ? "llmcc weights-only checkpoint"
+  const char* kind = format == "llmcc"  ? "llmcc weights-only checkpoint"
                      : format == "llmc" ? "llm.c model file, fp32, version 3"
                                         : "llm.c model file, bf16, version 5";
-  std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind,
-              static_cast<unsigned long long>(ec ? 0 : bytes));
+  std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind, static_cast<unsigned long long>(ec ? 0 : bytes));
   return 0;
 }
 

@@ -85,12 +85,10 @@ int run_generate(int argc, char** argv) {
 
   if (max_tokens < 0) fail(kCmd, "--max-tokens is " + std::to_string(max_tokens) + ", expected >= 0");
   if (!std::isfinite(temperature) || temperature < 0.0f)
-    fail(kCmd,
-         "--temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
+    fail(kCmd, "--temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
   if (top_k < 0) fail(kCmd, "--top-k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
   if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
-  if (on_full != "stop" && on_full != "slide")
-    fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
+  if (on_full != "stop" && on_full != "slide") fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
   check_model_path(ckpt, "--ckpt", kCmd);
   if (threads > 0) set_num_threads(threads);
 
@@ -131,20 +129,17 @@ int run_generate(int argc, char** argv) {
   // A document ends where the model emits the id that starts the next one (SentencePiece data
   // has bos there, no eos; for GPT-2 both are <|endoftext|>).
   if (tok.document_start() != sc.eot) sc.document_start = tok.document_start();
-  const auto is_end = [&](std::int32_t id) {
-    return sc.stop_at_eot && (id == sc.eot || id == sc.document_start);
-  };
+  const auto is_end = [&](std::int32_t id) { return sc.stop_at_eot && (id == sc.eot || id == sc.document_start); };
   const std::vector<std::int32_t> ids = tok.encode_prompt(prompt);
   if (ids.empty())
     fail(kCmd, "the prompt is empty and " + tok.describe() + " has no bos or eos to start from; give a --prompt");
   if (ids.size() > static_cast<std::size_t>(maxT))
-    fail(kCmd, "the prompt is " + std::to_string(ids.size()) +
-                   " tokens long, more than the model's context of " + std::to_string(maxT) +
-                   " tokens (max_seq_len)");
+    fail(kCmd, "the prompt is " + std::to_string(ids.size()) + " tokens long, more than the model's context of " +
+                   std::to_string(maxT) + " tokens (max_seq_len)");
   for (std::int32_t id : ids)
     if (id >= V)
-      fail(kCmd, "the prompt has token " + std::to_string(id) + ", outside the model's vocabulary of " +
-                     std::to_string(V));
+      fail(kCmd,
+           "the prompt has token " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(V));
   // Each new token's text as the whole sequence spells it (SentencePiece drops a leading space
   // only at the start; a character may span byte tokens).
   DecodeStream text(tok, ids);
@@ -169,8 +164,7 @@ int run_generate(int argc, char** argv) {
   write_out(text.finish() + "\n");
 
   if (st.stopped_at_limit)
-    std::fprintf(stderr,
-                 "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
+    std::fprintf(stderr, "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
                  maxT);
   if (st.stopped_at_eot)
     std::fprintf(stderr, "stopped at the end of a document (id %d, %s)\n", last_id,
@@ -182,8 +176,7 @@ int run_generate(int argc, char** argv) {
   std::fprintf(stderr, "decode: %d new tokens, %d cached steps in %.3f s (%.1f tokens/s)\n", st.new_tokens,
                st.decode_steps, st.decode_seconds, rate(st.decode_steps, st.decode_seconds));
   if (gen.slides() > 0)
-    std::fprintf(stderr, "the window slid %lld times (a prefill each)\n",
-                 static_cast<long long>(gen.slides()));
+    std::fprintf(stderr, "the window slid %lld times (a prefill each)\n", static_cast<long long>(gen.slides()));
   return 0;
 }
 

@@ -108,8 +108,8 @@ Run read_run(const std::string& path, const std::string& label) {
       v = parse_json(line, path, kCmd);
     } catch (const Error& e) {
       if (!complete) {
-        std::fprintf(stderr, "%s: warning: %s: skipped an incomplete last line (is the run still writing it?)\n",
-                     kCmd, where.c_str());
+        std::fprintf(stderr, "%s: warning: %s: skipped an incomplete last line (is the run still writing it?)\n", kCmd,
+                     where.c_str());
         break;
       }
       // parse_json names line 1 of the text it was given; report the line of the file instead.
@@ -123,9 +123,9 @@ Run read_run(const std::string& path, const std::string& label) {
     const JsonValue* step = v.find("step");
     if (step == nullptr || step->kind != JsonValue::Kind::Number || !step->is_integer)
       fail(kCmd, where + ": every log line has an integer \"step\", " +
-                     (step == nullptr                          ? std::string("this one has none")
+                     (step == nullptr                         ? std::string("this one has none")
                       : step->kind == JsonValue::Kind::Number ? "got " + json_number(step->number)
-                                                               : "got " + std::string(step->kind_name())));
+                                                              : "got " + std::string(step->kind_name())));
     if (v.find("loss") != nullptr) {
       StepRow row;
       row.loss = number(v, "loss", where);

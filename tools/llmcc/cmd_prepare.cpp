@@ -66,7 +66,6 @@ constexpr std::int64_t kMinSplitTokens = 2;
 // so it refuses shards too small for any useful window (1,024 = T 1,023 at B 1, or B 8 x T 127).
 constexpr std::int64_t kMinShardTokens = 1024;
 
-
 struct Document {
   std::string label;  // file path or data set name, for messages
   std::string text;
@@ -123,10 +122,10 @@ std::string shard_name(const std::string& split, std::size_t index) {
 // Writes `tokens` as split_000000.bin, ... of at most shard_tokens each into `dir`; returns the
 // file names. Messages name the file as it will be called in `shown` once the run succeeds.
 std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown, const std::string& split,
-                                     std::span<const std::int32_t> tokens, std::int64_t shard_tokens,
-                                     int version) {
+                                     std::span<const std::int32_t> tokens, std::int64_t shard_tokens, int version) {
   std::vector<std::string> names;
-  for (std::size_t begin = 0, index = 0; begin < tokens.size(); begin += static_cast<std::size_t>(shard_tokens), ++index) {
+  for (std::size_t begin = 0, index = 0; begin < tokens.size();
+       begin += static_cast<std::size_t>(shard_tokens), ++index) {
     const std::size_t n = std::min(tokens.size() - begin, static_cast<std::size_t>(shard_tokens));
     const std::string name = shard_name(split, index);
     write_token_file((dir / name).string(), tokens.subspan(begin, n), version);
@@ -215,7 +214,8 @@ void replace_output(WorkDir& work, const fs::path& out, const std::string& out_d
     check_replaceable(out, out_dir);  // again: files may have appeared while we tokenized
     fs::remove_all(old, ec);          // a leftover of a crashed run with the same pid
     fs::rename(out, old, ec);
-    if (ec) fail(kCmd, "cannot move the previous data set " + out_dir + " aside to " + old.string() + ": " + ec.message());
+    if (ec)
+      fail(kCmd, "cannot move the previous data set " + out_dir + " aside to " + old.string() + ": " + ec.message());
   }
   fs::rename(work.path, out, ec);
   if (ec) {
@@ -244,9 +244,9 @@ int run_prepare(int argc, char** argv) {
   bool ordinary = false;
   std::int64_t shard_tokens = 100'000'000;
 
-  ArgParser p("prepare", "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
-  p.add("--input", &inputs,
-        "text files, or the data set name 'tinyshakespeare'");
+  ArgParser p("prepare",
+              "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
+  p.add("--input", &inputs, "text files, or the data set name 'tinyshakespeare'");
   p.add("--out", &out_dir,
         "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing; an earlier data set there "
         "is replaced as a whole, only once the new one is complete)");
@@ -258,7 +258,8 @@ int run_prepare(int argc, char** argv) {
         "GPT-2: a literal '<|endoftext|>' in the text is ordinary characters, not the token 50256 (as llm.c's "
         "scripts encode)");
   p.add("--tokenizer", &tokenizer_spec,
-        "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), gpt2:DIR (encoder.json and "
+        "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), "
+        "gpt2:DIR (encoder.json and "
         "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
   p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file (at least 1024)");
   p.add("--format", &format,
@@ -272,7 +273,8 @@ int run_prepare(int argc, char** argv) {
       "'tinyshakespeare' is Tiny Shakespeare, from $LLMCC_SHARED_DATA or ../shared/data, else the download cache\n"
       "(~/.cache/llmcc), else downloaded there with curl; every blank-line-separated speech is a document, as in\n"
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
-      "validation split (or the first --val-tokens); each split must get at least 2 tokens. <out>/tokenizer.txt records the tokenizer\n"
+      "validation split (or the first --val-tokens); each split must get at least 2 tokens. <out>/tokenizer.txt "
+      "records the tokenizer\n"
       "(with a copy of a SentencePiece model in <out>/tokenizer.model) for llmcc train and generate.\n\n"
       "Examples:\n"
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
@@ -287,7 +289,8 @@ int run_prepare(int argc, char** argv) {
   if (p.given("--val-tokens") && p.given("--val-fraction"))
     fail(kCmd, "--val-tokens and --val-fraction exclude each other (the first N tokens, or the last fraction)");
   if (p.given("--val-tokens") && val_tokens < kMinSplitTokens)
-    fail(kCmd, "--val-tokens must be at least " + std::to_string(kMinSplitTokens) + ", got " + std::to_string(val_tokens));
+    fail(kCmd,
+         "--val-tokens must be at least " + std::to_string(kMinSplitTokens) + ", got " + std::to_string(val_tokens));
   if (shard_tokens < kMinShardTokens)
     fail(kCmd, "--shard-tokens " + std::to_string(shard_tokens) + " is below the floor of " +
                    std::to_string(kMinShardTokens) +
@@ -322,8 +325,8 @@ int run_prepare(int argc, char** argv) {
     const fs::path path = out.string() + ".tmp-" + std::to_string(::getpid());
     fs::remove_all(path, ec);  // a leftover of a crashed run with the same pid
     if (!fs::create_directory(path, ec) || ec)
-      fail(kCmd, "cannot create output directory " + out_dir + ": cannot create " + path.string() + " beside it: " +
-                     (ec ? ec.message() : "it exists"));
+      fail(kCmd, "cannot create output directory " + out_dir + ": cannot create " + path.string() +
+                     " beside it: " + (ec ? ec.message() : "it exists"));
     work.path = path;
   }
 
@@ -363,11 +366,12 @@ int run_prepare(int argc, char** argv) {
 
   const auto total = static_cast<std::int64_t>(tokens.size());
   const bool val_first = p.given("--val-tokens");
-  const std::int64_t n_val = val_first ? std::min(val_tokens, total)
-                                       : static_cast<std::int64_t>(std::llround(static_cast<double>(total) * val_fraction));
+  const std::int64_t n_val = val_first
+                                 ? std::min(val_tokens, total)
+                                 : static_cast<std::int64_t>(std::llround(static_cast<double>(total) * val_fraction));
   const std::int64_t n_train = total - n_val;
-  const std::string rule = val_first ? "--val-tokens " + std::to_string(val_tokens)
-                                     : "--val-fraction " + std::to_string(val_fraction);
+  const std::string rule =
+      val_first ? "--val-tokens " + std::to_string(val_tokens) : "--val-fraction " + std::to_string(val_fraction);
   if (n_val < kMinSplitTokens || n_train < kMinSplitTokens) {
     fail(kCmd, "input too small: " + std::to_string(total) + " tokens split into " + std::to_string(n_train) +
                    " train and " + std::to_string(n_val) + " val tokens (" + rule + "); each split needs at least " +
@@ -381,10 +385,10 @@ int run_prepare(int argc, char** argv) {
     std::printf("total %lld tokens: train %lld, val %lld (last %.4g of the stream)\n", static_cast<long long>(total),
                 static_cast<long long>(n_train), static_cast<long long>(n_val), val_fraction);
   const std::span<const std::int32_t> all(tokens);
-  const std::span<const std::int32_t> train_part = val_first ? all.subspan(static_cast<std::size_t>(n_val))
-                                                             : all.first(static_cast<std::size_t>(n_train));
-  const std::span<const std::int32_t> val_part = val_first ? all.first(static_cast<std::size_t>(n_val))
-                                                           : all.subspan(static_cast<std::size_t>(n_train));
+  const std::span<const std::int32_t> train_part =
+      val_first ? all.subspan(static_cast<std::size_t>(n_val)) : all.first(static_cast<std::size_t>(n_train));
+  const std::span<const std::int32_t> val_part =
+      val_first ? all.first(static_cast<std::size_t>(n_val)) : all.subspan(static_cast<std::size_t>(n_train));
   const fs::path shown(out_dir);
   const auto train_names = write_split(work.path, shown, "train", train_part, shard_tokens, version);
   const auto val_names = write_split(work.path, shown, "val", val_part, shard_tokens, version);

@@ -70,7 +70,8 @@ int run_tokenize(int argc, char** argv) {
   p.add("--ordinary", &ordinary,
         "GPT-2: encode '<|endoftext|>' as ordinary characters, not as the token 50256 (SentencePiece always does)");
   p.add("--tokenizer", &tokenizer_spec,
-        "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), gpt2:DIR (encoder.json and "
+        "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), "
+        "gpt2:DIR (encoder.json and "
         "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model)");
   p.epilogue(
       "Ids are printed space separated on stdout, their count on stderr.\n\n"

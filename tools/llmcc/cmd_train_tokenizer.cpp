@@ -23,15 +23,18 @@ int run_train_tokenizer(int argc, char** argv) {
   SpTrainOptions o;
   bool verbose = false;
   ArgParser p("train-tokenizer", "Train a SentencePiece tokenizer (BPE by default) on text files.");
-  p.add("--input", &o.inputs, "text files (or the data set name 'tinyshakespeare'); every line is one training sentence");
-  p.add("--vocab-size", &o.vocab_size, "number of tokens, including <unk>, <s>, </s> and (with byte fallback) 256 byte tokens");
+  p.add("--input", &o.inputs,
+        "text files (or the data set name 'tinyshakespeare'); every line is one training sentence");
+  p.add("--vocab-size", &o.vocab_size,
+        "number of tokens, including <unk>, <s>, </s> and (with byte fallback) 256 byte tokens");
   p.add("--out", &o.model_prefix, "output prefix: writes PREFIX.model and PREFIX.vocab");
   p.add("--model-type", &o.model_type, "bpe or unigram");
   p.add("--byte-fallback", &o.byte_fallback,
         "spell characters the vocabulary lacks as UTF-8 byte tokens <0xNN> instead of <unk> (--no-byte-fallback)");
   p.add("--character-coverage", &o.character_coverage,
         "fraction of the input's characters that get their own piece; rarer ones fall back to bytes");
-  p.add("--max-sentence-length", &o.max_sentence_length, "longest line in bytes the trainer uses; longer lines are skipped");
+  p.add("--max-sentence-length", &o.max_sentence_length,
+        "longest line in bytes the trainer uses; longer lines are skipped");
   p.add("--verbose", &verbose, "show SentencePiece's training log");
   p.require("--input");
   p.require("--vocab-size");

@@ -30,9 +30,7 @@ ModelConfig ModelConfig::of(const nn::LlamaConfig& c) {
 const char* ModelConfig::family_name() const { return family == Family::Llama ? "llama" : "gpt2"; }
 const char* ModelConfig::display_name() const { return family == Family::Llama ? "Llama" : "GPT-2"; }
 int ModelConfig::vocab_size() const { return family == Family::Llama ? llama.vocab_size : gpt2.vocab_size; }
-int ModelConfig::max_seq_len() const {
-  return family == Family::Llama ? llama.max_seq_len : gpt2.max_seq_len;
-}
+int ModelConfig::max_seq_len() const { return family == Family::Llama ? llama.max_seq_len : gpt2.max_seq_len; }
 
 std::int64_t ModelConfig::parameter_count() const {
   return family == Family::Llama ? llama.parameter_count() : gpt2.parameter_count();
@@ -82,9 +80,8 @@ std::string describe(const MemoryPlan& p) {
     std::snprintf(count, sizeof count, "%.2fG", n / 1e9);
   else
     std::snprintf(count, sizeof count, "%.2fM", n / 1e6);
-  return std::string(count) + " parameters: weights " + gib(p.params_bytes) + " + gradients " +
-         gib(p.grads_bytes) + " + AdamW " + gib(p.optimizer_bytes) +
-         " + step arena " +
+  return std::string(count) + " parameters: weights " + gib(p.params_bytes) + " + gradients " + gib(p.grads_bytes) +
+         " + AdamW " + gib(p.optimizer_bytes) + " + step arena " +
          (p.arena_bytes > 0 ? gib(p.arena_bytes) + " (B " + std::to_string(p.B) + " x T " + std::to_string(p.T) +
                                   ") = " + gib(p.total())
                             : std::string("(B ") + std::to_string(p.B) + " x T " + std::to_string(p.T) +
@@ -140,10 +137,9 @@ class FamilyModel final : public Model {
   float loss(const Tokens& x, const Tokens& y) const override { return Traits::loss(w_, x, y); }
   std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
                                                  train::BatchSource<train::TokenPair>* val,
-                                                 train::TrainerOptions options,
-                                                 train::TrainerHooks hooks) override {
-    return std::make_unique<train::Trainer<typename Traits::Entry>>(w_.model, w_.params, train, val,
-                                                                    std::move(options), std::move(hooks));
+                                                 train::TrainerOptions options, train::TrainerHooks hooks) override {
+    return std::make_unique<train::Trainer<typename Traits::Entry>>(w_.model, w_.params, train, val, std::move(options),
+                                                                    std::move(hooks));
   }
   std::vector<std::int32_t> sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                    const nn::SamplingConfig& cfg, Rng& rng,
@@ -190,8 +186,7 @@ Family checkpoint_family(const std::string& path) {
     CheckpointReader reader(path);
     if (reader.has("config")) {
       const KeyValues kv = parse_key_values(reader.blob("config"), path + " [config]");
-      if (const auto it = kv.find("model.family"); it != kv.end() && it->second == "llama")
-        return Family::Llama;
+      if (const auto it = kv.find("model.family"); it != kv.end() && it->second == "llama") return Family::Llama;
     }
   }
   return Family::Gpt2;
@@ -200,8 +195,7 @@ Family checkpoint_family(const std::string& path) {
 std::unique_ptr<Model> load_model(const std::string& path) {
   // Anything but a Llama checkpoint (a GPT-2 one, an llm.c file, a file that is not a checkpoint)
   // goes to load_gpt2, which tells them apart and names what is wrong.
-  if (checkpoint_family(path) == Family::Llama)
-    return std::make_unique<FamilyModel<LlamaFamily>>(nn::load_llama(path));
+  if (checkpoint_family(path) == Family::Llama) return std::make_unique<FamilyModel<LlamaFamily>>(nn::load_llama(path));
   return std::make_unique<FamilyModel<Gpt2Family>>(nn::load_gpt2(path));
 }
 
@@ -209,9 +203,7 @@ void check_model_path(const std::string& path, const std::string& flag, const st
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec) || nn::is_hf_model(path)) return;
   const bool dir = std::filesystem::is_directory(path, ec);
-  fail(where, flag + ": " + path +
-                  (dir ? " is a directory without model.safetensors"
-                       : " does not exist") +
+  fail(where, flag + ": " + path + (dir ? " is a directory without model.safetensors" : " does not exist") +
                   "; give a checkpoint written by llmcc train, an llm.c gpt2_*.bin, or a Hugging Face model "
                   "(a directory with config.json and model.safetensors)");
 }

@@ -94,8 +94,7 @@ class Model {
   // weights are shared, the Trainer owns its gradients and record.
   virtual std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
                                                          train::BatchSource<train::TokenPair>* val,
-                                                         train::TrainerOptions options,
-                                                         train::TrainerHooks hooks) = 0;
+                                                         train::TrainerOptions options, train::TrainerHooks hooks) = 0;
   // New tokens after `prompt` (empty: starts from cfg.eot), each family with its KV cache:
   // GPT-2 (nn::gpt2_sample, which calls on_token after the last), Llama (nn::llama_sample, which
   // calls on_token with each id as it is drawn). The window slides when the context fills.

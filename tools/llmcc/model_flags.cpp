@@ -27,8 +27,7 @@ constexpr Override kOverrides[] = {
     {"--hidden-dim", "hidden_dim", &ModelFlags::hidden_dim, nullptr, &nn::LlamaConfig::hidden_dim},
     {"--max-seq-len", "max_seq_len", &ModelFlags::max_seq_len, &nn::Gpt2Config::max_seq_len,
      &nn::LlamaConfig::max_seq_len},
-    {"--vocab-size", "vocab_size", &ModelFlags::vocab_size, &nn::Gpt2Config::vocab_size,
-     &nn::LlamaConfig::vocab_size},
+    {"--vocab-size", "vocab_size", &ModelFlags::vocab_size, &nn::Gpt2Config::vocab_size, &nn::LlamaConfig::vocab_size},
 };
 
 // Llama's float fields.
@@ -124,37 +123,36 @@ bool ModelFlags::any() const {
   return false;
 }
 
-void ModelFlags::check_matches(const ModelConfig& actual, const std::string& source,
-                               const std::string& where) const {
+void ModelFlags::check_matches(const ModelConfig& actual, const std::string& source, const std::string& where) const {
   const char* hint = " (the model's shape comes from the file; drop the flag)";
   for (const Override& o : kOverrides) {
     const int v = this->*o.value;
     if (v == 0) continue;
     int have = 0;
     if (!field_of(o, actual, &have))
-      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " +
-                      actual.display_name() + " model (no " + o.field + ")" + hint);
+      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " + actual.display_name() +
+                      " model (no " + o.field + ")" + hint);
     if (v != have)
-      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source +
-                      ", which holds " + o.field + " " + std::to_string(have) + hint);
+      fail(where, std::string(o.flag) + " " + std::to_string(v) + " conflicts with " + source + ", which holds " +
+                      o.field + " " + std::to_string(have) + hint);
   }
   for (const FloatOverride& o : kFloatOverrides) {
     const float v = this->*o.value;
     if (v == 0.0f) continue;
     if (actual.family != Family::Llama)
-      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " +
-                      actual.display_name() + " model (no " + o.field + ")" + hint);
+      fail(where, std::string(o.flag) + " conflicts with " + source + ", which holds a " + actual.display_name() +
+                      " model (no " + o.field + ")" + hint);
     if (v != actual.llama.*o.llama)
-      fail(where, std::string(o.flag) + " " + text(v) + " conflicts with " + source + ", which holds " +
-                      o.field + " " + text(actual.llama.*o.llama) + hint);
+      fail(where, std::string(o.flag) + " " + text(v) + " conflicts with " + source + ", which holds " + o.field + " " +
+                      text(actual.llama.*o.llama) + hint);
   }
   if (model.empty()) return;
   // A preset names a whole shape: its family, and every field it sets that no override replaced,
   // must agree.
   const ModelConfig preset = model_preset(model);
   if (preset.family != actual.family)
-    fail(where, "--model " + model + " (" + preset.display_name() + ") conflicts with " + source +
-                    ", which holds a " + actual.display_name() + " model" + hint);
+    fail(where, "--model " + model + " (" + preset.display_name() + ") conflicts with " + source + ", which holds a " +
+                    actual.display_name() + " model" + hint);
   for (const Override& o : kOverrides) {
     int want = 0, have = 0;
     if (this->*o.value != 0 || !field_of(o, preset, &want) || !field_of(o, actual, &have)) continue;

@@ -58,8 +58,7 @@ void describe_into(const TextTokenizer& tok, KeyValues& kv, const std::string& p
 }
 
 // The record's vocab_size must be the loaded tokenizer's: another file now sits at its path.
-void check_record(const KeyValues& kv, const std::string& prefix, const TextTokenizer& tok,
-                  const std::string& where) {
+void check_record(const KeyValues& kv, const std::string& prefix, const TextTokenizer& tok, const std::string& where) {
   const auto it = kv.find(prefix + "vocab_size");
   if (it != kv.end() && it->second != std::to_string(tok.vocab_size()))
     fail(kWhere, where + " records a " + it->second + "-token tokenizer, but " + tok.describe() +
@@ -170,8 +169,7 @@ std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
     try {
       t.tok = load_text_tokenizer(it->second);
     } catch (const Error& e) {
-      fail(kWhere,
-           path + ": its tokenizer '" + it->second + "' does not load (" + e.what() + "); give --tokenizer");
+      fail(kWhere, path + ": its tokenizer '" + it->second + "' does not load (" + e.what() + "); give --tokenizer");
     }
   } else {
     return std::nullopt;
@@ -181,8 +179,7 @@ std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
   return t;
 }
 
-void check_tokenizer_fits(const RunTokenizer& t, int model_vocab_size, const std::string& model,
-                          const char* where) {
+void check_tokenizer_fits(const RunTokenizer& t, int model_vocab_size, const std::string& model, const char* where) {
   const int n = t.tok->vocab_size();
   if (n == model_vocab_size) return;
   fail(where, "the tokenizer " + t.tok->describe() + ", from " + t.source + ", has " + std::to_string(n) +

@@ -55,7 +55,6 @@ std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path);
 
 // Throws llmcc::Error("[where] ...") unless the tokenizer's vocabulary is the model's: ids the
 // model predicts must decode, and every id of the text must be one the model reads.
-void check_tokenizer_fits(const RunTokenizer& t, int model_vocab_size, const std::string& model,
-                          const char* where);
+void check_tokenizer_fits(const RunTokenizer& t, int model_vocab_size, const std::string& model, const char* where);
 
 }  // namespace llmcc::cli

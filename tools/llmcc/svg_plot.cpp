@@ -14,7 +14,7 @@ constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", 
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr int kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
-constexpr double kFont = 11;       // tick labels, legend
+constexpr double kFont = 11;        // tick labels, legend
 constexpr double kCharWidth = 0.6;  // an average glyph's width in ems, to lay text out
 
 std::string fixed(double v, int decimals) {
@@ -29,9 +29,7 @@ std::string fixed(double v, int decimals) {
 // A pixel coordinate.
 std::string px(double v) { return fixed(v, 1); }
 
-int decimals_for(double step) {
-  return std::clamp(static_cast<int>(-std::floor(std::log10(step) + 1e-9)), 0, 6);
-}
+int decimals_for(double step) { return std::clamp(static_cast<int>(-std::floor(std::log10(step) + 1e-9)), 0, 6); }
 
 // The largest power of ten that v is a whole multiple of (4.5 -> 0.1, 200 -> 100): a log
 // axis's tick is labelled on its own, with the digits it needs.
@@ -41,9 +39,7 @@ double exact_step(double v) {
   return p;
 }
 
-double text_width(std::string_view text, double font) {
-  return static_cast<double>(text.size()) * font * kCharWidth;
-}
+double text_width(std::string_view text, double font) { return static_cast<double>(text.size()) * font * kCharWidth; }
 
 // Maps data values to pixels along one axis.
 struct Scale {
@@ -60,9 +56,7 @@ struct Point {
   double x, y;
 };
 
-bool drawable(double x, double y, bool log_y) {
-  return std::isfinite(x) && std::isfinite(y) && (!log_y || y > 0);
-}
+bool drawable(double x, double y, bool log_y) { return std::isfinite(x) && std::isfinite(y) && (!log_y || y > 0); }
 
 // Points within the same half-pixel column become the first, lowest, highest and last of them,
 // in their order: the drawn shape is unchanged, the path stays proportional to the width.
@@ -194,7 +188,8 @@ void draw_panel(std::string& out, const SvgPanel& panel, double cx, double cy, d
   if (!panel.x_label.empty()) out += text((x0 + x1) / 2, y1 + 28, panel.x_label, "text-anchor=\"middle\"");
   if (!panel.y_label.empty()) {
     const double lx = cx + 12, ly = (y0 + y1) / 2;
-    out += text(lx, ly, panel.y_label, "text-anchor=\"middle\" transform=\"rotate(-90 " + px(lx) + " " + px(ly) + ")\"");
+    out +=
+        text(lx, ly, panel.y_label, "text-anchor=\"middle\" transform=\"rotate(-90 " + px(lx) + " " + px(ly) + ")\"");
   }
 
   if (!has_data) {
@@ -235,21 +230,30 @@ double draw_legend(std::string& out, const SvgFigure& fig, double top) {
 
 }  // namespace
 
-const char* svg_color(int index) {
-  return kPalette[((index % kPaletteSize) + kPaletteSize) % kPaletteSize];
-}
+const char* svg_color(int index) { return kPalette[((index % kPaletteSize) + kPaletteSize) % kPaletteSize]; }
 
 std::string svg_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

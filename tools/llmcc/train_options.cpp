@@ -64,7 +64,7 @@ struct Stored {
 };
 
 template <class T>
-Stored stored(const char* flag, const char* key, T TrainOptions::*member) {
+Stored stored(const char* flag, const char* key, T TrainOptions::* member) {
   return {flag, key, [member](const TrainOptions& o) { return to_text(o.*member); },
           [member](TrainOptions& o, const std::string& s) { return from_text(s, &(o.*member)); }};
 }
@@ -176,8 +176,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--lr", &o.lr, "peak learning rate");
   p.add("--min-lr", &o.min_lr, "learning rate at the end of the cosine decay");
   p.add("--warmup-steps", &o.warmup_steps, "steps of linear warmup to --lr");
-  p.add("--weight-decay", &o.weight_decay,
-        "AdamW weight decay (2-D weights only; biases and norms are not decayed)");
+  p.add("--weight-decay", &o.weight_decay, "AdamW weight decay (2-D weights only; biases and norms are not decayed)");
   p.add("--beta1", &o.beta1, "AdamW beta1");
   p.add("--beta2", &o.beta2, "AdamW beta2");
   p.add("--eps", &o.eps, "AdamW epsilon");
@@ -194,8 +193,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.section("Validation, samples and checkpoints");
   p.add("--val-every", &o.val_every, "validation loss every N steps (and at the start and end; 0: end only)");
   p.add("--val-steps", &o.val_steps, "validation batches per evaluation (0: one pass over --val-data)");
-  p.add("--sample-every", &o.sample_every,
-        "print a generated sample every N steps, and at the end (0: never)");
+  p.add("--sample-every", &o.sample_every, "print a generated sample every N steps, and at the end (0: never)");
   p.add("--sample-tokens", &o.sample_tokens, "tokens per sample");
   p.add("--sample-temperature", &o.sample_temperature, "sampling temperature (0: greedy)");
   p.add("--sample-top-k", &o.sample_top_k, "sample among the k most likely tokens (0: all)");
@@ -271,8 +269,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.batch_size > 0, "--batch-size must be positive, got " + n(o.batch_size));
   need(o.seq_len > 0, "--seq-len must be positive, got " + n(o.seq_len));
   need(o.seq_len <= config.max_seq_len(), "--seq-len " + n(o.seq_len) + " exceeds the model's max_seq_len " +
-                                              n(config.max_seq_len()) +
-                                              " (raise --max-seq-len or lower --seq-len)");
+                                              n(config.max_seq_len()) + " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
@@ -292,9 +289,8 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.sample_every >= 0, "--sample-every must be >= 0, got " + n(o.sample_every));
   need(o.sample_tokens > 0, "--sample-tokens must be positive, got " + n(o.sample_tokens));
   need(o.sample_temperature >= 0, "--sample-temperature must be >= 0, got " + n(o.sample_temperature));
-  need(
-      o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size(),
-      "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size()) + "], got " + n(o.sample_top_k));
+  need(o.sample_top_k >= 0 && o.sample_top_k <= config.vocab_size(),
+       "--sample-top-k must be in [0, vocab_size = " + n(config.vocab_size()) + "], got " + n(o.sample_top_k));
   need(o.ckpt_every >= 0, "--ckpt-every must be >= 0, got " + n(o.ckpt_every));
   need(o.keep_last > 0, "--keep-last must be positive, got " + n(o.keep_last));
   // The default --val-every is harmless without validation data; asking for it explicitly is not.
@@ -320,8 +316,8 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
     std::error_code ec;
     if (!fs::exists(arg, ec)) fail(where, flag + ": no such file '" + arg + "'");
     if (fs::is_directory(arg, ec))
-      fail(where, flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg +
-          "/*train*.bin')");
+      fail(where,
+           flag + ": '" + arg + "' is a directory (give shard files, or a pattern like '" + arg + "/*train*.bin')");
     out.push_back(arg);
   }
   for (std::string& path : out) {
@@ -333,8 +329,7 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
 }
 
 KeyValues train_options_to_kv(const TrainOptions& o, const ModelConfig& config,
-                              const std::vector<std::string>& train_files,
-                              const std::vector<std::string>& val_files) {
+                              const std::vector<std::string>& train_files, const std::vector<std::string>& val_files) {
   KeyValues kv;
   config.to_kv(kv);
   for (const Stored& s : stored_options()) kv[s.key] = s.get(o);
@@ -343,8 +338,7 @@ KeyValues train_options_to_kv(const TrainOptions& o, const ModelConfig& config,
   return kv;
 }
 
-std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv,
-                                               const std::string& source) {
+std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv, const std::string& source) {
   std::vector<std::string> warnings;
   for (const Stored& s : stored_options()) {
     const auto it = kv.find(s.key);
@@ -369,17 +363,16 @@ std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues&
     if (!o.was_given("--threads"))
       o.threads = threads;
     else if (o.threads != threads)
-      warnings.push_back(
-          "--threads " + std::to_string(o.threads) + " differs from the checkpoint's run (" + it->second +
-          " threads): kernels may round differently, so the run may differ from an uninterrupted one");
+      warnings.push_back("--threads " + std::to_string(o.threads) + " differs from the checkpoint's run (" +
+                         it->second +
+                         " threads): kernels may round differently, so the run may differ from an uninterrupted one");
   }
   std::vector<std::string> paths;
   if (list_from_kv(kv, "data.train", source, &paths)) {
     if (!o.was_given("--train-data"))
       o.train_data = paths;
     else if (expand_data_paths(o.train_data, "--train-data", kWhere) != paths)
-      warnings.push_back(
-          "--train-data differs from the checkpoint's shards (the data position may not carry over)");
+      warnings.push_back("--train-data differs from the checkpoint's shards (the data position may not carry over)");
   }
   if (list_from_kv(kv, "data.val", source, &paths) && !o.was_given("--val-data")) o.val_data = paths;
   return warnings;

@@ -54,9 +54,9 @@ struct TrainOptions {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
-  double grad_clip = 1.0;  // 0: off
-  double loss_spike = 10.0;  // the divergence guard's factor (0: off); run-local
-  int rollbacks = 0;         // rollbacks to the last checkpoint instead of stopping; run-local
+  double grad_clip = 1.0;     // 0: off
+  double loss_spike = 10.0;   // the divergence guard's factor (0: off); run-local
+  int rollbacks = 0;          // rollbacks to the last checkpoint instead of stopping; run-local
   bool force_resume = false;  // resume from a non-finite checkpoint; run-local
 
   // Validation, samples, checkpoints.
@@ -98,13 +98,11 @@ std::vector<std::string> expand_data_paths(const std::vector<std::string>& args,
 // stored hyper-parameter; data paths as given to the loader (data.train.N, data.val.N). The
 // trainer adds "run.threads" (the count actually used).
 KeyValues train_options_to_kv(const TrainOptions& o, const ModelConfig& config,
-                              const std::vector<std::string>& train_files,
-                              const std::vector<std::string>& val_files);
+                              const std::vector<std::string>& train_files, const std::vector<std::string>& val_files);
 // For a resume: sets every stored option not given on the command line from `kv`; returns one
 // warning per given flag whose value differs from the checkpoint's. Throws llmcc::Error naming
 // `source` and the key for a malformed value.
-std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv,
-                                               const std::string& source);
+std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues& kv, const std::string& source);
 
 // Shortest text that reads back to the same value (for logs and checkpoint keys).
 std::string format_number(double v);

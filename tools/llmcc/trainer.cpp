@@ -69,8 +69,7 @@ Origin resolve_origin(TrainOptions& o) {
     if (auto last = latest_checkpoint(o.out_dir)) out.resume_path = *last;
   } else if (!o.resume.empty()) {
     std::error_code ec;
-    if (!fs::is_regular_file(o.resume, ec))
-      fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
+    if (!fs::is_regular_file(o.resume, ec)) fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
     out.resume_path = o.resume;
     if (o.out_dir.empty()) {
       const fs::path parent = fs::path(o.resume).parent_path();
@@ -81,9 +80,8 @@ Origin resolve_origin(TrainOptions& o) {
     if (!o.init_from.empty()) fail(kWhere, "--resume and --init-from exclude each other");
     CheckpointReader reader(out.resume_path);
     if (!reader.has("config") || !reader.has("state") || !reader.has("adamw.m"))
-      fail(kWhere,
-           "--resume: " + out.resume_path +
-               " holds weights only, not a training state (use --init-from to start from its weights)");
+      fail(kWhere, "--resume: " + out.resume_path +
+                       " holds weights only, not a training state (use --init-from to start from its weights)");
     const KeyValues kv = parse_key_values(reader.blob("config"), out.resume_path + " [config]");
     out.config = model_config_from_kv(kv, out.resume_path);
     o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
@@ -106,22 +104,21 @@ Origin resolve_origin(TrainOptions& o) {
 // --tokenizer, else the resumed checkpoint's, else the record next to the shards, else the
 // --init-from checkpoint's; none is fine (samples are then ids unless the vocabulary is GPT-2's).
 // A checkpoint's and the data's that differ are an error unless --tokenizer chooses.
-RunTokenizer resolve_tokenizer(const TrainOptions& o, const Origin& origin,
-                               const std::vector<std::string>& data, std::vector<std::string>& warnings) {
+RunTokenizer resolve_tokenizer(const TrainOptions& o, const Origin& origin, const std::vector<std::string>& data,
+                               std::vector<std::string>& warnings) {
   std::optional<RunTokenizer> from_data = data_tokenizer(data);
   if (!o.tokenizer.empty()) {
     RunTokenizer t{load_text_tokenizer(o.tokenizer), "--tokenizer " + o.tokenizer};
     if (from_data && !same_tokenizer(*t.tok, *from_data->tok))
-      warnings.push_back("--tokenizer " + t.tok->describe() +
-                         " is not the tokenizer the shards were prepared with (" + from_data->tok->describe() +
-                         ", " + from_data->source + ")");
+      warnings.push_back("--tokenizer " + t.tok->describe() + " is not the tokenizer the shards were prepared with (" +
+                         from_data->tok->describe() + ", " + from_data->source + ")");
     return t;
   }
   const std::string ckpt = !origin.resume_path.empty() ? origin.resume_path : o.init_from;
   std::optional<RunTokenizer> from_ckpt = ckpt.empty() ? std::nullopt : checkpoint_tokenizer(ckpt);
   if (from_ckpt && from_data && !same_tokenizer(*from_ckpt->tok, *from_data->tok))
-    fail(kWhere, "the shards were prepared with " + from_data->tok->describe() + " (" + from_data->source +
-                     ") but " + ckpt + " was trained with " + from_ckpt->tok->describe() +
+    fail(kWhere, "the shards were prepared with " + from_data->tok->describe() + " (" + from_data->source + ") but " +
+                     ckpt + " was trained with " + from_ckpt->tok->describe() +
                      "; prepare the data with the checkpoint's tokenizer, or give --tokenizer to choose");
   if (from_ckpt && !origin.resume_path.empty()) return std::move(*from_ckpt);
   if (from_data) return std::move(*from_data);
@@ -150,7 +147,7 @@ class CliTrainer {
   std::unique_ptr<Model> model_;  // weights of its family (the Trainer owns gradients and record)
   std::unique_ptr<train::TokenBatches> train_data_, val_data_;
   Rng sample_rng_;
-  RunTokenizer tokenizer_;                               // tok null: none known
+  RunTokenizer tokenizer_;                              // tok null: none known
   std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
   Progress warnings_;
   std::unique_ptr<train::TrainLoop> trainer_;
@@ -192,8 +189,8 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   const MemoryPlan plan = memory_plan(origin_.config, o_.batch_size, o_.seq_len);
   const std::size_t state_bytes = plan.params_bytes + plan.grads_bytes + plan.optimizer_bytes;
   if (const std::size_t ram = available_memory_bytes(); ram > 0 && state_bytes > ram)
-    fail(kWhere, std::string(origin_.config.display_name()) + " " + origin_.config.str() + " needs " +
-                     describe(plan) + "; its weights, gradients and AdamW state alone exceed the " +
+    fail(kWhere, std::string(origin_.config.display_name()) + " " + origin_.config.str() + " needs " + describe(plan) +
+                     "; its weights, gradients and AdamW state alone exceed the " +
                      fixed(static_cast<double>(ram) / double(1 << 30), 1) + " GiB of memory available");
   if (origin_.init) {
     model_ = std::move(origin_.init);
@@ -205,18 +202,16 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
   const int V = origin_.config.vocab_size();
   train_data_ = std::make_unique<train::TokenBatches>(
-      train_files_,
-      DataLoaderConfig{.B = o_.batch_size,
-                       .T = o_.seq_len,
-                       .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
-                       .seed = seeds_.data,
-                       .vocab_size = V});
+      train_files_, DataLoaderConfig{.B = o_.batch_size,
+                                     .T = o_.seq_len,
+                                     .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
+                                     .seed = seeds_.data,
+                                     .vocab_size = V});
   std::int64_t val_batches = 0;
   if (!val_files_.empty()) {
     val_data_ = std::make_unique<train::TokenBatches>(
         val_files_,
-        DataLoaderConfig{
-            .B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
+        DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
     const std::int64_t epoch = val_data_->batches_per_epoch();
     val_batches = o_.val_steps > 0 ? std::min<std::int64_t>(o_.val_steps, epoch) : epoch;
   }
@@ -259,8 +254,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
 void CliTrainer::print_header(const train::TrainStart& start) {
   const ModelConfig& c = origin_.config;
   std::ostringstream s;
-  const char* origin =
-      !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
+  const char* origin = !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
   const std::string from = !origin_.resume_path.empty() ? origin_.resume_path : o_.init_from;
   s << "llmcc train: " << c.display_name() << " " << c.str() << ", "
     << format_count(static_cast<double>(start.parameters)) << " parameters"
@@ -282,9 +276,8 @@ void CliTrainer::print_header(const train::TrainStart& start) {
                              (c.vocab_size() == 50257 ? "use GPT-2's if found)" : "are token ids)"))
     << "\n";
   s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
-    << (o_.grad_accum == 1 ? " micro-batch = " : " micro-batches = ") << o_.tokens_per_step()
-    << " tokens per step; " << o_.steps << " steps ("
-    << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps))
+    << (o_.grad_accum == 1 ? " micro-batch = " : " micro-batches = ") << o_.tokens_per_step() << " tokens per step; "
+    << o_.steps << " steps (" << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps))
     << " tokens)\n";
   s << "  optimizer: AdamW lr " << format_number(o_.lr) << " -> " << format_number(o_.min_lr) << " (warmup "
     << o_.warmup_steps << ", cosine), betas (" << format_number(o_.beta1) << ", " << format_number(o_.beta2)
@@ -305,12 +298,11 @@ void CliTrainer::print_header(const train::TrainStart& start) {
 
 void CliTrainer::sample(std::int64_t step) {
   const SampleText text =
-      sample_text(*model_, tokenizer_.tok.get(), o_.sample_tokens, o_.sample_temperature, o_.sample_top_k,
-                  sample_rng_);
+      sample_text(*model_, tokenizer_.tok.get(), o_.sample_tokens, o_.sample_temperature, o_.sample_top_k, sample_rng_);
   trainer_->log_text(step, "sample", text.text);
   trainer_->print("step " + std::to_string(step) + ": sample (" + std::to_string(o_.sample_tokens) + " tokens" +
-                  (text.decoded ? "" : ", token ids: no tokenizer for this vocabulary (give --tokenizer)") +
-                  "):\n" + text.text + "\n---");
+                  (text.decoded ? "" : ", token ids: no tokenizer for this vocabulary (give --tokenizer)") + "):\n" +
+                  text.text + "\n---");
 }
 
 TrainResult CliTrainer::run() { return trainer_->run(); }

@@ -12,7 +12,6 @@ Tensor add(const Tensor& a, const Tensor& b);
 LLMCC_ADGEN_RULE("add") Tensor operator+(const Tensor& a, const Tensor& b);
 
 // d_a += d_out, d_b += d_out; a null adjoint is skipped.
-void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
-                  Tensor* d_a, Tensor* d_b);
+void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b);
 
 }  // namespace llmcc

@@ -38,9 +38,8 @@ Tensor attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, int n_he
 // d_q += dL/dq, d_k += dL/dk, d_v += dL/dv given d_out = dL/dout (B, T, n_head * HS); a null
 // adjoint is skipped. The adjoints may alias each other (attention(x, x, x)). Allocates nothing
 // from the arena.
-void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
-                        int n_kv_head, const Tensor& out, const AttentionSaved& saved,
-                        const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v);
+void attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head, const Tensor& out,
+                        const AttentionSaved& saved, const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v);
 
 // attention on q, k, v packed in one tensor qkv (B, T, (n_head + 2 * n_kv_head) * HS).
 Tensor attention_qkv(const Tensor& qkv, int n_head, int n_kv_head);

@@ -25,8 +25,8 @@ Tensor bidirectional_attention_fwd(const Tensor& q, const Tensor& k, const Tenso
 
 // d_q += dL/dq, d_k += dL/dk, d_v += dL/dv given d_out = dL/dout (B, T, n_head * HS); a null
 // adjoint is skipped. The adjoints may alias each other (bidirectional_attention(x, x, x)).
-void bidirectional_attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
-                                      const Tensor& out, const BidirectionalAttentionSaved& saved,
-                                      const Tensor& d_out, Tensor* d_q, Tensor* d_k, Tensor* d_v);
+void bidirectional_attention_pullback(const Tensor& q, const Tensor& k, const Tensor& v, int n_head, const Tensor& out,
+                                      const BidirectionalAttentionSaved& saved, const Tensor& d_out, Tensor* d_q,
+                                      Tensor* d_k, Tensor* d_v);
 
 }  // namespace llmcc

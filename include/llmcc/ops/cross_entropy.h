@@ -10,8 +10,8 @@ namespace llmcc {
 
 // What the backward reads besides logits and targets.
 struct CrossEntropySaved {
-  Tensor lse;      // (N): log-sum-exp over the real vocab, for every row (ignored ones too)
-  int count = 0;   // tokens whose target is not ignore_index
+  Tensor lse;     // (N): log-sum-exp over the real vocab, for every row (ignored ones too)
+  int count = 0;  // tokens whose target is not ignore_index
 };
 
 // loss = (1 / count) * sum over rows n with targets[n] != ignore_index of
@@ -23,14 +23,13 @@ struct CrossEntropySaved {
 // the pullback adds nothing: an all-padding micro-batch contributes neither loss nor gradient.
 float cross_entropy(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index);
 // The same, also filling saved.lse (N) from the current arena and saved.count.
-float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_size,
-                        int ignore_index, CrossEntropySaved& saved);
+float cross_entropy_fwd(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index,
+                        CrossEntropySaved& saved);
 
 // d_logits[n, v] += d_out / count * (softmax(logits[n, :vocab_size])[v] - [v == targets[n]])
 // for v < vocab_size and rows that are not ignored; padded columns, ignored rows (and all of
 // d_logits when count is 0) are left unchanged. A null d_logits is skipped. `out` is not read.
-void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int vocab_size,
-                            int ignore_index, float out, const CrossEntropySaved& saved,
-                            float d_out, Tensor* d_logits);
+void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index, float out,
+                            const CrossEntropySaved& saved, float d_out, Tensor* d_logits);
 
 }  // namespace llmcc

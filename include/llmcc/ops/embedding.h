@@ -12,8 +12,8 @@ Tensor token_embedding(const Tokens& idx, const Tensor& wte);
 
 // d_wte[idx[b, t], :] += d_out[b, t, :] (a row repeated in idx gets the sum of its d_out rows).
 // d_out: (B, T, C); d_wte: (V, C) or null (skipped). `out` is not read.
-void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& out,
-                              const Tensor& d_out, Tensor* d_wte);
+void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& out, const Tensor& d_out,
+                              Tensor* d_wte);
 
 // out[b, t, :] = wte[idx[b, t], :] + wpe[t, :].
 // idx: (B, T) ids in [0, V) with T <= maxT; wte: (V, C); wpe: (maxT, C); out: (B, T, C).
@@ -22,8 +22,7 @@ Tensor token_position_embedding(const Tokens& idx, const Tensor& wte, const Tens
 // d_wte[idx[b, t], :] += d_out[b, t, :];  d_wpe[t, :] += sum_b d_out[b, t, :] (rows t >= T of
 // d_wpe unchanged). d_out: (B, T, C); d_wte: (V, C), d_wpe: (maxT, C), each may be null
 // (skipped); they may be the same tensor when wte and wpe are. `out` is not read.
-void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe,
-                                       const Tensor& out, const Tensor& d_out, Tensor* d_wte,
-                                       Tensor* d_wpe);
+void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe, const Tensor& out,
+                                       const Tensor& d_out, Tensor* d_wte, Tensor* d_wpe);
 
 }  // namespace llmcc

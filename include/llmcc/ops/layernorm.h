@@ -20,7 +20,6 @@ Tensor layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, LayerNor
 // d_x += dL/dx, d_w += dL/dw, d_b += dL/db for the d_out given; a null adjoint is skipped.
 // `out` is not read (the backward needs only x, w and saved).
 void layernorm_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
-                        const LayerNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w,
-                        Tensor* d_b);
+                        const LayerNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_b);
 
 }  // namespace llmcc

@@ -18,15 +18,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // d_w (OC, C)   += d_out^T . x        (OC, N) x (N, C)
 // d_b (OC)      += sum over rows of d_out
 // d_out is shaped like out. A null adjoint is skipped together with the GEMM that only it needs.
-void linear_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
-                     const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_b);
+void linear_pullback(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const Tensor& d_out,
+                     Tensor* d_x, Tensor* d_w, Tensor* d_b);
 
 // linear without a bias (the LM head, Llama's projections): out = x @ w^T.
 // x: (N, C) or (B, T, C); w: (OC, C); out: (N, OC) or (B, T, OC).
 Tensor linear_nobias(const Tensor& x, const Tensor& w);
 
 // d_x += d_out . w, d_w += d_out^T . x; null adjoints are skipped.
-void linear_nobias_pullback(const Tensor& x, const Tensor& w, const Tensor& out,
-                            const Tensor& d_out, Tensor* d_x, Tensor* d_w);
+void linear_nobias_pullback(const Tensor& x, const Tensor& w, const Tensor& out, const Tensor& d_out, Tensor* d_x,
+                            Tensor* d_w);
 
 }  // namespace llmcc

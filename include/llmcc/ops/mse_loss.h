@@ -12,7 +12,7 @@ float mse_loss(const Tensor& pred, const Tensor& target);
 
 // With g = d_out * 2 / N:  d_pred += g (pred - target),  d_target -= g (pred - target).
 // d_pred, d_target: the shape of pred, each may be null (skipped). `out` is not read.
-void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, float d_out,
-                       Tensor* d_pred, Tensor* d_target);
+void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, float d_out, Tensor* d_pred,
+                       Tensor* d_target);
 
 }  // namespace llmcc

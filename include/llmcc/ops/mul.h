@@ -13,7 +13,6 @@ LLMCC_ADGEN_RULE("mul") Tensor operator*(const Tensor& a, const Tensor& b);
 
 // d_a += d_out * b, d_b += d_out * a; a null adjoint is skipped. d_a and d_b may be the same
 // tensor (`x * x`): it then receives both contributions, (a + b) * d_out. `out` is not read.
-void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out,
-                  Tensor* d_a, Tensor* d_b);
+void mul_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b);
 
 }  // namespace llmcc

@@ -18,7 +18,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps);
 Tensor rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, RmsNormSaved& saved);
 
 // d_x += dL/dx, d_w += dL/dw for the d_out given; a null adjoint is skipped. `out` is not read.
-void rmsnorm_pullback(const Tensor& x, const Tensor& w, float eps, const Tensor& out,
-                      const RmsNormSaved& saved, const Tensor& d_out, Tensor* d_x, Tensor* d_w);
+void rmsnorm_pullback(const Tensor& x, const Tensor& w, float eps, const Tensor& out, const RmsNormSaved& saved,
+                      const Tensor& d_out, Tensor* d_x, Tensor* d_w);
 
 }  // namespace llmcc

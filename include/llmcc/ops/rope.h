@@ -15,9 +15,9 @@ struct RopeScaling {
   enum class Type { None, Llama3 };
   Type type = Type::None;
   // llama3 only:
-  float factor = 1.0f;            // low frequencies are divided by this (32 in Llama 3.2, 8 in 3.1)
-  float low_freq_factor = 1.0f;   // wavelengths above original / low_freq_factor are fully scaled
-  float high_freq_factor = 4.0f;  // wavelengths below original / high_freq_factor are kept
+  float factor = 1.0f;                          // low frequencies are divided by this (32 in Llama 3.2, 8 in 3.1)
+  float low_freq_factor = 1.0f;                 // wavelengths above original / low_freq_factor are fully scaled
+  float high_freq_factor = 4.0f;                // wavelengths below original / high_freq_factor are kept
   int original_max_position_embeddings = 8192;  // the context of pre-training
 
   // "default" (no scaling) or "llama3": Hugging Face's rope_type names.
@@ -60,7 +60,7 @@ void rope_pullback(const Tensor& x, int n_head, const RopeConfig& cfg, int pos_o
 
 // Plain RoPE with base theta (no scaling): rope(x, n_head, RopeConfig{theta}, pos_offset).
 Tensor rope(const Tensor& x, int n_head, float theta, int pos_offset);
-void rope_pullback(const Tensor& x, int n_head, float theta, int pos_offset, const Tensor& out,
-                   const Tensor& d_out, Tensor* d_x);
+void rope_pullback(const Tensor& x, int n_head, float theta, int pos_offset, const Tensor& out, const Tensor& d_out,
+                   Tensor* d_x);
 
 }  // namespace llmcc

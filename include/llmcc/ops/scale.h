@@ -14,7 +14,6 @@ LLMCC_ADGEN_RULE("scale") Tensor operator*(const Tensor& x, float s);
 
 // d_x += s * d_out;  *d_s += sum(d_out * x), summed in double.  x, out, d_out, d_x: the shape
 // of x. A null adjoint is skipped (with it, the work only it needs). `out` is not read.
-void scale_pullback(const Tensor& x, float s, const Tensor& out, const Tensor& d_out, Tensor* d_x,
-                    float* d_s);
+void scale_pullback(const Tensor& x, float s, const Tensor& out, const Tensor& d_out, Tensor* d_x, float* d_s);
 
 }  // namespace llmcc

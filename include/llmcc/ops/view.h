@@ -20,7 +20,7 @@ Tensor view(const Tensor& x, const Shape& shape, std::int64_t offset);
 
 // d_x[offset + i] += d_out[i] for i < numel(shape) (flat indices); the rest of d_x is unchanged.
 // d_out: `shape`; d_x: the shape of x, or null (skipped). `out` is not read.
-void view_pullback(const Tensor& x, const Shape& shape, std::int64_t offset, const Tensor& out,
-                   const Tensor& d_out, Tensor* d_x);
+void view_pullback(const Tensor& x, const Shape& shape, std::int64_t offset, const Tensor& out, const Tensor& d_out,
+                   Tensor* d_x);
 
 }  // namespace llmcc

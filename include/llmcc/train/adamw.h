@@ -36,13 +36,13 @@ struct AdamWConfig {
 // One AdamW step t (t >= 1: the number of steps taken including this one) with learning rate
 // lr. Returns whether the updated parameters and both moments are all finite (checked in the
 // same pass). Throws llmcc::Error if the four stores' layouts differ or t < 1.
-bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m,
-                ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
+bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterStore& m, ParameterStore& v,
+                const AdamWConfig& config, float lr, std::int64_t t);
 
 // adamw_step, then grads are zero (in the same pass over memory). The parameters, m and v are
 // bit-for-bit those of adamw_step.
-bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m,
-                           ParameterStore& v, const AdamWConfig& config, float lr, std::int64_t t);
+bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
+                           const AdamWConfig& config, float lr, std::int64_t t);
 
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
 class AdamW {
@@ -54,7 +54,7 @@ class AdamW {
   // The same step, leaving grads zero for the next step's backward to accumulate into.
   bool step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr);
 
-  std::int64_t t() const { return t_; }  // steps taken
+  std::int64_t t() const { return t_; }   // steps taken
   void set_t(std::int64_t t) { t_ = t; }  // for resuming
   const AdamWConfig& config() const { return config_; }
   ParameterStore& m() { return m_; }
@@ -69,7 +69,7 @@ class AdamW {
 };
 
 // Throws llmcc::Error("[where] ...") naming the first tensor whose name, shape or offset differs.
-void check_same_layout(const ParameterStore& a, const ParameterStore& b, const char* where,
-                       const char* a_name, const char* b_name);
+void check_same_layout(const ParameterStore& a, const ParameterStore& b, const char* where, const char* a_name,
+                       const char* b_name);
 
 }  // namespace llmcc

@@ -95,10 +95,10 @@ class CheckpointReader {
 // ---- the trainer's checkpoint -------------------------------------------------------------
 
 struct TrainState {
-  std::int64_t step = 0;                       // optimizer steps completed
-  DataLoaderState data;                        // the training loader's position
-  std::map<std::string, std::uint64_t> rngs;   // named Rng states, e.g. {"sample", ...}
-  KeyValues config;                            // the run's configuration
+  std::int64_t step = 0;                      // optimizer steps completed
+  DataLoaderState data;                       // the training loader's position
+  std::map<std::string, std::uint64_t> rngs;  // named Rng states, e.g. {"sample", ...}
+  KeyValues config;                           // the run's configuration
   // Files the run carries with it, saved as blob sections "file.<name>" (e.g. "tokenizer.model":
   // the SentencePiece model of the run's data, so `llmcc generate` needs nothing else).
   std::map<std::string, std::string> files;
@@ -106,8 +106,7 @@ struct TrainState {
 };
 
 // opt may be null: the file then holds weights only (no adamw.m / adamw.v).
-void save_checkpoint(const std::string& path, const ParameterStore& params, const AdamW* opt,
-                     const TrainState& state);
+void save_checkpoint(const std::string& path, const ParameterStore& params, const AdamW* opt, const TrainState& state);
 // Loads weights (and, when opt is not null, AdamW's moments and step count) and returns the
 // state. With opt non-null, a weights-only file is an error (it cannot resume).
 TrainState load_checkpoint(const std::string& path, ParameterStore& params, AdamW* opt);
@@ -131,8 +130,7 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 void prune_checkpoints(const std::string& dir, int keep_last);
 // Creates dir if needed, saves checkpoint_path(dir, state.step) (replacing a file of that step),
 // records it as the newest written, prunes (never the file just written); returns the path.
-std::string save_checkpoint_in_dir(const std::string& dir, int keep_last,
-                                   const ParameterStore& params, const AdamW* opt,
-                                   const TrainState& state);
+std::string save_checkpoint_in_dir(const std::string& dir, int keep_last, const ParameterStore& params,
+                                   const AdamW* opt, const TrainState& state);
 
 }  // namespace llmcc

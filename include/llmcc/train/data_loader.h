@@ -49,10 +49,10 @@ struct DataLoaderConfig {
 
 // Where the loader is; restoring it reproduces the following batches exactly.
 struct DataLoaderState {
-  std::uint64_t shard = 0;     // Sequential: current shard
-  std::int64_t position = 0;   // Sequential: start of the next batch in that shard
-  std::uint64_t rng = 0;       // Random: the Rng's state
-  std::int64_t batches = 0;    // batches served so far (both modes; for logs)
+  std::uint64_t shard = 0;    // Sequential: current shard
+  std::int64_t position = 0;  // Sequential: start of the next batch in that shard
+  std::uint64_t rng = 0;      // Random: the Rng's state
+  std::int64_t batches = 0;   // batches served so far (both modes; for logs)
 
   // "shard=3 position=4096 rng=123 batches=17" and back; parse throws llmcc::Error naming the
   // bad field.
@@ -67,8 +67,8 @@ class DataLoader {
 
   // Next batch into the loader's buffers.
   void next_batch();
-  Tokens inputs() const { return Tokens(inputs_.data(), config_.B, config_.T); }   // (B, T)
-  Tokens targets() const { return Tokens(targets_.data(), config_.B, config_.T); } // (B, T)
+  Tokens inputs() const { return Tokens(inputs_.data(), config_.B, config_.T); }    // (B, T)
+  Tokens targets() const { return Tokens(targets_.data(), config_.B, config_.T); }  // (B, T)
 
   // Next batch into caller buffers of B*T int32 each (row-major (B, T)).
   void next_batch(std::int32_t* inputs, std::int32_t* targets);
@@ -89,8 +89,7 @@ class DataLoader {
 
  private:
   void read_window(std::size_t shard, std::int64_t start, std::int64_t n, std::int32_t* out) const;
-  void check_vocab(const std::int32_t* window, std::int64_t n, std::size_t shard,
-                   std::int64_t start) const;
+  void check_vocab(const std::int32_t* window, std::int64_t n, std::size_t shard, std::int64_t start) const;
 
   DataLoaderConfig config_;
   std::vector<TokenFile> shards_;

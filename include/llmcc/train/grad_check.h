@@ -39,23 +39,23 @@
 namespace llmcc::train {
 
 struct GradCheckOptions {
-  std::uint64_t seed = 1;     // which elements
-  int per_tensor = 3;         // elements per tensor
+  std::uint64_t seed = 1;  // which elements
+  int per_tensor = 3;      // elements per tensor
   double rtol = 1e-2;
-  std::FILE* out = stdout;    // a line per tensor and a summary; null: silent
+  std::FILE* out = stdout;  // a line per tensor and a summary; null: silent
 };
 
 struct GradCheckTensor {
   std::string name;
   Shape shape;
-  double max_grad = 0.0;    // the tensor's largest |gradient|
-  int elements = 0;         // elements compared
-  double worst_rel = 0.0;   // max |adgen - fd| / max(|adgen|, |fd|)
+  double max_grad = 0.0;      // the tensor's largest |gradient|
+  int elements = 0;           // elements compared
+  double worst_rel = 0.0;     // max |adgen - fd| / max(|adgen|, |fd|)
   double worst_excess = 0.0;  // the same beyond the noise allowance (what the rule judges)
-  double truncation = 0.0;  // max |fd(h) - fd(h/2)|
+  double truncation = 0.0;    // max |fd(h) - fd(h/2)|
   bool finite = true;
   bool ok = true;
-  std::string first_bad;    // "[i]: adgen a, fd b" of the first element that failed
+  std::string first_bad;  // "[i]: adgen a, fd b" of the first element that failed
 };
 
 struct GradCheckReport {
@@ -63,7 +63,8 @@ struct GradCheckReport {
   double noise = 0.0;  // the noise allowance at the largest step
   std::vector<GradCheckTensor> tensors;
   int failed() const {
-    return static_cast<int>(std::count_if(tensors.begin(), tensors.end(), [](const GradCheckTensor& t) { return !t.ok; }));
+    return static_cast<int>(
+        std::count_if(tensors.begin(), tensors.end(), [](const GradCheckTensor& t) { return !t.ok; }));
   }
   bool ok() const { return failed() == 0 && !tensors.empty(); }
 };

@@ -41,7 +41,7 @@ float bf16_bits_to_f32(std::uint16_t b);
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;     // "F32", "BF16", "F16", "I64", ...
+  std::string dtype;  // "F32", "BF16", "F16", "I64", ...
   TensorShape shape;
   std::uint64_t begin = 0;  // byte offsets into the data section (after the header)
   std::uint64_t end = 0;

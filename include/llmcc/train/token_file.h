@@ -32,8 +32,7 @@ inline constexpr std::size_t kTokenFileHeaderBytes = kTokenFileHeaderInts * size
 // Writes `tokens` to `path` atomically (<path>.tmp, fsync, rename). version 0 picks 1 when every
 // token is in [0, 65535] and 2 otherwise; asking for version 1 with a larger id, a negative id,
 // or 2^31 or more tokens throws llmcc::Error.
-void write_token_file(const std::string& path, std::span<const std::int32_t> tokens,
-                      int version = 0);
+void write_token_file(const std::string& path, std::span<const std::int32_t> tokens, int version = 0);
 
 // A validated, memory-mapped token file. Cheap to move; the mapping lives as long as it does.
 class TokenFile {

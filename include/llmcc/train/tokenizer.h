@@ -55,7 +55,7 @@ class Gpt2Tokenizer {
   std::string decode_token(int32_t id) const;
 
   int vocab_size() const { return static_cast<int>(token_bytes_.size()); }  // 50257 for GPT-2
-  int eot() const { return eot_; }                                            // 50256 for GPT-2
+  int eot() const { return eot_; }                                          // 50256 for GPT-2
 
   Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept;
   Gpt2Tokenizer& operator=(Gpt2Tokenizer&&) noexcept;
@@ -74,6 +74,5 @@ class Gpt2Tokenizer {
   int32_t eot_ = -1;
   std::unique_ptr<Cache> cache_;  // piece -> ids, shared across calls
 };
-
 
 }  // namespace llmcc

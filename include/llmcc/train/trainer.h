@@ -52,12 +52,12 @@
 namespace llmcc::train {
 
 struct TrainerOptions {
-  std::int64_t steps = 1000;      // optimizer steps of the whole run (the schedule's length)
-  std::int64_t stop_after = 0;    // > 0: stop (with a checkpoint) after this many steps of this call
-  int grad_accum = 1;             // micro-batches per optimizer step
-  LrSchedule schedule{};          // max_steps is set to `steps`
+  std::int64_t steps = 1000;    // optimizer steps of the whole run (the schedule's length)
+  std::int64_t stop_after = 0;  // > 0: stop (with a checkpoint) after this many steps of this call
+  int grad_accum = 1;           // micro-batches per optimizer step
+  LrSchedule schedule{};        // max_steps is set to `steps`
   AdamWConfig adamw{};
-  double grad_clip = 1.0;         // global-norm clipping; 0: off (the norm is still logged)
+  double grad_clip = 1.0;  // global-norm clipping; 0: off (the norm is still logged)
   // The divergence guard stops the run, before anything is saved, when a step's loss exceeds
   // loss_spike times the mean of the previous steps' losses (up to 16 of this call; 0: no spike
   // check). A non-finite loss, gradient norm, updated weight or AdamW moment always stops it.
@@ -100,12 +100,12 @@ struct TrainResult {
 
 // What the run looks like once everything is allocated, for a header.
 struct TrainStart {
-  std::int64_t step = 0;           // first step this call takes
-  std::string resumed_from;        // checkpoint path, or empty
+  std::int64_t step = 0;     // first step this call takes
+  std::string resumed_from;  // checkpoint path, or empty
   std::int64_t parameters = 0;
-  std::size_t arena_bytes = 0;     // step arena reserved
-  std::size_t arena_planned = 0;   // the planning step's high-water mark (0: not planned)
-  std::int64_t val_batches = 0;    // per validation (0: no validation source)
+  std::size_t arena_bytes = 0;    // step arena reserved
+  std::size_t arena_planned = 0;  // the planning step's high-water mark (0: not planned)
+  std::int64_t val_batches = 0;   // per validation (0: no validation source)
 };
 
 struct TrainerHooks {

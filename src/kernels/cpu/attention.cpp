@@ -68,8 +68,7 @@ inline void vstore(float* p, vec x) { _mm256_storeu_ps(p, x); }
 inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
 // Lane i is on when i < n: a window into 8 all-ones words followed by 8 zero words.
 inline __m256i lanes(int n) {
-  alignas(64) static constexpr std::int32_t kWindow[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                           0,  0,  0,  0,  0,  0,  0,  0};
+  alignas(64) static constexpr std::int32_t kWindow[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kWindow + 8 - n));
 }
 inline vec load_n(const float* p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
@@ -83,9 +82,7 @@ inline vec vexp2i(vec k) {  // 2^k for integral k in [-126, 127]
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_castsi256_ps(e);
 }
-inline vec fill_below(vec x, int n, vec fill) {
-  return _mm256_blendv_ps(x, fill, _mm256_castsi256_ps(lanes(n)));
-}
+inline vec fill_below(vec x, int n, vec fill) { return _mm256_blendv_ps(x, fill, _mm256_castsi256_ps(lanes(n))); }
 #else
 constexpr int W = 4;
 struct vec {
@@ -112,10 +109,18 @@ inline vec lanewise(vec a, vec b, F f) {
   for (int i = 0; i < W; ++i) a.x[i] = f(a.x[i], b.x[i]);
   return a;
 }
-inline vec vadd(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x + y; }); }
-inline vec vsub(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x - y; }); }
-inline vec vmul(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return x * y; }); }
-inline vec vmax(vec a, vec b) { return lanewise(a, b, [](float x, float y) { return std::max(x, y); }); }
+inline vec vadd(vec a, vec b) {
+  return lanewise(a, b, [](float x, float y) { return x + y; });
+}
+inline vec vsub(vec a, vec b) {
+  return lanewise(a, b, [](float x, float y) { return x - y; });
+}
+inline vec vmul(vec a, vec b) {
+  return lanewise(a, b, [](float x, float y) { return x * y; });
+}
+inline vec vmax(vec a, vec b) {
+  return lanewise(a, b, [](float x, float y) { return std::max(x, y); });
+}
 inline vec fill_below(vec x, int n, vec fill) {
   std::copy_n(fill.x, n, x.x);
   return x;
@@ -237,8 +242,8 @@ void small_gemm(int M, const Operands& o, SpanOf span) {
     for (int n = s.n_lo / W * W; n < s.n_hi; n += kNV * W) {
       const int rem = std::min(s.n_hi - n, kNV * W);
       const int nv = (rem + W - 1) / W;
-      const Operands t{o.a + i * o.ars + s.k_lo * o.acs, o.ars, o.acs,
-                       o.b + s.k_lo * o.ldb + n,         o.ldb, o.c + i * o.ldc + n, o.ldc};
+      const Operands t{
+          o.a + i * o.ars + s.k_lo * o.acs, o.ars, o.acs, o.b + s.k_lo * o.ldb + n, o.ldb, o.c + i * o.ldc + n, o.ldc};
       tile_m<kAcc, kMR>(m, nv, rem - (nv - 1) * W, s.k_hi - s.k_lo, t);
     }
   }
@@ -272,8 +277,8 @@ void transpose_rows(float* dst, i64 ld, const float* src, i64 ld_src, int n, int
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
       }
       for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));      // column 0 | 4
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));  // column 1 | 5
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));          // column 0 | 4
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));      // column 1 | 5
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));  // 2 | 6
         u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));  // 3 | 7
       }
@@ -352,8 +357,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // ---- forward ---------------------------------------------------------------------------------
 // Query rows i0 .. i0+nq-1 of head h in batch b: S^T = K Q^T per key block, the online softmax
 // vectorised across the block's queries, O += P V into the output rows, then O /= l.
-void forward_block(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const AttentionLayout& L, int b, int h, int i0) {
+void forward_block(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
+                   int b, int h, int i0) {
   const int T = L.T, HS = L.HS, nq = std::min(kBlock, T - i0);
   const int kvh = h / (L.NH / L.NKV);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -364,12 +369,12 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
-  float* qt = sc.take(std::size_t(HS) * kBlock, at);  // (HS, kBlock): scale * Q^T of the block
+  float* qt = sc.take(std::size_t(HS) * kBlock, at);      // (HS, kBlock): scale * Q^T of the block
   float* st = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, kBlock): S^T, then P^T
-  float* m = sc.take(kBlock, at);                          // running max per query
-  float* l = sc.take(kBlock, at);                          // running sum of exp(s - m)
-  float* corr = sc.take(kBlock, at);                       // exp(m_old - m_new)
-  float* vblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): V_blk, dense
+  float* m = sc.take(kBlock, at);                         // running max per query
+  float* l = sc.take(kBlock, at);                         // running sum of exp(s - m)
+  float* corr = sc.take(kBlock, at);                      // exp(m_old - m_new)
+  float* vblk = sc.take(std::size_t(kBlock) * HS, at);    // (keys, HS): V_blk, dense
 
   transpose_rows(qt, kBlock, q + (row0 + i0) * L.ld_q + i64{h} * HS, L.ld_q, nq, HS, scale);
   for (int ii = 0; ii < nq; ++ii) {
@@ -379,7 +384,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   }
   for (int j0 = 0; j0 < i0 + nq; j0 += kBlock) {
     const int nk = std::min(kBlock, i0 + nq - j0);  // keys no query of the block sees are skipped
-    const int diag = i0 - j0;  // key jj is visible to query ii iff jj <= ii + diag
+    const int diag = i0 - j0;                       // key jj is visible to query ii iff jj <= ii + diag
     const bool full = nk - 1 <= diag;
     // S^T (nk, nq) = K_blk (nk, HS) . (scale Q^T) (HS, nq); a key tile needs queries >= its first key - diag.
     small_gemm<false>(nk, {kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt, kBlock, st, kBlock},
@@ -390,7 +395,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
       vec mx = vload(m + c);
       for (int jj = 0; jj < nk; ++jj) {
         const int hidden = full ? 0 : std::min(W, jj - diag - c);  // masked lanes of this row
-        if (hidden >= W) break;  // so are all later rows' lanes
+        if (hidden >= W) break;                                    // so are all later rows' lanes
         const vec sv = vload(st + jj * kBlock + c);
         mx = vmax(mx, hidden > 0 ? fill_below(sv, hidden, vset1(kNegInf)) : sv);
       }
@@ -439,9 +444,8 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 // ---- backward --------------------------------------------------------------------------------
 // Head h of batch b, accumulating into dK and dV of its kv head and into its own dQ. Key blocks
 // outermost: a block's dK and dV stay in scratch while every query block that sees it passes.
-void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
-                   const float* k, const float* v, const float* out, const float* lse,
-                   const AttentionLayout& L, int b, int h) {
+void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
+                   const float* v, const float* out, const float* lse, const AttentionLayout& L, int b, int h) {
   const int T = L.T, HS = L.HS;
   const int kvh = h / (L.NH / L.NKV);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -459,10 +463,10 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
   const int Tp = padded_T(T);
-  float* qt = sc.take(std::size_t(HS) * Tp, at);        // (HS, Tp): scale * Q^T of the head
-  float* dot = sc.take(std::size_t(HS) * Tp, at);       // (HS, Tp): dO^T
-  float* D = sc.take(Tp, at);                           // (T): dO_i . O_i
-  float* Lh = sc.take(Tp, at);                          // (T): lse of the head
+  float* qt = sc.take(std::size_t(HS) * Tp, at);           // (HS, Tp): scale * Q^T of the head
+  float* dot = sc.take(std::size_t(HS) * Tp, at);          // (HS, Tp): dO^T
+  float* D = sc.take(Tp, at);                              // (T): dO_i . O_i
+  float* Lh = sc.take(Tp, at);                             // (T): lse of the head
   float* pt = sc.take(std::size_t(kBlock) * kBlock, at);   // (keys, queries): P^T
   float* dst = sc.take(std::size_t(kBlock) * kBlock, at);  // (keys, queries): dP^T, then scale dS^T
   float* dk_acc = sc.take(std::size_t(kBlock) * HS, at);   // (keys, HS)
@@ -525,8 +529,10 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
         return Span{full ? 0 : std::max(0, jj - diag), nq, full ? 0 : std::max(0, jj - diag), nq};
       };
       // S^T (nk, nq) = K_blk . (scale Q^T); P^T = exp(S^T - lse), 0 where masked.
-      small_gemm<false>(nk, {k_blk, ld_k_blk, 1, qt + i0, Tp, pt, kBlock},
-                        [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
+      small_gemm<false>(nk, {k_blk, ld_k_blk, 1, qt + i0, Tp, pt, kBlock}, [&](int jj, int r) {
+        Span s = keys_by_queries(jj, r);
+        return Span{s.n_lo, nq, 0, HS};
+      });
       // P^T = exp(S^T - lse), W queries at a time, 0 where masked (select, not multiply: masked
       // entries of the scratch hold stale values; lanes past nq are never read).
       for (int c = 0; c < nq; c += W) {
@@ -541,8 +547,10 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       }
       if (need_ds) {
         // dP^T (nk, nq) = V_blk . dO^T; dS^T = scale * P^T * (dP^T - D), 0 where masked.
-        small_gemm<false>(nk, {v_blk, ld_v_blk, 1, dot + i0, Tp, dst, kBlock},
-                          [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{s.n_lo, nq, 0, HS}; });
+        small_gemm<false>(nk, {v_blk, ld_v_blk, 1, dot + i0, Tp, dst, kBlock}, [&](int jj, int r) {
+          Span s = keys_by_queries(jj, r);
+          return Span{s.n_lo, nq, 0, HS};
+        });
         const vec sv = vset1(scale);
         for (int c = 0; c < nq; c += W) {
           const vec dv = vload(D + i0 + c);
@@ -557,7 +565,10 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       }
       // dV_blk (nk, HS) += P^T (nk, nq) . dO_blk (nq, HS); dK_blk += dS^T . Q_blk. A key tile
       // needs queries >= its first key - diag.
-      auto depth_queries = [&](int jj, int r) { Span s = keys_by_queries(jj, r); return Span{0, HS, s.k_lo, nq}; };
+      auto depth_queries = [&](int jj, int r) {
+        Span s = keys_by_queries(jj, r);
+        return Span{0, HS, s.k_lo, nq};
+      };
       if (d_v) small_gemm<true>(nk, {pt, kBlock, 1, do_rows + i0 * ld_do_rows, ld_do_rows, dv_acc, HS}, depth_queries);
       if (d_k) small_gemm<true>(nk, {dst, kBlock, 1, q_rows + i0 * ld_q_rows, ld_q_rows, dk_acc, HS}, depth_queries);
       // dQ_blk (nq, HS) += dS (nq, nk) . K_blk (nk, HS). A query tile needs keys <= its last query + diag.
@@ -601,8 +612,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const auto task = [&](i64 t) {
     const i64 bh = t / blocks;
     const int blk = static_cast<int>(blocks - 1 - t % blocks);
-    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH),
-                  blk * kBlock);
+    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH), blk * kBlock);
   };
   // One thread (or already inside a region): no region at all, since libgomp allocates a
   // one-thread team for every region it opens (src/kernels/cpu/parallel.h).
@@ -619,10 +629,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
 }
 
-void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionLayout& L, bool overwrite_q, bool overwrite_k,
-                        bool overwrite_v) {
+void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const AttentionLayout& L, bool overwrite_q,
+                        bool overwrite_k, bool overwrite_v) {
   if (!d_q && !d_k && !d_v) return;
   const int group = L.NH / L.NKV;
   // T rows of `width` floats from column `col` of batch b's rows (stride ld) set to zero.

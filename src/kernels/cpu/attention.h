@@ -40,9 +40,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 // GPT-2 at B=4, plenty for a few threads). An adjoint whose overwrite flag is set is written,
 // not accumulated into: each task zeroes its own rows of it first, while they are about to be
 // used (its old contents are never read).
-void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionLayout& L, bool overwrite_q = false,
-                        bool overwrite_k = false, bool overwrite_v = false);
+void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const AttentionLayout& L,
+                        bool overwrite_q = false, bool overwrite_k = false, bool overwrite_v = false);
 
 }  // namespace llmcc::cpu

@@ -33,8 +33,8 @@ void transpose_head(float* __restrict dst, const float* __restrict src, i64 C, i
 // Every product the kernels need is one: scores (w = q_i, rows = K^T), outputs (w = p_i,
 // rows = V), d_q (w = ds_i, rows = K). The columns go in chunks of 16 whose sums stay in
 // registers over all J rows (accumulating in `out` instead chains a store and a reload per row).
-void combine(float* __restrict out, const float* __restrict w, const float* __restrict rows, i64 ld, int J,
-             int n, float alpha, bool accumulate) {
+void combine(float* __restrict out, const float* __restrict w, const float* __restrict rows, i64 ld, int J, int n,
+             float alpha, bool accumulate) {
   constexpr int kW = 16;
   for (int c0 = 0; c0 < n; c0 += kW) {
     float acc[kW] = {};
@@ -64,13 +64,13 @@ void combine(float* __restrict out, const float* __restrict w, const float* __re
 
 }  // namespace
 
-void bidirectional_attention_forward(float* out, float* lse, const float* q, const float* k,
-                                     const float* v, int B, int T, int NH, int HS) {
+void bidirectional_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int B,
+                                     int T, int NH, int HS) {
   const i64 C = i64{NH} * HS, heads = i64{B} * NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   parallel_for(heads, heads * T * T * HS >= kParallelMin, [&](i64 u0, i64 u1) {
     float* kt = scratch(static_cast<std::size_t>(HS) * T + T);  // (HS, T) keys, transposed
-    float* p = kt + static_cast<i64>(HS) * T;                    // (T) one row's scores, then exp
+    float* p = kt + static_cast<i64>(HS) * T;                   // (T) one row's scores, then exp
     for (i64 u = u0; u < u1; ++u) {
       const i64 b = u / NH, h = u % NH, base = b * T * C + h * HS;  // row (b, 0), head h
       transpose_head(kt, k + base, C, T, HS);
@@ -93,22 +93,22 @@ void bidirectional_attention_forward(float* out, float* lse, const float* q, con
 
 // No __restrict on the adjoints: they may alias each other (q = k = v = x). All writes of head
 // (b, h) go to its own slices, which only the thread running that head touches.
-void bidirectional_attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out,
-                                      const float* q, const float* k, const float* v, const float* out,
-                                      const float* lse, int B, int T, int NH, int HS) {
+void bidirectional_attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
+                                      const float* k, const float* v, const float* out, const float* lse, int B, int T,
+                                      int NH, int HS) {
   const i64 C = i64{NH} * HS, heads = i64{B} * NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   parallel_for(heads, heads * T * T * HS >= kParallelMin, [&](i64 u0, i64 u1) {
     float* kt = scratch(2 * static_cast<std::size_t>(HS) * T + 2 * T);  // (HS, T) keys, transposed
-    float* vt = kt + static_cast<i64>(HS) * T;                           // (HS, T) values, transposed
-    float* p = vt + static_cast<i64>(HS) * T;                            // (T) p_ij of one row i
-    float* ds = p + T;                                                   // (T) dO_i . v_j, then ds_ij
+    float* vt = kt + static_cast<i64>(HS) * T;                          // (HS, T) values, transposed
+    float* p = vt + static_cast<i64>(HS) * T;                           // (T) p_ij of one row i
+    float* ds = p + T;                                                  // (T) dO_i . v_j, then ds_ij
     for (i64 u = u0; u < u1; ++u) {
       const i64 b = u / NH, h = u % NH, base = b * T * C + h * HS;
       transpose_head(kt, k + base, C, T, HS);
       transpose_head(vt, v + base, C, T, HS);
       for (int i = 0; i < T; ++i) {
-        const float* qi = q + base + i * C;      // (HS)
+        const float* qi = q + base + i * C;       // (HS)
         const float* doi = d_out + base + i * C;  // (HS)
         const float* oi = out + base + i * C;     // (HS)
         float D = 0.0f;

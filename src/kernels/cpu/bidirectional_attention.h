@@ -12,11 +12,11 @@
 namespace llmcc::cpu {
 
 // out (B, T, NH*HS), lse (B, NH, T) or null; q, k, v (B, T, NH*HS).
-void bidirectional_attention_forward(float* out, float* lse, const float* q, const float* k,
-                                     const float* v, int B, int T, int NH, int HS);
+void bidirectional_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int B,
+                                     int T, int NH, int HS);
 // d_q, d_k, d_v (B, T, NH*HS) += their gradients; each may be null, and they may alias.
-void bidirectional_attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out,
-                                      const float* q, const float* k, const float* v, const float* out,
-                                      const float* lse, int B, int T, int NH, int HS);
+void bidirectional_attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q,
+                                      const float* k, const float* v, const float* out, const float* lse, int B, int T,
+                                      int NH, int HS);
 
 }  // namespace llmcc::cpu

@@ -15,9 +15,8 @@ constexpr std::int64_t kParallelElements = 16384;
 
 }  // namespace
 
-double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
-                             const float* __restrict logits, const std::int32_t* targets,
-                             std::int64_t N, std::int64_t V, std::int64_t Vp,
+double cross_entropy_forward(float* __restrict lse, std::int64_t* count, const float* __restrict logits,
+                             const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
                              std::int32_t ignore_index) {
   parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t n = begin; n < end; ++n) {
@@ -54,9 +53,8 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count,
   return kept > 0 ? loss / static_cast<double>(kept) : 0.0;
 }
 
-void cross_entropy_backward(float* __restrict d_logits, const float* __restrict logits,
-                            const float* __restrict lse, const std::int32_t* targets, float scale,
-                            std::int64_t N, std::int64_t V, std::int64_t Vp,
+void cross_entropy_backward(float* __restrict d_logits, const float* __restrict logits, const float* __restrict lse,
+                            const std::int32_t* targets, float scale, std::int64_t N, std::int64_t V, std::int64_t Vp,
                             std::int32_t ignore_index, bool overwrite) {
   parallel_for(N, N * V >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t n = begin; n < end; ++n) {

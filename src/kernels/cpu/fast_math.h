@@ -19,9 +19,9 @@ namespace llmcc::cpu {
 // NaN would be undefined behaviour: k is read from the bits of x * log2(e) + 1.5 * 2^23.
 constexpr float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504f;
-  constexpr float kLn2Hi = 0.693359375f;      // 355/512: few mantissa bits, k * kLn2Hi exact
-  constexpr float kLn2Lo = -2.12194440e-4f;   // ln2 - kLn2Hi
-  constexpr float kRound = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
+  constexpr float kLn2Hi = 0.693359375f;     // 355/512: few mantissa bits, k * kLn2Hi exact
+  constexpr float kLn2Lo = -2.12194440e-4f;  // ln2 - kLn2Hi
+  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: adding it rounds to an integer
   x = std::min(std::max(x, -87.0f), 88.0f);
   const float t = x * kLog2e + kRound;  // in [2^23, 2^24): k + 1.5 * 2^23, k in the low mantissa bits
   const float k = t - kRound;           // nearest integer to x log2(e), in [-126, 127]
@@ -36,8 +36,7 @@ constexpr float fast_exp(float x) {
   p = p * r + 1.0f;
   // 2^k: k + 127 in the exponent field, with k = bits(t) - bits(1.5 * 2^23) (unsigned: for a NaN
   // the bits are arbitrary but p is NaN, and so is the product).
-  const std::uint32_t bits =
-      (std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u) << 23;
+  const std::uint32_t bits = (std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound) + 127u) << 23;
   return p * std::bit_cast<float>(bits);
 }
 

@@ -14,13 +14,16 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t n) {
-  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
 #pragma omp simd
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float v = x[i];
-      out[i] = v * fast_sigmoid(kTwoScale * (v + kCubic * v * v * v));
-    }
-  }, kLineFloats);
+        for (std::int64_t i = begin; i < end; ++i) {
+          const float v = x[i];
+          out[i] = v * fast_sigmoid(kTwoScale * (v + kCubic * v * v * v));
+        }
+      },
+      kLineFloats);
 }
 
 // With s = sigmoid(2u): 0.5 (1 - tanh(u)^2) = 2 s (1 - s), so gelu' = s + x s (1 - s) 2 du/dx.
@@ -31,22 +34,25 @@ void gelu_forward(float* __restrict out, const float* __restrict x, std::int64_t
 namespace {
 template <bool kOverwrite>
 void gelu_backward_impl(float* d_x, const float* x, const float* d_out, std::int64_t n) {
-  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
 #pragma omp simd
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float v = x[i];
-      const float z = kTwoScale * (v + kCubic * v * v * v);
-      const float e = fast_exp(-z);
-      const float s = sigmoid_from_exp(z, e);
-      const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
-      const float g = d_out[i] * (s + v * ((e * s) * s) * two_du);
-      if constexpr (kOverwrite) {
-        d_x[i] = g;
-      } else {
-        d_x[i] += g;
-      }
-    }
-  }, kLineFloats);
+        for (std::int64_t i = begin; i < end; ++i) {
+          const float v = x[i];
+          const float z = kTwoScale * (v + kCubic * v * v * v);
+          const float e = fast_exp(-z);
+          const float s = sigmoid_from_exp(z, e);
+          const float two_du = kTwoScale * (1.0f + 3.0f * kCubic * v * v);
+          const float g = d_out[i] * (s + v * ((e * s) * s) * two_du);
+          if constexpr (kOverwrite) {
+            d_x[i] = g;
+          } else {
+            d_x[i] += g;
+          }
+        }
+      },
+      kLineFloats);
 }
 }  // namespace
 

@@ -11,7 +11,6 @@ namespace llmcc::cpu {
 void gelu_forward(float* out, const float* x, std::int64_t n);
 // d_x += d_out * gelu'(x)  (n), or d_x = when overwrite (d_x's old contents are not read);
 // a null d_x is skipped.
-void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n,
-                   bool overwrite = false);
+void gelu_backward(float* d_x, const float* x, const float* d_out, std::int64_t n, bool overwrite = false);
 
 }  // namespace llmcc::cpu

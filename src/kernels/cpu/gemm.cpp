@@ -27,8 +27,8 @@
 
 namespace llmcc::cpu {
 
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc) {
   if (K == 0) {
     // No product: C = beta * C (zeros when beta == 0), as BLAS defines it. Done here because
     // dnnl_sgemm 2.6.3 returns with C untouched when K == 0 (tests/kernels/test_gemm.cpp).
@@ -43,8 +43,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #elif defined(LLMCC_GEMM_OPENBLAS)
   // The OpenMP build of OpenBLAS follows omp_get_max_threads() on every call.
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+              A, lda, B, ldb, beta, C, ldc);
 #elif defined(LLMCC_GEMM_BLIS)
   // BLIS ignores omp_set_num_threads (it reads BLIS_NUM_THREADS/OMP_NUM_THREADS once), so
   // the thread count set by llmcc::set_num_threads is passed per call. Row-major storage is
@@ -52,10 +52,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   rntm_t rntm;
   bli_rntm_init(&rntm);
   bli_rntm_set_num_threads(omp_get_max_threads(), &rntm);
-  bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-               trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K, &alpha,
-               const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1, &beta, C, ldc, 1,
-               nullptr, &rntm);
+  bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K,
+               &alpha, const_cast<float*>(A), lda, 1, const_cast<float*>(B), ldb, 1, &beta, C, ldc, 1, nullptr, &rntm);
 #elif defined(LLMCC_GEMM_ONEDNN)
   // dnnl_sgemm is row-major and uses omp_get_max_threads() threads (one inside a parallel
   // region; cpu::gemm's callers, the linear kernels, call it outside any). It allocates its
@@ -64,8 +62,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   // per call inside dnnl_primitive_execute (a std::unordered_map of the arguments), and oneDNN
   // 2.6.3's brgemm matmul is slower than dnnl_sgemm on the GPT-2 shapes (docs/perf.md,
   // "Steady-state allocations").
-  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
-                                      lda, B, ldb, beta, C, ldc);
+  const dnnl_status_t st =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) {
     // Only invalid arguments fail, and the callers are kernels that pass valid ones.
     std::fprintf(stderr, "llmcc: dnnl_sgemm failed with status %d\n", static_cast<int>(st));
@@ -74,8 +72,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 #endif
 }
 
-void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+               int ldb, float beta, float* C, int ldc, const float* bias) {
 #if defined(LLMCC_GEMM_OWN)
   gemm_packed_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 #else

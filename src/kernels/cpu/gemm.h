@@ -8,14 +8,14 @@ namespace llmcc::cpu {
 // Row-major C(M, N) = alpha * op(A) * op(B) + beta * C, where op(A) is (M, K) and op(B) is
 // (K, N). trans_a: A is stored (K, M); trans_b: B is stored (N, K). lda/ldb/ldc are row strides
 // of the stored matrices. Uses the thread count set by llmcc::set_num_threads.
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc);
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc);
 
 // gemm, then C[i, j] += bias[j] for every row i (bias: N values). llmcc's own GEMM adds it in
 // the micro-kernel's store of each tile's last K slice, so linear's forward makes no pass over
 // its output for the bias; for the other libraries the bias is a pass over C after their call.
-void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
+void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+               int ldb, float beta, float* C, int ldc, const float* bias);
 
 // Whether the library behind gemm allocates nothing once each thread has made its first call
 // (true for llmcc's own packed GEMM only; dnnl_sgemm allocates its packing buffers per call).

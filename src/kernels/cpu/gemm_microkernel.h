@@ -105,8 +105,8 @@ static_assert(Isa::kMC % kMR == 0 && Isa::kNC % kNR == 0, "cache blocks must hol
 // c (Rows rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
 // unrolled, so the accumulators live in registers.
 template <int Rows = kMR>
-inline void microkernel(int k, const float* __restrict a, const float* __restrict b, float* c,
-                        std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
+inline void microkernel(int k, const float* __restrict a, const float* __restrict b, float* c, std::ptrdiff_t ldc,
+                        float alpha, float beta, const float* bias = nullptr) {
   static_assert(Rows >= 1 && Rows <= kMR, "a tile has 1 to MR rows");
   using V = Isa::V;
   constexpr int MR = Rows, NV = Isa::kNV, W = Isa::kWidth;

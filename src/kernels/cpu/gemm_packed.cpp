@@ -128,14 +128,12 @@ struct Gemm {
 
 // dst[p * dst_stride + r] = src[r * src_stride + p] for r < rows (at most 8), p < kc: a
 // transposing copy, 8 x 8 blocks through AVX registers where available.
-void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, float* dst,
-                     int dst_stride) {
+void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, float* dst, int dst_stride) {
   int p = 0;
 #if defined(__AVX2__)
   for (; p + 8 <= kc; p += 8) {
     __m256 r[8];
-    for (int i = 0; i < 8; ++i)
-      r[i] = i < rows ? _mm256_loadu_ps(src + i * src_stride + p) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + i * src_stride + p) : _mm256_setzero_ps();
     // r[i] = row i, steps p..p+7 -> c[q] = step p+q, rows 0..7.
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
     const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -230,7 +228,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 // stack, and only its mr x nr corner is merged into C.
 // bias: nr values or null.
 [[gnu::noinline]] void edge_tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr,
-               float alpha, float beta, const float* bias) {
+                                 float alpha, float beta, const float* bias) {
   alignas(64) float tile[kMR * kNR];
   packed::microkernel(kc, ap, bp, tile, kNR, alpha, 0.0f);
   for (int r = 0; r < mr; ++r) {
@@ -251,8 +249,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 // row count is not a multiple of kMR: 4 rows of 256 = 42 x 6 + 4), indexed by rows - 1. They
 // store straight into C, with the arithmetic of a full tile, at the cost of their own rows:
 // through edge_tile such a tile would cost a full one plus a copy (at 256 rows, one tile in 43).
-using TileKernel = void (*)(int, const float*, const float*, float*, ptrdiff_t, float, float,
-                            const float*);
+using TileKernel = void (*)(int, const float*, const float*, float*, ptrdiff_t, float, float, const float*);
 template <int... R>
 constexpr std::array<TileKernel, sizeof...(R)> short_tile_kernels(std::integer_sequence<int, R...>) {
   return {&packed::microkernel<R + 1>...};
@@ -261,8 +258,8 @@ constexpr auto kShortTileKernels = short_tile_kernels(std::make_integer_sequence
 
 // One tile of C at c (mr x nr, at most kMR x kNR): the full micro-kernel, the one for fewer rows,
 // or edge_tile for a narrow one.
-inline void tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr,
-                 float alpha, float beta, const float* bias) {
+inline void tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr, float alpha,
+                 float beta, const float* bias) {
   if (nr < kNR) {
     edge_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, bias);
   } else if (mr == kMR) {
@@ -331,35 +328,33 @@ int slice_kc(int M, int K) {
 
 // The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
 PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
-  return PanelPrefetch(g.B + pc * g.b_row + j * g.b_col, kc, std::min(kNR, g.N - j), g.b_row,
-                       g.b_col);
+  return PanelPrefetch(g.B + pc * g.b_row + j * g.b_col, kc, std::min(kNR, g.N - j), g.b_row, g.b_col);
 }
 
 // One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
 // op(A) slice ap (all g.M rows); `next` is prefetched a few lines before each tile.
-void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const float* ap,
-                       const float* bp, int jr, int nr, PanelPrefetch& next) {
+void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const float* ap, const float* bp, int jr,
+                       int nr, PanelPrefetch& next) {
   const int m_tiles = (g.M + kMR - 1) / kMR;
   const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
   float* c_panel = g.C + jr;
   for (int ir = 0; ir < g.M; ir += kMR) {
     next.issue(per_tile);
-    tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, g.alpha, beta,
-         bias);
+    tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, g.alpha, beta, bias);
   }
 }
 
 // The tiles of one block of C: the packed op(A) block ap (mc rows from ic) times the packed
 // op(B) block bp (nc columns from jc).
 // bias: the block's nc values, or null.
-void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta,
-                       const float* bias, const float* ap, const float* bp) {
+void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta, const float* bias,
+                       const float* ap, const float* bp) {
   for (int jr = 0; jr < nc; jr += kNR) {
     const int nr = std::min(kNR, nc - jr);
     const float* tile_bias = bias ? bias + jr : nullptr;
     for (int ir = 0; ir < mc; ir += kMR) {
-      tile(kc, ap + ir * kc, bp + jr * kc, g.C + (ic + ir) * g.ldc + jc + jr, g.ldc,
-           std::min(kMR, mc - ir), nr, g.alpha, beta, tile_bias);
+      tile(kc, ap + ir * kc, bp + jr * kc, g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, std::min(kMR, mc - ir), nr,
+           g.alpha, beta, tile_bias);
     }
   }
 }
@@ -505,8 +500,8 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, floa
     StageProgress& progress = state.stages[blk];
     pack_stage(state, blk, n_pieces, m_blocks, [&](int piece) {
       const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
-      pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col,
-             g.b_row, g.b_col, bp + q0 * kNR * kc);
+      pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col, g.b_row, g.b_col,
+             bp + q0 * kNR * kc);
     });
     // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
     // fill the wait for the last part in progress elsewhere.
@@ -552,8 +547,8 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const 
     StageProgress& progress = state.stages[slice];
     pack_stage(state, slice, n_pieces, n_panels, [&](int piece) {
       const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
-      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row,
-             g.a_col, ap + t0 * kMR * kc);
+      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row, g.a_col,
+             ap + t0 * kMR * kc);
     });
     int panel = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
     while (panel < n_panels) {
@@ -593,14 +588,13 @@ void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc, const float* bia
 
 }  // namespace
 
-void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                 int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
   gemm_packed_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
-void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                      int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                      const float* bias) {
+void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc, bias);

@@ -14,14 +14,13 @@ namespace llmcc::cpu {
 // row strides of the stored matrices. beta == 0 overwrites C without reading it. Runs on
 // omp_get_max_threads() threads (on the calling thread alone inside a parallel region or for
 // small products). Valid arguments are the caller's duty (cpu::gemm's callers validate).
-void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                 int lda, const float* B, int ldb, float beta, float* C, int ldc);
+void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc);
 
 // The same, then C[i, j] += bias[j] for every row (bias: N values, or null), added by the
 // micro-kernel that stores each tile's last K slice, so C is not passed over again.
-void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                      int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                      const float* bias);
+void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
 
 // The micro-kernel this build uses, e.g. "avx2 6x16" (for benchmark and test labels).
 const char* gemm_packed_kernel_name();

@@ -16,9 +16,8 @@ constexpr std::int64_t kParallelElements = 16384;
 
 }  // namespace
 
-void layernorm_forward(float* __restrict out, float* __restrict mean, float* __restrict rstd,
-                       const float* __restrict x, const float* __restrict w,
-                       const float* __restrict b, std::int64_t N, std::int64_t C) {
+void layernorm_forward(float* __restrict out, float* __restrict mean, float* __restrict rstd, const float* __restrict x,
+                       const float* __restrict w, const float* __restrict b, std::int64_t N, std::int64_t C) {
   const float eps = static_cast<float>(ref::kLayerNormEps);
   const float inv_c = 1.0f / static_cast<float>(C);
   parallel_for(N, N * C >= kParallelElements, [&](std::int64_t begin, std::int64_t end) {
@@ -41,9 +40,8 @@ void layernorm_forward(float* __restrict out, float* __restrict mean, float* __r
   });
 }
 
-void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restrict d_out,
-                        const float* __restrict x, const float* __restrict w,
-                        const float* __restrict mean, const float* __restrict rstd,
+void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restrict d_out, const float* __restrict x,
+                        const float* __restrict w, const float* __restrict mean, const float* __restrict rstd,
                         std::int64_t N, std::int64_t C, bool overwrite_dx) {
   const bool params = d_w != nullptr || d_b != nullptr;
   const bool parallel = N * C >= kParallelElements;

@@ -16,31 +16,29 @@ constexpr std::int64_t kBiasBlock = 64;
 
 }  // namespace
 
-void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N,
-                    std::int64_t C, std::int64_t OC) {
+void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
+                    std::int64_t OC) {
   // out (N, OC) = x (N, C) . w^T (+ b), w stored (OC, C).
   if (b) {
-    gemm_bias(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x,
-              static_cast<int>(C), w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
+    gemm_bias(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x, static_cast<int>(C),
+              w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
   } else {
-    gemm(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x,
-         static_cast<int>(C), w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC));
+    gemm(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x, static_cast<int>(C), w,
+         static_cast<int>(C), 0.0f, out, static_cast<int>(OC));
   }
 }
 
-void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x,
-                     const float* w, std::int64_t N, std::int64_t C, std::int64_t OC,
-                     bool overwrite_dx) {
+void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x, const float* w,
+                     std::int64_t N, std::int64_t C, std::int64_t OC, bool overwrite_dx) {
   if (d_x) {
     // d_x (N, C) += d_out (N, OC) . w (OC, C), or = with beta 0
-    gemm(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(OC), 1.0f,
-         d_out, static_cast<int>(OC), w, static_cast<int>(C), overwrite_dx ? 0.0f : 1.0f, d_x,
-         static_cast<int>(C));
+    gemm(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(OC), 1.0f, d_out,
+         static_cast<int>(OC), w, static_cast<int>(C), overwrite_dx ? 0.0f : 1.0f, d_x, static_cast<int>(C));
   }
   if (d_w) {
     // d_w (OC, C) += d_out^T (OC, N) . x (N, C); d_out is stored (N, OC).
-    gemm(true, false, static_cast<int>(OC), static_cast<int>(C), static_cast<int>(N), 1.0f,
-         d_out, static_cast<int>(OC), x, static_cast<int>(C), 1.0f, d_w, static_cast<int>(C));
+    gemm(true, false, static_cast<int>(OC), static_cast<int>(C), static_cast<int>(N), 1.0f, d_out, static_cast<int>(OC),
+         x, static_cast<int>(C), 1.0f, d_w, static_cast<int>(C));
   }
   if (d_b) {
     // Each block of columns is summed over all rows by one thread: rows are read contiguously

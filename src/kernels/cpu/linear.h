@@ -8,13 +8,12 @@ namespace llmcc::cpu {
 
 // out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null. One GEMM, which adds the bias
 // as it stores each tile of out (gemm_bias), so no pass over out before or after it.
-void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N,
-                    std::int64_t C, std::int64_t OC);
+void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
+                    std::int64_t OC);
 
 // d_x (N, C) += d_out . w (= with overwrite_dx: beta 0, d_x not read); d_w (OC, C) +=
 // d_out^T . x (beta 1); d_b (OC) += column sums of d_out. A null adjoint skips its GEMM or sum.
-void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x,
-                     const float* w, std::int64_t N, std::int64_t C, std::int64_t OC,
-                     bool overwrite_dx = false);
+void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x, const float* w,
+                     std::int64_t N, std::int64_t C, std::int64_t OC, bool overwrite_dx = false);
 
 }  // namespace llmcc::cpu

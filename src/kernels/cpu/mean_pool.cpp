@@ -10,8 +10,8 @@ constexpr std::int64_t kParallelMin = 32768;
 
 }  // namespace
 
-void mean_pool_forward(float* __restrict out, const float* __restrict x, std::int64_t B,
-                       std::int64_t T, std::int64_t C) {
+void mean_pool_forward(float* __restrict out, const float* __restrict x, std::int64_t B, std::int64_t T,
+                       std::int64_t C) {
   const float inv_T = 1.0f / static_cast<float>(T);
   parallel_for(B, B * T * C >= kParallelMin, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t b = b0; b < b1; ++b) {
@@ -29,8 +29,8 @@ void mean_pool_forward(float* __restrict out, const float* __restrict x, std::in
   });
 }
 
-void mean_pool_backward(float* __restrict d_x, const float* __restrict d_out, std::int64_t B,
-                        std::int64_t T, std::int64_t C, bool overwrite) {
+void mean_pool_backward(float* __restrict d_x, const float* __restrict d_out, std::int64_t B, std::int64_t T,
+                        std::int64_t C, bool overwrite) {
   const float inv_T = 1.0f / static_cast<float>(T);
   parallel_for(B * T, B * T * C >= kParallelMin, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {

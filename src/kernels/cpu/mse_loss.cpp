@@ -31,29 +31,32 @@ float mse_loss_forward(const float* __restrict pred, const float* __restrict tar
 
 // No __restrict on the adjoints: a caller may pass the same tensor for both (mse_loss(x, x));
 // within each range d_pred is written before d_target is added to.
-void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const float* target,
-                       float d_out, std::int64_t n, bool overwrite_pred, bool overwrite_target) {
+void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const float* target, float d_out,
+                       std::int64_t n, bool overwrite_pred, bool overwrite_target) {
   const float g = d_out * 2.0f / static_cast<float>(n);
-  parallel_for(n, n >= kParallelMin, [&](std::int64_t begin, std::int64_t end) {
-    if (d_pred) {
-      if (overwrite_pred) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+        if (d_pred) {
+          if (overwrite_pred) {
 #pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) d_pred[i] = g * (pred[i] - target[i]);
-      } else {
+            for (std::int64_t i = begin; i < end; ++i) d_pred[i] = g * (pred[i] - target[i]);
+          } else {
 #pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) d_pred[i] += g * (pred[i] - target[i]);
-      }
-    }
-    if (d_target) {
-      if (overwrite_target) {
+            for (std::int64_t i = begin; i < end; ++i) d_pred[i] += g * (pred[i] - target[i]);
+          }
+        }
+        if (d_target) {
+          if (overwrite_target) {
 #pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) d_target[i] = -(g * (pred[i] - target[i]));
-      } else {
+            for (std::int64_t i = begin; i < end; ++i) d_target[i] = -(g * (pred[i] - target[i]));
+          } else {
 #pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) d_target[i] -= g * (pred[i] - target[i]);
-      }
-    }
-  }, kLineFloats);
+            for (std::int64_t i = begin; i < end; ++i) d_target[i] -= g * (pred[i] - target[i]);
+          }
+        }
+      },
+      kLineFloats);
 }
 
 }  // namespace llmcc::cpu

@@ -9,7 +9,7 @@ namespace llmcc::cpu {
 float mse_loss_forward(const float* pred, const float* target, std::int64_t n);
 // g = d_out * 2 / n;  d_pred += g (pred - target),  d_target -= g (pred - target)  (n), or =
 // (and = -) for an adjoint whose overwrite flag is set; null adjoints are skipped.
-void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const float* target,
-                       float d_out, std::int64_t n, bool overwrite_pred, bool overwrite_target);
+void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const float* target, float d_out,
+                       std::int64_t n, bool overwrite_pred, bool overwrite_target);
 
 }  // namespace llmcc::cpu

@@ -24,16 +24,14 @@ void accumulate_product(float* d, const float* f, const float* d_out, std::int64
 
 }  // namespace
 
-void mul_forward(float* __restrict out, const float* __restrict a, const float* __restrict b,
-                 std::int64_t n) {
+void mul_forward(float* __restrict out, const float* __restrict a, const float* __restrict b, std::int64_t n) {
   elementwise(n, [&](std::int64_t begin, std::int64_t end) {
 #pragma omp simd
     for (std::int64_t i = begin; i < end; ++i) out[i] = a[i] * b[i];
   });
 }
 
-void mul_backward(float* d_a, float* d_b, const float* a, const float* b, const float* d_out,
-                  std::int64_t n) {
+void mul_backward(float* d_a, float* d_b, const float* a, const float* b, const float* d_out, std::int64_t n) {
   if (d_a && d_a == d_b) {
     // x * x: one adjoint gets both terms, added in the reference's order, in one pass.
     elementwise(n, [&](std::int64_t begin, std::int64_t end) {

@@ -33,9 +33,8 @@ void rmsnorm_forward(float* __restrict out, float* __restrict rstd, const float*
   });
 }
 
-void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out,
-                      const float* __restrict x, const float* __restrict w,
-                      const float* __restrict rstd, std::int64_t N, std::int64_t C) {
+void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out, const float* __restrict x,
+                      const float* __restrict w, const float* __restrict rstd, std::int64_t N, std::int64_t C) {
   const bool parallel = N * C >= kParallelElements;
   // Thread t owns partial[t * Cp .. t * Cp + C): its share of the d_w sums.
   const std::int64_t Cp = (C + kLineFloats - 1) / kLineFloats * kLineFloats;

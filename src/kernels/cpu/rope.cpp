@@ -38,8 +38,8 @@ Table make_table(int T, int HS, const RopeConfig& cfg, int pos_offset) {
 // Applies the rotation (sign = +1) or its inverse (sign = -1) to every head of every row;
 // out = rot(in) when accumulate is false, out += rot(in) when true.
 template <bool accumulate>
-void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS, const RopeConfig& cfg,
-            int pos_offset, float sign) {
+void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS, const RopeConfig& cfg, int pos_offset,
+            float sign) {
   const Table tab = make_table(T, HS, cfg, pos_offset);
   const std::int64_t H2 = HS / 2, C = static_cast<std::int64_t>(NH) * HS;
   const std::int64_t rows = static_cast<std::int64_t>(B) * T;
@@ -70,8 +70,7 @@ void rotate(float* out, const float* __restrict in, int B, int T, int NH, int HS
 
 }  // namespace
 
-void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, const RopeConfig& cfg,
-                  int pos_offset) {
+void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, const RopeConfig& cfg, int pos_offset) {
   rotate<false>(out, x, B, T, NH, HS, cfg, pos_offset, 1.0f);
 }
 

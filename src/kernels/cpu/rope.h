@@ -9,11 +9,9 @@
 namespace llmcc::cpu {
 
 // Same maths as ref::rope_forward.  x, out: (B, T, NH * HS). Needs an ArenaScope (the table).
-void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, const RopeConfig& cfg,
-                  int pos_offset);
+void rope_forward(float* out, const float* x, int B, int T, int NH, int HS, const RopeConfig& cfg, int pos_offset);
 
 // d_x += inverse rotation of d_out, as ref::rope_backward.  d_out, d_x: (B, T, NH * HS).
-void rope_backward(float* d_x, const float* d_out, int B, int T, int NH, int HS, const RopeConfig& cfg,
-                   int pos_offset);
+void rope_backward(float* d_x, const float* d_out, int B, int T, int NH, int HS, const RopeConfig& cfg, int pos_offset);
 
 }  // namespace llmcc::cpu

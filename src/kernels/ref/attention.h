@@ -21,8 +21,7 @@ namespace llmcc::ref {
 
 // out_i = sum_{j<=i} softmax_j(s_i.) v_j; lse_i = log sum_{j<=i} exp(s_ij). lse may be null.
 template <class Real>
-void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v,
-                       const AttentionLayout& L) {
+void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v, const AttentionLayout& L) {
   const int T = L.T, HS = L.HS, group = L.NH / L.NKV;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   std::vector<Real> s(T);  // (T) scores of one query row
@@ -61,9 +60,8 @@ void attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const
 //   dQ_i += scale ds_ij k_j,  dK_j += scale ds_ij q_i.
 // Null adjoints are skipped; adjoints are only ever added to, so they may alias each other.
 template <class Real>
-void attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q,
-                        const Real* k, const Real* v, const Real* out, const Real* lse,
-                        const AttentionLayout& L) {
+void attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q, const Real* k, const Real* v,
+                        const Real* out, const Real* lse, const AttentionLayout& L) {
   const int T = L.T, HS = L.HS, group = L.NH / L.NKV;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   for (int b = 0; b < L.B; ++b) {

@@ -16,8 +16,8 @@ namespace llmcc::ref {
 
 // out_i = sum_j softmax_j(s_i.) v_j;  lse_i = log sum_j exp(s_ij).  lse may be null.
 template <class Real>
-void bidirectional_attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v,
-                                     int B, int T, int NH, int HS) {
+void bidirectional_attention_forward(Real* out, Real* lse, const Real* q, const Real* k, const Real* v, int B, int T,
+                                     int NH, int HS) {
   const std::int64_t C = std::int64_t{NH} * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   std::vector<Real> s(T);  // (T) scores of one query row
@@ -55,9 +55,8 @@ void bidirectional_attention_forward(Real* out, Real* lse, const Real* q, const 
 //   dQ_i += scale ds_ij k_j,  dK_j += scale ds_ij q_i.
 // Null adjoints are skipped; adjoints are only ever added to, so they may alias each other.
 template <class Real>
-void bidirectional_attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q,
-                                      const Real* k, const Real* v, const Real* out, const Real* lse,
-                                      int B, int T, int NH, int HS) {
+void bidirectional_attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, const Real* q, const Real* k,
+                                      const Real* v, const Real* out, const Real* lse, int B, int T, int NH, int HS) {
   const std::int64_t C = std::int64_t{NH} * HS;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   for (int b = 0; b < B; ++b) {

@@ -11,9 +11,8 @@ namespace llmcc::ref {
 // returns the mean over non-ignored rows of lse[n] - logits[n, targets[n]] (0 when none) and
 // writes their number to *count.  logits: (N, Vp), only v < V read; targets, lse: (N).
 template <class T>
-double cross_entropy_forward(T* lse, std::int64_t* count, const T* logits,
-                             const std::int32_t* targets, std::int64_t N, std::int64_t V,
-                             std::int64_t Vp, std::int32_t ignore_index) {
+double cross_entropy_forward(T* lse, std::int64_t* count, const T* logits, const std::int32_t* targets, std::int64_t N,
+                             std::int64_t V, std::int64_t Vp, std::int32_t ignore_index) {
   double loss = 0.0;
   std::int64_t kept = 0;
   for (std::int64_t n = 0; n < N; ++n) {
@@ -34,9 +33,8 @@ double cross_entropy_forward(T* lse, std::int64_t* count, const T* logits,
 // d_logits[n, v] += scale * (exp(logits[n, v] - lse[n]) - [v == targets[n]]) for v < V and
 // non-ignored rows; scale = d_out / count.  logits, d_logits: (N, Vp); lse, targets: (N).
 template <class T>
-void cross_entropy_backward(T* d_logits, const T* logits, const T* lse,
-                            const std::int32_t* targets, T scale, std::int64_t N, std::int64_t V,
-                            std::int64_t Vp, std::int32_t ignore_index) {
+void cross_entropy_backward(T* d_logits, const T* logits, const T* lse, const std::int32_t* targets, T scale,
+                            std::int64_t N, std::int64_t V, std::int64_t Vp, std::int32_t ignore_index) {
   for (std::int64_t n = 0; n < N; ++n) {
     if (targets[n] == ignore_index) continue;
     const T* row = logits + n * Vp;

@@ -9,8 +9,8 @@ namespace llmcc::ref {
 // out[b, t, :] = wte[idx[b, t], :] (+ wpe[t, :] unless wpe is null).
 // idx: (B, T); wte: (V, C); wpe: (maxT, C) with maxT >= T; out: (B, T, C).
 template <class S>
-void embedding_forward(S* out, const std::int32_t* idx, const S* wte, const S* wpe,
-                       std::int64_t B, std::int64_t T, std::int64_t C) {
+void embedding_forward(S* out, const std::int32_t* idx, const S* wte, const S* wpe, std::int64_t B, std::int64_t T,
+                       std::int64_t C) {
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
       const std::int64_t bt = b * T + t;
@@ -25,8 +25,8 @@ void embedding_forward(S* out, const std::int32_t* idx, const S* wte, const S* w
 // the fast kernel keeps per element. Null adjoints are skipped; d_wte and d_wpe may alias.
 // d_out: (B, T, C); d_wte: (V, C); d_wpe: (maxT, C).
 template <class S>
-void embedding_backward(S* d_wte, S* d_wpe, const S* d_out, const std::int32_t* idx,
-                        std::int64_t B, std::int64_t T, std::int64_t C) {
+void embedding_backward(S* d_wte, S* d_wpe, const S* d_out, const std::int32_t* idx, std::int64_t B, std::int64_t T,
+                        std::int64_t C) {
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
       const std::int64_t bt = b * T + t;

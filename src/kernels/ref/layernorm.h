@@ -13,8 +13,7 @@ inline constexpr double kLayerNormEps = 1e-5;
 // out = (x - mean) * rstd * w + b per row.  x, out: (N, C); w, b: (C); mean, rstd: (N) are
 // written unless null (the primal-only forward does not keep them).
 template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b,
-                       std::int64_t N, std::int64_t C) {
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, std::int64_t N, std::int64_t C) {
   for (std::int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = out + n * C;
@@ -36,8 +35,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 // x, d_out, d_x: (N, C); w, d_w, d_b: (C); mean, rstd: (N). Null adjoints are skipped; d_w and
 // d_b may alias.
 template <class T>
-void layernorm_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, const T* w,
-                        const T* mean, const T* rstd, std::int64_t N, std::int64_t C) {
+void layernorm_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, const T* w, const T* mean, const T* rstd,
+                        std::int64_t N, std::int64_t C) {
   for (std::int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     const T* dyr = d_out + n * C;

@@ -8,8 +8,7 @@ namespace llmcc::ref {
 
 // out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null (no bias).
 template <class T>
-void linear_forward(T* out, const T* x, const T* w, const T* b, std::int64_t N, std::int64_t C,
-                    std::int64_t OC) {
+void linear_forward(T* out, const T* x, const T* w, const T* b, std::int64_t N, std::int64_t C, std::int64_t OC) {
   for (std::int64_t n = 0; n < N; ++n) {
     for (std::int64_t o = 0; o < OC; ++o) {
       T acc = b ? b[o] : T(0);
@@ -23,8 +22,8 @@ void linear_forward(T* out, const T* x, const T* w, const T* b, std::int64_t N, 
 // d_b (OC) += column sums of d_out. Null adjoints are skipped. Only primals and d_out are read,
 // so aliasing adjoints (linear(x, x)) stay correct.
 template <class T>
-void linear_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, const T* w,
-                     std::int64_t N, std::int64_t C, std::int64_t OC) {
+void linear_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, const T* w, std::int64_t N, std::int64_t C,
+                     std::int64_t OC) {
   if (d_x) {
     for (std::int64_t n = 0; n < N; ++n) {
       for (std::int64_t c = 0; c < C; ++c) {

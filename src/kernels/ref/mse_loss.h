@@ -21,8 +21,7 @@ Real mse_loss_forward(const Real* pred, const Real* target, std::int64_t n) {
 // g = d_out * 2 / n;  d_pred[i] += g (pred[i] - target[i]);  d_target[i] -= the same.  (n)
 // Null adjoints are skipped.
 template <class Real>
-void mse_loss_backward(Real* d_pred, Real* d_target, const Real* pred, const Real* target, Real d_out,
-                       std::int64_t n) {
+void mse_loss_backward(Real* d_pred, Real* d_target, const Real* pred, const Real* target, Real d_out, std::int64_t n) {
   const Real g = d_out * Real(2) / static_cast<Real>(n);
   for (std::int64_t i = 0; i < n; ++i) {
     const Real e = g * (pred[i] - target[i]);

@@ -10,8 +10,7 @@ namespace llmcc::ref {
 // out = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps).  x, out: (N, C); w: (C);
 // rstd: (N) is written unless null.
 template <class T>
-void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, T eps, std::int64_t N,
-                     std::int64_t C) {
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, T eps, std::int64_t N, std::int64_t C) {
   for (std::int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = out + n * C;
@@ -28,8 +27,8 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, T eps, std::int64_
 //   d_x += rstd * (g - norm * mean_i(g * norm)),  d_w += d_out * norm.
 // x, d_out, d_x: (N, C); w, d_w: (C); rstd: (N). Null adjoints are skipped.
 template <class T>
-void rmsnorm_backward(T* d_x, T* d_w, const T* d_out, const T* x, const T* w, const T* rstd,
-                      std::int64_t N, std::int64_t C) {
+void rmsnorm_backward(T* d_x, T* d_w, const T* d_out, const T* x, const T* w, const T* rstd, std::int64_t N,
+                      std::int64_t C) {
   for (std::int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     const T* dyr = d_out + n * C;

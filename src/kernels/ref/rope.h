@@ -18,8 +18,8 @@ inline double rope_inv_freq(const RopeConfig& cfg, int i, int HS) {
   const RopeScaling& s = cfg.scaling;
   const double L = s.original_max_position_embeddings, low = s.low_freq_factor, high = s.high_freq_factor;
   const double wavelen = 2.0 * std::numbers::pi / f;
-  if (wavelen < L / high) return f;                   // high frequencies: kept
-  if (wavelen > L / low) return f / s.factor;         // low frequencies: scaled by the factor
+  if (wavelen < L / high) return f;                          // high frequencies: kept
+  if (wavelen > L / low) return f / s.factor;                // low frequencies: scaled by the factor
   const double smooth = (L / wavelen - low) / (high - low);  // in [0, 1] between the two
   return (1.0 - smooth) * f / s.factor + smooth * f;
 }

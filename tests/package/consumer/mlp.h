@@ -15,9 +15,7 @@ struct Mlp {
   Tensor w1;  // (H, C)
   Tensor w2;  // (V, H)
   // x: (N, C) -> logits (N, V)
-  Tensor forward(const Tensor& x) const {
-    return llmcc::linear_nobias(llmcc::gelu(llmcc::linear_nobias(x, w1)), w2);
-  }
+  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(llmcc::gelu(llmcc::linear_nobias(x, w1)), w2); }
 };
 
 // Mean cross-entropy of the N rows of x against targets (1, N); V classes.
