@@ -57,8 +57,8 @@ struct JsonValue {
 // Nesting deeper than 64 levels is an error (no stack exhaustion on hostile input).
 JsonValue parse_json(std::string_view text, const std::string& filename, const std::string& where);
 
-// s as a JSON string literal with quotes; control characters, '"' and '\' escaped, other
-// bytes (UTF-8) kept as they are.
+// s as a JSON string literal with quotes (append_json_string): control characters, '"' and '\'
+// escaped, UTF-8 characters kept, a byte that is not part of one written as \ufffd.
 std::string json_quote(std::string_view s);
 
 // x as a JSON number that reads back to the same float (shortest round-trip form); integers

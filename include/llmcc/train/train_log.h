@@ -37,7 +37,9 @@ class JsonLine {
   bool first_ = true;
 };
 
-// Appends `text` as a JSON string literal (quotes included) to `out`.
+// Appends `text` as a JSON string literal (quotes included) to `out`: '"', '\' and control
+// characters escaped, UTF-8 characters as they are, a byte that is not part of one as \ufffd
+// (JSON text is UTF-8, so every line written stays readable by a strict parser).
 void append_json_string(std::string& out, std::string_view text);
 
 class TrainLog {
