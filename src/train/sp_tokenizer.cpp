@@ -114,6 +114,21 @@ SpTokenizer::SpTokenizer(SpTokenizer&&) noexcept = default;
 SpTokenizer& SpTokenizer::operator=(SpTokenizer&&) noexcept = default;
 SpTokenizer::~SpTokenizer() = default;
 
+namespace {
+
+// SentencePiece reports most bad models through its status, but some (a piece whose text starts
+// with a NUL byte, for one) throw from inside the library instead: those become the same error.
+template <class Load>
+auto load_guarded(Load&& load, const std::string& label) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const std::exception& e) {
+    fail(kWhere, label + ": not a valid SentencePiece model (the library refused it: " + e.what() + ")");
+  }
+}
+
+}  // namespace
+
 SpTokenizer SpTokenizer::load(const std::string& model_path) {
   std::error_code ec;
   if (!fs::exists(model_path, ec)) {
@@ -133,7 +148,7 @@ SpTokenizer SpTokenizer::load(const std::string& model_path) {
                      " bytes)");
   SpTokenizer t;
   t.path_ = model_path;
-  const auto status = t.sp_->Load(model_path);
+  const auto status = load_guarded([&] { return t.sp_->Load(model_path); }, model_path);
   if (!status.ok()) {
     fail(kWhere, model_path + ": not a valid SentencePiece model (" + status.ToString() +
                      "); expected the .model file written by spm_train or `llmcc train-tokenizer`, not the .vocab");
@@ -147,7 +162,8 @@ SpTokenizer SpTokenizer::load_from_bytes(const std::string& bytes, const std::st
   if (bytes.empty()) fail(kWhere, label + ": no model bytes (expected a SentencePiece .model's contents)");
   SpTokenizer t;
   t.path_ = label;
-  const auto status = t.sp_->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size()));
+  const auto status = load_guarded(
+      [&] { return t.sp_->LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size())); }, label);
   if (!status.ok()) fail(kWhere, label + ": not a valid SentencePiece model (" + status.ToString() + ")");
   if (t.sp_->GetPieceSize() <= 0) fail(kWhere, label + ": the model has an empty vocabulary");
   t.find_byte_pieces();

@@ -319,6 +319,17 @@ TEST(SpTokenizer, LoadAndDecodeErrors) {
   EXPECT_TRUE(throws_error([&] { tok.piece(-3); }, {"token id -3"}));
 }
 
+// A model whose second piece starts with a NUL byte: SentencePiece throws from inside its trie
+// builder instead of returning a status (found by fuzz_sp_model); it is the same clear error.
+TEST(SpTokenizer, AModelTheLibraryThrowsOnIsAClearError) {
+  const std::string model(
+      "\x0a\x0e\x0a\x05\x3c\x75\x6e\x6b\x3e\x15\x00\x00\x00\x00\x18\x02\x0a\x0c\x0a\x03\x00\x89\x3e\x15\x00\x00\x00\x00"
+      "\x18\x54\x0a\x0d\x0a\x04\x3c\x2f\x73\x2e\x15\x00\x00\x00\x00\x18\x03",
+      45);
+  EXPECT_TRUE(throws_error([&] { (void)llmcc::load_sp_tokenizer_bytes(model, "crafted.model"); },
+                           {"crafted.model", "not a valid SentencePiece model"}));
+}
+
 TEST(SpTokenizer, TrainingErrors) {
   TempDir dir;
   llmcc::SpTrainOptions o;
