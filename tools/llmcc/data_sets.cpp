@@ -11,9 +11,6 @@ namespace llmcc::cli {
 
 namespace fs = std::filesystem;
 
-// Tiny Shakespeare is Karpathy's char-rnn corpus; any other size is another file.
-constexpr std::uintmax_t kTinyShakespeareBytes = 1115394;
-
 bool is_data_set_name(const std::string& input) {
   std::error_code ec;
   return input == kTinyShakespeare && !fs::exists(input, ec);
@@ -21,12 +18,14 @@ bool is_data_set_name(const std::string& input) {
 
 std::string data_set_path(const std::string& name, const char* cmd) {
   if (name != kTinyShakespeare) fail(cmd, "no data set named '" + name + "' (known: tinyshakespeare)");
+  // Its size (data_files.cpp) is checked for a copy found here too, not only for a download.
+  const DataFile& file = tinyshakespeare_files().front();
   const fs::path path = fetch_data_files(tinyshakespeare_files(), kTinyShakespeare) / "input.txt";
   std::error_code ec;
   const std::uintmax_t bytes = fs::file_size(path, ec);
-  if (ec || bytes != kTinyShakespeareBytes)
+  if (ec || bytes != file.bytes)
     fail(cmd, path.string() + " has " + std::to_string(bytes) + " bytes; Tiny Shakespeare has " +
-                  std::to_string(kTinyShakespeareBytes) + " (a damaged copy? delete it to fetch it again)");
+                  std::to_string(file.bytes) + " (a damaged copy? delete it to fetch it again)");
   std::printf("tinyshakespeare: using %s\n", path.c_str());
   return path.string();
 }
