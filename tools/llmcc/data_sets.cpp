@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "llmcc/error.h"
 #include "llmcc/train/data_files.h"
@@ -19,8 +20,9 @@ bool is_data_set_name(const std::string& input) {
 std::string data_set_path(const std::string& name, const char* cmd) {
   if (name != kTinyShakespeare) fail(cmd, "no data set named '" + name + "' (known: tinyshakespeare)");
   // Its size (data_files.cpp) is checked for a copy found here too, not only for a download.
-  const DataFile& file = tinyshakespeare_files().front();
-  const fs::path path = fetch_data_files(tinyshakespeare_files(), kTinyShakespeare) / "input.txt";
+  const std::vector<DataFile> files = tinyshakespeare_files();
+  const DataFile& file = files.front();
+  const fs::path path = fetch_data_files(files, kTinyShakespeare) / "input.txt";
   std::error_code ec;
   const std::uintmax_t bytes = fs::file_size(path, ec);
   if (ec || bytes != file.bytes)
