@@ -8,12 +8,15 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "llmcc/error.h"
 
 namespace llmcc {
 namespace {
 std::atomic<KernelMode> g_kernel_mode{KernelMode::Fast};
-}
+std::atomic<MatmulDtype> g_matmul_dtype{MatmulDtype::Fp32};
+}  // namespace
 
 void set_num_threads(int n) {
   if (n < 1) fail("runtime", "thread count must be at least 1, got " + std::to_string(n));
@@ -25,6 +28,21 @@ int num_threads() { return omp_get_max_threads(); }
 
 void set_kernel_mode(KernelMode mode) { g_kernel_mode = mode; }
 KernelMode kernel_mode() { return g_kernel_mode; }
+
+void set_matmul_dtype(MatmulDtype dtype) { g_matmul_dtype = dtype; }
+MatmulDtype matmul_dtype() { return g_matmul_dtype; }
+
+const char* matmul_dtype_name(MatmulDtype dtype) { return dtype == MatmulDtype::Bf16 ? "bf16" : "fp32"; }
+
+MatmulDtype parse_matmul_dtype(const std::string& name) {
+  if (name == "fp32") return MatmulDtype::Fp32;
+  if (name == "bf16") return MatmulDtype::Bf16;
+  fail("dtype", "unknown dtype '" + name + "' (expected fp32 or bf16)");
+}
+
+std::string matmul_kernel_name() {
+  return matmul_dtype() == MatmulDtype::Bf16 ? cpu::gemm_packed_bf16_kernel_name() : cpu::gemm_kernel_name();
+}
 
 std::size_t available_memory_bytes() {
   if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {

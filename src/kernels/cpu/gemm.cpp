@@ -88,6 +88,18 @@ void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 #endif
 }
 
+const char* gemm_kernel_name() {
+#if defined(LLMCC_GEMM_OWN)
+  return gemm_packed_kernel_name();
+#elif defined(LLMCC_GEMM_OPENBLAS)
+  return "openblas sgemm";
+#elif defined(LLMCC_GEMM_BLIS)
+  return "blis sgemm";
+#elif defined(LLMCC_GEMM_ONEDNN)
+  return "onednn dnnl_sgemm";
+#endif
+}
+
 bool gemm_is_allocation_free() {
 #if defined(LLMCC_GEMM_OWN)
   return true;

@@ -7,7 +7,8 @@ namespace llmcc::cpu {
 
 // Row-major C(M, N) = alpha * op(A) * op(B) + beta * C, where op(A) is (M, K) and op(B) is
 // (K, N). trans_a: A is stored (K, M); trans_b: B is stored (N, K). lda/ldb/ldc are row strides
-// of the stored matrices. Uses the thread count set by llmcc::set_num_threads.
+// of the stored matrices. Uses the thread count set by llmcc::set_num_threads. Always fp32: the
+// bf16 products are gemm_packed_bf16's (linear.cpp chooses).
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
           int ldb, float beta, float* C, int ldc);
 
@@ -21,5 +22,8 @@ void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 // (true for llmcc's own packed GEMM only; dnnl_sgemm allocates its packing buffers per call).
 // The steady-state allocation test holds a training step to zero allocations when it is.
 bool gemm_is_allocation_free();
+
+// The fp32 kernel behind gemm, e.g. "avx512 14x32" or "onednn dnnl_sgemm".
+const char* gemm_kernel_name();
 
 }  // namespace llmcc::cpu

@@ -10,9 +10,14 @@
 //   C(MR, NR) = alpha * Apanel(MR, k) . Bpanel(k, NR) + beta * C (+ bias, one per column)
 // With beta == 0, C is not read (it may hold NaN), as in BLAS. A bias (NR values, or null) is
 // added in the same store, so a GEMM's last K slice can add it while the tile is in registers.
+//
+// The k step is a policy (Fp32Step, Bf16PairStep): the bf16 GEMM's panels hold pairs of bf16
+// (two consecutive k in 32 bits) and each of its steps is one vdpbf16ps, which adds both
+// products of a pair into an fp32 lane. The tile, its accumulators and its store are the same.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -99,14 +104,56 @@ constexpr int kMR = Isa::kMR;
 constexpr int kNR = Isa::kNV * Isa::kWidth;
 static_assert(Isa::kMC % kMR == 0 && Isa::kNC % kNR == 0, "cache blocks must hold whole tiles");
 
+// One k step of fp32 panels: acc += a(:, p) . b(p, :), a holding kMR values and b kNR.
+struct Fp32Step {
+  using Elem = float;
+  template <int MR>
+  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][Isa::kNV], const float* a, const float* b) {
+    constexpr int NV = Isa::kNV, W = Isa::kWidth;
+    Isa::V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Isa::load(b + v * W);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const Isa::V av = Isa::set1(a[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = Isa::fma(av, bv[v], acc[r][v]);
+    }
+  }
+};
+
+#if defined(__AVX512BF16__)
+// One step of bf16 pair panels, two steps of k: a holds kMR pairs (row r's values at k = 2p
+// and 2p + 1, the even one in the low half), b kNR pairs (column j's at the same two k). A
+// row's pair is broadcast to every lane, and vdpbf16ps adds a(r, 2p) b(2p, j) + a(r, 2p + 1)
+// b(2p + 1, j) to lane j in fp32.
+struct Bf16PairStep {
+  using Elem = std::uint32_t;
+  template <int MR>
+  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][Isa::kNV], const std::uint32_t* a,
+                                                  const std::uint32_t* b) {
+    constexpr int NV = Isa::kNV, W = Isa::kWidth;
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + v * W);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+};
+#endif
+
 // One tile of Rows x NR (Rows = MR: a full tile; fewer: the last rows of a product whose row
-// count is not a multiple of MR, e.g. the 4 left over from 256 = 42 x 6 + 4): k steps over the
+// count is not a multiple of MR, e.g. the 4 left over from 256 = 42 x 6 + 4): k Steps over the
 // packed panels a (k, MR; rows past Rows are padding and not read) and b (k, NR), then
 // c (Rows rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
 // unrolled, so the accumulators live in registers.
-template <int Rows = kMR>
-inline void microkernel(int k, const float* __restrict a, const float* __restrict b, float* c, std::ptrdiff_t ldc,
-                        float alpha, float beta, const float* bias = nullptr) {
+template <class Step, int Rows = kMR>
+inline void microkernel(int k, const typename Step::Elem* __restrict a, const typename Step::Elem* __restrict b,
+                        float* c, std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
   static_assert(Rows >= 1 && Rows <= kMR, "a tile has 1 to MR rows");
   using V = Isa::V;
   constexpr int MR = Rows, NV = Isa::kNV, W = Isa::kWidth;
@@ -116,19 +163,11 @@ inline void microkernel(int k, const float* __restrict a, const float* __restric
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = Isa::zero();
 
-  // One step of the k loop: acc += a(:, p) . b(p, :), then a and b move to step p + 1.
-  // Always inlined: called out of line (Clang does, under -fsanitize=address), it would keep
-  // acc in memory and make every FMA a load and a store.
+  // One step of the k loop, then a and b move to the next step. Always inlined: called out of
+  // line (Clang does, under -fsanitize=address), it would keep acc in memory and make every
+  // FMA a load and a store.
   auto step = [&]() __attribute__((always_inline)) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Isa::load(b + v * W);
-#pragma GCC unroll 32
-    for (int r = 0; r < MR; ++r) {
-      const V av = Isa::set1(a[r]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = Isa::fma(av, bv[v], acc[r][v]);
-    }
+    Step::template step<MR>(acc, a, b);
     a += kMR;
     b += kNR;
   };

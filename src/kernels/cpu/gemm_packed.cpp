@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -50,6 +51,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_microkernel.h"
 
 namespace llmcc::cpu {
@@ -172,7 +174,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 
 // Ap (panels of kMR rows, each kc steps of kMR values) from op(A)(mc, kc) at a; rows past mc
 // are zero.
-[[gnu::noinline]] void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, float* ap) {
+[[gnu::noinline]] void pack_a_floats(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, float* ap) {
   for (int i0 = 0; i0 < mc; i0 += kMR, ap += kMR * kc) {
     const int mr = std::min(kMR, mc - i0);
     const float* src = a + i0 * a_row;
@@ -204,7 +206,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 
 // Bp (panels of kNR columns, each kc steps of kNR values) from op(B)(kc, nc) at b; columns past
 // nc are zero.
-[[gnu::noinline]] void pack_b(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
+[[gnu::noinline]] void pack_b_floats(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
   for (int j0 = 0; j0 < nc; j0 += kNR, bp += kNR * kc) {
     const int nr = std::min(kNR, nc - j0);
     const float* src = b + j0 * b_col;
@@ -224,13 +226,162 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
   }
 }
 
+#if defined(__AVX512BF16__)
+// The pairs of one panel step: out[i] = bf16(lo[i]) | bf16(hi[i]) << 16 for the 16 lanes, the
+// even k in the low half, as vdpbf16ps reads them.
+inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
+  // vcvtne2ps2bf16 puts lo's 16 values in words 0-15 and hi's in 16-31; the permutation
+  // interleaves them: word 2i from lo[i], word 2i + 1 from hi[i].
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
+// One bf16 pair, for the packing loops' edges.
+inline std::uint32_t bf16_pair(float lo, float hi) {
+  return static_cast<std::uint32_t>(bf16_bits(lo)) | static_cast<std::uint32_t>(bf16_bits(hi)) << 16;
+}
+
+// Rows of `count` float sources (row i at src + i * src_stride, kc values each) as rows of
+// (kc + 1) / 2 bf16 pairs in tmp (row i at tmp + i * steps), an odd kc's last pair padded with 0.
+void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, std::uint32_t* tmp, int steps) {
+  for (int i = 0; i < count; ++i) {
+    auto* row = reinterpret_cast<std::uint16_t*>(tmp + i * steps);
+    floats_to_bf16(src + i * src_stride, row, kc);
+    if (kc % 2) row[kc] = 0;
+  }
+}
+
+// Ap as bf16 pairs: panels of kMR rows, each (kc + 1) / 2 steps of kMR pairs, from op(A)(mc, kc)
+// at a; rows past mc and an odd kc's last half pair are zero.
+[[gnu::noinline]] void pack_a_pairs(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col,
+                                    std::uint32_t* ap) {
+  const int steps = (kc + 1) / 2;
+  for (int i0 = 0; i0 < mc; i0 += kMR, ap += kMR * steps) {
+    const int mr = std::min(kMR, mc - i0);
+    const float* src = a + i0 * a_row;
+    if (a_col == 1 && mr == kMR) {
+      // A stored (M, K): a row's pairs are its consecutive values. Each row is converted to a
+      // row of pairs in L1, then the rows are transposed 8 at a time as 32-bit values.
+      alignas(64) std::uint32_t tmp[kMR * (kKC / 2)];
+      rows_to_pairs(src, a_row, kMR, kc, tmp, steps);
+      for (int r0 = 0; r0 < kMR; r0 += 8)
+        copy_transposed(reinterpret_cast<const float*>(tmp + r0 * steps), steps, std::min(8, kMR - r0), steps,
+                        reinterpret_cast<float*>(ap + r0), kMR);
+    } else if (a_row == 1 && mr == kMR) {
+      // A stored (K, M): a step's kMR values at k = 2p and at 2p + 1 are two contiguous runs.
+      static_assert(kMR <= 16, "one vector holds a step's rows");
+      constexpr __mmask16 rows = static_cast<__mmask16>((1u << kMR) - 1);
+      for (int p = 0; p < steps; ++p) {
+        const __m512 lo = _mm512_maskz_loadu_ps(rows, src + 2 * p * a_col);
+        const __m512 hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(rows, src + (2 * p + 1) * a_col) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(ap + p * kMR, rows, bf16_pairs(lo, hi));
+      }
+    } else {
+      for (int p = 0; p < steps; ++p) {
+        for (int r = 0; r < mr; ++r) {
+          const float* x = src + r * a_row + 2 * p * a_col;
+          ap[p * kMR + r] = bf16_pair(x[0], 2 * p + 1 < kc ? x[a_col] : 0.0f);
+        }
+        for (int r = mr; r < kMR; ++r) ap[p * kMR + r] = 0;
+      }
+    }
+  }
+}
+
+// Bp as bf16 pairs: panels of kNR columns, each (kc + 1) / 2 steps of kNR pairs, from
+// op(B)(kc, nc) at b; columns past nc and an odd kc's last half pair are zero.
+[[gnu::noinline]] void pack_b_pairs(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col,
+                                    std::uint32_t* bp) {
+  const int steps = (kc + 1) / 2;
+  static_assert(kNR % 16 == 0, "a step's columns fill whole vectors");
+  for (int j0 = 0; j0 < nc; j0 += kNR, bp += kNR * steps) {
+    const int nr = std::min(kNR, nc - j0);
+    const float* src = b + j0 * b_col;
+    if (b_col == 1 && nr == kNR) {
+      // B stored (K, N): a step's kNR values at k = 2p and at 2p + 1 are two contiguous runs.
+      for (int p = 0; p < steps; ++p) {
+        const float* lo = src + 2 * p * b_row;
+        const float* hi = lo + b_row;
+        const bool has_hi = 2 * p + 1 < kc;
+        for (int v = 0; v < kNR; v += 16)
+          _mm512_storeu_si512(bp + p * kNR + v, bf16_pairs(_mm512_loadu_ps(lo + v),
+                                                           has_hi ? _mm512_loadu_ps(hi + v) : _mm512_setzero_ps()));
+      }
+    } else if (b_row == 1 && nr == kNR) {
+      // B stored (N, K): a column's pairs are its consecutive values. Each column is converted
+      // to a row of pairs in L1, then transposed 8 columns at a time as 32-bit values.
+      alignas(64) std::uint32_t tmp[kNR * (kKC / 2)];
+      rows_to_pairs(src, b_col, kNR, kc, tmp, steps);
+      for (int c0 = 0; c0 < kNR; c0 += 8)
+        copy_transposed(reinterpret_cast<const float*>(tmp + c0 * steps), steps, 8, steps,
+                        reinterpret_cast<float*>(bp + c0), kNR);
+    } else {
+      for (int p = 0; p < steps; ++p) {
+        for (int j = 0; j < nr; ++j) {
+          const float* x = src + j * b_col + 2 * p * b_row;
+          bp[p * kNR + j] = bf16_pair(x[0], 2 * p + 1 < kc ? x[b_row] : 0.0f);
+        }
+        for (int j = nr; j < kNR; ++j) bp[p * kNR + j] = 0;
+      }
+    }
+  }
+}
+#endif
+
+// How a GEMM's operands are packed and multiplied; the loops below are templates over it.
+//   Elem      the packed panels' element type
+//   Step      the micro-kernel's k step (gemm_microkernel.h)
+//   kKUnit    slices of K are multiples of this (but the last)
+//   steps(kc) the steps of a panel that covers kc values of K
+// Panels of floats: the fp32 GEMM's, and with RoundToBf16 the bf16 GEMM's where vdpbf16ps is
+// not available: the packed values are rounded to bf16, so the fp32 micro-kernel multiplies the
+// same operands as vdpbf16ps would (each product exact in fp32), and sums them in fp32.
+template <bool RoundToBf16>
+struct FloatPanels {
+  using Elem = float;
+  using Step = packed::Fp32Step;
+  static constexpr int kKUnit = 1;
+  static int steps(int kc) { return kc; }
+  static void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, float* ap) {
+    pack_a_floats(mc, kc, a, a_row, a_col, ap);
+    if (RoundToBf16) round_floats_to_bf16(ap, static_cast<std::int64_t>((mc + kMR - 1) / kMR) * kMR * kc);
+  }
+  static void pack_b(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
+    pack_b_floats(kc, nc, b, b_row, b_col, bp);
+    if (RoundToBf16) round_floats_to_bf16(bp, static_cast<std::int64_t>((nc + kNR - 1) / kNR) * kNR * kc);
+  }
+};
+using Fp32Panels = FloatPanels<false>;
+
+#if defined(__AVX512BF16__)
+// Panels of bf16 pairs (two values of K in 32 bits), multiplied by vdpbf16ps. KC slices are
+// even, so only a product's last slice can end in half a pair.
+struct Bf16PairPanels {
+  using Elem = std::uint32_t;
+  using Step = packed::Bf16PairStep;
+  static constexpr int kKUnit = 2;
+  static int steps(int kc) { return (kc + 1) / 2; }
+  static void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, std::uint32_t* ap) {
+    pack_a_pairs(mc, kc, a, a_row, a_col, ap);
+  }
+  static void pack_b(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, std::uint32_t* bp) {
+    pack_b_pairs(kc, nc, b, b_row, b_col, bp);
+  }
+};
+using Bf16Panels = Bf16PairPanels;
+#else
+using Bf16Panels = FloatPanels<true>;
+#endif
+
 // A tile narrower than kNR (N not a multiple of kNR): the micro-kernel writes a full tile to the
 // stack, and only its mr x nr corner is merged into C.
 // bias: nr values or null.
-[[gnu::noinline]] void edge_tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr,
-                                 float alpha, float beta, const float* bias) {
+template <class P>
+[[gnu::noinline]] void edge_tile(int steps, const typename P::Elem* ap, const typename P::Elem* bp, float* c,
+                                 ptrdiff_t ldc, int mr, int nr, float alpha, float beta, const float* bias) {
   alignas(64) float tile[kMR * kNR];
-  packed::microkernel(kc, ap, bp, tile, kNR, alpha, 0.0f);
+  packed::microkernel<typename P::Step>(steps, ap, bp, tile, kNR, alpha, 0.0f);
   for (int r = 0; r < mr; ++r) {
     float* crow = c + r * ldc;
     const float* trow = tile + r * kNR;
@@ -249,23 +400,27 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 // row count is not a multiple of kMR: 4 rows of 256 = 42 x 6 + 4), indexed by rows - 1. They
 // store straight into C, with the arithmetic of a full tile, at the cost of their own rows:
 // through edge_tile such a tile would cost a full one plus a copy (at 256 rows, one tile in 43).
-using TileKernel = void (*)(int, const float*, const float*, float*, ptrdiff_t, float, float, const float*);
-template <int... R>
-constexpr std::array<TileKernel, sizeof...(R)> short_tile_kernels(std::integer_sequence<int, R...>) {
-  return {&packed::microkernel<R + 1>...};
+template <class P>
+using TileKernel = void (*)(int, const typename P::Elem*, const typename P::Elem*, float*, ptrdiff_t, float, float,
+                            const float*);
+template <class P, int... R>
+constexpr std::array<TileKernel<P>, sizeof...(R)> short_tile_kernels(std::integer_sequence<int, R...>) {
+  return {&packed::microkernel<typename P::Step, R + 1>...};
 }
-constexpr auto kShortTileKernels = short_tile_kernels(std::make_integer_sequence<int, kMR - 1>{});
+template <class P>
+constexpr auto kShortTileKernels = short_tile_kernels<P>(std::make_integer_sequence<int, kMR - 1>{});
 
 // One tile of C at c (mr x nr, at most kMR x kNR): the full micro-kernel, the one for fewer rows,
 // or edge_tile for a narrow one.
-inline void tile(int kc, const float* ap, const float* bp, float* c, ptrdiff_t ldc, int mr, int nr, float alpha,
-                 float beta, const float* bias) {
+template <class P>
+inline void tile(int steps, const typename P::Elem* ap, const typename P::Elem* bp, float* c, ptrdiff_t ldc, int mr,
+                 int nr, float alpha, float beta, const float* bias) {
   if (nr < kNR) {
-    edge_tile(kc, ap, bp, c, ldc, mr, nr, alpha, beta, bias);
+    edge_tile<P>(steps, ap, bp, c, ldc, mr, nr, alpha, beta, bias);
   } else if (mr == kMR) {
-    packed::microkernel(kc, ap, bp, c, ldc, alpha, beta, bias);
+    packed::microkernel<typename P::Step>(steps, ap, bp, c, ldc, alpha, beta, bias);
   } else {
-    kShortTileKernels[static_cast<std::size_t>(mr - 1)](kc, ap, bp, c, ldc, alpha, beta, bias);
+    kShortTileKernels<P>[static_cast<std::size_t>(mr - 1)](steps, ap, bp, c, ldc, alpha, beta, bias);
   }
 }
 
@@ -320,10 +475,11 @@ class PanelPrefetch {
 // not on two), and each element of C sums its K slices in order, so one KC for both orders
 // gives the same bits on any number of threads. Up to kStreamMaxM rows it is the streaming
 // order's, whose op(A) slice of all rows times KC fits in kStreamA floats.
-int slice_kc(int M, int K) {
-  if (M > kStreamMaxM) return balanced_block(K, kKC, 1);
+// Slices are multiples of `unit` (P::kKUnit) but the last.
+int slice_kc(int M, int K, int unit) {
+  if (M > kStreamMaxM) return balanced_block(K, kKC, unit);
   const int m_padded = (M + kMR - 1) / kMR * kMR;
-  return balanced_block(K, std::min(kKC, kStreamA / m_padded), 1);
+  return balanced_block(K, std::min(kKC, kStreamA / m_padded / unit * unit), unit);
 }
 
 // The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
@@ -333,28 +489,32 @@ PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
 
 // One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
 // op(A) slice ap (all g.M rows); `next` is prefetched a few lines before each tile.
-void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const float* ap, const float* bp, int jr,
-                       int nr, PanelPrefetch& next) {
+template <class P>
+void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const typename P::Elem* ap,
+                       const typename P::Elem* bp, int jr, int nr, PanelPrefetch& next) {
+  const int steps = P::steps(kc);
   const int m_tiles = (g.M + kMR - 1) / kMR;
   const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
   float* c_panel = g.C + jr;
   for (int ir = 0; ir < g.M; ir += kMR) {
     next.issue(per_tile);
-    tile(kc, ap + ir * kc, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, g.alpha, beta, bias);
+    tile<P>(steps, ap + ir * steps, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, g.alpha, beta, bias);
   }
 }
 
 // The tiles of one block of C: the packed op(A) block ap (mc rows from ic) times the packed
 // op(B) block bp (nc columns from jc).
 // bias: the block's nc values, or null.
+template <class P>
 void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta, const float* bias,
-                       const float* ap, const float* bp) {
+                       const typename P::Elem* ap, const typename P::Elem* bp) {
+  const int steps = P::steps(kc);
   for (int jr = 0; jr < nc; jr += kNR) {
     const int nr = std::min(kNR, nc - jr);
     const float* tile_bias = bias ? bias + jr : nullptr;
     for (int ir = 0; ir < mc; ir += kMR) {
-      tile(kc, ap + ir * kc, bp + jr * kc, g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, std::min(kMR, mc - ir), nr,
-           g.alpha, beta, tile_bias);
+      tile<P>(steps, ap + ir * steps, bp + jr * steps, g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, std::min(kMR, mc - ir),
+              nr, g.alpha, beta, tile_bias);
     }
   }
 }
@@ -368,10 +528,10 @@ struct BlockedPlan {
   int m_blocks, n_slices, n_blocks;  // row blocks of C; K slices; KC x NC blocks of op(B)
 };
 
-BlockedPlan blocked_plan(int M, int N, int K, int threads) {
+BlockedPlan blocked_plan(int M, int N, int K, int threads, int k_unit) {
   BlockedPlan p{};
   p.nc_block = balanced_block(N, kNC, kNR);
-  p.kc_block = slice_kc(M, K);
+  p.kc_block = slice_kc(M, K, k_unit);
   const int mc_rows = threads > 1 ? (M + 4 * threads - 1) / (4 * threads) : M;
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
   p.mc_block = balanced_block(M, std::min(kMC, mc_target), kMR);
@@ -487,7 +647,9 @@ constexpr int kPackPiecePanels = 8;
 //   - before packing block b + 2 into b's buffer, until every row block of b is finished.
 // Two barriers per block instead would leave one of two threads idle for about half a row
 // block per block.
-void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, float* const shared_b[2]) {
+template <class P>
+void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, typename P::Elem* const shared_b[2]) {
+  using Elem = typename P::Elem;
   PackBuffers& own = thread_buffers();
   const auto [nc_block, kc_block, mc_block, m_blocks, n_slices, n_blocks] = plan;
   for (int blk = 0; blk < n_blocks; ++blk) {
@@ -496,12 +658,12 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, floa
     const float beta = pc == 0 ? g.beta : 1.0f;
     const int n_panels = (nc + kNR - 1) / kNR;
     const int n_pieces = (n_panels + kPackPiecePanels - 1) / kPackPiecePanels;
-    float* bp = shared_b[blk % 2];
+    Elem* bp = shared_b[blk % 2];
     StageProgress& progress = state.stages[blk];
     pack_stage(state, blk, n_pieces, m_blocks, [&](int piece) {
       const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
-      pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col, g.b_row, g.b_col,
-             bp + q0 * kNR * kc);
+      P::pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col, g.b_row, g.b_col,
+                bp + q0 * kNR * P::steps(kc));
     });
     // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
     // fill the wait for the last part in progress elsewhere.
@@ -514,8 +676,9 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, floa
       const int ic = rb * mc_block + part * part_rows, mc = std::min(part_rows, block_rows - part * part_rows);
       if (mc > 0) {
         wait_at_least(state.items[rb], blk);
-        pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own.a);
-        block_times_block(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own.a, bp);
+        Elem* own_a = reinterpret_cast<Elem*>(own.a);
+        P::pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own_a);
+        block_times_block<P>(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own_a, bp);
       }
       // Split row blocks are in the last block, which nothing waits for.
       if (split == 1) state.items[rb].store(blk + 1, std::memory_order_release);
@@ -535,7 +698,9 @@ constexpr int kPackPieceTiles = 8;
 // packed, before a panel of slice s until the same panel of slice s - 1 is finished, and before
 // packing slice s + 2 into s's buffer until every panel of s is finished.
 // kc_block: slice_kc(g.M, g.K), which the caller worked out to size TeamState.
-void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const shared_a[2]) {
+template <class P>
+void team_streaming(const Gemm& g, int kc_block, TeamState& state, typename P::Elem* const shared_a[2]) {
+  using Elem = typename P::Elem;
   PackBuffers& own = thread_buffers();
   const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
   const int n_pieces = (m_tiles + kPackPieceTiles - 1) / kPackPieceTiles;
@@ -543,12 +708,12 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const 
   for (int slice = 0; slice < n_slices; ++slice) {
     const int pc = slice * kc_block, kc = std::min(kc_block, g.K - pc);
     const float beta = pc == 0 ? g.beta : 1.0f;
-    float* ap = shared_a[slice % 2];
+    Elem* ap = shared_a[slice % 2];
     StageProgress& progress = state.stages[slice];
     pack_stage(state, slice, n_pieces, n_panels, [&](int piece) {
       const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
-      pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row, g.a_col,
-             ap + t0 * kMR * kc);
+      P::pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row, g.a_col,
+                ap + t0 * kMR * P::steps(kc));
     });
     int panel = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
     while (panel < n_panels) {
@@ -562,8 +727,9 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, float* const 
         next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
       }
       wait_at_least(state.items[panel], slice);
-      pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own.b_panel);
-      panel_times_slice(g, kc, beta, g.tile_bias(pc, kc, jr), ap, own.b_panel, jr, nr, next);
+      Elem* own_b_panel = reinterpret_cast<Elem*>(own.b_panel);
+      P::pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own_b_panel);
+      panel_times_slice<P>(g, kc, beta, g.tile_bias(pc, kc, jr), ap, own_b_panel, jr, nr, next);
       state.items[panel].store(slice + 1, std::memory_order_release);
       progress.items_done.fetch_add(1, std::memory_order_acq_rel);
       panel = following;
@@ -586,15 +752,11 @@ void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc, const float* bia
   }
 }
 
-}  // namespace
-
-void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                 int ldb, float beta, float* C, int ldc) {
-  gemm_packed_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
-}
-
-void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+// The GEMM on panels P (the contract of gemm_packed_bias).
+template <class P>
+void gemm_on_panels(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                    const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+  using Elem = typename P::Elem;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc, bias);
@@ -623,21 +785,23 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
   PackBuffers& mine = thread_buffers();
   TeamState& state = team_state();
-  const int stream_kc = streaming ? slice_kc(M, K) : 0;
-  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(M, N, K, threads);
+  const int stream_kc = streaming ? slice_kc(M, K, P::kKUnit) : 0;
+  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(M, N, K, threads, P::kKUnit);
   if (streaming) {
     state.reset((K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
   } else {
     state.reset(plan.n_blocks, plan.m_blocks, threads > 1);
   }
   // Alone, one buffer serves every stage: nothing else can still be reading the previous one.
-  float* const first = streaming ? mine.a : mine.b;
-  float* const shared[2] = {first, threads > 1 ? state.second_buffer : first};
+  // The buffers are sized in floats; a panel of Elem takes no more bytes than one of floats.
+  static_assert(sizeof(Elem) == sizeof(float));
+  Elem* const first = reinterpret_cast<Elem*>(streaming ? mine.a : mine.b);
+  Elem* const shared[2] = {first, threads > 1 ? reinterpret_cast<Elem*>(state.second_buffer) : first};
   const auto run = [&] {
     if (streaming) {
-      team_streaming(g, stream_kc, state, shared);
+      team_streaming<P>(g, stream_kc, state, shared);
     } else {
-      team_blocked(g, plan, state, shared);
+      team_blocked<P>(g, plan, state, shared);
     }
   };
   // One thread runs here, not in a one-thread parallel region: libgomp allocates a team for
@@ -650,6 +814,30 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
   run();
 }
 
+}  // namespace
+
+void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
+  gemm_on_panels<Fp32Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+}
+
+void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+  gemm_on_panels<Fp32Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
+void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+  gemm_on_panels<Bf16Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
 const char* gemm_packed_kernel_name() { return Isa::kName; }
+
+const char* gemm_packed_bf16_kernel_name() {
+  static const std::string name = kHaveBf16DotProduct
+                                      ? std::string("avx512_bf16 14x32 (vdpbf16ps)")
+                                      : std::string(Isa::kName) + " on operands rounded to bf16 (no AVX512_BF16)";
+  return name.c_str();
+}
 
 }  // namespace llmcc::cpu

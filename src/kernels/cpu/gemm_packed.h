@@ -25,4 +25,14 @@ void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
 // The micro-kernel this build uses, e.g. "avx2 6x16" (for benchmark and test labels).
 const char* gemm_packed_kernel_name();
 
+// gemm_packed_bias on bf16 operands: op(A) and op(B) are rounded to bf16 as they are packed
+// (bf16.h's rule), the products are summed in fp32, and alpha, beta and the bias apply in fp32.
+// With AVX512_BF16 the micro-kernel is vdpbf16ps on panels of bf16 pairs; without it, the fp32
+// micro-kernel on the rounded operands (the same products; sums in another order).
+void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
+
+// The bf16 GEMM's path, e.g. "avx512_bf16 14x32 (vdpbf16ps)" (printed by train and bench).
+const char* gemm_packed_bf16_kernel_name();
+
 }  // namespace llmcc::cpu

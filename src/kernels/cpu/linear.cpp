@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/parallel.h"
+#include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -14,31 +16,39 @@ constexpr std::int64_t kParallelMin = 32768;
 // OC = 768 gives 12 blocks to share between threads.
 constexpr std::int64_t kBiasBlock = 64;
 
+// C = op(A) . op(B) + beta * C (+ bias): the GEMM library in fp32, or llmcc's packed GEMM on
+// bf16 operands when llmcc::matmul_dtype() is Bf16 (the only GEMM with a bf16 kernel).
+void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+            float beta, float* C, int ldc, const float* bias) {
+  if (matmul_dtype() == MatmulDtype::Bf16) {
+    gemm_packed_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, bias);
+  } else if (bias) {
+    gemm_bias(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, bias);
+  } else {
+    gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
 }  // namespace
 
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
                     std::int64_t OC) {
   // out (N, OC) = x (N, C) . w^T (+ b), w stored (OC, C).
-  if (b) {
-    gemm_bias(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x, static_cast<int>(C),
-              w, static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
-  } else {
-    gemm(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), 1.0f, x, static_cast<int>(C), w,
-         static_cast<int>(C), 0.0f, out, static_cast<int>(OC));
-  }
+  matmul(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), x, static_cast<int>(C), w,
+         static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
 }
 
 void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x, const float* w,
                      std::int64_t N, std::int64_t C, std::int64_t OC, bool overwrite_dx) {
   if (d_x) {
     // d_x (N, C) += d_out (N, OC) . w (OC, C), or = with beta 0
-    gemm(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(OC), 1.0f, d_out,
-         static_cast<int>(OC), w, static_cast<int>(C), overwrite_dx ? 0.0f : 1.0f, d_x, static_cast<int>(C));
+    matmul(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(OC), d_out, static_cast<int>(OC), w,
+           static_cast<int>(C), overwrite_dx ? 0.0f : 1.0f, d_x, static_cast<int>(C), nullptr);
   }
   if (d_w) {
     // d_w (OC, C) += d_out^T (OC, N) . x (N, C); d_out is stored (N, OC).
-    gemm(true, false, static_cast<int>(OC), static_cast<int>(C), static_cast<int>(N), 1.0f, d_out, static_cast<int>(OC),
-         x, static_cast<int>(C), 1.0f, d_w, static_cast<int>(C));
+    matmul(true, false, static_cast<int>(OC), static_cast<int>(C), static_cast<int>(N), d_out, static_cast<int>(OC), x,
+           static_cast<int>(C), 1.0f, d_w, static_cast<int>(C), nullptr);
   }
   if (d_b) {
     // Each block of columns is summed over all rows by one thread: rows are read contiguously

@@ -1,0 +1,191 @@
+// cpu::gemm_packed_bf16 (bf16 operands, fp32 sums) against a naive double loop, twice: on the
+// operands rounded to bf16, where only the fp32 summation may differ (so a wrong pair, a lost
+// half of an odd K or a misplaced panel shows at fp32 tolerance), and on the fp32 operands
+// within a bf16 tolerance. All four transposes, awkward sizes on M, N and K (odd K, tile and
+// cache-block edges, both GEMM orders), padded leading dimensions, alpha, beta, the bias, and
+// 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm_packed.h"
+#include "test_support.h"
+
+namespace llmcc {
+namespace {
+
+// C (M, N) = alpha * op(A) . op(B) + beta * C (+ bias) in double, with cpu::gemm's storage.
+std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const std::vector<float>& A,
+                               int lda, const std::vector<float>& B, int ldb, double beta, const std::vector<float>& C,
+                               int ldc, const float* bias) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int p = 0; p < K; ++p) {
+        const double a = ta ? A[static_cast<std::size_t>(p) * lda + i] : A[static_cast<std::size_t>(i) * lda + p];
+        const double b = tb ? B[static_cast<std::size_t>(j) * ldb + p] : B[static_cast<std::size_t>(p) * ldb + j];
+        acc += a * b;
+      }
+      const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+      out[at] = alpha * acc + beta * C[at] + (bias ? bias[j] : 0.0);
+    }
+  }
+  return out;
+}
+
+std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = cpu::round_to_bf16(x);
+  return v;
+}
+
+// (M, N, K): tile edges (MR 6 or 14, NR 16 or 32), odd K (a last half pair), K of 1 and 2, KC
+// slices with an uneven last one, both orders (up to 512 rows streaming, above blocked), NC.
+std::vector<std::array<int, 3>> bf16_sizes() {
+  std::vector<std::array<int, 3>> sizes;
+  for (int s : {1, 2, 3, 5, 6, 7, 13, 14, 15, 16, 17, 31, 32, 33, 63, 64, 65, 197}) {
+    sizes.push_back({s, 33, 65});
+    sizes.push_back({65, s, 33});
+    sizes.push_back({33, 65, s});
+  }
+  sizes.push_back({256, 768, 197});
+  sizes.push_back({250, 70, 769});
+  sizes.push_back({512, 40, 300});
+  sizes.push_back({700, 70, 385});
+  sizes.push_back({600, 50, 1001});
+  sizes.push_back({9, 4100, 5});
+  sizes.push_back({530, 4100, 9});
+  return sizes;
+}
+
+void check_bf16_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta, bool with_bias,
+                     bool nan_in_c = false) {
+  const int a_rows = ta ? K : M, a_cols = ta ? M : K;
+  const int b_rows = tb ? N : K, b_cols = tb ? K : N;
+  const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+  const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda, 1);  // (a_rows, lda)
+  const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb, 2);  // (b_rows, ldb)
+  const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);          // (N)
+  auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);             // (M, ldc)
+  const float* bias_ptr = with_bias ? bias.data() : nullptr;
+  auto on_rounded = naive_gemm(ta, tb, M, N, K, alpha, rounded_to_bf16(A), lda, rounded_to_bf16(B), ldb, beta, C, ldc,
+                               bias_ptr);
+  auto on_fp32 = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias_ptr);
+  if (nan_in_c) {
+    for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
+  }
+  cpu::gemm_packed_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias_ptr);
+  // The padding of each row stays untouched.
+  for (int i = 0; i < M; ++i) {
+    for (int j = N; j < ldc; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+      if (nan_in_c) {
+        ASSERT_TRUE(std::isnan(C[at])) << "wrote padding";
+        C[at] = 0.0f, on_rounded[at] = on_fp32[at] = 0.0;
+      } else {
+        ASSERT_EQ(C[at], static_cast<float>(on_fp32[at])) << "wrote padding";
+      }
+    }
+  }
+  // On the rounded operands the products are exact: only fp32 summation differs.
+  EXPECT_TRUE(test::all_close("C (bf16 operands)", C, on_rounded, 2e-6 * K + 1e-6, 1e-5));
+  // On the fp32 operands each product is off by up to about 2^-8 relative, the errors of K
+  // products of values in [-1, 1] adding up like a random walk.
+  EXPECT_TRUE(test::all_close("C (fp32 operands)", C, on_fp32, 8e-3 * std::sqrt(static_cast<double>(K)) + 1e-5, 1e-2));
+}
+
+std::string trace(bool ta, bool tb, int M, int N, int K) {
+  return "trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) + " M=" + std::to_string(M) +
+         " N=" + std::to_string(N) + " K=" + std::to_string(K);
+}
+
+// Which kernel the bf16 GEMM runs on here; the vdpbf16ps one needs AVX512_BF16.
+TEST(GemmBf16Kernel, Bf16DotProductKernelIsCompiled) {
+  std::printf("[ note     ] bf16 GEMM kernel: %s\n", cpu::gemm_packed_bf16_kernel_name());
+  if (!cpu::kHaveBf16DotProduct)
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: the vdpbf16ps kernel is not built or tested here; the bf16 GEMM "
+                    "tests below run its fallback (the fp32 kernel on bf16-rounded operands)";
+  EXPECT_NE(std::string(cpu::gemm_packed_bf16_kernel_name()).find("vdpbf16ps"), std::string::npos);
+}
+
+TEST(GemmBf16Kernel, AllTransposesMatchNaiveLoop) {
+  test::for_each_thread_count([](int) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (auto [M, N, K] : bf16_sizes()) {
+          SCOPED_TRACE(trace(ta, tb, M, N, K));
+          check_bf16_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f, false);
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmBf16Kernel, LeadingDimensionsAlphaBetaAndBias) {
+  test::for_each_thread_count([](int) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (float beta : {0.0f, 1.0f, -0.5f}) {
+          for (bool bias : {false, true}) {
+            SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                         " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias));
+            check_bf16_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta, bias);
+            check_bf16_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta, bias);
+            check_bf16_gemm(ta, tb, 17, 63, 15, 9, 1.5f, beta, bias);
+            check_bf16_gemm(ta, tb, 250, 40, 301, 7, -1.0f, beta, bias);
+            check_bf16_gemm(ta, tb, 600, 70, 387, 1, 1.0f, beta, bias);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmBf16Kernel, BetaZeroIgnoresNaNInC) {
+  test::for_each_thread_count([](int) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+        check_bf16_gemm(ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, false, true);
+        check_bf16_gemm(ta, tb, 7, 17, 301, 2, 0.5f, 0.0f, true, true);
+      }
+    }
+  });
+}
+
+TEST(GemmBf16Kernel, EmptyInnerDimensionScalesC) {
+  std::vector<float> C = {1.0f, -2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // (2, 3)
+  const float one = 1.0f;
+  cpu::gemm_packed_bf16(false, false, 2, 3, 0, 1.0f, &one, 1, &one, 3, 0.5f, C.data(), 3, nullptr);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, -1.0f, 1.5f, 2.0f, 2.5f, 3.0f}));
+}
+
+// Each element of C sums its K slices in the same order whatever the thread count and GEMM
+// order, so 1 and 2 threads give the same bits.
+TEST(GemmBf16Kernel, OneAndTwoThreadsGiveTheSameBits) {
+  for (auto [M, N, K] : std::vector<std::array<int, 3>>{{256, 768, 769}, {700, 300, 385}, {64, 2304, 768}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(trace(ta, tb, M, N, K));
+        const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 5);  // (M, K) or (K, M)
+        const auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 6);  // (K, N) or (N, K)
+        std::vector<float> C1(static_cast<std::size_t>(M) * N), C2(C1.size());           // (M, N)
+        const int lda = ta ? M : K, ldb = tb ? K : N;
+        test::for_each_thread_count([&](int threads) {
+          cpu::gemm_packed_bf16(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+                                (threads == 1 ? C1 : C2).data(), N, nullptr);
+        });
+        EXPECT_EQ(C1, C2);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmcc
