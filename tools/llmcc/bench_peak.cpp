@@ -75,15 +75,47 @@ __attribute__((noinline)) float fma_loop(std::int64_t iters, float seed) {
   return vsum(s);
 }
 
+#if defined(__AVX512BF16__)
+// The bf16 peak: kAcc independent vdpbf16ps per round, each 32 bf16 multiply-adds (64 flops)
+// into 16 fp32 lanes, the instruction the bf16 GEMM's micro-kernel runs. The products
+// (2^-20 each) keep the sums small and normal for any burst length.
+constexpr double kBf16FlopsPerIter = 2.0 * 2 * kLanes * kAcc;
+__attribute__((noinline)) float bf16_dot_loop(std::int64_t iters, float seed) {
+  Vec acc[kAcc];
+  for (int k = 0; k < kAcc; ++k) acc[k] = vset(seed + 1e-3f * static_cast<float>(k));
+  const __m512bh x = _mm512_cvtne2ps_pbh(vset(1.0f / 1024), vset(1.0f / 1024));
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kAcc; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], x, x);
+  }
+  Vec s = acc[0];
+  for (int k = 1; k < kAcc; ++k) s = s + acc[k];
+  return vsum(s);
+}
+#endif
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-FmaPeak measure_fma_peak(int threads, double seconds) {
+FmaPeak measure_fma_peak(int threads, double seconds, MatmulDtype dtype) {
   if (threads < 1) fail("fma peak", "thread count must be at least 1, got " + std::to_string(threads));
   if (!(seconds > 0)) fail("fma peak", "measuring time must be positive");
+  // The loop the dtype's GEMM runs on: without AVX512_BF16, bf16 products run on fp32 FMAs.
+  auto loop = &fma_loop;
+  double flops_per_iter = kFlopsPerIter;
+  std::string isa = kIsa;
+#if defined(__AVX512BF16__)
+  if (dtype == MatmulDtype::Bf16) {
+    loop = &bf16_dot_loop;
+    flops_per_iter = kBf16FlopsPerIter;
+    isa = "avx512_bf16 vdpbf16ps";
+  }
+#else
+  if (dtype == MatmulDtype::Bf16) isa += " (no AVX512_BF16: bf16 runs on fp32 FMAs)";
+#endif
   volatile float sink = 0;
   // Calibrate on one thread (also wakes the core up): bursts of about kBurst seconds, shorter
   // than a scheduler time slice, so on a loaded machine many bursts still run undisturbed.
@@ -91,7 +123,7 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   std::int64_t iters = 1 << 10;
   for (;;) {
     const auto t0 = std::chrono::steady_clock::now();
-    sink = sink + fma_loop(iters, 1.0f);
+    sink = sink + loop(iters, 1.0f);
     const double dt = seconds_since(t0);
     if (dt > 0.01 || iters > (std::int64_t{1} << 40)) {
       iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(iters) * kBurst / dt));
@@ -111,8 +143,8 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
     const auto start = std::chrono::steady_clock::now();
     while (seconds_since(start) < seconds) {
       const auto t0 = std::chrono::steady_clock::now();
-      acc += fma_loop(iters, 1.0f + static_cast<float>(id));
-      mine = std::max(mine, kFlopsPerIter * static_cast<double>(iters) / seconds_since(t0));
+      acc += loop(iters, 1.0f + static_cast<float>(id));
+      mine = std::max(mine, flops_per_iter * static_cast<double>(iters) / seconds_since(t0));
     }
     best[id] = mine;
     out[id] = acc;
@@ -125,7 +157,7 @@ FmaPeak measure_fma_peak(int threads, double seconds) {
   p.gflops = sum * 1e-9;
   p.threads = threads;
   p.gflops_per_thread = p.gflops / threads;
-  p.isa = kIsa;
+  p.isa = isa;
   return p;
 }
 

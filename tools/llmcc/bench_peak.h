@@ -1,4 +1,4 @@
-// The machine's fp32 FMA peak, measured: what MFU is relative to.
+// The machine's fp32 FMA peak, or its bf16 dot-product peak, measured: what MFU is relative to.
 //
 // Every thread runs a loop of independent fused multiply-adds on the widest vectors the build
 // targets (AVX-512 when compiled with it, else AVX2 + FMA, else scalar) with enough
@@ -12,16 +12,20 @@
 
 #include <string>
 
+#include "llmcc/runtime.h"
+
 namespace llmcc::cli {
 
 struct FmaPeak {
   double gflops = 0;             // all threads, best trial
   double gflops_per_thread = 0;  // gflops / threads
   int threads = 0;
-  std::string isa;  // "avx512", "avx2", "scalar"
+  std::string isa;  // "avx512", "avx2", "scalar", "avx512_bf16 vdpbf16ps"
 };
 
 // Measures with `threads` OpenMP threads for about `seconds` in total (spread over trials).
-FmaPeak measure_fma_peak(int threads, double seconds = 1.0);
+// Bf16: the peak of vdpbf16ps (2 multiply-adds per fp32 lane) where the CPU has AVX512_BF16,
+// else the fp32 FMA peak, which is what the bf16 GEMM runs on there.
+FmaPeak measure_fma_peak(int threads, double seconds = 1.0, MatmulDtype dtype = MatmulDtype::Fp32);
 
 }  // namespace llmcc::cli

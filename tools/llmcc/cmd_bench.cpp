@@ -147,6 +147,7 @@ int run_bench(int argc, char** argv) {
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
+  std::string dtype = "fp32";
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
@@ -156,11 +157,13 @@ int run_bench(int argc, char** argv) {
   p.add("--seed", &seed, "seed of the weights and the random tokens");
   p.section("Run");
   p.add("--threads", &threads, "OpenMP threads (kernels, GEMM library and the FMA peak)");
+  p.add("--dtype", &dtype,
+        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums); MFU is against this dtype's measured peak");
   p.add("--warmup", &warmup, "untimed steps first (the first sizes memory and caches)");
   p.add("--steps", &steps, "timed steps");
   p.add("--profile", &with_profile, "after the timed steps, a separate run with the per-op profiler on");
   p.add("--profile-steps", &profile_steps, "steps of the profiled run");
-  p.add("--peak-seconds", &peak_seconds, "time spent measuring the fp32 FMA peak");
+  p.add("--peak-seconds", &peak_seconds, "time spent measuring each peak (fp32 FMA, bf16 dot product)");
   p.epilogue("Example: llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --steps 10");
   if (!p.parse(argc, argv)) return 0;
   if (threads < 1) fail(kCmd, "--threads must be at least 1, got " + std::to_string(threads));
@@ -169,6 +172,8 @@ int run_bench(int argc, char** argv) {
   if (with_profile && profile_steps < 1)
     fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
+  if (dtype != "fp32" && dtype != "bf16") fail(kCmd, "--dtype must be 'fp32' or 'bf16', got '" + dtype + "'");
+  const MatmulDtype matmul = parse_matmul_dtype(dtype);
 
   const ModelConfig model_config = model_flags.config();
   const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
@@ -179,13 +184,20 @@ int run_bench(int argc, char** argv) {
                    "] (the model's max_seq_len), got " + std::to_string(seq_len));
   }
   set_num_threads(threads);
+  set_matmul_dtype(matmul);
 
-  const FmaPeak peak = measure_fma_peak(threads, peak_seconds);
-  std::printf("llmcc bench: %s (%s %s), %.2fM parameters, B=%d T=%d, %d threads\n", model.c_str(),
+  const FmaPeak fp32_peak = measure_fma_peak(threads, peak_seconds, MatmulDtype::Fp32);
+  const FmaPeak bf16_peak = measure_fma_peak(threads, peak_seconds, MatmulDtype::Bf16);
+  const FmaPeak& peak = matmul == MatmulDtype::Bf16 ? bf16_peak : fp32_peak;
+  std::printf("llmcc bench: %s (%s %s), %.2fM parameters, B=%d T=%d, %d threads, %s matmuls on %s\n", model.c_str(),
               model_config.display_name(), model_config.str().c_str(),
-              static_cast<double>(model_config.parameter_count()) * 1e-6, batch, seq_len, threads);
-  std::printf("fp32 FMA peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)\n", peak.isa.c_str(),
-              peak.threads, peak.gflops, peak.gflops_per_thread);
+              static_cast<double>(model_config.parameter_count()) * 1e-6, batch, seq_len, threads, dtype.c_str(),
+              matmul_kernel_name().c_str());
+  for (const FmaPeak* q : {&fp32_peak, &bf16_peak}) {
+    std::printf("%s peak (measured, %s, %d threads): %.1f GFLOP/s (%.1f per thread)%s\n",
+                q == &fp32_peak ? "fp32 FMA" : "bf16 dot-product", q->isa.c_str(), q->threads, q->gflops,
+                q->gflops_per_thread, q == &peak ? ": MFU is against this one" : "");
+  }
   std::fflush(stdout);
 
   std::unique_ptr<BenchStep> step_runner;
@@ -237,11 +249,11 @@ int run_bench(int argc, char** argv) {
     print_profile(splits);
   }
   std::printf(
-      "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
+      "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d dtype=%s median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
       "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f minor_faults_per_step=%.1f "
       "major_faults_per_step=%.1f\n",
-      model.c_str(), batch, seq_len, threads, med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops, rss,
-      minor_faults, major_faults);
+      model.c_str(), batch, seq_len, threads, dtype.c_str(), med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
+      rss, minor_faults, major_faults);
   return 0;
 }
 

@@ -77,6 +77,7 @@ const std::vector<Stored>& stored_options() {
       stored("--grad-accum", "train.grad_accum", &TrainOptions::grad_accum),
       stored("--seed", "train.seed", &TrainOptions::seed),
       stored("--sampling", "data.sampling", &TrainOptions::sampling),
+      stored("--dtype", "train.dtype", &TrainOptions::dtype),
       stored("--lr", "train.lr", &TrainOptions::lr),
       stored("--min-lr", "train.min_lr", &TrainOptions::min_lr),
       stored("--warmup-steps", "train.warmup_steps", &TrainOptions::warmup_steps),
@@ -162,6 +163,8 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--grad-accum", &o.grad_accum, "micro-batches per optimizer step; their gradients are averaged");
   p.add("--seed", &o.seed, "seed of the weight initialisation, batch sampling and text samples");
   p.add("--threads", &o.threads, "worker threads (0: all cores)");
+  p.add("--dtype", &o.dtype,
+        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums; weights, gradients and AdamW stay fp32)");
   p.add("--resume", &o.resume,
         "continue from a checkpoint file, or 'auto': the newest in --out-dir (a fresh start if none)");
   p.add("--init-from", &o.init_from,
@@ -272,6 +275,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
                                               n(config.max_seq_len()) + " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
+  need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be 'fp32' or 'bf16', got '" + o.dtype + "'");
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
   need(o.min_lr >= 0, "--min-lr must be >= 0, got " + n(o.min_lr));
   need(o.min_lr <= o.lr, "--min-lr " + n(o.min_lr) + " exceeds --lr " + n(o.lr));

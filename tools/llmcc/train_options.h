@@ -44,6 +44,9 @@ struct TrainOptions {
   int grad_accum = 1;
   std::uint64_t seed = 1337;
   int threads = 0;  // 0: OpenMP's default (all cores)
+  // The matrix products' operand type, fp32 or bf16 (llmcc::MatmulDtype); weights, gradients
+  // and the optimizer stay fp32, so checkpoints are the same and a run resumes with either.
+  std::string dtype = "fp32";
   bool quiet = false;
 
   // Optimizer and schedule.

@@ -166,6 +166,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
                        "); continue that run with --resume auto, or choose another directory");
   }
   if (o_.threads > 0) set_num_threads(o_.threads);
+  set_matmul_dtype(parse_matmul_dtype(o_.dtype));
   config_kv_ = train_options_to_kv(o_, origin_.config, train_files_, val_files_);
   // Kernels split work by thread count, which can change float rounding: the count is recorded so
   // that a resume uses it again (restore_train_options).
@@ -283,6 +284,7 @@ void CliTrainer::print_header(const train::TrainStart& start) {
     << o_.warmup_steps << ", cosine), betas (" << format_number(o_.beta1) << ", " << format_number(o_.beta2)
     << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
     << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
+  s << "  matmuls: " << o_.dtype << " on " << matmul_kernel_name() << "\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(start.arena_bytes) << " reserved ("
     << format_mib(start.arena_planned) << " measured by a planning step); "
     << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
