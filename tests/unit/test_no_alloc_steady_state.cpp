@@ -31,6 +31,7 @@
 
 #include "bench_step.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "nn/gpt2_config.h"
@@ -300,7 +301,7 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
   }
 }
 
-// Issue 5, item 4: nothing at all allocates in steps 2..5, on 1 and 2 threads. Holds with the
+// Nothing at all allocates in steps 2..5, on 1 and 2 threads. Holds with the
 // default GEMM (llmcc's own packed GEMM, cmake/Gemm.cmake); a build with -DLLMCC_GEMM=onednn,
 // openblas or blis skips it, because those libraries allocate on every call (dnnl_sgemm: 136 /
 // 476 allocations in these 4 steps on 1 / 2 threads), and the test above still holds
@@ -329,6 +330,20 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
   expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
   // Llama's ops (RMSNorm, RoPE, GQA attention, SwiGLU, untied head) as well.
   expect_steps_allocate_nothing<llmcc::cli::LlamaBenchStep>(llmcc::nn::llama_preset("llama-tiny"));
+}
+
+// The same with bf16 matrix products, which always run on llmcc's packed GEMM (its bf16 panels
+// go into the same per-thread buffers), whatever the build's fp32 GEMM library.
+TEST(NoAllocSteadyState, Bf16TrainingStepsTwoToFiveAllocateNothing) {
+#ifdef LLMCC_TEST_UNDER_ASAN
+  GTEST_SKIP()
+      << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
+#endif
+  std::printf("bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_packed_bf16_kernel_name());
+  llmcc::set_matmul_dtype(llmcc::MatmulDtype::Bf16);
+  expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
+  expect_steps_allocate_nothing<llmcc::cli::LlamaBenchStep>(llmcc::nn::llama_preset("llama-tiny"));
+  llmcc::set_matmul_dtype(llmcc::MatmulDtype::Fp32);
 }
 
 TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
