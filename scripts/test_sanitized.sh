@@ -25,5 +25,8 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 export OMP_WAIT_POLICY=passive
 cd build-san
 # unit.NoAllocSteadyState.* skips here (it counts allocations by replacing malloc, which
-# AddressSanitizer owns) and says so in its output.
-ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' --timeout 1200 "$@"
+# AddressSanitizer owns) and says so in its output. The 600 training steps of
+# e2e.TrainBf16.Gpt2TinyThreeHundredSteps* (80 s in the release build) are left to that build:
+# the bf16 GEMM code they run is covered here by kernels.GemmBf16Kernel.*.
+ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' -E 'TrainBf16\.Gpt2TinyThreeHundredSteps' \
+  --timeout 1200 "$@"
