@@ -263,7 +263,7 @@ void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, st
     if (a_col == 1 && mr == kMR) {
       // A stored (M, K): a row's pairs are its consecutive values. Each row is converted to a
       // row of pairs in L1, then the rows are transposed 8 at a time as 32-bit values.
-      alignas(64) std::uint32_t tmp[kMR * (kKC / 2)];
+      alignas(64) std::uint32_t tmp[kMR * kKC];  // steps <= KC: a slice holds at most 2 KC values
       rows_to_pairs(src, a_row, kMR, kc, tmp, steps);
       for (int r0 = 0; r0 < kMR; r0 += 8)
         copy_transposed(reinterpret_cast<const float*>(tmp + r0 * steps), steps, std::min(8, kMR - r0), steps,
@@ -311,7 +311,7 @@ void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, st
     } else if (b_row == 1 && nr == kNR) {
       // B stored (N, K): a column's pairs are its consecutive values. Each column is converted
       // to a row of pairs in L1, then transposed 8 columns at a time as 32-bit values.
-      alignas(64) std::uint32_t tmp[kNR * (kKC / 2)];
+      alignas(64) std::uint32_t tmp[kNR * kKC];  // steps <= KC, as in pack_a_pairs
       rows_to_pairs(src, b_col, kNR, kc, tmp, steps);
       for (int c0 = 0; c0 < kNR; c0 += 8)
         copy_transposed(reinterpret_cast<const float*>(tmp + c0 * steps), steps, 8, steps,
@@ -475,11 +475,15 @@ class PanelPrefetch {
 // not on two), and each element of C sums its K slices in order, so one KC for both orders
 // gives the same bits on any number of threads. Up to kStreamMaxM rows it is the streaming
 // order's, whose op(A) slice of all rows times KC fits in kStreamA floats.
-// Slices are multiples of `unit` (P::kKUnit) but the last.
+// Slices are multiples of `unit` (P::kKUnit: the values of K per packed element) but the last,
+// and hold up to unit times as many values of K: a panel of bf16 pairs covering 2 KC values
+// takes the bytes of an fp32 panel covering KC, so the blocks keep their sizes in cache, and C
+// is read and written half as often (K = 768: once, not twice).
 int slice_kc(int M, int K, int unit) {
-  if (M > kStreamMaxM) return balanced_block(K, kKC, unit);
+  const int kc_max = kKC * unit;
+  if (M > kStreamMaxM) return balanced_block(K, kc_max, unit);
   const int m_padded = (M + kMR - 1) / kMR * kMR;
-  return balanced_block(K, std::min(kKC, kStreamA / m_padded / unit * unit), unit);
+  return balanced_block(K, std::min(kc_max, kStreamA * unit / m_padded / unit * unit), unit);
 }
 
 // The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
