@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# llmcc against PyTorch on the same GPT-2 training step, alternating in one invocation.
+# llmcc against PyTorch on the same GPT-2 or Llama training step, alternating in one invocation.
 #
-#   bench/compare.sh [--model gpt2] [--batch-size 4] [--seq-len 64] [--threads 2] [--rounds 3]
+#   bench/compare.sh [--model gpt2|stories110m|...] [--dtype fp32|bf16] [--batch-size 4] [--seq-len 64] [--threads 2] [--rounds 3]
 #                    [--steps 10] [--warmup 2] [--llmcc build/llmcc] [--python PYTHON]
 #                    [--modes "eager compile"] [--keep-openblas-env] [--env "NAME=VALUE ..."]
 #                    [--log-dir DIR]
@@ -11,7 +11,11 @@
 # when it exists, else /usr/bin/python3 (Debian's python3-torch 1.13). The header says which torch
 # that is and where it does its GEMMs (torch.__config__.show() is saved in the log directory).
 #
-# Each round runs `llmcc bench` then bench/pytorch_gpt2.py once per PyTorch mode (eager and
+# --dtype bf16 runs llmcc with bf16 matrix products (`llmcc bench --dtype bf16`) and PyTorch
+# under torch.autocast("cpu", dtype=torch.bfloat16); MFU is then against the bf16 peak llmcc
+# bench measures (vdpbf16ps on CPUs with AVX512_BF16).
+#
+# Each round runs `llmcc bench` then bench/pytorch_bench.py once per PyTorch mode (eager and
 # torch.compile are separate peers), so machine load drifts over all sides alike. Every run prints its median ms/step; the table shows, per
 # side, the median over rounds of those medians, tokens/s from it, the best single step, the
 # largest peak RSS, GFLOP/s and MFU (llmcc's FLOP count per step over the median step, against
@@ -32,7 +36,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-model=gpt2 batch=4 seq_len=64 threads=2 rounds=3 steps=10 warmup=2
+model=gpt2 dtype=fp32 batch=4 seq_len=64 threads=2 rounds=3 steps=10 warmup=2
 llmcc="${LLMCC:-$root/build/llmcc}"
 python="${PYTHON:-}"
 modes="eager compile"
@@ -45,6 +49,7 @@ need() { [[ $# -ge 2 && -n "$2" ]] || { echo "compare.sh: $1 expects a value" >&
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) need "$@"; model="$2"; shift 2 ;;
+    --dtype) need "$@"; dtype="$2"; shift 2 ;;
     --batch-size) need "$@"; batch="$2"; shift 2 ;;
     --seq-len) need "$@"; seq_len="$2"; shift 2 ;;
     --threads) need "$@"; threads="$2"; shift 2 ;;
@@ -61,6 +66,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
+[[ "$dtype" == fp32 || "$dtype" == bf16 ]] || { echo "compare.sh: --dtype must be fp32 or bf16, got '$dtype'" >&2; exit 1; }
 for n in "$batch" "$seq_len" "$threads" "$rounds" "$steps" "$warmup"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "compare.sh: expected a whole number, got '$n'" >&2; exit 1; }
 done
@@ -81,13 +87,13 @@ py_env=(env)
 [[ $keep_env -eq 1 ]] || py_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 py_env+=(OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" "${extra[@]}")
 llmcc_env=(env OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" "${extra[@]}")
-common=(--model "$model" --batch-size "$batch" --seq-len "$seq_len" --threads "$threads" --warmup "$warmup" --steps "$steps")
+common=(--model "$model" --dtype "$dtype" --batch-size "$batch" --seq-len "$seq_len" --threads "$threads" --warmup "$warmup" --steps "$steps")
 
-echo "compare.sh: $model B=$batch T=$seq_len, $threads threads, $rounds rounds of $warmup warm-up + $steps timed steps"
+echo "compare.sh: $model $dtype B=$batch T=$seq_len, $threads threads, $rounds rounds of $warmup warm-up + $steps timed steps"
 echo "  llmcc:   $llmcc (built $(date -u -r "$llmcc" '+%F %H:%M UTC'); repository at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "  pytorch: $python, modes: $modes" \
      "$([[ $keep_env -eq 1 ]] && echo '(OpenBLAS environment kept)' || echo '(OPENBLAS_CORETYPE unset)')"
-echo "           $("${py_env[@]}" "$python" "$here/pytorch_gpt2.py" --describe)"
+echo "           $("${py_env[@]}" "$python" "$here/pytorch_bench.py" --describe)"
 "$python" -c 'import torch; print(torch.__config__.show())' > "$log_dir/torch-config.txt"
 [[ -z "$extra_env" ]] || echo "  environment of both sides: $extra_env"
 echo "  machine: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); logs in $log_dir"
@@ -107,7 +113,7 @@ for ((r = 1; r <= rounds; r++)); do
     [[ " $unavailable " == *" $mode "* ]] && continue
     log="$log_dir/pytorch-$mode.$r.log"
     set +e
-    "${py_env[@]}" "$python" "$here/pytorch_gpt2.py" "${common[@]}" --mode "$mode" > "$log" 2>&1
+    "${py_env[@]}" "$python" "$here/pytorch_bench.py" "${common[@]}" --mode "$mode" > "$log" 2>&1
     rc=$?
     set -e
     if [[ $rc -eq 2 ]]; then
@@ -115,7 +121,7 @@ for ((r = 1; r <= rounds; r++)); do
       unavailable+=" $mode"
       continue
     elif [[ $rc -ne 0 ]]; then
-      echo "compare.sh: pytorch_gpt2.py --mode $mode failed (round $r):" >&2; cat "$log" >&2; exit 1
+      echo "compare.sh: pytorch_bench.py --mode $mode failed (round $r):" >&2; cat "$log" >&2; exit 1
     fi
     line="$(grep '^result:' "$log" | tail -1)"
     echo "pytorch-$mode ${line#result: }" >> "$results"
@@ -128,8 +134,10 @@ best_log="$(for f in "$log_dir"/llmcc.*.log; do
   echo "$(sed -n 's/^per-op profile.*mean step \([0-9.]*\) ms.*/\1/p' "$f") $f"
 done | sort -n | head -1 | cut -d' ' -f2)"
 echo
-# The FMA peak the table's MFU uses: the largest any round measured.
-awk -F': ' '/^fp32 FMA peak/ { split($2, w, " "); if (w[1] + 0 > best) { best = w[1] + 0; line = $0 } }
+# The peak the table's MFU uses (the dtype's): the largest any round measured.
+peak_line='^fp32 FMA peak'
+[[ "$dtype" == bf16 ]] && peak_line='^bf16 dot-product peak'
+awk -F': ' -v pat="$peak_line" '$0 ~ pat { split($2, w, " "); if (w[1] + 0 > best) { best = w[1] + 0; line = $0 } }
             END { print line " (the largest of the rounds)" }' "$log_dir"/llmcc.*.log
 echo
 # Table: per side, median over rounds of the per-run median, best step, largest peak RSS.
