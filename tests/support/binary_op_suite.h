@@ -28,11 +28,11 @@ struct Tolerance {
 };
 
 struct BinaryOp {
-  const char* name;            // the front end's error prefix, "mul"
-  const char* operand[2];      // the names the front end gives a and b: {"a", "b"}, {"x", "s"}
-  bool scalar_b;               // b is one value (scale's s), not a tensor of a's shape
-  float scalar;                // that value, where scalar_b
-  bool one_adjoint_for_both;   // the backward may be given one buffer as d_a and d_b (x * x)
+  const char* name;           // the front end's error prefix, "mul"
+  const char* operand[2];     // the names the front end gives a and b: {"a", "b"}, {"x", "s"}
+  bool scalar_b;              // b is one value (scale's s), not a tensor of a's shape
+  float scalar;               // that value, where scalar_b
+  bool one_adjoint_for_both;  // the backward may be given one buffer as d_a and d_b (x * x)
   // Kernels over n elements; b points at n values, or at one where scalar_b. Null adjoints are
   // skipped; both accumulate.
   void (*fast_forward)(float* out, const float* a, const float* b, std::int64_t n);
@@ -65,10 +65,10 @@ inline void binary_kernel_matches_reference(const BinaryOp& op) {
     for (int n : awkward_sizes()) {
       for (int n2 : {n, n * 197 + 5}) {  // also a size large enough to go parallel
         SCOPED_TRACE("n=" + std::to_string(n2));
-        const auto a = random_vector<float>(n2, 1);    // (n2)
+        const auto a = random_vector<float>(n2, 1);         // (n2)
         const auto b = binary_operand_b<float>(op, n2, 2);  // (n2), or (1) where scalar_b
-        const auto d_out = random_vector<float>(n2, 3);  // (n2)
-        std::vector<float> out(n2), out_ref(n2);         // (n2)
+        const auto d_out = random_vector<float>(n2, 3);     // (n2)
+        std::vector<float> out(n2), out_ref(n2);            // (n2)
         op.fast_forward(out.data(), a.data(), b.data(), n2);
         op.ref_forward(out_ref.data(), a.data(), b.data(), n2);
         EXPECT_TRUE(all_close("out", out, out_ref, 0.0, 0.0));
@@ -115,7 +115,7 @@ inline void binary_forward_and_pullback_accumulate_and_skip_nulls(const BinaryOp
   ArenaScope scope(arena);
   const Shape s{2, 3, 5};
   const Shape s_b = op.scalar_b ? Shape{1} : s;
-  Tensor a = tensor_from(arena, s, random_vector<float>(30, 1));            // (2, 3, 5)
+  Tensor a = tensor_from(arena, s, random_vector<float>(30, 1));           // (2, 3, 5)
   Tensor b = tensor_from(arena, s_b, binary_operand_b<float>(op, 30, 2));  // (2, 3, 5), or (1)
   const auto b_at = [&](int i) { return b.f32()[op.scalar_b ? 0 : i]; };
   Tensor out;  // (2, 3, 5)
@@ -126,12 +126,12 @@ inline void binary_forward_and_pullback_accumulate_and_skip_nulls(const BinaryOp
     for (int i = 0; i < 30; ++i) EXPECT_EQ(out.f32()[i], a.f32()[i] * b_at(i)) << i;
   }
 
-  Tensor d_out = tensor_from(arena, s, random_vector<float>(30, 3));                 // (2, 3, 5)
-  Tensor d_a = tensor_from(arena, s, std::vector<float>(30, 1.0f));                  // (2, 3, 5)
+  Tensor d_out = tensor_from(arena, s, random_vector<float>(30, 3));            // (2, 3, 5)
+  Tensor d_a = tensor_from(arena, s, std::vector<float>(30, 1.0f));             // (2, 3, 5)
   Tensor d_b = tensor_from(arena, s_b, std::vector<float>(s_b.numel(), 2.0f));  // (2, 3, 5), or (1)
-  op.pullback(a, b, out, d_out, &d_a, nullptr);  // accumulates into d_a, skips d_b
-  op.pullback(a, b, out, d_out, nullptr, &d_b);  // and the other way round
-  double dot = 0.0;                              // sum of d_out * a
+  op.pullback(a, b, out, d_out, &d_a, nullptr);                                 // accumulates into d_a, skips d_b
+  op.pullback(a, b, out, d_out, nullptr, &d_b);                                 // and the other way round
+  double dot = 0.0;                                                             // sum of d_out * a
   for (int i = 0; i < 30; ++i) {
     EXPECT_FLOAT_EQ(d_a.f32()[i], 1.0f + d_out.f32()[i] * b_at(i)) << i;
     if (!op.scalar_b) {
@@ -151,11 +151,11 @@ inline void binary_reference_and_fast_modes_agree(const BinaryOp& op) {
   const Shape s{4, 64, 65};
   const Shape s_b = op.scalar_b ? Shape{1} : s;
   const int n = 4 * 64 * 65;
-  Tensor a = tensor_from(arena, s, random_vector<float>(n, 5));            // (4, 64, 65)
-  Tensor b = tensor_from(arena, s_b, binary_operand_b<float>(op, n, 6));  // (4, 64, 65), or (1)
-  Tensor d_out = tensor_from(arena, s, random_vector<float>(n, 7));        // (4, 64, 65)
-  Tensor out_fast, out_ref;                                                // (4, 64, 65)
-  Tensor d_a_fast = arena.zeros(s, "d"), d_a_ref = arena.zeros(s, "d");    // (4, 64, 65)
+  Tensor a = tensor_from(arena, s, random_vector<float>(n, 5));              // (4, 64, 65)
+  Tensor b = tensor_from(arena, s_b, binary_operand_b<float>(op, n, 6));     // (4, 64, 65), or (1)
+  Tensor d_out = tensor_from(arena, s, random_vector<float>(n, 7));          // (4, 64, 65)
+  Tensor out_fast, out_ref;                                                  // (4, 64, 65)
+  Tensor d_a_fast = arena.zeros(s, "d"), d_a_ref = arena.zeros(s, "d");      // (4, 64, 65)
   Tensor d_b_fast = arena.zeros(s_b, "d"), d_b_ref = arena.zeros(s_b, "d");  // (4, 64, 65), or (1)
   {
     KernelModeScope m(KernelMode::Fast);
@@ -192,7 +192,8 @@ inline void binary_rejects_bad_arguments(const BinaryOp& op) {
   for (const auto& spelling : op.spellings) {
     EXPECT_TRUE(throws_error([&] { (void)spelling(Tensor(), b); }, {prefix.c_str(), no_storage.c_str()}));
     if (!op.scalar_b) {
-      EXPECT_TRUE(throws_error([&] { (void)spelling(a, wrong); }, {prefix.c_str(), b_wrong.c_str(), "expected (2, 3)"}));
+      EXPECT_TRUE(
+          throws_error([&] { (void)spelling(a, wrong); }, {prefix.c_str(), b_wrong.c_str(), "expected (2, 3)"}));
     }
   }
   EXPECT_TRUE(throws_error([&] { op.pullback(a, b, a, wrong, nullptr, nullptr); },
