@@ -10,7 +10,6 @@
 //     static Weights make(const Config&);           // allocated, not initialised
 //     static void init(Weights&, std::uint64_t seed);
 //     static float loss(const Weights&, Tokens idx, Tokens targets);
-//     static auto make_grad(Weights&);  // adgen's gradient storage: .grad, .store, .zero()
 //     static float loss_grad(const Weights&, Tokens idx, Tokens targets, auto& grad);  // adgen's
 //     // The leading elements of a parameter that the model uses (GPT-2's wte: not the padding rows).
 //     static std::int64_t real_elements(const std::string& name, const Tensor&, const Config&);
@@ -27,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "llmcc/adgen.h"
 #include "llmcc/arena.h"
 #include "llmcc/tensor.h"
 #include "llmcc/train/adamw.h"
@@ -65,7 +65,7 @@ void model_generated_gradient_memorises_a_batch(const typename Family::Config& c
   const int B = 2, T = 8;
   const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);  // (B * T) each
   const Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  auto g = Family::make_grad(w);
+  auto g = adgen::make_grad(w.model);
   AdamW opt(w.params, {0.9f, 0.95f, 1e-8f, 0.0f});
   Arena arena(64 << 20);
   float first = 0, last = 0;
@@ -100,7 +100,7 @@ void model_generated_gradient_matches_finite_differences(typename Family::Weight
   auto idx = random_ids(B * T, c.vocab_size, 13), tgt = random_ids(B * T, c.vocab_size, 14);  // (B * T) each
   tgt[3] = -1;                                                                                // an ignored position
   const Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  auto g = Family::make_grad(w);
+  auto g = adgen::make_grad(w.model);
   Arena arena(16 << 20);
   {
     ArenaScope scope(arena);

@@ -37,7 +37,6 @@ struct Gpt2Family {
   static constexpr const char* kName = "gpt2";
   static Weights make(const Config& c) { return llmcc::nn::make_gpt2(c); }
   static void init(Weights& w, std::uint64_t seed) { llmcc::nn::gpt2_init(w.model, seed); }
-  static auto make_grad(Weights& w) { return llmcc::adgen::make_grad(w.model); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
     return llmcc::nn::gpt2_loss(w.model, idx, targets);
   }

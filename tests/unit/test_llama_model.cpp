@@ -53,7 +53,6 @@ struct LlamaFamily {
   static constexpr const char* kName = "llama";
   static Weights make(const Config& c) { return llmcc::nn::make_llama(c); }
   static void init(Weights& w, std::uint64_t seed) { llmcc::nn::llama_init(w.model, seed); }
-  static auto make_grad(Weights& w) { return llmcc::adgen::make_grad(w.model); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
     return llmcc::nn::llama_loss(w.model, idx, targets);
   }
