@@ -12,20 +12,16 @@
 //
 // Tolerances, as GPT-2's (tests/model/test_gpt2_parity.cpp): for the logits and for every
 // parameter gradient, the max abs error relative to that tensor's max magnitude is at most 1e-4;
-// each AdamW loss within 1e-4.
+// each AdamW loss within 1e-4. The checks GPT-2's parity shares are model_parity_suite.h's.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "llama.grad.h"
 #include "llmcc/arena.h"
-#include "llmcc/train/adamw.h"
 #include "llmcc/train/safetensors.h"
+#include "model_parity_suite.h"
 #include "nn/llama.h"
 #include "nn/llama_hf.h"
 #include "nn/llama_weights.h"
@@ -36,33 +32,26 @@ namespace {
 
 using llmcc::nn::LlamaConfig;
 using llmcc::nn::LlamaWeights;
-using llmcc::test::Deviation;
-using llmcc::test::deviation;
 
-constexpr double kTol = 1e-4;
 const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/llama/",
                                   "scripts/llama_reference.py"};
 
-// Everything the script wrote.
-struct Fixtures {
-  llmcc::test::Reference ref;
-  llmcc::test::Batch batch;
-  std::vector<float> logits;  // (B, T, V)
-  LlamaWeights grads;         // grads.safetensors read as a model: llmcc's names and row order
-
-  static const Fixtures& get() {
-    static const Fixtures f = [] {
-      Fixtures x;
-      x.ref = llmcc::test::Reference::read(kFx);
-      x.batch = llmcc::test::Batch::read(kFx);
-      x.logits = kFx.array<float>("logits.bin");
-      x.grads = llmcc::nn::load_llama_hf(kFx.path("grads.safetensors"));
-      return x;
-    }();
-    return f;
+// Llama for model_parity_suite.h: transformers' files, read through the Hugging Face import;
+// grads.safetensors comes in as a model, in llmcc's names and row order.
+struct LlamaParityFamily {
+  using Weights = LlamaWeights;
+  static constexpr const char* kReference = "transformers";
+  static const llmcc::test::FixtureDir& fixtures() { return kFx; }
+  static Weights load_model() { return llmcc::nn::load_llama_hf(kFx.dir); }
+  static Weights load_grads() { return llmcc::nn::load_llama_hf(kFx.path("grads.safetensors")); }
+  static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
+    return llmcc::nn::llama_loss(w.model, idx, targets);
   }
-  double number(const std::string& key) const { return ref.number(key); }
+  static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
+    return llmcc::nn::llama_loss_grad(w.model, idx, targets, grad);
+  }
 };
+using Fixtures = llmcc::test::ParityFixtures<LlamaParityFamily>;
 
 // Every field, so that a value config.json carries and the import drops shows by name.
 void expect_same_config(const LlamaConfig& got, const LlamaConfig& want, const std::string& what) {
@@ -120,82 +109,21 @@ TEST(LlamaParityFixtures, ExportReproducesTransformersFile) {
                      "llmcc's exported config.json");
 }
 
-class LlamaParity : public llmcc::test::ParityTest {
- protected:
-  const Fixtures& fx_ = Fixtures::get();
-  llmcc::Tokens idx() const { return fx_.batch.idx_tokens(); }
-  llmcc::Tokens targets() const { return fx_.batch.target_tokens(); }
-  llmcc::Arena arena_{64 << 20};
-};
+class LlamaParity : public llmcc::test::ModelParity<LlamaParityFamily> {};
 
 TEST_P(LlamaParity, LogitsLossAndEveryGradient) {
-  const LlamaWeights w = llmcc::nn::load_llama_hf(kFx.dir);
-  llmcc::ArenaScope scope(arena_);
-
-  // Logits: Llama::forward, (B, T, V).
-  const llmcc::Tensor logits = w.model.forward(idx());
-  ASSERT_EQ(std::size_t(logits.numel()), fx_.logits.size());
-  const Deviation dl = deviation(logits.f32(), fx_.logits.data(), logits.numel());
-  EXPECT_LE(dl.rel, kTol) << "logits: max abs error " << dl.abs << " at " << dl.at << ", max |ref| " << dl.scale;
-
-  // Loss and gradient: the adgen-generated llama_loss_grad.
-  arena_.reset();
-  auto g = llmcc::adgen::make_grad(w.model);
-  const float loss = llmcc::nn::llama_loss_grad(w.model, idx(), targets(), g.grad);
-  EXPECT_NEAR(loss, fx_.number("loss"), kTol);
-
-  const llmcc::ParameterStore& ref = fx_.grads.params;
-  ASSERT_EQ(g.store.count(), ref.count());
-  double global = 0;
-  for (std::size_t i = 0; i < ref.count(); ++i) {
-    ASSERT_EQ(g.store.name(i), ref.name(i));
-    ASSERT_EQ(g.store.shape(i), ref.shape(i)) << ref.name(i);
-    global = std::max(global, deviation(ref.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()).scale);
+  llmcc::test::GradientReport report;
+  logits_loss_and_gradient_match(llmcc::test::whole_tensor_parts, 0.0, &report);
+  if (HasFatalFailure()) return;
+  // A gradient near zero would make its relative error meaningless; the weights are chosen so
+  // that every parameter moves the loss.
+  for (std::size_t i = 0; i < report.parts.size(); ++i) {
+    EXPECT_GT(report.devs[i].scale, 1e-3 * report.global)
+        << report.parts[i].name << " has a negligible reference gradient";
   }
-  std::size_t worst = 0;
-  std::vector<Deviation> devs;
-  std::ostringstream table;
-  for (std::size_t i = 0; i < ref.count(); ++i) {
-    devs.push_back(deviation(g.store.tensor(i).f32(), ref.tensor(i).f32(), ref.tensor(i).numel()));
-    if (devs[i].rel > devs[worst].rel) worst = i;
-    table << "\n  " << ref.name(i) << ": rel " << devs[i].rel << " (abs " << devs[i].abs << ", scale " << devs[i].scale
-          << ")";
-    // A gradient near zero would make its relative error meaningless; the weights are chosen so
-    // that every parameter moves the loss.
-    EXPECT_GT(devs[i].scale, 1e-3 * global) << ref.name(i) << " has a negligible reference gradient";
-  }
-  EXPECT_LE(devs[worst].rel, kTol) << "worst gradient: " << ref.name(worst) << " element " << devs[worst].at
-                                   << ", all:" << table.str();
-  std::printf("[parity] logits rel %.3g, loss err %.3g, worst gradient %s rel %.3g\n", dl.rel,
-              std::fabs(loss - fx_.number("loss")), ref.name(worst).c_str(), devs[worst].rel);
 }
 
-TEST_P(LlamaParity, TenAdamWStepsMatchTransformers) {
-  LlamaWeights w = llmcc::nn::load_llama_hf(kFx.dir);
-  const std::vector<double> want = fx_.ref.list("adamw.losses");
-  ASSERT_EQ(want.size(), 10u);
-  const float lr = float(fx_.number("adamw.lr"));
-  llmcc::AdamW opt(w.params, fx_.ref.adamw());  // weight decay on ndim >= 2 only, as the script
-  auto g = llmcc::adgen::make_grad(w.model);
-  std::ostringstream curve;
-  double worst = 0;
-  for (std::size_t step = 0; step < want.size(); ++step) {
-    arena_.reset();
-    llmcc::ArenaScope scope(arena_);
-    g.zero();
-    const float loss = llmcc::nn::llama_loss_grad(w.model, idx(), targets(), g.grad);
-    opt.step(w.params, g.store, lr);
-    worst = std::max(worst, std::fabs(loss - want[step]));
-    curve << "\n  step " << step << ": " << loss << " (transformers " << want[step] << ")";
-    EXPECT_NEAR(loss, want[step], kTol) << "AdamW step " << step;
-  }
-  arena_.reset();
-  llmcc::ArenaScope scope(arena_);
-  const float final_loss = llmcc::nn::llama_loss(w.model, idx(), targets());
-  EXPECT_NEAR(final_loss, fx_.number("adamw.final_loss"), kTol) << "after 10 steps" << curve.str();
-  worst = std::max(worst, std::fabs(final_loss - fx_.number("adamw.final_loss")));
-  std::printf("[parity] AdamW losses: worst error %.3g over 10 steps and the final loss\n", worst);
-}
+TEST_P(LlamaParity, TenAdamWStepsMatchTransformers) { ten_adamw_steps_match_reference(); }
 
 INSTANTIATE_TEST_SUITE_P(Modes, LlamaParity, llmcc::test::kParityModes, llmcc::test::parity_mode_name);
 

@@ -1,22 +1,20 @@
 // GPT-2 generation with a KV cache (src/nn/gpt2_generate.h): the cached logits equal the full
 // forward at every step, sampling follows its specification (greedy, top-k, seeds, padded rows
 // never chosen), the context limit stops or slides, a decode step allocates nothing, and
-// `llmcc generate` runs on a saved checkpoint as a user runs it.
+// `llmcc generate` runs on a saved checkpoint as a user runs it. The tests Llama's generation
+// shares are generate_suite.h's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "allocation_counter.h"
+#include "cli_run.h"
+#include "generate_suite.h"
 #include "llmcc/arena.h"
-#include "llmcc/ops/attention.h"
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/layernorm.h"
 #include "llmcc/ops/linear.h"
@@ -26,29 +24,10 @@
 #include "nn/gpt2.h"
 #include "nn/gpt2_generate.h"
 #include "nn/gpt2_weights.h"
-#include "nn/kv_attention.h"
-#include "cli_run.h"
+#include "random_ids.h"
 #include "temp_dir.h"
-#include "test_support.h"
 #include "test_data.h"
-
-// Counts heap allocations of this process, to check that a decode step makes none. GCC sees
-// the replaced delete's free() inlined where a new-expression's pointer arrives and warns of a
-// mismatch; both sides are ours and malloc-based, so the warning is switched off for this file.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "test_support.h"
 
 namespace {
 
@@ -58,6 +37,8 @@ using llmcc::nn::ContextFull;
 using llmcc::nn::Gpt2Config;
 using llmcc::nn::Gpt2Generator;
 using llmcc::nn::SamplingConfig;
+using llmcc::test::full_forward_last;
+using llmcc::test::random_ids;
 
 // HS = 12: not a multiple of the SIMD width, so the kernel's tails run.
 Gpt2Config small_config() {
@@ -81,89 +62,53 @@ llmcc::nn::Gpt2Weights small_model(std::uint64_t seed, float std = 0.3f) {
   return w;
 }
 
-std::vector<std::int32_t> random_ids(std::size_t n, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-  return ids;
-}
-
-// Gpt2::forward over all of `ids`; the logits (Vp) of the last position.
-std::vector<float> full_forward_last(const llmcc::nn::Gpt2& m, const std::vector<std::int32_t>& ids) {
-  llmcc::Arena arena(64 << 20);
-  llmcc::ArenaScope scope(arena);
-  const int T = static_cast<int>(ids.size());
-  const Tensor logits = m.forward(llmcc::Tokens(ids.data(), 1, T));  // (1, T, Vp)
-  const std::int64_t Vp = logits.dim(-1);
-  const float* last = logits.f32() + (T - 1) * Vp;
-  return std::vector<float>(last, last + Vp);
-}
-
 int argmax(const std::vector<float>& logits, int V) {
   return static_cast<int>(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
 }
 
-// The tolerance: max abs error at most 1e-4 of the reference's max magnitude.
-::testing::AssertionResult close_to_forward(const char* what, const Tensor& got, const std::vector<float>& ref) {
-  double max_ref = 0;
-  for (float r : ref) max_ref = std::max(max_ref, std::fabs(double(r)));
-  EXPECT_EQ(static_cast<std::size_t>(got.numel()), ref.size());
-  return llmcc::test::all_close(what, got.f32(), ref.data(), ref.size(), 1e-4 * max_ref, 0.0);
+// The ops one decode step calls on (1, 1, C), run directly: the allocations they make themselves.
+long op_allocations_per_step(const llmcc::nn::Gpt2& m) {
+  llmcc::Arena arena(1 << 20);
+  llmcc::ArenaScope scope(arena);
+  const Tensor x = arena.zeros({1, 1, m.cfg.n_embd}, "x");  // (1, 1, C)
+  const long before = llmcc::test::allocations();
+  for (const llmcc::nn::Gpt2Block& b : m.h) {
+    const Tensor a = b.ln_1.forward(x);  // (1, 1, C)
+    (void)b.attn.c_attn.forward(a);
+    const Tensor h = x + b.attn.c_proj.forward(a);  // (1, 1, C)
+    (void)(h + b.mlp.forward(b.ln_2.forward(h)));
+  }
+  (void)llmcc::linear_nobias(m.ln_f.forward(x), m.wte);
+  return llmcc::test::allocations() - before;
 }
+
+// GPT-2 for generate_suite.h. Its logits rows are padded_vocab_size wide; the tolerance is at most
+// 1e-4 of the reference's max magnitude.
+struct Gpt2Generation {
+  using Model = llmcc::nn::Gpt2;
+  using Generator = Gpt2Generator;
+  static constexpr llmcc::test::ForwardTolerance kTolerance{1e-4, 0.0};
+  static std::int64_t logits_width(const Model& m) { return m.cfg.padded_vocab_size; }
+  static std::vector<std::int32_t> sample(const Model& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
+                                          const SamplingConfig& cfg, Rng& rng) {
+    return llmcc::nn::gpt2_sample(m, prompt, max_new_tokens, cfg, rng);
+  }
+  static long op_allocations_per_step(const Model& m) { return ::op_allocations_per_step(m); }
+};
 
 TEST(KvAttention, SingleQueryMatchesFusedAttentionLastRow) {
   // The fused causal op's last query row sees every key: the same as one query over the cache.
   for (int HS : {1, 5, 16, 12}) {
-    for (int n : {1, 3, 7, 17}) {
-      const int NH = 3, C = NH * HS;
-      SCOPED_TRACE("HS=" + std::to_string(HS) + " n=" + std::to_string(n));
-      llmcc::Arena arena(1 << 20);
-      llmcc::ArenaScope scope(arena);
-      const Tensor q = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 1, -2, 2));
-      const Tensor k = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 2, -2, 2));
-      const Tensor v = llmcc::test::tensor_from(arena, {1, n, C}, llmcc::test::random_vector<float>(n * C, 3));
-      const Tensor ref = llmcc::attention(q, k, v, NH, NH);  // (1, n, C)
-      std::vector<float> out(C), scores(NH * n);
-      llmcc::test::for_each_thread_count([&](int) {
-        llmcc::nn::attention_single_query(out.data(), q.f32() + (n - 1) * C, k.f32(), v.f32(), n, NH, NH, HS, C,
-                                          scores.data());
-        EXPECT_TRUE(llmcc::test::all_close("out", out.data(), ref.f32() + (n - 1) * C, C, 1e-6, 1e-5));
-      });
-    }
+    for (int n : {1, 3, 7, 17}) llmcc::test::single_query_matches_fused_attention_last_row(3, 3, HS, n);
   }
 }
 
 TEST(Gpt2Generate, CachedLogitsEqualFullForwardAtEveryStep) {
-  auto w = small_model(1);
-  const int maxT = w.model.cfg.max_seq_len;
-  const auto seq = random_ids(maxT, w.model.cfg.vocab_size, 2);
-  for (int prompt_len : {1, 5, maxT}) {
-    SCOPED_TRACE("prompt_len=" + std::to_string(prompt_len));
-    Gpt2Generator gen(w.model);
-    std::vector<std::int32_t> ids(seq.begin(), seq.begin() + prompt_len);
-    Tensor logits = gen.prefill(ids);
-    ASSERT_EQ(logits.numel(), w.model.cfg.padded_vocab_size);
-    EXPECT_TRUE(close_to_forward("prefill", logits, full_forward_last(w.model, ids)));
-    for (int t = prompt_len; t < maxT; ++t) {
-      ids.push_back(seq[t]);
-      logits = gen.step(seq[t]);
-      EXPECT_EQ(gen.length(), t + 1);
-      EXPECT_TRUE(close_to_forward(("step " + std::to_string(t)).c_str(), logits, full_forward_last(w.model, ids)));
-    }
-    EXPECT_TRUE(gen.full());
-    EXPECT_EQ(gen.tokens(), ids);
-  }
+  llmcc::test::generate_cached_logits_equal_full_forward_at_every_step<Gpt2Generation>(small_model(1).model);
 }
 
 TEST(Gpt2Generate, PrefillAgainForgetsThePreviousSequence) {
-  auto w = small_model(3);
-  Gpt2Generator gen(w.model);
-  gen.prefill(random_ids(9, 67, 4));
-  gen.step(5);
-  const auto ids = random_ids(4, 67, 5);
-  const Tensor logits = gen.prefill(ids);
-  EXPECT_EQ(gen.length(), 4);
-  EXPECT_TRUE(close_to_forward("second prefill", logits, full_forward_last(w.model, ids)));
+  llmcc::test::generate_prefill_again_forgets_the_previous_sequence<Gpt2Generation>(small_model(3).model);
 }
 
 TEST(Gpt2Generate, GreedyIsArgmaxOfTheFullForward) {
@@ -287,113 +232,29 @@ TEST(Gpt2Generate, NeverProducesPaddedIds) {
 }
 
 TEST(Gpt2Generate, StopsAtTheContextLimit) {
-  auto w = small_model(12);
-  const int maxT = w.model.cfg.max_seq_len;
-  Gpt2Generator gen(w.model, ContextFull::Stop);
-  SamplingConfig cfg;
-  Rng rng(1);
-  const auto st = llmcc::nn::generate(gen, random_ids(5, 67, 13), 100, cfg, rng);
-  // The last token is predicted from a full context of maxT tokens but never fed back.
-  EXPECT_TRUE(st.stopped_at_limit);
-  EXPECT_EQ(st.new_tokens, maxT - 5 + 1);
-  EXPECT_TRUE(gen.full());
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.step(1); }, {"16 tokens", "context", "Slide"}));
-  // A prompt of exactly maxT still yields one token.
-  const auto st2 = llmcc::nn::generate(gen, random_ids(maxT, 67, 14), 100, cfg, rng);
-  EXPECT_EQ(st2.new_tokens, 1);
+  llmcc::test::generate_stops_at_the_context_limit<Gpt2Generation>(small_model(12).model);
 }
 
 TEST(Gpt2Generate, SlidingWindowEqualsForwardOverTheLastMaxTTokens) {
-  auto w = small_model(15);
-  const int maxT = w.model.cfg.max_seq_len;
-  const auto seq = random_ids(maxT + 3, 67, 16);
-  Gpt2Generator gen(w.model, ContextFull::Slide);
-  gen.prefill(std::vector<std::int32_t>(seq.begin(), seq.begin() + maxT));
-  for (int t = maxT; t < maxT + 3; ++t) {
-    const Tensor logits = gen.step(seq[t]);
-    const std::vector<std::int32_t> window(seq.begin() + (t + 1 - maxT), seq.begin() + t + 1);
-    EXPECT_EQ(gen.tokens(), window);
-    EXPECT_TRUE(
-        close_to_forward(("slide at " + std::to_string(t)).c_str(), logits, full_forward_last(w.model, window)));
-  }
-  EXPECT_EQ(gen.slides(), 3);
+  const auto w = small_model(15);
+  llmcc::test::generate_sliding_window_equals_forward_over_the_last_max_t_tokens<Gpt2Generation>(w.model);
   // gpt2_sample slides, so it gives every token asked for.
+  const int maxT = w.model.cfg.max_seq_len;
   SamplingConfig sc;
   Rng rng(17);
   EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {1}, 2 * maxT, sc, rng).size(), std::size_t(2 * maxT));
 }
 
 TEST(Gpt2Generate, StopsAtEndOfTextAndStartsFromIt) {
-  auto w = small_model(18);
-  SamplingConfig sc;
-  sc.temperature = 0.0f;
-  Rng rng(1);
-  // The greedy continuation's first token, declared the end-of-text id, ends generation at once.
-  const auto first = llmcc::nn::gpt2_sample(w.model, {4, 5}, 5, sc, rng);
-  ASSERT_EQ(first.size(), 5u);
-  sc.stop_at_eot = true;
-  sc.eot = first[0];
-  EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
-  // An empty prompt starts from eot.
-  sc.stop_at_eot = false;
-  EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {}, 4, sc, rng), llmcc::nn::gpt2_sample(w.model, {sc.eot}, 4, sc, rng));
+  llmcc::test::generate_stops_at_end_of_text_and_starts_from_it<Gpt2Generation>(small_model(18).model);
 }
 
 TEST(Gpt2Generate, BadInputIsAClearError) {
-  auto w = small_model(19);
-  Gpt2Generator gen(w.model);
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>(17, 1)); },
-                                        {"17 tokens", "context of 16"}));
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{}); }, {"empty"}));
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{1, 67}); }, {"67", "[0, 67)"}));
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.prefill(std::vector<std::int32_t>{-1}); }, {"-1"}));
-  gen.prefill(std::vector<std::int32_t>{1});
-  EXPECT_TRUE(llmcc::test::throws_error([&] { gen.step(100); }, {"100", "vocabulary"}));
-  SamplingConfig sc;
-  sc.temperature = -1.0f;
-  Rng rng(1);
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"temperature"}));
-  sc.temperature = 1.0f;
-  sc.top_k = -2;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::gpt2_sample(w.model, {1}, 3, sc, rng); }, {"top_k"}));
-}
-
-// The ops one decode step calls on (1, 1, C), run directly: the allocations they make themselves.
-long op_allocations_per_step(const llmcc::nn::Gpt2& m) {
-  llmcc::Arena arena(1 << 20);
-  llmcc::ArenaScope scope(arena);
-  const Tensor x = arena.zeros({1, 1, m.cfg.n_embd}, "x");  // (1, 1, C)
-  const long before = g_allocations.load();
-  for (const llmcc::nn::Gpt2Block& b : m.h) {
-    const Tensor a = b.ln_1.forward(x);
-    (void)b.attn.c_attn.forward(a);
-    const Tensor h = x + b.attn.c_proj.forward(a);
-    (void)(h + b.mlp.forward(b.ln_2.forward(h)));
-  }
-  (void)llmcc::linear_nobias(m.ln_f.forward(x), m.wte);
-  return g_allocations.load() - before;
+  llmcc::test::generate_bad_input_is_a_clear_error<Gpt2Generation>(small_model(19).model, "gpt2 generate");
 }
 
 TEST(Gpt2Generate, ADecodeStepAllocatesNothingBeyondItsOps) {
-  // The generator's own work per token (cache, scratch, sampling) allocates nothing from the
-  // heap. The ops it calls may still allocate inside libraries (dnnl_sgemm's packing buffers,
-  // libgomp teams); those are counted by running the same ops directly and subtracted, so
-  // this checks that the generator adds nothing of its own.
-  auto w = small_model(20);
-  Gpt2Generator gen(w.model);
-  llmcc::nn::Sampler sampler(w.model.cfg.vocab_size);
-  SamplingConfig sc;
-  sc.top_k = 5;
-  Rng rng(1);
-  Tensor logits = gen.prefill(std::vector<std::int32_t>{1, 2, 3});
-  logits = gen.step(sampler.sample(logits, sc, rng));  // warm-up (thread pools, GEMM state)
-  const long ops = op_allocations_per_step(w.model);
-  while (!gen.full()) {
-    const long before = g_allocations.load();
-    logits = gen.step(sampler.sample(logits, sc, rng));
-    ASSERT_EQ(g_allocations.load() - before, ops) << "at position " << gen.length() - 1;
-  }
-  std::printf("allocations per decode step made by the ops' front ends: %ld\n", ops);
+  llmcc::test::generate_a_decode_step_allocates_nothing_beyond_its_ops<Gpt2Generation>(small_model(20).model);
 }
 
 // ---- llmcc generate, run as a user runs it -------------------------------------------------

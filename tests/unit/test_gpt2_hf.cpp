@@ -23,8 +23,10 @@
 #include "nn/gpt2_weights.h"
 #include "nn/hf_files.h"
 #include "distinct_gpt2.h"
+#include "model_weights.h"
 #include "temp_dir.h"
 #include "test_support.h"
+#include "text_edit.h"
 #include "train_run.h"
 
 namespace {
@@ -35,6 +37,9 @@ using llmcc::TensorShape;
 using llmcc::nn::Gpt2Config;
 using llmcc::nn::Gpt2Weights;
 using llmcc::test::distinct_gpt2;
+using llmcc::test::replace_once;
+using llmcc::test::same_params;
+using llmcc::test::slurp;
 using llmcc::test::TempDir;
 using llmcc::test::throws_error;
 
@@ -57,18 +62,6 @@ const llmcc::Tensor& param(Gpt2Weights& w, const std::string& name) {
   });
   if (found == nullptr) throw std::runtime_error("no parameter " + name);
   return *found;
-}
-
-bool same_params(Gpt2Weights& a, Gpt2Weights& b) {
-  std::vector<llmcc::Tensor*> ta, tb;
-  llmcc::for_each_parameter(a.model, [&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
-  llmcc::for_each_parameter(b.model, [&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
-  if (ta.size() != tb.size()) return false;
-  for (std::size_t i = 0; i < ta.size(); ++i) {
-    if (ta[i]->shape() != tb[i]->shape()) return false;
-    if (std::memcmp(ta[i]->f32(), tb[i]->f32(), static_cast<std::size_t>(ta[i]->numel()) * 4) != 0) return false;
-  }
-  return true;
 }
 
 // A tensor for a hand-built file: any dtype, raw little-endian bytes.
@@ -106,7 +99,6 @@ std::vector<RawTensor> raw_tensors(const std::string& path) {
   return out;
 }
 
-std::string file_text(const std::string& path) { return llmcc::test::slurp(path); }
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
@@ -152,7 +144,7 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
 
   const Gpt2Config back = llmcc::nn::gpt2_config_from_hf(dir.file("hf/config.json"));
   EXPECT_EQ(back.str(), c.str());
-  const std::string json = file_text(dir.file("hf/config.json"));
+  const std::string json = slurp(dir.file("hf/config.json"));
   for (const char* key :
        {"\"architectures\": [\"GPT2LMHeadModel\"]", "\"model_type\": \"gpt2\"", "\"n_positions\": 9",
         "\"layer_norm_epsilon\": 1e-05", "\"activation_function\": \"gelu_new\"", "\"tie_word_embeddings\": true"}) {
@@ -183,7 +175,7 @@ TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
   Gpt2Weights big_back = llmcc::nn::load_gpt2(dir.file("hf50257"));
   EXPECT_EQ(big_back.model.cfg.padded_vocab_size, 50304);
   EXPECT_TRUE(same_params(big_back, big));
-  EXPECT_NE(file_text(dir.file("hf50257/config.json")).find("\"eos_token_id\": 50256"), std::string::npos);
+  EXPECT_NE(slurp(dir.file("hf50257/config.json")).find("\"eos_token_id\": 50256"), std::string::npos);
 }
 
 TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
@@ -259,7 +251,7 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   Gpt2Weights w = distinct_gpt2(c);
   llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
   const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
-  const std::string config = file_text(dir.file("hf/config.json"));
+  const std::string config = slurp(dir.file("hf/config.json"));
 
   // A variant directory: the exported config (possibly edited) and tensors (possibly edited).
   auto variant = [&](const std::string& name, std::vector<RawTensor> ts, const std::string& cfg) {
@@ -268,11 +260,6 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
     write_text(sub + "/config.json", cfg);
     write_raw_safetensors(sub + "/model.safetensors", ts);
     return sub;
-  };
-  auto replace = [](std::string s, const std::string& from, const std::string& to) {
-    const std::size_t at = s.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return s.replace(at, from.size(), to);
   };
 
   std::vector<RawTensor> missing = tensors;
@@ -307,27 +294,33 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
                            {"lm_head.weight differs from transformer.wte.weight", "ties them"}));
 
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace(config, "\"n_embd\": 8", "\"n_embd\": 16"))); },
+      [&] {
+        llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace_once(config, "\"n_embd\": 8", "\"n_embd\": 16")));
+      },
       {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("relu", tensors, replace(config, "gelu_new", "relu"))); },
-                           {"config.json", "activation_function is 'relu'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("eps", tensors, replace(config, "1e-05", "1e-06"))); },
-                           {"layer_norm_epsilon is 1e-06"}));
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace(config, "\"n_head\": 2,", ""))); },
-                   {"config.json", "n_head is missing"}));
+      throws_error([&] { llmcc::nn::load_gpt2(variant("relu", tensors, replace_once(config, "gelu_new", "relu"))); },
+                   {"config.json", "activation_function is 'relu'"}));
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace(config, "\"gpt2\"", "\"llama\""))); },
-                   {"model_type is 'llama', expected 'gpt2'"}));
+      throws_error([&] { llmcc::nn::load_gpt2(variant("eps", tensors, replace_once(config, "1e-05", "1e-06"))); },
+                   {"layer_norm_epsilon is 1e-06"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace_once(config, "\"n_head\": 2,", ""))); },
+      {"config.json", "n_head is missing"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace_once(config, "\"gpt2\"", "\"llama\""))); },
+      {"model_type is 'llama', expected 'gpt2'"}));
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
                            {"config.json:1:14", "expected"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace(config, "\"n_head\": 2", "\"n_head\": 3"))); },
+      [&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace_once(config, "\"n_head\": 2", "\"n_head\": 3"))); },
       {"config.json", "cannot build"}));
   // A config naming far more layers than the file holds fails on the first missing layer, before
   // the weights of 65,536 layers are allocated.
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("deep", tensors, replace(config, "\"n_layer\": 2", "\"n_layer\": 65536"))); },
+      [&] {
+        llmcc::nn::load_gpt2(variant("deep", tensors, replace_once(config, "\"n_layer\": 2", "\"n_layer\": 65536")));
+      },
       {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
 
   const std::string no_config = dir.file("noconfig");
@@ -372,7 +365,7 @@ TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
   r = llmcc::test::run_llmcc(dir,
                              {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("back.bin")});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(file_text(dir.file("back.bin")), file_text(dir.file("model.bin")));
+  EXPECT_EQ(slurp(dir.file("back.bin")), slurp(dir.file("model.bin")));
 
   // An existing file where the directory should go.
   r = llmcc::test::run_llmcc(

@@ -19,9 +19,11 @@
 #include "llmcc/train/safetensors.h"
 #include "nn/llama.h"
 #include "nn/llama_hf.h"
+#include "model_weights.h"
 #include "nn/llama_weights.h"
 #include "temp_dir.h"
 #include "test_support.h"
+#include "text_edit.h"
 
 namespace {
 
@@ -30,6 +32,9 @@ using llmcc::SafetensorsReader;
 using llmcc::TensorShape;
 using llmcc::nn::LlamaConfig;
 using llmcc::nn::LlamaWeights;
+using llmcc::test::replace_once;
+using llmcc::test::same_params;
+using llmcc::test::slurp;
 using llmcc::test::TempDir;
 using llmcc::test::throws_error;
 
@@ -47,33 +52,11 @@ LlamaConfig small_config() {
   return c;
 }
 
+// Every parameter element distinct (model_weights.h).
 LlamaWeights distinct_model(const LlamaConfig& c) {
   LlamaWeights w = llmcc::nn::make_llama(c);
-  float k = 0.0f;
-  llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      k += 1.0f;
-      t.f32()[i] = 1e-3f * k + 0.25f * std::sin(k);
-    }
-  });
+  llmcc::test::fill_distinct(w.model);
   return w;
-}
-
-bool same_params(LlamaWeights& a, LlamaWeights& b) {
-  std::vector<llmcc::Tensor*> ta, tb;
-  llmcc::for_each_parameter(a.model, [&](const std::string&, llmcc::Tensor& t) { ta.push_back(&t); });
-  llmcc::for_each_parameter(b.model, [&](const std::string&, llmcc::Tensor& t) { tb.push_back(&t); });
-  if (ta.size() != tb.size()) return false;
-  for (std::size_t i = 0; i < ta.size(); ++i) {
-    if (ta[i]->shape() != tb[i]->shape()) return false;
-    if (std::memcmp(ta[i]->f32(), tb[i]->f32(), static_cast<std::size_t>(ta[i]->numel()) * 4) != 0) return false;
-  }
-  return true;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(LlamaHf, RotaryPermutationMatchesTransformersHalfSplitRope) {
@@ -228,13 +211,8 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
     llmcc::write_safetensors(sub + "/model.safetensors", ts, {{"format", "pt"}});
     return sub;
   };
-  auto replace = [](std::string s, const std::string& from, const std::string& to) {
-    const std::size_t at = s.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return s.replace(at, from.size(), to);
-  };
 
-  const std::string tied_cfg = replace(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+  const std::string tied_cfg = replace_once(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
   LlamaWeights tied = llmcc::nn::load_llama_hf(variant("tied", tied_cfg, "lm_head.weight"));
   EXPECT_EQ(0, std::memcmp(tied.model.output.f32(), w.model.tok_embeddings.f32(),
                            static_cast<std::size_t>(w.model.output.numel()) * 4));
@@ -245,7 +223,7 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
       {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
   // Rope scaling: llama3 needs its four numbers; other types are named in the error.
   auto scaling = [&](const std::string& name, const std::string& object) {
-    return variant(name, replace(config, "\"rope_scaling\": null", "\"rope_scaling\": " + object), "");
+    return variant(name, replace_once(config, "\"rope_scaling\": null", "\"rope_scaling\": " + object), "");
   };
   EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s1", "{\"rope_type\": \"llama3\"}")); },
                            {"config.json", "factor is missing"}));
@@ -269,40 +247,40 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
             llmcc::RopeScaling{});
   const LlamaWeights v5 = llmcc::nn::load_llama_hf(variant(
       "s7",
-      replace(config, "\"rope_scaling\": null",
-              "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
-              "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
+      replace_once(config, "\"rope_scaling\": null",
+                   "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
+                   "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
       ""));
   EXPECT_EQ(v5.model.cfg.rope_theta, 250000.0f);
   EXPECT_EQ(v5.model.cfg.rope_scaling.type, llmcc::RopeScaling::Type::Llama3);
   EXPECT_EQ(v5.model.cfg.rope_scaling.factor, 8.0f);
   EXPECT_EQ(v5.model.layers[1].attention.rope_freqs.scaling, v5.model.cfg.rope_scaling);
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace(config, "\"silu\"", "\"gelu\""), "")); },
+      throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace_once(config, "\"silu\"", "\"gelu\""), "")); },
                    {"hidden_act is 'gelu'"}));
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::nn::load_llama_hf(
-            variant("gpt2", replace(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), ""));
+            variant("gpt2", replace_once(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), ""));
       },
       {"model_type is 'gpt2', expected 'llama'"}));
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::nn::load_llama_hf(
-            variant("kv", replace(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), ""));
+            variant("kv", replace_once(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), ""));
       },
       {"config.json", "cannot build"}));
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::nn::load_llama_hf(
-            variant("width", replace(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), ""));
+            variant("width", replace_once(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), ""));
       },
       {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
   // More layers in the config than in the file: the first missing one, before any allocation.
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::nn::load_llama_hf(
-            variant("deep", replace(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), ""));
+            variant("deep", replace_once(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), ""));
       },
       {"[llama_hf]", "no tensor 'model.layers.2.input_layernorm.weight'", "n_layer = 65536"}));
 }

@@ -1,19 +1,20 @@
 // The Llama model: presets and parameter counts against llama2.c and Meta, configuration checks
 // and round trip, initialisation, loss at initialisation, and that its adgen-generated gradient
 // trains (a fixed batch is memorised) and matches central finite differences, with grouped-query
-// attention (n_kv_head < n_head).
+// attention (n_kv_head < n_head); the tests GPT-2's model shares are model_suite.h's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "llama.grad.h"
 #include "llmcc/arena.h"
-#include "llmcc/train/adamw.h"
 #include "model_family.h"
+#include "model_suite.h"
 #include "nn/llama.h"
 #include "nn/llama_generate.h"
 #include "nn/llama_weights.h"
@@ -38,19 +39,28 @@ LlamaConfig small_config() {
   return c;
 }
 
-std::vector<std::int32_t> random_ids(std::size_t n, int vocab, std::uint64_t seed) {
-  llmcc::Rng rng(seed);
-  std::vector<std::int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-  return ids;
-}
-
 std::int64_t declared_elements(const LlamaConfig& c) {
   llmcc::nn::Llama shapes(c);  // shapes only: no storage, so llama-3.2-1b builds anywhere
   std::int64_t n = 0;
   llmcc::for_each_parameter(shapes, [&](const std::string&, llmcc::Tensor& t) { n += t.numel(); });
   return n;
 }
+
+// Llama for model_suite.h.
+struct LlamaFamily {
+  using Config = LlamaConfig;
+  using Weights = llmcc::nn::LlamaWeights;
+  static constexpr const char* kName = "llama";
+  static Weights make(const Config& c) { return llmcc::nn::make_llama(c); }
+  static void init(Weights& w, std::uint64_t seed) { llmcc::nn::llama_init(w.model, seed); }
+  static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
+    return llmcc::nn::llama_loss(w.model, idx, targets);
+  }
+  static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
+    return llmcc::nn::llama_loss_grad(w.model, idx, targets, grad);
+  }
+  static std::int64_t real_elements(const std::string&, const llmcc::Tensor& t, const Config&) { return t.numel(); }
+};
 
 TEST(LlamaModel, Stories15mMatchesLlama2c) {
   const LlamaConfig c = llmcc::nn::llama_preset("stories15m");
@@ -135,18 +145,13 @@ TEST(LlamaModel, InitialisationFollowsLlama2c) {
   c.hidden_dim = 128;
   auto w = llmcc::nn::make_llama(c);
   llmcc::nn::llama_init(w.model, 1234);
-  auto stddev = [](const llmcc::Tensor& t) {
-    double s = 0, s2 = 0;
-    for (std::int64_t i = 0; i < t.numel(); ++i) s += t.f32()[i], s2 += double(t.f32()[i]) * t.f32()[i];
-    const double mean = s / t.numel();
-    return std::sqrt(s2 / t.numel() - mean * mean);
-  };
-  EXPECT_NEAR(stddev(w.model.tok_embeddings), 0.02, 0.002);
-  EXPECT_NEAR(stddev(w.model.layers[0].attention.wq), 0.02, 0.002);
-  EXPECT_NEAR(stddev(w.model.layers[0].feed_forward.w1), 0.02, 0.002);
-  EXPECT_NEAR(stddev(w.model.output), 0.02, 0.002);
-  EXPECT_NEAR(stddev(w.model.layers[1].attention.wo), 0.02 / std::sqrt(4.0), 0.002);
-  EXPECT_NEAR(stddev(w.model.layers[1].feed_forward.w2), 0.02 / std::sqrt(4.0), 0.002);
+  using llmcc::test::standard_deviation;
+  EXPECT_NEAR(standard_deviation(w.model.tok_embeddings), 0.02, 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.layers[0].attention.wq), 0.02, 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.layers[0].feed_forward.w1), 0.02, 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.output), 0.02, 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.layers[1].attention.wo), 0.02 / std::sqrt(4.0), 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.layers[1].feed_forward.w2), 0.02 / std::sqrt(4.0), 0.002);
   for (std::int64_t i = 0; i < c.n_embd; ++i) {
     ASSERT_EQ(w.model.layers[0].attention_norm.w.f32()[i], 1.0f);
     ASSERT_EQ(w.model.norm.w.f32()[i], 1.0f);
@@ -157,97 +162,24 @@ TEST(LlamaModel, InitialisationFollowsLlama2c) {
 }
 
 TEST(LlamaModel, LossAtInitialisationIsLogVocab) {
-  const LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 7);
-  const int B = 2, T = 32;
-  const auto idx = random_ids(B * T, c.vocab_size, 1), tgt = random_ids(B * T, c.vocab_size, 2);
-  llmcc::Arena arena(256 << 20);
-  llmcc::ArenaScope scope(arena);
-  const float loss = llmcc::nn::llama_loss(w.model, llmcc::Tokens(idx.data(), B, T), llmcc::Tokens(tgt.data(), B, T));
-  EXPECT_NEAR(loss, std::log(32000.0), 0.05);
+  llmcc::test::model_loss_at_initialisation_is_log_vocab<LlamaFamily>(llmcc::nn::llama_preset("llama-tiny"), 32000);
 }
 
 TEST(LlamaModel, GeneratedGradientMemorisesABatch) {
-  const LlamaConfig c = small_config();
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 3);
-  const int B = 2, T = 8;
-  const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
-  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  auto g = llmcc::adgen::make_grad(w.model);
-  llmcc::AdamW opt(w.params, {0.9f, 0.95f, 1e-8f, 0.0f});
-  llmcc::Arena arena(64 << 20);
-  float first = 0, last = 0;
-  for (int step = 0; step < 100; ++step) {
-    arena.reset();
-    llmcc::ArenaScope scope(arena);
-    g.zero();
-    last = llama_loss_grad(w.model, x, y, g.grad);
-    if (step == 0) first = last;
-    opt.step(w.params, g.store, 1e-2f);
-  }
-  EXPECT_NEAR(first, std::log(37.0), 0.1);
-  EXPECT_LT(last, 0.3f) << "from " << first;
+  llmcc::test::model_generated_gradient_memorises_a_batch<LlamaFamily>(small_config());
 }
 
-// Central differences of the (float) forward, accumulated in double, on a spread of elements of
-// every parameter; weights drawn larger than Llama's 0.02 so that every path carries signal.
+// Weights drawn larger than Llama's 0.02 so that every path carries signal.
 TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
-  const LlamaConfig c = small_config();
-  auto w = llmcc::nn::make_llama(c);
+  auto w = llmcc::nn::make_llama(small_config());
   llmcc::nn::llama_init(w.model, 11);
   llmcc::Rng rng(12);
   llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
     // RMSNorm weights around one (their role), matrices N(0, 0.3).
     rng.fill_normal(t.f32(), static_cast<std::size_t>(t.numel()), t.ndim() == 1 ? 1.0f : 0.0f, 0.3f);
   });
-  const int B = 2, T = 5;
-  auto idx = random_ids(B * T, c.vocab_size, 13), tgt = random_ids(B * T, c.vocab_size, 14);
-  tgt[3] = -1;  // an ignored position
-  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  auto g = llmcc::adgen::make_grad(w.model);
-  llmcc::Arena arena(16 << 20);
-  {
-    llmcc::ArenaScope scope(arena);
-    llama_loss_grad(w.model, x, y, g.grad);
-  }
-  auto loss = [&] {
-    arena.reset();
-    llmcc::ArenaScope scope(arena);
-    return static_cast<double>(llmcc::nn::llama_loss(w.model, x, y));
-  };
-  std::size_t checked = 0;
-  double worst = 0.0;
-  for (std::size_t i = 0; i < w.params.count(); ++i) {
-    float* p = w.params.tensor(i).f32();
-    const float* d = g.store.tensor(i).f32();
-    const std::int64_t n = w.params.tensor(i).numel();
-    double max_ref = 0;
-    std::vector<std::pair<double, double>> pairs;
-    for (std::int64_t k = 0; k < n; k += std::max<std::int64_t>(1, n / 9)) {
-      const float saved = p[k];
-      const float h = 1e-2f;
-      p[k] = saved + h;
-      const double up = loss();
-      p[k] = saved - h;
-      const double down = loss();
-      p[k] = saved;
-      const double numeric = (up - down) / (2.0 * static_cast<double>(h));
-      pairs.emplace_back(d[k], numeric);
-      max_ref = std::max(max_ref, std::fabs(numeric));
-    }
-    ASSERT_GT(max_ref, 1e-4) << w.params.name(i) << ": no signal reaches this parameter";
-    for (const auto& [a, num] : pairs) {
-      const double scale = std::max(max_ref, 1e-2);
-      EXPECT_NEAR(a, num, 5e-3 * scale) << w.params.name(i);  // measured worst: 7.7e-4
-      worst = std::max(worst, std::fabs(a - num) / scale);
-      ++checked;
-    }
-  }
-  std::printf("llama finite differences: %zu elements of %zu tensors, worst |adgen - fd| / max|fd| = %.2e\n", checked,
-              w.params.count(), worst);
-  EXPECT_GT(checked, 150u);
+  // Measured worst |adgen - fd| / max|fd|: 7.7e-4.
+  llmcc::test::model_generated_gradient_matches_finite_differences<LlamaFamily>(w, {9, 5e-3, 150});
 }
 
 TEST(LlamaModel, SamplerDrawsFromTheLastRow) {
