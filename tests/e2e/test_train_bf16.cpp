@@ -36,10 +36,37 @@ std::string prepare_shakespeare(const llmcc::test::TempDir& dir) {
 
 std::vector<std::string> train_args(const std::string& data, const std::string& run, const std::string& dtype,
                                     const std::string& steps) {
-  return {"train",   "--model",    "gpt2-tiny", "--train-data",   data + "/train_000000.bin",
-          "--val-data", data + "/val_000000.bin", "--out-dir", run, "--steps", steps, "--batch-size", "8",
-          "--seq-len", "64",  "--lr", "3e-3", "--min-lr", "3e-4", "--warmup-steps", "30", "--val-every", "100",
-          "--val-steps", "8", "--seed", "1", "--dtype", dtype, "--threads", "2"};
+  return {"train",
+          "--model",
+          "gpt2-tiny",
+          "--train-data",
+          data + "/train_000000.bin",
+          "--val-data",
+          data + "/val_000000.bin",
+          "--out-dir",
+          run,
+          "--steps",
+          steps,
+          "--batch-size",
+          "8",
+          "--seq-len",
+          "64",
+          "--lr",
+          "3e-3",
+          "--min-lr",
+          "3e-4",
+          "--warmup-steps",
+          "30",
+          "--val-every",
+          "100",
+          "--val-steps",
+          "8",
+          "--seed",
+          "1",
+          "--dtype",
+          dtype,
+          "--threads",
+          "2"};
 }
 
 TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinTwoPercentOfFp32) {
@@ -54,8 +81,8 @@ TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinTwoPercentOfFp32) {
     const auto r = run_llmcc(dir, train_args(data, run, dtype, "300"));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_EQ(r.code, 0) << r.out << r.err;
-    const std::string kernel =
-        i == 0 ? std::string("matmuls: fp32") : std::string("matmuls: bf16 on ") + llmcc::cpu::gemm_packed_bf16_kernel_name();
+    const std::string kernel = i == 0 ? std::string("matmuls: fp32")
+                                      : std::string("matmuls: bf16 on ") + llmcc::cpu::gemm_packed_bf16_kernel_name();
     EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << " not in\n" << r.out;
     val[i] = llmcc::test::logged(run + "/log.jsonl", "val_loss");
     std::string curve;
@@ -77,9 +104,9 @@ TEST(TrainBf16, ABf16CheckpointResumesInFp32) {
   const std::string shard = dir.file("tokens.bin");
   llmcc::test::write_progression_shard(shard, 20000, 3, 512);
   const std::string run = dir.file("run");
-  const std::vector<std::string> common = {"--model", "gpt2-tiny", "--vocab-size", "512", "--train-data", shard,
-                                           "--out-dir", run, "--steps", "8", "--batch-size", "2", "--seq-len", "32",
-                                           "--threads", "1"};
+  const std::vector<std::string> common = {"--model",   "gpt2-tiny", "--vocab-size", "512", "--train-data", shard,
+                                           "--out-dir", run,         "--steps",      "8",   "--batch-size", "2",
+                                           "--seq-len", "32",        "--threads",    "1"};
   std::vector<std::string> first = {"train"};
   first.insert(first.end(), common.begin(), common.end());
   for (const char* a : {"--dtype", "bf16", "--stop-after", "4"}) first.push_back(a);

@@ -29,7 +29,8 @@ std::uint16_t reference_bf16(float x) {
   const std::uint16_t down = static_cast<std::uint16_t>(u >> 16), up = static_cast<std::uint16_t>(down + 1);
   const double lo = std::fabs(static_cast<double>(cpu::bf16_to_float(down)));
   // The bf16 above the largest finite one is infinity: the midpoint is 2^128 - 2^119.
-  const double hi = (up & 0x7fffu) == 0x7f80u ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(cpu::bf16_to_float(up)));
+  const double hi =
+      (up & 0x7fffu) == 0x7f80u ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(cpu::bf16_to_float(up)));
   const double ax = std::fabs(static_cast<double>(x));
   if (ax - lo < hi - ax) return down;
   if (ax - lo > hi - ax) return up;
@@ -41,14 +42,14 @@ float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 std::vector<float> special_values() {
   std::vector<float> v;
   for (std::uint32_t sign : {0u, 0x80000000u}) {
-    for (std::uint32_t bits : {
-             0x00000000u, 0x00000001u, 0x00007fffu, 0x00008000u, 0x007fffffu,  // zero, subnormals
-             0x00800000u, 0x00808000u, 0x00818000u, 0x0080ffffu,               // smallest normals, ties
-             0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,  // ties at 1: even stays, odd rounds up
-             0x3f80ffffu, 0x3fffffffu, 0x3fff8000u, 0x3fff7fffu,               // carries into the exponent
-             0x7f7f0000u, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu,               // the overflow edge
-             0x7f800000u, 0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fffffffu,  // infinity, NaNs
-             0x7f810000u, 0x7f80ffffu}) {
+    for (std::uint32_t bits :
+         {0x00000000u, 0x00000001u, 0x00007fffu, 0x00008000u, 0x007fffffu,  // zero, subnormals
+          0x00800000u, 0x00808000u, 0x00818000u, 0x0080ffffu,               // smallest normals, ties
+          0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,  // ties at 1: even stays, odd rounds up
+          0x3f80ffffu, 0x3fffffffu, 0x3fff8000u, 0x3fff7fffu,               // carries into the exponent
+          0x7f7f0000u, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu,               // the overflow edge
+          0x7f800000u, 0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fffffffu,  // infinity, NaNs
+          0x7f810000u, 0x7f80ffffu}) {
       v.push_back(from_bits(bits | sign));
     }
   }
@@ -86,8 +87,9 @@ TEST(Bf16Kernel, ScalarRoundingMatchesTheDefinition) {
 // vector loops' tails run too.
 TEST(Bf16Kernel, VectorPathsMatchScalarOnEveryUpperHalf) {
   std::printf("[ note     ] floats_to_bf16 runs on %s\n",
-              cpu::kHaveBf16DotProduct ? "vcvtneps2bf16 (AVX512_BF16)"
-                                       : "the scalar loop: this CPU has no AVX512_BF16, so vcvtneps2bf16 is not tested");
+              cpu::kHaveBf16DotProduct
+                  ? "vcvtneps2bf16 (AVX512_BF16)"
+                  : "the scalar loop: this CPU has no AVX512_BF16, so vcvtneps2bf16 is not tested");
   std::vector<std::uint32_t> lows = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu};
   std::mt19937 rng(11);
   while (lows.size() < 64) lows.push_back(rng() & 0xffffu);

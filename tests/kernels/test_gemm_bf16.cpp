@@ -74,8 +74,8 @@ void check_bf16_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha
   const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);          // (N)
   auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);             // (M, ldc)
   const float* bias_ptr = with_bias ? bias.data() : nullptr;
-  auto on_rounded = naive_gemm(ta, tb, M, N, K, alpha, rounded_to_bf16(A), lda, rounded_to_bf16(B), ldb, beta, C, ldc,
-                               bias_ptr);
+  auto on_rounded =
+      naive_gemm(ta, tb, M, N, K, alpha, rounded_to_bf16(A), lda, rounded_to_bf16(B), ldb, beta, C, ldc, bias_ptr);
   auto on_fp32 = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias_ptr);
   if (nan_in_c) {
     for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
@@ -175,7 +175,7 @@ TEST(GemmBf16Kernel, OneAndTwoThreadsGiveTheSameBits) {
         SCOPED_TRACE(trace(ta, tb, M, N, K));
         const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 5);  // (M, K) or (K, M)
         const auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 6);  // (K, N) or (N, K)
-        std::vector<float> C1(static_cast<std::size_t>(M) * N), C2(C1.size());           // (M, N)
+        std::vector<float> C1(static_cast<std::size_t>(M) * N), C2(C1.size());          // (M, N)
         const int lda = ta ? M : K, ldb = tb ? K : N;
         test::for_each_thread_count([&](int threads) {
           cpu::gemm_packed_bf16(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
