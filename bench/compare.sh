@@ -13,7 +13,9 @@
 #
 # --dtype bf16 runs llmcc with bf16 matrix products (`llmcc bench --dtype bf16`) and PyTorch
 # under torch.autocast("cpu", dtype=torch.bfloat16); MFU is then against the bf16 peak llmcc
-# bench measures (vdpbf16ps on CPUs with AVX512_BF16).
+# bench measures (vdpbf16ps on CPUs with AVX512_BF16). Each round also runs llmcc in fp32 (side
+# llmcc-fp32, its MFU against the fp32 peak), so bf16's gain over fp32 is measured in the same
+# run; the last lines give both ratios.
 #
 # Each round runs `llmcc bench` then bench/pytorch_bench.py once per PyTorch mode (eager and
 # torch.compile are separate peers), so machine load drifts over all sides alike. Every run prints its median ms/step; the table shows, per
@@ -109,6 +111,16 @@ for ((r = 1; r <= rounds; r++)); do
   line="$(grep '^result:' "$log" | tail -1)"
   echo "llmcc ${line#result: }" >> "$results"
   echo "round $r: llmcc $(sed 's/.*median_ms=\([^ ]*\).*/\1/' <<< "$line") ms/step (load $(cut -d' ' -f1 /proc/loadavg))"
+  if [[ "$dtype" == bf16 ]]; then
+    log="$log_dir/llmcc-fp32.$r.log"
+    fp32_args=("${common[@]}")
+    fp32_args[3]=fp32  # --dtype's value in common
+    "${llmcc_env[@]}" "$llmcc" bench "${fp32_args[@]}" --no-profile > "$log" 2>&1 ||
+      { echo "compare.sh: llmcc bench --dtype fp32 failed (round $r):" >&2; cat "$log" >&2; exit 1; }
+    line="$(grep '^result:' "$log" | tail -1)"
+    echo "llmcc-fp32 ${line#result: }" >> "$results"
+    echo "round $r: llmcc-fp32 $(sed 's/.*median_ms=\([^ ]*\).*/\1/' <<< "$line") ms/step (load $(cut -d' ' -f1 /proc/loadavg))"
+  fi
   for mode in $modes; do
     [[ " $unavailable " == *" $mode "* ]] && continue
     log="$log_dir/pytorch-$mode.$r.log"
@@ -159,9 +171,9 @@ awk -v tokens="$((batch * seq_len))" '
     mn = get("min_ms"); if (!(side in best) || mn < best[side]) best[side] = mn
     rss = get("peak_rss_mib"); if (rss > maxrss[side]) maxrss[side] = rss
     all[side] = all[side] (n > 1 ? ", " : "") sprintf("%.0f", ms[side, n])
-    # The FMA peak: the largest any round measured (a round whose bursts were all disturbed
-    # reads low, and MFU against it would read high).
-    if (side == "llmcc") { flop += get("gflops") * get("median_ms"); nflop++; p = get("peak_gflops") + 0; if (p > peak) peak = p }
+    # The peak: the largest any round measured (a round whose bursts were all disturbed reads
+    # low, and MFU against it would read high); per llmcc side, whose dtype it is.
+    if (side ~ /^llmcc/) { flop += get("gflops") * get("median_ms"); nflop++; p = get("peak_gflops") + 0; if (p > peak[side]) peak[side] = p }
   }
   END {
     for (s = 1; s <= sides; s++) {
@@ -179,14 +191,18 @@ awk -v tokens="$((batch * seq_len))" '
       ratio = ("llmcc" in med) ? sprintf("%.2fx", med[side] / med["llmcc"]) : "-"
       bratio = ("llmcc" in best) ? sprintf("%.2fx", best[side] / best["llmcc"]) : "-"
       rate = gflop ? sprintf("%.0f", gflop / (med[side] / 1000)) : "-"
-      mfu = gflop && peak ? sprintf("%.1f%%", 100 * gflop / (med[side] / 1000) / peak) : "-"
+      pk = (side in peak) ? peak[side] : peak["llmcc"]
+      mfu = gflop && pk ? sprintf("%.1f%%", 100 * gflop / (med[side] / 1000) / pk) : "-"
       printf "| %s | %.1f | %.1f | %s | %s | %.1f | %.0f | %s | %s | %s |\n", side, med[side], tokens / (med[side] / 1000),
              rate, mfu, best[side], maxrss[side], all[side], (side == "llmcc" ? "-" : ratio), (side == "llmcc" ? "-" : bratio)
-      if (side != "llmcc" && (fastest == "" || med[side] < med[fastest])) fastest = side
+      if (side !~ /^llmcc/ && (fastest == "" || med[side] < med[fastest])) fastest = side
     }
     if (fastest != "" && ("llmcc" in med))
       printf "\nllmcc against the fastest PyTorch mode (%s, median %.1f ms/step): %.2fx its tokens/s (best steps: %.2fx)\n",
              fastest, med[fastest], med[fastest] / med["llmcc"], best[fastest] / best["llmcc"]
+    if (("llmcc-fp32" in med) && ("llmcc" in med))
+      printf "llmcc bf16 against llmcc fp32 (median %.1f ms/step): %.2fx its tokens/s (best steps: %.2fx)\n",
+             med["llmcc-fp32"], med["llmcc-fp32"] / med["llmcc"], best["llmcc-fp32"] / best["llmcc"]
   }' "$results"
 echo
 echo "llmcc per-op profile ($(basename "$best_log" .log), the round with the fastest profiled steps):"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "cli_run.h"
 #include "temp_dir.h"
@@ -33,6 +34,22 @@ TEST(CliErrors, SharedCodeNamesTheCommandThatRanIt) {
   r = run_llmcc(dir, {"generate", "--ckpt", dir.path.string()});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.find("[llmcc generate]"), std::string::npos) << r.err;
+}
+
+// --dtype takes fp32 or bf16; anything else is refused by name before any work, by every
+// command that has the flag.
+TEST(CliErrors, AnUnknownDtypeNamesTheAcceptedOnes) {
+  const llmcc::test::TempDir dir;
+  const std::vector<std::vector<std::string>> commands = {
+      {"train", "--model", "gpt2-tiny", "--train-data", dir.file("none.bin"), "--out-dir", dir.file("run")},
+      {"eval", "--ckpt", dir.file("none.bin"), "--val-data", dir.file("none.bin")},
+      {"bench", "--model", "gpt2-tiny"}};
+  for (std::vector<std::string> args : commands) {
+    for (const char* a : {"--dtype", "fp16"}) args.push_back(a);
+    const llmcc::test::CliResult r = run_llmcc(dir, args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_EQ(r.err, "llmcc " + args[0] + ": error: --dtype must be 'fp32' or 'bf16', got 'fp16'\n");
+  }
 }
 
 }  // namespace
