@@ -242,13 +242,26 @@ inline std::uint32_t bf16_pair(float lo, float hi) {
   return static_cast<std::uint32_t>(bf16_bits(lo)) | static_cast<std::uint32_t>(bf16_bits(hi)) << 16;
 }
 
-// Rows of `count` float sources (row i at src + i * src_stride, kc values each) as rows of
-// (kc + 1) / 2 bf16 pairs in tmp (row i at tmp + i * steps), an odd kc's last pair padded with 0.
-void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, std::uint32_t* tmp, int steps) {
-  for (int i = 0; i < count; ++i) {
-    auto* row = reinterpret_cast<std::uint16_t*>(tmp + i * steps);
-    floats_to_bf16(src + i * src_stride, row, kc);
-    if (kc % 2) row[kc] = 0;
+// dst[p * dst_stride + i] = the pair (x_i[2p], x_i[2p + 1]) for rows i < `rows` (at most 8) and
+// p < (kc + 1) / 2, where x_i = src + i * src_stride holds kc values (an odd kc's last pair ends
+// in 0): a row's pairs are its consecutive values, converted 16 values at a time and transposed
+// as 32-bit values through a 256-byte block, so the conversion leaves nothing to re-read.
+void pairs_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, std::uint32_t* dst, int dst_stride) {
+  const int whole = kc / 16 * 8;           // pairs in whole blocks of 16 values
+  alignas(64) std::uint32_t block[8 * 8];  // (row, pair)
+  for (int p0 = 0; p0 < whole; p0 += 8) {
+    for (int i = 0; i < rows; ++i) {
+      const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i * src_stride + 2 * p0));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(block + 8 * i), std::bit_cast<__m256i>(v));
+    }
+    copy_transposed(reinterpret_cast<const float*>(block), 8, rows, 8, reinterpret_cast<float*>(dst + p0 * dst_stride),
+                    dst_stride);
+  }
+  for (int p = whole; p < (kc + 1) / 2; ++p) {
+    for (int i = 0; i < rows; ++i) {
+      const float* x = src + i * src_stride + 2 * p;
+      dst[p * dst_stride + i] = bf16_pair(x[0], 2 * p + 1 < kc ? x[1] : 0.0f);
+    }
   }
 }
 
@@ -261,13 +274,9 @@ void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, st
     const int mr = std::min(kMR, mc - i0);
     const float* src = a + i0 * a_row;
     if (a_col == 1 && mr == kMR) {
-      // A stored (M, K): a row's pairs are its consecutive values. Each row is converted to a
-      // row of pairs in L1, then the rows are transposed 8 at a time as 32-bit values.
-      alignas(64) std::uint32_t tmp[kMR * kKC];  // steps <= KC: a slice holds at most 2 KC values
-      rows_to_pairs(src, a_row, kMR, kc, tmp, steps);
+      // A stored (M, K): a row's pairs are its consecutive values; 8 rows at a time.
       for (int r0 = 0; r0 < kMR; r0 += 8)
-        copy_transposed(reinterpret_cast<const float*>(tmp + r0 * steps), steps, std::min(8, kMR - r0), steps,
-                        reinterpret_cast<float*>(ap + r0), kMR);
+        pairs_transposed(src + r0 * a_row, a_row, std::min(8, kMR - r0), kc, ap + r0, kMR);
     } else if (a_row == 1 && mr == kMR) {
       // A stored (K, M): a step's kMR values at k = 2p and at 2p + 1 are two contiguous runs.
       static_assert(kMR <= 16, "one vector holds a step's rows");
@@ -309,13 +318,8 @@ void rows_to_pairs(const float* src, ptrdiff_t src_stride, int count, int kc, st
                                                            has_hi ? _mm512_loadu_ps(hi + v) : _mm512_setzero_ps()));
       }
     } else if (b_row == 1 && nr == kNR) {
-      // B stored (N, K): a column's pairs are its consecutive values. Each column is converted
-      // to a row of pairs in L1, then transposed 8 columns at a time as 32-bit values.
-      alignas(64) std::uint32_t tmp[kNR * kKC];  // steps <= KC, as in pack_a_pairs
-      rows_to_pairs(src, b_col, kNR, kc, tmp, steps);
-      for (int c0 = 0; c0 < kNR; c0 += 8)
-        copy_transposed(reinterpret_cast<const float*>(tmp + c0 * steps), steps, 8, steps,
-                        reinterpret_cast<float*>(bp + c0), kNR);
+      // B stored (N, K): a column's pairs are its consecutive values; 8 columns at a time.
+      for (int c0 = 0; c0 < kNR; c0 += 8) pairs_transposed(src + c0 * b_col, b_col, 8, kc, bp + c0, kNR);
     } else {
       for (int p = 0; p < steps; ++p) {
         for (int j = 0; j < nr; ++j) {
