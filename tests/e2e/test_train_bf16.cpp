@@ -1,7 +1,7 @@
 // bf16 mixed precision end to end: gpt2-tiny trained 300 steps on a slice of Tiny Shakespeare
-// with `--dtype fp32` and with `--dtype bf16` (same seed, data and schedule) ends with validation
-// losses within 2% of each other; the bf16 run's header names the kernel it ran on; and a bf16
-// checkpoint resumes in fp32 (checkpoints hold fp32 weights whatever the dtype).
+// with `--dtype fp32` and with `--dtype bf16` (same seed, data and schedule): the bf16 run's
+// validation loss ends at most 2% above the fp32 run's; the bf16 run's header names the kernel it
+// ran on; and a bf16 checkpoint resumes in fp32 (checkpoints hold fp32 weights whatever the dtype).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -94,7 +94,10 @@ TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinTwoPercentOfFp32) {
   const double fp32 = std::stod(val[0][300]), bf16 = std::stod(val[1][300]);
   std::printf("[ note     ] final val loss: fp32 %.4f, bf16 %.4f (%+.2f%%)\n", fp32, bf16, 100.0 * (bf16 / fp32 - 1));
   EXPECT_LT(fp32, 7.0) << "the fp32 run did not learn";
-  EXPECT_NEAR(bf16, fp32, 0.02 * fp32);
+  // Two runs that round differently follow different trajectories at this learning rate: with
+  // seeds 1, 2 and 3 bf16 ended 0.70%, 0.49% and 3.4% below fp32 (docs/perf.md). So the check is
+  // one-sided, the quality claim: bf16 is not worse by more than 2%.
+  EXPECT_LE(bf16, 1.02 * fp32);
 }
 
 // A checkpoint written by a bf16 run holds fp32 weights: resuming it with --dtype fp32 works, is
