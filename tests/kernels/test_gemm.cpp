@@ -13,30 +13,13 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
 
+#include "naive_gemm.h"
 #include "test_support.h"
 
 namespace llmcc {
 namespace {
 
-// C (M, N) = alpha * op(A) . op(B) + beta * C in double, with the storage conventions of
-// cpu::gemm: A stored (K, M) when trans_a else (M, K); B stored (N, K) when trans_b else (K, N).
-std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const std::vector<float>& A,
-                               int lda, const std::vector<float>& B, int ldb, double beta, const std::vector<float>& C,
-                               int ldc) {
-  std::vector<double> out(C.begin(), C.end());
-  for (int i = 0; i < M; ++i) {
-    for (int j = 0; j < N; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < K; ++p) {
-        const double a = ta ? A[static_cast<std::size_t>(p) * lda + i] : A[static_cast<std::size_t>(i) * lda + p];
-        const double b = tb ? B[static_cast<std::size_t>(j) * ldb + p] : B[static_cast<std::size_t>(p) * ldb + j];
-        acc += a * b;
-      }
-      out[static_cast<std::size_t>(i) * ldc + j] = alpha * acc + beta * C[static_cast<std::size_t>(i) * ldc + j];
-    }
-  }
-  return out;
-}
+using test::naive_gemm;
 
 using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 struct Impl {

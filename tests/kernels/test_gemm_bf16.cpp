@@ -15,30 +15,13 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_packed.h"
+#include "naive_gemm.h"
 #include "test_support.h"
 
 namespace llmcc {
 namespace {
 
-// C (M, N) = alpha * op(A) . op(B) + beta * C (+ bias) in double, with cpu::gemm's storage.
-std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const std::vector<float>& A,
-                               int lda, const std::vector<float>& B, int ldb, double beta, const std::vector<float>& C,
-                               int ldc, const float* bias) {
-  std::vector<double> out(C.begin(), C.end());
-  for (int i = 0; i < M; ++i) {
-    for (int j = 0; j < N; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < K; ++p) {
-        const double a = ta ? A[static_cast<std::size_t>(p) * lda + i] : A[static_cast<std::size_t>(i) * lda + p];
-        const double b = tb ? B[static_cast<std::size_t>(j) * ldb + p] : B[static_cast<std::size_t>(p) * ldb + j];
-        acc += a * b;
-      }
-      const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
-      out[at] = alpha * acc + beta * C[at] + (bias ? bias[j] : 0.0);
-    }
-  }
-  return out;
-}
+using test::naive_gemm;
 
 std::vector<float> rounded_to_bf16(std::vector<float> v) {
   for (float& x : v) x = cpu::round_to_bf16(x);
