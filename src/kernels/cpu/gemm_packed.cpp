@@ -310,9 +310,9 @@ void pairs_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, 
     if (b_col == 1 && nr == kNR) {
       // B stored (K, N): a step's kNR values at k = 2p and at 2p + 1 are two contiguous runs.
       for (int p = 0; p < steps; ++p) {
-        const float* lo = src + 2 * p * b_row;
-        const float* hi = lo + b_row;
         const bool has_hi = 2 * p + 1 < kc;
+        const float* lo = src + 2 * p * b_row;
+        const float* hi = has_hi ? lo + b_row : lo;  // past an odd kc's last value: not read
         for (int v = 0; v < kNR; v += 16)
           _mm512_storeu_si512(bp + p * kNR + v, bf16_pairs(_mm512_loadu_ps(lo + v),
                                                            has_hi ? _mm512_loadu_ps(hi + v) : _mm512_setzero_ps()));
