@@ -8,13 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli_run.h"
 #include "kernels/cpu/gemm_packed.h"
-#include "llmcc/train/data_files.h"
 #include "temp_dir.h"
 #include "test_data.h"
 #include "train_run.h"
@@ -25,10 +23,7 @@ using llmcc::test::run_llmcc;
 
 // The first 200 KB of Tiny Shakespeare, prepared into <dir>/data (about 60k GPT-2 tokens).
 std::string prepare_shakespeare(const llmcc::test::TempDir& dir) {
-  const auto shakespeare = llmcc::find_data_file("tinyshakespeare/input.txt");
-  std::string text = llmcc::test::slurp(shakespeare->string());
-  text.resize(200'000);
-  std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
+  llmcc::test::write_shakespeare_200k(dir.file("shakespeare_200k.txt"));
   const auto r = run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", dir.file("data")});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   return dir.file("data");

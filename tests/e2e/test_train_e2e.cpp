@@ -73,10 +73,7 @@ std::vector<Point> read_log(const std::string& path, const std::string& key) {
 // Prepares the first 200 KB of Tiny Shakespeare (about 60k tokens; val is the last 10%) into
 // <dir>/data; the caller has checked that the data is there (LLMCC_REQUIRE_DATA).
 void prepare_shakespeare(const llmcc::test::TempDir& dir, std::string* data) {
-  const auto shakespeare = llmcc::find_data_file("tinyshakespeare/input.txt");
-  std::string text = slurp(shakespeare->string());
-  text.resize(200'000);
-  std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
+  llmcc::test::write_shakespeare_200k(dir.file("shakespeare_200k.txt"));
   std::string out;
   *data = dir.file("data");
   EXPECT_EQ(run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", *data}, &out), 0) << out;

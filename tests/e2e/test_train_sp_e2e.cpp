@@ -77,11 +77,8 @@ void expect_english_like(const std::string& text, const std::string& what) {
 
 TEST(TrainSpE2e, TinyLlamaWithSentencePieceLearnsAndGenerates) {
   LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
-  const auto shakespeare = llmcc::find_data_file("tinyshakespeare/input.txt");
   llmcc::test::TempDir dir;
-  std::string text = slurp(shakespeare->string());
-  text.resize(200'000);
-  std::ofstream(dir.file("shakespeare_200k.txt"), std::ios::binary) << text;
+  llmcc::test::write_shakespeare_200k(dir.file("shakespeare_200k.txt"));
 
   // 1. A 1,024-token BPE tokenizer trained on the slice.
   CliResult r = run_llmcc(dir, {"train-tokenizer", "--input", dir.file("shakespeare_200k.txt"), "--vocab-size",

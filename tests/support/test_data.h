@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "llmcc/train/data_files.h"
@@ -40,6 +42,16 @@ inline void note_missing_data(const std::string& relative, const std::string& pa
   } else {
     std::printf("[  NOTE    ] %s %s\n", part.c_str(), missing_data_message(relative).c_str());
   }
+}
+
+// Writes the first 200 KB of Tiny Shakespeare (about 60k GPT-2 tokens) to `path`, the slice the
+// end-to-end training tests learn from; the caller has checked that the data is there
+// (LLMCC_REQUIRE_DATA).
+inline void write_shakespeare_200k(const std::string& path) {
+  std::ifstream in(llmcc::find_data_file("tinyshakespeare/input.txt")->string(), std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.resize(200'000);
+  std::ofstream(path, std::ios::binary) << text;
 }
 
 }  // namespace llmcc::test
