@@ -25,12 +25,14 @@ struct Coefficients {
 // zeroing) and the arithmetic is the same per element on every path, so the result does not
 // depend on how the buffer is split between threads.
 template <bool zero_grads>
-bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v, std::int64_t begin,
-                std::int64_t end, const Coefficients& k, float decay_factor) {
+bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __restrict m, float* __restrict v,
+                std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor) {
   const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
               one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size, bc2_sqrt = k.bc2_sqrt;
   // x - x is 0 for every finite x and NaN for NaN and +-Inf: one subtraction and compare per
   // value, in the same pass, tells whether the step left anything non-finite.
+  // Only the zeroing variant writes the gradient.
+  float* __restrict g = const_cast<float*>(g_in);
   int nonfinite = 0;
 #pragma omp simd reduction(| : nonfinite)
   for (std::int64_t i = begin; i < end; ++i) {
@@ -49,14 +51,8 @@ bool adamw_span(float* __restrict p, float* __restrict g, float* __restrict m, f
   return nonfinite == 0;
 }
 
-// The whole flat buffer in one pass: one parallel region (when there are threads to use), each
-// thread a contiguous range of whole cache lines, walked tensor by tensor for the decay factor.
-// Tensor i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in
-// all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
-// gradient covers the whole store as ParameterStore::zero() does.
-template <bool zero_grads>
-bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v, const AdamWConfig& config,
-                float lr, std::int64_t t) {
+// The step's constants for step t (bias corrections in double).
+Coefficients coefficients(const AdamWConfig& config, float lr, std::int64_t t) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
   const Coefficients k{config.beta1,
@@ -66,7 +62,23 @@ bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, Paramet
                        config.eps,
                        static_cast<float>(lr / bc1),
                        static_cast<float>(std::sqrt(bc2))};
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * config.weight_decay);
+  return k;
+}
+
+float decay_factor(const AdamWConfig& config, float lr) {
+  return static_cast<float>(1.0 - static_cast<double>(lr) * config.weight_decay);
+}
+
+// The whole flat buffer in one pass: one parallel region (when there are threads to use), each
+// thread a contiguous range of whole cache lines, walked tensor by tensor for the decay factor.
+// Tensor i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in
+// all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
+// gradient covers the whole store as ParameterStore::zero() does.
+template <bool zero_grads>
+bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v, const AdamWConfig& config,
+                float lr, std::int64_t t) {
+  const Coefficients k = coefficients(config, lr, t);
+  const float decay = decay_factor(config, lr);
   const std::int64_t n = static_cast<std::int64_t>(params.size());
   const std::size_t count = params.count();
   float* p = params.data();
@@ -133,6 +145,42 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   return adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
+}
+
+bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
+                      const AdamWConfig& config, float lr, std::int64_t t) {
+  LLMCC_PROFILE("adamw.step");
+  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  if (begin > end || end > params.size())
+    fail("adamw", "range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside the " +
+                      std::to_string(params.size()) + " floats of the parameters");
+  const Coefficients k = coefficients(config, lr, t);
+  const float decay = decay_factor(config, lr);
+  const std::size_t count = params.count();
+  // The tensors overlapping [begin, end), each with its decay factor; g, m and v are indexed from
+  // begin, so they are shifted to line up with the parameters' flat index i.
+  const auto lo_of = [&](std::size_t i) { return params.offset(i); };
+  const auto hi_of = [&](std::size_t i) { return i + 1 < count ? params.offset(i + 1) : params.size(); };
+  std::atomic<bool> finite{true};
+  const auto n = static_cast<std::int64_t>(end - begin);
+  cpu::parallel_for(
+      n, n >= (std::int64_t{1} << 16),
+      [&](std::int64_t b, std::int64_t e) {
+        const std::size_t first = begin + static_cast<std::size_t>(b), last = begin + static_cast<std::size_t>(e);
+        bool range_finite = true;
+        for (std::size_t i = 0; i < count; ++i) {
+          if (hi_of(i) <= first) continue;
+          if (lo_of(i) >= last) break;
+          const std::size_t lo = std::max(lo_of(i), first), hi = std::min(hi_of(i), last);
+          const std::size_t at = lo - begin;
+          range_finite &=
+              adamw_span<false>(params.data() + lo, g + at, m + at, v + at, 0, static_cast<std::int64_t>(hi - lo), k,
+                                params.shape(i).ndim() >= 2 ? decay : 1.0f);
+        }
+        if (!range_finite) finite.store(false, std::memory_order_relaxed);
+      },
+      cpu::kLineFloats);
+  return finite.load();
 }
 
 AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)

@@ -65,7 +65,11 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
     fail(kWhere, "B and T must be >= 1, got B=" + std::to_string(B) + " T=" + std::to_string(T));
   }
   if (shard_paths.empty()) fail(kWhere, "no token files given");
+  if (config.ranks < 1 || config.rank < 0 || config.rank >= config.ranks)
+    fail(kWhere, "rank " + std::to_string(config.rank) + " of " + std::to_string(config.ranks) +
+                     " ranks: need 0 <= rank < ranks");
   const std::int64_t BT = static_cast<std::int64_t>(B) * T;
+  const std::int64_t global_BT = BT * config.ranks;
   // The batch buffers (inputs, targets and the window they are cut from) are allocated here, so a
   // size the machine cannot hold is named here rather than ending in std::bad_alloc.
   if (const std::size_t available = available_memory_bytes(); available > 0) {
@@ -76,16 +80,19 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
                        " MiB for the batch buffers alone; " + std::to_string(static_cast<long long>(available >> 20)) +
                        " MiB of memory are available");
   }
-  const std::int64_t need = config.mode == SampleMode::Sequential ? BT + 1 : T + 1;
+  const std::int64_t need = config.mode == SampleMode::Sequential ? global_BT + 1 : T + 1;
   std::int64_t windows = 0;
   shards_.reserve(shard_paths.size());
   for (const std::string& path : shard_paths) {
     shards_.emplace_back(path);
     const std::int64_t n = shards_.back().size();
     if (n < need) {
-      const std::string what = config.mode == SampleMode::Sequential
-                                   ? "one B x T + 1 window (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")"
-                                   : "one T + 1 window (T=" + std::to_string(T) + ")";
+      const std::string what =
+          config.mode == SampleMode::Sequential
+              ? "one B x T + 1 window (B=" + std::to_string(B) +
+                    (config.ranks > 1 ? " x " + std::to_string(config.ranks) + " ranks" : std::string()) +
+                    ", T=" + std::to_string(T) + ")"
+              : "one T + 1 window (T=" + std::to_string(T) + ")";
       fail(kWhere, path + ": too short: " + std::to_string(n) + " tokens, but " + what + " needs " +
                        std::to_string(need) + "; use a smaller batch or sequence length, or more data");
     }
@@ -131,27 +138,33 @@ void DataLoader::next_batch() { next_batch(inputs_.data(), targets_.data()); }
 void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
   const int B = config_.B, T = config_.T;
   const std::int64_t BT = static_cast<std::int64_t>(B) * T;
+  const std::int64_t global_BT = BT * config_.ranks;
   std::int32_t* w = window_.data();
   if (config_.mode == SampleMode::Sequential) {
-    read_window(shard_, position_, BT + 1, w);  // (B*T + 1)
+    read_window(shard_, position_ + BT * config_.rank, BT + 1, w);  // (B*T + 1)
     std::memcpy(inputs, w, static_cast<std::size_t>(BT) * sizeof(std::int32_t));
     std::memcpy(targets, w + 1, static_cast<std::size_t>(BT) * sizeof(std::int32_t));
-    position_ += BT;
-    if (position_ + BT + 1 > shards_[shard_].size()) {
+    position_ += global_BT;
+    if (position_ + global_BT + 1 > shards_[shard_].size()) {
       shard_ = (shard_ + 1) % shards_.size();
       position_ = 0;
     }
   } else {
     const std::uint64_t windows = static_cast<std::uint64_t>(window_starts_.back());
-    for (int b = 0; b < B; ++b) {
+    // Every rank draws the whole global batch's starts, so the Rng stays in step; row `global`
+    // is this rank's row `global - first` when it falls in its share.
+    const std::int64_t first = static_cast<std::int64_t>(config_.rank) * B;
+    for (std::int64_t global = 0; global < static_cast<std::int64_t>(B) * config_.ranks; ++global) {
       const std::int64_t r = static_cast<std::int64_t>(rng_.below(windows));
+      const std::int64_t b = global - first;
+      if (b < 0 || b >= B) continue;
       // The shard whose range of window starts holds r.
       const std::size_t s = static_cast<std::size_t>(std::upper_bound(window_starts_.begin(), window_starts_.end(), r) -
                                                      window_starts_.begin() - 1);
       const std::int64_t start = r - window_starts_[s];
       read_window(s, start, T + 1, w);  // (T + 1)
-      std::memcpy(inputs + static_cast<std::int64_t>(b) * T, w, T * sizeof(std::int32_t));
-      std::memcpy(targets + static_cast<std::int64_t>(b) * T, w + 1, T * sizeof(std::int32_t));
+      std::memcpy(inputs + b * T, w, T * sizeof(std::int32_t));
+      std::memcpy(targets + b * T, w + 1, T * sizeof(std::int32_t));
     }
   }
   ++batches_;
@@ -167,7 +180,7 @@ void DataLoader::reset() {
 DataLoaderState DataLoader::state() const { return DataLoaderState{shard_, position_, rng_.state(), batches_}; }
 
 void DataLoader::set_state(const DataLoaderState& state) {
-  const std::int64_t BT = static_cast<std::int64_t>(config_.B) * config_.T;
+  const std::int64_t BT = static_cast<std::int64_t>(config_.B) * config_.T * config_.ranks;
   if (state.shard >= shards_.size()) {
     fail(kWhere, "saved state points at shard " + std::to_string(state.shard) + " but there are " +
                      std::to_string(shards_.size()) + " shards; resume with the same data");
@@ -185,7 +198,7 @@ void DataLoader::set_state(const DataLoaderState& state) {
 }
 
 std::int64_t DataLoader::batches_per_epoch() const {
-  const std::int64_t BT = static_cast<std::int64_t>(config_.B) * config_.T;
+  const std::int64_t BT = static_cast<std::int64_t>(config_.B) * config_.T * config_.ranks;
   std::int64_t n = 0;
   for (const TokenFile& f : shards_) n += (f.size() - 1) / BT;
   return n;

@@ -31,8 +31,11 @@ double sum_squares(const float* g, std::int64_t begin, std::int64_t end) {
 
 double grad_norm(const ParameterStore& grads) {
   LLMCC_PROFILE("grad_norm");
-  const float* g = grads.data();
-  const std::int64_t n = static_cast<std::int64_t>(grads.size());
+  return std::sqrt(sum_of_squares(grads.data(), grads.size()));
+}
+
+double sum_of_squares(const float* g, std::size_t size) {
+  const auto n = static_cast<std::int64_t>(size);
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   // Partial sums of kBatch chunks at a time, added in chunk order: the same sum whatever the
   // thread count.
@@ -52,13 +55,11 @@ double grad_norm(const ParameterStore& grads) {
     }
     for (std::int64_t c = 0; c < count; ++c) total += partial[c];
   }
-  return std::sqrt(total);
+  return total;
 }
 
-void scale_grads(ParameterStore& grads, float factor) {
-  LLMCC_PROFILE("scale_grads");
-  float* g = grads.data();
-  const std::int64_t n = static_cast<std::int64_t>(grads.size());
+void scale_floats(float* g, std::size_t size, float factor) {
+  const auto n = static_cast<std::int64_t>(size);
   if (use_team(n >= 32768)) {
 #pragma omp parallel for simd schedule(static)
     for (std::int64_t i = 0; i < n; ++i) g[i] *= factor;
@@ -66,6 +67,11 @@ void scale_grads(ParameterStore& grads, float factor) {
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) g[i] *= factor;
   }
+}
+
+void scale_grads(ParameterStore& grads, float factor) {
+  LLMCC_PROFILE("scale_grads");
+  scale_floats(grads.data(), grads.size(), factor);
 }
 
 double clip_grad_norm(ParameterStore& grads, double max_norm) {

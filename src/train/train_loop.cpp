@@ -113,8 +113,16 @@ struct TrainLoop::Output {
   JsonLine line;
 };
 
+namespace {
+// Data-parallel ranks other than 0 print nothing but warnings and errors.
+TrainerOptions for_this_rank(TrainerOptions o) {
+  if (o.comm != nullptr && o.comm->distributed() && o.comm->rank() != 0) o.quiet = true;
+  return o;
+}
+}  // namespace
+
 TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
-    : o_(std::move(options)), hooks_(std::move(hooks)), out_(std::make_unique<Output>(o_)) {
+    : o_(for_this_rank(std::move(options))), hooks_(std::move(hooks)), out_(std::make_unique<Output>(o_)) {
   const std::string& w = o_.name;
   if (o_.steps < 1) fail(w, "steps must be at least 1, got " + std::to_string(o_.steps));
   if (o_.grad_accum < 1) fail(w, "grad_accum must be at least 1, got " + std::to_string(o_.grad_accum));
@@ -131,6 +139,10 @@ TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
     fail(w, "rollbacks needs out_dir (the checkpoints a rollback returns to)");
   o_.schedule.max_steps = o_.steps;
   o_.schedule.validate();
+  if (o_.zero_stage != 0 && o_.zero_stage != 1)
+    fail(w, "zero_stage must be 0 (replicated optimizer state) or 1 (sharded, ZeRO-1), got " +
+                std::to_string(o_.zero_stage));
+  if (o_.comm != nullptr && o_.comm->distributed()) rank0_ = o_.comm->rank() == 0;
   if (o_.continue_hint.empty())
     o_.continue_hint = "continue with resume(\"" + (o_.out_dir.empty() ? std::string("<checkpoint>") : o_.out_dir) +
                        "/ckpt_<step>.bin\")";
@@ -151,7 +163,12 @@ void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::funct
   forward_backward_ = std::move(forward_backward);
   forward_validation_ = std::move(forward_validation);
   data_ = std::move(data);
-  opt_ = std::make_unique<AdamW>(params, o_.adamw);
+  if (o_.comm != nullptr && o_.comm->distributed())
+    dp_ = std::make_unique<DataParallel>(
+        *o_.comm, params, grads, o_.adamw,
+        DataParallelOptions{.zero_stage = o_.zero_stage, .bucket_bytes = o_.bucket_bytes});
+  else
+    opt_ = std::make_unique<AdamW>(params, o_.adamw);
   if (data_.has_val && o_.val_batches == 0 && data_.val_per_epoch == 0)
     fail(o_.name,
          "val_batches 0 means one pass over the validation data, but its source has no end; "
@@ -163,12 +180,20 @@ void TrainLoop::resume(const std::string& checkpoint) {
   resumed_from_ = checkpoint;
 }
 
+AdamW& TrainLoop::optimizer() {
+  if (!opt_) fail(o_.name, "a data-parallel run keeps its optimizer in data_parallel()");
+  return *opt_;
+}
+
 void TrainLoop::restore(const std::string& checkpoint) {
-  const TrainState state = load_checkpoint(checkpoint, *params_, opt_.get());
+  // Every rank reads the whole state; a data-parallel rank then keeps its part of AdamW's.
+  std::unique_ptr<AdamW> whole;
+  if (dp_) whole = std::make_unique<AdamW>(*params_, o_.adamw);
+  AdamW& opt = dp_ ? *whole : *opt_;
+  const TrainState state = load_checkpoint(checkpoint, *params_, &opt);
   if (!o_.force_resume) {
-    const std::pair<const char*, ParameterStore::BadValues> checks[] = {{"params", params_->bad_values()},
-                                                                        {"adamw.m", opt_->m().bad_values()},
-                                                                        {"adamw.v", opt_->v().bad_values(true)}};
+    const std::pair<const char*, ParameterStore::BadValues> checks[] = {
+        {"params", params_->bad_values()}, {"adamw.m", opt.m().bad_values()}, {"adamw.v", opt.v().bad_values(true)}};
     for (const auto& [section, bad] : checks)
       if (bad.count > 0)
         fail(o_.name, checkpoint + ": [" + section + "] " + bad.first_tensor + " holds " + number(bad.first_value) +
@@ -182,9 +207,10 @@ void TrainLoop::restore(const std::string& checkpoint) {
          std::string(e.what()) + " (resuming " + checkpoint + " with other training data than it was trained on?)");
   }
   if (hooks_.restore_state) hooks_.restore_state(state);
-  if (opt_->t() != state.step)
-    fail(o_.name, checkpoint + ": AdamW has taken " + std::to_string(opt_->t()) + " steps but the state says " +
+  if (opt.t() != state.step)
+    fail(o_.name, checkpoint + ": AdamW has taken " + std::to_string(opt.t()) + " steps but the state says " +
                       std::to_string(state.step));
+  if (dp_) dp_->scatter_optimizer(opt);
 }
 
 Arena& TrainLoop::arena() {
@@ -218,12 +244,17 @@ double TrainLoop::evaluate(std::int64_t batches) {
     sum += forward_validation_();
   }
   a.reset();
+  // Data-parallel: each rank evaluated its rows of every batch; the mean over the ranks is the
+  // batches' mean.
+  if (dp_) sum = dp_->comm().sum(sum) / dp_->comm().size();
   return batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
 }
 
 float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
   const float lr = o_.schedule.lr(step);
-  const float d_loss = 1.0f / static_cast<float>(o_.grad_accum);
+  // Data-parallel ranks' gradients are summed, so each scales its own by 1 / ranks too.
+  const int ranks = dp_ ? dp_->comm().size() : 1;
+  const float d_loss = 1.0f / static_cast<float>(o_.grad_accum * ranks);
   if (!grads_zero_) grads_->zero();  // only after a step that stopped before AdamW
   grads_zero_ = false;
   trip_.clear();
@@ -238,11 +269,27 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     arena_->reset();
     ArenaScope scope(*arena_);
     // The gradient of loss / grad_accum: the accumulated gradient is the micro-batches' mean.
-    loss_sum += forward_backward_(d_loss);
+    // Data-parallel: the last micro-batch's backward announces final gradients, and their
+    // buckets are reduced while it runs.
+    const bool last = micro + 1 == o_.grad_accum;
+    if (dp_ && last) {
+      dp_->begin_backward();
+      adgen::GradFinalScope notify(dp_.get());
+      loss_sum += forward_backward_(d_loss);
+    } else {
+      loss_sum += forward_backward_(d_loss);
+    }
   }
   arena_->reset();
+  if (dp_) {
+    dp_->finish_backward();
+    loss_sum = dp_->comm().sum(loss_sum) / ranks;
+  }
   const float loss = static_cast<float>(loss_sum / o_.grad_accum);
-  *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(*grads_, o_.grad_clip) : llmcc::grad_norm(*grads_);
+  if (dp_)
+    *grad_norm = dp_->clip_grad_norm(o_.grad_clip);
+  else
+    *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(*grads_, o_.grad_clip) : llmcc::grad_norm(*grads_);
   // The guard, before the update: a non-finite loss or norm, or a spike.
   if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) {
     trip_ = std::string("the ") + (std::isfinite(loss) ? "gradient norm" : "loss") + " is not finite";
@@ -262,7 +309,7 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     }
   }
   // The update, which reports in the same pass whether it left every weight and moment finite.
-  if (!opt_->step_zero_grads(*params_, *grads_, lr)) {
+  if (!(dp_ ? dp_->step(lr) : opt_->step_zero_grads(*params_, *grads_, lr))) {
     trip_ = "the update made weights or AdamW moments non-finite";
     trip_after_update_ = true;
   }
@@ -312,10 +359,41 @@ std::string TrainLoop::checkpoint(std::int64_t step) {
   state.config = o_.config;
   state.files = o_.files;
   if (hooks_.save_state) hooks_.save_state(state);
-  const std::string path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, opt_.get(), state);
+  std::string path;
+  if (dp_) {
+    // The whole AdamW state is assembled on rank 0, which writes; the others learn the path.
+    std::unique_ptr<AdamW> whole;
+    if (rank0_) whole = std::make_unique<AdamW>(*params_, o_.adamw);
+    dp_->gather_optimizer(whole.get(), 0);
+    if (rank0_) path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, whole.get(), state);
+    std::uint64_t length = path.size();
+    dp_->comm().broadcast(&length, sizeof length, 0);
+    path.resize(length);
+    dp_->comm().broadcast(path.data(), length, 0);
+  } else {
+    path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, opt_.get(), state);
+  }
   out_->log->write(out_->line.begin().field("step", step).field("checkpoint", path).end());
   out_->progress.print("step " + std::to_string(step) + ": checkpoint " + path);
   return path;
+}
+
+void TrainLoop::print_comm_summary(const TrainResult& result, std::int64_t timed_steps) {
+  // Every rank's means, summed into its own slots.
+  dist::Communicator& comm = dp_->comm();
+  const auto n = static_cast<std::size_t>(comm.size());
+  comm_summary_.assign(2 * n, 0.0);
+  comm_summary_[2 * static_cast<std::size_t>(comm.rank())] = result.step_ms;
+  comm_summary_[2 * static_cast<std::size_t>(comm.rank()) + 1] = result.exposed_comm_ms;
+  comm.sum(comm_summary_.data(), static_cast<int>(comm_summary_.size()));
+  if (timed_steps == 0) return;
+  std::ostringstream s;
+  s << "data parallel: " << n << " ranks, " << (o_.zero_stage == 1 ? "ZeRO-1" : "replicated AdamW") << ", "
+    << dp_->buckets() << " gradient buckets; mean over " << timed_steps << " steps, exposed communication of step:";
+  for (std::size_t r = 0; r < n; ++r)
+    s << (r == 0 ? " " : ", ") << "rank " << r << " " << fixed(comm_summary_[2 * r + 1], 1) << " of "
+      << fixed(comm_summary_[2 * r], 1) << " ms";
+  out_->progress.print(s.str());
 }
 
 void TrainLoop::print_default_header(const TrainStart& s) {
@@ -343,9 +421,10 @@ TrainResult TrainLoop::run() {
   const bool resumed = !resumed_from_.empty();
 
   arena();  // planned before the first step, so a step that cannot fit fails here
-  const std::string log_path = !o_.log_path.empty()  ? o_.log_path
-                               : !o_.out_dir.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string()
-                                                     : std::string();
+  const std::string log_path = !rank0_                ? std::string()
+                               : !o_.log_path.empty() ? o_.log_path
+                               : !o_.out_dir.empty()  ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string()
+                                                      : std::string();
   if (!out.log) out.log = std::make_unique<TrainLog>(log_path, resumed ? start_step : -1);
 
   // The run's configuration as the first line of this call.
@@ -387,11 +466,14 @@ TrainResult TrainLoop::run() {
 
   // A source that does not count its items gets steps per second.
   const bool counted = data_.items_per_batch > 0;
+  // Data-parallel: the throughput is the ranks' together (each serves items_per_batch).
+  const double ranks = dp_ ? static_cast<double>(dp_->comm().size()) : 1.0;
   const double items = counted ? data_.items_per_batch * o_.grad_accum : 1.0;
   const std::string rate_field = counted ? o_.rate_field : "steps_per_s";
   out.progress.set_rate_unit(counted ? o_.rate_unit : "step");
   double timed_seconds = 0.0;  // steps after the first of this call, for the ETA
   std::int64_t timed_steps = 0;
+  double timed_exposed_ms = 0.0;
   std::int64_t step = start_step;
   while (step < o_.steps) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -404,18 +486,24 @@ TrainResult TrainLoop::run() {
     if (step > start_step + 1) {
       timed_seconds += seconds;
       ++timed_steps;
+      if (dp_) timed_exposed_ms += dp_->last_step_times().exposed_ms;
     }
     const double per_step = timed_steps > 0 ? timed_seconds / static_cast<double>(timed_steps) : seconds;
-    const double rate = items / seconds;
-    out.log->write(out.line.begin()
-                       .field("step", step)
-                       .field("loss", loss)
-                       .field("lr", lr)
-                       .field("grad_norm", norm)
-                       .field(rate_field, std::round(rate * 10.0) / 10.0)
-                       .field("ms", std::round(seconds * 1e6) / 1e3)
-                       .end());
-    out.progress.step(step, o_.steps, loss, lr, norm, seconds * 1e3, rate,
+    const double rate = items / seconds;  // this rank's
+    out.line.begin()
+        .field("step", step)
+        .field("loss", loss)
+        .field("lr", lr)
+        .field("grad_norm", norm)
+        .field(rate_field, std::round(rate * 10.0 * ranks) / 10.0)
+        .field("ms", std::round(seconds * 1e6) / 1e3);
+    if (dp_) {
+      const CommTimes& c = dp_->last_step_times();
+      out.line.field("comm_ms", std::round(c.in_flight_ms * 1e3) / 1e3)
+          .field("exposed_comm_ms", std::round(c.exposed_ms * 1e3) / 1e3);
+    }
+    out.log->write(out.line.end());
+    out.progress.step(step, o_.steps, loss, lr, norm, seconds * 1e3, rate * ranks,
                       per_step * static_cast<double>(o_.steps - step));
     result.step = step;
     result.last_loss = loss;
@@ -459,7 +547,9 @@ TrainResult TrainLoop::run() {
 
     const bool last = step == o_.steps;
     const bool stop_after = o_.stop_after > 0 && step - start_step >= o_.stop_after;
-    const bool interrupted = g_stop_requested.load();
+    // Every rank stops at the same step (a signal may reach them at different times).
+    bool interrupted = g_stop_requested.load();
+    if (dp_) interrupted = !dp_->comm().all(!interrupted);
     if ((data_.has_val || hooks_.metrics) && (last || (o_.val_every > 0 && step % o_.val_every == 0)))
       result.val_loss = validate(step);
     if (hooks_.sample && o_.sample_every > 0 && (last || step % o_.sample_every == 0)) hooks_.sample(step);
@@ -478,6 +568,11 @@ TrainResult TrainLoop::run() {
     }
   }
   out.progress.finish();
+  if (timed_steps > 0) {
+    result.step_ms = timed_seconds * 1e3 / static_cast<double>(timed_steps);
+    result.exposed_comm_ms = timed_exposed_ms / static_cast<double>(timed_steps);
+  }
+  if (dp_) print_comm_summary(result, timed_steps);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "llmcc/dist/communicator.h"
 #include "llmcc/error.h"
 
 namespace {
@@ -27,6 +28,28 @@ constexpr Command kCommands[] = {
     {"bench", llmcc::cli::run_bench, "time training steps and print a per-op profile"},
     {"plot", llmcc::cli::run_plot, "draw training logs (loss, lr, tokens/s, grad norm) as an SVG"},
 };
+
+// Under mpirun with more than one rank, errors name the rank ("llmcc train [rank 1 of 2]: error:
+// ...") and end the whole job, so no other rank waits in a collective for this one.
+llmcc::dist::Communicator* job() {
+  if (!llmcc::dist::launched_by_mpi()) return nullptr;
+  llmcc::dist::Communicator& comm = llmcc::dist::world();
+  return comm.distributed() ? &comm : nullptr;
+}
+
+int end_with(int code) {
+  if (llmcc::dist::Communicator* comm = job()) {
+    std::fflush(stderr);
+    std::fflush(stdout);
+    comm->abort(code);
+  }
+  return code;
+}
+
+std::string rank_tag() {
+  const llmcc::dist::Communicator* comm = job();
+  return comm ? " [" + comm->describe() + "]" : std::string();
+}
 
 void usage(std::FILE* out) {
   std::fputs("usage: llmcc <command> [flags]\n\nCommands:\n", out);
@@ -55,11 +78,12 @@ int main(int argc, char** argv) {
       std::string_view what = e.what();
       const std::string own = std::string("[llmcc ") + c.name + "] ";
       if (what.starts_with(own)) what.remove_prefix(own.size());
-      std::fprintf(stderr, "llmcc %s: error: %.*s\n", c.name, static_cast<int>(what.size()), what.data());
-      return 1;
+      std::fprintf(stderr, "llmcc %s%s: error: %.*s\n", c.name, rank_tag().c_str(), static_cast<int>(what.size()),
+                   what.data());
+      return end_with(1);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "llmcc %s: internal error: %s\n", c.name, e.what());
-      return 3;
+      std::fprintf(stderr, "llmcc %s%s: internal error: %s\n", c.name, rank_tag().c_str(), e.what());
+      return end_with(3);
     }
   }
   std::fprintf(stderr, "llmcc: unknown command '%s'\n\n", name.c_str());

@@ -71,7 +71,18 @@ Stored stored(const char* flag, const char* key, T TrainOptions::* member) {
 
 const std::vector<Stored>& stored_options() {
   static const std::vector<Stored> table = {
-      stored("--batch-size", "train.batch_size", &TrainOptions::batch_size),
+      // The global micro-batch (all ranks' sequences), so a run resumes on another number of ranks.
+      {"--batch-size", "train.batch_size",
+       [](const TrainOptions& o) { return to_text(std::int64_t{o.batch_size} * o.ranks); },
+       [](TrainOptions& o, const std::string& s) {
+         std::int64_t global = 0;
+         if (!from_text(s, &global) || global < 1) return false;
+         if (global % o.ranks != 0)
+           bad("the checkpoint's batch of " + s + " sequences (all ranks together) does not split over " +
+               std::to_string(o.ranks) + " ranks; give --batch-size (sequences per rank)");
+         o.batch_size = static_cast<int>(global / o.ranks);
+         return true;
+       }},
       stored("--seq-len", "train.seq_len", &TrainOptions::seq_len),
       stored("--steps", "train.steps", &TrainOptions::steps),
       stored("--grad-accum", "train.grad_accum", &TrainOptions::grad_accum),
@@ -158,11 +169,16 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.section("Run");
   p.add("--out-dir", &o.out_dir, "directory for checkpoints and log.jsonl (required unless --resume FILE)");
   p.add("--steps", &o.steps, "optimizer steps of the whole run (also the end of the cosine schedule)");
-  p.add("--batch-size", &o.batch_size, "sequences per micro-batch (B)");
+  p.add("--batch-size", &o.batch_size,
+        "sequences per micro-batch (B); per rank under mpirun, where N ranks together take N x B");
   p.add("--seq-len", &o.seq_len, "tokens per sequence (T), at most the model's --max-seq-len");
   p.add("--grad-accum", &o.grad_accum, "micro-batches per optimizer step; their gradients are averaged");
   p.add("--seed", &o.seed, "seed of the weight initialisation, batch sampling and text samples");
   p.add("--threads", &o.threads, "worker threads (0: all cores)");
+  p.add("--zero", &o.zero,
+        "under mpirun: 1 shards AdamW's state over the ranks (ZeRO-1), 0 replicates it [default: 1 with "
+        "more than one rank]");
+  p.add("--bucket-mb", &o.bucket_mb, "under mpirun: MiB of gradients per all-reduce bucket");
   p.add("--dtype", &o.dtype,
         "matrix products in fp32 or bf16 (bf16 operands, fp32 sums; weights, gradients and AdamW stay fp32)");
   p.add("--resume", &o.resume,
@@ -275,6 +291,8 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
                                               n(config.max_seq_len()) + " (raise --max-seq-len or lower --seq-len)");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
+  need(o.zero >= -1 && o.zero <= 1, "--zero must be 0 (replicated optimizer state) or 1 (ZeRO-1), got " + n(o.zero));
+  need(o.bucket_mb > 0 && o.bucket_mb <= 1024, "--bucket-mb must be in (0, 1024], got " + n(o.bucket_mb));
   need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be 'fp32' or 'bf16', got '" + o.dtype + "'");
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
   need(o.min_lr >= 0, "--min-lr must be >= 0, got " + n(o.min_lr));

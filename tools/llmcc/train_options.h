@@ -6,7 +6,8 @@
 // run then no longer matches an uninterrupted one. The thread count the run used is kept too
 // ("run.threads", restored unless --threads is given): kernels may round differently with another.
 // Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer,
-// --loss-spike, --force-resume) are not stored (a checkpoint stores the tokenizer itself: run_tokenizer.h).
+// --loss-spike, --force-resume, --zero, --bucket-mb) are not stored (a checkpoint stores the tokenizer itself:
+// run_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,13 @@ struct TrainOptions {
   // and the optimizer stay fp32, so checkpoints are the same and a run resumes with either.
   std::string dtype = "fp32";
   bool quiet = false;
+  // Data-parallel runs (mpirun -np N llmcc train ...): the number of ranks (set from the run's
+  // communicator, not a flag), ZeRO stage (-1: 1 when ranks > 1) and gradient bucket size; all
+  // run-local. batch_size is per rank; checkpoints store the global batch (train.batch_size =
+  // ranks * batch_size), so a run resumes with any number of ranks that divides it.
+  int ranks = 1;
+  int zero = -1;
+  double bucket_mb = 16.0;
 
   // Optimizer and schedule.
   double lr = 6e-4;
@@ -75,7 +83,9 @@ struct TrainOptions {
   std::set<std::string> given;  // the flags given on the command line ("--lr", ...)
 
   bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
-  std::int64_t tokens_per_step() const { return std::int64_t{batch_size} * seq_len * grad_accum; }
+  // All ranks' tokens.
+  std::int64_t tokens_per_step() const { return std::int64_t{batch_size} * ranks * seq_len * grad_accum; }
+  int zero_stage() const { return zero >= 0 ? zero : (ranks > 1 ? 1 : 0); }
 };
 
 // Adds every train flag (model flags included) to `p`, grouped by section, with its default.

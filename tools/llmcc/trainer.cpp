@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "llmcc/adgen.h"
+#include "llmcc/dist/communicator.h"
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/adamw.h"
@@ -149,11 +150,14 @@ class CliTrainer {
   Rng sample_rng_;
   RunTokenizer tokenizer_;                              // tok null: none known
   std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
+  dist::Communicator& comm_;
   Progress warnings_;
   std::unique_ptr<train::TrainLoop> trainer_;
 };
 
-CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_(o_.quiet) {
+CliTrainer::CliTrainer(TrainOptions options)
+    : o_(std::move(options)), comm_(dist::world()), warnings_(o_.quiet || comm_.rank() != 0) {
+  o_.ranks = comm_.size();
   origin_ = resolve_origin(o_);
   validate_train_options(o_, origin_.config);
   for (const std::string& warning : origin_.warnings) warnings_.warn(warning);
@@ -171,6 +175,7 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   // Kernels split work by thread count, which can change float rounding: the count is recorded so
   // that a resume uses it again (restore_train_options).
   config_kv_["run.threads"] = std::to_string(num_threads());
+  config_kv_["run.ranks"] = std::to_string(comm_.size());
   {
     std::vector<std::string> data = train_files_, warnings;
     data.insert(data.end(), val_files_.begin(), val_files_.end());
@@ -202,17 +207,23 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
 
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
   const int V = origin_.config.vocab_size();
+  // Each rank reads its rows of every global batch (N ranks x B = one process with N*B).
   train_data_ = std::make_unique<train::TokenBatches>(
       train_files_, DataLoaderConfig{.B = o_.batch_size,
                                      .T = o_.seq_len,
                                      .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
                                      .seed = seeds_.data,
-                                     .vocab_size = V});
+                                     .vocab_size = V,
+                                     .rank = comm_.rank(),
+                                     .ranks = comm_.size()});
   std::int64_t val_batches = 0;
   if (!val_files_.empty()) {
-    val_data_ = std::make_unique<train::TokenBatches>(
-        val_files_,
-        DataLoaderConfig{.B = o_.batch_size, .T = o_.seq_len, .mode = SampleMode::Sequential, .vocab_size = V});
+    val_data_ = std::make_unique<train::TokenBatches>(val_files_, DataLoaderConfig{.B = o_.batch_size,
+                                                                                   .T = o_.seq_len,
+                                                                                   .mode = SampleMode::Sequential,
+                                                                                   .vocab_size = V,
+                                                                                   .rank = comm_.rank(),
+                                                                                   .ranks = comm_.size()});
     const std::int64_t epoch = val_data_->batches_per_epoch();
     val_batches = o_.val_steps > 0 ? std::min<std::int64_t>(o_.val_steps, epoch) : epoch;
   }
@@ -238,6 +249,9 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   t.quiet = o_.quiet;
   t.config = config_kv_;
   t.files = tokenizer_files_;
+  t.comm = &comm_;
+  t.zero_stage = o_.zero_stage();
+  t.bucket_bytes = static_cast<std::size_t>(o_.bucket_mb * double(1 << 20));
   t.name = kWhere;
   t.nonfinite_hint = "Try a lower --lr, more --warmup-steps or --grad-clip 1, and resume from a checkpoint";
   t.continue_hint = "continue with --resume auto --out-dir " + o_.out_dir;
@@ -250,6 +264,8 @@ CliTrainer::CliTrainer(TrainOptions options) : o_(std::move(options)), warnings_
   };
   trainer_ = model_->make_trainer(*train_data_, val_data_.get(), std::move(t), std::move(hooks));
   if (resuming) trainer_->resume(origin_.resume_path);
+  // No rank starts (and writes) before every rank has read the output directory's state.
+  comm_.barrier();
 }
 
 void CliTrainer::print_header(const train::TrainStart& start) {
@@ -276,7 +292,7 @@ void CliTrainer::print_header(const train::TrainStart& start) {
                        : std::string("none recorded (samples ") +
                              (c.vocab_size() == 50257 ? "use GPT-2's if found)" : "are token ids)"))
     << "\n";
-  s << "  batch: " << o_.batch_size << " x " << o_.seq_len << " tokens x " << o_.grad_accum
+  s << "  batch: " << o_.batch_size * o_.ranks << " x " << o_.seq_len << " tokens x " << o_.grad_accum
     << (o_.grad_accum == 1 ? " micro-batch = " : " micro-batches = ") << o_.tokens_per_step() << " tokens per step; "
     << o_.steps << " steps (" << format_count(static_cast<double>(o_.tokens_per_step()) * static_cast<double>(o_.steps))
     << " tokens)\n";
@@ -285,12 +301,18 @@ void CliTrainer::print_header(const train::TrainStart& start) {
     << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
     << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
   s << "  matmuls: " << o_.dtype << " on " << matmul_kernel_name() << "\n";
+  if (comm_.distributed())
+    s << "  data parallel: " << comm_.size() << " ranks x batch " << o_.batch_size << " over " << comm_.transport()
+      << "; " << (o_.zero_stage() == 1 ? "ZeRO-1 (AdamW state sharded)" : "AdamW state replicated") << ", "
+      << format_number(o_.bucket_mb) << " MiB gradient buckets\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(start.arena_bytes) << " reserved ("
     << format_mib(start.arena_planned) << " measured by a planning step); "
     << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
   MemoryPlan plan = memory_plan(c, o_.batch_size, o_.seq_len);
   plan.arena_bytes = start.arena_bytes;
-  s << "  memory: " << describe(plan) << "\n";
+  if (const train::DataParallel* dp = trainer_->data_parallel())
+    plan.optimizer_bytes = dp->optimizer_floats() * sizeof(float);
+  s << "  memory" << (comm_.distributed() ? " per rank" : "") << ": " << describe(plan) << "\n";
   s << "  out: " << o_.out_dir << " (checkpoints "
     << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end"
                           : std::string("at the end"))

@@ -19,6 +19,7 @@
 //   for (...) { loss_grad(...); opt.step_zero_grads(params, grads, schedule.lr(step)); }
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "llmcc/parameters.h"
@@ -43,6 +44,13 @@ bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterSt
 // bit-for-bit those of adamw_step.
 bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
                            const AdamWConfig& config, float lr, std::int64_t t);
+
+// One AdamW step t on a part of the flat buffers: elements [begin, end) of params' layout, whose
+// gradients and moments are g, m and v (end - begin floats each, g[0] for element begin). A
+// data-parallel rank updates its shard of the parameters this way (ZeRO-1). Each element's
+// arithmetic is adamw_step's, so the shards of N ranks give adamw_step's bits.
+bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
+                      const AdamWConfig& config, float lr, std::int64_t t);
 
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
 class AdamW {

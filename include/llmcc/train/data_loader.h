@@ -12,7 +12,12 @@
 //   Random (nanoGPT's get_batch): each row independently starts at a position drawn uniformly
 //     from all windows of all shards (shard i offers size_i - T start positions), with an Rng
 //     seeded from `seed`, so the same seed gives the same batches.
-// Every shard must hold at least B*T + 1 tokens in Sequential mode and T + 1 in Random mode;
+// Data-parallel ranks (ranks > 1) share one stream of global batches of ranks*B rows: rank r
+// reads rows [r*B, (r+1)*B) of each, so N ranks with batch B together see exactly the tokens
+// one loader sees with batch N*B (Sequential: rank r's rows start r*B*T tokens into the global
+// window; Random: every rank draws all N*B starts and keeps its own). The state is the global
+// stream's, the same on every rank and independent of N for a given N*B.
+// Every shard must hold at least ranks*B*T + 1 tokens in Sequential mode and T + 1 in Random mode;
 // otherwise the constructor throws llmcc::Error naming the shard. With vocab_size > 0 the
 // constructor checks every token of every shard, and each batch is checked again as it is read:
 // a token outside [0, vocab_size) is an error naming file and position.
@@ -45,6 +50,8 @@ struct DataLoaderConfig {
   SampleMode mode = SampleMode::Sequential;
   std::uint64_t seed = 0;  // Random mode only
   int vocab_size = 0;      // > 0: check every token against it, up front and in every batch
+  int rank = 0;            // this rank's share of the global batch of ranks*B rows (see above)
+  int ranks = 1;
 };
 
 // Where the loader is; restoring it reproduces the following batches exactly.
@@ -84,7 +91,7 @@ class DataLoader {
   const DataLoaderConfig& config() const { return config_; }
   std::size_t num_shards() const { return shards_.size(); }
   std::int64_t num_tokens() const { return total_tokens_; }
-  // Sequential: batches in one pass over all shards (the tails that do not fill one skipped).
+  // Sequential: global batches in one pass over all shards (the tails that do not fill one skipped).
   std::int64_t batches_per_epoch() const;
 
  private:

@@ -14,11 +14,16 @@
 // scale_grads(grads, 1.0f / micro_batches) turns the sum into the mean.
 #pragma once
 
+#include <cstddef>
+
 #include "llmcc/parameters.h"
 
 namespace llmcc {
 
 double grad_norm(const ParameterStore& grads);
+// The sum of squares behind grad_norm, over any span of floats (a rank's shard of the gradient).
+double sum_of_squares(const float* g, std::size_t size);
+void scale_floats(float* g, std::size_t size, float factor);
 // Throws llmcc::Error if max_norm <= 0.
 double clip_grad_norm(ParameterStore& grads, double max_norm);
 void scale_grads(ParameterStore& grads, float factor);

@@ -43,10 +43,12 @@
 
 #include "llmcc/adgen.h"
 #include "llmcc/arena.h"
+#include "llmcc/dist/communicator.h"
 #include "llmcc/parameters.h"
 #include "llmcc/train/adamw.h"
 #include "llmcc/train/batch_source.h"
 #include "llmcc/train/checkpoint.h"
+#include "llmcc/train/data_parallel.h"
 #include "llmcc/train/schedule.h"
 
 namespace llmcc::train {
@@ -77,8 +79,16 @@ struct TrainerOptions {
   bool quiet = false;             // no progress lines (warnings still go to stderr)
   bool force_resume = false;      // resume() accepts non-finite weights or moments, or negative second moments
   std::size_t arena_bytes = 0;    // step arena capacity; 0: what a planning step measures, plus 1/16
-  KeyValues config;               // the run's configuration, stored in checkpoints and the log
-  std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
+  // Data-parallel training (docs/distributed.md): with a communicator of more than one rank this
+  // loop runs on every rank, each on its own part of every global batch (the sources are the
+  // caller's to slice: DataLoaderConfig's rank and ranks), and the gradients are summed in buckets
+  // while the backward runs (llmcc/train/data_parallel.h). Rank 0 alone prints, logs and writes
+  // checkpoints, which hold the whole state and resume with any number of ranks.
+  dist::Communicator* comm = nullptr;
+  int zero_stage = 1;                                // 1: AdamW's state sharded over the ranks (ZeRO-1); 0: replicated
+  std::size_t bucket_bytes = std::size_t{16} << 20;  // gradient bytes per collective
+  KeyValues config;                                  // the run's configuration, stored in checkpoints and the log
+  std::map<std::string, std::string> files;          // files every checkpoint carries ("file.<name>")
 
   // How messages read: the prefix, what the throughput counts ("tok/s", "tokens_per_s"; steps
   // per second when the source's items_per_batch is 0), what to say when the loss is not
@@ -96,6 +106,10 @@ struct TrainResult {
   float val_loss = 0.0f;     // last validation loss (NaN: none)
   std::string checkpoint;    // last checkpoint written (empty: none)
   bool interrupted = false;  // stopped by SIGINT/SIGTERM
+  // Data-parallel runs: this rank's mean per step (after the first step of the call) of the time
+  // spent waiting for collectives, and of the whole step, in milliseconds.
+  double exposed_comm_ms = 0.0;
+  double step_ms = 0.0;
 };
 
 // What the run looks like once everything is allocated, for a header.
@@ -134,7 +148,9 @@ class TrainLoop {
   double evaluate(std::int64_t batches);
   const TrainerOptions& options() const { return o_; }
   std::int64_t step() const { return step_; }
-  AdamW& optimizer() { return *opt_; }
+  // The optimizer of a one-process run (data-parallel runs keep it in data_parallel()).
+  AdamW& optimizer();
+  DataParallel* data_parallel() { return dp_.get(); }
   Arena& arena();  // the step arena (planned on first use)
   // For hooks: a permanent line of the progress output, a warning, and a log line
   // {"step": step, "<key>": "<text>"} (during run()).
@@ -182,6 +198,9 @@ class TrainLoop {
   float validate(std::int64_t step);
   std::string checkpoint(std::int64_t step);
   void print_default_header(const TrainStart& start);
+  // Data-parallel: every rank's mean step and exposed communication time, printed by rank 0.
+  void print_comm_summary(const TrainResult& result, std::int64_t timed_steps);
+  std::vector<double> comm_summary_;
 
   TrainerOptions o_;
   TrainerHooks hooks_;
@@ -190,7 +209,9 @@ class TrainLoop {
   std::function<float(float)> forward_backward_;
   std::function<float()> forward_validation_;
   Data data_;
-  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<AdamW> opt_;        // one process
+  std::unique_ptr<DataParallel> dp_;  // data-parallel: gradients, optimizer (replicated or sharded)
+  bool rank0_ = true;                 // prints, logs and writes checkpoints
   std::unique_ptr<Arena> arena_;
   std::size_t arena_planned_ = 0;
   std::int64_t step_ = 0;

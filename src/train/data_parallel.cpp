@@ -1,0 +1,271 @@
+#include "llmcc/train/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "llmcc/error.h"
+#include "llmcc/profile.h"
+#include "llmcc/train/grad_clip.h"
+
+namespace llmcc::train {
+namespace {
+
+constexpr const char* kWhere = "data_parallel";
+// Slices are cut at whole cache lines, so each rank's AdamW runs on aligned, full vectors.
+constexpr std::size_t kSliceAlign = 16;
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+struct DataParallel::Bucket {
+  std::size_t lo = 0, hi = 0;  // flat float range [lo, hi) of the stores
+  int tensors = 0;             // tensors in the bucket
+  int pending = 0;             // this step: tensors not yet announced final
+  // zero_stage 1: rank r's slice is [lo + displs[r], lo + displs[r] + counts[r]); this rank's
+  // reduced gradient and moments are at shard_off in the shard buffers.
+  std::vector<int> counts, displs;
+  std::size_t shard_off = 0;
+  dist::Request request;
+  bool started = false;
+  Clock::time_point started_at;
+};
+
+DataParallel::DataParallel(dist::Communicator& comm, ParameterStore& params, ParameterStore& grads,
+                           const AdamWConfig& adamw, DataParallelOptions options)
+    : comm_(comm), params_(params), grads_(grads), adamw_(adamw), options_(options) {
+  if (options_.zero_stage != 0 && options_.zero_stage != 1)
+    fail(kWhere, "zero_stage must be 0 (replicated optimizer) or 1 (sharded, ZeRO-1), got " +
+                     std::to_string(options_.zero_stage));
+  check_same_layout(params, grads, kWhere, "params", "grads");
+  const std::size_t count = params.count();
+  if (count == 0) fail(kWhere, "the model has no parameters");
+  const std::size_t bucket_floats = std::max<std::size_t>(options_.bucket_bytes / sizeof(float), 1);
+  // Buckets of whole tensors from the last tensor back: the order the backward finishes them in.
+  bucket_of_tensor_.assign(count, 0);
+  tensor_done_.assign(count, 0);
+  std::size_t i = count;
+  while (i > 0) {
+    Bucket b;
+    b.hi = i < count ? params.offset(i) : params.size();
+    std::size_t floats = 0;
+    do {
+      --i;
+      floats = b.hi - params.offset(i);
+      bucket_of_tensor_[i] = buckets_.size();
+      ++b.tensors;
+    } while (i > 0 && floats < bucket_floats);
+    b.lo = params.offset(i);
+    buckets_.push_back(std::move(b));
+  }
+  const int N = comm_.size();
+  std::size_t shard = 0;
+  for (Bucket& b : buckets_) {
+    const std::size_t len = b.hi - b.lo;
+    if (len > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      fail(kWhere, "a tensor of " + std::to_string(len) + " floats is more than one collective can carry");
+    const std::size_t per_rank = ((len + N - 1) / N + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+    b.counts.resize(static_cast<std::size_t>(N));
+    b.displs.resize(static_cast<std::size_t>(N));
+    for (int r = 0; r < N; ++r) {
+      const std::size_t from = std::min(len, per_rank * static_cast<std::size_t>(r));
+      b.displs[r] = static_cast<int>(from);
+      b.counts[r] = static_cast<int>(std::min(len, from + per_rank) - from);
+    }
+    b.shard_off = shard;
+    shard += static_cast<std::size_t>(b.counts[comm_.rank()]);
+  }
+  if (options_.zero_stage == 1) {
+    shard_grad_.assign(shard, 0.0f);
+    shard_m_.assign(shard, 0.0f);
+    shard_v_.assign(shard, 0.0f);
+  } else {
+    replicated_ = std::make_unique<AdamW>(params, adamw_);
+  }
+}
+
+DataParallel::~DataParallel() {
+  // A run that stops with collectives in flight (an error mid-step) still completes them: MPI
+  // must not write into buffers that are gone.
+  for (Bucket& b : buckets_)
+    if (b.request.pending()) comm_.wait(b.request);
+}
+
+std::size_t DataParallel::buckets() const { return buckets_.size(); }
+
+std::size_t DataParallel::optimizer_floats() const {
+  return replicated_ ? 2 * params_.size() : shard_m_.size() + shard_v_.size();
+}
+
+void DataParallel::begin_backward() {
+  for (Bucket& b : buckets_) {
+    b.pending = b.tensors;
+    b.started = false;
+  }
+  std::fill(tensor_done_.begin(), tensor_done_.end(), 0);
+  times_ = CommTimes{};
+  in_backward_ = true;
+}
+
+void DataParallel::grad_final(const Tensor& grad) {
+  if (!in_backward_) return;  // a backward outside a step (planning, evaluation)
+  const float* p = grad.f32();
+  const float* base = grads_.data();
+  if (p < base || p >= base + grads_.size())
+    fail(kWhere,
+         "a gradient announced final lies outside the gradient store (a model whose gradients are not the "
+         "store's tensors?)");
+  const auto at = static_cast<std::size_t>(p - base);
+  // The tensor that starts at `at` (tensors start at their offsets, in order).
+  std::size_t lo = 0, hi = params_.count();
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    (params_.offset(mid) <= at ? lo : hi) = mid;
+  }
+  if (params_.offset(lo) != at) fail(kWhere, "a gradient announced final does not start a tensor of the store");
+  if (tensor_done_[lo]) fail(kWhere, "the gradient of " + params_.name(lo) + " was announced final twice in one step");
+  tensor_done_[lo] = 1;
+  Bucket& b = buckets_[bucket_of_tensor_[lo]];
+  if (--b.pending == 0) start(b);
+  progress();
+}
+
+void DataParallel::start(Bucket& b) {
+  LLMCC_PROFILE("data_parallel.start");
+  b.started = true;
+  b.started_at = Clock::now();
+  if (options_.zero_stage == 1)
+    b.request = comm_.start_reduce_scatter(grads_.data() + b.lo, shard_grad_.data() + b.shard_off, b.counts.data());
+  else
+    b.request = comm_.start_allreduce(grads_.data() + b.lo, b.hi - b.lo);
+  times_.bytes += static_cast<double>(b.hi - b.lo) * sizeof(float);
+  if (!b.request.pending()) times_.in_flight_ms += ms_since(b.started_at);
+}
+
+void DataParallel::progress() {
+  for (Bucket& b : buckets_) {
+    if (b.request.pending() && comm_.test(b.request)) times_.in_flight_ms += ms_since(b.started_at);
+  }
+}
+
+void DataParallel::wait_all() {
+  for (Bucket& b : buckets_) {
+    if (!b.request.pending()) continue;
+    comm_.wait(b.request);
+    times_.in_flight_ms += ms_since(b.started_at);
+  }
+}
+
+void DataParallel::finish_backward() {
+  LLMCC_PROFILE("data_parallel.wait");
+  in_backward_ = false;
+  const auto t0 = Clock::now();
+  // Buckets the backward did not announce (a model without notifications, say) start now, in
+  // bucket order on every rank.
+  for (Bucket& b : buckets_)
+    if (!b.started) start(b);
+  wait_all();
+  if (options_.zero_stage == 1) {
+    // The full store's reduced parts now live in the shard; the store is zeroed for the next
+    // step's accumulation.
+    grads_.zero();
+  }
+  times_.exposed_ms += ms_since(t0);
+}
+
+double DataParallel::clip_grad_norm(double max_norm) {
+  LLMCC_PROFILE("grad_norm");
+  double norm = 0.0;
+  float* g = nullptr;
+  std::size_t n = 0;
+  if (options_.zero_stage == 1) {
+    g = shard_grad_.data();
+    n = shard_grad_.size();
+    norm = std::sqrt(comm_.sum(sum_of_squares(g, n)));
+  } else {
+    g = grads_.data();
+    n = grads_.size();
+    norm = std::sqrt(sum_of_squares(g, n));
+  }
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) scale_floats(g, n, static_cast<float>(coef));
+  }
+  return norm;
+}
+
+bool DataParallel::step(float lr) {
+  ++t_;
+  if (options_.zero_stage == 0) {
+    replicated_->set_t(t_ - 1);
+    const bool finite = replicated_->step_zero_grads(params_, grads_, lr);
+    return comm_.all(finite);
+  }
+  bool finite = true;
+  for (Bucket& b : buckets_) {
+    const auto r = static_cast<std::size_t>(comm_.rank());
+    const std::size_t from = b.lo + static_cast<std::size_t>(b.displs[r]);
+    const std::size_t to = from + static_cast<std::size_t>(b.counts[r]);
+    if (from == to) continue;
+    finite &= adamw_step_range(params_, from, to, shard_grad_.data() + b.shard_off, shard_m_.data() + b.shard_off,
+                               shard_v_.data() + b.shard_off, adamw_, lr, t_);
+  }
+  // The updated slices to every rank, all buckets in flight at once.
+  const auto t0 = Clock::now();
+  {
+    LLMCC_PROFILE("data_parallel.allgather");
+    for (Bucket& b : buckets_) {
+      b.started_at = Clock::now();
+      b.request = comm_.start_allgather(params_.data() + b.lo, b.counts.data(), b.displs.data());
+      times_.bytes += static_cast<double>(b.hi - b.lo) * sizeof(float);
+    }
+    wait_all();
+  }
+  times_.exposed_ms += ms_since(t0);
+  return comm_.all(finite);
+}
+
+void DataParallel::gather_optimizer(AdamW* whole, int root) {
+  const bool here = comm_.rank() == root;
+  if (here && whole == nullptr) fail(kWhere, "gather_optimizer: the root rank needs a whole AdamW to fill");
+  if (here) whole->set_t(t_);
+  if (options_.zero_stage == 0) {
+    if (here) {
+      std::memcpy(whole->m().data(), replicated_->m().data(), params_.size() * sizeof(float));
+      std::memcpy(whole->v().data(), replicated_->v().data(), params_.size() * sizeof(float));
+    }
+    return;
+  }
+  for (int moment = 0; moment < 2; ++moment) {
+    const std::vector<float>& shard = moment == 0 ? shard_m_ : shard_v_;
+    float* store = here ? (moment == 0 ? whole->m().data() : whole->v().data()) : nullptr;
+    for (Bucket& b : buckets_) {
+      comm_.gather(shard.data() + b.shard_off, store ? store + b.lo : nullptr, b.counts.data(), b.displs.data(), root);
+    }
+  }
+}
+
+void DataParallel::scatter_optimizer(const AdamW& whole) {
+  check_same_layout(params_, whole.m(), kWhere, "params", "adamw.m");
+  t_ = whole.t();
+  if (options_.zero_stage == 0) {
+    std::memcpy(replicated_->m().data(), whole.m().data(), params_.size() * sizeof(float));
+    std::memcpy(replicated_->v().data(), whole.v().data(), params_.size() * sizeof(float));
+    replicated_->set_t(t_);
+    return;
+  }
+  const auto r = static_cast<std::size_t>(comm_.rank());
+  for (const Bucket& b : buckets_) {
+    const std::size_t from = b.lo + static_cast<std::size_t>(b.displs[r]);
+    const auto n = static_cast<std::size_t>(b.counts[r]) * sizeof(float);
+    std::memcpy(shard_m_.data() + b.shard_off, whole.m().data() + from, n);
+    std::memcpy(shard_v_.data() + b.shard_off, whole.v().data() + from, n);
+  }
+}
+
+}  // namespace llmcc::train
