@@ -35,7 +35,7 @@ BRIDGE_IP=$SUBNET.254
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -102,7 +102,7 @@ down() {
                grep '^llmcc-v[0-9]\+$' || true); do
     ip link del "$dev"
   done
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX[0-9]\+$" || true); do
+  for ns in $(ip netns list | awk '{print $1}' | grep "^${PREFIX}[0-9]\+$" || true); do
     ip netns del "$ns"
   done
   if ip link show "$BRIDGE" >/dev/null 2>&1; then
@@ -112,7 +112,9 @@ down() {
 
 up() {
   local n=$1 rate=$2 delay=$3 ingress=$4
-  [[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && n <= 250 )) || die "N must be 1..250"
+  if ! [[ $n =~ ^[0-9]+$ ]] || (( n < 1 || n > 250 )); then
+    die "N must be 1..250"
+  fi
   [[ $rate == none ]] || rate_bytes_per_sec "$rate" >/dev/null
   down
   # A failure half-way leaves nothing behind.
@@ -145,7 +147,7 @@ up() {
 status() {
   ip -br addr show "$BRIDGE" 2>/dev/null || echo "no bridge $BRIDGE"
   local ns
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX[0-9]\+$" | sort -V || true); do
+  for ns in $(ip netns list | awk '{print $1}' | grep "^${PREFIX}[0-9]\+$" | sort -V || true); do
     echo "== $ns"
     ip -n "$ns" -br addr show eth0
     ip netns exec "$ns" tc qdisc show dev eth0

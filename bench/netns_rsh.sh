@@ -55,6 +55,7 @@ esac
 
 # The joined command goes through $1 of the inner shell, so no quoting
 # of its own is needed.
+# shellcheck disable=SC2016
 exec ip netns exec "$ns" \
   env -i PATH="$PATH" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" HOME="${HOME:-/root}" \
          USER="${USER:-root}" LANG="${LANG:-C.UTF-8}" TMPDIR="${TMPDIR:-/tmp}" \
