@@ -49,9 +49,10 @@ inline std::vector<std::size_t> expect_each_final_once(const RecordingListener& 
     order.push_back(i);
     const Tensor t = store.tensor(i);
     EXPECT_EQ(note.bytes.size(), t.nbytes()) << what << ": " << store.name(i);
-    if (note.bytes.size() == t.nbytes())
+    if (note.bytes.size() == t.nbytes()) {
       EXPECT_EQ(std::memcmp(note.bytes.data(), t.raw(), t.nbytes()), 0)
           << what << ": " << store.name(i) << " changed after it was notified final";
+    }
   }
   for (std::size_t i = 0; i < store.count(); ++i)
     EXPECT_EQ(seen[i], 1) << what << ": " << store.name(i) << " notified " << seen[i] << " times";
