@@ -13,7 +13,7 @@ llmcc::Tensor Dense_forward_fwd(const test_train::Dense& self, const llmcc::Tens
 
 void Dense_forward_bwd(const test_train::Dense& self, const llmcc::Tensor& x,
                        const Dense_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Dense_Grad* d_self, llmcc::Tensor* d_x) {
+                       Dense_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
@@ -22,6 +22,8 @@ void Dense_forward_bwd(const test_train::Dense& self, const llmcc::Tensor& x,
                            llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
 }
 
 llmcc::Tensor Classifier_forward_fwd(const test_train::Classifier& self, const llmcc::Tensor& x,
@@ -34,7 +36,7 @@ llmcc::Tensor Classifier_forward_fwd(const test_train::Classifier& self, const l
 
 void Classifier_forward_bwd(const test_train::Classifier& self, const llmcc::Tensor& x,
                             const Classifier_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Classifier_Grad* d_self, llmcc::Tensor* d_x) {
+                            Classifier_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
@@ -43,9 +45,12 @@ void Classifier_forward_bwd(const test_train::Classifier& self, const llmcc::Ten
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t1, _s.t1);
     {
       llmcc::adgen::Scratch _scratch;
-      Dense_forward_bwd(self.head, _s.t1, _s.head, _d_t2, (d_self ? &d_self->head : nullptr), _a0);
+      Dense_forward_bwd(self.head, _s.t1, _s.head, _d_t2, (d_self ? &d_self->head : nullptr), _a0,
+                        _final);
     }
     _d_t2 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->head);
   }
   if (_d_t1.defined()) {
     llmcc::gelu_pullback(_s.t0, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
@@ -55,10 +60,12 @@ void Classifier_forward_bwd(const test_train::Classifier& self, const llmcc::Ten
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
-      Dense_forward_bwd(self.hidden, x, _s.hidden, _d_t0, (d_self ? &d_self->hidden : nullptr),
-                        _a0);
+      Dense_forward_bwd(self.hidden, x, _s.hidden, _d_t0, (d_self ? &d_self->hidden : nullptr), _a0,
+                        _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->hidden);
   }
 }
 
@@ -71,7 +78,7 @@ float classifier_loss_fwd(const test_train::Classifier& m, const llmcc::Tensor& 
 
 void classifier_loss_bwd(const test_train::Classifier& m, const llmcc::Tensor& x,
                          const llmcc::Tokens& y, const classifier_loss_Saved& _s, float d_out,
-                         Classifier_Grad* d_m, llmcc::Tensor* d_x) {
+                         Classifier_Grad* d_m, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   float _d_t1 = 0.0f;
   _d_t1 += d_out;
@@ -84,9 +91,11 @@ void classifier_loss_bwd(const test_train::Classifier& m, const llmcc::Tensor& x
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
-      Classifier_forward_bwd(m, x, _s.m, _d_t0, d_m, _a0);
+      Classifier_forward_bwd(m, x, _s.m, _d_t0, d_m, _a0, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
   }
 }
 
@@ -101,7 +110,7 @@ float classifier_loss_grad(const test_train::Classifier& m, const llmcc::Tensor&
                            classifier_loss_Saved& _s) {
   llmcc::adgen::check_grad(d_m, m, "classifier_loss_grad", "d_m");
   const float _value = classifier_loss_fwd(m, x, y, _s);
-  classifier_loss_bwd(m, x, y, _s, 1.0f, &d_m, nullptr);
+  classifier_loss_bwd(m, x, y, _s, 1.0f, &d_m, nullptr, true);
   return _value;
 }
 

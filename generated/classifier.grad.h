@@ -36,6 +36,12 @@ struct Dense_Grad {
     f(prefix + "weight", m.w, this->w);
     f(prefix + "bias", m.b, this->b);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w);
+    f(this->b);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(test_train::Dense& m, const std::string& prefix, F&& f) {
@@ -72,6 +78,12 @@ struct Classifier_Grad {
     this->hidden.for_each_pair(m.hidden, prefix + "hidden.", f);
     this->head.for_each_pair(m.head, prefix + "head.", f);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->hidden.for_each_grad(f);
+    this->head.for_each_grad(f);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(test_train::Classifier& m, const std::string& prefix, F&& f) {
@@ -100,7 +112,7 @@ llmcc::Tensor Dense_forward_fwd(const test_train::Dense& self, const llmcc::Tens
                                 Dense_forward_Saved& _s);
 void Dense_forward_bwd(const test_train::Dense& self, const llmcc::Tensor& x,
                        const Dense_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Dense_Grad* d_self, llmcc::Tensor* d_x);
+                       Dense_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Classifier_forward: what the backward of test_train::Classifier::forward (classifier.h:29) reads.
 struct Classifier_forward_Saved {
@@ -123,7 +135,7 @@ llmcc::Tensor Classifier_forward_fwd(const test_train::Classifier& self, const l
                                      Classifier_forward_Saved& _s);
 void Classifier_forward_bwd(const test_train::Classifier& self, const llmcc::Tensor& x,
                             const Classifier_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Classifier_Grad* d_self, llmcc::Tensor* d_x);
+                            Classifier_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // classifier_loss: what the backward of test_train::classifier_loss (classifier.h:35) reads.
 struct classifier_loss_Saved {
@@ -143,7 +155,7 @@ float classifier_loss_fwd(const test_train::Classifier& m, const llmcc::Tensor& 
                           const llmcc::Tokens& y, classifier_loss_Saved& _s);
 void classifier_loss_bwd(const test_train::Classifier& m, const llmcc::Tensor& x,
                          const llmcc::Tokens& y, const classifier_loss_Saved& _s, float d_out,
-                         Classifier_Grad* d_m, llmcc::Tensor* d_x);
+                         Classifier_Grad* d_m, llmcc::Tensor* d_x, bool _final = false);
 // Returns the value and accumulates the gradient into the d_ arguments.
 float classifier_loss_grad(const test_train::Classifier& m, const llmcc::Tensor& x,
                            const llmcc::Tokens& y, Classifier_Grad& d_m);
@@ -162,7 +174,7 @@ struct classifier_loss_Entry {
     return classifier_loss_fwd(m, std::get<0>(in), std::get<1>(in), s);
   }
   static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
-    classifier_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g, nullptr);
+    classifier_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g, nullptr, true);
   }
   static float loss(const Model& m, const Inputs& in) {
     return test_train::classifier_loss(m, std::get<0>(in), std::get<1>(in));

@@ -13,7 +13,7 @@ llmcc::Tensor Gpt2Linear_forward_fwd(const llmcc::nn::Gpt2Linear& self, const ll
 
 void Gpt2Linear_forward_bwd(const llmcc::nn::Gpt2Linear& self, const llmcc::Tensor& x,
                             const Gpt2Linear_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x) {
+                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
@@ -22,6 +22,8 @@ void Gpt2Linear_forward_bwd(const llmcc::nn::Gpt2Linear& self, const llmcc::Tens
                            llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
 }
 
 llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::nn::Gpt2Attention& self,
@@ -38,7 +40,7 @@ llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::nn::Gpt2Attention& self,
 
 void Gpt2Attention_forward_bwd(const llmcc::nn::Gpt2Attention& self, const llmcc::Tensor& x,
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x) {
+                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_qkv;  // adjoint of qkv
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
@@ -50,9 +52,11 @@ void Gpt2Attention_forward_bwd(const llmcc::nn::Gpt2Attention& self, const llmcc
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2Linear_forward_bwd(self.c_proj, _s.y_2, _s.c_proj, _d_t2,
-                             (d_self ? &d_self->c_proj : nullptr), _a0);
+                             (d_self ? &d_self->c_proj : nullptr), _a0, _final);
     }
     _d_t2 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
   }
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
@@ -74,9 +78,11 @@ void Gpt2Attention_forward_bwd(const llmcc::nn::Gpt2Attention& self, const llmcc
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2Linear_forward_bwd(self.c_attn, x, _s.c_attn, _d_t0, (d_self ? &d_self->c_attn : nullptr),
-                             _a0);
+                             _a0, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn);
   }
 }
 
@@ -88,7 +94,7 @@ llmcc::Tensor Gpt2LayerNorm_forward_fwd(const llmcc::nn::Gpt2LayerNorm& self,
 
 void Gpt2LayerNorm_forward_bwd(const llmcc::nn::Gpt2LayerNorm& self, const llmcc::Tensor& x,
                                const Gpt2LayerNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x) {
+                               Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
@@ -98,6 +104,8 @@ void Gpt2LayerNorm_forward_bwd(const llmcc::nn::Gpt2LayerNorm& self, const llmcc
                               llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
 }
 
 llmcc::Tensor Gpt2Mlp_forward_fwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
@@ -110,7 +118,7 @@ llmcc::Tensor Gpt2Mlp_forward_fwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::T
 
 void Gpt2Mlp_forward_bwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
                          const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x) {
+                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
@@ -120,9 +128,11 @@ void Gpt2Mlp_forward_bwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2Linear_forward_bwd(self.c_proj, _s.t1, _s.c_proj, _d_t2,
-                             (d_self ? &d_self->c_proj : nullptr), _a0);
+                             (d_self ? &d_self->c_proj : nullptr), _a0, _final);
     }
     _d_t2 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
   }
   if (_d_t1.defined()) {
     llmcc::gelu_pullback(_s.t0, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
@@ -132,9 +142,12 @@ void Gpt2Mlp_forward_bwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_fc, x, _s.c_fc, _d_t0, (d_self ? &d_self->c_fc : nullptr), _a0);
+      Gpt2Linear_forward_bwd(self.c_fc, x, _s.c_fc, _d_t0, (d_self ? &d_self->c_fc : nullptr), _a0,
+                             _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc);
   }
 }
 
@@ -154,7 +167,7 @@ llmcc::Tensor Gpt2Block_forward_fwd(const llmcc::nn::Gpt2Block& self, const llmc
 
 void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor& x,
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
-                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x) {
+                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
@@ -172,18 +185,23 @@ void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t3, _s.t3);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Mlp_forward_bwd(self.mlp, _s.t3, _s.mlp, _d_t4, (d_self ? &d_self->mlp : nullptr), _a0);
+      Gpt2Mlp_forward_bwd(self.mlp, _s.t3, _s.mlp, _d_t4, (d_self ? &d_self->mlp : nullptr), _a0,
+                          _final);
     }
     _d_t4 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->mlp);
   }
   if (_d_t3.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2LayerNorm_forward_bwd(self.ln_2, _s.h_3, _s.ln_2, _d_t3,
-                                (d_self ? &d_self->ln_2 : nullptr), _a0);
+                                (d_self ? &d_self->ln_2 : nullptr), _a0, _final);
     }
     _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->ln_2);
   }
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
@@ -200,18 +218,22 @@ void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2Attention_forward_bwd(self.attn, _s.t0, _s.attn, _d_t1,
-                                (d_self ? &d_self->attn : nullptr), _a0);
+                                (d_self ? &d_self->attn : nullptr), _a0, _final);
     }
     _d_t1 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->attn);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2LayerNorm_forward_bwd(self.ln_1, x, _s.ln_1, _d_t0, (d_self ? &d_self->ln_1 : nullptr),
-                                _a0);
+                                _a0, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->ln_1);
   }
 }
 
@@ -234,7 +256,8 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens&
 }
 
 void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
-                      const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self) {
+                      const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
+                      bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
@@ -251,9 +274,11 @@ void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
     {
       llmcc::adgen::Scratch _scratch;
       Gpt2LayerNorm_forward_bwd(self.ln_f, _s.x_2, _s.ln_f, _d_t2,
-                                (d_self ? &d_self->ln_f : nullptr), _a0);
+                                (d_self ? &d_self->ln_f : nullptr), _a0, _final);
     }
     _d_t2 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->ln_f);
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
@@ -267,9 +292,11 @@ void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
       {
         llmcc::adgen::Scratch _scratch;
         Gpt2Block_forward_bwd(self.h[_i0], _r0.x_1, _r0.h, _d_t1,
-                              (d_self ? &d_self->h[_i0] : nullptr), _a0);
+                              (d_self ? &d_self->h[_i0] : nullptr), _a0, _final);
       }
       _d_t1 = llmcc::Tensor();
+    } else {
+      if (_final && d_self) llmcc::adgen::grad_final(d_self->h[_i0]);
     }
   }
   if (_d_x.defined()) {
@@ -284,6 +311,8 @@ void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
         llmcc::adgen::acc((d_self ? &d_self->wpe : nullptr), self.wpe));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wte);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wpe);
 }
 
 float gpt2_loss_fwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
@@ -294,7 +323,7 @@ float gpt2_loss_fwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
 }
 
 void gpt2_loss_bwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx, const llmcc::Tokens& targets,
-                   const gpt2_loss_Saved& _s, float d_out, Gpt2_Grad* d_m) {
+                   const gpt2_loss_Saved& _s, float d_out, Gpt2_Grad* d_m, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   float _d_t1 = 0.0f;
   _d_t1 += d_out;
@@ -306,9 +335,11 @@ void gpt2_loss_bwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx, const llm
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2_forward_bwd(m, idx, _s.m, _d_t0, d_m);
+      Gpt2_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
   }
 }
 
@@ -322,7 +353,7 @@ float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& _s) {
   llmcc::adgen::check_grad(d_m, m, "gpt2_loss_grad", "d_m");
   const float _value = gpt2_loss_fwd(m, idx, targets, _s);
-  gpt2_loss_bwd(m, idx, targets, _s, 1.0f, &d_m);
+  gpt2_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
   return _value;
 }
 

@@ -40,6 +40,12 @@ struct Gpt2LayerNorm_Grad {
     f(prefix + "weight", m.w, this->w);
     f(prefix + "bias", m.b, this->b);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w);
+    f(this->b);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(llmcc::nn::Gpt2LayerNorm& m, const std::string& prefix, F&& f) {
@@ -77,6 +83,12 @@ struct Gpt2Linear_Grad {
     f(prefix + "weight", m.w, this->w);
     f(prefix + "bias", m.b, this->b);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w);
+    f(this->b);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(llmcc::nn::Gpt2Linear& m, const std::string& prefix, F&& f) {
@@ -112,6 +124,12 @@ struct Gpt2Attention_Grad {
   void for_each_pair(const llmcc::nn::Gpt2Attention& m, const std::string& prefix, F&& f) {
     this->c_attn.for_each_pair(m.c_attn, prefix + "c_attn.", f);
     this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->c_attn.for_each_grad(f);
+    this->c_proj.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -149,6 +167,12 @@ struct Gpt2Mlp_Grad {
   void for_each_pair(const llmcc::nn::Gpt2Mlp& m, const std::string& prefix, F&& f) {
     this->c_fc.for_each_pair(m.c_fc, prefix + "c_fc.", f);
     this->c_proj.for_each_pair(m.c_proj, prefix + "c_proj.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->c_fc.for_each_grad(f);
+    this->c_proj.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -193,6 +217,14 @@ struct Gpt2Block_Grad {
     this->attn.for_each_pair(m.attn, prefix + "attn.", f);
     this->ln_2.for_each_pair(m.ln_2, prefix + "ln_2.", f);
     this->mlp.for_each_pair(m.mlp, prefix + "mlp.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->ln_1.for_each_grad(f);
+    this->attn.for_each_grad(f);
+    this->ln_2.for_each_grad(f);
+    this->mlp.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -246,6 +278,14 @@ struct Gpt2_Grad {
       this->h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
     this->ln_f.for_each_pair(m.ln_f, prefix + "ln_f.", f);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->wte);
+    f(this->wpe);
+    for (const auto& g : this->h) g.for_each_grad(f);
+    this->ln_f.for_each_grad(f);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(llmcc::nn::Gpt2& m, const std::string& prefix, F&& f) {
@@ -279,7 +319,7 @@ llmcc::Tensor Gpt2Linear_forward_fwd(const llmcc::nn::Gpt2Linear& self, const ll
                                      Gpt2Linear_forward_Saved& _s);
 void Gpt2Linear_forward_bwd(const llmcc::nn::Gpt2Linear& self, const llmcc::Tensor& x,
                             const Gpt2Linear_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x);
+                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Gpt2Attention_forward: what the backward of llmcc::nn::Gpt2Attention::forward (gpt2.h:42) reads.
 struct Gpt2Attention_forward_Saved {
@@ -308,7 +348,7 @@ llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::nn::Gpt2Attention& self,
                                         const llmcc::Tensor& x, Gpt2Attention_forward_Saved& _s);
 void Gpt2Attention_forward_bwd(const llmcc::nn::Gpt2Attention& self, const llmcc::Tensor& x,
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x);
+                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Gpt2LayerNorm_forward: what the backward of llmcc::nn::Gpt2LayerNorm::forward (gpt2.h:29) reads.
 struct Gpt2LayerNorm_forward_Saved {
@@ -326,7 +366,7 @@ llmcc::Tensor Gpt2LayerNorm_forward_fwd(const llmcc::nn::Gpt2LayerNorm& self,
                                         const llmcc::Tensor& x, Gpt2LayerNorm_forward_Saved& _s);
 void Gpt2LayerNorm_forward_bwd(const llmcc::nn::Gpt2LayerNorm& self, const llmcc::Tensor& x,
                                const Gpt2LayerNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x);
+                               Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Gpt2Mlp_forward: what the backward of llmcc::nn::Gpt2Mlp::forward (gpt2.h:53) reads.
 struct Gpt2Mlp_forward_Saved {
@@ -349,7 +389,7 @@ llmcc::Tensor Gpt2Mlp_forward_fwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::T
                                   Gpt2Mlp_forward_Saved& _s);
 void Gpt2Mlp_forward_bwd(const llmcc::nn::Gpt2Mlp& self, const llmcc::Tensor& x,
                          const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x);
+                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Gpt2Block_forward: what the backward of llmcc::nn::Gpt2Block::forward (gpt2.h:61) reads.
 struct Gpt2Block_forward_Saved {
@@ -386,7 +426,7 @@ llmcc::Tensor Gpt2Block_forward_fwd(const llmcc::nn::Gpt2Block& self, const llmc
                                     Gpt2Block_forward_Saved& _s);
 void Gpt2Block_forward_bwd(const llmcc::nn::Gpt2Block& self, const llmcc::Tensor& x,
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
-                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x);
+                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Gpt2_forward: what the backward of llmcc::nn::Gpt2::forward (gpt2.h:83) reads.
 struct Gpt2_forward_Saved {
@@ -422,7 +462,8 @@ struct Gpt2_forward_Saved {
 llmcc::Tensor Gpt2_forward_fwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
                                Gpt2_forward_Saved& _s);
 void Gpt2_forward_bwd(const llmcc::nn::Gpt2& self, const llmcc::Tokens& idx,
-                      const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self);
+                      const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
+                      bool _final = false);
 
 // gpt2_loss: what the backward of llmcc::nn::gpt2_loss (gpt2.h:92) reads.
 struct gpt2_loss_Saved {
@@ -441,7 +482,7 @@ struct gpt2_loss_Saved {
 float gpt2_loss_fwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                     const llmcc::Tokens& targets, gpt2_loss_Saved& _s);
 void gpt2_loss_bwd(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx, const llmcc::Tokens& targets,
-                   const gpt2_loss_Saved& _s, float d_out, Gpt2_Grad* d_m);
+                   const gpt2_loss_Saved& _s, float d_out, Gpt2_Grad* d_m, bool _final = false);
 // Returns the value and accumulates the gradient into the d_ arguments.
 float gpt2_loss_grad(const llmcc::nn::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m);
@@ -460,7 +501,7 @@ struct gpt2_loss_Entry {
     return gpt2_loss_fwd(m, std::get<0>(in), std::get<1>(in), s);
   }
   static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
-    gpt2_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g);
+    gpt2_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g, true);
   }
   static float loss(const Model& m, const Inputs& in) {
     return llmcc::nn::gpt2_loss(m, std::get<0>(in), std::get<1>(in));

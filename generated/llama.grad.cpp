@@ -27,7 +27,7 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::nn::LlamaAttention& self,
 
 void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llmcc::Tensor& x,
                                 const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x) {
+                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_k;   // adjoint of k
   llmcc::Tensor _d_q;   // adjoint of q
   llmcc::Tensor _d_t0;  // adjoint of t0
@@ -45,6 +45,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
                                   llmcc::adgen::acc((d_self ? &d_self->wo : nullptr), self.wo));
     _d_t6 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
@@ -66,6 +67,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
                                   llmcc::adgen::acc((d_self ? &d_self->wv : nullptr), self.wv));
     _d_t4 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
   if (_d_k.defined()) {
     const llmcc::Tensor _g = _d_k;
     _d_k = llmcc::Tensor();
@@ -81,6 +83,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
                                   llmcc::adgen::acc((d_self ? &d_self->wk : nullptr), self.wk));
     _d_t2 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
@@ -96,6 +99,7 @@ void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llm
                                   llmcc::adgen::acc((d_self ? &d_self->wq : nullptr), self.wq));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
 }
 
 llmcc::Tensor LlamaRmsNorm_forward_fwd(const llmcc::nn::LlamaRmsNorm& self, const llmcc::Tensor& x,
@@ -106,7 +110,7 @@ llmcc::Tensor LlamaRmsNorm_forward_fwd(const llmcc::nn::LlamaRmsNorm& self, cons
 
 void LlamaRmsNorm_forward_bwd(const llmcc::nn::LlamaRmsNorm& self, const llmcc::Tensor& x,
                               const LlamaRmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
-                              LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x) {
+                              LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
@@ -115,6 +119,7 @@ void LlamaRmsNorm_forward_bwd(const llmcc::nn::LlamaRmsNorm& self, const llmcc::
                             llmcc::adgen::acc((d_self ? &d_self->w : nullptr), self.w));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
 }
 
 llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::nn::LlamaFeedForward& self,
@@ -133,7 +138,7 @@ llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::nn::LlamaFeedForward& se
 void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const llmcc::Tensor& x,
                                   const LlamaFeedForward_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
-                                  llmcc::Tensor* d_x) {
+                                  llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_gate;  // adjoint of gate
   llmcc::Tensor _d_t0;    // adjoint of t0
   llmcc::Tensor _d_t1;    // adjoint of t1
@@ -146,6 +151,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const
                                   llmcc::adgen::acc((d_self ? &d_self->w2 : nullptr), self.w2));
     _d_t4 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
   if (_d_t3.defined()) {
     llmcc::mul_pullback(_s.gate_3, _s.t2, _s.t3, _d_t3, llmcc::adgen::acc(&_d_gate, _s.gate_3),
                         llmcc::adgen::acc(&_d_t2, _s.t2));
@@ -156,6 +162,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const
                                   llmcc::adgen::acc((d_self ? &d_self->w3 : nullptr), self.w3));
     _d_t2 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
   if (_d_gate.defined()) {
     const llmcc::Tensor _g = _d_gate;
     _d_gate = llmcc::Tensor();
@@ -170,6 +177,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const
                                   llmcc::adgen::acc((d_self ? &d_self->w1 : nullptr), self.w1));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
 }
 
 llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tensor& x,
@@ -188,7 +196,7 @@ llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::nn::LlamaBlock& self, const ll
 
 void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tensor& x,
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x) {
+                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
@@ -207,18 +215,22 @@ void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tens
     {
       llmcc::adgen::Scratch _scratch;
       LlamaFeedForward_forward_bwd(self.feed_forward, _s.t3, _s.feed_forward, _d_t4,
-                                   (d_self ? &d_self->feed_forward : nullptr), _a0);
+                                   (d_self ? &d_self->feed_forward : nullptr), _a0, _final);
     }
     _d_t4 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->feed_forward);
   }
   if (_d_t3.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
     {
       llmcc::adgen::Scratch _scratch;
       LlamaRmsNorm_forward_bwd(self.ffn_norm, _s.h_3, _s.ffn_norm, _d_t3,
-                               (d_self ? &d_self->ffn_norm : nullptr), _a0);
+                               (d_self ? &d_self->ffn_norm : nullptr), _a0, _final);
     }
     _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->ffn_norm);
   }
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
@@ -235,18 +247,22 @@ void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tens
     {
       llmcc::adgen::Scratch _scratch;
       LlamaAttention_forward_bwd(self.attention, _s.t0, _s.attention, _d_t1,
-                                 (d_self ? &d_self->attention : nullptr), _a0);
+                                 (d_self ? &d_self->attention : nullptr), _a0, _final);
     }
     _d_t1 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->attention);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
     {
       llmcc::adgen::Scratch _scratch;
       LlamaRmsNorm_forward_bwd(self.attention_norm, x, _s.attention_norm, _d_t0,
-                               (d_self ? &d_self->attention_norm : nullptr), _a0);
+                               (d_self ? &d_self->attention_norm : nullptr), _a0, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->attention_norm);
   }
 }
 
@@ -270,7 +286,7 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::nn::Llama& self, const llmcc::Token
 
 void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Llama_Grad* d_self) {
+                       Llama_Grad* d_self, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
@@ -283,14 +299,17 @@ void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
         llmcc::adgen::acc((d_self ? &d_self->output : nullptr), self.output));
     _d_t3 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->output);
   if (_d_t2.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_2);
     {
       llmcc::adgen::Scratch _scratch;
       LlamaRmsNorm_forward_bwd(self.norm, _s.x_2, _s.norm, _d_t2,
-                               (d_self ? &d_self->norm : nullptr), _a0);
+                               (d_self ? &d_self->norm : nullptr), _a0, _final);
     }
     _d_t2 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->norm);
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
@@ -304,9 +323,11 @@ void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
       {
         llmcc::adgen::Scratch _scratch;
         LlamaBlock_forward_bwd(self.layers[_i0], _r0.x_1, _r0.layers, _d_t1,
-                               (d_self ? &d_self->layers[_i0] : nullptr), _a0);
+                               (d_self ? &d_self->layers[_i0] : nullptr), _a0, _final);
       }
       _d_t1 = llmcc::Tensor();
+    } else {
+      if (_final && d_self) llmcc::adgen::grad_final(d_self->layers[_i0]);
     }
   }
   if (_d_x.defined()) {
@@ -320,6 +341,7 @@ void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
         llmcc::adgen::acc((d_self ? &d_self->tok_embeddings : nullptr), self.tok_embeddings));
     _d_t0 = llmcc::Tensor();
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->tok_embeddings);
 }
 
 float llama_loss_fwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
@@ -331,7 +353,7 @@ float llama_loss_fwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
 
 void llama_loss_bwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                     const llmcc::Tokens& targets, const llama_loss_Saved& _s, float d_out,
-                    Llama_Grad* d_m) {
+                    Llama_Grad* d_m, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   float _d_t1 = 0.0f;
   _d_t1 += d_out;
@@ -343,9 +365,11 @@ void llama_loss_bwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Llama_forward_bwd(m, idx, _s.m, _d_t0, d_m);
+      Llama_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
     }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
   }
 }
 
@@ -359,7 +383,7 @@ float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s) {
   llmcc::adgen::check_grad(d_m, m, "llama_loss_grad", "d_m");
   const float _value = llama_loss_fwd(m, idx, targets, _s);
-  llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m);
+  llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
   return _value;
 }
 

@@ -38,6 +38,11 @@ struct LlamaRmsNorm_Grad {
   void for_each_pair(const llmcc::nn::LlamaRmsNorm& m, const std::string& prefix, F&& f) {
     f(prefix + "weight", m.w, this->w);
   }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w);
+  }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
   static void for_each_parameter(llmcc::nn::LlamaRmsNorm& m, const std::string& prefix, F&& f) {
@@ -80,6 +85,14 @@ struct LlamaAttention_Grad {
     f(prefix + "wk.weight", m.wk, this->wk);
     f(prefix + "wv.weight", m.wv, this->wv);
     f(prefix + "wo.weight", m.wo, this->wo);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->wq);
+    f(this->wk);
+    f(this->wv);
+    f(this->wo);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -125,6 +138,13 @@ struct LlamaFeedForward_Grad {
     f(prefix + "w1.weight", m.w1, this->w1);
     f(prefix + "w2.weight", m.w2, this->w2);
     f(prefix + "w3.weight", m.w3, this->w3);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w1);
+    f(this->w2);
+    f(this->w3);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -172,6 +192,14 @@ struct LlamaBlock_Grad {
     this->attention.for_each_pair(m.attention, prefix + "attention.", f);
     this->ffn_norm.for_each_pair(m.ffn_norm, prefix + "ffn_norm.", f);
     this->feed_forward.for_each_pair(m.feed_forward, prefix + "feed_forward.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->attention_norm.for_each_grad(f);
+    this->attention.for_each_grad(f);
+    this->ffn_norm.for_each_grad(f);
+    this->feed_forward.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -225,6 +253,14 @@ struct Llama_Grad {
       this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
     this->norm.for_each_pair(m.norm, prefix + "norm.", f);
     f(prefix + "output.weight", m.output, this->output);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->tok_embeddings);
+    for (const auto& g : this->layers) g.for_each_grad(f);
+    this->norm.for_each_grad(f);
+    f(this->output);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -284,7 +320,8 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::nn::LlamaAttention& self,
                                          const llmcc::Tensor& x, LlamaAttention_forward_Saved& _s);
 void LlamaAttention_forward_bwd(const llmcc::nn::LlamaAttention& self, const llmcc::Tensor& x,
                                 const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x);
+                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
+                                bool _final = false);
 
 // LlamaRmsNorm_forward: what the backward of llmcc::nn::LlamaRmsNorm::forward (llama.h:32) reads.
 struct LlamaRmsNorm_forward_Saved {
@@ -301,7 +338,7 @@ llmcc::Tensor LlamaRmsNorm_forward_fwd(const llmcc::nn::LlamaRmsNorm& self, cons
                                        LlamaRmsNorm_forward_Saved& _s);
 void LlamaRmsNorm_forward_bwd(const llmcc::nn::LlamaRmsNorm& self, const llmcc::Tensor& x,
                               const LlamaRmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
-                              LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x);
+                              LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::nn::LlamaFeedForward::forward (llama.h:58)
 // reads.
@@ -329,7 +366,7 @@ llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::nn::LlamaFeedForward& se
 void LlamaFeedForward_forward_bwd(const llmcc::nn::LlamaFeedForward& self, const llmcc::Tensor& x,
                                   const LlamaFeedForward_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
-                                  llmcc::Tensor* d_x);
+                                  llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaBlock_forward: what the backward of llmcc::nn::LlamaBlock::forward (llama.h:69) reads.
 struct LlamaBlock_forward_Saved {
@@ -366,7 +403,7 @@ llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::nn::LlamaBlock& self, const ll
                                      LlamaBlock_forward_Saved& _s);
 void LlamaBlock_forward_bwd(const llmcc::nn::LlamaBlock& self, const llmcc::Tensor& x,
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x);
+                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Llama_forward: what the backward of llmcc::nn::Llama::forward (llama.h:92) reads.
 struct Llama_forward_Saved {
@@ -403,7 +440,7 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::nn::Llama& self, const llmcc::Token
                                 Llama_forward_Saved& _s);
 void Llama_forward_bwd(const llmcc::nn::Llama& self, const llmcc::Tokens& idx,
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Llama_Grad* d_self);
+                       Llama_Grad* d_self, bool _final = false);
 
 // llama_loss: what the backward of llmcc::nn::llama_loss (llama.h:101) reads.
 struct llama_loss_Saved {
@@ -423,7 +460,7 @@ float llama_loss_fwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, llama_loss_Saved& _s);
 void llama_loss_bwd(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                     const llmcc::Tokens& targets, const llama_loss_Saved& _s, float d_out,
-                    Llama_Grad* d_m);
+                    Llama_Grad* d_m, bool _final = false);
 // Returns the value and accumulates the gradient into the d_ arguments.
 float llama_loss_grad(const llmcc::nn::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m);
@@ -442,7 +479,7 @@ struct llama_loss_Entry {
     return llama_loss_fwd(m, std::get<0>(in), std::get<1>(in), s);
   }
   static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
-    llama_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g);
+    llama_loss_bwd(m, std::get<0>(in), std::get<1>(in), s, d_loss, g, true);
   }
   static float loss(const Model& m, const Inputs& in) {
     return llmcc::nn::llama_loss(m, std::get<0>(in), std::get<1>(in));

@@ -269,6 +269,61 @@ inline void accumulate_to_caller(Tensor* adj, const Tensor& d) {
   detail::add_into(*adj, d);
 }
 
+// ---- gradient-final notifications ----------------------------------------------------------
+// A generated backward says when a parameter's gradient is final, so a data-parallel trainer can
+// start reducing it while the rest of the backward runs. The entry's `_grad` (and its Entry
+// trait's `bwd`) calls listener->grad_final(g) exactly once per parameter gradient g of the gradient
+// mirror it was given, as soon as the backward adds nothing more to g: at that moment g holds its
+// value for this call. Parameters that get no contribution are notified at the end of the backward
+// of the function holding them. See docs/adgen.md ("Gradient-final notifications").
+class GradFinalListener {
+ public:
+  // Called once per parameter gradient per entry `_grad` call, when the running backward will add
+  // nothing more to `grad` (the tensor bound in the gradient mirror, i.e. inside the ParameterStore).
+  virtual void grad_final(const Tensor& grad) = 0;
+
+ protected:
+  ~GradFinalListener() = default;
+};
+
+namespace detail {
+inline GradFinalListener*& grad_final_listener() {
+  thread_local GradFinalListener* listener = nullptr;
+  return listener;
+}
+}  // namespace detail
+
+// Sets the calling thread's listener for the scope's lifetime (restores the previous one after).
+// Null turns notifications off for the scope.
+class GradFinalScope {
+ public:
+  explicit GradFinalScope(GradFinalListener* listener) : previous_(detail::grad_final_listener()) {
+    detail::grad_final_listener() = listener;
+  }
+  ~GradFinalScope() { detail::grad_final_listener() = previous_; }
+  GradFinalScope(const GradFinalScope&) = delete;
+  GradFinalScope& operator=(const GradFinalScope&) = delete;
+
+ private:
+  GradFinalListener* previous_;
+};
+
+// Called by generated backwards: `grad` (a parameter gradient, a generated mirror or a vector of
+// mirrors) is final. Without a listener this is one thread-local load and a branch.
+inline void grad_final(const Tensor& grad) {
+  if (GradFinalListener* listener = detail::grad_final_listener()) listener->grad_final(grad);
+}
+template <class Grad>
+void grad_final(const Grad& grad) {
+  if (GradFinalListener* listener = detail::grad_final_listener())
+    grad.for_each_grad([listener](const Tensor& g) { listener->grad_final(g); });
+}
+template <class Grad>
+void grad_final(const std::vector<Grad>& grads) {
+  if (detail::grad_final_listener() == nullptr) return;
+  for (const Grad& g : grads) grad_final(g);
+}
+
 // GradOf<Module> / grad_t<Module> (the generated mirror, specialised by generated code) are
 // declared in llmcc/parameters.h, beside llmcc::for_each_parameter, which uses them.
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -106,6 +107,256 @@ struct StmtSlots {
   Record* record = nullptr;         // Loop: the iteration record
 };
 
+// Whether f holds parameter gradients: a member function, or one with a module argument. Its
+// backward then takes `bool _final` (see FinalPlan).
+bool has_roots(const FuncPlan& f) {
+  if (f.is_method) return true;
+  for (const auto& p : f.params)
+    if (p.is_module) return true;
+  return false;
+}
+
+// ---- gradient-final notifications ------------------------------------------------------------
+// A backward called with `_final` true is the last contribution to every gradient in its module
+// arguments, so it tells llmcc::adgen::grad_final about each of them once, after its last
+// contribution in this body. A path is a root (`self`, a module argument) and the fields and
+// indices below it: {"self", ".h", "[_i0]", ".fc", ".w"}. Indices are compared as "any element",
+// except for a vector whose elements are touched only by the loop that walks it, one element per
+// iteration (the recognised loop over layers): there each element is final after its iteration.
+using Path = std::vector<std::string>;
+
+bool is_index(const std::string& e) { return !e.empty() && e[0] == '['; }
+
+// Whether a and b may name overlapping gradients: one is a prefix of the other, indices matching
+// any index.
+bool overlap(const Path& a, const Path& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i] && !(is_index(a[i]) && is_index(b[i]))) return false;
+  return true;
+}
+
+Path path_of(const ModPath& m) {
+  Path p{m.root};
+  p.insert(p.end(), m.elems.begin(), m.elems.end());
+  return p;
+}
+
+// The gradient a path names, as a reference expression (`d_self->h[_i0]`, `*d_m`).
+std::string grad_ref(const Path& p) {
+  if (p.size() == 1) return "*d_" + p[0];
+  std::string s;
+  for (std::size_t i = 1; i < p.size(); ++i) s += p[i];
+  if (s[0] == '.') s = s.substr(1);
+  return "d_" + p[0] + "->" + s;
+}
+std::string notify_line(const Path& p) {
+  return "if (_final && d_" + p[0] + ") llmcc::adgen::grad_final(" + grad_ref(p) + ");";
+}
+
+// Every gradient path a statement (with its nested bodies) contributes to: fields read by rules
+// and pass-throughs, modules handed to callees.
+void touches(const Stmt& s, std::vector<Path>& out) {
+  auto field = [&](const Operand& op) {
+    if (op.src != Operand::Src::Field) return;
+    Path p = path_of(op.mod);
+    p.push_back("." + op.field);
+    out.push_back(p);
+  };
+  switch (s.kind) {
+    case Stmt::Kind::Call:
+      if (s.call.kind == Call::Kind::Func && s.call.has_object) out.push_back(path_of(s.call.object));
+      for (const auto& m : s.call.module_args)
+        if (!m.root.empty()) out.push_back(path_of(m));
+      for (const auto& a : s.call.args) field(a);
+      break;
+    case Stmt::Kind::Arith:
+      field(s.lhs);
+      field(s.rhs);
+      break;
+    case Stmt::Kind::Assign:
+    case Stmt::Kind::Return:
+      field(s.value);
+      break;
+    case Stmt::Kind::If:
+      for (const auto& b : s.then_body) touches(b, out);
+      for (const auto& b : s.else_body) touches(b, out);
+      break;
+    case Stmt::Kind::Loop:
+      for (const auto& b : s.body) touches(b, out);
+      break;
+    case Stmt::Kind::Verbatim:
+      break;
+  }
+}
+
+// The index a loop gives the elements of the vector it walks once each ("[_i0]" for a range-for,
+// "[i]" for `for (int i = 0; i < v.size(); ++i)`), or "" when it is not such a loop over v.
+std::string per_iteration_index(const Stmt& loop, const Path& v) {
+  if (loop.kind != Stmt::Kind::Loop) return "";
+  if (loop.range_over_modules) return path_of(loop.range) == v ? "[_i" + std::to_string(loop.id) + "]" : "";
+  std::string vec = v[0];
+  for (std::size_t k = 1; k < v.size(); ++k) vec += v[k];
+  const std::string& i = loop.loop_var;
+  const std::string head = "for (" + loop.loop_var_type + " " + i + " = 0; " + i + " < ";
+  if (loop.header.rfind(head, 0) != 0) return "";
+  for (const std::string& bound : {vec + ".size()", "static_cast<" + loop.loop_var_type + ">(" + vec + ".size())"})
+    for (const std::string& step : {"; ++" + i + ")", "; " + i + "++)"})
+      if (loop.header == head + bound + step) return "[" + i + "]";
+  return "";
+}
+
+// Where a tracked backward notifies: after a statement (in whichever body holds it), in the
+// branch that skips a callee whose adjoint never got a contribution, or at the end.
+struct FinalPlan {
+  std::map<const Stmt*, std::vector<std::string>> after;
+  std::map<const Stmt*, std::vector<std::string>> skipped;  // callees passed `_final`
+  std::vector<std::string> end;
+};
+
+FinalPlan plan_final(const Program& prog, const FuncPlan& f) {
+  FinalPlan plan;
+  struct Touch {
+    Path path;
+    std::size_t top;   // index in f.body
+    std::size_t body;  // index in the body of the loop f.body[top], or npos
+  };
+  const std::size_t npos = static_cast<std::size_t>(-1);
+  std::vector<Touch> all;
+  for (std::size_t k = 0; k < f.body.size(); ++k) {
+    std::vector<Path> ps;
+    const Stmt& s = f.body[k];
+    if (s.kind == Stmt::Kind::Loop) {
+      for (std::size_t j = 0; j < s.body.size(); ++j) {
+        ps.clear();
+        touches(s.body[j], ps);
+        for (auto& p : ps) all.push_back({p, k, j});
+      }
+    } else {
+      touches(s, ps);
+      for (auto& p : ps) all.push_back({p, k, npos});
+    }
+  }
+  struct Unit {
+    Path path;
+    std::size_t loop = static_cast<std::size_t>(-1);  // per-iteration: the loop's index in f.body
+  };
+  std::vector<Unit> units;
+  auto find_module = [&](const std::string& type) -> const ModulePlan* {
+    for (const auto& m : prog.modules)
+      if (m.type == type) return &m;
+    return nullptr;
+  };
+  // A gradient is notified whole when a touch reaches all of it or none reaches it; otherwise its
+  // fields are, a vector's elements only per iteration of the loop walking it (else it is whole).
+  auto whole = [&](const Path& n) {
+    for (const auto& t : all)
+      if (t.path.size() <= n.size() && overlap(t.path, n)) return true;
+    return false;
+  };
+  auto inside = [&](const Path& n) {
+    for (const auto& t : all)
+      if (t.path.size() > n.size() && overlap(t.path, n)) return true;
+    return false;
+  };
+  std::function<void(const Path&, const ModulePlan*)> split = [&](const Path& n, const ModulePlan* m) {
+    if (m == nullptr || whole(n) || !inside(n)) {
+      units.push_back({n, npos});
+      return;
+    }
+    for (const auto& fld : m->fields) {
+      Path c = n;
+      c.push_back("." + fld.name);
+      if (fld.kind == ModuleField::Kind::Tensor) {
+        units.push_back({c, npos});
+      } else if (fld.kind == ModuleField::Kind::Module) {
+        split(c, find_module(fld.type));
+      } else if (whole(c) || !inside(c)) {
+        units.push_back({c, npos});
+      } else {
+        std::size_t loop = npos;
+        std::string index;
+        bool ok = true;
+        for (const auto& t : all) {
+          if (!(t.path.size() > c.size() && overlap(t.path, c))) continue;
+          if (t.body == npos || (loop != npos && t.top != loop)) {
+            ok = false;
+            break;
+          }
+          if (loop == npos) {
+            loop = t.top;
+            index = per_iteration_index(f.body[loop], c);
+          }
+          if (index.empty() || t.path[c.size()] != index) {
+            ok = false;
+            break;
+          }
+        }
+        if (ok) {
+          c.push_back(index);
+          units.push_back({c, loop});
+        } else {
+          units.push_back({c, npos});
+        }
+      }
+    }
+  };
+  if (f.is_method) split({"self"}, find_module(f.self_type));
+  for (const auto& p : f.params)
+    if (p.is_module) split({p.name}, find_module(p.module_type));
+
+  // Each unit after its last contribution in the backward (the first in forward order).
+  std::map<const Stmt*, std::vector<Path>> at;
+  for (const auto& u : units) {
+    const Stmt* point = nullptr;
+    if (u.loop == npos) {
+      for (const auto& t : all)  // in forward order
+        if (overlap(t.path, u.path)) {
+          point = &f.body[t.top];
+          break;
+        }
+    } else {  // after the element's first touch in the loop body, in each iteration
+      std::size_t j = npos;
+      for (const auto& t : all)
+        if (t.top == u.loop && overlap(t.path, u.path)) j = std::min(j, t.body);
+      point = &f.body[u.loop].body[j];
+    }
+    if (point == nullptr)
+      plan.end.push_back(notify_line(u.path));
+    else
+      at[point].push_back(u.path);
+  }
+  // A callee whose module arguments are exactly units final at its call, disjoint, and not also
+  // reached through a tensor argument, is told `_final` and notifies them itself (finer, earlier);
+  // the caller notifies them only when the call is skipped.
+  for (auto& [stmt, paths] : at) {
+    std::vector<Path> mods;
+    bool pass = stmt->kind == Stmt::Kind::Call && stmt->call.kind == Call::Kind::Func;
+    if (pass) {
+      const Call& c = stmt->call;
+      if (c.has_object) mods.push_back(path_of(c.object));
+      for (const auto& m : c.module_args)
+        if (!m.root.empty()) mods.push_back(path_of(m));
+      for (std::size_t a = 0; a < mods.size() && pass; ++a) {
+        pass = std::find(paths.begin(), paths.end(), mods[a]) != paths.end();
+        for (std::size_t b = 0; b < a && pass; ++b) pass = !overlap(mods[a], mods[b]);
+        for (const auto& arg : c.args) {
+          if (arg.src != Operand::Src::Field) continue;
+          Path fp = path_of(arg.mod);
+          fp.push_back("." + arg.field);
+          if (overlap(fp, mods[a])) pass = false;
+        }
+      }
+      pass = pass && !mods.empty();
+    }
+    for (const auto& p : paths) {
+      const bool by_callee = pass && std::find(mods.begin(), mods.end(), p) != mods.end();
+      (by_callee ? plan.skipped[stmt] : plan.after[stmt]).push_back(notify_line(p));
+    }
+  }
+  return plan;
+}
+
 class FuncEmitter {
  public:
   FuncEmitter(const Program& p, const FuncPlan& f) : prog_(p), f_(f) {
@@ -117,7 +368,9 @@ class FuncEmitter {
     fwd_.set_indent(1);
     emit_fwd(f_.body, root_);
     bwd_body_.set_indent(1);
+    if (has_roots(f_)) final_ = plan_final(prog_, f_);
     emit_bwd(f_.body, root_);
+    for (const auto& l : final_.end) bwd_body_.line(l);
   }
 
   std::string saved_struct() const {
@@ -146,6 +399,7 @@ class FuncEmitter {
       else if (p.kind == VKind::Float)
         s += ", float* " + name_if_used("d_" + p.name, body);
     }
+    if (has_roots(f_)) s += define ? ", bool " + name_if_used("_final", body) : ", bool _final = false";
     return s + ")";
   }
   std::string fwd_definition() const { return fwd_signature(true) + " {\n" + fwd_.str() + "}\n"; }
@@ -479,7 +733,12 @@ class FuncEmitter {
 
   // ---- backward ----------------------------------------------------------------------------
   void emit_bwd(const std::vector<Stmt>& body, const Record& r) {
-    for (auto it = body.rbegin(); it != body.rend(); ++it) emit_bwd_stmt(*it, r);
+    for (auto it = body.rbegin(); it != body.rend(); ++it) {
+      emit_bwd_stmt(*it, r);
+      auto after = final_.after.find(&*it);
+      if (after != final_.after.end())
+        for (const auto& l : after->second) bwd_body_.line(l);
+    }
   }
 
   void emit_bwd_stmt(const Stmt& s, const Record& r) {
@@ -646,6 +905,7 @@ class FuncEmitter {
       std::string tail;
       std::vector<std::string> escaping;  // tensor adjoints leaving the callee, allocated before scratch
       if (c.has_object) tail += ", " + c.object.grad_ptr();
+      const bool pass_final = final_.skipped.count(&s) > 0;
       for (std::size_t i = 0; i < c.args.size(); ++i) {
         const Param& p = g.params[i];
         if (p.is_module) {
@@ -661,6 +921,7 @@ class FuncEmitter {
           tail += ", " + ptr;
         }
       }
+      if (has_roots(g)) tail += pass_final ? ", _final" : ", false";
       if (c.checkpoint) {
         o.line("// checkpointed: the adjoints that leave the call are allocated in the step arena;");
         o.line("// the forward is re-run and reversed in scratch memory freed at the end of the block");
@@ -682,6 +943,13 @@ class FuncEmitter {
       }
     }
     o.line(tensor ? d + " = llmcc::Tensor();" : d + " = 0.0f;");
+    auto skipped = final_.skipped.find(&s);
+    if (tensor && skipped != final_.skipped.end()) {
+      // The callee did not run: its gradients got nothing more, so they are final now.
+      o.close("} else {");
+      o.set_indent(o.indent() + 1);
+      for (const auto& l : skipped->second) o.line(l);
+    }
     o.close();
   }
 
@@ -707,6 +975,7 @@ class FuncEmitter {
   std::map<const Stmt*, StmtSlots> slots_;
   std::map<std::string, std::string> temp_slot_;
   std::map<std::string, VKind> adjoints_;
+  FinalPlan final_;
 };
 
 bool wanted(const FuncPlan& f, const std::string& name) {
@@ -775,7 +1044,9 @@ std::string entry_definition(const FuncPlan& f) {
       o.line("llmcc::adgen::check_adjoint(d_" + p.name + ", " + p.name + ", " + fn + ", \"d_" + p.name + "\");");
   }
   o.line("const float _value = " + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
-  o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + ");");
+  // Tracked: each parameter gradient is reported to the thread's GradFinalListener once final.
+  o.line(f.id + "_bwd(" + args + (args.empty() ? "" : ", ") + "_s, 1.0f" + grads + (has_roots(f) ? ", true" : "") +
+         ");");
   o.line("return _value;");
   o.close();
   return o.str();
@@ -853,7 +1124,7 @@ std::string entry_trait(const FuncPlan& f) {
   o.line("return " + f.id + "_fwd(m" + args + ", s);");
   o.close();
   o.open("static void bwd(const Model& m, const Inputs& " + in + ", const Saved& s, float d_loss, Grad* g)");
-  o.line(f.id + "_bwd(m" + args + ", s, d_loss, g" + adjoints + ");");
+  o.line(f.id + "_bwd(m" + args + ", s, d_loss, g" + adjoints + ", true);");
   o.close();
   o.open("static float loss(const Model& m, const Inputs& " + in + ")");
   o.line("return " + primal + "(m" + args + ");");
@@ -922,6 +1193,19 @@ void emit_module(Out& o, const ModulePlan& m) {
     else
       o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].for_each_pair(m." + f.name +
              "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
+  }
+  o.close();
+  o.line("// Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).");
+  o.line("template <class F>");
+  o.open("void for_each_grad(F&& f) const");
+  for (const auto& f : m.fields) {
+    const std::string mine = "this->" + f.name;
+    if (f.kind == ModuleField::Kind::Tensor)
+      o.line("f(" + mine + ");");
+    else if (f.kind == ModuleField::Kind::Module)
+      o.line(mine + ".for_each_grad(f);");
+    else
+      o.line("for (const auto& g : " + mine + ") g.for_each_grad(f);");
   }
   o.close();
   // The model's parameter list (llmcc::for_each_parameter), for a mutable and a const model.

@@ -118,7 +118,7 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
       diag_.note(it->second->getLocation(), "field '" + it->second->getNameAsString() + "' declared here");
     }
     if (mf.name == "shape_like" || mf.name == "bound_like" || mf.name == "for_each_pair" ||
-        mf.name == "for_each_parameter")
+        mf.name == "for_each_parameter" || mf.name == "for_each_grad")
       diag_.error(f->getLocation(), "module field '" + mf.name +
                                         "' has the name of a member function of the "
                                         "generated gradient mirror '" +

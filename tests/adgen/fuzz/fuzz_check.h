@@ -14,6 +14,9 @@
 //             (split reversal), the checkpointed one at least as often
 //   alloc     the plain augmented forward allocates exactly the rule outputs and the rules' saved
 //             buffers (no tensor data copied), all of them kept in its Saved record
+//   final     every gradient call (plain and checkpointed, and a second call accumulating into
+//             the same buffer) notifies each parameter gradient exactly once through
+//             llmcc::adgen::grad_final, holding its final value when notified; none without WRT m
 // A failure prints `FAIL seed=S program=i kind=<check> <detail>`; finish() prints the summary.
 #pragma once
 
@@ -152,6 +155,37 @@ struct GradOut {
   float loss = 0.0f;
   std::vector<float> flat;
   ArgGrads args;
+  std::string final_error;  // what the gradient-final notifications got wrong ("" when right)
+};
+
+// Records gradient-final notifications: each notified tensor's address and its value then.
+class FinalRecorder : public llmcc::adgen::GradFinalListener {
+ public:
+  void grad_final(const Tensor& grad) override {
+    notes_.push_back({grad.address(), std::vector<float>(grad.f32(), grad.f32() + grad.numel())});
+  }
+  // Every gradient of `grads` (name, tensor) notified exactly once with its value now, and
+  // nothing else; "" when so.
+  std::string check(const std::vector<std::pair<std::string, Tensor>>& grads) const {
+    std::map<const void*, std::size_t> index;
+    for (std::size_t i = 0; i < grads.size(); ++i) index[grads[i].second.address()] = i;
+    std::vector<int> seen(grads.size(), 0);
+    for (const auto& [address, values] : notes_) {
+      const auto it = index.find(address);
+      if (it == index.end()) return "a tensor outside the gradient mirror was notified";
+      const Tensor& t = grads[it->second].second;
+      ++seen[it->second];
+      if (values.size() != static_cast<std::size_t>(t.numel()) ||
+          std::memcmp(values.data(), t.f32(), values.size() * sizeof(float)) != 0)
+        return grads[it->second].first + " changed after it was notified final";
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      if (seen[i] != 1) return grads[i].first + " notified " + std::to_string(seen[i]) + " times";
+    return "";
+  }
+
+ private:
+  std::vector<std::pair<const void*, std::vector<float>>> notes_;
 };
 
 inline void append(std::vector<float>& flat, const Tensor& t, std::int64_t numel) {
@@ -174,19 +208,44 @@ inline std::string first_difference(const std::vector<float>& a, const std::vect
   return "";
 }
 
-// One gradient call of program P on `model` into a fresh gradient buffer and fresh arg adjoints.
+// One gradient call of program P on `model` into a fresh gradient buffer and fresh arg adjoints,
+// with its gradient-final notifications checked; with `accumulate`, also a second call into the
+// same buffer (its notifications checked; GradOut holds the first call's gradients).
 template <class P, class M>
-GradOut grad_call(const M& model, const Inputs& in) {
+GradOut grad_call(const M& model, const Inputs& in, bool accumulate = false) {
   GradOut out;
+  FinalRecorder notes;
   if constexpr (P::wrt.m) {
     auto g = llmcc::adgen::make_grad(model);
-    out.loss = P::grad(model, in, g, out.args);
+    {
+      llmcc::adgen::GradFinalScope scope(&notes);
+      out.loss = P::grad(model, in, g, out.args);
+    }
+    std::vector<std::pair<std::string, Tensor>> grads;
+    g.grad.for_each_pair(model, "", [&](const std::string& name, const Tensor&, Tensor& t) {
+      grads.push_back({name, t});
+    });
+    out.final_error = notes.check(grads);
     std::map<const void*, Tensor> by_param;
     g.grad.for_each_pair(model, "", [&](const std::string&, const Tensor& p, Tensor& t) { by_param[&p] = t; });
     P::params(model, [&](const Tensor& p) { append(out.flat, by_param.at(&p), p.numel()); });
+    if (accumulate && out.final_error.empty()) {
+      FinalRecorder again;
+      ArgGrads args;
+      {
+        llmcc::adgen::GradFinalScope scope(&again);
+        P::grad(model, in, g, args);
+      }
+      const std::string e = again.check(grads);
+      if (!e.empty()) out.final_error = "accumulating call: " + e;
+    }
   } else {
     NoGrad g;
-    out.loss = P::grad(model, in, g, out.args);
+    {
+      llmcc::adgen::GradFinalScope scope(&notes);
+      out.loss = P::grad(model, in, g, out.args);
+    }
+    out.final_error = notes.check({});
   }
   if constexpr (P::wrt.x && P::needs.has_x) append(out.flat, out.args.dx, in.x.numel());
   if constexpr (P::wrt.s && P::needs.has_s) out.flat.push_back(out.args.ds);
@@ -343,7 +402,7 @@ class Runner {
         fail("loss", std::string(tag) + ": _grad returned " + std::to_string(g1.loss) + ", primal " +
                          std::to_string(primal));
       // The same call again in the same arena: the same bits, the first call's d_x and d_y intact.
-      const GradOut g2 = grad_call<P>(m, in);
+      const GradOut g2 = grad_call<P>(m, in, true);
       if (!same_bits(g1.flat, g2.flat) || g1.loss != g2.loss)
         fail("repeat", std::string(tag) + ": a second gradient call differs " + first_difference(g1.flat, g2.flat));
       auto intact = [&](const char* name, const Tensor& t, const std::vector<float>& first) {
@@ -356,6 +415,10 @@ class Runner {
       intact("d_y", g1.args.dy, dy1);
       // Checkpointing changes memory, never values.
       const GradOut gc = grad_call<P>(mc, in);
+      const std::pair<const GradOut*, const char*> calls[] = {
+          {&g1, "plain"}, {&g2, "plain, accumulating"}, {&gc, "checkpointed"}};
+      for (const auto& [call, what] : calls)
+        if (!call->final_error.empty()) fail("final", std::string(tag) + " " + what + ": " + call->final_error);
       if (!same_bits(g1.flat, gc.flat) || g1.loss != gc.loss)
         fail("ckpt", std::string(tag) + ": checkpointed variant differs: loss " + std::to_string(g1.loss) + " vs " +
                          std::to_string(gc.loss) + " " + first_difference(g1.flat, gc.flat));

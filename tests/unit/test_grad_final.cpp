@@ -1,0 +1,128 @@
+// The generated backward's gradient-final notifications (llmcc::adgen::GradFinalListener) for
+// GPT-2 and Llama: every parameter gradient is notified exactly once per gradient call, holding
+// its final value when notified (also when gradients accumulate over a second call), and GPT-2's
+// are notified in backward order: the last block's before the first block's and the embeddings'.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpt2.grad.h"
+#include "grad_final_check.h"
+#include "llama.grad.h"
+#include "llmcc/arena.h"
+#include "nn/gpt2.h"
+#include "nn/gpt2_config.h"
+#include "nn/gpt2_weights.h"
+#include "nn/llama.h"
+#include "nn/llama_config.h"
+#include "nn/llama_weights.h"
+#include "random_ids.h"
+#include "test_support.h"
+
+namespace {
+
+using llmcc::test::expect_each_final_once;
+using llmcc::test::notified_span;
+using llmcc::test::random_ids;
+using llmcc::test::RecordingListener;
+
+// Runs `grad_call` twice into one store without zeroing it between (gradient accumulation), with a
+// recording listener each time, and checks each call's notifications. Returns the first call's
+// order (store indices).
+template <class Model, class GradCall>
+std::vector<std::size_t> check_two_calls(const Model& model, GradCall grad_call, const std::string& what) {
+  auto g = llmcc::adgen::make_grad(model);
+  llmcc::Arena arena(64 << 20);
+  std::vector<std::size_t> first;
+  for (int call = 0; call < 2; ++call) {
+    arena.reset();
+    llmcc::ArenaScope scope(arena);
+    RecordingListener listener;
+    {
+      llmcc::adgen::GradFinalScope notify(&listener);
+      grad_call(model, g.grad);
+    }
+    const auto order = expect_each_final_once(listener, g.store, what + " call " + std::to_string(call + 1));
+    if (call == 0) first = order;
+  }
+  // A null listener in a scope turns notifications off.
+  RecordingListener outer;
+  llmcc::adgen::GradFinalScope notify(&outer);
+  {
+    llmcc::adgen::GradFinalScope off(nullptr);
+    arena.reset();
+    llmcc::ArenaScope scope(arena);
+    grad_call(model, g.grad);
+  }
+  EXPECT_TRUE(outer.notes.empty());
+  return first;
+}
+
+TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
+  llmcc::nn::Gpt2Config c = llmcc::nn::gpt2_preset("gpt2-tiny");
+  c.vocab_size = 256;
+  c.padded_vocab_size = 256;
+  auto w = llmcc::nn::make_gpt2(c);
+  llmcc::nn::gpt2_init(w.model, 3);
+  const int B = 2, T = 16;
+  const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
+  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
+  ASSERT_GE(c.n_layer, 2);
+  auto g = llmcc::adgen::make_grad(w.model);  // the layout check_two_calls' store has: names by index
+  const auto order =
+      check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::nn::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
+  ASSERT_EQ(order.size(), g.store.count());
+  const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
+  const auto [last_first, last_end] = notified_span(order, g.store, last);
+  const auto [block0_first, block0_end] = notified_span(order, g.store, "h.0.");
+  const auto [wte_first, wte_end] = notified_span(order, g.store, "wte");
+  const auto [wpe_first, wpe_end] = notified_span(order, g.store, "wpe");
+  EXPECT_LT(last_end, block0_first) << "block " << c.n_layer - 1 << " is not notified before block 0";
+  EXPECT_LT(last_end, wte_first);
+  EXPECT_LT(last_end, wpe_first);
+  // Each block's gradients are notified together, right after its backward: block k's before
+  // block k-1's.
+  for (int k = c.n_layer - 1; k > 0; --k) {
+    const auto upper = notified_span(order, g.store, "h." + std::to_string(k) + ".");
+    const auto lower = notified_span(order, g.store, "h." + std::to_string(k - 1) + ".");
+    EXPECT_LT(upper.second, lower.first) << "block " << k;
+  }
+}
+
+TEST(GradFinal, LlamaEachGradientOnceFinal) {
+  llmcc::nn::LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  c.vocab_size = 256;
+  auto w = llmcc::nn::make_llama(c);
+  llmcc::nn::llama_init(w.model, 3);
+  const int B = 2, T = 16;
+  const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
+  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
+  check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::nn::llama_loss_grad(m, x, y, grad); }, "llama");
+}
+
+// Scopes nest: the inner listener gets the notifications, the outer one is restored after.
+TEST(GradFinal, ScopesRestoreThePreviousListener) {
+  RecordingListener outer, inner;
+  llmcc::Tensor t(nullptr, llmcc::Shape{1});
+  float v = 1.0f;
+  t.bind(&v);
+  {
+    llmcc::adgen::GradFinalScope a(&outer);
+    {
+      llmcc::adgen::GradFinalScope b(&inner);
+      llmcc::adgen::grad_final(t);
+    }
+    llmcc::adgen::grad_final(t);
+    {
+      llmcc::adgen::GradFinalScope off(nullptr);
+      llmcc::adgen::grad_final(t);
+    }
+  }
+  llmcc::adgen::grad_final(t);
+  EXPECT_EQ(inner.notes.size(), 1u);
+  EXPECT_EQ(outer.notes.size(), 1u);
+}
+
+}  // namespace
