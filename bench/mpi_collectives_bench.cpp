@@ -41,8 +41,14 @@ int rank = 0, nranks = 1;
 size_t parse_count(const std::string& s) {
   size_t mult = 1;
   std::string num = s;
-  if (!s.empty() && (s.back() == 'M' || s.back() == 'm')) { mult = 1u << 20; num.pop_back(); }
-  if (!s.empty() && (s.back() == 'K' || s.back() == 'k')) { mult = 1u << 10; num.pop_back(); }
+  if (!s.empty() && (s.back() == 'M' || s.back() == 'm')) {
+    mult = 1u << 20;
+    num.pop_back();
+  }
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'k')) {
+    mult = 1u << 10;
+    num.pop_back();
+  }
   return std::stoull(num) * mult;
 }
 
@@ -97,8 +103,8 @@ void report(const char* name, size_t bytes, const std::vector<double>& t) {
   double med = t[t.size() / 2], best = t.front();
   double alg = bytes / med / 1e9;
   double bus = alg * 2.0 * (nranks - 1) / nranks;
-  std::printf("%10.1f  %-16s %5zu %11.2f %11.2f %9.3f %9.3f %9.2f\n", bytes / 1e6, name, t.size(),
-              med * 1e3, best * 1e3, alg, bus, bus * 8);
+  std::printf("%10.1f  %-16s %5zu %11.2f %11.2f %9.3f %9.3f %9.2f\n", bytes / 1e6, name, t.size(), med * 1e3,
+              best * 1e3, alg, bus, bus * 8);
   std::fflush(stdout);
 }
 
@@ -126,10 +132,14 @@ int main(int argc, char** argv) {
   int max_iters = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--sizes") sizes = argv[i + 1];
-    else if (a == "--bucket-mb") bucket_mb = std::atof(argv[i + 1]);
-    else if (a == "--min-time") min_time = std::atof(argv[i + 1]);
-    else if (a == "--max-iters") max_iters = std::atoi(argv[i + 1]);
+    if (a == "--sizes")
+      sizes = argv[i + 1];
+    else if (a == "--bucket-mb")
+      bucket_mb = std::atof(argv[i + 1]);
+    else if (a == "--min-time")
+      min_time = std::atof(argv[i + 1]);
+    else if (a == "--max-iters")
+      max_iters = std::atoi(argv[i + 1]);
     else {
       if (rank == 0) std::fprintf(stderr, "unknown option %s\n", a.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -138,10 +148,11 @@ int main(int argc, char** argv) {
 
   print_placement();
   if (rank == 0)
-    std::printf("ranks %d, bucket %.0f MB, min-time %.1f s, max-iters %d\n"
-                "%10s  %-16s %5s %11s %11s %9s %9s %9s\n",
-                nranks, bucket_mb, min_time, max_iters, "MB", "case", "iters", "median_ms",
-                "min_ms", "algbw_GBs", "busbw_GBs", "busbw_Gbs");
+    std::printf(
+        "ranks %d, bucket %.0f MB, min-time %.1f s, max-iters %d\n"
+        "%10s  %-16s %5s %11s %11s %9s %9s %9s\n",
+        nranks, bucket_mb, min_time, max_iters, "MB", "case", "iters", "median_ms", "min_ms", "algbw_GBs", "busbw_GBs",
+        "busbw_Gbs");
 
   size_t pos = 0;
   while (pos < sizes.size()) {
@@ -162,15 +173,13 @@ int main(int argc, char** argv) {
     fill();
     MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     check(buf, n, "allreduce");
-    report("allreduce", bytes, time_op([&] {
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }, min_time, max_iters));
+    report("allreduce", bytes,
+           time_op([&] { MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
+                   min_time, max_iters));
 
     auto rs_ag = [&] {
-      MPI_Reduce_scatter_block(buf.data(), shard.data(), int(n / nranks), MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD);
-      MPI_Allgather(shard.data(), int(n / nranks), MPI_FLOAT, buf.data(), int(n / nranks),
-                    MPI_FLOAT, MPI_COMM_WORLD);
+      MPI_Reduce_scatter_block(buf.data(), shard.data(), int(n / nranks), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allgather(shard.data(), int(n / nranks), MPI_FLOAT, buf.data(), int(n / nranks), MPI_FLOAT, MPI_COMM_WORLD);
     };
     fill();
     rs_ag();
@@ -181,8 +190,8 @@ int main(int argc, char** argv) {
     auto iallreduce = [&] {
       reqs.clear();
       for (size_t off = 0; off < n; off += bucket)
-        MPI_Iallreduce(MPI_IN_PLACE, buf.data() + off, int(std::min(bucket, n - off)), MPI_FLOAT,
-                       MPI_SUM, MPI_COMM_WORLD, &reqs.emplace_back());
+        MPI_Iallreduce(MPI_IN_PLACE, buf.data() + off, int(std::min(bucket, n - off)), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &reqs.emplace_back());
       MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
     };
     fill();
@@ -198,14 +207,14 @@ int main(int argc, char** argv) {
       reqs.clear();
       for (size_t off = 0; off < n; off += bucket)
         MPI_Ireduce_scatter_block(buf.data() + off, shard.data() + off / nranks,
-                                  int(std::min(bucket, n - off) / nranks), MPI_FLOAT, MPI_SUM,
-                                  MPI_COMM_WORLD, &reqs.emplace_back());
+                                  int(std::min(bucket, n - off) / nranks), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                  &reqs.emplace_back());
       MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
       reqs.clear();
       for (size_t off = 0; off < n; off += bucket) {
         int cnt = int(std::min(bucket, n - off) / nranks);
-        MPI_Iallgather(shard.data() + off / nranks, cnt, MPI_FLOAT, buf.data() + off, cnt,
-                       MPI_FLOAT, MPI_COMM_WORLD, &reqs.emplace_back());
+        MPI_Iallgather(shard.data() + off / nranks, cnt, MPI_FLOAT, buf.data() + off, cnt, MPI_FLOAT, MPI_COMM_WORLD,
+                       &reqs.emplace_back());
       }
       MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
     };

@@ -409,31 +409,4 @@ std::size_t saved_bytes(const Saved& s) {
   return bytes;
 }
 
-// ---- gradient-final notifications (provisional; replaced by the generated-code feature) -----
-class GradFinalListener {
- public:
-  virtual void grad_final(const Tensor& grad) = 0;
-
- protected:
-  ~GradFinalListener() = default;
-};
-namespace detail {
-inline GradFinalListener*& grad_final_listener() {
-  thread_local GradFinalListener* listener = nullptr;
-  return listener;
-}
-}  // namespace detail
-class GradFinalScope {
- public:
-  explicit GradFinalScope(GradFinalListener* listener) : previous_(detail::grad_final_listener()) {
-    detail::grad_final_listener() = listener;
-  }
-  ~GradFinalScope() { detail::grad_final_listener() = previous_; }
-  GradFinalScope(const GradFinalScope&) = delete;
-  GradFinalScope& operator=(const GradFinalScope&) = delete;
-
- private:
-  GradFinalListener* previous_;
-};
-
 }  // namespace llmcc::adgen
