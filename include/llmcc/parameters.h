@@ -43,6 +43,13 @@ class ParameterStore {
   Tensor tensor(std::size_t i) const;
 
   float* data() const { return data_.get(); }
+  // Moves the store to `memory` (size() floats, 64-byte aligned, owned by the caller and alive
+  // as long as the store uses it; the values are copied unless copy_values is false), or with
+  // null back to memory of the store's own. Tensors bound to the old memory are not rebound: that
+  // is the caller's (see DataParallel, which puts a node's weights and gradients in memory its
+  // ranks share).
+  void relocate(float* memory, bool copy_values = true);
+  bool owns_memory() const { return data_.get_deleter().owned; }
   std::size_t size() const { return size_; }  // floats, including alignment padding
   std::int64_t parameter_count() const;       // elements, without padding
   void zero();
@@ -58,6 +65,9 @@ class ParameterStore {
 
  private:
   struct FreeDeleter {
+    FreeDeleter() : owned(true) {}
+    explicit FreeDeleter(bool owns) : owned(owns) {}
+    bool owned;
     void operator()(float* p) const;
   };
   std::vector<ParameterInfo> params_;

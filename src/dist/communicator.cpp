@@ -1,6 +1,7 @@
 #include "llmcc/dist/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -73,6 +74,15 @@ Communicator::Communicator() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // The ranks that share this machine's memory; all of them, or memory cannot be shared.
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  int everywhere = node_size == size_ ? 1 : 0;
+  check(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
+  one_node_ = everywhere != 0;
 }
 
 Communicator::~Communicator() {
@@ -186,6 +196,54 @@ void Communicator::abort(int code) {
   std::exit(code);
 }
 
+namespace {
+void* allocate_pages(std::size_t bytes) {
+  void* p = std::aligned_alloc(4096, std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096));
+  if (p == nullptr) fail("dist", "could not allocate " + std::to_string(bytes) + " bytes");
+  return p;
+}
+}  // namespace
+
+NodeSharedMemory::NodeSharedMemory(Communicator& comm, std::size_t bytes) {
+  if (!comm.one_node()) fail("mpi", "shared memory needs every rank on one machine");
+  if (!comm.distributed()) {  // one rank: its own memory
+    own_.push_back(allocate_pages(bytes));
+    bases_ = own_;
+    return;
+  }
+  void* mine = nullptr;
+  MPI_Win win;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  // Each rank's part on its own pages (not packed after the previous rank's).
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  // A rank's part need not start on a cache line: 64 bytes more, and each base aligned up.
+  const int code = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + 64), 1, info, MPI_COMM_WORLD, &mine, &win);
+  MPI_Info_free(&info);
+  check(code, "MPI_Win_allocate_shared");
+  static_assert(sizeof(MPI_Win) <= sizeof(std::uintptr_t), "an MPI_Win must fit the handle");
+  std::memcpy(&window_, &win, sizeof win);
+  bases_.resize(static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* base = nullptr;
+    check(MPI_Win_shared_query(win, r, &size, &unit, &base), "MPI_Win_shared_query");
+    const auto at = reinterpret_cast<std::uintptr_t>(base);
+    bases_[static_cast<std::size_t>(r)] = reinterpret_cast<void*>((at + 63) / 64 * 64);
+  }
+}
+
+NodeSharedMemory::~NodeSharedMemory() {
+  for (void* p : own_) std::free(p);
+  if (!own_.empty()) return;
+  MPI_Win win;
+  std::memcpy(&win, &window_, sizeof win);
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) MPI_Win_free(&win);
+}
+
 #else  // one process without MPI: every collective is the identity
 
 Communicator::Communicator() = default;
@@ -207,6 +265,16 @@ void Communicator::gather(const float* part, float* data, const int* counts, con
   std::memcpy(data + displacements[0], part, static_cast<std::size_t>(counts[0]) * sizeof(float));
 }
 void Communicator::abort(int code) { std::exit(code); }
+
+NodeSharedMemory::NodeSharedMemory(Communicator&, std::size_t bytes) {
+  own_.push_back(std::aligned_alloc(4096, std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096)));
+  if (own_[0] == nullptr) fail("dist", "could not allocate " + std::to_string(bytes) + " bytes");
+  bases_ = own_;
+}
+
+NodeSharedMemory::~NodeSharedMemory() {
+  for (void* p : own_) std::free(p);
+}
 
 #endif
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,7 +17,24 @@ namespace {
 constexpr std::size_t kAlignFloats = Arena::kAlignment / sizeof(float);
 }
 
-void ParameterStore::FreeDeleter::operator()(float* p) const { std::free(p); }
+void ParameterStore::FreeDeleter::operator()(float* p) const {
+  if (owned) std::free(p);
+}
+
+void ParameterStore::relocate(float* memory, bool copy_values) {
+  if (size_ == 0) return;
+  if (memory == nullptr) {
+    float* own = static_cast<float*>(allocate_large(size_ * sizeof(float)));
+    if (own == nullptr) fail("parameters", "could not allocate " + std::to_string(size_) + " floats");
+    std::memcpy(own, data_.get(), size_ * sizeof(float));
+    data_ = std::unique_ptr<float, FreeDeleter>(own, FreeDeleter{true});
+    return;
+  }
+  if (reinterpret_cast<std::uintptr_t>(memory) % Arena::kAlignment != 0)
+    fail("parameters", "relocate: the memory is not " + std::to_string(Arena::kAlignment) + "-byte aligned");
+  if (copy_values && memory != data_.get()) std::memcpy(memory, data_.get(), size_ * sizeof(float));
+  data_ = std::unique_ptr<float, FreeDeleter>(memory, FreeDeleter{false});
+}
 
 ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : params_(params) {
   offsets_.reserve(params.size());

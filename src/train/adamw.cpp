@@ -147,8 +147,8 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
   return adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
 }
 
-bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
-                      const AdamWConfig& config, float lr, std::int64_t t) {
+bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
+                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads) {
   LLMCC_PROFILE("adamw.step");
   if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
   if (begin > end || end > params.size())
@@ -173,9 +173,10 @@ bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end
           if (lo_of(i) >= last) break;
           const std::size_t lo = std::max(lo_of(i), first), hi = std::min(hi_of(i), last);
           const std::size_t at = lo - begin;
-          range_finite &=
-              adamw_span<false>(params.data() + lo, g + at, m + at, v + at, 0, static_cast<std::int64_t>(hi - lo), k,
-                                params.shape(i).ndim() >= 2 ? decay : 1.0f);
+          const float factor = params.shape(i).ndim() >= 2 ? decay : 1.0f;
+          const auto len = static_cast<std::int64_t>(hi - lo);
+          range_finite &= zero_grads ? adamw_span<true>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor)
+                                     : adamw_span<false>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor);
         }
         if (!range_finite) finite.store(false, std::memory_order_relaxed);
       },

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 #include "llmcc/train/grad_clip.h"
+#include "kernels/cpu/parallel.h"
 
 namespace llmcc::train {
 namespace {
@@ -37,8 +39,8 @@ struct DataParallel::Bucket {
 };
 
 DataParallel::DataParallel(dist::Communicator& comm, ParameterStore& params, ParameterStore& grads,
-                           const AdamWConfig& adamw, DataParallelOptions options)
-    : comm_(comm), params_(params), grads_(grads), adamw_(adamw), options_(options) {
+                           const AdamWConfig& adamw, DataParallelOptions options, RebindTensors rebind)
+    : comm_(comm), params_(params), grads_(grads), adamw_(adamw), options_(options), rebind_(std::move(rebind)) {
   if (options_.zero_stage != 0 && options_.zero_stage != 1)
     fail(kWhere, "zero_stage must be 0 (replicated optimizer) or 1 (sharded, ZeRO-1), got " +
                      std::to_string(options_.zero_stage));
@@ -81,19 +83,98 @@ DataParallel::DataParallel(dist::Communicator& comm, ParameterStore& params, Par
     shard += static_cast<std::size_t>(b.counts[comm_.rank()]);
   }
   if (options_.zero_stage == 1) {
-    shard_grad_.assign(shard, 0.0f);
     shard_m_.assign(shard, 0.0f);
     shard_v_.assign(shard, 0.0f);
+    if (options_.node_shared_memory && comm_.one_node() && rebind_)
+      share_memory();
+    else
+      shard_grad_.assign(shard, 0.0f);
   } else {
     replicated_ = std::make_unique<AdamW>(params, adamw_);
   }
 }
 
 DataParallel::~DataParallel() {
-  // A run that stops with collectives in flight (an error mid-step) still completes them: MPI
-  // must not write into buffers that are gone.
+  // On an error the job is being ended (llmcc's main aborts it): waiting for collectives or
+  // freeing shared memory, both of which need the other ranks, could hang instead.
+  if (std::uncaught_exceptions() > 0) {
+    (void)shared_grads_.release();
+    (void)shared_params_.release();
+    return;
+  }
   for (Bucket& b : buckets_)
     if (b.request.pending()) comm_.wait(b.request);
+  if (shares_memory()) unshare_memory();
+}
+
+void DataParallel::share_memory() {
+  const std::size_t bytes = grads_.size() * sizeof(float);
+  shared_grads_ = std::make_unique<dist::NodeSharedMemory>(comm_, bytes);
+  shared_params_ = std::make_unique<dist::NodeSharedMemory>(comm_, comm_.rank() == 0 ? bytes : 0);
+  for (int r = 0; r < comm_.size(); ++r) peer_grads_.push_back(static_cast<float*>(shared_grads_->base(r)));
+  // This rank's gradients (zero: the store is zero between steps) into its part.
+  const auto old_grads = reinterpret_cast<std::uintptr_t>(grads_.data());
+  grads_.relocate(peer_grads_[static_cast<std::size_t>(comm_.rank())]);
+  rebind_(old_grads, grads_.data(), grads_.size());
+  // Rank 0's weights for everyone (every rank holds the same values).
+  auto* weights = static_cast<float*>(shared_params_->base(0));
+  const auto old_params = reinterpret_cast<std::uintptr_t>(params_.data());
+  if (comm_.rank() == 0) params_.relocate(weights);
+  comm_.barrier();
+  if (comm_.rank() != 0) params_.relocate(weights, false);
+  rebind_(old_params, params_.data(), params_.size());
+}
+
+void DataParallel::unshare_memory() {
+  comm_.barrier();  // no rank still reads another's memory
+  for (ParameterStore* store : {&grads_, &params_}) {
+    const auto old = reinterpret_cast<std::uintptr_t>(store->data());
+    store->relocate(nullptr);
+    rebind_(old, store->data(), store->size());
+  }
+  comm_.barrier();
+  shared_grads_.reset();
+  shared_params_.reset();
+}
+
+double DataParallel::reduce_shared_slices() {
+  LLMCC_PROFILE("data_parallel.reduce");
+  const auto me = static_cast<std::size_t>(comm_.rank());
+  const std::size_t n = peer_grads_.size();
+  double squares = 0.0;
+  for (const Bucket& b : buckets_) {
+    const std::size_t from = b.lo + static_cast<std::size_t>(b.displs[me]);
+    const auto count = static_cast<std::int64_t>(b.counts[me]);
+    if (count == 0) continue;
+    float* own = peer_grads_[me] + from;
+    // Sums in rank order, whichever rank forms them; the other ranks' copies are zeroed as read,
+    // ready for their next backward.
+    cpu::parallel_for(
+        count, count >= (std::int64_t{1} << 16),
+        [&](std::int64_t begin, std::int64_t end) {
+          for (std::size_t r = 0; r < n; ++r) {
+            if (r == me) continue;
+            float* __restrict peer = peer_grads_[r] + from;
+            float* __restrict acc = own;
+            if (r < me) {  // the peer's values come first in the sum
+#pragma omp simd
+              for (std::int64_t i = begin; i < end; ++i) {
+                acc[i] = peer[i] + acc[i];
+                peer[i] = 0.0f;
+              }
+            } else {
+#pragma omp simd
+              for (std::int64_t i = begin; i < end; ++i) {
+                acc[i] = acc[i] + peer[i];
+                peer[i] = 0.0f;
+              }
+            }
+          }
+        },
+        cpu::kLineFloats);
+    squares += sum_of_squares(own, static_cast<std::size_t>(count));
+  }
+  return squares;
 }
 
 std::size_t DataParallel::buckets() const { return buckets_.size(); }
@@ -109,7 +190,7 @@ void DataParallel::begin_backward() {
   }
   std::fill(tensor_done_.begin(), tensor_done_.end(), 0);
   times_ = CommTimes{};
-  in_backward_ = true;
+  in_backward_ = !shares_memory();  // shared memory is summed after the backward
 }
 
 void DataParallel::grad_final(const Tensor& grad) {
@@ -130,9 +211,11 @@ void DataParallel::grad_final(const Tensor& grad) {
   if (params_.offset(lo) != at) fail(kWhere, "a gradient announced final does not start a tensor of the store");
   if (tensor_done_[lo]) fail(kWhere, "the gradient of " + params_.name(lo) + " was announced final twice in one step");
   tensor_done_[lo] = 1;
+  const auto t0 = Clock::now();
   Bucket& b = buckets_[bucket_of_tensor_[lo]];
   if (--b.pending == 0) start(b);
   progress();
+  times_.progress_ms += ms_since(t0);
 }
 
 void DataParallel::start(Bucket& b) {
@@ -165,6 +248,11 @@ void DataParallel::finish_backward() {
   LLMCC_PROFILE("data_parallel.wait");
   in_backward_ = false;
   const auto t0 = Clock::now();
+  if (shares_memory()) {
+    comm_.barrier();  // every rank's gradients are complete
+    times_.exposed_ms += ms_since(t0);
+    return;
+  }
   // Buckets the backward did not announce (a model without notifications, say) start now, in
   // bucket order on every rank.
   for (Bucket& b : buckets_)
@@ -183,6 +271,20 @@ double DataParallel::clip_grad_norm(double max_norm) {
   double norm = 0.0;
   float* g = nullptr;
   std::size_t n = 0;
+  if (shares_memory()) {
+    const auto t0 = Clock::now();
+    norm = std::sqrt(comm_.sum(reduce_shared_slices()));
+    times_.in_flight_ms += ms_since(t0);
+    if (max_norm > 0 && std::isfinite(norm)) {
+      const double coef = max_norm / (norm + 1e-6);
+      const auto me = static_cast<std::size_t>(comm_.rank());
+      if (coef < 1.0)
+        for (const Bucket& b : buckets_)
+          scale_floats(grads_.data() + b.lo + static_cast<std::size_t>(b.displs[me]),
+                       static_cast<std::size_t>(b.counts[me]), static_cast<float>(coef));
+    }
+    return norm;
+  }
   if (options_.zero_stage == 1) {
     g = shard_grad_.data();
     n = shard_grad_.size();
@@ -212,8 +314,16 @@ bool DataParallel::step(float lr) {
     const std::size_t from = b.lo + static_cast<std::size_t>(b.displs[r]);
     const std::size_t to = from + static_cast<std::size_t>(b.counts[r]);
     if (from == to) continue;
-    finite &= adamw_step_range(params_, from, to, shard_grad_.data() + b.shard_off, shard_m_.data() + b.shard_off,
-                               shard_v_.data() + b.shard_off, adamw_, lr, t_);
+    // Shared memory: the summed gradient is in this rank's store, zeroed in the same pass.
+    float* g = shares_memory() ? grads_.data() + from : shard_grad_.data() + b.shard_off;
+    finite &= adamw_step_range(params_, from, to, g, shard_m_.data() + b.shard_off, shard_v_.data() + b.shard_off,
+                               adamw_, lr, t_, shares_memory());
+  }
+  if (shares_memory()) {
+    const auto t0 = Clock::now();
+    comm_.barrier();  // every slice of the shared weights is updated
+    times_.exposed_ms += ms_since(t0);
+    return comm_.all(finite);
   }
   // The updated slices to every rank, all buckets in flight at once.
   const auto t0 = Clock::now();

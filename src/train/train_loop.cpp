@@ -157,7 +157,7 @@ void TrainLoop::log_text(std::int64_t step, const std::string& key, const std::s
 }
 
 void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
-                       std::function<float()> forward_validation, Data data) {
+                       std::function<float()> forward_validation, Data data, RebindTensors rebind) {
   params_ = &params;
   grads_ = &grads;
   forward_backward_ = std::move(forward_backward);
@@ -166,7 +166,9 @@ void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::funct
   if (o_.comm != nullptr && o_.comm->distributed())
     dp_ = std::make_unique<DataParallel>(
         *o_.comm, params, grads, o_.adamw,
-        DataParallelOptions{.zero_stage = o_.zero_stage, .bucket_bytes = o_.bucket_bytes});
+        DataParallelOptions{
+            .zero_stage = o_.zero_stage, .bucket_bytes = o_.bucket_bytes, .node_shared_memory = o_.node_shared_memory},
+        std::move(rebind));
   else
     opt_ = std::make_unique<AdamW>(params, o_.adamw);
   if (data_.has_val && o_.val_batches == 0 && data_.val_per_epoch == 0)
@@ -500,6 +502,7 @@ TrainResult TrainLoop::run() {
     if (dp_) {
       const CommTimes& c = dp_->last_step_times();
       out.line.field("comm_ms", std::round(c.in_flight_ms * 1e3) / 1e3)
+          .field("progress_ms", std::round(c.progress_ms * 1e3) / 1e3)
           .field("exposed_comm_ms", std::round(c.exposed_ms * 1e3) / 1e3);
     }
     out.log->write(out.line.end());

@@ -192,6 +192,7 @@ TEST_F(TrainMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
   train(mpirun(2), train_flags(dir, "two", 2, 20));
   EXPECT_NE(last_out.find("data parallel: 2 ranks x batch 2"), std::string::npos) << last_out;
   EXPECT_NE(last_out.find("ZeRO-1"), std::string::npos) << last_out;
+  EXPECT_NE(last_out.find("weights and gradients in shared memory"), std::string::npos) << last_out;
   // Rank 0 alone prints: one header.
   EXPECT_EQ(last_out.find("llmcc train:"), last_out.rfind("llmcc train:")) << last_out;
   expect_same_losses(losses(dir, "one"), losses(dir, "two"), 1, 20, "np=1 B=4 vs np=2 B=2");
@@ -199,32 +200,41 @@ TEST_F(TrainMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
 }
 
 TEST_F(TrainMpi, ZeroOneAndReplicatedAdamWAgree) {
-  // Small buckets: many collectives, each cut into two slices.
+  // Small buckets: many collectives, each cut into two slices, started while the backward runs.
   train(mpirun(2), train_flags(dir, "zero0", 2, 20, {"--zero", "0", "--bucket-mb", "0.02"}));
   EXPECT_NE(last_out.find("AdamW state replicated"), std::string::npos) << last_out;
-  train(mpirun(2), train_flags(dir, "zero1", 2, 20, {"--zero", "1", "--bucket-mb", "0.02"}));
+  train(mpirun(2), train_flags(dir, "zero1", 2, 20, {"--zero", "1", "--bucket-mb", "0.02", "--comm", "mpi"}));
+  EXPECT_EQ(last_out.find("shared memory"), std::string::npos) << last_out;
+  train(mpirun(2), train_flags(dir, "shared", 2, 20, {"--zero", "1", "--bucket-mb", "0.02"}));
   expect_same_losses(losses(dir, "zero0"), losses(dir, "zero1"), 1, 20, "--zero 0 vs --zero 1");
   expect_same_state(dir, "zero0", "zero1", "--zero 0 vs --zero 1");
+  expect_same_losses(losses(dir, "zero1"), losses(dir, "shared"), 1, 20, "--zero 1 over MPI vs shared memory");
+  expect_same_state(dir, "zero1", "shared", "--zero 1 over MPI vs shared memory");
 }
 
 TEST_F(TrainMpi, ThreeRanksWithSmallBucketsMatchOneProcess) {
   train("", train_flags(dir, "one", 6, 20));
-  train(mpirun(3), train_flags(dir, "three", 2, 20, {"--bucket-mb", "0.02"}));
-  expect_same_losses(losses(dir, "one"), losses(dir, "three"), 1, 20, "np=1 B=6 vs np=3 B=2");
-  expect_same_state(dir, "one", "three", "np=1 B=6 vs np=3 B=2");
+  for (const char* comm : {"auto", "mpi"}) {
+    const std::string out = std::string("three_") + comm, what = std::string("np=1 B=6 vs np=3 B=2 --comm ") + comm;
+    train(mpirun(3), train_flags(dir, out, 2, 20, {"--bucket-mb", "0.02", "--comm", comm}));
+    expect_same_losses(losses(dir, "one"), losses(dir, out), 1, 20, what);
+    expect_same_state(dir, "one", out, what);
+  }
 }
 
 TEST_F(TrainMpi, GradientAccumulationAndSequentialBatchesMatchOneProcess) {
   const std::vector<std::string> extra = {"--grad-accum", "2", "--sampling", "sequential"};
   train("", train_flags(dir, "one", 2, 20, extra));
-  train(mpirun(2), train_flags(dir, "two", 1, 20, extra));
+  std::vector<std::string> two = train_flags(dir, "two", 1, 20, extra);
+  two.insert(two.end(), {"--comm", "mpi", "--bucket-mb", "0.05"});
+  train(mpirun(2), two);
   expect_same_losses(losses(dir, "one"), losses(dir, "two"), 1, 20, "np=1 B=2 x 2 vs np=2 B=1 x 2");
   expect_same_state(dir, "one", "two", "np=1 B=2 x 2 vs np=2 B=1 x 2");
 }
 
 TEST_F(TrainMpi, TcpTransportMatchesOneProcess) {
   train("", train_flags(dir, "one", 4, 20));
-  train(mpirun(2, "--mca btl tcp,self"), train_flags(dir, "tcp", 2, 20));
+  train(mpirun(2, "--mca btl tcp,self"), train_flags(dir, "tcp", 2, 20, {"--comm", "mpi"}));
   expect_same_losses(losses(dir, "one"), losses(dir, "tcp"), 1, 20, "np=1 B=4 vs np=2 B=2 over TCP");
   expect_same_state(dir, "one", "tcp", "np=1 B=4 vs np=2 B=2 over TCP");
 }

@@ -145,6 +145,49 @@ TEST(AdamW, StepZeroGradsEqualsStepAndLeavesTheWholeGradientZero) {
   });
 }
 
+TEST(AdamW, RangesInAnyCutGiveTheWholeStepsBits) {
+  // ZeRO-1: each data-parallel rank steps its slices with adamw_step_range, its gradients and
+  // moments held apart from the store. Cut at points that fall inside tensors, at their edges and
+  // on no 16-float boundary, the pieces give the whole step's parameters and moments bit for bit,
+  // and zero the gradient pieces when asked.
+  std::vector<ParameterInfo> infos;
+  for (int n : test::awkward_sizes()) {
+    infos.push_back({"w" + std::to_string(n), Shape{3, n}});  // (3, n)
+    infos.push_back({"b" + std::to_string(n), Shape{n}});     // (n)
+  }
+  infos.push_back({"big", Shape{2, 70001}});  // (2, 70001)
+  const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  test::for_each_thread_count([&](int) {
+    ParameterStore params(infos);
+    for (std::size_t i = 0; i < params.count(); ++i)
+      set_values(params, i, test::random_vector<float>(params.shape(i).numel(), 7 + i));
+    ParameterStore sliced = params.like();
+    std::copy(params.data(), params.data() + params.size(), sliced.data());
+    AdamW whole(params, config);
+    const std::size_t n = params.size();
+    std::vector<float> m(n, 0.0f), v(n, 0.0f);
+    const std::vector<std::size_t> cuts = {0, 1, 17, params.offset(3), params.offset(3) + 5, n / 2, n - 3, n};
+    ParameterStore grads = params.like();
+    for (int step = 1; step <= 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      for (std::size_t i = 0; i < params.count(); ++i)
+        set_values(grads, i, test::random_vector<float>(params.shape(i).numel(), 100 * step + i, -2.0, 2.0));
+      std::vector<float> g(grads.data(), grads.data() + n);
+      whole.step(params, grads, 1e-3f);
+      for (std::size_t c = 0; c + 1 < cuts.size(); ++c)
+        EXPECT_TRUE(adamw_step_range(sliced, cuts[c], cuts[c + 1], g.data() + cuts[c], m.data() + cuts[c],
+                                     v.data() + cuts[c], config, 1e-3f, step, step == 2));
+      EXPECT_TRUE(std::equal(params.data(), params.data() + n, sliced.data()));
+      EXPECT_TRUE(std::equal(whole.m().data(), whole.m().data() + n, m.data()));
+      EXPECT_TRUE(std::equal(whole.v().data(), whole.v().data() + n, v.data()));
+      if (step == 2) {
+        EXPECT_EQ(std::count(g.begin(), g.end(), 0.0f), static_cast<std::ptrdiff_t>(n));
+      }
+    }
+    EXPECT_THROW(adamw_step_range(sliced, 5, n + 1, nullptr, nullptr, nullptr, config, 1e-3f, 1), Error);
+  });
+}
+
 TEST(AdamW, DecaysOnlyTensorsOfTwoOrMoreDims) {
   ParameterStore params({{"w", Shape{1, 1}}, {"b", Shape{1}}, {"e", Shape{1, 1, 1}}});
   for (std::size_t i = 0; i < 3; ++i) set_values(params, i, {1.0f});

@@ -109,6 +109,41 @@ TEST(DataLoader, SavedStateResumesExactly) {
   }
 }
 
+TEST(DataLoader, RanksTogetherReadTheGlobalBatchOfOneLoader) {
+  // N ranks with batch B read, row for row, what one loader with batch N*B reads, in both modes,
+  // across shard changes, and their state is that loader's.
+  TempDir dir;
+  const std::vector<std::string> shards = {dir.shard("a.bin", 0, 1000), dir.shard("b.bin", 5000, 700)};
+  const int T = 7;
+  for (const SampleMode mode : {SampleMode::Sequential, SampleMode::Random}) {
+    for (const int ranks : {2, 3}) {
+      SCOPED_TRACE(std::string(mode == SampleMode::Sequential ? "sequential" : "random") + ", ranks " +
+                   std::to_string(ranks));
+      const int B = 2;
+      DataLoader one(shards, {.B = B * ranks, .T = T, .mode = mode, .seed = 9});
+      std::vector<DataLoader> parts;
+      for (int r = 0; r < ranks; ++r)
+        parts.emplace_back(shards,
+                           DataLoaderConfig{.B = B, .T = T, .mode = mode, .seed = 9, .rank = r, .ranks = ranks});
+      for (int batch = 0; batch < 40; ++batch) {
+        one.next_batch();
+        for (int r = 0; r < ranks; ++r) {
+          parts[r].next_batch();
+          for (int b = 0; b < B; ++b) {
+            ASSERT_EQ(row(parts[r].inputs(), b), row(one.inputs(), r * B + b)) << "batch " << batch << " rank " << r;
+            ASSERT_EQ(row(parts[r].targets(), b), row(one.targets(), r * B + b)) << "batch " << batch << " rank " << r;
+          }
+          EXPECT_EQ(parts[r].state(), one.state());
+        }
+      }
+      EXPECT_EQ(parts[0].batches_per_epoch(), one.batches_per_epoch());
+    }
+  }
+  EXPECT_THROW(DataLoader(shards, {.B = 1, .T = T, .rank = 2, .ranks = 2}), Error);
+  // A shard must hold the global batch's window.
+  EXPECT_THROW(DataLoader(shards, {.B = 50, .T = T, .ranks = 2}), Error);
+}
+
 TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   TempDir dir;
   const std::string tiny = dir.shard("tiny.bin", 0, 8);

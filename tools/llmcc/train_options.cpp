@@ -179,6 +179,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
         "under mpirun: 1 shards AdamW's state over the ranks (ZeRO-1), 0 replicates it [default: 1 with "
         "more than one rank]");
   p.add("--bucket-mb", &o.bucket_mb, "under mpirun: MiB of gradients per all-reduce bucket");
+  p.add("--comm", &o.comm,
+        "under mpirun: 'auto' lets ranks on one machine share weights and gradients in memory (with --zero 1), "
+        "'mpi' uses MPI collectives everywhere");
   p.add("--dtype", &o.dtype,
         "matrix products in fp32 or bf16 (bf16 operands, fp32 sums; weights, gradients and AdamW stay fp32)");
   p.add("--resume", &o.resume,
@@ -292,6 +295,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + n(o.grad_accum));
   need(o.threads >= 0, "--threads must be >= 0, got " + n(o.threads));
   need(o.zero >= -1 && o.zero <= 1, "--zero must be 0 (replicated optimizer state) or 1 (ZeRO-1), got " + n(o.zero));
+  need(o.comm == "auto" || o.comm == "mpi", "--comm must be 'auto' or 'mpi', got '" + o.comm + "'");
   need(o.bucket_mb > 0 && o.bucket_mb <= 1024, "--bucket-mb must be in (0, 1024], got " + n(o.bucket_mb));
   need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be 'fp32' or 'bf16', got '" + o.dtype + "'");
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));

@@ -6,7 +6,7 @@
 // run then no longer matches an uninterrupted one. The thread count the run used is kept too
 // ("run.threads", restored unless --threads is given): kernels may round differently with another.
 // Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer,
-// --loss-spike, --force-resume, --zero, --bucket-mb) are not stored (a checkpoint stores the tokenizer itself:
+// --loss-spike, --force-resume, --zero, --bucket-mb, --comm) are not stored (a checkpoint stores the tokenizer itself:
 // run_tokenizer.h).
 #pragma once
 
@@ -56,6 +56,9 @@ struct TrainOptions {
   int ranks = 1;
   int zero = -1;
   double bucket_mb = 16.0;
+  // auto: ranks on one machine share weights and gradients in memory (ZeRO-1); mpi: MPI
+  // collectives everywhere.
+  std::string comm = "auto";
 
   // Optimizer and schedule.
   double lr = 6e-4;

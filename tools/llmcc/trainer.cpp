@@ -252,6 +252,7 @@ CliTrainer::CliTrainer(TrainOptions options)
   t.comm = &comm_;
   t.zero_stage = o_.zero_stage();
   t.bucket_bytes = static_cast<std::size_t>(o_.bucket_mb * double(1 << 20));
+  t.node_shared_memory = o_.comm == "auto";
   t.name = kWhere;
   t.nonfinite_hint = "Try a lower --lr, more --warmup-steps or --grad-clip 1, and resume from a checkpoint";
   t.continue_hint = "continue with --resume auto --out-dir " + o_.out_dir;
@@ -303,7 +304,8 @@ void CliTrainer::print_header(const train::TrainStart& start) {
   s << "  matmuls: " << o_.dtype << " on " << matmul_kernel_name() << "\n";
   if (comm_.distributed())
     s << "  data parallel: " << comm_.size() << " ranks x batch " << o_.batch_size << " over " << comm_.transport()
-      << "; " << (o_.zero_stage() == 1 ? "ZeRO-1 (AdamW state sharded)" : "AdamW state replicated") << ", "
+      << (trainer_->data_parallel()->shares_memory() ? ", weights and gradients in shared memory" : "") << "; "
+      << (o_.zero_stage() == 1 ? "ZeRO-1 (AdamW state sharded)" : "AdamW state replicated") << ", "
       << format_number(o_.bucket_mb) << " MiB gradient buckets\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(start.arena_bytes) << " reserved ("
     << format_mib(start.arena_planned) << " measured by a planning step); "

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace llmcc::dist {
 
@@ -41,6 +42,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool distributed() const { return size_ > 1; }
+  // Whether every rank runs on this machine (MPI_COMM_TYPE_SHARED: they can share memory).
+  bool one_node() const { return one_node_; }
   // "rank 1 of 2" for messages.
   std::string describe() const;
   // What carries the collectives: "MPI (Open MPI v4.1.4)", or "one process".
@@ -79,7 +82,25 @@ class Communicator {
   ~Communicator();
   int rank_ = 0;
   int size_ = 1;
+  bool one_node_ = true;
   bool mpi_ = false;  // MPI was initialised by this communicator
+};
+
+// Memory that every rank of a one-node communicator reads and writes: each rank allocates
+// bytes_of_this_rank (MPI_Win_allocate_shared) and sees every rank's at base(r), 64-byte aligned.
+// Collective: every rank makes it together, and its destructor (also collective) frees it.
+class NodeSharedMemory {
+ public:
+  NodeSharedMemory(Communicator& comm, std::size_t bytes_of_this_rank);
+  ~NodeSharedMemory();
+  NodeSharedMemory(const NodeSharedMemory&) = delete;
+  NodeSharedMemory& operator=(const NodeSharedMemory&) = delete;
+  void* base(int rank) const { return bases_.at(static_cast<std::size_t>(rank)); }
+
+ private:
+  std::uintptr_t window_ = 0;  // an MPI_Win's bits
+  std::vector<void*> bases_;
+  std::vector<void*> own_;  // without MPI: the one rank's memory
 };
 
 // The run's communicator (made on first use; see above).

@@ -49,8 +49,9 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
 // gradients and moments are g, m and v (end - begin floats each, g[0] for element begin). A
 // data-parallel rank updates its shard of the parameters this way (ZeRO-1). Each element's
 // arithmetic is adamw_step's, so the shards of N ranks give adamw_step's bits.
-bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
-                      const AdamWConfig& config, float lr, std::int64_t t);
+// With zero_grads, g is left zero (in the same pass).
+bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
+                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads = false);
 
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
 class AdamW {

@@ -21,6 +21,15 @@
 //                 all-gathered into every rank's weights (ZeRO stage 1). The global gradient norm
 //                 is the square root of the sum over ranks of each shard's sum of squares.
 //
+// One machine (zero_stage 1, node_shared_memory, all ranks on one node): collectives through MPI
+// copy every byte through shared-memory buffers, on the ranks' own cores, which costs more than
+// the step can hide. Instead the ranks share memory: one copy of the weights for the machine, and
+// each rank's gradient store in memory the others can read. After the backward the ranks meet at
+// a barrier (the exposed time); each then sums its slices over all ranks' stores in rank order
+// (zeroing the others' copies as it reads them), takes the norm's share from the sums, and runs
+// AdamW on its slices of the shared weights; a barrier ends the step. Nothing is copied but the
+// sums: the reduction is one pass over each slice, fused with the zeroing.
+//
 // Weights stay identical on every rank (they start equal: one seed, or one checkpoint).
 // Checkpoints hold the whole state: gather_optimizer() assembles AdamW's moments on one rank;
 // scatter_optimizer() takes each rank's slices from a whole state, so a run resumes with any
@@ -29,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,24 +53,38 @@ namespace llmcc::train {
 struct DataParallelOptions {
   int zero_stage = 1;                                // 0 or 1 (see above)
   std::size_t bucket_bytes = std::size_t{16} << 20;  // gradient bytes per collective
+  // With ZeRO-1 and every rank on one machine: weights and gradients in memory the ranks share
+  // (see "One machine" above) instead of MPI collectives.
+  bool node_shared_memory = true;
 };
+
+// Rebinds every tensor bound inside [from, from + floats) to the same offset from `to`: the
+// model's parameters and its gradient mirror, when DataParallel moves their stores.
+using RebindTensors = std::function<void(std::uintptr_t from, float* to, std::size_t floats)>;
 
 // Per-step communication figures of this rank (milliseconds).
 struct CommTimes {
   double exposed_ms = 0.0;    // the step waited for collectives (after the backward, the all-gather)
   double in_flight_ms = 0.0;  // summed over collectives: start until seen complete
-  double bytes = 0.0;         // gradient and weight bytes this rank's collectives covered
+  // Spent inside MPI during the backward, starting and progressing collectives: on shared memory
+  // the copies and sums run there, on the rank's own thread, so this is compute time lost.
+  double progress_ms = 0.0;
+  double bytes = 0.0;  // gradient and weight bytes this rank's collectives covered
 };
 
 class DataParallel final : public adgen::GradFinalListener {
  public:
+  // rebind moves the model's tensors when the stores move into shared memory (and back when this
+  // object goes).
   DataParallel(dist::Communicator& comm, ParameterStore& params, ParameterStore& grads, const AdamWConfig& adamw,
-               DataParallelOptions options);
+               DataParallelOptions options, RebindTensors rebind);
   ~DataParallel();
 
   dist::Communicator& comm() { return comm_; }
   int zero_stage() const { return options_.zero_stage; }
   std::size_t buckets() const;
+  // Weights and gradients in memory the ranks of one machine share (see above).
+  bool shares_memory() const { return shared_grads_ != nullptr; }
   // AdamW state floats this rank keeps (both moments): the whole store's twice without ZeRO.
   std::size_t optimizer_floats() const;
 
@@ -91,6 +115,9 @@ class DataParallel final : public adgen::GradFinalListener {
 
  private:
   struct Bucket;
+  void share_memory();
+  void unshare_memory();
+  double reduce_shared_slices();
   void start(Bucket& b);
   void progress();
   void wait_all();
@@ -107,6 +134,9 @@ class DataParallel final : public adgen::GradFinalListener {
   // zero_stage 1: this rank's slices, one after another: reduced gradient and moments.
   std::vector<float> shard_grad_, shard_m_, shard_v_;
   std::unique_ptr<AdamW> replicated_;  // zero_stage 0
+  RebindTensors rebind_;
+  std::unique_ptr<dist::NodeSharedMemory> shared_grads_, shared_params_;
+  std::vector<float*> peer_grads_;  // every rank's gradient store, in rank order
   std::int64_t t_ = 0;
   CommTimes times_;
 };

@@ -87,8 +87,9 @@ struct TrainerOptions {
   dist::Communicator* comm = nullptr;
   int zero_stage = 1;                                // 1: AdamW's state sharded over the ranks (ZeRO-1); 0: replicated
   std::size_t bucket_bytes = std::size_t{16} << 20;  // gradient bytes per collective
-  KeyValues config;                                  // the run's configuration, stored in checkpoints and the log
-  std::map<std::string, std::string> files;          // files every checkpoint carries ("file.<name>")
+  bool node_shared_memory = true;            // ZeRO-1 with every rank on one machine: share weights and gradients
+  KeyValues config;                          // the run's configuration, stored in checkpoints and the log
+  std::map<std::string, std::string> files;  // files every checkpoint carries ("file.<name>")
 
   // How messages read: the prefix, what the throughput counts ("tok/s", "tokens_per_s"; steps
   // per second when the source's items_per_batch is 0), what to say when the loss is not
@@ -173,8 +174,10 @@ class TrainLoop {
   };
   TrainLoop(TrainerOptions options, TrainerHooks hooks);
   // Called by Trainer<Entry> once its members exist.
+  // rebind moves the model's parameter and gradient tensors when a data-parallel run moves their
+  // stores (RebindTensors, data_parallel.h).
   void attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
-              std::function<float()> forward_validation, Data data);
+              std::function<float()> forward_validation, Data data, RebindTensors rebind);
 
  private:
   void plan_arena();
@@ -254,7 +257,16 @@ class Trainer final : public TrainLoop {
           Entry::bwd(model_, in, saved_, d_loss, &grad_.grad);
           return loss;
         },
-        [this] { return Entry::loss(model_, val_->next()); }, std::move(d));
+        [this] { return Entry::loss(model_, val_->next()); }, std::move(d),
+        [this](std::uintptr_t from, float* to, std::size_t floats) {
+          const auto move = [&](Tensor& t) {
+            const auto at = reinterpret_cast<std::uintptr_t>(t.raw());
+            if (at >= from && at < from + floats * sizeof(float)) t.bind(to + (at - from) / sizeof(float));
+          };
+          // The model is the caller's; its tensors' storage moves with the store they are bound to.
+          llmcc::for_each_parameter(const_cast<Model&>(model_), [&](const std::string&, Tensor& t) { move(t); });
+          grad_.grad.for_each_pair(model_, "", [&](const std::string&, const Tensor&, Tensor& g) { move(g); });
+        });
   }
 
   ParameterStore& grads() { return grad_.store; }
