@@ -190,6 +190,8 @@ void DataParallel::begin_backward() {
   }
   std::fill(tensor_done_.begin(), tensor_done_.end(), 0);
   times_ = CommTimes{};
+  timeline_.resize(buckets_.size());
+  step_began_ = Clock::now();
   in_backward_ = !shares_memory();  // shared memory is summed after the backward
 }
 
@@ -222,6 +224,9 @@ void DataParallel::start(Bucket& b) {
   LLMCC_PROFILE("data_parallel.start");
   b.started = true;
   b.started_at = Clock::now();
+  timeline_[static_cast<std::size_t>(&b - buckets_.data())] = {
+      static_cast<double>(b.hi - b.lo) * sizeof(float),
+      std::chrono::duration<double, std::milli>(b.started_at - step_began_).count()};
   if (options_.zero_stage == 1)
     b.request = comm_.start_reduce_scatter(grads_.data() + b.lo, shard_grad_.data() + b.shard_off, b.counts.data());
   else
@@ -248,6 +253,7 @@ void DataParallel::finish_backward() {
   LLMCC_PROFILE("data_parallel.wait");
   in_backward_ = false;
   const auto t0 = Clock::now();
+  backward_end_ms_ = std::chrono::duration<double, std::milli>(t0 - step_began_).count();
   if (shares_memory()) {
     comm_.barrier();  // every rank's gradients are complete
     times_.exposed_ms += ms_since(t0);

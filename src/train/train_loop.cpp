@@ -395,6 +395,14 @@ void TrainLoop::print_comm_summary(const TrainResult& result, std::int64_t timed
   for (std::size_t r = 0; r < n; ++r)
     s << (r == 0 ? " " : ", ") << "rank " << r << " " << fixed(comm_summary_[2 * r + 1], 1) << " of "
       << fixed(comm_summary_[2 * r], 1) << " ms";
+  // When the last step's buckets started (MPI collectives): how much of the backward is left
+  // to hide their communication behind.
+  const auto& timeline = dp_->last_step_timeline();
+  if (!dp_->shares_memory() && !timeline.empty()) {
+    s << "\n  last step's buckets started at (ms after its forward began, MB):";
+    for (const auto& b : timeline) s << " " << fixed(b.started_ms, 0) << ":" << fixed(b.bytes / 1e6, 1);
+    s << "; backward ended at " << fixed(dp_->last_backward_end_ms(), 0) << " ms";
+  }
   out_->progress.print(s.str());
 }
 

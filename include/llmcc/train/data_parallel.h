@@ -36,6 +36,7 @@
 // number of ranks.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -112,6 +113,15 @@ class DataParallel final : public adgen::GradFinalListener {
   void scatter_optimizer(const AdamW& whole);
 
   const CommTimes& last_step_times() const { return times_; }
+  // The last step's timeline (MPI collectives only): for each bucket, its bytes and when its
+  // collective started, in ms after begin_backward (which comes before the last micro-batch's
+  // forward); and when the backward ended. For a model of how much communication can hide.
+  struct BucketStart {
+    double bytes = 0.0;
+    double started_ms = 0.0;
+  };
+  const std::vector<BucketStart>& last_step_timeline() const { return timeline_; }
+  double last_backward_end_ms() const { return backward_end_ms_; }
 
  private:
   struct Bucket;
@@ -139,6 +149,9 @@ class DataParallel final : public adgen::GradFinalListener {
   std::vector<float*> peer_grads_;  // every rank's gradient store, in rank order
   std::int64_t t_ = 0;
   CommTimes times_;
+  std::chrono::steady_clock::time_point step_began_;
+  std::vector<BucketStart> timeline_;
+  double backward_end_ms_ = 0.0;
 };
 
 }  // namespace llmcc::train
