@@ -13,6 +13,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/train_log.h"
+#include "train/crc32.h"
 #include "llmcc/train/trainer.h"
 
 namespace llmcc::train {
@@ -380,6 +381,37 @@ std::string TrainLoop::checkpoint(std::int64_t step) {
   return path;
 }
 
+void TrainLoop::check_ranks_agree() {
+  // Every rank must train the same run: the same configuration, data position and weights. A rank
+  // started with other flags, other data or another checkpoint would otherwise train on apart
+  // from the others, silently. Ranks that share the weights hold them once, so only theirs are
+  // not compared.
+  detail::Crc32 config;
+  for (const auto& [key, value] : o_.config) {
+    config.update(key.data(), key.size());
+    config.update("=", 1);
+    config.update(value.data(), value.size());
+    config.update("\n", 1);
+  }
+  const std::string data = data_.state().to_string();
+  config.update(data.data(), data.size());
+  detail::Crc32 weights;
+  if (!dp_->shares_memory()) weights.update(params_->data(), params_->size() * sizeof(float));
+  std::uint32_t mine[2] = {config.value(), weights.value()};
+  std::uint32_t root[2] = {mine[0], mine[1]};
+  dist::Communicator& comm = dp_->comm();
+  comm.broadcast(root, sizeof root, 0);
+  for (int what = 0; what < 2; ++what) {
+    const bool same = mine[what] == root[what];
+    if (comm.all(same)) continue;
+    const char* thing = what == 0 ? "configuration or training data position" : "initial weights";
+    fail(o_.name, same ? std::string("another rank's ") + thing + " differs from rank 0's; every rank must be " +
+                             "started with the same flags, data and checkpoint"
+                       : comm.describe() + ": this rank's " + thing + " differs from rank 0's; every rank must be " +
+                             "started with the same flags, data and checkpoint");
+  }
+}
+
 void TrainLoop::print_comm_summary(const TrainResult& result, std::int64_t timed_steps) {
   // Every rank's means, summed into its own slots.
   dist::Communicator& comm = dp_->comm();
@@ -431,6 +463,7 @@ TrainResult TrainLoop::run() {
   const bool resumed = !resumed_from_.empty();
 
   arena();  // planned before the first step, so a step that cannot fit fails here
+  if (dp_) check_ranks_agree();
   const std::string log_path = !rank0_                ? std::string()
                                : !o_.log_path.empty() ? o_.log_path
                                : !o_.out_dir.empty()  ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string()
@@ -476,8 +509,9 @@ TrainResult TrainLoop::run() {
 
   // A source that does not count its items gets steps per second.
   const bool counted = data_.items_per_batch > 0;
-  // Data-parallel: the throughput is the ranks' together (each serves items_per_batch).
-  const double ranks = dp_ ? static_cast<double>(dp_->comm().size()) : 1.0;
+  // Data-parallel: the throughput is the ranks' together (each serves items_per_batch); steps
+  // per second are the same on every rank.
+  const double ranks = dp_ && counted ? static_cast<double>(dp_->comm().size()) : 1.0;
   const double items = counted ? data_.items_per_batch * o_.grad_accum : 1.0;
   const std::string rate_field = counted ? o_.rate_field : "steps_per_s";
   out.progress.set_rate_unit(counted ? o_.rate_unit : "step");

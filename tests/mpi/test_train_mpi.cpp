@@ -2,10 +2,12 @@
 // with the same global batch. N ranks with --batch-size B see exactly the tokens one process sees
 // with N*B, and their summed gradients are the global batch's, so losses and weights agree to
 // float rounding (the sums are formed in another order): 1e-5 relative for every step's loss,
-// 1e-5 absolute for every weight and AdamW moment. Also: ZeRO-1 against replicated AdamW, three
-// ranks with buckets that do not divide evenly, gradient accumulation, the TCP transport, a
-// checkpoint written by two ranks resumed by one and by three, a rank killed mid-run, and an
-// error on every rank.
+// 1e-5 absolute for every weight and AdamW moment. Both ways of summing are covered: shared
+// memory between the ranks of one machine (--comm auto, the default with ZeRO-1) and MPI
+// collectives started while the backward runs (--comm mpi, or --zero 0). Also: ZeRO-1 against
+// replicated AdamW, three ranks with buckets that do not divide evenly, gradient accumulation,
+// the TCP transport, a checkpoint written by two ranks resumed by one and by three, a rank
+// killed mid-run, and an error on every rank.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -73,20 +75,20 @@ CliResult run(const TempDir& dir, const std::string& prefix, const std::vector<s
   return r;
 }
 
-// A 2-layer GPT-2 small enough for seconds per run, with clipping on (the norm crosses 1).
+// A 2-layer GPT-2 small enough for seconds per run.
+const std::vector<std::string> kGpt2 = {"--model",  "gpt2-tiny",           "--n-layer", "2",
+                                        "--n-embd", std::to_string(kEmbd), "--n-head",  "2"};
+// A 2-layer Llama: RMSNorm, RoPE, grouped-query attention, SwiGLU, an untied head.
+const std::vector<std::string> kLlama = {"--model",  "llama-tiny", "--n-layer",   "2", "--n-embd",     "64",
+                                         "--n-head", "4",          "--n-kv-head", "2", "--hidden-dim", "96"};
+
+// `model` trained on the progression shard with clipping on (the norm crosses 1).
 std::vector<std::string> train_flags(const TempDir& dir, const std::string& out, int batch, int steps,
-                                     std::vector<std::string> extra = {}) {
+                                     std::vector<std::string> extra = {},
+                                     const std::vector<std::string>& model = kGpt2) {
   std::vector<std::string> f = {"train",
                                 "--train-data",
                                 dir.file("train.bin"),
-                                "--model",
-                                "gpt2-tiny",
-                                "--n-layer",
-                                "2",
-                                "--n-embd",
-                                std::to_string(kEmbd),
-                                "--n-head",
-                                "2",
                                 "--vocab-size",
                                 std::to_string(kVocab),
                                 "--max-seq-len",
@@ -109,6 +111,7 @@ std::vector<std::string> train_flags(const TempDir& dir, const std::string& out,
                                 "1",
                                 "--out-dir",
                                 dir.file(out)};
+  f.insert(f.end(), model.begin(), model.end());
   if (batch > 0) {
     f.push_back("--batch-size");
     f.push_back(std::to_string(batch));
@@ -276,6 +279,34 @@ TEST_F(TrainMpi, AnErrorEndsTheJobWithEachRanksLine) {
   EXPECT_NE(r.err.find("llmcc train [rank "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("of 2]: error: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainMpi, LlamaTwoRanksMatchOneProcess) {
+  train("", train_flags(dir, "one", 4, 20, {}, kLlama));
+  train(mpirun(2), train_flags(dir, "two", 2, 20, {}, kLlama));
+  EXPECT_NE(last_out.find("Llama"), std::string::npos) << last_out;
+  expect_same_losses(losses(dir, "one"), losses(dir, "two"), 1, 20, "Llama np=1 B=4 vs np=2 B=2");
+  expect_same_state(dir, "one", "two", "Llama np=1 B=4 vs np=2 B=2");
+  train(mpirun(2), train_flags(dir, "mpi", 2, 20, {"--comm", "mpi", "--bucket-mb", "0.02"}, kLlama));
+  expect_same_losses(losses(dir, "one"), losses(dir, "mpi"), 1, 20, "Llama np=1 B=4 vs np=2 B=2 --comm mpi");
+  expect_same_state(dir, "one", "mpi", "Llama np=1 B=4 vs np=2 B=2 --comm mpi");
+}
+
+TEST_F(TrainMpi, RanksStartedWithDifferentFlagsAreRefused) {
+  // mpirun's multiple-program form: rank 1 gets another weight decay.
+  std::string cmd = mpirun(1) + " " + shell_quote(LLMCC_BINARY);
+  for (const std::string& a : train_flags(dir, "run", 2, 4)) cmd += " " + shell_quote(a);
+  cmd += " : -np 1";
+  const CliResult r = run(dir, cmd, [&] {
+    std::vector<std::string> f = train_flags(dir, "run", 2, 4);
+    f.insert(f.end(), {"--weight-decay", "0.05"});
+    return f;
+  }());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("rank 1 of 2: this rank's configuration or training data position differs from rank 0's"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(llmcc::latest_checkpoint(dir.file("run")));
 }
 
 // The pid of the rank `rank` of a run whose command line holds `marker`, from /proc (0: none).

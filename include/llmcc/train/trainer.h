@@ -173,6 +173,9 @@ class TrainLoop {
     std::int64_t val_per_epoch = 0;
   };
   TrainLoop(TrainerOptions options, TrainerHooks hooks);
+  // Called by Trainer<Entry> before its members go (the gradient store DataParallel may have
+  // moved into shared memory is one of them).
+  void release_data_parallel() { dp_.reset(); }
   // Called by Trainer<Entry> once its members exist.
   // rebind moves the model's parameter and gradient tensors when a data-parallel run moves their
   // stores (RebindTensors, data_parallel.h).
@@ -201,6 +204,9 @@ class TrainLoop {
   float validate(std::int64_t step);
   std::string checkpoint(std::int64_t step);
   void print_default_header(const TrainStart& start);
+  // Data-parallel: fails on every rank unless all ranks hold rank 0's configuration, data position
+  // and weights.
+  void check_ranks_agree();
   // Data-parallel: every rank's mean step and exposed communication time, printed by rank 0.
   void print_comm_summary(const TrainResult& result, std::int64_t timed_steps);
   std::vector<double> comm_summary_;
@@ -268,6 +274,10 @@ class Trainer final : public TrainLoop {
           grad_.grad.for_each_pair(model_, "", [&](const std::string&, const Tensor&, Tensor& g) { move(g); });
         });
   }
+
+  // The data-parallel state goes first: it moves the gradient store (a member of this class) and
+  // the model's tensors back from shared memory, so it must not outlive them.
+  ~Trainer() override { release_data_parallel(); }
 
   ParameterStore& grads() { return grad_.store; }
 
