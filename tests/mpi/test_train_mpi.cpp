@@ -63,16 +63,7 @@ std::string mpirun(int np, const std::string& extra = "") {
 
 // `prefix llmcc args` (prefix empty: one process without mpirun), output captured in dir.
 CliResult run(const TempDir& dir, const std::string& prefix, const std::vector<std::string>& args) {
-  std::string cmd = (prefix.empty() ? "timeout 300" : prefix) + " " + shell_quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = llmcc::test::slurp(out);
-  r.err = llmcc::test::slurp(err);
-  return r;
+  return llmcc::test::run_llmcc_under(dir, prefix.empty() ? "timeout 300" : prefix, args);
 }
 
 // A 2-layer GPT-2 small enough for seconds per run.
@@ -294,9 +285,7 @@ TEST_F(TrainMpi, LlamaTwoRanksMatchOneProcess) {
 
 TEST_F(TrainMpi, RanksStartedWithDifferentFlagsAreRefused) {
   // mpirun's multiple-program form: rank 1 gets another weight decay.
-  std::string cmd = mpirun(1) + " " + shell_quote(LLMCC_BINARY);
-  for (const std::string& a : train_flags(dir, "run", 2, 4)) cmd += " " + shell_quote(a);
-  cmd += " : -np 1";
+  const std::string cmd = mpirun(1) + " " + llmcc::test::llmcc_command(train_flags(dir, "run", 2, 4)) + " : -np 1";
   const CliResult r = run(dir, cmd, [&] {
     std::vector<std::string> f = train_flags(dir, "run", 2, 4);
     f.insert(f.end(), {"--weight-decay", "0.05"});
@@ -327,9 +316,9 @@ pid_t find_rank(const std::string& marker, int rank) {
 
 TEST_F(TrainMpi, AKilledRankEndsTheJobAndKeepsTheLastCheckpoint) {
   const std::string out = dir.file("run");
-  std::string cmd = "exec " + mpirun(2) + " " + shell_quote(LLMCC_BINARY);
-  for (const std::string& a : train_flags(dir, "run", 2, 100000, {"--ckpt-every", "3", "--keep-last", "2"}))
-    cmd += " " + shell_quote(a);
+  std::string cmd =
+      "exec " + mpirun(2) + " " +
+      llmcc::test::llmcc_command(train_flags(dir, "run", 2, 100000, {"--ckpt-every", "3", "--keep-last", "2"}));
   cmd += " >" + shell_quote(dir.file("job.out")) + " 2>" + shell_quote(dir.file("job.err")) + " </dev/null";
   const pid_t job = fork();
   ASSERT_GE(job, 0);

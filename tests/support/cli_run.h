@@ -32,13 +32,11 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// `llmcc <args>` with stdout and stderr captured in files of `dir`, no standard input.
-inline CliResult run_llmcc(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = shell_quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
+// `command` run by /bin/sh with stdout and stderr captured in files of `dir`, no standard input.
+inline CliResult run_captured(const TempDir& dir, const std::string& command) {
   const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
+  const std::string line = command + " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  const int status = std::system(line.c_str());
   CliResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
@@ -46,20 +44,27 @@ inline CliResult run_llmcc(const TempDir& dir, const std::vector<std::string>& a
   return r;
 }
 
+inline std::string llmcc_command(const std::vector<std::string>& args) {
+  std::string cmd = shell_quote(LLMCC_BINARY);
+  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  return cmd;
+}
+
+// `llmcc <args>`, captured as above.
+inline CliResult run_llmcc(const TempDir& dir, const std::vector<std::string>& args) {
+  return run_captured(dir, llmcc_command(args));
+}
+
 // `llmcc <args>` run by /bin/sh after `prefix` (e.g. "ulimit -f 8; trap '' XFSZ", a full disk),
 // captured like run_llmcc.
 inline CliResult run_llmcc_after(const TempDir& dir, const std::string& prefix, const std::vector<std::string>& args) {
-  std::string cmd = prefix + "; exec " + shell_quote(LLMCC_BINARY);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  const std::string out = dir.file("cli.out"), err = dir.file("cli.err");
-  const std::string line =
-      "sh -c " + shell_quote(cmd) + " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  const int status = std::system(line.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return run_captured(dir, "sh -c " + shell_quote(prefix + "; exec " + llmcc_command(args)));
+}
+
+// `<launcher> llmcc <args>` (e.g. "mpirun -np 2"), captured like run_llmcc.
+inline CliResult run_llmcc_under(const TempDir& dir, const std::string& launcher,
+                                 const std::vector<std::string>& args) {
+  return run_captured(dir, launcher + " " + llmcc_command(args));
 }
 
 }  // namespace llmcc::test
