@@ -194,12 +194,13 @@ TEST_F(TrainMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
 }
 
 TEST_F(TrainMpi, ZeroOneAndReplicatedAdamWAgree) {
-  // Small buckets: many collectives, each cut into two slices, started while the backward runs.
-  train(mpirun(2), train_flags(dir, "zero0", 2, 20, {"--zero", "0", "--bucket-mb", "0.02"}));
+  // One tensor per bucket: every collective starts at its tensor's notification, so one that came
+  // too early would sum a gradient still being accumulated.
+  train(mpirun(2), train_flags(dir, "zero0", 2, 20, {"--zero", "0", "--bucket-mb", "0.001"}));
   EXPECT_NE(last_out.find("AdamW state replicated"), std::string::npos) << last_out;
-  train(mpirun(2), train_flags(dir, "zero1", 2, 20, {"--zero", "1", "--bucket-mb", "0.02", "--comm", "mpi"}));
+  train(mpirun(2), train_flags(dir, "zero1", 2, 20, {"--zero", "1", "--bucket-mb", "0.001", "--comm", "mpi"}));
   EXPECT_EQ(last_out.find("shared memory"), std::string::npos) << last_out;
-  train(mpirun(2), train_flags(dir, "shared", 2, 20, {"--zero", "1", "--bucket-mb", "0.02"}));
+  train(mpirun(2), train_flags(dir, "shared", 2, 20, {"--zero", "1", "--bucket-mb", "0.001"}));
   expect_same_losses(losses(dir, "zero0"), losses(dir, "zero1"), 1, 20, "--zero 0 vs --zero 1");
   expect_same_state(dir, "zero0", "zero1", "--zero 0 vs --zero 1");
   expect_same_losses(losses(dir, "zero1"), losses(dir, "shared"), 1, 20, "--zero 1 over MPI vs shared memory");
