@@ -69,36 +69,39 @@ float decay_factor(const AdamWConfig& config, float lr) {
   return static_cast<float>(1.0 - static_cast<double>(lr) * config.weight_decay);
 }
 
-// The whole flat buffer in one pass: one parallel region (when there are threads to use), each
-// thread a contiguous range of whole cache lines, walked tensor by tensor for the decay factor.
-// Tensor i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in
-// all four stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the
-// gradient covers the whole store as ParameterStore::zero() does.
+// Elements [begin, end) of the flat buffers in one pass: one parallel region (when there are
+// threads to use), each thread a contiguous range of whole cache lines, walked tensor by tensor
+// for the decay factor. g, m and v hold the range only (g[0] is element begin's gradient). Tensor
+// i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in all four
+// stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the gradient of
+// the whole store covers it as ParameterStore::zero() does.
 template <bool zero_grads>
-bool adamw_flat(ParameterStore& params, float* grads, ParameterStore& m, ParameterStore& v, const AdamWConfig& config,
-                float lr, std::int64_t t) {
+bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
+                const AdamWConfig& config, float lr, std::int64_t t) {
   const Coefficients k = coefficients(config, lr, t);
   const float decay = decay_factor(config, lr);
-  const std::int64_t n = static_cast<std::int64_t>(params.size());
   const std::size_t count = params.count();
-  float* p = params.data();
-  float* mp = m.data();
-  float* vp = v.data();
+  const auto lo_of = [&](std::size_t i) { return params.offset(i); };
+  const auto hi_of = [&](std::size_t i) { return i + 1 < count ? params.offset(i + 1) : params.size(); };
   // Memory-bound: a team pays off from a few cache lines per thread; 64 Ki floats is ~2 MB of
   // traffic.
   std::atomic<bool> finite{true};
+  const auto n = static_cast<std::int64_t>(end - begin);
   cpu::parallel_for(
       n, n >= (std::int64_t{1} << 16),
-      [&](std::int64_t begin, std::int64_t end) {
+      [&](std::int64_t b, std::int64_t e) {
+        const std::size_t first = begin + static_cast<std::size_t>(b), last = begin + static_cast<std::size_t>(e);
         bool range_finite = true;
-        // The tensors overlapping [begin, end), in order.
+        // The tensors overlapping [first, last), in order; g, m and v shifted to line up with the
+        // parameters' flat index.
         for (std::size_t i = 0; i < count; ++i) {
-          const auto lo = static_cast<std::int64_t>(params.offset(i));
-          const auto hi = i + 1 < count ? static_cast<std::int64_t>(params.offset(i + 1)) : n;
-          if (hi <= begin) continue;
-          if (lo >= end) break;
-          range_finite &= adamw_span<zero_grads>(p, grads, mp, vp, std::max(lo, begin), std::min(hi, end), k,
-                                                 params.shape(i).ndim() >= 2 ? decay : 1.0f);
+          if (hi_of(i) <= first) continue;
+          if (lo_of(i) >= last) break;
+          const std::size_t lo = std::max(lo_of(i), first), hi = std::min(hi_of(i), last);
+          const std::size_t at = lo - begin;
+          range_finite &=
+              adamw_span<zero_grads>(params.data() + lo, g + at, m + at, v + at, 0, static_cast<std::int64_t>(hi - lo),
+                                     k, params.shape(i).ndim() >= 2 ? decay : 1.0f);
         }
         if (!range_finite) finite.store(false, std::memory_order_relaxed);
       },
@@ -137,14 +140,14 @@ bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterSt
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   // Only the zeroing variant writes the gradient.
-  return adamw_flat<false>(params, grads.data(), m, v, config, lr, t);
+  return adamw_walk<false>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t);
 }
 
 bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
                            const AdamWConfig& config, float lr, std::int64_t t) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
-  return adamw_flat<true>(params, grads.data(), m, v, config, lr, t);
+  return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t);
 }
 
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
@@ -154,34 +157,8 @@ bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end
   if (begin > end || end > params.size())
     fail("adamw", "range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside the " +
                       std::to_string(params.size()) + " floats of the parameters");
-  const Coefficients k = coefficients(config, lr, t);
-  const float decay = decay_factor(config, lr);
-  const std::size_t count = params.count();
-  // The tensors overlapping [begin, end), each with its decay factor; g, m and v are indexed from
-  // begin, so they are shifted to line up with the parameters' flat index i.
-  const auto lo_of = [&](std::size_t i) { return params.offset(i); };
-  const auto hi_of = [&](std::size_t i) { return i + 1 < count ? params.offset(i + 1) : params.size(); };
-  std::atomic<bool> finite{true};
-  const auto n = static_cast<std::int64_t>(end - begin);
-  cpu::parallel_for(
-      n, n >= (std::int64_t{1} << 16),
-      [&](std::int64_t b, std::int64_t e) {
-        const std::size_t first = begin + static_cast<std::size_t>(b), last = begin + static_cast<std::size_t>(e);
-        bool range_finite = true;
-        for (std::size_t i = 0; i < count; ++i) {
-          if (hi_of(i) <= first) continue;
-          if (lo_of(i) >= last) break;
-          const std::size_t lo = std::max(lo_of(i), first), hi = std::min(hi_of(i), last);
-          const std::size_t at = lo - begin;
-          const float factor = params.shape(i).ndim() >= 2 ? decay : 1.0f;
-          const auto len = static_cast<std::int64_t>(hi - lo);
-          range_finite &= zero_grads ? adamw_span<true>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor)
-                                     : adamw_span<false>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor);
-        }
-        if (!range_finite) finite.store(false, std::memory_order_relaxed);
-      },
-      cpu::kLineFloats);
-  return finite.load();
+  return zero_grads ? adamw_walk<true>(params, begin, end, g, m, v, config, lr, t)
+                    : adamw_walk<false>(params, begin, end, g, m, v, config, lr, t);
 }
 
 AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)
