@@ -278,39 +278,27 @@ void DataParallel::finish_backward() {
 
 double DataParallel::clip_grad_norm(double max_norm) {
   LLMCC_PROFILE("grad_norm");
-  double norm = 0.0;
-  float* g = nullptr;
-  std::size_t n = 0;
   if (shares_memory()) {
     // The sums are the communication here, done by this rank's thread instead of its compute:
     // all of it is exposed.
     const auto t0 = Clock::now();
-    norm = std::sqrt(comm_.sum(reduce_shared_slices()));
+    const double norm = std::sqrt(comm_.sum(reduce_shared_slices()));
     times_.in_flight_ms += ms_since(t0);
     times_.exposed_ms += ms_since(t0);
-    if (max_norm > 0 && std::isfinite(norm)) {
-      const double coef = max_norm / (norm + 1e-6);
-      const auto me = static_cast<std::size_t>(comm_.rank());
-      if (coef < 1.0)
-        for (const Bucket& b : buckets_)
-          scale_floats(grads_.data() + b.lo + static_cast<std::size_t>(b.displs[me]),
-                       static_cast<std::size_t>(b.counts[me]), static_cast<float>(coef));
-    }
+    // This rank's slices of the summed gradient, in its own store.
+    const auto me = static_cast<std::size_t>(comm_.rank());
+    if (const float factor = clip_factor(norm, max_norm); factor != 1.0f)
+      for (const Bucket& b : buckets_)
+        scale_floats(grads_.data() + b.lo + static_cast<std::size_t>(b.displs[me]),
+                     static_cast<std::size_t>(b.counts[me]), factor);
     return norm;
   }
-  if (options_.zero_stage == 1) {
-    g = shard_grad_.data();
-    n = shard_grad_.size();
-    norm = std::sqrt(comm_.sum(sum_of_squares(g, n)));
-  } else {
-    g = grads_.data();
-    n = grads_.size();
-    norm = std::sqrt(sum_of_squares(g, n));
-  }
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) scale_floats(g, n, static_cast<float>(coef));
-  }
+  // ZeRO-1: this rank's shard of the summed gradient; otherwise the whole, on every rank.
+  float* g = options_.zero_stage == 1 ? shard_grad_.data() : grads_.data();
+  const std::size_t n = options_.zero_stage == 1 ? shard_grad_.size() : grads_.size();
+  const double squares = sum_of_squares(g, n);
+  const double norm = std::sqrt(options_.zero_stage == 1 ? comm_.sum(squares) : squares);
+  if (const float factor = clip_factor(norm, max_norm); factor != 1.0f) scale_floats(g, n, factor);
   return norm;
 }
 
@@ -333,10 +321,11 @@ bool DataParallel::step(float lr) {
                                adamw_, lr, t_, shares_memory());
   }
   if (shares_memory()) {
+    // No rank returns from this before every rank has updated its slices of the shared weights.
     const auto t0 = Clock::now();
-    comm_.barrier();  // every slice of the shared weights is updated
+    finite = comm_.all(finite);
     times_.exposed_ms += ms_since(t0);
-    return comm_.all(finite);
+    return finite;
   }
   // The updated slices to every rank, all buckets in flight at once.
   const auto t0 = Clock::now();

@@ -74,14 +74,19 @@ void scale_grads(ParameterStore& grads, float factor) {
   scale_floats(grads.data(), grads.size(), factor);
 }
 
+float clip_factor(double norm, double max_norm) {
+  if (!(max_norm > 0.0) || !std::isfinite(norm)) return 1.0f;
+  const double coef = max_norm / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
 double clip_grad_norm(ParameterStore& grads, double max_norm) {
   if (!(max_norm > 0.0)) {
     fail("grad_clip", "max_norm must be > 0, got " + std::to_string(max_norm));
   }
   const double norm = grad_norm(grads);
-  if (!std::isfinite(norm)) return norm;
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) scale_grads(grads, static_cast<float>(coef));
+  const float factor = clip_factor(norm, max_norm);
+  if (factor != 1.0f) scale_grads(grads, factor);
   return norm;
 }
 

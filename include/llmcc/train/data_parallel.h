@@ -27,8 +27,9 @@
 // each rank's gradient store in memory the others can read. After the backward the ranks meet at
 // a barrier (the exposed time); each then sums its slices over all ranks' stores in rank order
 // (zeroing the others' copies as it reads them), takes the norm's share from the sums, and runs
-// AdamW on its slices of the shared weights; a barrier ends the step. Nothing is copied but the
-// sums: the reduction is one pass over each slice, fused with the zeroing.
+// AdamW on its slices of the shared weights; the all-reduce of the finite flag ends the step.
+// Nothing is copied but the sums: the reduction is one pass over each slice, fused with the
+// zeroing.
 //
 // Weights stay identical on every rank (they start equal: one seed, or one checkpoint).
 // Checkpoints hold the whole state: gather_optimizer() assembles AdamW's moments on one rank;

@@ -26,6 +26,10 @@ double sum_of_squares(const float* g, std::size_t size);
 void scale_floats(float* g, std::size_t size, float factor);
 // Throws llmcc::Error if max_norm <= 0.
 double clip_grad_norm(ParameterStore& grads, double max_norm);
+// The factor clip_grad_norm scales by for a gradient of norm `norm`: max_norm / (norm + 1e-6)
+// when that is below 1, else 1 (also for a non-finite norm, or max_norm <= 0: clipping off). For
+// gradients held in parts (a data-parallel rank's shard) that are scaled with scale_floats.
+float clip_factor(double norm, double max_norm);
 void scale_grads(ParameterStore& grads, float factor);
 
 }  // namespace llmcc
