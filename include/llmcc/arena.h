@@ -13,11 +13,25 @@
 
 namespace llmcc {
 
+// Where an arena's memory comes from when the arena does not own a block: an embedding hands
+// every request to its own allocator (the PyTorch extension makes each op output a torch tensor
+// this way, so no output is copied).
+class ArenaSource {
+ public:
+  virtual ~ArenaSource() = default;
+  // At least `bytes` of uninitialised memory aligned to Arena::kAlignment, alive as long as the
+  // source needs it; throws llmcc::Error when it cannot.
+  virtual void* allocate(std::size_t bytes, const char* what) = 0;
+};
+
 class Arena {
  public:
   static constexpr std::size_t kAlignment = 64;  // one cache line; also AVX-512 width
 
   explicit Arena(std::size_t capacity_bytes);
+  // An arena without a block of its own: every allocation is the source's (which must outlive
+  // the arena). reset() forgets the count, not the memory; capacity() is 0 and owns() is false.
+  explicit Arena(ArenaSource& source) : source_(&source) {}
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -46,6 +60,7 @@ class Arena {
 
  private:
   unsigned char* base_ = nullptr;
+  ArenaSource* source_ = nullptr;
   std::size_t capacity_ = 0;
   std::size_t used_ = 0;
   std::size_t high_water_ = 0;

@@ -32,6 +32,12 @@ Arena::~Arena() { std::free(base_); }
 
 void* Arena::allocate(std::size_t bytes, const char* what) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (source_ != nullptr) {
+    void* p = source_->allocate(rounded, what);
+    used_ += rounded;
+    if (used_ > high_water_) high_water_ = used_;
+    return p;
+  }
   if (rounded > capacity_ - used_) {
     fail("arena", std::string("request of ") + mib(bytes) + " for '" + what + "' exceeds the capacity: " + mib(used_) +
                       " of " + mib(capacity_) + " in use; construct the Arena with a larger capacity");
@@ -53,7 +59,7 @@ Tensor Arena::zeros(const Shape& shape, const char* what, DType dtype) {
 }
 
 void Arena::poison_and_reset() {
-  if (used_ > 0) std::memset(base_, 0xFF, used_);
+  if (used_ > 0 && source_ == nullptr) std::memset(base_, 0xFF, used_);
   used_ = 0;
 }
 
