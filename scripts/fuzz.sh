@@ -24,7 +24,7 @@ cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_COMPILER=clang-
 cmake --build "$build" -j"$jobs" --target llmcc_fuzz
 # --bounded: the short run CI does (ctest label fuzz, LLMCC_FUZZ_CTEST_SECONDS per target).
 if [ "$secs" = "--bounded" ]; then
-  ctest --test-dir "$build" -L fuzz --output-on-failure
+  ctest --test-dir "$build" -L fuzz --output-on-failure -j"$jobs"
   exit
 fi
 

@@ -1,6 +1,9 @@
 #include "llmcc/arena.h"
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "test_support.h"
 
@@ -43,6 +46,39 @@ TEST(Arena, ScopesNestAndTensorsComeFromTheCurrentArena) {
     EXPECT_EQ(&current_arena("op"), &outer);
   }
   EXPECT_THROW(current_arena("op"), Error);
+}
+
+// Records every request and serves it from its own vector, as an embedding's allocator would.
+class RecordingSource final : public llmcc::ArenaSource {
+ public:
+  void* allocate(std::size_t bytes, const char* what) override {
+    requests.emplace_back(bytes, what);
+    blocks.emplace_back(bytes / sizeof(float) + 16);
+    auto p = reinterpret_cast<std::uintptr_t>(blocks.back().data());
+    return reinterpret_cast<void*>((p + 63) / 64 * 64);
+  }
+  std::vector<std::pair<std::size_t, std::string>> requests;
+  std::vector<std::vector<float>> blocks;
+};
+
+TEST(Arena, ASourceServesEveryAllocation) {
+  RecordingSource source;
+  llmcc::Arena arena(source);
+  llmcc::ArenaScope scope(arena);
+  const llmcc::Tensor a = llmcc::new_tensor(llmcc::Shape{3, 5}, "first");
+  const llmcc::Tensor b = llmcc::new_zeros(llmcc::Shape{7}, "second");
+  ASSERT_EQ(source.requests.size(), 2u);
+  EXPECT_EQ(source.requests[0].first, 64u);  // 60 bytes, rounded to the alignment
+  EXPECT_EQ(source.requests[0].second, "first");
+  EXPECT_EQ(source.requests[1].second, "second");
+  EXPECT_EQ(arena.used(), 128u);
+  EXPECT_EQ(arena.capacity(), 0u);
+  EXPECT_FALSE(arena.owns(a.address()));
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(b.f32()[i], 0.0f);
+  arena.poison_and_reset();  // forgets the count; the source's memory is not touched
+  EXPECT_EQ(arena.used(), 0u);
+  EXPECT_EQ(b.f32()[0], 0.0f);
+  EXPECT_EQ(arena.high_water(), 128u);
 }
 
 }  // namespace

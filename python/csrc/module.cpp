@@ -1,0 +1,19 @@
+// The Python module llmcc_torch._C: importing it registers the `llmcc` operators (ops.cpp) with
+// PyTorch's dispatcher and adds the block functions (blocks.cpp).
+#include <torch/extension.h>
+
+#include <string>
+
+#include "llmcc/runtime.h"
+
+namespace llmcc_torch {
+void register_blocks(pybind11::module_& m);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "llmcc's kernels and adgen-generated block backwards for PyTorch (CPU, float32)";
+  llmcc_torch::register_blocks(m);
+  m.def(
+      "matmul_kernel_name", [] { return llmcc::matmul_kernel_name(); },
+      "The GEMM micro-kernel llmcc's linear layers run on this CPU.");
+}
