@@ -150,6 +150,21 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
   return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t);
 }
 
+bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, bool decay,
+                       const AdamWConfig& config, float lr, std::int64_t t) {
+  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  const Coefficients k = coefficients(config, lr, t);
+  const float factor = decay ? decay_factor(config, lr) : 1.0f;
+  std::atomic<bool> finite{true};
+  cpu::parallel_for(
+      n, n >= (std::int64_t{1} << 16),
+      [&](std::int64_t b, std::int64_t e) {
+        if (!adamw_span<false>(p, g, m, v, b, e, k, factor)) finite.store(false, std::memory_order_relaxed);
+      },
+      cpu::kLineFloats);
+  return finite.load();
+}
+
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
                       const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads) {
   LLMCC_PROFILE("adamw.step");

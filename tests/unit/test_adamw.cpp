@@ -188,6 +188,43 @@ TEST(AdamW, RangesInAnyCutGiveTheWholeStepsBits) {
   });
 }
 
+TEST(AdamW, TensorByTensorGivesTheWholeStepsBits) {
+  // An optimizer that holds each tensor apart (the PyTorch extension's) steps them one by one
+  // with adamw_step_tensor, decaying the matrices: the whole step's bits, on 1 and 2 threads.
+  std::vector<ParameterInfo> infos;
+  for (int n : test::awkward_sizes()) {
+    infos.push_back({"w" + std::to_string(n), Shape{3, n}});  // (3, n)
+    infos.push_back({"b" + std::to_string(n), Shape{n}});     // (n)
+  }
+  infos.push_back({"big", Shape{2, 70001}});  // (2, 70001): split between threads
+  const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  test::for_each_thread_count([&](int) {
+    ParameterStore params(infos);
+    for (std::size_t i = 0; i < params.count(); ++i)
+      set_values(params, i, test::random_vector<float>(params.shape(i).numel(), 11 + i));
+    ParameterStore apart = params.like();
+    std::copy(params.data(), params.data() + params.size(), apart.data());
+    ParameterStore m = params.like(), v = params.like(), grads = params.like();
+    AdamW whole(params, config);
+    for (int step = 1; step <= 3; ++step) {
+      for (std::size_t i = 0; i < params.count(); ++i)
+        set_values(grads, i, test::random_vector<float>(params.shape(i).numel(), 50 * step + i, -2.0, 2.0));
+      whole.step(params, grads, 2e-3f);
+      for (std::size_t i = 0; i < params.count(); ++i) {
+        const std::size_t at = params.offset(i);
+        EXPECT_TRUE(adamw_step_tensor(apart.data() + at, grads.data() + at, m.data() + at, v.data() + at,
+                                      params.shape(i).numel(), params.shape(i).ndim() >= 2, config, 2e-3f, step));
+      }
+      const std::size_t n = params.size();
+      EXPECT_TRUE(std::equal(params.data(), params.data() + n, apart.data())) << "step " << step;
+      EXPECT_TRUE(std::equal(whole.m().data(), whole.m().data() + n, m.data())) << "step " << step;
+      EXPECT_TRUE(std::equal(whole.v().data(), whole.v().data() + n, v.data())) << "step " << step;
+    }
+    float x = 1.0f, g = 1.0f, mm = 0.0f, vv = 0.0f;
+    EXPECT_THROW(adamw_step_tensor(&x, &g, &mm, &vv, 1, true, config, 1e-3f, 0), Error);
+  });
+}
+
 TEST(AdamW, DecaysOnlyTensorsOfTwoOrMoreDims) {
   ParameterStore params({{"w", Shape{1, 1}}, {"b", Shape{1}}, {"e", Shape{1, 1, 1}}});
   for (std::size_t i = 0; i < 3; ++i) set_values(params, i, {1.0f});

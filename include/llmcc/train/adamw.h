@@ -53,6 +53,13 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
                       const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads = false);
 
+// One AdamW step t on one tensor of n elements, for optimizers that keep each tensor apart (the
+// PyTorch extension's): p, g, m and v hold n floats each, p is decayed when `decay` (adamw_step
+// decays the tensors with ndim >= 2). Each element's arithmetic is adamw_step's; parallel over
+// the elements once there are enough. Returns whether p, m and v are all finite.
+bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, bool decay,
+                       const AdamWConfig& config, float lr, std::int64_t t);
+
 // AdamW with its moments and step count; m() and v() are what a checkpoint saves.
 class AdamW {
  public:
