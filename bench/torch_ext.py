@@ -13,10 +13,12 @@ fused projection makes, the output (B, T, C), timed forward + backward (gradient
 The same inputs, interleaved per size; medians of repeated runs. Each thread count is set with
 torch.set_num_threads (llmcc follows it).
 
-GPT-2 124M step (B=4, T=128 unless --quick): zero_grad, forward, loss, backward and
-torch.optim.AdamW's step, for nanoGPT-style GPT-2 with PyTorch's blocks (eager, compiled) and
-with llmcc_torch.Gpt2Block (alone, and with llmcc's linear for the tied LM head and llmcc's
-fused cross-entropy); rounds interleave the variants, medians over rounds.
+GPT-2 124M step (B=4, T=128 unless --quick): zero_grad, forward, loss, backward and the
+optimizer's step (AdamW, lr 1e-4, weight decay 0.1), for nanoGPT-style GPT-2 with PyTorch's blocks
+(eager with torch.optim.AdamW, eager with its fused=True variant, compiled) and with
+llmcc_torch.Gpt2Block (alone; with llmcc's linear for the tied LM head and llmcc's fused
+cross-entropy; and with llmcc_torch.AdamW as well); rounds interleave the variants, medians over
+rounds. The blocks alone (12, forward + backward) are timed against PyTorch's too.
 """
 import argparse
 import csv
@@ -124,6 +126,43 @@ def bench_attention(sizes, threads, rows):
                   flush=True)
 
 
+# ---- GPT-2 124M's 12 blocks alone ---------------------------------------------------------
+
+
+def bench_blocks(threads, shapes, rounds, cfg):
+    """Forward + backward (input and every parameter gradient) of GPT-2 124M's 12 blocks,
+    llmcc's against PyTorch's with the same weights, rounds interleaved."""
+    torch.set_num_threads(threads)
+    rows = []
+    for B, T in shapes:
+        theirs = torch.nn.Sequential(*[ref.Block(cfg.n_embd, cfg.n_head) for _ in range(cfg.n_layer)])
+        ours = torch.nn.Sequential(*[llmcc_torch.Gpt2Block(cfg.n_embd, cfg.n_head) for _ in range(cfg.n_layer)])
+        ours.load_state_dict(theirs.state_dict())
+        x = torch.randn(B, T, cfg.n_embd, requires_grad=True)
+        g = torch.randn(B, T, cfg.n_embd)
+
+        def step(m):
+            for p in m.parameters():
+                p.grad = None
+            x.grad = None
+            m(x).backward(g)
+
+        for m in (theirs, ours):
+            step(m)
+        times = {"pytorch": [], "llmcc": []}
+        for _ in range(rounds):
+            for name, m in (("pytorch", theirs), ("llmcc", ours)):
+                t0 = time.perf_counter()
+                step(m)
+                times[name].append(time.perf_counter() - t0)
+        t_pt, t_ll = statistics.median(times["pytorch"]), statistics.median(times["llmcc"])
+        rows.append(dict(threads=threads, B=B, T=T, pytorch_ms=round(1e3 * t_pt, 1), llmcc_ms=round(1e3 * t_ll, 1),
+                         speedup=round(t_pt / t_ll, 3)))
+        print(f"blocks threads={threads} B={B} T={T}: pytorch {1e3 * t_pt:8.1f} ms  llmcc {1e3 * t_ll:8.1f} ms  "
+              f"{t_pt / t_ll:.3f}x", flush=True)
+    return rows
+
+
 # ---- GPT-2 124M training step ----------------------------------------------------------------
 
 
@@ -133,22 +172,25 @@ def bench_gpt2(threads, B, T, rounds, steps, cfg):
     torch.manual_seed(0)
     pure = ref.Gpt(cfg)
     state = pure.state_dict()
-    models = {
-        "pytorch eager": pure,
-        "pytorch compiled": None,
-        "llmcc blocks": ref.Gpt(cfg, block=llmcc_torch.Gpt2Block),
-        "llmcc blocks, head, cross-entropy": ref.Gpt(cfg, block=llmcc_torch.Gpt2Block, head=llmcc_torch.linear,
-                                                     loss_fn=lambda lg, y: llmcc_torch.cross_entropy(lg, y)),
+    llmcc_ce = lambda lg, y: llmcc_torch.cross_entropy(lg, y)  # noqa: E731
+    torch_adamw = lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1)  # noqa: E731
+    # name: (model, optimizer, compiled)
+    variants = {
+        "pytorch eager": (pure, torch_adamw, False),
+        "pytorch eager, fused AdamW": (ref.Gpt(cfg),
+                                       lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, fused=True), False),
+        "pytorch compiled": (ref.Gpt(cfg), torch_adamw, True),
+        "llmcc blocks": (ref.Gpt(cfg, block=llmcc_torch.Gpt2Block), torch_adamw, False),
+        "llmcc blocks, head, cross-entropy": (ref.Gpt(cfg, block=llmcc_torch.Gpt2Block, head=llmcc_torch.linear,
+                                                      loss_fn=llmcc_ce), torch_adamw, False),
+        "llmcc blocks, head, cross-entropy, AdamW": (ref.Gpt(cfg, block=llmcc_torch.Gpt2Block, head=llmcc_torch.linear,
+                                                             loss_fn=llmcc_ce),
+                                                     lambda ps: llmcc_torch.AdamW(ps, lr=1e-4, weight_decay=0.1), False),
     }
-    compiled_model = ref.Gpt(cfg)
-    models["pytorch compiled"] = compiled_model
-    for m in models.values():
-        m.load_state_dict(state)
     runners = {}
-    for name, m in models.items():
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
-        fwd = torch.compile(m) if name == "pytorch compiled" else m
-        runners[name] = (fwd, opt)
+    for name, (m, make_opt, compiled) in variants.items():
+        m.load_state_dict(state)
+        runners[name] = (torch.compile(m) if compiled else m, make_opt(m.parameters()))
     idx = torch.randint(0, cfg.vocab_size, (B, T))
     targets = torch.randint(0, cfg.vocab_size, (B, T))
 
@@ -232,6 +274,8 @@ def main():
     ap.add_argument("--gpt2-threads", type=int, default=None, help="threads for the GPT-2 step (default: the most)")
     ap.add_argument("--rounds", type=int, default=5, help="GPT-2 rounds (default 5)")
     ap.add_argument("--skip-gpt2", action="store_true")
+    ap.add_argument("--skip-blocks", action="store_true")
+    ap.add_argument("--gpt2-seq", type=int, default=128, help="T of the GPT-2 step (default 128; B is 4)")
     ap.add_argument("--skip-attention", action="store_true")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="folder for the CSV files")
     ap.add_argument("--plot", default=None, help="PNG to write the attention plot to")
@@ -249,11 +293,16 @@ def main():
         write_csv(rows, os.path.join(args.out, "torch_ext_attention.csv"))
         if args.plot:
             plot(rows, args.plot)
+    if not args.skip_blocks:
+        cfg = ref.GptConfig(n_layer=2, n_head=4, n_embd=128) if args.quick else ref.GptConfig()
+        shapes = [(2, 32)] if args.quick else [(4, 64), (4, 128), (8, 256)]
+        rows = bench_blocks(args.gpt2_threads or max(threads), shapes, args.rounds, cfg)
+        write_csv(rows, os.path.join(args.out, "torch_ext_blocks.csv"))
     if not args.skip_gpt2:
         if args.quick:
             cfg, B, T, steps = ref.GptConfig(n_layer=2, n_head=4, n_embd=128, block_size=64), 2, 32, 1
         else:
-            cfg, B, T, steps = ref.GptConfig(), 4, 128, 1
+            cfg, B, T, steps = ref.GptConfig(), 4, args.gpt2_seq, 1
         rows = bench_gpt2(args.gpt2_threads or max(threads), B, T, args.rounds, steps, cfg)
         write_csv(rows, os.path.join(args.out, "torch_ext_gpt2.csv"))
 

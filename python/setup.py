@@ -77,7 +77,7 @@ setup(
     ext_modules=[
         CppExtension(
             "llmcc_torch._C",
-            sources=[f"csrc/{name}.cpp" for name in ("torch_bridge", "ops", "blocks", "module")],
+            sources=[f"csrc/{name}.cpp" for name in ("torch_bridge", "ops", "blocks", "optim", "module")],
             # -g0: no debug information (Python's own flags ask for -g), a smaller module, a faster build.
             extra_compile_args=["-std=c++20", "-O2", "-g0", "-fopenmp", "-Wall"],
             libraries=["sentencepiece"],

@@ -1,5 +1,5 @@
 // The Python module llmcc_torch._C: importing it registers the `llmcc` operators (ops.cpp) with
-// PyTorch's dispatcher and adds the block functions (blocks.cpp).
+// PyTorch's dispatcher and adds the block functions (blocks.cpp) and AdamW's step (optim.cpp).
 #include <torch/extension.h>
 
 #include <string>
@@ -8,11 +8,13 @@
 
 namespace llmcc_torch {
 void register_blocks(pybind11::module_& m);
-}
+void register_optim(pybind11::module_& m);
+}  // namespace llmcc_torch
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "llmcc's kernels and adgen-generated block backwards for PyTorch (CPU, float32)";
   llmcc_torch::register_blocks(m);
+  llmcc_torch::register_optim(m);
   m.def(
       "matmul_kernel_name", [] { return llmcc::matmul_kernel_name(); },
       "The GEMM micro-kernel llmcc's linear layers run on this CPU.");

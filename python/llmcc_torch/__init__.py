@@ -12,11 +12,12 @@ import torch
 
 from . import _C  # noqa: F401  registers torch.ops.llmcc.*
 from .modules import Gpt2Block, LlamaBlock
+from .optim import AdamW
 from .ops import (attention, attention_qkv, cross_entropy, gelu, layernorm, linear, rmsnorm, rope, silu)
 
 __all__ = [
     "attention", "attention_qkv", "cross_entropy", "gelu", "layernorm", "linear", "rmsnorm", "rope", "silu", "Gpt2Block",
-    "LlamaBlock", "matmul_kernel_name"
+    "LlamaBlock", "AdamW", "matmul_kernel_name"
 ]
 
 

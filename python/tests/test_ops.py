@@ -3,7 +3,7 @@
 The reference runs in float64 on the same (float32-representable) inputs, so what is measured is
 llmcc's float32 error. Tolerances, |llmcc - reference| <= ATOL + RTOL * |reference| elementwise:
   forward outputs and gradients of the elementwise and norm ops: RTOL 1e-4, ATOL 1e-5
-  attention (sums over T keys) and cross-entropy: RTOL 1e-4, ATOL 2e-5
+  attention (sums over T keys), linear (over C) and cross-entropy: RTOL 1e-4, ATOL 2e-5
 Sizes are odd on purpose (T not a multiple of any block, head sizes 8 to 40, GQA groups).
 """
 import pytest
