@@ -220,45 +220,37 @@ Tensor2 rmsnorm_backward(const at::Tensor& d_out_in, const at::Tensor& x_in, con
 
 // ---- gelu, silu, rope --------------------------------------------------------------------
 
-// x: any shape of 1 to 4 dims -> out: the same
-at::Tensor gelu(const at::Tensor& x_in) {
-  const at::Tensor x = checked_float("gelu", "x", x_in, 1, 4);
+// An element-wise activation and its pullback: x any shape of 1 to 4 dims, out and the
+// adjoints the same.
+template <llmcc::Tensor (*Forward)(const llmcc::Tensor&)>
+at::Tensor activation(const char* op, const at::Tensor& x_in) {
+  const at::Tensor x = checked_float(op, "x", x_in, 1, 4);
   return run([&] {
     TorchOutputs outputs;
-    return outputs(llmcc::gelu(view(x)));
+    return outputs(Forward(view(x)));
   });
 }
 
-at::Tensor gelu_backward(const at::Tensor& d_out_in, const at::Tensor& x_in) {
-  const at::Tensor d_out = checked_float("gelu_backward", "d_out", d_out_in, 1, 4);
-  const at::Tensor x = checked_float("gelu_backward", "x", x_in, 1, 4);
+template <void (*Pullback)(const llmcc::Tensor&, const llmcc::Tensor&, const llmcc::Tensor&, llmcc::Tensor*)>
+at::Tensor activation_backward(const char* op, const at::Tensor& d_out_in, const at::Tensor& x_in) {
+  const at::Tensor d_out = checked_float(op, "d_out", d_out_in, 1, 4);
+  const at::Tensor x = checked_float(op, "x", x_in, 1, 4);
   return run([&] {
     TorchOutputs working;  // some pullbacks take working memory from the arena
     Adjoint d_x = pending_adjoint(x.sizes());
-    llmcc::gelu_pullback(view(x), view(x), view(d_out), &d_x.handle);
+    Pullback(view(x), view(x), view(d_out), &d_x.handle);  // `out` is not read: x stands in
     settle(d_x);
     return d_x.torch;
   });
 }
 
-at::Tensor silu(const at::Tensor& x_in) {
-  const at::Tensor x = checked_float("silu", "x", x_in, 1, 4);
-  return run([&] {
-    TorchOutputs outputs;
-    return outputs(llmcc::silu(view(x)));
-  });
+at::Tensor gelu(const at::Tensor& x) { return activation<&llmcc::gelu>("gelu", x); }
+at::Tensor gelu_backward(const at::Tensor& d_out, const at::Tensor& x) {
+  return activation_backward<&llmcc::gelu_pullback>("gelu_backward", d_out, x);
 }
-
-at::Tensor silu_backward(const at::Tensor& d_out_in, const at::Tensor& x_in) {
-  const at::Tensor d_out = checked_float("silu_backward", "d_out", d_out_in, 1, 4);
-  const at::Tensor x = checked_float("silu_backward", "x", x_in, 1, 4);
-  return run([&] {
-    TorchOutputs working;  // some pullbacks take working memory from the arena
-    Adjoint d_x = pending_adjoint(x.sizes());
-    llmcc::silu_pullback(view(x), view(x), view(d_out), &d_x.handle);
-    settle(d_x);
-    return d_x.torch;
-  });
+at::Tensor silu(const at::Tensor& x) { return activation<&llmcc::silu>("silu", x); }
+at::Tensor silu_backward(const at::Tensor& d_out, const at::Tensor& x) {
+  return activation_backward<&llmcc::silu_pullback>("silu_backward", d_out, x);
 }
 
 // x (B, T, NH * HS) -> out: the same, pairs rotated (Meta's interleaved convention)
