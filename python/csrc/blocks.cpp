@@ -15,6 +15,7 @@
 #include "llama.grad.h"
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
+#include "python_errors.h"
 #include "torch_bridge.h"
 
 namespace py = pybind11;
@@ -69,18 +70,6 @@ class Record final : public BlockRecord {
   std::unique_ptr<llmcc::Arena> arena;
   Saved saved;
 };
-
-// Python errors with llmcc's messages: ValueError for shapes and values, TypeError for dtypes.
-template <class F>
-decltype(auto) python_errors(F&& f) {
-  try {
-    return run(std::forward<F>(f));
-  } catch (const c10::TypeError& e) {
-    throw py::type_error(e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    throw py::value_error(e.what_without_backtrace());
-  }
-}
 
 std::vector<std::int64_t> sizes_of(const llmcc::Tensor& t) {
   std::vector<std::int64_t> s(t.ndim());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "llmcc/train/adamw.h"
+#include "python_errors.h"
 #include "torch_bridge.h"
 
 namespace py = pybind11;
@@ -40,13 +41,11 @@ void adamw_step(const std::vector<at::Tensor>& params, const std::vector<at::Ten
                                   .beta2 = static_cast<float>(beta2),
                                   .eps = static_cast<float>(eps),
                                   .weight_decay = static_cast<float>(weight_decay)};
-  run([&] {
-    for (std::size_t i = 0; i < n; ++i) {
-      llmcc::adamw_step_tensor(params[i].data_ptr<float>(), grads[i].data_ptr<float>(), exp_avgs[i].data_ptr<float>(),
-                               exp_avg_sqs[i].data_ptr<float>(), params[i].numel(), weight_decay != 0.0, config,
-                               static_cast<float>(lr), steps[i]);
-    }
-  });
+  for (std::size_t i = 0; i < n; ++i) {
+    llmcc::adamw_step_tensor(params[i].data_ptr<float>(), grads[i].data_ptr<float>(), exp_avgs[i].data_ptr<float>(),
+                             exp_avg_sqs[i].data_ptr<float>(), params[i].numel(), weight_decay != 0.0, config,
+                             static_cast<float>(lr), steps[i]);
+  }
 }
 
 }  // namespace
@@ -58,11 +57,8 @@ void register_optim(py::module_& m) {
          const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
          const std::vector<std::int64_t>& steps, double lr, double beta1, double beta2, double eps,
          double weight_decay) {
-        try {
-          adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay);
-        } catch (const c10::Error& e) {
-          throw py::value_error(e.what_without_backtrace());
-        }
+        python_errors(
+            [&] { adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay); });
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("steps"), py::arg("lr"),
       py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),

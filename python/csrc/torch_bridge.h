@@ -60,9 +60,6 @@ void match_torch_threads();
 
 // Runs f(); an llmcc::Error it throws becomes c10::ValueError with the same message, so Python
 // sees ValueError("[attention] q ...").
-template <class F>
-decltype(auto) run(F&& f);
-
 [[noreturn]] void rethrow_llmcc_error(const std::exception& e);
 
 template <class F>
