@@ -109,9 +109,13 @@ bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, cons
   return finite.load();
 }
 
+void check_t(std::int64_t t) {
+  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+}
+
 void check_step(const ParameterStore& params, const ParameterStore& grads, const ParameterStore& m,
                 const ParameterStore& v, std::int64_t t) {
-  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  check_t(t);
   check_same_layout(params, grads, "adamw", "params", "grads");
   check_same_layout(params, m, "adamw", "params", "m");
   check_same_layout(params, v, "adamw", "params", "v");
@@ -152,7 +156,7 @@ bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, Parame
 
 bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, bool decay,
                        const AdamWConfig& config, float lr, std::int64_t t) {
-  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  check_t(t);
   const Coefficients k = coefficients(config, lr, t);
   const float factor = decay ? decay_factor(config, lr) : 1.0f;
   std::atomic<bool> finite{true};
@@ -168,7 +172,7 @@ bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
                       const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads) {
   LLMCC_PROFILE("adamw.step");
-  if (t < 1) fail("adamw", "step t counts from 1, got " + std::to_string(t));
+  check_t(t);
   if (begin > end || end > params.size())
     fail("adamw", "range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside the " +
                       std::to_string(params.size()) + " floats of the parameters");
