@@ -34,7 +34,7 @@ say "1/5 system packages (scripts/setup.sh)"
 bash scripts/setup.sh
 
 say "2/5 configure and build llmcc (Release, $build/)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLMCC_TUNE=  # the tuning -march=native implies
 cmake --build "$build" -j"$(nproc)" --target llmcc
 llmcc="$build/llmcc"
 

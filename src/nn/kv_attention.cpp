@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 
 namespace llmcc::nn {
@@ -24,10 +25,7 @@ void attention_single_query(float* out, const float* q, const float* k, const fl
       float max = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < n; ++j) {
         const float* kj = k + j * stride + kv_col;  // (HS)
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int d = 0; d < HS; ++d) dot += qh[d] * kj[d];
-        s[j] = dot * scale;
+        s[j] = cpu::ordered_sum(HS, [&](std::int64_t d) { return qh[d] * kj[d]; }) * scale;
         max = std::fmax(max, s[j]);
       }
       float sum = 0.0f;

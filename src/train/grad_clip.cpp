@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"  // use_team: no one-thread regions
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
@@ -14,19 +15,6 @@ namespace {
 
 using cpu::use_team;
 
-constexpr std::int64_t kChunk = 1 << 14;  // floats per partial sum
-// Chunks whose partial sums are held at once, on the stack (8 KiB): the norm runs on every
-// clipped training step, which allocates nothing from the heap.
-constexpr std::int64_t kBatch = 1024;
-
-// Sum of squares of g[begin, end) in double.
-double sum_squares(const float* g, std::int64_t begin, std::int64_t end) {
-  double s = 0.0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t i = begin; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
-  return s;
-}
-
 }  // namespace
 
 double grad_norm(const ParameterStore& grads) {
@@ -35,27 +23,10 @@ double grad_norm(const ParameterStore& grads) {
 }
 
 double sum_of_squares(const float* g, std::size_t size) {
+  // The same sum whatever the thread count; it runs on every clipped training step, which
+  // allocates nothing from the heap.
   const auto n = static_cast<std::int64_t>(size);
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  // Partial sums of kBatch chunks at a time, added in chunk order: the same sum whatever the
-  // thread count.
-  double total = 0.0;
-  double partial[kBatch];
-  for (std::int64_t c0 = 0; c0 < chunks; c0 += kBatch) {
-    const std::int64_t count = std::min(kBatch, chunks - c0);
-    const auto chunk_sum = [&](std::int64_t c) {
-      const std::int64_t begin = (c0 + c) * kChunk;
-      partial[c] = sum_squares(g, begin, std::min(n, begin + kChunk));
-    };
-    if (use_team(count > 1)) {
-#pragma omp parallel for schedule(static)
-      for (std::int64_t c = 0; c < count; ++c) chunk_sum(c);
-    } else {
-      for (std::int64_t c = 0; c < count; ++c) chunk_sum(c);
-    }
-    for (std::int64_t c = 0; c < count; ++c) total += partial[c];
-  }
-  return total;
+  return cpu::parallel_ordered_sum<double>(n, true, [&](std::int64_t i) { return static_cast<double>(g[i]) * g[i]; });
 }
 
 void scale_floats(float* g, std::size_t size, float factor) {

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/ordered_sum.h"
 #include "llmcc/error.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -498,10 +499,7 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       prefetch_row(o + kRowsAhead * L.ld_out, HS);
       prefetch_row(g + kRowsAhead * L.ld_out, HS);
     }
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int d = 0; d < HS; ++d) s += g[d] * o[d];
-    D[i] = s;
+    D[i] = ordered_sum(HS, [&](std::int64_t d) { return g[d] * o[d]; });
     Lh[i] = lse_h[i];
   }
 

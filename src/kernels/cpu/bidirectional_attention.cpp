@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/ordered_sum.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -78,12 +79,9 @@ void bidirectional_attention_forward(float* out, float* lse, const float* q, con
         combine(p, q + base + i * C, kt, T, HS, T, scale, false);
         float m = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < T; ++j) m = std::max(m, p[j]);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < T; ++j) {
-          p[j] = fast_exp(p[j] - m);
-          sum += p[j];
-        }
+#pragma omp simd
+        for (int j = 0; j < T; ++j) p[j] = fast_exp(p[j] - m);
+        const float sum = ordered_sum(T, [&](i64 j) { return p[j]; });
         combine(out + base + i * C, p, v + base, C, T, HS, 1.0f / sum, false);
         if (lse) lse[u * T + i] = m + std::log(sum);
       }
@@ -111,9 +109,7 @@ void bidirectional_attention_backward(float* d_q, float* d_k, float* d_v, const 
         const float* qi = q + base + i * C;       // (HS)
         const float* doi = d_out + base + i * C;  // (HS)
         const float* oi = out + base + i * C;     // (HS)
-        float D = 0.0f;
-#pragma omp simd reduction(+ : D)
-        for (int d = 0; d < HS; ++d) D += doi[d] * oi[d];
+        const float D = ordered_sum(HS, [&](i64 d) { return doi[d] * oi[d]; });
         const float lse_i = lse[u * T + i];
         combine(p, qi, kt, T, HS, T, scale, false);
         combine(ds, doi, vt, T, HS, T, 1.0f, false);

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/ordered_sum.h"
+#include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -35,9 +36,7 @@ double cross_entropy_forward(float* __restrict lse, std::int64_t* count, const f
 #endif
       // x - m <= 0, so fast_exp's clamp at -87 only turns terms below 1.6e-38 into 1.6e-38,
       // invisible next to the max term's 1.
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (std::int64_t v = 0; v < V; ++v) s += fast_exp(row[v] - m);
+      const float s = ordered_sum(V, [&](std::int64_t v) { return fast_exp(row[v] - m); });
       lse[n] = m + std::log(s);
     }
   });

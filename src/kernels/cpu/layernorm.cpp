@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <utility>
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ref/layernorm.h"
 #include "llmcc/arena.h"
@@ -24,13 +26,9 @@ void layernorm_forward(float* __restrict out, float* __restrict mean, float* __r
     for (std::int64_t n = begin; n < end; ++n) {
       const float* xr = x + n * C;
       float* yr = out + n * C;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (std::int64_t i = 0; i < C; ++i) sum += xr[i];
-      const float m = sum * inv_c;
-      float var = 0.0f;  // two passes: robust when |mean| >> std
-#pragma omp simd reduction(+ : var)
-      for (std::int64_t i = 0; i < C; ++i) var += (xr[i] - m) * (xr[i] - m);
+      const float m = ordered_sum(C, [&](std::int64_t i) { return xr[i]; }) * inv_c;
+      // Two passes: robust when |mean| >> std.
+      const float var = ordered_sum(C, [&](std::int64_t i) { return (xr[i] - m) * (xr[i] - m); });
       const float s = 1.0f / std::sqrt(var * inv_c + eps);
 #pragma omp simd
       for (std::int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
@@ -78,13 +76,10 @@ void layernorm_backward(float* d_x, float* d_w, float* d_b, const float* __restr
         }
       }
       if (d_x == nullptr) continue;
-      float g_sum = 0.0f, gn_sum = 0.0f;
-#pragma omp simd reduction(+ : g_sum, gn_sum)
-      for (std::int64_t i = 0; i < C; ++i) {
+      const auto [g_sum, gn_sum] = ordered_sum2(C, [&](std::int64_t i) {
         const float g = w[i] * dyr[i];
-        g_sum += g;
-        gn_sum += g * ((xr[i] - m) * s);
-      }
+        return std::pair{g, g * ((xr[i] - m) * s)};
+      });
       const float g_mean = g_sum * inv_c, gn_mean = gn_sum * inv_c;
       float* __restrict dxr = d_x + n * C;
       if (overwrite_dx) {

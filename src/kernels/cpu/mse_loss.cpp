@@ -1,5 +1,6 @@
 #include "kernels/cpu/mse_loss.h"
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
@@ -12,20 +13,10 @@ constexpr std::int64_t kParallelMin = 32768;
 
 float mse_loss_forward(const float* __restrict pred, const float* __restrict target, std::int64_t n) {
   // Squares summed in double: a float accumulator drifts by ~n * eps on large tensors.
-  double sum = 0.0;
-  if (use_team(n >= kParallelMin)) {
-#pragma omp parallel for simd schedule(static) reduction(+ : sum)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double e = static_cast<double>(pred[i]) - target[i];
-      sum += e * e;
-    }
-  } else {
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double e = static_cast<double>(pred[i]) - target[i];
-      sum += e * e;
-    }
-  }
+  const double sum = parallel_ordered_sum<double>(n, n >= kParallelMin, [&](std::int64_t i) {
+    const double e = static_cast<double>(pred[i]) - target[i];
+    return e * e;
+  });
   return static_cast<float>(sum / static_cast<double>(n));
 }
 

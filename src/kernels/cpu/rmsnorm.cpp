@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
@@ -22,9 +23,7 @@ void rmsnorm_forward(float* __restrict out, float* __restrict rstd, const float*
     for (std::int64_t n = begin; n < end; ++n) {
       const float* xr = x + n * C;
       float* yr = out + n * C;
-      float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-      for (std::int64_t i = 0; i < C; ++i) ss += xr[i] * xr[i];
+      const float ss = ordered_sum(C, [&](std::int64_t i) { return xr[i] * xr[i]; });
       const float s = 1.0f / std::sqrt(ss * inv_c + eps);
 #pragma omp simd
       for (std::int64_t i = 0; i < C; ++i) yr[i] = xr[i] * s * w[i];
@@ -65,9 +64,7 @@ void rmsnorm_backward(float* d_x, float* d_w, const float* __restrict d_out, con
         for (std::int64_t i = 0; i < C; ++i) pw[i] += dyr[i] * (xr[i] * s);
       }
       if (d_x == nullptr) continue;
-      float gn_sum = 0.0f;
-#pragma omp simd reduction(+ : gn_sum)
-      for (std::int64_t i = 0; i < C; ++i) gn_sum += w[i] * dyr[i] * xr[i];
+      const float gn_sum = ordered_sum(C, [&](std::int64_t i) { return w[i] * dyr[i] * xr[i]; });
       const float k = s * s * s * gn_sum * inv_c;  // rstd * mean(g * norm) * rstd
       float* __restrict dxr = d_x + n * C;
 #pragma omp simd

@@ -1,5 +1,6 @@
 #include "kernels/cpu/scale.h"
 
+#include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
@@ -34,14 +35,8 @@ void scale_backward(float* d_x, float* d_s, const float* x, float s, const float
   if (d_s) {
     // Products are exact in double; summing in double keeps a 1e6-element sum at float
     // accuracy where a float accumulator would drift by ~n * eps.
-    double sum = 0.0;
-    if (use_team(n >= kParallelMin)) {
-#pragma omp parallel for simd schedule(static) reduction(+ : sum)
-      for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(d_out[i]) * x[i];
-    } else {
-#pragma omp simd reduction(+ : sum)
-      for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(d_out[i]) * x[i];
-    }
+    const double sum = parallel_ordered_sum<double>(
+        n, n >= kParallelMin, [&](std::int64_t i) { return static_cast<double>(d_out[i]) * x[i]; });
     *d_s += static_cast<float>(sum);
   }
 }
