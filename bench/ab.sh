@@ -49,12 +49,23 @@ side() {
   else
     git -C "$repo" archive "$rev" src/kernels/cpu src/kernels/attention_layout.h | tar -x -C "$work/$name"
   fi
-  "$cxx" "${flags[@]}" "${extra[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
-    -c "$work/$name/src/kernels/cpu/$source_file" -o "$work/$name.o"
+  local -a sources=("$work/$name/src/kernels/cpu/$source_file")
+  # A GEMM that takes its blocking from gemm_blocking.cpp needs it, and llmcc's error reporting.
+  if [[ $source_file == gemm_packed.cpp && -f "$work/$name/src/kernels/cpu/gemm_blocking.cpp" ]]; then
+    sources+=("$work/$name/src/kernels/cpu/gemm_blocking.cpp" "$repo/src/tensor/error.cpp")
+  fi
+  local i=0
+  for s in "${sources[@]}"; do
+    "$cxx" "${flags[@]}" "${extra[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
+      -c "$s" -o "$work/$name.$i.o"
+    objects+=("$work/$name.$i.o")
+    i=$((i + 1))
+  done
 }
 
+objects=()
 side a "$rev_a" "${AB_FLAGS_A:-}"
 side b "$rev_b" "${AB_FLAGS_B:-}"
-"$cxx" "${flags[@]}" -I "$repo/src" "$repo/bench/${kernel}_ab.cpp" "$work/a.o" "$work/b.o" -o "$work/ab"
+"$cxx" "${flags[@]}" -I "$repo/src" -I "$repo/include" "$repo/bench/${kernel}_ab.cpp" "${objects[@]}" -o "$work/ab"
 echo "A = $rev_a${AB_FLAGS_A:+ ($AB_FLAGS_A)}, B = $rev_b${AB_FLAGS_B:+ ($AB_FLAGS_B)}"
 "$work/ab" "$@"

@@ -7,6 +7,11 @@
 find_package(GTest REQUIRED)
 include(GoogleTest)
 
+# Every test runs the GEMM with its built-in cache blocking (llmcc::GemmTune::Off): no test
+# process measures one, on a machine other tests are loading, and writes it into the user's cache.
+# The autotuner's own tests (tests/kernels/test_gemm_blocking.cpp) choose their mode and cache.
+set(LLMCC_TEST_ENVIRONMENT "LLMCC_GEMM_TUNE=off")
+
 add_library(llmcc_test_support INTERFACE)
 target_include_directories(llmcc_test_support INTERFACE ${PROJECT_SOURCE_DIR}/tests/support
                                                         ${PROJECT_SOURCE_DIR}/src)
@@ -46,17 +51,18 @@ foreach(test_file ${LLMCC_TEST_FILES})
   endif()
   if(test_label STREQUAL "ops")
     gtest_discover_tests(${test_name} TEST_FILTER "*Kernel.*" TEST_PREFIX "kernels."
-                         PROPERTIES LABELS kernels DISCOVERY_TIMEOUT 60)
+                         PROPERTIES LABELS kernels ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
     gtest_discover_tests(${test_name} TEST_FILTER "*Grad.*" TEST_PREFIX "grad."
-                         PROPERTIES LABELS grad DISCOVERY_TIMEOUT 60)
+                         PROPERTIES LABELS grad ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
     gtest_discover_tests(${test_name} TEST_FILTER "*Api.*" TEST_PREFIX "unit."
-                         PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+                         PROPERTIES LABELS unit ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
   elseif(test_name IN_LIST LLMCC_SERIAL_TESTS)
     gtest_discover_tests(${test_name} TEST_PREFIX "${test_label}."
-                         PROPERTIES LABELS ${test_label} RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
+                         PROPERTIES LABELS ${test_label} RUN_SERIAL TRUE ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT}
+                         DISCOVERY_TIMEOUT 60)
   else()
     gtest_discover_tests(${test_name} TEST_PREFIX "${test_label}."
-                         PROPERTIES LABELS ${test_label} DISCOVERY_TIMEOUT 60)
+                         PROPERTIES LABELS ${test_label} ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
   endif()
 endforeach()
 

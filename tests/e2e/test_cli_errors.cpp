@@ -48,7 +48,7 @@ TEST(CliErrors, AnUnknownDtypeNamesTheAcceptedOnes) {
     for (const char* a : {"--dtype", "fp16"}) args.push_back(a);
     const llmcc::test::CliResult r = run_llmcc(dir, args);
     EXPECT_EQ(r.code, 1) << args[0];
-    EXPECT_EQ(r.err, "llmcc " + args[0] + ": error: --dtype must be 'fp32' or 'bf16', got 'fp16'\n");
+    EXPECT_EQ(r.err, "llmcc " + args[0] + ": error: --dtype must be 'fp32', 'bf16' or 'auto', got 'fp16'\n");
   }
 }
 

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "args.h"
-#include "bench_peak.h"
 #include "bench_step.h"
 #include "commands.h"
 #include "llmcc/error.h"
@@ -147,7 +146,7 @@ int run_bench(int argc, char** argv) {
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
-  std::string dtype = "fp32";
+  std::string dtype = "fp32", gemm_tune;
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
@@ -158,7 +157,11 @@ int run_bench(int argc, char** argv) {
   p.section("Run");
   p.add("--threads", &threads, "OpenMP threads (kernels, GEMM library and the FMA peak)");
   p.add("--dtype", &dtype,
-        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums); MFU is against this dtype's measured peak");
+        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums), or 'auto' (the faster here); MFU is against "
+        "this dtype's measured peak");
+  p.add("--gemm-tune", &gemm_tune,
+        "the GEMM's cache blocking: 'auto' (this CPU's cached measurement, or measure it), 'off' (built in), "
+        "'redo' (measure again) [default: $LLMCC_GEMM_TUNE, else auto]");
   p.add("--warmup", &warmup, "untimed steps first (the first sizes memory and caches)");
   p.add("--steps", &steps, "timed steps");
   p.add("--profile", &with_profile, "after the timed steps, a separate run with the per-op profiler on");
@@ -172,8 +175,10 @@ int run_bench(int argc, char** argv) {
   if (with_profile && profile_steps < 1)
     fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
-  if (dtype != "fp32" && dtype != "bf16") fail(kCmd, "--dtype must be 'fp32' or 'bf16', got '" + dtype + "'");
-  const MatmulDtype matmul = parse_matmul_dtype(dtype);
+  if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
+    fail(kCmd, "--dtype must be 'fp32', 'bf16' or 'auto', got '" + dtype + "'");
+  if (!gemm_tune.empty() && gemm_tune != "auto" && gemm_tune != "off" && gemm_tune != "redo")
+    fail(kCmd, "--gemm-tune must be 'auto', 'off' or 'redo', got '" + gemm_tune + "'");
 
   const ModelConfig model_config = model_flags.config();
   const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
@@ -184,7 +189,13 @@ int run_bench(int argc, char** argv) {
                    "] (the model's max_seq_len), got " + std::to_string(seq_len));
   }
   set_num_threads(threads);
+  const MatmulDtypeChoice choice = choose_matmul_dtype(dtype);
+  const MatmulDtype matmul = choice.dtype;
+  dtype = matmul_dtype_name(matmul);
+  if (!choice.note.empty()) std::printf("%s\n", choice.note.c_str());
   set_matmul_dtype(matmul);
+  if (!gemm_tune.empty()) set_gemm_tune(parse_gemm_tune(gemm_tune));
+  const GemmBlockingInfo gemm = gemm_blocking_info();
 
   const FmaPeak fp32_peak = measure_fma_peak(threads, peak_seconds, MatmulDtype::Fp32);
   const FmaPeak bf16_peak = measure_fma_peak(threads, peak_seconds, MatmulDtype::Bf16);
@@ -198,6 +209,8 @@ int run_bench(int argc, char** argv) {
                 q == &fp32_peak ? "fp32 FMA" : "bf16 dot-product", q->isa.c_str(), q->threads, q->gflops,
                 q->gflops_per_thread, q == &peak ? ": MFU is against this one" : "");
   }
+  std::printf("cpu: %s\ngemm blocking: %s (%s)\n", gemm.cpu.c_str(), to_string(gemm.blocking).c_str(),
+              gemm.source.c_str());
   std::fflush(stdout);
 
   std::unique_ptr<BenchStep> step_runner;
@@ -251,9 +264,9 @@ int run_bench(int argc, char** argv) {
   std::printf(
       "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d dtype=%s median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
       "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f minor_faults_per_step=%.1f "
-      "major_faults_per_step=%.1f\n",
+      "major_faults_per_step=%.1f gemm_kc=%d gemm_mc=%d gemm_nc=%d gemm_stream_a=%d\n",
       model.c_str(), batch, seq_len, threads, dtype.c_str(), med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
-      rss, minor_faults, major_faults);
+      rss, minor_faults, major_faults, gemm.blocking.kc, gemm.blocking.mc, gemm.blocking.nc, gemm.blocking.stream_a);
   return 0;
 }
 

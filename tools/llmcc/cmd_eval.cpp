@@ -64,7 +64,7 @@ int run_eval(int argc, char** argv) {
   p.add("--seq-len", &seq_len, "tokens per sequence (default: the checkpoint's training --seq-len)");
   p.add("--steps", &steps, "batches to evaluate (0: one pass over all shards)");
   p.add("--threads", &threads, "worker threads (0: all cores)");
-  p.add("--dtype", &dtype, "matrix products in fp32 or bf16 (bf16 operands, fp32 sums)");
+  p.add("--dtype", &dtype, "matrix products in fp32 or bf16 (bf16 operands, fp32 sums), or 'auto' (the faster here)");
   p.add("--json", &json, "print one JSON object instead of text");
   p.require("--ckpt");
   p.require("--val-data");
@@ -76,8 +76,11 @@ int run_eval(int argc, char** argv) {
   if (threads < 0) fail(kWhere, "--threads must be >= 0, got " + std::to_string(threads));
   if (steps < 0) fail(kWhere, "--steps must be >= 0, got " + std::to_string(steps));
   if (threads > 0) set_num_threads(threads);
-  if (dtype != "fp32" && dtype != "bf16") fail(kWhere, "--dtype must be 'fp32' or 'bf16', got '" + dtype + "'");
-  set_matmul_dtype(parse_matmul_dtype(dtype));
+  if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
+    fail(kWhere, "--dtype must be 'fp32', 'bf16' or 'auto', got '" + dtype + "'");
+  const MatmulDtypeChoice choice = choose_matmul_dtype(dtype);
+  if (!choice.note.empty()) std::fprintf(stderr, "llmcc eval: %s\n", choice.note.c_str());
+  set_matmul_dtype(choice.dtype);
   const std::vector<std::string> files = expand_data_paths(val_data, "--val-data", kWhere);
   const std::unique_ptr<Model> model = load_model(ckpt);
   warn_nonfinite_weights(model->params(), ckpt, kWhere);

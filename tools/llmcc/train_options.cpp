@@ -182,8 +182,13 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--comm", &o.comm,
         "under mpirun: 'auto' lets ranks on one machine share weights and gradients in memory (with --zero 1), "
         "'mpi' uses MPI collectives everywhere");
+  p.add("--gemm-tune", &o.gemm_tune,
+        "the GEMM's cache blocking: 'auto' uses this CPU's cached measurement or measures it (about a second, "
+        "once per CPU and build), 'off' the built-in blocking, 'redo' measures again (docs/perf.md) "
+        "[default: $LLMCC_GEMM_TUNE, else auto]");
   p.add("--dtype", &o.dtype,
-        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums; weights, gradients and AdamW stay fp32)");
+        "matrix products in fp32 or bf16 (bf16 operands, fp32 sums; weights, gradients and AdamW stay fp32), or "
+        "'auto': bf16 where this CPU runs it faster (AVX512_BF16 with a higher measured peak), else fp32");
   p.add("--resume", &o.resume,
         "continue from a checkpoint file, or 'auto': the newest in --out-dir (a fresh start if none)");
   p.add("--init-from", &o.init_from,
@@ -297,7 +302,10 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.zero >= -1 && o.zero <= 1, "--zero must be 0 (replicated optimizer state) or 1 (ZeRO-1), got " + n(o.zero));
   need(o.comm == "auto" || o.comm == "mpi", "--comm must be 'auto' or 'mpi', got '" + o.comm + "'");
   need(o.bucket_mb > 0 && o.bucket_mb <= 1024, "--bucket-mb must be in (0, 1024], got " + n(o.bucket_mb));
-  need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be 'fp32' or 'bf16', got '" + o.dtype + "'");
+  need(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "auto",
+       "--dtype must be 'fp32', 'bf16' or 'auto', got '" + o.dtype + "'");
+  need(o.gemm_tune.empty() || o.gemm_tune == "auto" || o.gemm_tune == "off" || o.gemm_tune == "redo",
+       "--gemm-tune must be 'auto', 'off' or 'redo', got '" + o.gemm_tune + "'");
   need(o.lr >= 0, "--lr must be >= 0, got " + n(o.lr));
   need(o.min_lr >= 0, "--min-lr must be >= 0, got " + n(o.min_lr));
   need(o.min_lr <= o.lr, "--min-lr " + n(o.min_lr) + " exceeds --lr " + n(o.lr));
@@ -393,6 +401,9 @@ std::vector<std::string> restore_train_options(TrainOptions& o, const KeyValues&
                          it->second +
                          " threads): kernels may round differently, so the run may differ from an uninterrupted one");
   }
+  // The GEMM blocking the checkpoint's run used (another one rounds differently).
+  if (const auto it = kv.find("run.gemm_blocking"); it != kv.end() && !o.was_given("--gemm-tune"))
+    o.gemm_blocking = it->second;
   std::vector<std::string> paths;
   if (list_from_kv(kv, "data.train", source, &paths)) {
     if (!o.was_given("--train-data"))

@@ -4,7 +4,8 @@
 // ...; the model's shape under "model.*"). Resuming restores each one from the checkpoint unless
 // the flag is given again; a given flag whose value differs wins and gets a warning, because the
 // run then no longer matches an uninterrupted one. The thread count the run used is kept too
-// ("run.threads", restored unless --threads is given): kernels may round differently with another.
+// ("run.threads", restored unless --threads is given): kernels may round differently with another;
+// so is the GEMM's cache blocking ("run.gemm_blocking", restored unless --gemm-tune is given).
 // Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer,
 // --loss-spike, --force-resume, --zero, --bucket-mb, --comm) are not stored (a checkpoint stores the tokenizer itself:
 // run_tokenizer.h).
@@ -59,6 +60,11 @@ struct TrainOptions {
   // auto: ranks on one machine share weights and gradients in memory (ZeRO-1); mpi: MPI
   // collectives everywhere.
   std::string comm = "auto";
+  // The GEMM's cache blocking: --gemm-tune (auto, off, redo; llmcc::GemmTune), and the blocking
+  // a resumed run's checkpoint recorded ("run.gemm_blocking", restored unless --gemm-tune is
+  // given): another blocking rounds differently.
+  std::string gemm_tune;  // empty: $LLMCC_GEMM_TUNE, else auto
+  std::string gemm_blocking;
 
   // Optimizer and schedule.
   double lr = 6e-4;

@@ -138,6 +138,7 @@ class CliTrainer {
 
  private:
   void print_header(const train::TrainStart& start);
+  void choose_gemm_blocking();
   void sample(std::int64_t step);
 
   TrainOptions o_;
@@ -152,6 +153,7 @@ class CliTrainer {
   std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
   dist::Communicator& comm_;
   Progress warnings_;
+  std::string dtype_note_;  // why --dtype auto chose what it did
   std::unique_ptr<train::TrainLoop> trainer_;
 };
 
@@ -170,12 +172,20 @@ CliTrainer::CliTrainer(TrainOptions options)
                        "); continue that run with --resume auto, or choose another directory");
   }
   if (o_.threads > 0) set_num_threads(o_.threads);
-  set_matmul_dtype(parse_matmul_dtype(o_.dtype));
+  const MatmulDtypeChoice dtype = choose_matmul_dtype(o_.dtype);
+  set_matmul_dtype(dtype.dtype);
+  if (o_.dtype == "auto") {
+    dtype_note_ = dtype.note;
+  } else if (!dtype.note.empty()) {
+    warnings_.warn(dtype.note);
+  }
+  choose_gemm_blocking();
   config_kv_ = train_options_to_kv(o_, origin_.config, train_files_, val_files_);
   // Kernels split work by thread count, which can change float rounding: the count is recorded so
   // that a resume uses it again (restore_train_options).
   config_kv_["run.threads"] = std::to_string(num_threads());
   config_kv_["run.ranks"] = std::to_string(comm_.size());
+  config_kv_["run.gemm_blocking"] = to_string(gemm_blocking_info().blocking);
   {
     std::vector<std::string> data = train_files_, warnings;
     data.insert(data.end(), val_files_.begin(), val_files_.end());
@@ -269,6 +279,23 @@ CliTrainer::CliTrainer(TrainOptions options)
   comm_.barrier();
 }
 
+// The GEMM's cache blocking for the run, chosen before the first step (a measurement, if this CPU
+// has none cached, is not timed as training): the resumed checkpoint's, which rounds as the run
+// did, else --gemm-tune's choice.
+void CliTrainer::choose_gemm_blocking() {
+  if (!o_.gemm_blocking.empty()) {
+    try {
+      set_gemm_blocking(parse_gemm_blocking(o_.gemm_blocking), "the checkpoint's run used it");
+      return;
+    } catch (const Error& e) {
+      warnings_.warn(std::string("the checkpoint's GEMM blocking cannot be used with this build: ") + e.what() +
+                     "; the run will round differently from an uninterrupted one");
+    }
+  }
+  if (!o_.gemm_tune.empty()) set_gemm_tune(parse_gemm_tune(o_.gemm_tune));
+  gemm_blocking_info();
+}
+
 void CliTrainer::print_header(const train::TrainStart& start) {
   const ModelConfig& c = origin_.config;
   std::ostringstream s;
@@ -301,7 +328,10 @@ void CliTrainer::print_header(const train::TrainStart& start) {
     << o_.warmup_steps << ", cosine), betas (" << format_number(o_.beta1) << ", " << format_number(o_.beta2)
     << "), eps " << format_number(o_.eps) << ", weight decay " << format_number(o_.weight_decay) << ", clip "
     << (o_.grad_clip > 0 ? format_number(o_.grad_clip) : std::string("off")) << "\n";
-  s << "  matmuls: " << o_.dtype << " on " << matmul_kernel_name() << "\n";
+  s << "  matmuls: " << matmul_dtype_name(matmul_dtype()) << " on " << matmul_kernel_name()
+    << (dtype_note_.empty() ? "" : " (" + dtype_note_ + ")") << "\n";
+  const GemmBlockingInfo gemm = gemm_blocking_info();
+  s << "  gemm blocking: " << to_string(gemm.blocking) << " (" << gemm.source << ")\n";
   if (comm_.distributed())
     s << "  data parallel: " << comm_.size() << " ranks x batch " << o_.batch_size << " over " << comm_.transport()
       << (trainer_->data_parallel()->shares_memory() ? ", weights and gradients in shared memory" : "") << "; "

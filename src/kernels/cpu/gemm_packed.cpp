@@ -52,6 +52,7 @@
 #endif
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm_blocking.h"
 #include "kernels/cpu/gemm_microkernel.h"
 
 namespace llmcc::cpu {
@@ -62,50 +63,67 @@ using packed::kMR;
 using packed::kNR;
 using std::ptrdiff_t;
 
-constexpr int kKC = Isa::kKC, kMC = Isa::kMC, kNC = Isa::kNC;
-
 // Products smaller than this (M*N*K) run on the calling thread: waking a team costs more.
 constexpr double kParallelMinWork = 1 << 18;
 
-// The streaming order: at most this many rows of C, and the packed op(A) slice of all of
-// them (rows rounded up to kMR, times KC) in at most kStreamA floats (per instruction set,
-// gemm_microkernel.h), which sets KC for that order. For AVX2: 258 x 256 (258 KB, about half
-// of Zen 3's L2) is a training step's 256 rows at B=4, T=64 with KC 256, so that K = 768 goes
-// in 3 slices instead of 4 (64 K floats, KC 192): one pass over C and one tile start fewer
-// (docs/perf.md, "GEMM blocking and micro-kernels").
-constexpr int kStreamMaxM = 512;
-constexpr int kStreamA = Isa::kStreamA;
-constexpr int kABufferFloats = std::max(kMC * kKC, kStreamA);
-
-// One thread's packing buffers, 64-byte aligned: Ap (kMC, kKC) or the streaming op(A) slice,
-// Bp (kKC, kNC), and the streaming order's single op(B) panel (kKC, kNR). Not on huge pages
-// (tensor/large_alloc.h): the step's GEMMs are slower with them there (docs/perf.md, "GEMM
+// The streaming order: at most this many rows of C, and the packed op(A) slice of all of them
+// (rows rounded up to kMR, times KC) in at most GemmBlocking::stream_a floats, which sets KC for
+// that order. The built-in stream_a for AVX2, 258 x 256 (258 KB, about half of Zen 3's L2), is a
+// training step's 256 rows at B=4, T=64 with KC 256, so that K = 768 goes in 3 slices instead
+// of 4 (64 K floats, KC 192): one pass over C and one tile start fewer (docs/perf.md, "GEMM
 // blocking and micro-kernels").
+constexpr int kStreamMaxM = 512;
+static_assert(kStreamMaxM == kStreamMaxRows, "gemm_packed.h states the streaming order's row limit");
+
+// A buffer of floats, 64-byte aligned, that grows to the largest size asked of it and is kept:
+// once a thread has run a product of every kind it will see, it allocates nothing more.
+struct GrowingBuffer {
+  float* data = nullptr;
+  std::size_t floats = 0;
+  GrowingBuffer() = default;
+  GrowingBuffer(const GrowingBuffer&) = delete;
+  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
+  ~GrowingBuffer() { std::free(data); }
+  float* fit(std::size_t need) {
+    if (need <= floats) return data;
+    std::free(data);
+    const std::size_t bytes = (sizeof(float) * need + 63) / 64 * 64;
+    data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!data) {
+      std::fprintf(stderr, "llmcc: gemm_packed could not allocate a packing buffer (%zu bytes)\n", bytes);
+      std::abort();
+    }
+    floats = need;
+    return data;
+  }
+};
+
+// Floats of a packed op(A) block (MC x KC) or streaming slice, and of a packed op(B) block.
+std::size_t a_buffer_floats(const GemmBlocking& b) {
+  return std::max(static_cast<std::size_t>(b.mc) * b.kc, static_cast<std::size_t>(b.stream_a));
+}
+std::size_t b_buffer_floats(const GemmBlocking& b) { return static_cast<std::size_t>(b.kc) * b.nc; }
+
+// One thread's packing buffers: Ap (MC, KC) or the streaming op(A) slice, Bp (KC, NC), and the
+// streaming order's single op(B) panel (KC, kNR), sized for the blocking of the product at hand.
+// Not on huge pages (tensor/large_alloc.h): the step's GEMMs are slower with them there
+// (docs/perf.md, "GEMM blocking and micro-kernels").
 struct PackBuffers {
+  GrowingBuffer a_buf, b_buf, panel_buf;
   float* a = nullptr;
   float* b = nullptr;
   float* b_panel = nullptr;
-  PackBuffers() {
-    a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kABufferFloats));
-    b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
-    b_panel = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNR));
-    if (!a || !b || !b_panel) {
-      std::fprintf(stderr, "llmcc: gemm_packed could not allocate its packing buffers (%zu bytes)\n",
-                   sizeof(float) * (kABufferFloats + kKC * kNC + kKC * kNR));
-      std::abort();
-    }
+  void fit(const GemmBlocking& blk) {
+    a = a_buf.fit(a_buffer_floats(blk));
+    b = b_buf.fit(b_buffer_floats(blk));
+    b_panel = panel_buf.fit(static_cast<std::size_t>(blk.kc) * kNR);
   }
-  ~PackBuffers() {
-    std::free(a);
-    std::free(b);
-    std::free(b_panel);
-  }
-  PackBuffers(const PackBuffers&) = delete;
-  PackBuffers& operator=(const PackBuffers&) = delete;
 };
 
-PackBuffers& thread_buffers() {
+// The calling thread's buffers, fitted to `blk`.
+PackBuffers& thread_buffers(const GemmBlocking& blk) {
   thread_local PackBuffers buffers;
+  buffers.fit(blk);
   return buffers;
 }
 
@@ -122,6 +140,7 @@ struct Gemm {
   float* C;
   ptrdiff_t ldc;
   const float* bias;  // N values added to every row of C, or null
+  GemmBlocking blk;   // the cache blocking of this call
 
   // The bias for the tile at column j of the slice ending at pc + kc: only the last slice adds
   // it.
@@ -478,16 +497,16 @@ class PanelPrefetch {
 // thread count: which order runs can (a narrow product of few rows streams on one thread but
 // not on two), and each element of C sums its K slices in order, so one KC for both orders
 // gives the same bits on any number of threads. Up to kStreamMaxM rows it is the streaming
-// order's, whose op(A) slice of all rows times KC fits in kStreamA floats.
+// order's, whose op(A) slice of all rows times KC fits in blk.stream_a floats.
 // Slices are multiples of `unit` (P::kKUnit: the values of K per packed element) but the last,
 // and hold up to unit times as many values of K: a panel of bf16 pairs covering 2 KC values
 // takes the bytes of an fp32 panel covering KC, so the blocks keep their sizes in cache, and C
 // is read and written half as often (K = 768: once, not twice).
-int slice_kc(int M, int K, int unit) {
-  const int kc_max = kKC * unit;
+int slice_kc(const GemmBlocking& blk, int M, int K, int unit) {
+  const int kc_max = blk.kc * unit;
   if (M > kStreamMaxM) return balanced_block(K, kc_max, unit);
   const int m_padded = (M + kMR - 1) / kMR * kMR;
-  return balanced_block(K, std::min(kc_max, kStreamA * unit / m_padded / unit * unit), unit);
+  return balanced_block(K, std::min(kc_max, blk.stream_a * unit / m_padded / unit * unit), unit);
 }
 
 // The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
@@ -536,13 +555,13 @@ struct BlockedPlan {
   int m_blocks, n_slices, n_blocks;  // row blocks of C; K slices; KC x NC blocks of op(B)
 };
 
-BlockedPlan blocked_plan(int M, int N, int K, int threads, int k_unit) {
+BlockedPlan blocked_plan(const GemmBlocking& blk, int M, int N, int K, int threads, int k_unit) {
   BlockedPlan p{};
-  p.nc_block = balanced_block(N, kNC, kNR);
-  p.kc_block = slice_kc(M, K, k_unit);
+  p.nc_block = balanced_block(N, blk.nc, kNR);
+  p.kc_block = slice_kc(blk, M, K, k_unit);
   const int mc_rows = threads > 1 ? (M + 4 * threads - 1) / (4 * threads) : M;
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
-  p.mc_block = balanced_block(M, std::min(kMC, mc_target), kMR);
+  p.mc_block = balanced_block(M, std::min(blk.mc, mc_target), kMR);
   p.m_blocks = (M + p.mc_block - 1) / p.mc_block;
   p.n_slices = (K + p.kc_block - 1) / p.kc_block;
   p.n_blocks = (N + p.nc_block - 1) / p.nc_block * p.n_slices;
@@ -565,11 +584,10 @@ struct TeamState {
   std::unique_ptr<StageProgress[]> stages;
   std::unique_ptr<std::atomic<int>[]> items;
   int stage_capacity = 0, item_capacity = 0;
-  float* second_buffer = nullptr;  // kSecondBufferFloats, for either order's shared operand
-  static constexpr std::size_t kSecondBufferFloats = std::max<std::size_t>(kKC * kNC, kABufferFloats);
-  ~TeamState() { std::free(second_buffer); }
+  GrowingBuffer second;  // for either order's shared operand
+  float* second_buffer = nullptr;
 
-  void reset(int n_stages, int n_items, bool need_second_buffer) {
+  void reset(const GemmBlocking& blk, int n_stages, int n_items, bool need_second_buffer) {
     if (n_stages > stage_capacity) {
       stages = std::make_unique<StageProgress[]>(n_stages);
       stage_capacity = n_stages;
@@ -586,14 +604,7 @@ struct TeamState {
       st.items_done.store(0, std::memory_order_relaxed);
     }
     for (int i = 0; i < n_items; ++i) items[i].store(0, std::memory_order_relaxed);
-    if (need_second_buffer && !second_buffer) {
-      second_buffer = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kSecondBufferFloats));
-      if (!second_buffer) {
-        std::fprintf(stderr, "llmcc: gemm_packed could not allocate its second shared buffer (%zu bytes)\n",
-                     sizeof(float) * kSecondBufferFloats);
-        std::abort();
-      }
-    }
+    if (need_second_buffer) second_buffer = second.fit(std::max(a_buffer_floats(blk), b_buffer_floats(blk)));
   }
 };
 
@@ -658,7 +669,7 @@ constexpr int kPackPiecePanels = 8;
 template <class P>
 void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, typename P::Elem* const shared_b[2]) {
   using Elem = typename P::Elem;
-  PackBuffers& own = thread_buffers();
+  PackBuffers& own = thread_buffers(g.blk);
   const auto [nc_block, kc_block, mc_block, m_blocks, n_slices, n_blocks] = plan;
   for (int blk = 0; blk < n_blocks; ++blk) {
     const int jc = blk / n_slices * nc_block, pc = blk % n_slices * kc_block;
@@ -705,11 +716,11 @@ constexpr int kPackPieceTiles = 8;
 // order there are no barriers; a thread waits before multiplying slice s until its op(A) is
 // packed, before a panel of slice s until the same panel of slice s - 1 is finished, and before
 // packing slice s + 2 into s's buffer until every panel of s is finished.
-// kc_block: slice_kc(g.M, g.K), which the caller worked out to size TeamState.
+// kc_block: slice_kc(g.blk, g.M, g.K), which the caller worked out to size TeamState.
 template <class P>
 void team_streaming(const Gemm& g, int kc_block, TeamState& state, typename P::Elem* const shared_a[2]) {
   using Elem = typename P::Elem;
-  PackBuffers& own = thread_buffers();
+  PackBuffers& own = thread_buffers(g.blk);
   const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
   const int n_pieces = (m_tiles + kPackPieceTiles - 1) / kPackPieceTiles;
   const int n_slices = (g.K + kc_block - 1) / kc_block;
@@ -761,9 +772,11 @@ void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc, const float* bia
 }
 
 // The GEMM on panels P (the contract of gemm_packed_bias).
+// max_threads: 0 for the OpenMP thread count.
 template <class P>
-void gemm_on_panels(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-                    const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
+                    float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    const float* bias) {
   using Elem = typename P::Elem;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
@@ -783,22 +796,23 @@ void gemm_on_panels(bool trans_a, bool trans_b, int M, int N, int K, float alpha
                trans_b ? static_cast<ptrdiff_t>(ldb) : 1,
                C,
                ldc,
-               bias};
+               bias,
+               blk};
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
-  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
   threads = std::min(threads, std::max(m_tiles, n_tiles));
   if (static_cast<double>(M) * N * K < kParallelMinWork) threads = 1;
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
   // shares out row blocks.
   const bool streaming = M <= kStreamMaxM && n_tiles >= 4 * threads;
-  PackBuffers& mine = thread_buffers();
+  PackBuffers& mine = thread_buffers(blk);
   TeamState& state = team_state();
-  const int stream_kc = streaming ? slice_kc(M, K, P::kKUnit) : 0;
-  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(M, N, K, threads, P::kKUnit);
+  const int stream_kc = streaming ? slice_kc(blk, M, K, P::kKUnit) : 0;
+  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(blk, M, N, K, threads, P::kKUnit);
   if (streaming) {
-    state.reset((K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
+    state.reset(blk, (K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
   } else {
-    state.reset(plan.n_blocks, plan.m_blocks, threads > 1);
+    state.reset(blk, plan.n_blocks, plan.m_blocks, threads > 1);
   }
   // Alone, one buffer serves every stage: nothing else can still be reading the previous one.
   // The buffers are sized in floats; a panel of Elem takes no more bytes than one of floats.
@@ -826,17 +840,27 @@ void gemm_on_panels(bool trans_a, bool trans_b, int M, int N, int K, float alpha
 
 void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc) {
-  gemm_on_panels<Fp32Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+  gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                             nullptr);
 }
 
 void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
-  gemm_on_panels<Fp32Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                             bias);
+}
+
+void gemm_packed_with(const GemmBlocking& blocking, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
+                      float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                      const float* bias) {
+  gemm_on_panels<Fp32Panels>(blocking, max_threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                             bias);
 }
 
 void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
-  gemm_on_panels<Bf16Panels>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                             bias);
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }

@@ -7,7 +7,12 @@
 // tests and benchmarks can call it directly.
 #pragma once
 
+#include "llmcc/runtime.h"  // GemmBlocking
+
 namespace llmcc::cpu {
+
+// Products with at most this many rows of C take the streaming order (gemm_packed.cpp).
+inline constexpr int kStreamMaxRows = 512;
 
 // Same contract as cpu::gemm (gemm.h): row-major C(M, N) = alpha * op(A) . op(B) + beta * C,
 // op(A) (M, K) stored (K, M) when trans_a, op(B) (K, N) stored (N, K) when trans_b, lda/ldb/ldc
@@ -21,6 +26,13 @@ void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 // micro-kernel that stores each tile's last K slice, so C is not passed over again.
 void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
+
+// gemm_packed_bias with an explicit cache blocking (valid: validate_gemm_blocking) instead of
+// the current one, on at most max_threads threads (0: the OpenMP thread count). For the
+// autotuner and for tests of blockings nobody picked.
+void gemm_packed_with(const GemmBlocking& blocking, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
+                      float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                      const float* bias);
 
 // The micro-kernel this build uses, e.g. "avx2 6x16" (for benchmark and test labels).
 const char* gemm_packed_kernel_name();

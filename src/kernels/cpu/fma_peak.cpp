@@ -1,4 +1,15 @@
-#include "bench_peak.h"
+// The machine's fp32 FMA peak, or its bf16 dot-product peak, measured: what MFU is relative to,
+// and what --dtype auto compares.
+//
+// Every thread runs a loop of independent fused multiply-adds on the widest vectors the build
+// targets (AVX-512 when compiled with it, else AVX2 + FMA, else scalar) with enough
+// accumulators to hide the FMA latency on two pipes. All threads run at once, each timing short
+// bursts (0.5 ms, under a scheduler time slice) back to back; the peak is the sum over threads of
+// each thread's best burst. So on a shared machine, bursts during which another process held the
+// core do not lower the figure, and every burst ran while the other threads ran too (all-core
+// clock speeds). If another thread was descheduled during a thread's best burst, that core may
+// have boosted a little higher: the figure errs high (MFU errs low), never the other way.
+#include "llmcc/runtime.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -6,11 +17,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "llmcc/error.h"
 
-namespace llmcc::cli {
+namespace llmcc {
 namespace {
 
 #if defined(__AVX512F__)
@@ -161,4 +175,58 @@ FmaPeak measure_fma_peak(int threads, double seconds, MatmulDtype dtype) {
   return p;
 }
 
-}  // namespace llmcc::cli
+}  // namespace llmcc
+
+namespace llmcc {
+#if defined(__AVX512BF16__)
+namespace {
+
+// bf16 runs only when its dot-product peak is at least this many times the fp32 FMA peak: the
+// bf16 GEMM converts its operands to bf16 pairs while packing and so reaches less of its peak.
+constexpr double kBf16Pays = 1.25;
+
+std::string fixed(double x, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+}  // namespace
+#endif
+
+MatmulDtypeChoice choose_matmul_dtype(const std::string& name) {
+  if (name != "auto" && name != "fp32" && name != "bf16")
+    fail("dtype", "unknown dtype '" + name + "' (expected fp32, bf16 or auto)");
+  if (name == "fp32") return {MatmulDtype::Fp32, ""};
+#if defined(__AVX512BF16__)
+  // Measured once per process, on the threads the run will use.
+  static const std::pair<FmaPeak, FmaPeak> peaks = [] {
+    const int threads = num_threads();
+    return std::pair{measure_fma_peak(threads, 0.1, MatmulDtype::Fp32),
+                     measure_fma_peak(threads, 0.1, MatmulDtype::Bf16)};
+  }();
+  const double ratio = peaks.second.gflops / peaks.first.gflops;
+  const bool pays = ratio >= kBf16Pays;
+  const std::string measured = "bf16 dot products (vdpbf16ps) measure " + fixed(peaks.second.gflops, 0) +
+                               " GFLOP/s here against " + fixed(peaks.first.gflops, 0) + " for fp32 FMAs (" +
+                               fixed(ratio, 2) + "x)";
+  if (name == "auto")
+    return {pays ? MatmulDtype::Bf16 : MatmulDtype::Fp32,
+            std::string("--dtype auto chose ") + (pays ? "bf16: " : "fp32: ") + measured};
+  if (pays) return {MatmulDtype::Bf16, ""};
+  if (ratio < 1.0)
+    return {MatmulDtype::Bf16, "bf16 matrix products are expected to run about " + fixed(1.0 / ratio, 1) +
+                                   "x slower than fp32 on this CPU: " + measured + "; --dtype fp32 or auto is faster"};
+  return {MatmulDtype::Bf16, "bf16 matrix products are expected to run no faster than fp32 on this CPU: " + measured};
+#else
+  if (name == "auto")
+    return {MatmulDtype::Fp32,
+            "--dtype auto chose fp32: this CPU (or build) has no AVX512_BF16, so bf16 products would run on the "
+            "fp32 kernel with operands rounded to bf16, no faster"};
+  return {MatmulDtype::Bf16,
+          "bf16 matrix products run on the fp32 kernel with operands rounded to bf16 on this CPU (no AVX512_BF16): "
+          "expect them a little slower than fp32, not faster; --dtype fp32 or auto is faster"};
+#endif
+}
+
+}  // namespace llmcc

@@ -1,0 +1,45 @@
+// The cache blocking llmcc's packed GEMM runs with (the public side is in llmcc/runtime.h):
+// built in per instruction set, or measured on this CPU by a short autotuning pass and cached
+// per CPU and build, as FFTW keeps wisdom and BLIS a configuration per architecture.
+//
+// The measurement times the packed GEMM on one thread, on two products of a GPT-2 124M training
+// step's kind: a forward product of 256 rows (the streaming order, whose op(A) slice is
+// stream_a) and a weight-gradient product of 1,024 rows (the blocked order: kc, mc). Candidates
+// come from the caches Linux reports (an op(B) panel of KC x NR in L1, an MC x KC block of
+// op(A) in half of L2, the streaming slice in a third to two thirds of L2) and always include
+// the built-in blocking, which is kept unless another is at least kTuneMargin faster: a noisy
+// measurement cannot make the GEMM slower than the built-in one by much.
+#pragma once
+
+#include <string>
+
+#include "llmcc/runtime.h"
+
+namespace llmcc::cpu {
+
+// The blocking gemm_packed uses now; the first call chooses it (set_gemm_tune's mode). Safe to
+// call from several threads; not while set_gemm_blocking runs.
+GemmBlocking current_gemm_blocking();
+
+// Throws llmcc::Error ("[gemm blocking] mc is 100, expected ...") unless every packed GEMM can
+// run with `b`.
+void validate_gemm_blocking(const GemmBlocking& b);
+
+// The caches of the CPU this runs on, in bytes (0: not reported).
+struct CpuCaches {
+  long l1d = 0, l2 = 0, l3 = 0;
+};
+CpuCaches cpu_caches();
+
+// "AMD EPYC 7B13 (family 25 model 1 stepping 1); L1d 32 KiB, L2 512 KiB, L3 32 MiB".
+std::string cpu_description();
+
+// The measurement: the chosen blocking and one line per candidate (its figures).
+struct GemmTuneResult {
+  GemmBlocking blocking;
+  std::string table;
+  double seconds = 0;
+};
+GemmTuneResult tune_gemm_blocking(const CpuCaches& caches);
+
+}  // namespace llmcc::cpu

@@ -1,0 +1,220 @@
+// The packed GEMM under cache blockings nobody picked, and the autotuner that picks one:
+//   - any valid blocking (KC, MC, NC and the streaming slice, down to the smallest) gives the
+//     product of a naive double loop, in both orders, all transposes, with bias and beta, fp32 and
+//     bf16, on 1 and 2 threads; with a fixed blocking the thread count changes no bit;
+//   - the tuning modes: redo measures and writes the cache file, auto reads it back, off is the
+//     built-in blocking; a corrupt cache or one measured on another CPU is measured again;
+//   - bad blockings and modes are refused with the field named.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm_blocking.h"
+#include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_packed.h"
+#include "llmcc/runtime.h"
+
+#include "naive_gemm.h"
+#include "temp_dir.h"
+#include "test_support.h"
+
+namespace llmcc {
+namespace {
+
+using cpu::packed::kMR;
+using cpu::packed::kNR;
+
+constexpr int kMinStream = (cpu::kStreamMaxRows + kMR - 1) / kMR * kMR * 16;
+
+// Blockings from the smallest valid one to larger than any CPU's caches would suggest, with
+// uneven multiples of the tile.
+std::vector<GemmBlocking> odd_blockings() {
+  std::vector<GemmBlocking> v = {
+      {16, kMR, kNR, kMinStream},
+      {34, 3 * kMR, 2 * kNR, kMinStream + 16 * kMR},
+      {130, 7 * kMR, 5 * kNR, 3 * kMinStream},
+      {1024, 97 * kMR, 130 * kNR, 40 * kMinStream},
+      builtin_gemm_blocking(),
+  };
+  std::mt19937 rng(11);
+  for (int i = 0; i < 4; ++i) {
+    GemmBlocking b;
+    b.kc = 16 + 2 * static_cast<int>(rng() % 300);
+    b.mc = kMR * (1 + static_cast<int>(rng() % 60));
+    b.nc = kNR * (1 + static_cast<int>(rng() % 40));
+    b.stream_a = kMinStream + 16 * kMR * static_cast<int>(rng() % 40);
+    v.push_back(b);
+  }
+  return v;
+}
+
+// (M, N, K) through both orders (up to and past kStreamMaxRows rows) and across every block.
+const std::vector<std::array<int, 3>> kSizes = {{1, 1, 1},     {7, 33, 65},    {130, 97, 300},
+                                                {512, 70, 41}, {513, 45, 129}, {700, 130, 517}};
+
+std::string describe(const GemmBlocking& b) { return to_string(b); }
+
+TEST(GemmBlockingKernel, AnyBlockingMatchesNaiveLoop) {
+  test::for_each_thread_count([](int threads) {
+    for (const GemmBlocking& blk : odd_blockings()) {
+      for (const auto& [M, N, K] : kSizes) {
+        for (int t = 0; t < 4; ++t) {
+          const bool ta = t & 1, tb = t & 2;
+          const float beta = t == 3 ? 0.5f : t == 2 ? 0.0f : 1.0f;
+          SCOPED_TRACE(describe(blk) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                       " K=" + std::to_string(K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+          const int lda = ta ? M : K, ldb = tb ? K : N;
+          const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
+          const auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 2);
+          const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);
+          auto C = test::random_vector<float>(static_cast<std::size_t>(M) * N, 3);
+          const auto expect = test::naive_gemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, N, bias.data());
+          cpu::gemm_packed_with(blk, threads, ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, beta, C.data(), N,
+                                bias.data());
+          ASSERT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+        }
+      }
+    }
+  });
+}
+
+// The bf16 GEMM under the same blockings: operands rounded to bf16, products summed in fp32.
+TEST(GemmBlockingKernel, Bf16AnyBlockingMatchesNaiveLoop) {
+  const GemmBlockingInfo before = gemm_blocking_info();
+  for (const GemmBlocking& blk : odd_blockings()) {
+    set_gemm_blocking(blk);
+    for (const auto& [M, N, K] : kSizes) {
+      SCOPED_TRACE(describe(blk) + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+      auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
+      auto B = test::random_vector<float>(static_cast<std::size_t>(N) * K, 2);
+      auto C = test::random_vector<float>(static_cast<std::size_t>(M) * N, 3);
+      std::vector<float> Ar = A, Br = B;
+      for (float& x : Ar) x = cpu::round_to_bf16(x);
+      for (float& x : Br) x = cpu::round_to_bf16(x);
+      const auto expect = test::naive_gemm(false, true, M, N, K, 1.0, Ar, K, Br, K, 1.0, C, N);
+      cpu::gemm_packed_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, C.data(), N, nullptr);
+      ASSERT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+    }
+  }
+  set_gemm_blocking(before.blocking, before.source);
+}
+
+// With one blocking, which thread computes which tile changes nothing: every element sums the
+// same K slices in the same order.
+TEST(GemmBlockingKernel, ThreadCountChangesNoBit) {
+  for (const GemmBlocking& blk : odd_blockings()) {
+    for (const auto& [M, N, K] : kSizes) {
+      SCOPED_TRACE(describe(blk) + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+      const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
+      const auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 2);
+      std::vector<float> one(static_cast<std::size_t>(M) * N), two(one.size());
+      cpu::gemm_packed_with(blk, 1, false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, one.data(), N,
+                            nullptr);
+      cpu::gemm_packed_with(blk, 2, false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, two.data(), N,
+                            nullptr);
+      ASSERT_EQ(one, two);
+    }
+  }
+}
+
+TEST(GemmBlockingApi, BadBlockingsAndModesAreRefusedByName) {
+  GemmBlocking b = builtin_gemm_blocking();
+  b.kc = 15;
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"[gemm blocking]", "kc is 15", "even"}));
+  b = builtin_gemm_blocking();
+  b.mc = kMR + 1;
+  const std::string mc_is = "mc is " + std::to_string(kMR + 1), multiple = "multiple of " + std::to_string(kMR);
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {mc_is.c_str(), multiple.c_str()}));
+  b = builtin_gemm_blocking();
+  b.nc = kNR / 2;
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"nc is", "micro-kernel's columns"}));
+  b = builtin_gemm_blocking();
+  b.stream_a = 100;
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"stream_a is 100", "at least"}));
+  EXPECT_TRUE(test::throws_error([] { parse_gemm_tune("fast"); }, {"'fast'", "auto, off or redo"}));
+  EXPECT_TRUE(test::throws_error([] { parse_gemm_blocking("kc=384 mc=240"); }, {"lacks one of"}));
+  EXPECT_TRUE(test::throws_error([] { parse_gemm_blocking("kc=384 mc=x nc=4096 stream_a=66048"); }, {"at 'mc=x'"}));
+  EXPECT_EQ(parse_gemm_blocking(to_string(builtin_gemm_blocking())), builtin_gemm_blocking());
+}
+
+// Points LLMCC_TUNE_CACHE at a fresh directory for one test, and restores the blocking.
+class GemmTuneCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    before_ = gemm_blocking_info();
+    const char* old = std::getenv("LLMCC_TUNE_CACHE");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv("LLMCC_TUNE_CACHE", dir_.path.c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_) {
+      ::setenv("LLMCC_TUNE_CACHE", old_.c_str(), 1);
+    } else {
+      ::unsetenv("LLMCC_TUNE_CACHE");
+    }
+    set_gemm_blocking(before_.blocking, before_.source);
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  test::TempDir dir_;
+  GemmBlockingInfo before_;
+  bool had_ = false;
+  std::string old_;
+};
+
+TEST_F(GemmTuneCache, RedoMeasuresAutoReadsOffIsBuiltIn) {
+  const std::string path = gemm_tune_cache_path();
+  ASSERT_EQ(std::filesystem::path(path).parent_path(), dir_.path);
+
+  set_gemm_tune(GemmTune::Redo);
+  const GemmBlockingInfo measured = gemm_blocking_info();
+  EXPECT_NE(measured.source.find("measured now"), std::string::npos) << measured.source;
+  EXPECT_NE(measured.source.find(path), std::string::npos) << measured.source;
+  EXPECT_NO_THROW(cpu::validate_gemm_blocking(measured.blocking));
+  const std::string text = read(path);
+  EXPECT_NE(text.find("cpu " + cpu::cpu_description()), std::string::npos) << text;
+  EXPECT_NE(text.find("kc " + std::to_string(measured.blocking.kc)), std::string::npos) << text;
+  std::printf("measured on %s: %s\n%s", measured.cpu.c_str(), to_string(measured.blocking).c_str(), text.c_str());
+
+  set_gemm_tune(GemmTune::Auto);
+  const GemmBlockingInfo cached = gemm_blocking_info();
+  EXPECT_EQ(cached.source, "read from " + path);
+  EXPECT_EQ(cached.blocking, measured.blocking);
+
+  set_gemm_tune(GemmTune::Off);
+  const GemmBlockingInfo off = gemm_blocking_info();
+  EXPECT_EQ(off.blocking, builtin_gemm_blocking());
+  EXPECT_NE(off.source.find("built in"), std::string::npos) << off.source;
+}
+
+TEST_F(GemmTuneCache, CorruptOrForeignCacheIsMeasuredAgain) {
+  const std::string path = gemm_tune_cache_path();
+  const std::string valid_rest = "kc 384\nmc " + std::to_string(10 * kMR) + "\nnc " + std::to_string(4 * kNR) +
+                                 "\nstream_a " + std::to_string(kMinStream) + "\n";
+  for (const std::string& bad :
+       {std::string("kc 38x\n"), std::string("\x01\x02garbage"),
+        "cpu some other CPU\nbuild " + std::string(cpu::gemm_packed_kernel_name()) + "\n" + valid_rest}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(path) << bad;
+    set_gemm_tune(GemmTune::Auto);
+    const GemmBlockingInfo info = gemm_blocking_info();
+    EXPECT_NE(info.source.find("measured now"), std::string::npos) << info.source;
+    set_gemm_tune(GemmTune::Auto);
+    EXPECT_EQ(gemm_blocking_info().source, "read from " + path) << read(path);
+  }
+}
+
+}  // namespace
+}  // namespace llmcc
