@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ninja-build lld                              # the test command's builds: Ninja, and lld to link its ~100 test programs
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and benchmarks
   libdnnl-dev                                  # GEMM peer: oneDNN dnnl_sgemm (-DLLMCC_GEMM=onednn; the default is llmcc's own, docs/perf.md)
   libopenblas-openmp-dev libblis-openmp-dev    # GEMM peers measured by bench/ (-DLLMCC_GEMM=openblas|blis)
