@@ -101,6 +101,12 @@ std::uint64_t fnv1a(const std::string& s) {
 
 // ---- choosing the blocking -----------------------------------------------------------------
 
+// The field of `b` named `key` (kc, mc, nc, stream_a: the cache file's and to_string's names),
+// else null.
+int* blocking_field(GemmBlocking& b, const std::string& key) {
+  return key == "kc" ? &b.kc : key == "mc" ? &b.mc : key == "nc" ? &b.nc : key == "stream_a" ? &b.stream_a : nullptr;
+}
+
 struct State {
   std::mutex mutex;
   bool chosen = false;
@@ -128,11 +134,7 @@ std::optional<GemmBlocking> read_cache(const fs::path& path, const std::string& 
     if (line.empty() || line[0] == '#') continue;
     const std::size_t space = line.find(' ');
     const std::string key = line.substr(0, space), value = space == std::string::npos ? "" : line.substr(space + 1);
-    int* field = key == "kc"         ? &b.kc
-                 : key == "mc"       ? &b.mc
-                 : key == "nc"       ? &b.nc
-                 : key == "stream_a" ? &b.stream_a
-                                     : nullptr;
+    int* field = blocking_field(b, key);
     if (key == "cpu") {
       file_cpu = value;
     } else if (key == "build") {
@@ -498,11 +500,7 @@ GemmBlocking parse_gemm_blocking(const std::string& text) {
   while (in >> word) {
     const std::size_t eq = word.find('=');
     const std::string key = word.substr(0, eq);
-    int* field = key == "kc"         ? &b.kc
-                 : key == "mc"       ? &b.mc
-                 : key == "nc"       ? &b.nc
-                 : key == "stream_a" ? &b.stream_a
-                                     : nullptr;
+    int* field = cpu::blocking_field(b, key);
     char* end = nullptr;
     const long v = eq == std::string::npos ? 0 : std::strtol(word.c_str() + eq + 1, &end, 10);
     if (!field || eq == std::string::npos || *end != '\0' || v <= 0 || v > (1L << 30))
