@@ -43,5 +43,7 @@ if [ $# -eq 0 ]; then
   LLMCC_BUILD_DIR="$PWD/build" bash scripts/test_python.sh
   phase "PyTorch extension"
   bash scripts/test_sanitized.sh
-  phase "sanitized suite and bounded fuzz run"
+  phase "sanitized suite"
+  bash scripts/fuzz.sh --bounded
+  phase "bounded fuzz run"
 fi
