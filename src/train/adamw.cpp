@@ -24,9 +24,13 @@ struct Coefficients {
 // build), to full-width vsqrtps/vdivps; it is bound by memory (28 bytes per element, 32 when
 // zeroing) and the arithmetic is the same per element on every path, so the result does not
 // depend on how the buffer is split between threads.
-template <bool zero_grads>
+// With `measure`, the span's sums of squares of the update (new minus old weight) and of the
+// old weights are added to *size, in float lanes: they judge the step's size, they do not feed
+// the weights, so their summation order need not be fixed.
+template <bool zero_grads, bool measure = false>
 bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __restrict m, float* __restrict v,
-                std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor) {
+                std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor,
+                UpdateSize* size = nullptr) {
   const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
               one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size, bc2_sqrt = k.bc2_sqrt;
   // x - x is 0 for every finite x and NaN for NaN and +-Inf: one subtraction and compare per
@@ -34,7 +38,8 @@ bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __rest
   // Only the zeroing variant writes the gradient.
   float* __restrict g = const_cast<float*>(g_in);
   int nonfinite = 0;
-#pragma omp simd reduction(| : nonfinite)
+  float update_sq = 0.0f, weight_sq = 0.0f;
+#pragma omp simd reduction(| : nonfinite) reduction(+ : update_sq, weight_sq)
   for (std::int64_t i = begin; i < end; ++i) {
     const float gi = g[i];
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;
@@ -42,11 +47,21 @@ bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __rest
     m[i] = mi;
     v[i] = vi;
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    const float pi = p[i] * decay_factor - step_size * (mi / denom);
+    const float old = p[i];
+    const float pi = old * decay_factor - step_size * (mi / denom);
     p[i] = pi;
     nonfinite |=
         static_cast<int>((pi - pi) != 0.0f) | static_cast<int>((vi - vi) != 0.0f) | static_cast<int>((mi - mi) != 0.0f);
+    if constexpr (measure) {
+      const float d = pi - old;
+      update_sq += d * d;
+      weight_sq += old * old;
+    }
     if constexpr (zero_grads) g[i] = 0.0f;
+  }
+  if constexpr (measure) {
+    size->update_sq += update_sq;
+    size->weight_sq += weight_sq;
   }
   return nonfinite == 0;
 }
@@ -75,9 +90,11 @@ float decay_factor(const AdamWConfig& config, float lr) {
 // i owns [offset(i), offset(i + 1)), its alignment padding included: padding is zero in all four
 // stores and stays zero (m = v = 0, p = 0 * decay - step * 0 / eps), and zeroing the gradient of
 // the whole store covers it as ParameterStore::zero() does.
+// With size non-null, the step's sums of squares are added to it: each thread's partial once, as
+// it finishes (in no fixed order; the sums only judge the step).
 template <bool zero_grads>
 bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
-                const AdamWConfig& config, float lr, std::int64_t t) {
+                const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size) {
   const Coefficients k = coefficients(config, lr, t);
   const float decay = decay_factor(config, lr);
   const std::size_t count = params.count();
@@ -87,10 +104,12 @@ bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, cons
   // traffic.
   std::atomic<bool> finite{true};
   const auto n = static_cast<std::int64_t>(end - begin);
+  std::atomic<double> update_sq{0.0}, weight_sq{0.0};
   cpu::parallel_for(
       n, n >= (std::int64_t{1} << 16),
       [&](std::int64_t b, std::int64_t e) {
         const std::size_t first = begin + static_cast<std::size_t>(b), last = begin + static_cast<std::size_t>(e);
+        UpdateSize mine;
         bool range_finite = true;
         // The tensors overlapping [first, last), in order; g, m and v shifted to line up with the
         // parameters' flat index.
@@ -99,13 +118,23 @@ bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, cons
           if (lo_of(i) >= last) break;
           const std::size_t lo = std::max(lo_of(i), first), hi = std::min(hi_of(i), last);
           const std::size_t at = lo - begin;
+          const float factor = params.shape(i).ndim() >= 2 ? decay : 1.0f;
+          const auto len = static_cast<std::int64_t>(hi - lo);
           range_finite &=
-              adamw_span<zero_grads>(params.data() + lo, g + at, m + at, v + at, 0, static_cast<std::int64_t>(hi - lo),
-                                     k, params.shape(i).ndim() >= 2 ? decay : 1.0f);
+              size ? adamw_span<zero_grads, true>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor, &mine)
+                   : adamw_span<zero_grads>(params.data() + lo, g + at, m + at, v + at, 0, len, k, factor);
         }
         if (!range_finite) finite.store(false, std::memory_order_relaxed);
+        if (size) {
+          update_sq.fetch_add(mine.update_sq, std::memory_order_relaxed);
+          weight_sq.fetch_add(mine.weight_sq, std::memory_order_relaxed);
+        }
       },
       cpu::kLineFloats);
+  if (size) {
+    size->update_sq += update_sq.load();
+    size->weight_sq += weight_sq.load();
+  }
   return finite.load();
 }
 
@@ -144,14 +173,14 @@ bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterSt
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   // Only the zeroing variant writes the gradient.
-  return adamw_walk<false>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t);
+  return adamw_walk<false>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, nullptr);
 }
 
 bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
-                           const AdamWConfig& config, float lr, std::int64_t t) {
+                           const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
-  return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t);
+  return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, size);
 }
 
 bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, bool decay,
@@ -170,15 +199,17 @@ bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_
 }
 
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
-                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads) {
+                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads, UpdateSize* size) {
   LLMCC_PROFILE("adamw.step");
   check_t(t);
   if (begin > end || end > params.size())
     fail("adamw", "range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside the " +
                       std::to_string(params.size()) + " floats of the parameters");
-  return zero_grads ? adamw_walk<true>(params, begin, end, g, m, v, config, lr, t)
-                    : adamw_walk<false>(params, begin, end, g, m, v, config, lr, t);
+  return zero_grads ? adamw_walk<true>(params, begin, end, g, m, v, config, lr, t, size)
+                    : adamw_walk<false>(params, begin, end, g, m, v, config, lr, t, size);
 }
+
+double UpdateSize::ratio() const { return weight_sq > 0.0 ? std::sqrt(update_sq / weight_sq) : 0.0; }
 
 AdamW::AdamW(const ParameterStore& params, const AdamWConfig& config)
     : config_(config), m_(params.like()), v_(params.like()) {}
@@ -189,8 +220,8 @@ bool AdamW::step(ParameterStore& params, const ParameterStore& grads, float lr) 
   return finite;
 }
 
-bool AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr) {
-  const bool finite = adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1);
+bool AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr, UpdateSize* size) {
+  const bool finite = adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1, size);
   ++t_;
   return finite;
 }

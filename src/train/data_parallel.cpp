@@ -302,14 +302,16 @@ double DataParallel::clip_grad_norm(double max_norm) {
   return norm;
 }
 
-bool DataParallel::step(float lr) {
+bool DataParallel::step(float lr, UpdateSize* size) {
   ++t_;
   if (options_.zero_stage == 0) {
+    // Every rank updates the whole store: its size is the step's.
     replicated_->set_t(t_ - 1);
-    const bool finite = replicated_->step_zero_grads(params_, grads_, lr);
+    const bool finite = replicated_->step_zero_grads(params_, grads_, lr, size);
     return comm_.all(finite);
   }
   bool finite = true;
+  UpdateSize mine;
   for (Bucket& b : buckets_) {
     const auto r = static_cast<std::size_t>(comm_.rank());
     const std::size_t from = b.lo + static_cast<std::size_t>(b.displs[r]);
@@ -318,12 +320,22 @@ bool DataParallel::step(float lr) {
     // Shared memory: the summed gradient is in this rank's store, zeroed in the same pass.
     float* g = shares_memory() ? grads_.data() + from : shard_grad_.data() + b.shard_off;
     finite &= adamw_step_range(params_, from, to, g, shard_m_.data() + b.shard_off, shard_v_.data() + b.shard_off,
-                               adamw_, lr, t_, shares_memory());
+                               adamw_, lr, t_, shares_memory(), size ? &mine : nullptr);
   }
+  // Whether every rank's slices are finite and, when asked, the step's size: one collective, a
+  // sum of (non-finite ranks, the two sums of squares).
+  const auto agree = [&] {
+    if (!size) return comm_.all(finite);
+    double sums[3] = {finite ? 0.0 : 1.0, mine.update_sq, mine.weight_sq};
+    comm_.sum(sums, 3);
+    size->update_sq += sums[1];
+    size->weight_sq += sums[2];
+    return sums[0] == 0.0;
+  };
   if (shares_memory()) {
     // No rank returns from this before every rank has updated its slices of the shared weights.
     const auto t0 = Clock::now();
-    finite = comm_.all(finite);
+    finite = agree();
     times_.exposed_ms += ms_since(t0);
     return finite;
   }
@@ -339,7 +351,7 @@ bool DataParallel::step(float lr) {
     wait_all();
   }
   times_.exposed_ms += ms_since(t0);
-  return comm_.all(finite);
+  return agree();
 }
 
 void DataParallel::gather_optimizer(AdamW* whole, int root) {

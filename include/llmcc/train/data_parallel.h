@@ -100,8 +100,9 @@ class DataParallel final : public adgen::GradFinalListener {
   // clip_grad_norm does (returns the norm before clipping).
   double clip_grad_norm(double max_norm);  // max_norm <= 0: the norm only
   // The AdamW step (t counts from 1) and the gradient store zeroed; whether every rank's weights
-  // and moments are finite.
-  bool step(float lr);
+  // and moments are finite. With size non-null it receives the whole step's size (every rank's
+  // slices), at no extra collective.
+  bool step(float lr, UpdateSize* size = nullptr);
 
   std::int64_t t() const { return t_; }
   void set_t(std::int64_t t) { t_ = t; }
