@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -502,6 +504,12 @@ void save_checkpoint(const std::string& path, const ParameterStore& params, cons
   kv["step"] = std::to_string(state.step);
   kv["data"] = state.data.to_string();
   for (const auto& [name, s] : state.rngs) kv["rng." + name] = std::to_string(s);
+  if (state.val_loss) {
+    if (!std::isfinite(*state.val_loss)) fail(kWhere, path + ": the state's validation loss is not finite");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(*state.val_loss));  // round-trips a float
+    kv["val_loss"] = buf;
+  }
   CheckpointWriter w;
   w.add_tensors("params", params);
   if (opt != nullptr) {
@@ -546,6 +554,13 @@ TrainState load_checkpoint(const std::string& path, ParameterStore& params, Adam
   for (const auto& [key, value] : kv) {
     if (key.rfind("rng.", 0) == 0) state.rngs[key.substr(4)] = to_u64(key, value);
   }
+  if (const auto it = kv.find("val_loss"); it != kv.end()) {
+    char* end = nullptr;
+    const float v = std::strtof(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || !std::isfinite(v))
+      fail(kWhere, path + ": state 'val_loss' has bad value '" + it->second + "'");
+    state.val_loss = v;
+  }
   state.config = parse_key_values(r.blob("config"), path + " section 'config'");
   for (const std::string& section : r.sections())
     if (section.rfind(kFilePrefix, 0) == 0) state.files[section.substr(kFilePrefix.size())] = r.blob(section);
@@ -583,34 +598,48 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
 namespace {
 
 // The write order of a directory's checkpoints lives in dir/checkpoints.txt (their file names,
-// oldest written first), not in the checkpoints: a checkpoint's bytes stay a function of the
-// training state alone, so a resumed run's files equal an uninterrupted run's, and the order is a
-// property of the directory (a copied checkpoint carries no stale position with it). The list is
-// replaced atomically after the checkpoint is in place; a crash between the two leaves every
-// checkpoint intact, the new one merely keeps its old place in the order (or ranks as unlisted),
-// so --resume auto may take the one written before it.
+// oldest written first; an unconfirmed one is marked: "ckpt_000100.bin unconfirmed"), not in the
+// checkpoints: a checkpoint's bytes stay a function of the training state alone, so a resumed
+// run's files equal an uninterrupted run's, and the order is a property of the directory (a
+// copied checkpoint carries no stale position with it). The list is replaced atomically after the
+// checkpoint is in place; a crash between the two leaves every checkpoint intact, the new one
+// merely keeps its old place in the order (or ranks as unlisted), so --resume auto may take the
+// one written before it. A name alone is confirmed, as every checkpoint of an llmcc before
+// statuses was taken to be.
 constexpr const char* kOrderFile = "checkpoints.txt";
 const std::regex& checkpoint_name() {
   static const std::regex pattern("ckpt_([0-9]{1,18})\\.bin");
   return pattern;
 }
-
-// The listed names that look like checkpoints, without repeats (a later entry wins).
-std::vector<std::string> read_write_order(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / kOrderFile);
-  std::vector<std::string> names;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!std::regex_match(line, checkpoint_name())) continue;
-    std::erase(names, line);
-    names.push_back(line);
-  }
-  return names;
+const std::regex& order_line() {
+  static const std::regex pattern("(ckpt_[0-9]{1,18}\\.bin)( unconfirmed)?");
+  return pattern;
 }
 
-void write_write_order(const std::string& dir, const std::vector<std::string>& names) {
+struct Listed {
+  std::string name;
+  CheckpointStatus status = CheckpointStatus::confirmed;
+};
+
+// The listed names that look like checkpoints, without repeats (a later entry wins).
+std::vector<Listed> read_write_order(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / kOrderFile);
+  std::vector<Listed> listed;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, order_line())) continue;
+    const std::string name = m[1].str();
+    std::erase_if(listed, [&](const Listed& l) { return l.name == name; });
+    listed.push_back({name, m[2].matched ? CheckpointStatus::unconfirmed : CheckpointStatus::confirmed});
+  }
+  return listed;
+}
+
+void write_write_order(const std::string& dir, const std::vector<Listed>& listed) {
   std::string text;
-  for (const std::string& n : names) text += n + "\n";
+  for (const Listed& l : listed)
+    text += l.name + (l.status == CheckpointStatus::unconfirmed ? " unconfirmed" : "") + "\n";
   detail::AtomicFile f((fs::path(dir) / kOrderFile).string(), kWhere);
   f.write(text.data(), text.size());
   f.commit();
@@ -618,8 +647,10 @@ void write_write_order(const std::string& dir, const std::vector<std::string>& n
 
 }  // namespace
 
-std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<std::int64_t, std::string>> unlisted;
+bool usable(CheckpointStatus s) { return s != CheckpointStatus::unconfirmed; }
+
+std::vector<CheckpointEntry> list_checkpoint_entries(const std::string& dir) {
+  std::vector<CheckpointEntry> unlisted;
   std::map<std::string, std::pair<std::int64_t, std::string>> found;  // by file name
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return unlisted;
@@ -630,18 +661,26 @@ std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::st
       found[name] = {std::stoll(m[1].str()), e.path().string()};
     }
   }
-  std::vector<std::pair<std::int64_t, std::string>> listed;
-  for (const std::string& name : read_write_order(dir)) {
-    const auto it = found.find(name);
+  std::vector<CheckpointEntry> listed;
+  for (const Listed& l : read_write_order(dir)) {
+    const auto it = found.find(l.name);
     if (it == found.end()) continue;  // deleted since
-    listed.push_back(it->second);
+    listed.push_back({it->second.first, it->second.second, l.status});
     found.erase(it);
   }
   // Unlisted ones (written by an llmcc without the list, or copied in) are older, by step.
-  for (auto& [name, entry] : found) unlisted.push_back(std::move(entry));
-  std::sort(unlisted.begin(), unlisted.end());
+  for (auto& [name, entry] : found)
+    unlisted.push_back({entry.first, std::move(entry.second), CheckpointStatus::unlisted});
+  std::sort(unlisted.begin(), unlisted.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
   unlisted.insert(unlisted.end(), listed.begin(), listed.end());
   return unlisted;
+}
+
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::int64_t, std::string>> out;
+  for (CheckpointEntry& e : list_checkpoint_entries(dir)) out.emplace_back(e.step, std::move(e.path));
+  return out;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
@@ -650,30 +689,57 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return all.back().second;
 }
 
+std::optional<std::string> latest_usable_checkpoint(const std::string& dir) {
+  const auto all = list_checkpoint_entries(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (usable(it->status)) return it->path;
+  return std::nullopt;
+}
+
+CheckpointStatus checkpoint_status(const std::string& path) {
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  for (const Listed& l : read_write_order(p.parent_path().empty() ? "." : p.parent_path().string()))
+    if (l.name == name) return l.status;
+  return CheckpointStatus::unlisted;
+}
+
 void prune_checkpoints(const std::string& dir, int keep_last) {
   if (keep_last < 1) fail(kWhere, "keep_last must be >= 1, got " + std::to_string(keep_last));
-  const auto all = list_checkpoints(dir);
+  const auto all = list_checkpoint_entries(dir);
   std::error_code ec;
   const std::size_t keep = static_cast<std::size_t>(keep_last);
   const std::size_t drop = all.size() > keep ? all.size() - keep : 0;
-  for (std::size_t i = 0; i < drop; ++i) fs::remove(all[i].second, ec);
+  // The newest usable checkpoint stays, however many unconfirmed ones were written after it: it
+  // is what a rollback, the guard's error and --resume auto return to.
+  std::size_t newest_usable = all.size();
+  for (std::size_t i = all.size(); i-- > 0;)
+    if (usable(all[i].status)) {
+      newest_usable = i;
+      break;
+    }
+  std::vector<std::string> kept_names;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i < drop && i != newest_usable)
+      fs::remove(all[i].path, ec);
+    else
+      kept_names.push_back(fs::path(all[i].path).filename().string());
+  }
   static const std::regex tmp_pattern("(ckpt_[0-9]+\\.bin|checkpoints\\.txt)\\.tmp");
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     if (std::regex_match(e.path().filename().string(), tmp_pattern)) fs::remove(e.path(), ec);
   }
   // Keep the list to the kept files it names, in their order.
-  const std::vector<std::string> order = read_write_order(dir);
-  std::vector<std::string> kept;
-  for (std::size_t i = drop; i < all.size(); ++i) {
-    const std::string name = fs::path(all[i].second).filename().string();
-    if (std::find(order.begin(), order.end(), name) != order.end()) kept.push_back(name);
-  }
-  if (kept != order) write_write_order(dir, kept);
+  const std::vector<Listed> order = read_write_order(dir);
+  std::vector<Listed> kept;
+  for (const Listed& l : order)
+    if (std::find(kept_names.begin(), kept_names.end(), l.name) != kept_names.end()) kept.push_back(l);
+  if (kept.size() != order.size()) write_write_order(dir, kept);
   detail::sync_parent_dir((fs::path(dir) / "x").string());
 }
 
 std::string save_checkpoint_in_dir(const std::string& dir, int keep_last, const ParameterStore& params,
-                                   const AdamW* opt, const TrainState& state) {
+                                   const AdamW* opt, const TrainState& state, bool confirmed) {
   if (keep_last < 1) fail(kWhere, "keep_last must be >= 1, got " + std::to_string(keep_last));
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -682,10 +748,10 @@ std::string save_checkpoint_in_dir(const std::string& dir, int keep_last, const 
   save_checkpoint(path, params, opt, state);
   // Newest written, whatever its step (a resumed branch writes lower steps than the abandoned
   // one), so pruning keeps it and --resume auto finds it.
-  std::vector<std::string> order = read_write_order(dir);
+  std::vector<Listed> order = read_write_order(dir);
   const std::string name = fs::path(path).filename().string();
-  std::erase(order, name);
-  order.push_back(name);
+  std::erase_if(order, [&](const Listed& l) { return l.name == name; });
+  order.push_back({name, confirmed ? CheckpointStatus::confirmed : CheckpointStatus::unconfirmed});
   write_write_order(dir, order);
   prune_checkpoints(dir, keep_last);
   LLMCC_ASSERT(fs::exists(path), "pruning deleted the checkpoint just written");

@@ -397,5 +397,57 @@ TEST(Checkpoint, KeyValuesRoundTripAndRejectWhatTheyCannotHold) {
       test::throws_error([] { parse_key_values("a=1\nnoequals\n", "f.bin"); }, {"f.bin: line 2 is not key=value"}));
 }
 
+// Unconfirmed checkpoints are marked in the list; pruning keeps the newest usable one however
+// many unconfirmed ones follow it; --resume auto's choice skips them. Unmarked and unlisted
+// checkpoints (an llmcc before the marks) are usable as before.
+TEST(Checkpoint, TheNewestConfirmedCheckpointIsNeverPruned) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  TrainingRun r(4, 1);
+  const auto save = [&](std::int64_t step, bool confirmed) {
+    r.state.step = step;
+    return save_checkpoint_in_dir(run, 2, r.params, &r.opt, r.state, confirmed);
+  };
+  const auto steps = [&] {
+    std::vector<std::int64_t> out;
+    for (const auto& e : list_checkpoint_entries(run)) out.push_back(e.step);
+    return out;
+  };
+  EXPECT_FALSE(latest_usable_checkpoint(run).has_value());
+  save(1, true);
+  save(2, true);
+  save(3, false);
+  save(4, false);
+  save(5, false);
+  // keep_last 2 keeps 4 and 5, and 2, the newest confirmed.
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{2, 4, 5}));
+  EXPECT_EQ(read_text(run + "/checkpoints.txt"),
+            "ckpt_000002.bin\nckpt_000004.bin unconfirmed\nckpt_000005.bin unconfirmed\n");
+  EXPECT_EQ(*latest_checkpoint(run), checkpoint_path(run, 5));
+  EXPECT_EQ(*latest_usable_checkpoint(run), checkpoint_path(run, 2));
+  EXPECT_EQ(checkpoint_status(checkpoint_path(run, 2)), CheckpointStatus::confirmed);
+  EXPECT_EQ(checkpoint_status(checkpoint_path(run, 5)), CheckpointStatus::unconfirmed);
+  EXPECT_EQ(checkpoint_status(dir.file("elsewhere.bin")), CheckpointStatus::unlisted);
+  const auto entries = list_checkpoint_entries(run);
+  EXPECT_TRUE(usable(entries[0].status));
+  EXPECT_FALSE(usable(entries[2].status));
+
+  // A confirmed one lets the older confirmed one go; rewriting a step replaces its mark.
+  save(6, true);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{5, 6}));
+  save(6, false);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{5, 6}));
+  EXPECT_FALSE(latest_usable_checkpoint(run).has_value());
+  EXPECT_EQ(checkpoint_status(checkpoint_path(run, 6)), CheckpointStatus::unconfirmed);
+
+  // Checkpoints no list names are usable, older than listed ones, by step.
+  fs::remove_all(run);
+  save(7, true);
+  save(8, false);
+  fs::remove(run + "/checkpoints.txt");
+  EXPECT_EQ(*latest_usable_checkpoint(run), checkpoint_path(run, 8));
+  EXPECT_EQ(checkpoint_status(checkpoint_path(run, 8)), CheckpointStatus::unlisted);
+}
+
 }  // namespace
 }  // namespace llmcc

@@ -5,7 +5,7 @@
 // closed by a CRC-32 of everything before it. The trainer's file holds
 //   params            the weights                         (tensors)
 //   adamw.m, adamw.v  AdamW's moments (absent when the file holds only weights)
-//   state             key=value text: step, adamw.t, data (DataLoaderState), rng.<name>
+//   state             key=value text: step, adamw.t, data (DataLoaderState), rng.<name>, val_loss
 //   config            key=value text: the run's configuration
 //   file.<name>       bytes of a file the run carries (optional; file.tokenizer.model)
 // The learning-rate schedule is a function of the step, so the step is its position.
@@ -19,7 +19,7 @@
 // and leaves the model untouched.
 //
 //   save_checkpoint_in_dir("run", /*keep_last=*/3, params, &opt, state);  // run/ckpt_000100.bin
-//   if (auto last = latest_checkpoint("run")) state = load_checkpoint(*last, params, &opt);
+//   if (auto last = latest_usable_checkpoint("run")) state = load_checkpoint(*last, params, &opt);
 #pragma once
 
 #include <cstdint>
@@ -98,7 +98,10 @@ struct TrainState {
   std::int64_t step = 0;                      // optimizer steps completed
   DataLoaderState data;                       // the training loader's position
   std::map<std::string, std::uint64_t> rngs;  // named Rng states, e.g. {"sample", ...}
-  KeyValues config;                           // the run's configuration
+  // The run's last validation loss before this state, when it had one: the divergence guard's
+  // reference for the next validation after a resume.
+  std::optional<float> val_loss;
+  KeyValues config;  // the run's configuration
   // Files the run carries with it, saved as blob sections "file.<name>" (e.g. "tokenizer.model":
   // the SentencePiece model of the run's data, so `llmcc generate` needs nothing else).
   std::map<std::string, std::string> files;
@@ -118,19 +121,45 @@ TrainState load_checkpoint(const std::string& path, ParameterStore& params, Adam
 // the ones to keep and resume. The write order is kept in dir/checkpoints.txt (file names, oldest
 // first), which save_checkpoint_in_dir updates; checkpoints it does not name (written by an older
 // llmcc, or copied in) count as older than those it names, and among themselves by step.
+//
+// A checkpoint is confirmed when the trainer judged the state it holds before writing it (its
+// validation loss, or the loss of the batch the next step trains on, within the spike factor:
+// docs/training.md), unconfirmed when that judgement failed; checkpoints.txt marks the
+// unconfirmed ones ("ckpt_000100.bin unconfirmed"). A checkpoint of an llmcc before the marks, or
+// one the list does not name, is usable as it was then.
+enum class CheckpointStatus {
+  confirmed,    // in checkpoints.txt, unmarked
+  unconfirmed,  // in checkpoints.txt, marked
+  unlisted,     // not in checkpoints.txt
+};
+// Whether rollbacks, the guard's error and --resume auto may return to it: all but unconfirmed.
+bool usable(CheckpointStatus status);
+
+struct CheckpointEntry {
+  std::int64_t step = 0;
+  std::string path;
+  CheckpointStatus status = CheckpointStatus::unlisted;
+};
 
 // dir/ckpt_000100.bin (at least 6 digits).
 std::string checkpoint_path(const std::string& dir, std::int64_t step);
-// (step, path) of every dir/ckpt_<digits>.bin, oldest written first; an absent directory has none.
+// Every dir/ckpt_<digits>.bin, oldest written first; an absent directory has none.
+std::vector<CheckpointEntry> list_checkpoint_entries(const std::string& dir);
+// (step, path) of the same, in the same order.
 std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir);
-// The most recently written checkpoint (what `--resume auto` continues).
+// The most recently written checkpoint, whatever its status.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
-// Deletes all but the keep_last most recently written checkpoints (keep_last >= 1) and any
-// leftover .tmp from interrupted writes.
+// The most recently written usable checkpoint (what `--resume auto` continues).
+std::optional<std::string> latest_usable_checkpoint(const std::string& dir);
+// The status its directory's checkpoints.txt records for the checkpoint at `path`.
+CheckpointStatus checkpoint_status(const std::string& path);
+// Deletes all but the keep_last most recently written checkpoints (keep_last >= 1) and the newest
+// usable one, and any leftover .tmp from interrupted writes.
 void prune_checkpoints(const std::string& dir, int keep_last);
 // Creates dir if needed, saves checkpoint_path(dir, state.step) (replacing a file of that step),
-// records it as the newest written, prunes (never the file just written); returns the path.
+// records it as the newest written with its status, prunes (never the file just written); returns
+// the path.
 std::string save_checkpoint_in_dir(const std::string& dir, int keep_last, const ParameterStore& params,
-                                   const AdamW* opt, const TrainState& state);
+                                   const AdamW* opt, const TrainState& state, bool confirmed = true);
 
 }  // namespace llmcc
