@@ -131,6 +131,7 @@ TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
   if (!(o_.grad_clip >= 0)) fail(w, "grad_clip must be >= 0 (0: off), got " + number(o_.grad_clip));
   if (!(o_.loss_spike == 0 || o_.loss_spike > 1))
     fail(w, "loss_spike must be above 1 (0: no spike check), got " + number(o_.loss_spike));
+  if (!(o_.max_update >= 0)) fail(w, "max_update must be >= 0 (0: no check), got " + number(o_.max_update));
   if (o_.val_every < 0 || o_.val_batches < 0 || o_.sample_every < 0 || o_.ckpt_every < 0)
     fail(w, "val_every, val_batches, sample_every and ckpt_every must be >= 0");
   if (o_.keep_last < 1) fail(w, "keep_last must be at least 1, got " + std::to_string(o_.keep_last));
@@ -203,6 +204,7 @@ void TrainLoop::restore(const std::string& checkpoint) {
                           "; training on from it could only give NaN (resume from an earlier checkpoint, or force it)");
   }
   step_ = state.step;
+  last_val_ = state.val_loss.value_or(kNaN);
   try {
     data_.set_state(state.data);
   } catch (const Error& e) {
@@ -311,11 +313,15 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
       return loss;
     }
   }
-  // The update, which reports in the same pass whether it left every weight and moment finite.
-  if (!(dp_ ? dp_->step(lr) : opt_->step_zero_grads(*params_, *grads_, lr))) {
+  // The update, which reports in the same pass whether it left every weight and moment finite,
+  // and how far it moved the weights (what a checkpoint of the new state is judged by).
+  UpdateSize size;
+  UpdateSize* measure = o_.max_update > 0 ? &size : nullptr;
+  if (!(dp_ ? dp_->step(lr, measure) : opt_->step_zero_grads(*params_, *grads_, lr, measure))) {
     trip_ = "the update made weights or AdamW moments non-finite";
     trip_after_update_ = true;
   }
+  last_update_ratio_ = size.ratio();
   grads_zero_ = true;
   recent_losses_[recent_next_] = loss;
   recent_next_ = (recent_next_ + 1) % kLossWindow;
@@ -344,6 +350,43 @@ float TrainLoop::validate(std::int64_t step) {
   return loss;
 }
 
+std::string TrainLoop::judge_validation(float loss) const {
+  if (!std::isfinite(loss)) return "the validation loss is not finite";
+  if (o_.loss_spike > 0 && std::isfinite(last_val_) && last_val_ > 0 && loss > o_.loss_spike * last_val_)
+    return "the validation loss " + number(loss) + " is more than " + number(o_.loss_spike) +
+           " times the previous validation's (" + number(last_val_) + "; loss_spike sets the factor, 0 turns it off)";
+  return "";
+}
+
+std::string TrainLoop::judge_next_batch(std::int64_t step) {
+  // The next step's first micro-batch, after the batches it will drop: the batch that step
+  // trains on first. The data position is put back, so the run goes on as if unjudged.
+  const DataLoaderState where = data_.state();
+  if (const auto skip = skip_at_.find(step); skip != skip_at_.end()) {
+    for (int k = 0; k < skip->second * o_.grad_accum; ++k) data_.skip();
+  }
+  double loss = 0.0;
+  arena_->reset();
+  {
+    ArenaScope scope(*arena_);
+    loss = data_.train_loss();
+  }
+  arena_->reset();
+  data_.set_state(where);
+  if (dp_) loss = dp_->comm().sum(loss) / dp_->comm().size();
+  if (!std::isfinite(loss)) return "the loss of the next step's batch on these weights is not finite";
+  if (o_.loss_spike > 0 && recent_count_ > 0) {
+    double mean = 0.0;
+    for (int i = 0; i < recent_count_; ++i) mean += recent_losses_[i];
+    mean /= recent_count_;
+    if (mean > 0 && loss > o_.loss_spike * mean)
+      return "the loss of the next step's batch on these weights, " + number(loss) + ", is more than " +
+             number(o_.loss_spike) + " times the mean of the last " + std::to_string(recent_count_) + " steps (" +
+             number(mean) + ")";
+  }
+  return "";
+}
+
 void TrainLoop::roll_back(const std::string& checkpoint, std::int64_t tripped) {
   restore(checkpoint);
   ++skip_at_[tripped];
@@ -354,13 +397,14 @@ void TrainLoop::roll_back(const std::string& checkpoint, std::int64_t tripped) {
   recent_next_ = 0;
 }
 
-std::string TrainLoop::checkpoint(std::int64_t step) {
+std::string TrainLoop::checkpoint(std::int64_t step, const std::string& unconfirmed) {
   if (o_.out_dir.empty()) return "";
   TrainState state;
   state.step = step;
   state.data = data_.state();
   state.config = o_.config;
   state.files = o_.files;
+  if (std::isfinite(last_val_)) state.val_loss = last_val_;
   if (hooks_.save_state) hooks_.save_state(state);
   std::string path;
   if (dp_) {
@@ -368,16 +412,20 @@ std::string TrainLoop::checkpoint(std::int64_t step) {
     std::unique_ptr<AdamW> whole;
     if (rank0_) whole = std::make_unique<AdamW>(*params_, o_.adamw);
     dp_->gather_optimizer(whole.get(), 0);
-    if (rank0_) path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, whole.get(), state);
+    if (rank0_)
+      path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, whole.get(), state, unconfirmed.empty());
     std::uint64_t length = path.size();
     dp_->comm().broadcast(&length, sizeof length, 0);
     path.resize(length);
     dp_->comm().broadcast(path.data(), length, 0);
   } else {
-    path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, opt_.get(), state);
+    path = save_checkpoint_in_dir(o_.out_dir, o_.keep_last, *params_, opt_.get(), state, unconfirmed.empty());
   }
-  out_->log->write(out_->line.begin().field("step", step).field("checkpoint", path).end());
-  out_->progress.print("step " + std::to_string(step) + ": checkpoint " + path);
+  out_->line.begin().field("step", step).field("checkpoint", path);
+  if (!unconfirmed.empty()) out_->line.field("unconfirmed", unconfirmed);
+  out_->log->write(out_->line.end());
+  out_->progress.print("step " + std::to_string(step) + ": checkpoint " + path +
+                       (unconfirmed.empty() ? std::string() : " (unconfirmed: " + unconfirmed + ")"));
   return path;
 }
 
@@ -503,11 +551,17 @@ TrainResult TrainLoop::run() {
     return result;
   }
   // A fresh run's starting point (a resumed one logged it before its checkpoint).
-  if (start_step == 0 && o_.val_every > 0) result.val_loss = validate(0);
-  // What a rollback returns to: the last checkpoint of this call, else the one resumed from,
-  // else the starting point, saved now.
+  const bool validated_start = start_step == 0 && o_.val_every > 0 && data_.has_val;
+  if (start_step == 0 && o_.val_every > 0) {
+    result.val_loss = validate(0);
+    if (validated_start && std::isfinite(result.val_loss)) last_val_ = result.val_loss;
+  }
+  // What a rollback returns to: the last confirmed checkpoint of this call, else the one resumed
+  // from, else the starting point, saved now. A run that validated its starting point saves it
+  // with its checkpoints too, so an update that explodes the weights leaves a state to go back to.
   std::string last_good = resumed_from_;
-  if (o_.rollbacks > 0 && last_good.empty()) last_good = result.checkpoint = checkpoint(start_step);
+  if (last_good.empty() && !o_.out_dir.empty() && (o_.rollbacks > 0 || (o_.ckpt_every > 0 && validated_start)))
+    last_good = result.checkpoint = checkpoint(start_step, judge_next_batch(start_step));
 
   // A source that does not count its items gets steps per second.
   const bool counted = data_.items_per_batch > 0;
@@ -554,55 +608,80 @@ TrainResult TrainLoop::run() {
                       per_step * static_cast<double>(o_.steps - step));
     result.step = step;
     result.last_loss = loss;
-    if (!trip_.empty() && rollbacks_done_ < o_.rollbacks) {
-      const std::int64_t tripped = step - 1;
-      roll_back(last_good, tripped);
-      step = step_;
-      // The log goes back with the run (each step logged once, as after a resume); the line
-      // that replaces the dropped ones says what happened.
-      out.log.reset();
-      out.log = std::make_unique<TrainLog>(log_path, step);
-      out.log->write(out.line.begin()
-                         .field("step", step)
-                         .field("event", "rollback")
-                         .field("tripped_at", tripped + 1)
-                         .field("reason", trip_)
-                         .field("to", last_good)
-                         .end());
-      out.progress.print("step " + std::to_string(tripped + 1) + ": " + trip_ + "; rolled back to " + last_good +
-                         " (step " + std::to_string(step) + "), step " + std::to_string(tripped + 1) +
-                         "'s batches will be dropped (rollback " + std::to_string(rollbacks_done_) + " of " +
-                         std::to_string(o_.rollbacks) + ")");
-      continue;
-    }
-    if (!trip_.empty()) {
+    // A trip rolls back (true: go on from the restored step) or stops the run.
+    bool validation_trip = false;
+    const auto on_trip = [&]() -> bool {
+      if (rollbacks_done_ < o_.rollbacks) {
+        const std::int64_t tripped = step - 1;
+        roll_back(last_good, tripped);
+        step = step_;
+        // The log goes back with the run (each step logged once, as after a resume); the line
+        // that replaces the dropped ones says what happened.
+        out.log.reset();
+        out.log = std::make_unique<TrainLog>(log_path, step);
+        out.log->write(out.line.begin()
+                           .field("step", step)
+                           .field("event", "rollback")
+                           .field("tripped_at", tripped + 1)
+                           .field("reason", trip_)
+                           .field("to", last_good)
+                           .end());
+        out.progress.print("step " + std::to_string(tripped + 1) + ": " + trip_ + "; rolled back to " + last_good +
+                           " (step " + std::to_string(step) + "), step " + std::to_string(tripped + 1) +
+                           "'s batches will be dropped (rollback " + std::to_string(rollbacks_done_) + " of " +
+                           std::to_string(o_.rollbacks) + ")");
+        return true;
+      }
       out.progress.finish();
       fail(o_.name, "step " + std::to_string(step) + ": " + trip_ + " (lr " + number(lr) + "); " +
                         (trip_after_update_ ? "the weights in memory are not finite and were not saved"
+                         : validation_trip  ? "the updated weights were not saved"
                                             : "the weights were not updated") +
                         ". " + o_.nonfinite_hint +
                         (rollbacks_done_ > 0 ? "; after " + std::to_string(rollbacks_done_) + " rollback" +
                                                    (rollbacks_done_ == 1 ? "" : "s")
                                              : std::string()) +
-                        (result.checkpoint.empty() ? std::string() : "; last checkpoint " + result.checkpoint));
-    }
+                        (last_good.empty() ? std::string() : "; last confirmed checkpoint " + last_good));
+    };
+    if (!trip_.empty() && on_trip()) continue;
     if (step == start_step + 1) {
       out.progress.print("step arena: high-water " + format_mib(arena_->high_water()) + " of " +
                          format_mib(arena_->capacity()) + " reserved (+ " + format_mib(adgen::scratch_high_water()) +
                          " adgen scratch)");
     }
-
     const bool last = step == o_.steps;
     const bool stop_after = o_.stop_after > 0 && step - start_step >= o_.stop_after;
     // Every rank stops at the same step (a signal may reach them at different times).
     bool interrupted = g_stop_requested.load();
     if (dp_) interrupted = !dp_->comm().all(!interrupted);
-    if ((data_.has_val || hooks_.metrics) && (last || (o_.val_every > 0 && step % o_.val_every == 0)))
+    // A validation judges the state it measured: a spike against the previous one is a trip
+    // before anything is saved; one that passes against a previous one confirms this step's
+    // checkpoint.
+    bool val_judged = false;
+    if ((data_.has_val || hooks_.metrics) && (last || (o_.val_every > 0 && step % o_.val_every == 0))) {
       result.val_loss = validate(step);
+      if (data_.has_val) {
+        trip_ = judge_validation(result.val_loss);
+        if (!trip_.empty()) {
+          validation_trip = true;
+          if (on_trip()) continue;
+        }
+        val_judged = std::isfinite(last_val_);
+        last_val_ = result.val_loss;
+      }
+    }
     if (hooks_.sample && o_.sample_every > 0 && (last || step % o_.sample_every == 0)) hooks_.sample(step);
-    if (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0)) {
-      const std::string path = checkpoint(step);
-      if (!path.empty()) result.checkpoint = last_good = path;
+    if (!o_.out_dir.empty() &&
+        (last || stop_after || interrupted || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0))) {
+      // The update that made this state, then its validation or the next step's batch.
+      std::string unconfirmed;
+      if (o_.max_update > 0 && last_update_ratio_ > o_.max_update)
+        unconfirmed = "the update before it changed the weights by " + number(last_update_ratio_) +
+                      " times their norm (max_update " + number(o_.max_update) + ")";
+      else if (!val_judged)
+        unconfirmed = judge_next_batch(step);
+      result.checkpoint = checkpoint(step, unconfirmed);
+      if (unconfirmed.empty()) last_good = result.checkpoint;
     }
     if (interrupted) {
       result.interrupted = true;

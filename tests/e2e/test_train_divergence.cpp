@@ -1,10 +1,13 @@
 // The divergence guard, as a user meets it through `llmcc train`: a learning rate that makes the
 // weights non-finite (3e38) or the loss explode (1e6) stops the run with a message saying why,
 // and no checkpoint ever holds a non-finite weight or moment; good checkpoints written before a
-// diverging resume survive it; --rollbacks returns to the last checkpoint until they run out; a
-// full disk while a resume rewrites the log keeps the log and leaves no temporary file.
+// diverging resume survive it; an update that explodes the weights (finite), a validation that
+// spikes and a state whose next batch spikes are never the checkpoint named or returned to; --rollbacks returns to the
+// last checkpoint until they run out; a full disk while a resume rewrites the log keeps the log and leaves no temporary
+// file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -88,6 +91,37 @@ std::vector<std::string> checkpoints(const std::string& dir) {
   return out;
 }
 
+// The largest weight magnitude in the checkpoint (the tiny model's start at most about 1).
+float max_abs_weight(const std::string& path) {
+  const llmcc::CheckpointReader r(path);
+  std::vector<llmcc::ParameterInfo> infos;
+  for (const auto& t : r.tensors("params")) infos.push_back({t.name, t.shape});
+  llmcc::ParameterStore store(infos);
+  r.read_tensors("params", store);
+  float m = 0.0f;
+  for (std::size_t i = 0; i < store.size(); ++i) m = std::max(m, std::abs(store.data()[i]));
+  return m;
+}
+
+// Every checkpoint in dir holds finite weights no larger than a trained tiny model's.
+::testing::AssertionResult unexploded(const std::string& dir) {
+  for (const std::string& path : checkpoints(dir)) {
+    if (auto finite = finite_checkpoint(path); !finite) return finite;
+    if (const float m = max_abs_weight(path); m > 10.0f)
+      return ::testing::AssertionFailure() << path << " holds a weight of magnitude " << m;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// flags() with validation on the training shard every `every` steps.
+std::vector<std::string> validated(std::vector<std::string> args, const llmcc::test::TempDir& dir,
+                                   const std::string& every) {
+  const auto at = std::find(args.begin(), args.end(), "--val-every");
+  *(at + 1) = every;
+  args.insert(args.end(), {"--val-data", dir.file("train.bin")});
+  return args;
+}
+
 class TrainDivergence : public ::testing::Test {
  protected:
   void SetUp() override { llmcc::test::write_progression_shard(dir.file("train.bin"), 5000, 1, kVocab); }
@@ -123,6 +157,109 @@ TEST_F(TrainDivergence, GoodCheckpointsSurviveADivergingResume) {
   EXPECT_TRUE(fs::exists(dir.file("run") + "/ckpt_000005.bin")) << "the last good checkpoint was pruned";
   EXPECT_TRUE(finite_checkpoint(dir.file("run") + "/ckpt_000005.bin"));
   for (const std::string& path : checkpoints(dir.file("run"))) EXPECT_TRUE(finite_checkpoint(path));
+}
+
+// An update that explodes the weights without overflowing them (lr 1e6) on a fresh run: the
+// checkpoint of that state is written unconfirmed, the validated starting point is kept
+// (confirmed) and is what the error names and --rollbacks return to.
+TEST_F(TrainDivergence, AnExplodingFreshRunKeepsItsStartingPointAndNamesIt) {
+  const std::string start = dir.file("run") + "/ckpt_000000.bin";
+  const std::string exploded = dir.file("run") + "/ckpt_000001.bin";
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, validated(flags(dir, "1e6", "10"), dir, "2"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("checkpoint " + exploded + " (unconfirmed: the update before it changed the weights by"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("step 2: the loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("last confirmed checkpoint " + start), std::string::npos) << r.err;
+  EXPECT_EQ(checkpoints(dir.file("run")), (std::vector<std::string>{start, exploded}));
+  EXPECT_EQ(llmcc::checkpoint_status(start), llmcc::CheckpointStatus::confirmed);
+  EXPECT_EQ(llmcc::checkpoint_status(exploded), llmcc::CheckpointStatus::unconfirmed);
+  EXPECT_TRUE(finite_checkpoint(start));
+  EXPECT_LT(max_abs_weight(start), 10.0f);
+  EXPECT_GT(max_abs_weight(exploded), 1e3f);
+
+  fs::remove_all(dir.file("run"));
+  auto args = validated(flags(dir, "1e6", "10"), dir, "2");
+  args.insert(args.end(), {"--rollbacks", "2"});
+  r = llmcc::test::run_llmcc(dir, args);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rolled back to " + start + " (step 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(rollback 2 of 2)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("after 2 rollbacks; last confirmed checkpoint " + start), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(start));
+  EXPECT_LT(max_abs_weight(start), 10.0f);
+}
+
+// Good steps, then a resume whose first update explodes the weights: the validation at step 6
+// spikes against the one at step 5 (carried in checkpoint 5), so nothing holding those weights is
+// written; the error names checkpoint 5 and every rollback returns to it.
+TEST_F(TrainDivergence, AnExplodingResumeNamesAndReturnsToTheGoodCheckpoint) {
+  const std::string good = dir.file("run") + "/ckpt_000005.bin";
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, validated(flags(dir, "1e-3", "5"), dir, "2"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<std::string> resume = {"train", "--out-dir", dir.file("run"), "--resume", "auto", "--steps",
+                                           "40",    "--lr",      "1e6",           "--min-lr", "1e6"};
+  r = llmcc::test::run_llmcc(dir, resume);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("step 6: the validation loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("times the previous validation's"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the updated weights were not saved"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("last confirmed checkpoint " + good), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("run") + "/ckpt_000006.bin"));
+  EXPECT_TRUE(unexploded(dir.file("run")));
+
+  auto rolled = resume;
+  rolled.insert(rolled.end(), {"--rollbacks", "3"});
+  r = llmcc::test::run_llmcc(dir, rolled);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rolled back to " + good + " (step 5)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("after 3 rollbacks; last confirmed checkpoint " + good), std::string::npos) << r.err;
+  EXPECT_TRUE(unexploded(dir.file("run")));
+}
+
+// The same resume without validation: the exploded state's checkpoint is written but
+// unconfirmed, by the size of the update that made it or (that check off) by the next batch's
+// loss on it; the error, a rollback and --resume auto use checkpoint 5, which pruning keeps;
+// --resume FILE takes the unconfirmed one with a warning.
+TEST_F(TrainDivergence, AnExplodedStateIsNeverTheCheckpointNamedOrResumed) {
+  const std::string good = dir.file("run") + "/ckpt_000005.bin";
+  const std::string exploded = dir.file("run") + "/ckpt_000006.bin";
+  ASSERT_EQ(llmcc::test::run_llmcc(dir, flags(dir, "1e-3", "5")).code, 0);
+  std::vector<std::string> resume = {"train", "--out-dir", dir.file("run"), "--resume", "auto", "--steps",
+                                     "40",    "--lr",      "1e6",           "--min-lr", "1e6"};
+  llmcc::test::CliResult r = llmcc::test::run_llmcc(dir, resume);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("checkpoint " + exploded + " (unconfirmed: the update before it changed the weights by"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("step 7: the loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("last confirmed checkpoint " + good), std::string::npos) << r.err;
+  EXPECT_EQ(llmcc::checkpoint_status(exploded), llmcc::CheckpointStatus::unconfirmed);
+  EXPECT_GT(max_abs_weight(exploded), 1e3f);
+
+  resume.insert(resume.end(), {"--max-update", "0"});
+  r = llmcc::test::run_llmcc(dir, resume);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("--resume auto: skipping " + exploded + ", written after " + good + " but unconfirmed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("resumed from " + good), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoint " + exploded + " (unconfirmed: the loss of the next step's batch"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("last confirmed checkpoint " + good), std::string::npos) << r.err;
+
+  resume.insert(resume.end(), {"--rollbacks", "1"});
+  r = llmcc::test::run_llmcc(dir, resume);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rolled back to " + good + " (step 5)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(good));
+  EXPECT_TRUE(finite_checkpoint(good));
+  EXPECT_LT(max_abs_weight(good), 10.0f);
+
+  r = llmcc::test::run_llmcc(dir, {"train", "--resume", exploded, "--steps", "6"});
+  EXPECT_NE(r.err.find("--resume: " + exploded + " is unconfirmed"), std::string::npos) << r.err;
 }
 
 // A checkpoint altered to hold a negative second moment, or a NaN weight, with a valid CRC.

@@ -37,20 +37,24 @@ using Batch = Entry::Inputs;  // (x (B, 1, D), y (B, 1))
 constexpr int D = 6, H = 16, K = 3, B = 8;
 
 // Points in D dimensions; the label is which of the first K coordinates is largest.
-// A batch whose first value equals `marked` is poisoned (all NaN), or, with drop_marked_step,
-// replaced by the draw after next: what a run gets when a rollback drops the marked batch and
-// the other micro-batch of its step (the marked draw being its step's first).
+// A batch whose first value equals `marked` is poisoned (all NaN; with spike_marked, scaled by
+// 1000: finite, but its loss spikes), or, with drop_marked_step, replaced by the draw after next:
+// what a run gets when a rollback drops the marked batch and the other micro-batch of its step
+// (the marked draw being its step's first).
 class Task {
  public:
   Task() : x_(static_cast<std::size_t>(B) * D), y_(B) {}
   float marked = std::numeric_limits<float>::quiet_NaN();
   bool drop_marked_step = false;
+  bool spike_marked = false;
   void make(Batch& batch, Rng& rng) {
     draw(rng);
     if (x_[0] == marked) {
       if (drop_marked_step) {
         draw(rng);
         draw(rng);
+      } else if (spike_marked) {
+        for (float& x : x_) x *= 1000.0f;
       } else {
         std::fill(x_.begin(), x_.end(), std::numeric_limits<float>::quiet_NaN());
       }
@@ -267,6 +271,39 @@ TEST(TrainerApi, ARollbackDropsTheTrippingBatchesAndEqualsARunWithoutThem) {
       << log;
   // Each step once, as after a resume: the lines of the abandoned steps 21..26 were dropped.
   EXPECT_EQ(llmcc::test::logged(dir.file("rolled") + "/log.jsonl", "loss").size(), 40u);
+}
+
+// The same with a batch of another distribution (its loss spikes, finite): --rollbacks 1 goes
+// back to the confirmed checkpoint at step 20 and ends bit for bit where a run that never drew
+// the batch ends.
+TEST(TrainerApi, ALossSpikeIsRolledBackPastAndEqualsARunWithoutTheBatch) {
+  const llmcc::test::TempDir dir;
+  float marked = 0.0f;
+  {
+    Learner probe;
+    for (int i = 0; i <= 2 * 25; ++i) marked = std::get<0>(probe.train.next()).f32()[0];
+  }
+  Learner reference;
+  reference.train_task.marked = marked;
+  reference.train_task.drop_marked_step = true;
+  llmcc::train::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
+                               options(dir.file("reference")))
+      .run();
+
+  Learner rolled;
+  rolled.train_task.marked = marked;
+  rolled.train_task.spike_marked = true;
+  auto o = options(dir.file("rolled"));
+  o.rollbacks = 1;
+  const auto r = llmcc::train::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
+  EXPECT_EQ(r.step, 40);
+  EXPECT_TRUE(same_bytes(reference.params, rolled.params));
+  const std::string log = file_text(dir.file("rolled") + "/log.jsonl");
+  EXPECT_NE(log.find("{\"step\": 20, \"event\": \"rollback\", \"tripped_at\": 26, \"reason\": \"the loss "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("times the mean of the last"), std::string::npos) << log;
+  EXPECT_EQ(llmcc::checkpoint_status(dir.file("rolled") + "/ckpt_000040.bin"), llmcc::CheckpointStatus::confirmed);
 }
 
 // Divergence that every replay meets again: the rollbacks run out and the run stops; the only

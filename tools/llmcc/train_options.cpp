@@ -211,11 +211,16 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--force-resume", &o.force_resume,
         "resume even from a checkpoint with non-finite weights or moments, or negative second moments");
   p.add("--loss-spike", &o.loss_spike,
-        "stop when a step's loss exceeds this times the mean of the previous steps' (0: off); a "
-        "non-finite loss, gradient or update always stops the run, before anything is saved");
+        "stop when a step's loss exceeds this times the mean of the previous steps', or a validation "
+        "loss this times the previous one (0: off); a non-finite loss, gradient or update always "
+        "stops the run, before anything is saved");
+  p.add("--max-update", &o.max_update,
+        "a checkpoint is confirmed (kept, returned to by --rollbacks and --resume auto) only when the "
+        "update before it changed the weights by at most this times their norm, and its validation "
+        "or next batch's loss is within --loss-spike (0: no update check)");
   p.add("--rollbacks", &o.rollbacks,
-        "instead of stopping at a divergence, roll back to the last checkpoint and drop the batches "
-        "of the step that tripped, up to N times (0: stop)");
+        "instead of stopping at a divergence, roll back to the last confirmed checkpoint and drop the "
+        "batches of the step that tripped, up to N times (0: stop)");
 
   p.section("Validation, samples and checkpoints");
   p.add("--val-every", &o.val_every, "validation loss every N steps (and at the start and end; 0: end only)");
@@ -317,6 +322,7 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(o.eps > 0, "--eps must be positive, got " + n(o.eps));
   need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0: off), got " + n(o.grad_clip));
   need(o.loss_spike == 0 || o.loss_spike > 1, "--loss-spike must be above 1 (0: off), got " + n(o.loss_spike));
+  need(o.max_update >= 0, "--max-update must be >= 0 (0: off), got " + n(o.max_update));
   need(o.rollbacks >= 0, "--rollbacks must be >= 0 (0: stop at a divergence), got " + n(o.rollbacks));
   need(o.val_every >= 0, "--val-every must be >= 0, got " + n(o.val_every));
   need(o.val_steps >= 0, "--val-steps must be >= 0, got " + n(o.val_steps));

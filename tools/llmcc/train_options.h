@@ -7,8 +7,8 @@
 // ("run.threads", restored unless --threads is given): kernels may round differently with another;
 // so is the GEMM's cache blocking ("run.gemm_blocking", restored unless --gemm-tune is given).
 // Run-local flags (--out-dir, --log, --quiet, --resume, --init-from, --stop-after, --tokenizer,
-// --loss-spike, --force-resume, --zero, --bucket-mb, --comm) are not stored (a checkpoint stores the tokenizer itself:
-// run_tokenizer.h).
+// --loss-spike, --max-update, --force-resume, --zero, --bucket-mb, --comm) are not stored (a checkpoint stores the
+// tokenizer itself: run_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -76,6 +76,7 @@ struct TrainOptions {
   float eps = 1e-8f;
   double grad_clip = 1.0;     // 0: off
   double loss_spike = 10.0;   // the divergence guard's factor (0: off); run-local
+  double max_update = 1.0;    // a confirmed checkpoint's largest update, times the weights' norm (0: off); run-local
   int rollbacks = 0;          // rollbacks to the last checkpoint instead of stopping; run-local
   bool force_resume = false;  // resume from a non-finite checkpoint; run-local
 

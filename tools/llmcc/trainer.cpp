@@ -67,11 +67,31 @@ Origin resolve_origin(TrainOptions& o) {
   Origin out;
   if (o.resume == "auto") {
     if (o.out_dir.empty()) fail(kWhere, "--resume auto needs --out-dir (the directory to look in)");
-    if (auto last = latest_checkpoint(o.out_dir)) out.resume_path = *last;
+    // The newest confirmed checkpoint (or one from before statuses); newer unconfirmed ones
+    // are named and skipped.
+    std::vector<std::string> skipped;
+    for (const CheckpointEntry& e : list_checkpoint_entries(o.out_dir)) {
+      if (usable(e.status)) {
+        out.resume_path = e.path;
+        skipped.clear();
+      } else {
+        skipped.push_back(e.path);
+      }
+    }
+    if (!skipped.empty() && out.resume_path.empty())
+      fail(kWhere, "--resume auto: " + o.out_dir + " holds only unconfirmed checkpoints (the newest " + skipped.back() +
+                       "): the guard judged none of their states good; --resume FILE takes one anyway");
+    for (const std::string& path : skipped)
+      out.warnings.push_back("--resume auto: skipping " + path + ", written after " + out.resume_path +
+                             " but unconfirmed (the guard did not judge its state good)");
   } else if (!o.resume.empty()) {
     std::error_code ec;
     if (!fs::is_regular_file(o.resume, ec)) fail(kWhere, "--resume: no such checkpoint file '" + o.resume + "'");
     out.resume_path = o.resume;
+    if (checkpoint_status(o.resume) == CheckpointStatus::unconfirmed)
+      out.warnings.push_back("--resume: " + o.resume +
+                             " is unconfirmed (the guard did not judge its state good when it was written: see its "
+                             "line in log.jsonl); resuming it as asked");
     if (o.out_dir.empty()) {
       const fs::path parent = fs::path(o.resume).parent_path();
       o.out_dir = parent.empty() ? "." : parent.string();
@@ -86,7 +106,7 @@ Origin resolve_origin(TrainOptions& o) {
     const KeyValues kv = parse_key_values(reader.blob("config"), out.resume_path + " [config]");
     out.config = model_config_from_kv(kv, out.resume_path);
     o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
-    out.warnings = restore_train_options(o, kv, out.resume_path);
+    for (std::string& w : restore_train_options(o, kv, out.resume_path)) out.warnings.push_back(std::move(w));
     return out;
   }
   if (!o.init_from.empty()) {
@@ -247,6 +267,7 @@ CliTrainer::CliTrainer(TrainOptions options)
   t.adamw = AdamWConfig{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay};
   t.grad_clip = o_.grad_clip;
   t.loss_spike = o_.loss_spike;
+  t.max_update = o_.max_update;
   t.rollbacks = o_.rollbacks;
   t.force_resume = o_.force_resume;
   t.val_every = o_.val_every;

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,10 +65,24 @@ struct TrainerOptions {
   // loss_spike times the mean of the previous steps' losses (up to 16 of this call; 0: no spike
   // check). A non-finite loss, gradient norm, updated weight or AdamW moment always stops it.
   double loss_spike = 10.0;
+  // A validation loss above loss_spike times the previous validation's (a resumed run's comes
+  // from its checkpoint), or not finite, trips the guard too, before that step's checkpoint.
+  // A checkpoint is confirmed only if the update that made its state changed the weights by at
+  // most max_update times their norm (|new - old| <= max_update |old|, measured in AdamW's pass;
+  // 0: no check): an update that size replaced the model, however finite the result.
+  double max_update = 1.0;
   // > 0: instead of stopping, up to this many times in a call, a trip rolls the run back to its
-  // last checkpoint (weights, AdamW, data position) and drops the tripping step's batches when
-  // the replay reaches that step; each rollback is logged. Needs out_dir: a fresh run saves its
-  // starting point first, so there is always a checkpoint to return to.
+  // last confirmed checkpoint (weights, AdamW, data position) and drops the tripping step's
+  // batches when the replay reaches that step; each rollback is logged. Needs out_dir: a fresh run
+  // saves its starting point first, so there is always a checkpoint to return to.
+  //
+  // Checkpoints are judged before they are written (llmcc/train/checkpoint.h): confirmed when the
+  // update before them was within max_update and either a validation at the same step passed
+  // against an earlier one or the loss of the batch the next step trains on (one forward, the
+  // data position put back) is finite and within loss_spike of the recent steps' mean. An
+  // unconfirmed checkpoint is written and recorded as such; pruning keeps the newest confirmed
+  // one, and rollbacks, the guard's error and --resume auto use it.
+  // A fresh run that validates its starting point and writes checkpoints saves that point too.
   int rollbacks = 0;
   std::int64_t val_every = 100;   // validation every this many steps and at the end; 0: only at the end
   std::int64_t val_batches = 20;  // batches per validation; 0: one pass (a source with an end)
@@ -166,7 +181,8 @@ class TrainLoop {
   struct Data {
     std::function<DataLoaderState()> state;
     std::function<void(const DataLoaderState&)> set_state;
-    std::function<void()> skip;  // draws the next training batch and drops it
+    std::function<void()> skip;         // draws the next training batch and drops it
+    std::function<float()> train_loss;  // draws the next training batch: its forward loss
     double items_per_batch = 0.0;
     bool has_val = false;
     std::function<void()> reset_val;
@@ -197,12 +213,20 @@ class TrainLoop {
   // already updated the weights.
   std::string trip_;
   bool trip_after_update_ = false;
+  double last_update_ratio_ = 0.0;                            // the last update's |new - old| / |old| (0: not measured)
+  float last_val_ = std::numeric_limits<float>::quiet_NaN();  // this call's last validation loss
+  // Judges the state about to be checkpointed at `step` by the loss of the batch the next step
+  // trains on (its drop of skipped batches included); empty when it passes, else why not.
+  std::string judge_next_batch(std::int64_t step);
+  // Whether the validation loss at a step passed (empty) or tripped (why), against last_val_.
+  std::string judge_validation(float loss) const;
   static constexpr int kLossWindow = 16;
   float recent_losses_[kLossWindow] = {};
   int recent_count_ = 0;  // losses in the window (up to kLossWindow)
   int recent_next_ = 0;   // where the next one goes
   float validate(std::int64_t step);
-  std::string checkpoint(std::int64_t step);
+  // Writes the checkpoint of `step`, recorded confirmed when `unconfirmed` (why not) is empty.
+  std::string checkpoint(std::int64_t step, const std::string& unconfirmed);
   void print_default_header(const TrainStart& start);
   // Data-parallel: fails on every rank unless all ranks hold rank 0's configuration, data position
   // and weights.
@@ -249,6 +273,7 @@ class Trainer final : public TrainLoop {
     d.state = [this] { return train_.state(); };
     d.set_state = [this](const DataLoaderState& s) { train_.set_state(s); };
     d.skip = [this] { (void)train_.next(); };
+    d.train_loss = [this] { return Entry::loss(model_, train_.next()); };
     d.items_per_batch = train_.items_per_batch();
     d.has_val = val_ != nullptr;
     if (val_) {
