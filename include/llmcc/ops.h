@@ -16,4 +16,5 @@
 #include "llmcc/ops/rope.h"
 #include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
+#include "llmcc/ops/sub.h"
 #include "llmcc/ops/view.h"

@@ -381,7 +381,7 @@ class Gen:
     def c_res(self, depth, sc):
         mod = self.new_mod("Res", sc)
         (a, au), = self.children(mod, sc, depth, 1)
-        style = self.rng.randrange(4)
+        style = self.rng.randrange(6)
         if style == 1:
             nrm = sc.pick("self")
             nu = self.norm(Scope(self.rng, self.plain))
@@ -396,9 +396,14 @@ class Gen:
         elif style == 2:
             y = sc.pick("y")
             lines = ["Tensor %s = %s;" % (y, self.call(a, au, x, s)), "%s = %s + %s;" % (y, y, x), "return %s;" % y]
-        else:  # a local returned unchanged
+        elif style == 3:  # a local returned unchanged
             y = sc.pick("out")
             lines = ["Tensor %s = %s + %s;" % (y, x, self.call(a, au, x, s)), "return %s;" % y]
+        elif style == 4:  # a difference (sub)
+            lines = ["return %s - %s;" % (x, self.call(a, au, x, s))]
+        else:  # a negated child added back (neg), then taken from the input (sub)
+            y = sc.pick("y")
+            lines = ["Tensor %s = -%s;" % (y, self.call(a, au, x, s)), "return %s - (%s + %s);" % (x, y, x)]
         return self.finish(mod, sig, lines)
 
     def c_stepper(self, depth, sc):
@@ -506,12 +511,18 @@ class Gen:
         mod.takes_s = True
         (a, au), = self.children(mod, sc, depth, 1)
         x, s, sig = self.sig(mod, sc)
-        style = self.rng.randrange(3)
+        style = self.rng.randrange(5)
         self.features.append("scaled%d" % style)
         if style == 0:
             lines = ["return %s + %s * %s;" % (x, s, self.call(a, au, x, s))]
         elif style == 1:
             lines = ["return %s;" % self.call(a, au, "%s * %s" % (x, s), s)]
+        elif style == 3:  # the scalar minus a tensor (rsub), so s gets rsub's gradient too
+            lines = ["return %s + (%s - %s);" % (x, s, self.call(a, au, x, s))]
+        elif style == 4:  # a constant minus a tensor, as a gate's 1 - g
+            u = sc.pick("g")
+            lines = ["Tensor %s = %s;" % (u, self.call(a, au, x, s)),
+                     "return %s * (1.0f - %s) + %s * %s;" % (x, u, s, u)]
         else:
             u = sc.pick("grad")
             lines = ["Tensor %s = %s;" % (u, self.call(a, au, x, s)), "return %s * %s + %s;" % (u, s, x)]

@@ -1,8 +1,9 @@
 // One model exercising every construct of subset v1 at once: a counted for over a module
 // vector with if/else inside, an if/else on a config field, reassigned tensor locals, a free
-// differentiable function, tensor operators (+, *, float * tensor), a rule with saved buffers
-// (norm_fwd + NormSaved), a tied parameter (w_shared used twice), float arithmetic on the loss
-// a float argument the gradient flows to, and an inactive tensor computed from token ids.
+// differentiable function, tensor operators (+, -, unary -, *, float * tensor, float - tensor),
+// a rule with saved buffers (norm_fwd + NormSaved), a tied parameter (w_shared used twice),
+// float arithmetic on the loss, a float argument the gradient flows to, and an inactive tensor
+// computed from token ids.
 #pragma once
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/scale.h"
+#include "llmcc/ops/sub.h"
 #include "models/toy_rules.h"
 
 namespace cons {
@@ -25,7 +27,8 @@ struct Lin {
 inline Tensor mix(const Tensor& a, const Tensor& b) {
   Tensor y = a + b;
   y = toy::tanh_op(y);
-  return y * a;
+  y = y - b;        // Tensor - Tensor: the sub rule
+  return -(y * a);  // unary minus: the neg rule
 }
 
 struct Net {
@@ -60,7 +63,7 @@ struct Net {
 
 LLMCC_ADGEN_ENTRY inline float loss(const Net& net, const Tensor& x, const llmcc::Tokens& ids, float s) {
   float a = toy::sumsq(net.forward(x, ids));
-  const float b = toy::sumsq(toy::scale_by(x, s));
+  const float b = toy::sumsq(toy::scale_by(x, s)) + 0.5f * toy::sumsq(s - x);  // float - Tensor: rsub
   float c = a * 0.5f + b / (4.0f + a);
   c -= 0.25f * b;
   const float d = -c;
