@@ -6,7 +6,7 @@
 # next run; a crash leaves its input in <build>/fuzz/artifacts/<target>/ and fails the script.
 #
 #   bash scripts/fuzz.sh [seconds-per-target] [target...]     (default 60 s, every target)
-#   bash scripts/fuzz.sh --bounded                            (build, then the ctest run CI does)
+#   bash scripts/fuzz.sh --bounded                            (build, then the bounded ctest run)
 #   LLMCC_FUZZ_BUILD=dir  build directory (default build-fuzz)
 #   JOBS=n                build jobs (default nproc)
 set -euo pipefail
@@ -22,7 +22,8 @@ cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_COMPILER=clang-
   -DLLMCC_FUZZ=ON -DLLMCC_BUILD_TESTS=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_BUILD_ADGEN=OFF \
   -DLLMCC_INSTALL=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target llmcc_fuzz
-# --bounded: the short run CI does (ctest label fuzz, LLMCC_FUZZ_CTEST_SECONDS per target).
+# --bounded: the short run (ctest label fuzz, LLMCC_FUZZ_CTEST_SECONDS per target), as the test
+# command runs it in the sanitizer build.
 if [ "$secs" = "--bounded" ]; then
   ctest --test-dir "$build" -L fuzz --output-on-failure -j"$jobs"
   exit

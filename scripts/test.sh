@@ -2,8 +2,9 @@
 # The test command (docs/testing.md): setup; the C++ layout check; configure, build and run the
 # default test suite (everything but the `slow` label) with GCC; the PyTorch extension's tests
 # (scripts/test_python.sh: the torch venv, the extension built on the GCC build's libraries,
-# pytest); then the unit, kernels, grad and e2e tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer (clang-19), and every parser's libFuzzer target for a few seconds.
+# pytest); then the unit, kernels, grad, e2e and mpi tests again under AddressSanitizer and
+# UndefinedBehaviorSanitizer (clang-19), and every parser's libFuzzer target for a few seconds
+# (scripts/test_sanitized.sh: one clang build for both).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L grad: then only that GCC ctest run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,5 @@ if [ $# -eq 0 ]; then
   LLMCC_BUILD_DIR="$PWD/build" bash scripts/test_python.sh
   phase "PyTorch extension"
   bash scripts/test_sanitized.sh
-  phase "sanitized suite"
-  bash scripts/fuzz.sh --bounded
-  phase "bounded fuzz run"
+  phase "sanitized suite and bounded fuzz run"
 fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer run: builds llmcc with clang-19 and -fsanitize=address,undefined in build-san
-# and runs the unit, kernels, grad, e2e and mpi tests there. Any sanitizer report fails its test.
-# The fuzz targets have a build of their own (scripts/fuzz.sh): libFuzzer's coverage
-# instrumentation of the libraries made one e2e training here take 287 s on a Zen 3.
+# and runs the unit, kernels, grad, e2e and mpi tests there, then the bounded run of every
+# parser's libFuzzer target (fuzz/), which this build also holds: one clang build of the
+# libraries serves both. Any sanitizer report fails its test.
 # Needs the packages of scripts/setup.sh (clang-19, libomp-19-dev, libclang-rt-19-dev: the
 # sanitizer runtimes), which scripts/test.sh installs first.
 # Usage: scripts/test_sanitized.sh [extra ctest arguments, e.g. -R Gemm]
@@ -10,15 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=$(nproc)
-# -O1 and line tables (all the stack traces need) keep the build short; most of the test time
-# is the two 100-step e2e training runs (TrainE2e). adgen is not built, so the models (and the
+# -O1 and line tables (all the stack traces need) keep the build short. adgen is not built, so the models (and the
 # classifier of tests/train) use the committed generated/ code, and the tests that need adgen
-# itself (label adgen) are not configured. No benchmarks, no install rules.
+# itself (label adgen) are not configured. No benchmarks, no install rules. LLMCC_FUZZ adds the
+# fuzz targets and libFuzzer's coverage instrumentation of the libraries but their kernels
+# (fuzz/coverage_ignorelist.txt), so the tests' arithmetic runs at the sanitizers' speed.
 # LLMCC_LINK_FLAGS: scripts/test.sh's linker choice (lld), when it calls this.
 # shellcheck disable=SC2086
 cmake -S . -B build-san -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLLMCC_SANITIZE=ON -DLLMCC_WERROR=ON \
-  -DLLMCC_BUILD_ADGEN=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_INSTALL=OFF ${LLMCC_LINK_FLAGS:-}
+  -DLLMCC_BUILD_ADGEN=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_INSTALL=OFF -DLLMCC_FUZZ=ON ${LLMCC_LINK_FLAGS:-}
 cmake --build build-san -j"$jobs"
 
 # A report stops the process with a stack trace; a user's own settings come last and win.
@@ -31,8 +32,11 @@ cd build-san
 # unit.NoAllocSteadyState.* skips here (it counts allocations by replacing malloc, which
 # AddressSanitizer owns) and says so in its output. The 600 training steps of
 # e2e.TrainBf16.Gpt2TinyThreeHundredSteps* (80 s in the release build) are left to that build:
-# the bf16 GEMM code they run is covered here by kernels.GemmBf16Kernel.*.
-ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' -E 'TrainBf16\.Gpt2TinyThreeHundredSteps' \
+# the bf16 GEMM code they run is covered here by kernels.GemmBf16Kernel.*. So are the two
+# 100-step runs of e2e.TrainE2e (a 50257-token head: 105 s each here, alone on the machine): the
+# same command-line training of GPT-2 and Llama runs here in e2e.TrainResume (with stops and
+# resumes), TrainSpE2e and TrainDivergence, and GPT-2 BPE preparation in unit.CliPrepare.
+ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' -E 'TrainBf16\.Gpt2TinyThreeHundredSteps|TrainE2e\.' \
   --timeout 1200 "$@"
 # The data-parallel tests, whose ranks run under mpirun, with leak checking off in the ranks:
 # Open MPI keeps what it allocates at start-up (libmpi, hwloc, its plugins) until exit, and
@@ -40,4 +44,7 @@ ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' -E 'TrainBf16\.Gp
 # a rank. Only when no test filter was given.
 if [ $# -eq 0 ]; then
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure -L mpi --timeout 1200
+  # The bounded fuzz run (docs/fuzzing.md): every target for LLMCC_FUZZ_CTEST_SECONDS from its
+  # seeds; any crash, leak or sanitizer report fails.
+  ctest --output-on-failure -j"$jobs" -L fuzz
 fi
