@@ -7,15 +7,18 @@
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/adjoint.h"
+#include "ops/broadcast.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   LLMCC_PROFILE("add.fwd");
-  check::same_shape("add", "a", a, "b", b);
-  Tensor out = new_tensor(a.shape(), "add");  // shape of a
-  if (kernel_mode() == KernelMode::Reference) {
+  const BinaryShapes s = binary_shapes("add", a, b, /*either_side=*/true);
+  Tensor out = new_tensor(binary_out_shape(s, a, b), "add");  // shape of the full operand
+  if (s.broadcast) {
+    broadcast_forward(cpu::BinaryKind::Add, s, a, b, out);
+  } else if (kernel_mode() == KernelMode::Reference) {
     ref::add_forward(out.f32(), a.f32(), b.f32(), a.numel());
   } else {
     cpu::add_forward(out.f32(), a.f32(), b.f32(), a.numel());
@@ -28,7 +31,8 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 void add_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b) {
   LLMCC_PROFILE("add.bwd");
   (void)out;
-  check::same_shape("add", "a", a, "b", b);
+  const BinaryShapes s = binary_shapes("add", a, b, /*either_side=*/true);
+  if (s.broadcast) return broadcast_pullback("add", cpu::BinaryKind::Add, s, a, b, d_out, d_a, d_b);
   check::same_shape("add", "a", a, "d_out", d_out);
   check::adjoint("add", "d_a", d_a, a);
   check::adjoint("add", "d_b", d_b, b);

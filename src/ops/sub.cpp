@@ -8,15 +8,18 @@
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "ops/adjoint.h"
+#include "ops/broadcast.h"
 #include "ops/check.h"
 
 namespace llmcc {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   LLMCC_PROFILE("sub.fwd");
-  check::same_shape("sub", "a", a, "b", b);
+  const BinaryShapes s = binary_shapes("sub", a, b, /*either_side=*/false);
   Tensor out = new_tensor(a.shape(), "sub");  // shape of a
-  if (kernel_mode() == KernelMode::Reference) {
+  if (s.broadcast) {
+    broadcast_forward(cpu::BinaryKind::Sub, s, a, b, out);
+  } else if (kernel_mode() == KernelMode::Reference) {
     ref::sub_forward(out.f32(), a.f32(), b.f32(), a.numel());
   } else {
     cpu::sub_forward(out.f32(), a.f32(), b.f32(), a.numel());
@@ -29,7 +32,8 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 void sub_pullback(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& d_out, Tensor* d_a, Tensor* d_b) {
   LLMCC_PROFILE("sub.bwd");
   (void)out;
-  check::same_shape("sub", "a", a, "b", b);
+  const BinaryShapes s = binary_shapes("sub", a, b, /*either_side=*/false);
+  if (s.broadcast) return broadcast_pullback("sub", cpu::BinaryKind::Sub, s, a, b, d_out, d_a, d_b);
   check::same_shape("sub", "a", a, "d_out", d_out);
   check::adjoint("sub", "d_a", d_a, a);
   check::adjoint("sub", "d_b", d_b, b);

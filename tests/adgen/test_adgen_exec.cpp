@@ -8,6 +8,7 @@
 #include "llama.grad.h"
 #include "llmcc/runtime.h"
 #include "mlp.grad.h"
+#include "moe.grad.h"
 
 namespace {
 
@@ -46,6 +47,36 @@ TEST(AdgenExec, MlpMatchesFiniteDifferences) {
     llmcc::ArenaScope s(a);
     return static_cast<double>(mlp::loss(m, x));
   }));
+}
+
+// The soft mixture of experts of docs/library.md: a per-row gate (a column vector), 1 - g, a
+// learnable one-element scalar and a per-channel bias (a row vector) subtracted.
+TEST(AdgenExec, SoftMixtureOfExpertsMatchesFiniteDifferences) {
+  constexpr int N = 5, C = 4, H = 6;
+  moe::SoftMoe m;
+  for (moe::Expert* e : {&m.e1, &m.e2}) {
+    e->up = Tensor(nullptr, {H, C});
+    e->down = Tensor(nullptr, {C, H});
+  }
+  m.gate = Tensor(nullptr, {1, C});
+  m.alpha = Tensor(nullptr, {1});
+  m.bias = Tensor(nullptr, {C});
+  std::vector<float> params, xs, ys;
+  adgen_test::bind_random(m, params, 21);
+  Tensor x = adgen_test::random_tensor(xs, {N, C}, 22);
+  Tensor y = adgen_test::random_tensor(ys, {N, C}, 23);
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  auto g = llmcc::adgen::make_grad(m);
+  const float value = moe::loss_grad(m, x, y, g.grad);
+  const auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(moe::loss(m, x, y));
+  };
+  EXPECT_NEAR(value, loss(), 1e-5 * std::fabs(loss()) + 1e-6);
+  adgen_test::expect_grad_matches_fd(m, g.grad, loss, 1e-2, 2e-2);
+  EXPECT_NE(g.grad.alpha.f32()[0], 0.0f);  // the scalar learns
 }
 
 // The checker itself: a gradient that is off by 10% in one element is caught.

@@ -336,8 +336,36 @@ class Gen:
         self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, "\n    ".join(lines)))
         return Use(mod)
 
+    def affine(self, sc):
+        """Broadcast operands: a gain and a bias per channel (row vectors), a learnable scalar (a
+        one-element parameter), a gate per row (a column vector from a (1, C) linear)."""
+        mod = self.new_mod("Affine", sc)
+        style = self.rng.randrange(4)
+        self.features.append("affine%d" % style)
+        if style in (0, 3):
+            g, b = sc.pick("w"), sc.pick("b")
+            mod.fields += [("tensor", g, "(d.C)"), ("tensor", b, "(d.C)")]
+        elif style == 1:
+            a, b = sc.pick("w"), sc.pick("b")
+            mod.fields += [("tensor", a, "(1)"), ("tensor", b, "(1, d.C)")]
+        else:
+            w = sc.pick("w")
+            mod.fields.append(("tensor", w, "(1, d.C)"))
+        x, _, sig = self.sig(mod, sc)
+        if style == 0:
+            body = "return %s * %s + %s;" % (x, g, b)
+        elif style == 1:
+            body = "return %s * %s + %s;" % (a, x, b)
+        elif style == 2:
+            gate = sc.pick("_g")
+            body = "Tensor %s = llmcc::linear_nobias(%s, %s);\n    return %s * %s - %s;" % (gate, x, w, x, gate, gate)
+        else:
+            body = "return %s - %s * %s;" % (x, b, g)
+        self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, body))
+        return Use(mod)
+
     def leaf(self, sc):
-        kinds = ["mlp", "mlp", "norm", "tied", "lin", "pslice"] + (
+        kinds = ["mlp", "mlp", "norm", "tied", "lin", "pslice", "affine"] + (
             ["attn", "attn", "battn", "battn"] if self.heads else [])
         kind = self.rng.choice(kinds)
         if kind == "mlp":
@@ -352,6 +380,8 @@ class Gen:
             return self.battn(sc)
         if kind == "pslice":
             return self.pslice(sc)
+        if kind == "affine":
+            return self.affine(sc)
         return self.lin_use("d.C", "d.C")
 
     # ---- composites --------------------------------------------------------------------------
