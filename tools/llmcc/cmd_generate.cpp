@@ -51,8 +51,8 @@ int run_generate(int argc, char** argv) {
   bool stop_at_eot = true;
 
   ArgParser p("generate",
-              "Sample text from a checkpoint: GPT-2 with a KV cache (the prompt runs once, then one "
-              "position per token); Llama with a full forward per token.");
+              "Sample text from a checkpoint, GPT-2 or Llama, with a KV cache: the prompt runs once, then "
+              "one position per token.");
   p.add("--ckpt", &ckpt,
         "checkpoint: an llmcc checkpoint (GPT-2 or Llama), an llm.c GPT-2 weight file (gpt2_124M.bin) or "
         "a Hugging Face model (a directory with config.json and model.safetensors)");

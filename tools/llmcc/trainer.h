@@ -3,9 +3,9 @@
 // One optimizer step (0-based index s, learning rate schedule.lr(s)):
 //   zero the gradient buffer
 //   for each of grad_accum micro-batches: next (B, T) batch, forward + generated backward
-//       (the family's <family>_loss_fwd / _bwd through Model::loss_and_grad, with d_loss =
-//       1 / grad_accum, so the accumulated
-//       gradient is the mean over micro-batches), step arena reset after each
+//       (llmcc::train::Trainer<Entry> on the family's adgen entry, made by
+//       Model::make_trainer, with d_loss = 1 / grad_accum, so the accumulated gradient is the
+//       mean over micro-batches), step arena reset after each
 //   global-norm clipping (or just the norm, with --grad-clip 0), AdamW
 // Everything a step touches is allocated before the first one: the step arena, the adgen
 // Saved record (kept across steps), the data loader's buffers and the log line's buffer.
