@@ -13,10 +13,6 @@ constexpr std::int64_t kParallelMin = 32768;
 // Columns a row vector's reduction sums at once: their double sums stay in a 2 KiB stack array.
 constexpr std::int64_t kColumnBlock = 256;
 
-inline float apply(BinaryKind kind, float x, float y) {
-  return kind == BinaryKind::Add ? x + y : kind == BinaryKind::Sub ? x - y : x * y;
-}
-
 // The value of small that element (r, c) goes with.
 inline float small_at(const Broadcast& b, const float* small, std::int64_t r, std::int64_t c) {
   return b.axis == BroadcastAxis::Scalar ? small[0] : b.axis == BroadcastAxis::Row ? small[c] : small[r];
