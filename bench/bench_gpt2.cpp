@@ -1,7 +1,7 @@
-// One GPT-2 training step (Gpt2BenchStep: forward + backward through the generated gradient
-// with the kept Saved record, AdamW zeroing the gradient in its pass) for gpt2-tiny and gpt2
-// (124M) at B=4, T=64, on 1 and 2 threads. Counters: tokens/s and GFLOP/s
-// (Gpt2Config::flops_per_step over wall time). `llmcc bench` prints the same step with MFU and
+// One training step (Model::bench_step, models/bench_step.h: forward + backward through the
+// generated gradient with the kept Saved record, AdamW zeroing the gradient in its pass) for the
+// presets gpt2-tiny and gpt2 (124M) at B=4, T=64, on 1 and 2 threads. Counters: tokens/s and
+// GFLOP/s (ModelConfig::flops_per_step over wall time). `llmcc bench` prints the same step with MFU and
 // the per-op profile; this is the Google Benchmark view for regression tracking.
 //
 // Also the cost of a disabled LLMCC_PROFILE scope (one relaxed atomic load and a branch) next
@@ -11,17 +11,18 @@
 #include <memory>
 #include <string>
 
-#include "bench_step.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
-#include "nn/gpt2_config.h"
+#include "models/registry.h"
 
 namespace {
 
 void bm_train_step(benchmark::State& state, std::string preset, int B, int T, int threads) {
   llmcc::set_num_threads(threads);
-  const llmcc::nn::Gpt2Config config = llmcc::nn::gpt2_preset(preset);
-  auto bench = std::make_unique<llmcc::cli::Gpt2BenchStep>(config, B, T);
+  const llmcc::models::ModelConfig config = llmcc::models::model_preset(preset);
+  const std::unique_ptr<llmcc::models::Model> model = llmcc::models::make_model(config);
+  model->init(1337);
+  const std::unique_ptr<llmcc::models::BenchStep> bench = model->bench_step(B, T, 1337);
   for (int i = 0; i < 2; ++i) bench->step();  // warm-up: sizes memory, starts the thread team
   for (auto _ : state) benchmark::DoNotOptimize(bench->step());
   state.counters["tokens/s"] =

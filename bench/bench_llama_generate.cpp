@@ -1,5 +1,5 @@
-// Llama generation speed: the KV-cache sampler (nn::llama_sample, LlamaGenerator) against the
-// uncached one (nn::llama_sample_uncached: a full forward of the window per token), in the same
+// Llama generation speed: the KV-cache sampler (models::llama_sample, LlamaGenerator) against the
+// uncached one (models::llama_sample_uncached: a full forward of the window per token), in the same
 // run, alternating, so that machine load hits both alike. Random weights (speed does not depend
 // on them); greedy decoding, so both draw the same tokens (checked).
 //
@@ -15,8 +15,8 @@
 
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
-#include "nn/llama_generate.h"
-#include "nn/llama_weights.h"
+#include "models/llama/llama_generate.h"
+#include "models/llama/llama_weights.h"
 
 namespace {
 
@@ -34,14 +34,14 @@ int main(int argc, char** argv) {
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
   if (argc > 4 && std::atoi(argv[4]) > 0) llmcc::set_num_threads(std::atoi(argv[4]));
   try {
-    const llmcc::nn::LlamaConfig config = llmcc::nn::llama_preset(preset);
-    llmcc::nn::LlamaWeights w = llmcc::nn::make_llama(config);
-    llmcc::nn::llama_init(w.model, 1);
+    const llmcc::models::LlamaConfig config = llmcc::models::llama_preset(preset);
+    llmcc::models::LlamaWeights w = llmcc::models::make_llama(config);
+    llmcc::models::llama_init(w.model, 1);
     const std::vector<std::int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975};  // 8 ids
     if (static_cast<int>(prompt.size()) + new_tokens > config.max_seq_len)
       std::printf("note: %zu + %d tokens exceed the context %d: the window slides\n", prompt.size(), new_tokens,
                   config.max_seq_len);
-    llmcc::nn::SamplingConfig greedy;
+    llmcc::models::SamplingConfig greedy;
     greedy.temperature = 0.0f;
     std::printf("%s (%s), %d new tokens after an %zu-token prompt, %d threads\n", preset.c_str(), config.str().c_str(),
                 new_tokens, prompt.size(), llmcc::num_threads());
@@ -49,10 +49,10 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       llmcc::Rng rng(1);
       auto t0 = std::chrono::steady_clock::now();
-      const auto a = llmcc::nn::llama_sample(w.model, prompt, new_tokens, greedy, rng);
+      const auto a = llmcc::models::llama_sample(w.model, prompt, new_tokens, greedy, rng);
       const double cached_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       t0 = std::chrono::steady_clock::now();
-      const auto b = llmcc::nn::llama_sample_uncached(w.model, prompt, new_tokens, greedy, rng);
+      const auto b = llmcc::models::llama_sample_uncached(w.model, prompt, new_tokens, greedy, rng);
       const double uncached_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (a != b) {
         std::fprintf(stderr, "cached and uncached tokens differ\n");

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """GPT-2 and Llama training-step speed in PyTorch on CPU: the peer of `llmcc bench`.
 
-The same models as src/nn/gpt2.h (GPT-2 with the padded vocabulary 50304, LM head tied to the
-token embedding, tanh GELU, pre-LN blocks) and src/nn/llama.h (RMSNorm, RoPE on pairs
+The same models as src/models/gpt2/gpt2.h (GPT-2 with the padded vocabulary 50304, LM head tied to the
+token embedding, tanh GELU, pre-LN blocks) and src/models/llama/llama.h (RMSNorm, RoPE on pairs
 (x[2i], x[2i+1]), grouped-query attention, SwiGLU, untied LM head; --model llama-tiny,
 stories15m, stories42m, stories110m), the same batch (one fixed batch of random
 tokens, targets shifted by one), the same optimizer (AdamW, betas 0.9/0.95, eps 1e-8, weight
@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {  # name: (n_layer, n_head, n_embd, max_seq_len), as src/nn/gpt2_config.cpp
+PRESETS = {  # name: (n_layer, n_head, n_embd, max_seq_len), as src/models/gpt2/gpt2_config.cpp
     "gpt2": (12, 12, 768, 1024),
     "gpt2-medium": (24, 16, 1024, 1024),
     "gpt2-large": (36, 20, 1280, 1024),
@@ -53,7 +53,7 @@ PRESETS = {  # name: (n_layer, n_head, n_embd, max_seq_len), as src/nn/gpt2_conf
 }
 VOCAB, PADDED_VOCAB = 50257, 50304
 # name: (n_layer, n_head, n_kv_head, n_embd, hidden_dim, max_seq_len, vocab), as
-# src/nn/llama_config.cpp
+# src/models/llama/llama_config.cpp
 LLAMA_PRESETS = {
     "llama-tiny": (4, 4, 2, 128, 352, 256, 32000),
     "stories15m": (6, 6, 6, 288, 768, 256, 32000),

@@ -68,7 +68,7 @@ function(llmcc_adgen)
   # The target's include directories (the $<TARGET_PROPERTY> form includes its link
   # dependencies' interface directories), llmcc's own and the output directory, without empties
   # or repeats. Generated code includes each header it needs by its shortest spelling relative
-  # to these ("llmcc/ops/linear.h", "nn/gpt2.h"); a model header under none of them is included
+  # to these ("llmcc/ops/linear.h", "models/gpt2/gpt2.h"); a model header under none of them is included
   # by a path relative to OUTPUT_DIR, so put its directory on the target's include path.
   set(incs "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
   if(core AND TARGET ${core})

@@ -1,14 +1,14 @@
 # Install rules and the CMake package (docs/cmake-package.md). `cmake --install <build>
 # --prefix P` puts under P:
 #   include/llmcc/...             the public headers (llmcc::core)
-#   include/llmcc_nn/nn/*.h       the model headers, spelled "nn/gpt2.h" as in the tree (llmcc::nn)
-#   include/llmcc_nn/*.grad.h     their generated gradients, spelled "gpt2.grad.h" (llmcc::nn)
-#   include/llmcc_nn/train/json_reader.h   the src/ header a model header includes
-#   lib/libllmcc_core.a, lib/libllmcc_nn.a
+#   include/llmcc_models/models/...  the model headers, spelled "models/gpt2/gpt2.h" as in the tree (llmcc::models)
+#   include/llmcc_models/*.grad.h     their generated gradients, spelled "gpt2.grad.h" (llmcc::models)
+#   include/llmcc_models/train/json_reader.h   the src/ header a model header includes
+#   lib/libllmcc_core.a, lib/libllmcc_models.a
 #   bin/adgen, bin/llmcc
 #   lib/cmake/llmcc/              llmccConfig.cmake, llmccConfigVersion.cmake, llmccTargets.cmake,
 #                                 Adgen.cmake (llmcc_adgen(), the same file the tree uses)
-# src/nn and tools/adgen add llmcc_nn and adgen to the export set llmccTargets (tools/llmcc installs
+# src/models and tools/adgen add llmcc_models and adgen to the export set llmccTargets (tools/llmcc installs
 # the llmcc binary, not exported); this file adds the core and the headers and writes the package.
 include(CMakePackageConfigHelpers)
 set(LLMCC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/llmcc)

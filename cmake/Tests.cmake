@@ -23,7 +23,7 @@ target_link_libraries(llmcc_test_support INTERFACE llmcc_core GTest::gtest GTest
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(llmcc_test_support INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
 endif()
-# Model, trainer and command-line tests: the models (src/nn), every command (tools/llmcc) and the
+# Model, trainer and command-line tests: the models (src/models), every command (tools/llmcc) and the
 # llmcc binary's path, for tests that run it as a user would.
 if(TARGET llmcc_cli)
   target_link_libraries(llmcc_test_support INTERFACE llmcc_cli)

@@ -11,7 +11,7 @@
 
 #include "args.h"
 #include "fuzz_common.h"
-#include "model_family.h"
+#include "model_report.h"
 #include "train_options.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "nn/gpt2_hf.h"
-#include "nn/hf_files.h"
-#include "nn/llama_hf.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/hf_files.h"
+#include "models/llama/llama_hf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;
@@ -19,13 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   static const std::string path = dir + "/config.json";
   llmcc::fuzz::write_file(path, data, size);
-  expect_error_or_ok([&] { (void)llmcc::nn::gpt2_config_from_hf(path); });
+  expect_error_or_ok([&] { (void)llmcc::models::gpt2_config_from_hf(path); });
   expect_error_or_ok([&] {
     bool tied = false;
-    (void)llmcc::nn::llama_config_from_hf(path, &tied);
+    (void)llmcc::models::llama_config_from_hf(path, &tied);
   });
   expect_error_or_ok([&] {
-    const llmcc::nn::HfConfig c = llmcc::nn::HfConfig::read(path, "fuzz");
+    const llmcc::models::HfConfig c = llmcc::models::HfConfig::read(path, "fuzz");
     for (const char* key :
          {"n_embd", "hidden_size", "vocab_size", "model_type", "tie_word_embeddings", "rms_norm_eps"}) {
       if (!c.has(key)) continue;
@@ -35,6 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       expect_error_or_ok([&] { (void)c.boolean(key); });
     }
   });
-  (void)llmcc::nn::hf_model_type(dir);  // never throws
+  (void)llmcc::models::hf_model_type(dir);  // never throws
   return 0;
 }

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "model_family.h"
-#include "nn/gpt2_hf.h"
-#include "nn/llama_hf.h"
+#include "models/registry.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/llama/llama_hf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;
@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto parts = llmcc::fuzz::split_parts(data, size, 2);
   llmcc::fuzz::write_file(dir + "/config.json", parts[0]);
   llmcc::fuzz::write_file(dir + "/model.safetensors", parts[1]);
-  expect_error_or_ok([&] { (void)llmcc::nn::load_gpt2_hf(dir); });
-  expect_error_or_ok([&] { (void)llmcc::nn::load_llama_hf(dir); });
-  expect_error_or_ok([&] { (void)llmcc::cli::checkpoint_family(dir); });
+  expect_error_or_ok([&] { (void)llmcc::models::load_gpt2_hf(dir); });
+  expect_error_or_ok([&] { (void)llmcc::models::load_llama_hf(dir); });
+  expect_error_or_ok([&] { (void)llmcc::models::identify_model_file(dir); });
   return 0;
 }

@@ -8,9 +8,9 @@
 #include "fuzz_common.h"
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/data_loader.h"
-#include "model_family.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama_weights.h"
+#include "model_report.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama_weights.h"
 #include "train_options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -27,9 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (llmcc::parse_key_values(llmcc::format_key_values(kv), "fuzz (formatted)") != kv) __builtin_trap();
   if (const auto it = kv.find("data"); it != kv.end())
     expect_error_or_ok([&] { (void)llmcc::DataLoaderState::parse(it->second); });
-  expect_error_or_ok([&] { (void)llmcc::nn::gpt2_config_from_kv(kv, "fuzz"); });
-  expect_error_or_ok([&] { (void)llmcc::nn::llama_config_from_kv(kv, "fuzz"); });
-  expect_error_or_ok([&] { (void)llmcc::cli::model_config_from_kv(kv, "fuzz"); });
+  expect_error_or_ok([&] { (void)llmcc::models::gpt2_config_from_kv(kv, "fuzz"); });
+  expect_error_or_ok([&] { (void)llmcc::models::llama_config_from_kv(kv, "fuzz"); });
+  expect_error_or_ok([&] { (void)llmcc::models::model_config_from_kv(kv, "fuzz"); });
   expect_error_or_ok([&] {
     llmcc::cli::TrainOptions o;
     (void)llmcc::cli::restore_train_options(o, kv, "fuzz");

@@ -10,18 +10,18 @@
 
 #include "checkpoint_fixup.h"
 #include "fuzz_common.h"
-#include "model_family.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama_weights.h"
+#include "models/registry.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama_weights.h"
 #include "run_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;
   static const std::string path = llmcc::fuzz::scratch_path("model.bin");
   llmcc::fuzz::write_file(path, llmcc::fuzz::checkpoint_file_bytes(data, size));
-  expect_error_or_ok([&] { (void)llmcc::nn::load_gpt2(path); });
-  expect_error_or_ok([&] { (void)llmcc::nn::load_llama(path); });
-  expect_error_or_ok([&] { (void)llmcc::cli::checkpoint_family(path); });
+  expect_error_or_ok([&] { (void)llmcc::models::load_gpt2(path); });
+  expect_error_or_ok([&] { (void)llmcc::models::load_llama(path); });
+  expect_error_or_ok([&] { (void)llmcc::models::identify_model_file(path); });
   expect_error_or_ok([&] { (void)llmcc::cli::checkpoint_tokenizer(path); });
   return 0;
 }

@@ -8,13 +8,13 @@
 
 #include "fuzz_common.h"
 #include "llmcc/train/safetensors.h"
-#include "nn/hf_files.h"
+#include "models/hf_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;
   static const std::string path = llmcc::fuzz::scratch_path("fuzz.safetensors");
   llmcc::fuzz::write_file(path, data, size);
-  (void)llmcc::nn::is_hf_model(path);
+  (void)llmcc::models::is_hf_model(path);
   expect_error_or_ok([&] {
     const llmcc::SafetensorsReader r(path);
     for (const auto& [key, value] : r.metadata()) (void)(key.size() + value.size());

@@ -23,12 +23,12 @@
 #include "llmcc/train/sp_tokenizer.h"
 #include "llmcc/train/text_tokenizer.h"
 #include "llmcc/train/token_file.h"
-#include "model_family.h"
-#include "nn/gpt2_hf.h"
-#include "nn/gpt2_llmc.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama_hf.h"
-#include "nn/llama_weights.h"
+#include "model_report.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama_hf.h"
+#include "models/llama/llama_weights.h"
 #include "run_tokenizer.h"
 #include "tiny_models.h"
 #include "tiny_store.h"
@@ -112,41 +112,41 @@ void checkpoint_seeds() {
 
 void model_seeds() {
   using namespace llmcc;
-  nn::Gpt2Weights g = nn::make_gpt2(fuzz::tiny_gpt2_config());
+  models::Gpt2Weights g = models::make_gpt2(fuzz::tiny_gpt2_config());
   fill(g.params);
-  nn::LlamaWeights l = nn::make_llama(fuzz::tiny_llama_config());
+  models::LlamaWeights l = models::make_llama(fuzz::tiny_llama_config());
   fill(l.params);
 
   // llmcc checkpoints of both families (what load_gpt2 / load_llama read).
   const fs::path ck = g_tmp / "m.ckpt";
   TrainState st;
-  nn::gpt2_config_to_kv(g.model.cfg, st.config);
+  models::gpt2_config_to_kv(g.model.cfg, st.config);
   save_checkpoint(ck.string(), g.params, nullptr, st);
   seed("model_load", "gpt2_ckpt", "\x01" + read_bytes(ck));
   seed("key_values", "gpt2_config", format_key_values(st.config));
   st.config.clear();
-  nn::llama_config_to_kv(l.model.cfg, st.config);
+  models::llama_config_to_kv(l.model.cfg, st.config);
   save_checkpoint(ck.string(), l.params, nullptr, st);
   seed("model_load", "llama_ckpt", "\x01" + read_bytes(ck));
   seed("key_values", "llama_config", format_key_values(st.config));
-  nn::LlamaConfig scaled = fuzz::tiny_llama_config();
-  scaled.rope_scaling = nn::llama_preset("llama-3.2-1b").rope_scaling;
+  models::LlamaConfig scaled = fuzz::tiny_llama_config();
+  scaled.rope_scaling = models::llama_preset("llama-3.2-1b").rope_scaling;
   KeyValues kv;
-  nn::llama_config_to_kv(scaled, kv);
+  models::llama_config_to_kv(scaled, kv);
   seed("key_values", "llama_config_scaled", format_key_values(kv));
 
   // llm.c files, fp32 and bf16.
   const fs::path lc = g_tmp / "m.bin";
-  nn::save_gpt2_llmc(g.model, lc.string(), nn::LlmcDType::F32);
+  models::save_gpt2_llmc(g.model, lc.string(), models::LlmcDType::F32);
   seed("llmc_model", "fp32", read_bytes(lc));
   seed("model_load", "llmc_fp32", std::string(1, '\0') + read_bytes(lc));
-  nn::save_gpt2_llmc(g.model, lc.string(), nn::LlmcDType::BF16);
+  models::save_gpt2_llmc(g.model, lc.string(), models::LlmcDType::BF16);
   seed("llmc_model", "bf16", read_bytes(lc));
 
   // Hugging Face directories: config.json, model.safetensors.
   const fs::path hg = g_tmp / "hf_gpt2", hl = g_tmp / "hf_llama";
-  nn::save_gpt2_hf(g.model, hg.string());
-  nn::save_llama_hf(l.model, hl.string());
+  models::save_gpt2_hf(g.model, hg.string());
+  models::save_llama_hf(l.model, hl.string());
   for (const auto& [name, dir] : {std::pair<std::string, fs::path>{"gpt2", hg}, {"llama", hl}}) {
     const std::string config = read_bytes(dir / "config.json");
     const std::string weights = read_bytes(dir / "model.safetensors");
@@ -159,8 +159,8 @@ void model_seeds() {
     std::memcpy(&n, weights.data(), 8);
     seed("json", "safetensors_header_" + name, weights.substr(8, n));
   }
-  seed("hf_config", "llama_scaled", nn::llama_hf_config_json(scaled));
-  seed("hf_config", "gpt2_124m", nn::gpt2_hf_config_json(nn::gpt2_preset("gpt2")));
+  seed("hf_config", "llama_scaled", models::llama_hf_config_json(scaled));
+  seed("hf_config", "gpt2_124m", models::gpt2_hf_config_json(models::gpt2_preset("gpt2")));
 }
 
 void safetensors_seeds() {
@@ -329,7 +329,7 @@ void cli_seeds() {
   llmcc::cli::TrainOptions o;
   o.train_data = {"data/train_000.bin"};
   o.val_data = {"data/val_000.bin"};
-  const llmcc::cli::ModelConfig config = llmcc::cli::model_preset("gpt2-tiny");
+  const llmcc::cli::ModelConfig config = llmcc::models::model_preset("gpt2-tiny");
   seed("key_values", "train_options",
        llmcc::format_key_values(llmcc::cli::train_options_to_kv(o, config, o.train_data, o.val_data)));
 }

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/gpt2_config.h"
-#include "nn/llama_config.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/llama/llama_config.h"
 
 namespace llmcc::fuzz {
 
@@ -60,8 +60,8 @@ inline std::pair<std::string, std::string> tiny_gpt2_tokenizer_files() {
 }
 
 // The smallest shapes the models accept, so a whole model file is a few kilobytes.
-inline nn::Gpt2Config tiny_gpt2_config() {
-  nn::Gpt2Config c;
+inline models::Gpt2Config tiny_gpt2_config() {
+  models::Gpt2Config c;
   c.vocab_size = 8;
   c.padded_vocab_size = 128;
   c.max_seq_len = 4;
@@ -71,8 +71,8 @@ inline nn::Gpt2Config tiny_gpt2_config() {
   return c;
 }
 
-inline nn::LlamaConfig tiny_llama_config() {
-  nn::LlamaConfig c;
+inline models::LlamaConfig tiny_llama_config() {
+  models::LlamaConfig c;
   c.vocab_size = 8;
   c.max_seq_len = 4;
   c.n_layer = 1;

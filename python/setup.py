@@ -37,7 +37,7 @@ def run(cmd):
 
 
 def build_llmcc():
-    """Configures (once) and builds llmcc_core and llmcc_nn; returns the static libraries."""
+    """Configures (once) and builds llmcc_core and llmcc_models; returns the static libraries."""
     if not (BUILD / "CMakeCache.txt").exists():
         run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DLLMCC_BUILD_TESTS=OFF",
              "-DLLMCC_BUILD_BENCH=OFF", "-DLLMCC_BUILD_ADGEN=OFF", "-DLLMCC_MPI=OFF", "-DLLMCC_INSTALL=OFF",
@@ -46,8 +46,8 @@ def build_llmcc():
     if "CMAKE_POSITION_INDEPENDENT_CODE:BOOL=OFF" in cache:
         sys.exit(f"llmcc_torch: {BUILD} builds llmcc without -fPIC, which a Python module cannot link; "
                  "configure it with -DCMAKE_POSITION_INDEPENDENT_CODE=ON or unset LLMCC_BUILD_DIR")
-    run(["cmake", "--build", BUILD, "--target", "llmcc_nn", "-j", JOBS])
-    libs = [BUILD / "src" / "nn" / "libllmcc_nn.a", BUILD / "libllmcc_core.a"]
+    run(["cmake", "--build", BUILD, "--target", "llmcc_models", "-j", JOBS])
+    libs = [BUILD / "src" / "models" / "libllmcc_models.a", BUILD / "libllmcc_core.a"]
     for lib in libs:
         if not lib.exists():
             sys.exit(f"llmcc_torch: {lib} was not built")

@@ -6,7 +6,7 @@ here), and writes the fixtures in tests/fixtures/gpt2/ (format: tests/fixtures/g
 the weights as an llm.c fp32 model file, a batch, the logits, the loss, every parameter gradient
 and the losses of 10 AdamW steps.
 
-The model matches llmcc's src/nn/gpt2.h and its kernels: token + position embedding, pre-LN
+The model matches llmcc's src/models/gpt2/gpt2.h and its kernels: token + position embedding, pre-LN
 blocks (layernorm eps 1e-5, causal self-attention with scale 1/sqrt(head size), GELU with the
 tanh approximation, residuals), final layernorm, LM head tied to the token embedding over the
 padded vocabulary Vp, cross-entropy over the first V logits only, targets of -1 ignored.
@@ -229,7 +229,7 @@ def main():
         "logits.bin": ref["logits"].to(torch.float32).numpy().astype("<f4").tobytes(),
     }
     kv = {
-        # the model's shape in llmcc's checkpoint config keys (nn::gpt2_config_from_kv reads them)
+        # the model's shape in llmcc's checkpoint config keys (models::gpt2_config_from_kv reads them)
         "model.family": "gpt2", "model.vocab_size": str(V), "model.padded_vocab_size": str(VP),
         "model.max_seq_len": str(MAX_T), "model.n_layer": str(L), "model.n_head": str(NH),
         "model.n_embd": str(C), "batch.B": str(B), "batch.T": str(T),

@@ -59,7 +59,7 @@ ROPE_THETA, NORM_EPS = 1000.0, 1e-6  # neither is a default anywhere, so a dropp
 
 
 def llama_hidden_dim(dim, multiple_of):
-    """llmcc's nn::llama_hidden_dim (Meta's SwiGLU width): 2/3 of 4 * dim, rounded up."""
+    """llmcc's models::llama_hidden_dim (Meta's SwiGLU width): 2/3 of 4 * dim, rounded up."""
     hidden = 2 * (4 * dim) // 3
     return (hidden + multiple_of - 1) // multiple_of * multiple_of
 
@@ -253,7 +253,7 @@ def main():
         "logits.bin": ref["logits"].to(torch.float32).numpy().astype("<f4").tobytes(),
     }
     kv = {
-        # the model's shape in llmcc's checkpoint config keys (nn::llama_config_from_kv reads them)
+        # the model's shape in llmcc's checkpoint config keys (models::llama_config_from_kv reads them)
         "model.family": "llama", "model.vocab_size": str(V), "model.max_seq_len": str(MAX_T),
         "model.n_layer": str(L), "model.n_head": str(NH), "model.n_kv_head": str(NKV), "model.n_embd": str(C),
         "model.hidden_dim": str(F_HIDDEN), "model.rope_theta": repr(args.rope_theta),

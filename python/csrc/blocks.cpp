@@ -174,12 +174,12 @@ struct BlockOps {
 
 // ---- GPT-2 ---------------------------------------------------------------------------------
 
-llmcc::nn::Gpt2Block gpt2_block(std::int64_t C, std::int64_t n_head) {
+llmcc::models::Gpt2Block gpt2_block(std::int64_t C, std::int64_t n_head) {
   TORCH_CHECK_VALUE(C > 0 && n_head > 0 && C % n_head == 0, "[Gpt2Block] n_embd (", C,
                     ") must be a positive multiple of n_head (", n_head, ")");
   using llmcc::Shape;
   using llmcc::Tensor;
-  llmcc::nn::Gpt2Block b;
+  llmcc::models::Gpt2Block b;
   b.ln_1 = {Tensor(nullptr, Shape{C}), Tensor(nullptr, Shape{C})};
   b.attn.n_head = static_cast<int>(n_head);
   b.attn.c_attn = {Tensor(nullptr, Shape{3 * C, C}), Tensor(nullptr, Shape{3 * C})};
@@ -190,8 +190,8 @@ llmcc::nn::Gpt2Block gpt2_block(std::int64_t C, std::int64_t n_head) {
   return b;
 }
 
-using Gpt2Ops = BlockOps<llmcc::nn::Gpt2Block, llmcc::nn::Gpt2Block_Grad, llmcc::nn::Gpt2Block_forward_Saved,
-                         &llmcc::nn::Gpt2Block_forward_fwd, &llmcc::nn::Gpt2Block_forward_bwd>;
+using Gpt2Ops = BlockOps<llmcc::models::Gpt2Block, llmcc::models::Gpt2Block_Grad, llmcc::models::Gpt2Block_forward_Saved,
+                         &llmcc::models::Gpt2Block_forward_fwd, &llmcc::models::Gpt2Block_forward_bwd>;
 
 // ---- Llama ---------------------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ struct LlamaShape {
   double eps, theta;
 };
 
-llmcc::nn::LlamaBlock llama_block(const LlamaShape& s) {
+llmcc::models::LlamaBlock llama_block(const LlamaShape& s) {
   TORCH_CHECK_VALUE(s.dim > 0 && s.n_head > 0 && s.dim % s.n_head == 0 && (s.dim / s.n_head) % 2 == 0,
                     "[LlamaBlock] dim (", s.dim, ") must be a multiple of n_head (", s.n_head,
                     ") with an even head size");
@@ -211,7 +211,7 @@ llmcc::nn::LlamaBlock llama_block(const LlamaShape& s) {
   using llmcc::Shape;
   using llmcc::Tensor;
   const std::int64_t C = s.dim, HS = s.dim / s.n_head, F = s.hidden;
-  llmcc::nn::LlamaBlock b;
+  llmcc::models::LlamaBlock b;
   b.attention_norm.eps = b.ffn_norm.eps = static_cast<float>(s.eps);
   b.attention_norm.w = Tensor(nullptr, Shape{C});
   b.ffn_norm.w = Tensor(nullptr, Shape{C});
@@ -228,8 +228,8 @@ llmcc::nn::LlamaBlock llama_block(const LlamaShape& s) {
   return b;
 }
 
-using LlamaOps = BlockOps<llmcc::nn::LlamaBlock, llmcc::nn::LlamaBlock_Grad, llmcc::nn::LlamaBlock_forward_Saved,
-                          &llmcc::nn::LlamaBlock_forward_fwd, &llmcc::nn::LlamaBlock_forward_bwd>;
+using LlamaOps = BlockOps<llmcc::models::LlamaBlock, llmcc::models::LlamaBlock_Grad, llmcc::models::LlamaBlock_forward_Saved,
+                          &llmcc::models::LlamaBlock_forward_fwd, &llmcc::models::LlamaBlock_forward_bwd>;
 
 }  // namespace
 
@@ -240,7 +240,7 @@ void register_blocks(py::module_& m) {
   m.def(
       "gpt2_block_parameters",
       [](std::int64_t C, std::int64_t n_head) {
-        return python_errors([&] { return parameter_list<llmcc::nn::Gpt2Block_Grad>(gpt2_block(C, n_head)); });
+        return python_errors([&] { return parameter_list<llmcc::models::Gpt2Block_Grad>(gpt2_block(C, n_head)); });
       },
       py::arg("n_embd"), py::arg("n_head"), "(name, shape) of a GPT-2 block's parameters, in llmcc's order.");
   m.def(
@@ -250,7 +250,7 @@ void register_blocks(py::module_& m) {
           const char* op = "Gpt2Block";
           TORCH_CHECK_VALUE(x.dim() == 3, "[", op, "] x has ", x.dim(), " dimensions ", x.sizes(),
                             ", expected 3 (B, T, n_embd)");
-          llmcc::nn::Gpt2Block block = gpt2_block(x.size(2), n_head);
+          llmcc::models::Gpt2Block block = gpt2_block(x.size(2), n_head);
           return Gpt2Ops::forward(op, block, x, params, 4 * x.size(2));
         });
       },
@@ -260,7 +260,7 @@ void register_blocks(py::module_& m) {
       [](BlockRecord& record, const at::Tensor& x, const std::vector<at::Tensor>& params, std::int64_t n_head,
          const at::Tensor& d_y) {
         return python_errors([&] {
-          llmcc::nn::Gpt2Block block = gpt2_block(x.size(-1), n_head);
+          llmcc::models::Gpt2Block block = gpt2_block(x.size(-1), n_head);
           return Gpt2Ops::backward("Gpt2Block backward", block, record, x, params, d_y);
         });
       },
@@ -270,7 +270,7 @@ void register_blocks(py::module_& m) {
       "llama_block_parameters",
       [](std::int64_t dim, std::int64_t n_head, std::int64_t n_kv_head, std::int64_t hidden) {
         return python_errors([&] {
-          return parameter_list<llmcc::nn::LlamaBlock_Grad>(llama_block({dim, n_head, n_kv_head, hidden, 1, 1}));
+          return parameter_list<llmcc::models::LlamaBlock_Grad>(llama_block({dim, n_head, n_kv_head, hidden, 1, 1}));
         });
       },
       py::arg("dim"), py::arg("n_head"), py::arg("n_kv_head"), py::arg("hidden_dim"),
@@ -283,7 +283,7 @@ void register_blocks(py::module_& m) {
           const char* op = "LlamaBlock";
           TORCH_CHECK_VALUE(x.dim() == 3, "[", op, "] x has ", x.dim(), " dimensions ", x.sizes(),
                             ", expected 3 (B, T, dim)");
-          llmcc::nn::LlamaBlock block = llama_block({x.size(2), n_head, n_kv_head, hidden, eps, theta});
+          llmcc::models::LlamaBlock block = llama_block({x.size(2), n_head, n_kv_head, hidden, eps, theta});
           return LlamaOps::forward(op, block, x, params, hidden);
         });
       },
@@ -294,7 +294,7 @@ void register_blocks(py::module_& m) {
       [](BlockRecord& record, const at::Tensor& x, const std::vector<at::Tensor>& params, std::int64_t n_head,
          std::int64_t n_kv_head, std::int64_t hidden, double eps, double theta, const at::Tensor& d_y) {
         return python_errors([&] {
-          llmcc::nn::LlamaBlock block = llama_block({x.size(-1), n_head, n_kv_head, hidden, eps, theta});
+          llmcc::models::LlamaBlock block = llama_block({x.size(-1), n_head, n_kv_head, hidden, eps, theta});
           return LlamaOps::backward("LlamaBlock backward", block, record, x, params, d_y);
         });
       },

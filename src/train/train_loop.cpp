@@ -237,18 +237,22 @@ void TrainLoop::plan_arena() {
   arena_ = std::make_unique<Arena>(o_.arena_bytes > 0 ? o_.arena_bytes : arena_capacity_for(arena_planned_));
 }
 
+double sum_of_losses(std::int64_t batches, Arena& arena, const std::function<float()>& next_loss) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    arena.reset();
+    ArenaScope scope(arena);
+    sum += next_loss();
+  }
+  arena.reset();
+  return sum;
+}
+
 double TrainLoop::evaluate(std::int64_t batches) {
   if (!data_.has_val) return std::numeric_limits<double>::quiet_NaN();
   if (batches == 0) batches = data_.val_per_epoch;
-  Arena& a = arena();
   data_.reset_val();
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < batches; ++i) {
-    a.reset();
-    ArenaScope scope(a);
-    sum += forward_validation_();
-  }
-  a.reset();
+  double sum = sum_of_losses(batches, arena(), forward_validation_);
   // Data-parallel: each rank evaluated its rows of every batch; the mean over the ranks is the
   // batches' mean.
   if (dp_) sum = dp_->comm().sum(sum) / dp_->comm().size();

@@ -99,35 +99,26 @@ TEST(AdgenDocs, ExamplesAreVerbatimGoldenOutput) {
   EXPECT_GE(blocks, 4);
 }
 
-// Every model source the build runs adgen over (src/nn/CMakeLists.txt: the headers named in its
-// llmcc_adgen call, or in the LLMCC_NN_MODELS list that call is built from) has its committed
-// generated/<name>.grad.{h,cpp}, so the freshness check below covers each model and a build
-// without Clang gets every gradient.
+// Every model family the build runs adgen over (src/models/CMakeLists.txt: the LLMCC_MODEL_FAMILIES
+// list; family F's model is src/models/F/F.h) has its committed generated/F.grad.{h,cpp}, so the
+// freshness check below covers each model and a build without Clang gets every gradient.
 TEST(AdgenGenerated, EveryModelSourceHasCommittedFiles) {
-  const std::string cmake = adgen_test::read_file(std::string(LLMCC_SOURCE_DIR) + "/src/nn/CMakeLists.txt");
+  const std::string cmake = adgen_test::read_file(std::string(LLMCC_SOURCE_DIR) + "/src/models/CMakeLists.txt");
+  const auto list = cmake.find("set(LLMCC_MODEL_FAMILIES ");
+  ASSERT_NE(list, std::string::npos) << "src/models/CMakeLists.txt has no set(LLMCC_MODEL_FAMILIES ...)";
+  const std::size_t begin = list + std::string("set(LLMCC_MODEL_FAMILIES ").size();
+  std::istringstream words(cmake.substr(begin, cmake.find(')', list) - begin));
   std::vector<std::string> stems;
-  if (const auto list = cmake.find("set(LLMCC_NN_MODELS "); list != std::string::npos) {
-    std::istringstream words(cmake.substr(list + 20, cmake.find(')', list) - list - 20));
-    for (std::string w; words >> w;) stems.push_back(w);
-  } else {
-    const auto call = cmake.find("llmcc_adgen(");
-    ASSERT_NE(call, std::string::npos) << "src/nn/CMakeLists.txt has no llmcc_adgen call";
-    const std::string args = cmake.substr(call, cmake.find(')', call) - call);
-    const std::string marker = "${CMAKE_CURRENT_SOURCE_DIR}/";
-    for (auto at = args.find(marker); at != std::string::npos; at = args.find(marker, at + 1)) {
-      const auto begin = at + marker.size();
-      const auto end = args.find(".h", begin);
-      ASSERT_NE(end, std::string::npos) << args;
-      stems.push_back(args.substr(begin, end - begin));
-    }
-  }
+  for (std::string w; words >> w;) stems.push_back(w);
   for (const std::string& stem : stems) {
     const fs::path dir = fs::path(LLMCC_SOURCE_DIR) / "generated";
+    const std::string source = "src/models/" + stem + "/" + stem + ".h";
+    EXPECT_TRUE(fs::exists(fs::path(LLMCC_SOURCE_DIR) / source)) << source << " does not exist";
     EXPECT_TRUE(fs::exists(dir / (stem + ".grad.cpp")) && fs::exists(dir / (stem + ".grad.h")))
-        << "src/nn/" << stem << ".h has no committed generated/" << stem
-        << ".grad.{h,cpp}: run tools/adgen/update_generated.sh <adgen> src/nn/" << stem << ".h";
+        << source << " has no committed generated/" << stem
+        << ".grad.{h,cpp}: run tools/adgen/update_generated.sh <adgen> " << source;
   }
-  EXPECT_GE(stems.size(), 2u) << "expected gpt2.h and llama.h in src/nn/CMakeLists.txt";
+  EXPECT_GE(stems.size(), 2u) << "expected gpt2 and llama in src/models/CMakeLists.txt";
 }
 
 // generated/ holds adgen's output for the shipped models (for builds without Clang): each file

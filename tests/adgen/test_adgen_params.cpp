@@ -16,8 +16,8 @@
 #include "gpt2.grad.h"
 #include "llama.grad.h"
 #include "llmcc/runtime.h"
-#include "nn/gpt2.h"
-#include "nn/llama.h"
+#include "models/gpt2/gpt2.h"
+#include "models/llama/llama.h"
 #include "params.grad.h"
 
 namespace {
@@ -105,9 +105,9 @@ TEST(AdgenParams, Gpt2TinyListIsTheHandWrittenOne) {
       "ln_f.weight (128)",
       "ln_f.bias (128)",
   };
-  llmcc::nn::Gpt2 m(llmcc::nn::gpt2_preset("gpt2-tiny"));
+  llmcc::models::Gpt2 m(llmcc::models::gpt2_preset("gpt2-tiny"));
   expect_lists_equal(names_and_shapes(m), want);
-  const llmcc::nn::Gpt2& cm = m;
+  const llmcc::models::Gpt2& cm = m;
   expect_lists_equal(names_and_shapes(cm), want);
 }
 
@@ -136,18 +136,18 @@ TEST(AdgenParams, LlamaListIsTheHandWrittenOne) {
       "norm.weight (128)",
       "output.weight (64, 128)",
   };
-  llmcc::nn::LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  llmcc::models::LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.n_layer = 2;
   c.vocab_size = 64;
-  llmcc::nn::Llama m(c);
+  llmcc::models::Llama m(c);
   expect_lists_equal(names_and_shapes(m), want);
 }
 
 // The gradient store's names and layout are the parameter store's (the optimizer checks both).
 TEST(AdgenParams, Gpt2GradientStoreHasTheParameterStoresNames) {
-  llmcc::nn::Gpt2Config c = llmcc::nn::gpt2_preset("gpt2-tiny");
+  llmcc::models::Gpt2Config c = llmcc::models::gpt2_preset("gpt2-tiny");
   c.n_layer = 2;
-  llmcc::nn::Gpt2 m(c);
+  llmcc::models::Gpt2 m(c);
   const llmcc::ParameterStore params = llmcc::bind_parameters(m);
   auto g = llmcc::adgen::make_grad(m);
   ASSERT_EQ(g.store.count(), params.count());
@@ -236,14 +236,14 @@ static_assert(std::is_same_v<Entry::Model, pm::Net>);
 static_assert(std::is_same_v<Entry::Grad, pm::Net_Grad>);
 static_assert(std::is_same_v<Entry::Saved, pm::net_loss_Saved>);
 static_assert(std::is_same_v<Entry::Inputs, std::tuple<llmcc::Tokens, llmcc::Tokens, float>>);
-static_assert(std::is_same_v<llmcc::nn::gpt2_loss_Entry::Inputs, std::tuple<llmcc::Tokens, llmcc::Tokens>>);
-static_assert(std::is_same_v<llmcc::nn::gpt2_loss_Entry::Grad, llmcc::nn::Gpt2_Grad>);
-static_assert(std::is_same_v<llmcc::nn::llama_loss_Entry::Model, llmcc::nn::Llama>);
+static_assert(std::is_same_v<llmcc::models::gpt2_loss_Entry::Inputs, std::tuple<llmcc::Tokens, llmcc::Tokens>>);
+static_assert(std::is_same_v<llmcc::models::gpt2_loss_Entry::Grad, llmcc::models::Gpt2_Grad>);
+static_assert(std::is_same_v<llmcc::models::llama_loss_Entry::Model, llmcc::models::Llama>);
 
 TEST(AdgenParams, EntryTraitRunsTheEntrysForwardAndBackward) {
   llmcc::set_kernel_mode(llmcc::KernelMode::Reference);
   EXPECT_STREQ(Entry::name, "net_loss");
-  EXPECT_STREQ(llmcc::nn::gpt2_loss_Entry::name, "gpt2_loss");
+  EXPECT_STREQ(llmcc::models::gpt2_loss_Entry::name, "gpt2_loss");
   constexpr int B = 2, T = 3, V = 5, C = 4;
   pm::Net m = make_net(V, C, 2);
   std::vector<float> storage;

@@ -21,15 +21,15 @@
 
 #include "gpt2.grad.h"
 #include "llmcc/arena.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_llmc.h"
-#include "nn/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "model_parity_suite.h"
 #include "parity.h"
 
 namespace {
 
-using llmcc::nn::Gpt2Weights;
+using llmcc::models::Gpt2Weights;
 using llmcc::test::GradientPart;
 
 const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/gpt2/", "scripts/gpt2_reference.py"};
@@ -40,13 +40,13 @@ struct Gpt2ParityFamily {
   using Weights = Gpt2Weights;
   static constexpr const char* kReference = "PyTorch";
   static const llmcc::test::FixtureDir& fixtures() { return kFx; }
-  static Weights load_model() { return llmcc::nn::load_gpt2(kDir + "model.bin"); }  // llm.c fp32, via load_gpt2
-  static Weights load_grads() { return llmcc::nn::load_gpt2_llmc(kDir + "grads.bin"); }
+  static Weights load_model() { return llmcc::models::load_gpt2(kDir + "model.bin"); }  // llm.c fp32, via load_gpt2
+  static Weights load_grads() { return llmcc::models::load_gpt2_llmc(kDir + "grads.bin"); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
-    return llmcc::nn::gpt2_loss(w.model, idx, targets);
+    return llmcc::models::gpt2_loss(w.model, idx, targets);
   }
   static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
-    return llmcc::nn::gpt2_loss_grad(w.model, idx, targets, grad);
+    return llmcc::models::gpt2_loss_grad(w.model, idx, targets, grad);
   }
 };
 
@@ -70,7 +70,7 @@ class Gpt2Parity : public llmcc::test::ModelParity<Gpt2ParityFamily> {};
 
 TEST_P(Gpt2Parity, ModelFileHasTheReferenceShape) {
   const Gpt2Weights w = Gpt2ParityFamily::load_model();
-  const auto want = llmcc::nn::gpt2_config_from_kv(fx_.ref.kv, kDir + "reference.txt");
+  const auto want = llmcc::models::gpt2_config_from_kv(fx_.ref.kv, kDir + "reference.txt");
   EXPECT_EQ(w.model.cfg.str(), want.str());
   EXPECT_EQ(fx_.grads.model.cfg.str(), want.str());
   EXPECT_EQ(fx_.logits.size(),

@@ -22,16 +22,16 @@
 #include "llmcc/arena.h"
 #include "llmcc/train/safetensors.h"
 #include "model_parity_suite.h"
-#include "nn/llama.h"
-#include "nn/llama_hf.h"
-#include "nn/llama_weights.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_hf.h"
+#include "models/llama/llama_weights.h"
 #include "parity.h"
 #include "temp_dir.h"
 
 namespace {
 
-using llmcc::nn::LlamaConfig;
-using llmcc::nn::LlamaWeights;
+using llmcc::models::LlamaConfig;
+using llmcc::models::LlamaWeights;
 
 const llmcc::test::FixtureDir kFx{std::string(LLMCC_SOURCE_DIR) + "/tests/fixtures/llama/",
                                   "scripts/llama_reference.py"};
@@ -42,13 +42,13 @@ struct LlamaParityFamily {
   using Weights = LlamaWeights;
   static constexpr const char* kReference = "transformers";
   static const llmcc::test::FixtureDir& fixtures() { return kFx; }
-  static Weights load_model() { return llmcc::nn::load_llama_hf(kFx.dir); }
-  static Weights load_grads() { return llmcc::nn::load_llama_hf(kFx.path("grads.safetensors")); }
+  static Weights load_model() { return llmcc::models::load_llama_hf(kFx.dir); }
+  static Weights load_grads() { return llmcc::models::load_llama_hf(kFx.path("grads.safetensors")); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
-    return llmcc::nn::llama_loss(w.model, idx, targets);
+    return llmcc::models::llama_loss(w.model, idx, targets);
   }
   static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
-    return llmcc::nn::llama_loss_grad(w.model, idx, targets, grad);
+    return llmcc::models::llama_loss_grad(w.model, idx, targets, grad);
   }
 };
 using Fixtures = llmcc::test::ParityFixtures<LlamaParityFamily>;
@@ -69,7 +69,7 @@ void expect_same_config(const LlamaConfig& got, const LlamaConfig& want, const s
 }
 
 LlamaConfig reference_config() {
-  return llmcc::nn::llama_config_from_kv(Fixtures::get().ref.kv, kFx.path("reference.txt"));
+  return llmcc::models::llama_config_from_kv(Fixtures::get().ref.kv, kFx.path("reference.txt"));
 }
 
 TEST(LlamaParityFixtures, TransformersFilesHaveTheReferenceShape) {
@@ -78,7 +78,7 @@ TEST(LlamaParityFixtures, TransformersFilesHaveTheReferenceShape) {
   EXPECT_LT(want.n_kv_head, want.n_head) << "the fixture must exercise grouped-query attention";
   EXPECT_NE(want.rope_theta, LlamaConfig{}.rope_theta) << "a dropped rope_theta must show";
   EXPECT_NE(want.norm_eps, LlamaConfig{}.norm_eps) << "a dropped rms_norm_eps must show";
-  expect_same_config(llmcc::nn::load_llama_hf(kFx.dir).model.cfg, want, "model.safetensors + config.json");
+  expect_same_config(llmcc::models::load_llama_hf(kFx.dir).model.cfg, want, "model.safetensors + config.json");
   expect_same_config(fx.grads.model.cfg, want, "grads.safetensors + config.json");
   EXPECT_EQ(fx.logits.size(), std::size_t(fx.batch.B) * std::size_t(fx.batch.T) * std::size_t(want.vocab_size));
   EXPECT_LE(fx.batch.T, want.max_seq_len);
@@ -90,9 +90,9 @@ TEST(LlamaParityFixtures, TransformersFilesHaveTheReferenceShape) {
 // and shapes, every value bit for bit (q_proj and k_proj permuted back), and a config.json that
 // reads back to the same shape.
 TEST(LlamaParityFixtures, ExportReproducesTransformersFile) {
-  const LlamaWeights w = llmcc::nn::load_llama_hf(kFx.dir);
+  const LlamaWeights w = llmcc::models::load_llama_hf(kFx.dir);
   llmcc::test::TempDir tmp;
-  llmcc::nn::save_llama_hf(w.model, tmp.path.string());
+  llmcc::models::save_llama_hf(w.model, tmp.path.string());
   const llmcc::SafetensorsReader theirs(kFx.path("model.safetensors"));
   const llmcc::SafetensorsReader ours(tmp.file("model.safetensors"));
   ASSERT_EQ(ours.tensors().size(), theirs.tensors().size());
@@ -105,7 +105,7 @@ TEST(LlamaParityFixtures, ExportReproducesTransformersFile) {
     EXPECT_EQ(shape_ours, shape_theirs);
     EXPECT_TRUE(a == b) << "values differ";
   }
-  expect_same_config(llmcc::nn::llama_config_from_hf(tmp.file("config.json")), reference_config(),
+  expect_same_config(llmcc::models::llama_config_from_hf(tmp.file("config.json")), reference_config(),
                      "llmcc's exported config.json");
 }
 

@@ -1,12 +1,12 @@
-// The generation tests GPT-2 and Llama share (src/nn/*_generate.h): the cached logits equal the
+// The generation tests GPT-2 and Llama share (src/models/<family>/<family>_generate.h): the cached logits equal the
 // model's full forward at every step, a second prefill forgets the first, the context limit
 // stops or slides, generation stops at end-of-text and starts from it, bad input is a clear
 // error, and a decode step allocates nothing beyond what its ops do. A test file describes its
 // family with a struct and calls one function per TEST:
 //
 //   struct Gpt2Generation {
-//     using Model = llmcc::nn::Gpt2;                // forward(Tokens) -> (B, T, logits_width)
-//     using Generator = llmcc::nn::Gpt2Generator;   // Generator(model, ContextFull)
+//     using Model = llmcc::models::Gpt2;                // forward(Tokens) -> (B, T, logits_width)
+//     using Generator = llmcc::models::Gpt2Generator;   // Generator(model, ContextFull)
 //     static constexpr llmcc::test::ForwardTolerance kTolerance{1e-4, 0.0};
 //     static std::int64_t logits_width(const Model&);  // the width of the logits rows
 //     static std::vector<std::int32_t> sample(const Model&, prompt, max_new_tokens, cfg, rng);
@@ -31,8 +31,8 @@
 #include "llmcc/ops/attention.h"
 #include "llmcc/tensor.h"
 #include "llmcc/train/rng.h"
-#include "nn/generate.h"
-#include "nn/kv_attention.h"
+#include "models/generate.h"
+#include "models/kv_attention.h"
 #include "random_ids.h"
 #include "test_support.h"
 
@@ -59,7 +59,7 @@ inline void single_query_matches_fused_attention_last_row(int NH, int NKV, int H
   const Tensor ref = attention(q, k, v, NH, NKV);                                             // (1, n, Cq)
   std::vector<float> out(Cq), scores(NH * n);                                                 // (Cq), (NH, n)
   for_each_thread_count([&](int) {
-    nn::attention_single_query(out.data(), q.f32() + (n - 1) * Cq, k.f32(), v.f32(), n, NH, NKV, HS, Ckv,
+    models::attention_single_query(out.data(), q.f32() + (n - 1) * Cq, k.f32(), v.f32(), n, NH, NKV, HS, Ckv,
                                scores.data());
     EXPECT_TRUE(all_close("out", out.data(), ref.f32() + (n - 1) * Cq, Cq, 1e-6, 1e-5));
   });
@@ -124,10 +124,10 @@ void generate_prefill_again_forgets_the_previous_sequence(const typename Family:
 template <class Family>
 void generate_stops_at_the_context_limit(const typename Family::Model& m) {
   const int maxT = m.cfg.max_seq_len, V = m.cfg.vocab_size;
-  typename Family::Generator gen(m, nn::ContextFull::Stop);
-  nn::SamplingConfig cfg;
+  typename Family::Generator gen(m, models::ContextFull::Stop);
+  models::SamplingConfig cfg;
   Rng rng(1);
-  const auto st = nn::generate(gen, random_ids(5, V, 13), 100, cfg, rng);
+  const auto st = models::generate(gen, random_ids(5, V, 13), 100, cfg, rng);
   // The last token is predicted from a full context of maxT tokens but never fed back.
   EXPECT_TRUE(st.stopped_at_limit);
   EXPECT_EQ(st.new_tokens, maxT - 5 + 1);
@@ -135,7 +135,7 @@ void generate_stops_at_the_context_limit(const typename Family::Model& m) {
   const std::string full = std::to_string(maxT) + " tokens";
   EXPECT_TRUE(throws_error([&] { gen.step(1); }, {full.c_str(), "context", "Slide"}));
   // A prompt of exactly maxT still yields one token.
-  const auto st2 = nn::generate(gen, random_ids(maxT, V, 14), 100, cfg, rng);
+  const auto st2 = models::generate(gen, random_ids(maxT, V, 14), 100, cfg, rng);
   EXPECT_EQ(st2.new_tokens, 1);
 }
 
@@ -143,7 +143,7 @@ template <class Family>
 void generate_sliding_window_equals_forward_over_the_last_max_t_tokens(const typename Family::Model& m) {
   const int maxT = m.cfg.max_seq_len;
   const auto seq = random_ids(maxT + 3, m.cfg.vocab_size, 16);  // (maxT + 3)
-  typename Family::Generator gen(m, nn::ContextFull::Slide);
+  typename Family::Generator gen(m, models::ContextFull::Slide);
   gen.prefill(std::vector<std::int32_t>(seq.begin(), seq.begin() + maxT));
   for (int t = maxT; t < maxT + 3; ++t) {
     const Tensor logits = gen.step(seq[t]);                                                     // (width)
@@ -159,7 +159,7 @@ void generate_sliding_window_equals_forward_over_the_last_max_t_tokens(const typ
 // an empty prompt starts from eot.
 template <class Family>
 void generate_stops_at_end_of_text_and_starts_from_it(const typename Family::Model& m) {
-  nn::SamplingConfig sc;
+  models::SamplingConfig sc;
   sc.temperature = 0.0f;
   Rng rng(1);
   const auto first = Family::sample(m, {4, 5}, 5, sc, rng);  // (5)
@@ -186,7 +186,7 @@ void generate_bad_input_is_a_clear_error(const typename Family::Model& m, const 
   EXPECT_TRUE(throws_error([&] { gen.prefill(std::vector<std::int32_t>{-1}); }, {"-1"}));
   gen.prefill(std::vector<std::int32_t>{1});
   EXPECT_TRUE(throws_error([&] { gen.step(100); }, {"100", "vocabulary"}));
-  nn::SamplingConfig sc;
+  models::SamplingConfig sc;
   sc.temperature = -1.0f;
   Rng rng(1);
   EXPECT_TRUE(throws_error([&] { Family::sample(m, {1}, 3, sc, rng); }, {"temperature"}));
@@ -202,8 +202,8 @@ void generate_bad_input_is_a_clear_error(const typename Family::Model& m, const 
 template <class Family>
 void generate_a_decode_step_allocates_nothing_beyond_its_ops(const typename Family::Model& m) {
   typename Family::Generator gen(m);
-  nn::Sampler sampler(m.cfg.vocab_size);
-  nn::SamplingConfig sc;
+  models::Sampler sampler(m.cfg.vocab_size);
+  models::SamplingConfig sc;
   sc.top_k = 5;
   Rng rng(1);
   Tensor logits = gen.prefill(std::vector<std::int32_t>{1, 2, 3});  // (width)

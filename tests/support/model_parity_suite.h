@@ -4,7 +4,7 @@
 // file describes its family with a struct and derives its suite from ModelParity:
 //
 //   struct Gpt2ParityFamily {
-//     using Weights = llmcc::nn::Gpt2Weights;        // .model and .params
+//     using Weights = llmcc::models::Gpt2Weights;        // .model and .params
 //     static const llmcc::test::FixtureDir& fixtures();
 //     static constexpr const char* kReference = "PyTorch";  // in the printed loss curve
 //     static Weights load_model();                    // the fixture's model

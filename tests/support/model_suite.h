@@ -1,11 +1,11 @@
-// The model tests GPT-2 and Llama share (src/nn/*.h with their adgen-generated gradients): the
+// The model tests GPT-2 and Llama share (src/models/<family>/<family>.h with their adgen-generated gradients): the
 // loss at initialisation is log(vocab), the generated gradient memorises a fixed batch, and it
 // matches central finite differences of the float forward. A test file describes its family
 // with a struct and calls one function per TEST:
 //
 //   struct Gpt2Family {
-//     using Config = llmcc::nn::Gpt2Config;
-//     using Weights = llmcc::nn::Gpt2Weights;       // .model (with .cfg) and .params
+//     using Config = llmcc::models::Gpt2Config;
+//     using Weights = llmcc::models::Gpt2Weights;       // .model (with .cfg) and .params
 //     static constexpr const char* kName = "gpt2";  // in printed figures
 //     static Weights make(const Config&);           // allocated, not initialised
 //     static void init(Weights&, std::uint64_t seed);

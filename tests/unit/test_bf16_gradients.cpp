@@ -14,12 +14,12 @@
 #include "llama.grad.h"
 #include "llmcc/arena.h"
 #include "llmcc/runtime.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_config.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama.h"
-#include "nn/llama_config.h"
-#include "nn/llama_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_config.h"
+#include "models/llama/llama_weights.h"
 #include "test_support.h"
 
 namespace {
@@ -76,11 +76,11 @@ void expect_bf16_gradients_close(const char* model, Weights& w, LossGrad loss_gr
 }
 
 TEST(Bf16Gradients, Gpt2MatchesFp32PerTensor) {
-  llmcc::nn::Gpt2Config c = llmcc::nn::gpt2_preset("gpt2-tiny");
+  llmcc::models::Gpt2Config c = llmcc::models::gpt2_preset("gpt2-tiny");
   c.vocab_size = 512;
   c.padded_vocab_size = 512;
-  auto w = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w.model, 5);
+  auto w = llmcc::models::make_gpt2(c);
+  llmcc::models::gpt2_init(w.model, 5);
   const int B = 4, T = 64;
   const auto idx = random_ids(B * T, c.vocab_size, 6), tgt = random_ids(B * T, c.vocab_size, 7);
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
@@ -89,10 +89,10 @@ TEST(Bf16Gradients, Gpt2MatchesFp32PerTensor) {
 }
 
 TEST(Bf16Gradients, LlamaMatchesFp32PerTensor) {
-  llmcc::nn::LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  llmcc::models::LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.vocab_size = 512;
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 5);
+  auto w = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w.model, 5);
   const int B = 4, T = 64;
   const auto idx = random_ids(B * T, c.vocab_size, 6), tgt = random_ids(B * T, c.vocab_size, 7);
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);

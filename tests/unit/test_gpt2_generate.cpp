@@ -1,4 +1,4 @@
-// GPT-2 generation with a KV cache (src/nn/gpt2_generate.h): the cached logits equal the full
+// GPT-2 generation with a KV cache (src/models/gpt2/gpt2_generate.h): the cached logits equal the full
 // forward at every step, sampling follows its specification (greedy, top-k, seeds, padded rows
 // never chosen), the context limit stops or slides, a decode step allocates nothing, and
 // `llmcc generate` runs on a saved checkpoint as a user runs it. The tests Llama's generation
@@ -21,9 +21,9 @@
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/tokenizer.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_generate.h"
-#include "nn/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_generate.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "random_ids.h"
 #include "temp_dir.h"
 #include "test_data.h"
@@ -33,10 +33,10 @@ namespace {
 
 using llmcc::Rng;
 using llmcc::Tensor;
-using llmcc::nn::ContextFull;
-using llmcc::nn::Gpt2Config;
-using llmcc::nn::Gpt2Generator;
-using llmcc::nn::SamplingConfig;
+using llmcc::models::ContextFull;
+using llmcc::models::Gpt2Config;
+using llmcc::models::Gpt2Generator;
+using llmcc::models::SamplingConfig;
 using llmcc::test::full_forward_last;
 using llmcc::test::random_ids;
 
@@ -54,9 +54,9 @@ Gpt2Config small_config() {
 
 // A small GPT-2 with weights large enough (std 0.3, not GPT-2's 0.02) that attention is far from
 // uniform and every path changes the logits.
-llmcc::nn::Gpt2Weights small_model(std::uint64_t seed, float std = 0.3f) {
-  auto w = llmcc::nn::make_gpt2(small_config());
-  llmcc::nn::gpt2_init(w.model, seed);
+llmcc::models::Gpt2Weights small_model(std::uint64_t seed, float std = 0.3f) {
+  auto w = llmcc::models::make_gpt2(small_config());
+  llmcc::models::gpt2_init(w.model, seed);
   Rng rng(seed + 1);
   rng.fill_normal(w.params.data(), w.params.size(), 0.0f, std);
   return w;
@@ -67,12 +67,12 @@ int argmax(const std::vector<float>& logits, int V) {
 }
 
 // The ops one decode step calls on (1, 1, C), run directly: the allocations they make themselves.
-long op_allocations_per_step(const llmcc::nn::Gpt2& m) {
+long op_allocations_per_step(const llmcc::models::Gpt2& m) {
   llmcc::Arena arena(1 << 20);
   llmcc::ArenaScope scope(arena);
   const Tensor x = arena.zeros({1, 1, m.cfg.n_embd}, "x");  // (1, 1, C)
   const long before = llmcc::test::allocations();
-  for (const llmcc::nn::Gpt2Block& b : m.h) {
+  for (const llmcc::models::Gpt2Block& b : m.h) {
     const Tensor a = b.ln_1.forward(x);  // (1, 1, C)
     (void)b.attn.c_attn.forward(a);
     const Tensor h = x + b.attn.c_proj.forward(a);  // (1, 1, C)
@@ -85,13 +85,13 @@ long op_allocations_per_step(const llmcc::nn::Gpt2& m) {
 // GPT-2 for generate_suite.h. Its logits rows are padded_vocab_size wide; the tolerance is at most
 // 1e-4 of the reference's max magnitude.
 struct Gpt2Generation {
-  using Model = llmcc::nn::Gpt2;
+  using Model = llmcc::models::Gpt2;
   using Generator = Gpt2Generator;
   static constexpr llmcc::test::ForwardTolerance kTolerance{1e-4, 0.0};
   static std::int64_t logits_width(const Model& m) { return m.cfg.padded_vocab_size; }
   static std::vector<std::int32_t> sample(const Model& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                           const SamplingConfig& cfg, Rng& rng) {
-    return llmcc::nn::gpt2_sample(m, prompt, max_new_tokens, cfg, rng);
+    return llmcc::models::gpt2_sample(m, prompt, max_new_tokens, cfg, rng);
   }
   static long op_allocations_per_step(const Model& m) { return ::op_allocations_per_step(m); }
 };
@@ -121,7 +121,7 @@ TEST(Gpt2Generate, GreedyIsArgmaxOfTheFullForward) {
   std::vector<std::int32_t> seq = random_ids(3, V, 7);
   const std::vector<std::int32_t> prompt = seq;
   std::vector<std::int32_t> out;
-  const auto st = llmcc::nn::generate(gen, prompt, 10, greedy, rng, [&](std::int32_t id) { out.push_back(id); });
+  const auto st = llmcc::models::generate(gen, prompt, 10, greedy, rng, [&](std::int32_t id) { out.push_back(id); });
   ASSERT_EQ(out.size(), 10u);
   EXPECT_EQ(st.new_tokens, 10);
   EXPECT_EQ(st.decode_steps, 9);
@@ -139,9 +139,9 @@ TEST(Gpt2Generate, SeedsReproduceAndDiffer) {
   cfg.temperature = 1.0f;
   const std::vector<std::int32_t> prompt = {1, 2, 3};
   Rng a(42), b(42), c(43);
-  const auto ta = llmcc::nn::gpt2_sample(w.model, prompt, 12, cfg, a);
-  const auto tb = llmcc::nn::gpt2_sample(w.model, prompt, 12, cfg, b);
-  const auto tc = llmcc::nn::gpt2_sample(w.model, prompt, 12, cfg, c);
+  const auto ta = llmcc::models::gpt2_sample(w.model, prompt, 12, cfg, a);
+  const auto tb = llmcc::models::gpt2_sample(w.model, prompt, 12, cfg, b);
+  const auto tc = llmcc::models::gpt2_sample(w.model, prompt, 12, cfg, c);
   EXPECT_EQ(ta.size(), 12u);
   EXPECT_EQ(ta, tb);
   EXPECT_NE(ta, tc);
@@ -150,8 +150,8 @@ TEST(Gpt2Generate, SeedsReproduceAndDiffer) {
   top1.top_k = 1;
   greedy.temperature = 0.0f;
   auto w2 = small_model(9);
-  EXPECT_EQ(llmcc::nn::gpt2_sample(w2.model, prompt, 12, top1, a),
-            llmcc::nn::gpt2_sample(w2.model, prompt, 12, greedy, c));
+  EXPECT_EQ(llmcc::models::gpt2_sample(w2.model, prompt, 12, top1, a),
+            llmcc::models::gpt2_sample(w2.model, prompt, 12, greedy, c));
 }
 
 TEST(Gpt2Sampler, FollowsTheSoftmaxOverTheTopK) {
@@ -160,7 +160,7 @@ TEST(Gpt2Sampler, FollowsTheSoftmaxOverTheTopK) {
   const int V = 8;
   std::vector<float> logits(16, 100.0f);  // padded entries larger than any real one
   for (int i = 0; i < V; ++i) logits[i] = std::log(float(i + 1));
-  llmcc::nn::Sampler sampler(V);
+  llmcc::models::Sampler sampler(V);
   Rng rng(5);
   SamplingConfig cfg;
   std::vector<int> all(V), top3(V);
@@ -187,7 +187,7 @@ TEST(Gpt2Sampler, FollowsTheSoftmaxOverTheTopK) {
 
 TEST(Gpt2Sampler, TiesAndGreedyPickTheLowestIdAndTopKKeepsExactlyK) {
   const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 3.0f, 3.0f, -1.0f};
-  llmcc::nn::Sampler sampler(6);
+  llmcc::models::Sampler sampler(6);
   Rng rng(1);
   SamplingConfig cfg;
   cfg.temperature = 0.0f;
@@ -225,7 +225,7 @@ TEST(Gpt2Generate, NeverProducesPaddedIds) {
       sc.temperature = temperature;
       sc.top_k = top_k;
       Rng rng(11);
-      for (std::int32_t id : llmcc::nn::gpt2_sample(w.model, {1, 2}, 40, sc, rng))
+      for (std::int32_t id : llmcc::models::gpt2_sample(w.model, {1, 2}, 40, sc, rng))
         ASSERT_TRUE(id >= 0 && id < cfg.vocab_size) << id;
     }
   }
@@ -242,7 +242,7 @@ TEST(Gpt2Generate, SlidingWindowEqualsForwardOverTheLastMaxTTokens) {
   const int maxT = w.model.cfg.max_seq_len;
   SamplingConfig sc;
   Rng rng(17);
-  EXPECT_EQ(llmcc::nn::gpt2_sample(w.model, {1}, 2 * maxT, sc, rng).size(), std::size_t(2 * maxT));
+  EXPECT_EQ(llmcc::models::gpt2_sample(w.model, {1}, 2 * maxT, sc, rng).size(), std::size_t(2 * maxT));
 }
 
 TEST(Gpt2Generate, StopsAtEndOfTextAndStartsFromIt) {
@@ -269,10 +269,10 @@ std::string save_tiny_checkpoint(const llmcc::test::TempDir& dir) {
   c.n_layer = 2;
   c.n_head = 2;
   c.n_embd = 16;
-  auto w = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w.model, 21);
+  auto w = llmcc::models::make_gpt2(c);
+  llmcc::models::gpt2_init(w.model, 21);
   llmcc::TrainState st;
-  llmcc::nn::gpt2_config_to_kv(c, st.config);
+  llmcc::models::gpt2_config_to_kv(c, st.config);
   const std::string path = dir.file("tiny.bin");
   llmcc::save_checkpoint(path, w.params, nullptr, st);
   return path;

@@ -17,11 +17,11 @@
 #include "cli_run.h"
 #include "gpt2.grad.h"
 #include "llmcc/train/safetensors.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_hf.h"
-#include "nn/gpt2_llmc.h"
-#include "nn/gpt2_weights.h"
-#include "nn/hf_files.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/hf_files.h"
 #include "distinct_gpt2.h"
 #include "model_weights.h"
 #include "temp_dir.h"
@@ -34,8 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 using llmcc::SafetensorsReader;
 using llmcc::TensorShape;
-using llmcc::nn::Gpt2Config;
-using llmcc::nn::Gpt2Weights;
+using llmcc::models::Gpt2Config;
+using llmcc::models::Gpt2Weights;
 using llmcc::test::distinct_gpt2;
 using llmcc::test::replace_once;
 using llmcc::test::same_params;
@@ -105,7 +105,7 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
   TempDir dir;
   const Gpt2Config c = small_config();
   Gpt2Weights w = distinct_gpt2(c);
-  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  llmcc::models::save_gpt2_hf(w.model, dir.file("hf"));
   const SafetensorsReader r(dir.file("hf/model.safetensors"));
   ASSERT_EQ(r.metadata().size(), 1u);
   EXPECT_EQ(r.metadata()[0], (std::pair<std::string, std::string>{"format", "pt"}));
@@ -142,7 +142,7 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
   EXPECT_EQ(r.read_f32("transformer.h.0.ln_2.bias")[3], param(w, "h.0.ln_2.bias").f32()[3]);
   EXPECT_EQ(r.read_f32("transformer.ln_f.weight")[5], param(w, "ln_f.weight").f32()[5]);
 
-  const Gpt2Config back = llmcc::nn::gpt2_config_from_hf(dir.file("hf/config.json"));
+  const Gpt2Config back = llmcc::models::gpt2_config_from_hf(dir.file("hf/config.json"));
   EXPECT_EQ(back.str(), c.str());
   const std::string json = slurp(dir.file("hf/config.json"));
   for (const char* key :
@@ -155,13 +155,13 @@ TEST(Gpt2Hf, ExportUsesHuggingFaceNamesAndConv1DLayout) {
 TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
   TempDir dir;
   Gpt2Weights w = distinct_gpt2(small_config());
-  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  llmcc::models::save_gpt2_hf(w.model, dir.file("hf"));
   for (const std::string& path : {dir.file("hf"), dir.file("hf/model.safetensors")}) {
     SCOPED_TRACE(path);
-    Gpt2Weights back = llmcc::nn::load_gpt2_hf(path);
+    Gpt2Weights back = llmcc::models::load_gpt2_hf(path);
     EXPECT_EQ(back.model.cfg.str(), w.model.cfg.str());
     EXPECT_TRUE(same_params(back, w));
-    Gpt2Weights via = llmcc::nn::load_gpt2(path);  // the loader every command uses
+    Gpt2Weights via = llmcc::models::load_gpt2(path);  // the loader every command uses
     EXPECT_TRUE(same_params(via, w));
   }
   // GPT-2's own sizes: 50257 real rows, 50304 in llmcc; the pad rows come back zero.
@@ -169,10 +169,10 @@ TEST(Gpt2Hf, ExportThenImportIsBitIdentical) {
   c.vocab_size = 50257;
   c.padded_vocab_size = 50304;
   Gpt2Weights big = distinct_gpt2(c);
-  llmcc::nn::save_gpt2_hf(big.model, dir.file("hf50257"));
+  llmcc::models::save_gpt2_hf(big.model, dir.file("hf50257"));
   EXPECT_EQ(SafetensorsReader(dir.file("hf50257/model.safetensors")).find("transformer.wte.weight")->shape,
             (TensorShape{50257, 8}));
-  Gpt2Weights big_back = llmcc::nn::load_gpt2(dir.file("hf50257"));
+  Gpt2Weights big_back = llmcc::models::load_gpt2(dir.file("hf50257"));
   EXPECT_EQ(big_back.model.cfg.padded_vocab_size, 50304);
   EXPECT_TRUE(same_params(big_back, big));
   EXPECT_NE(slurp(dir.file("hf50257/config.json")).find("\"eos_token_id\": 50256"), std::string::npos);
@@ -182,7 +182,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
   TempDir dir;
   const Gpt2Config c = small_config();
   Gpt2Weights w = distinct_gpt2(c);
-  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  llmcc::models::save_gpt2_hf(w.model, dir.file("hf"));
   const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
 
   // The original openai-community/gpt2 file: GPT2Model names, mask buffers, lm_head = wte.
@@ -199,7 +199,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
     old.push_back({"h." + std::to_string(l) + ".attn.masked_bias", "F32", {}, std::string(4, '\0')});
   }
   write_raw_safetensors(dir.file("old/model.safetensors"), old);
-  Gpt2Weights back = llmcc::nn::load_gpt2(dir.file("old"));
+  Gpt2Weights back = llmcc::models::load_gpt2(dir.file("old"));
   EXPECT_TRUE(same_params(back, w));
 
   // BF16 and F16 weights load as the fp32 values they hold.
@@ -216,7 +216,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
         std::memcpy(&x, t.bytes.data() + i, 4);
         std::uint16_t h;
         if (dtype == std::string("BF16")) {
-          h = llmcc::nn::f32_to_bf16(x);
+          h = llmcc::models::f32_to_bf16(x);
         } else {
           const _Float16 f = static_cast<_Float16>(x);
           std::memcpy(&h, &f, 2);
@@ -226,7 +226,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
       half.push_back({t.name, dtype, t.shape, bytes});
     }
     write_raw_safetensors(sub + "/model.safetensors", half);
-    Gpt2Weights hb = llmcc::nn::load_gpt2(sub);
+    Gpt2Weights hb = llmcc::models::load_gpt2(sub);
     std::size_t checked = 0;
     for (std::size_t k = 0; k < 3; ++k) {  // wte, wpe, and a Conv1D weight (transposed)
       const char* name = k == 0 ? "wte" : k == 1 ? "wpe" : "h.0.attn.c_attn.weight";
@@ -235,7 +235,7 @@ TEST(Gpt2Hf, ReadsGpt2ModelNamesBuffersTiedHeadAndHalfPrecision) {
       const std::int64_t n = k == 0 ? std::int64_t{c.vocab_size} * c.n_embd : ours.numel();
       for (std::int64_t i = 0; i < n; ++i) {
         const float x = ours.f32()[i];
-        const float want = dtype == std::string("BF16") ? llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(x))
+        const float want = dtype == std::string("BF16") ? llmcc::models::bf16_to_f32(llmcc::models::f32_to_bf16(x))
                                                         : static_cast<float>(static_cast<_Float16>(x));
         ASSERT_EQ(got.f32()[i], want) << "tensor " << k << " element " << i;
         ++checked;
@@ -249,7 +249,7 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   TempDir dir;
   const Gpt2Config c = small_config();
   Gpt2Weights w = distinct_gpt2(c);
-  llmcc::nn::save_gpt2_hf(w.model, dir.file("hf"));
+  llmcc::models::save_gpt2_hf(w.model, dir.file("hf"));
   const std::vector<RawTensor> tensors = raw_tensors(dir.file("hf/model.safetensors"));
   const std::string config = slurp(dir.file("hf/config.json"));
 
@@ -265,19 +265,19 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   std::vector<RawTensor> missing = tensors;
   missing.erase(missing.begin() + 5);
   const std::string missing_name = tensors[5].name;
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("missing", missing, config)); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("missing", missing, config)); },
                            {"[safetensors]", "model.safetensors", ("no tensor '" + missing_name + "'").c_str()}));
 
   std::vector<RawTensor> extra = tensors;
   extra.push_back({"transformer.h.7.attn.c_attn.weight", "F32", {1}, std::string(4, '\0')});
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("extra", extra, config)); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("extra", extra, config)); },
                            {"[gpt2_hf]", "unexpected tensor 'transformer.h.7.attn.c_attn.weight'"}));
 
   std::vector<RawTensor> ints = tensors;
   for (RawTensor& t : ints) {
     if (t.name == "transformer.wpe.weight") t.dtype = "I32";
   }
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("ints", ints, config)); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("ints", ints, config)); },
                            {"tensor 'transformer.wpe.weight'", "dtype I32, expected F32, BF16 or F16"}));
 
   // Our own (3C, C) layout instead of Conv1D's (C, 3C): a shape error, not silent garbage.
@@ -285,51 +285,51 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   for (RawTensor& t : untransposed) {
     if (t.name == "transformer.h.0.attn.c_attn.weight") t.shape = {24, 8};
   }
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("layout", untransposed, config)); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("layout", untransposed, config)); },
                            {"tensor 'transformer.h.0.attn.c_attn.weight'", "shape (24, 8), expected (8, 24)"}));
 
   std::vector<RawTensor> untied = tensors;
   untied.push_back({"lm_head.weight", "F32", {67, 8}, std::string(67 * 8 * 4, '\0')});
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("untied", untied, config)); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("untied", untied, config)); },
                            {"lm_head.weight differs from transformer.wte.weight", "ties them"}));
 
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_gpt2(variant("wrongcfg", tensors, replace_once(config, "\"n_embd\": 8", "\"n_embd\": 16")));
+        llmcc::models::load_gpt2(variant("wrongcfg", tensors, replace_once(config, "\"n_embd\": 8", "\"n_embd\": 16")));
       },
       {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_gpt2(variant("relu", tensors, replace_once(config, "gelu_new", "relu"))); },
+      throws_error([&] { llmcc::models::load_gpt2(variant("relu", tensors, replace_once(config, "gelu_new", "relu"))); },
                    {"config.json", "activation_function is 'relu'"}));
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_gpt2(variant("eps", tensors, replace_once(config, "1e-05", "1e-06"))); },
+      throws_error([&] { llmcc::models::load_gpt2(variant("eps", tensors, replace_once(config, "1e-05", "1e-06"))); },
                    {"layer_norm_epsilon is 1e-06"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("nohead", tensors, replace_once(config, "\"n_head\": 2,", ""))); },
+      [&] { llmcc::models::load_gpt2(variant("nohead", tensors, replace_once(config, "\"n_head\": 2,", ""))); },
       {"config.json", "n_head is missing"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("llama", tensors, replace_once(config, "\"gpt2\"", "\"llama\""))); },
+      [&] { llmcc::models::load_gpt2(variant("llama", tensors, replace_once(config, "\"gpt2\"", "\"llama\""))); },
       {"model_type is 'llama', expected 'gpt2'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
                            {"config.json:1:14", "expected"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_gpt2(variant("heads", tensors, replace_once(config, "\"n_head\": 2", "\"n_head\": 3"))); },
+      [&] { llmcc::models::load_gpt2(variant("heads", tensors, replace_once(config, "\"n_head\": 2", "\"n_head\": 3"))); },
       {"config.json", "cannot build"}));
   // A config naming far more layers than the file holds fails on the first missing layer, before
   // the weights of 65,536 layers are allocated.
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_gpt2(variant("deep", tensors, replace_once(config, "\"n_layer\": 2", "\"n_layer\": 65536")));
+        llmcc::models::load_gpt2(variant("deep", tensors, replace_once(config, "\"n_layer\": 2", "\"n_layer\": 65536")));
       },
       {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
 
   const std::string no_config = dir.file("noconfig");
   fs::create_directories(no_config);
   fs::copy_file(dir.file("hf/model.safetensors"), no_config + "/model.safetensors");
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(no_config); }, {"no config.json beside it"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(no_config); }, {"no config.json beside it"}));
   const std::string empty = dir.file("empty");
   fs::create_directories(empty);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2_hf(empty); }, {"no model.safetensors in this directory"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2_hf(empty); }, {"no model.safetensors in this directory"}));
 }
 
 TEST(Gpt2Hf, ConfigLargerThanItsFileFailsBeforeAllocating) {
@@ -344,21 +344,21 @@ TEST(Gpt2Hf, ConfigLargerThanItsFileFailsBeforeAllocating) {
       R"("n_head": 1, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": true})");
   write_raw_safetensors(sub + "/model.safetensors", {{"wte.weight", "F32", {1}, std::string(4, '\0')},
                                                      {"h.0.ln_1.weight", "F32", {1}, std::string(4, '\0')}});
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(sub); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(sub); },
                            {"[safetensors]", "tensor 'wte.weight'", "shape (1), expected (50257, 16384)"}));
 }
 
 TEST(Gpt2Hf, ExportCommandWritesSafetensorsAndReadsThemBack) {
   TempDir dir;
   Gpt2Weights w = distinct_gpt2(small_config());
-  llmcc::nn::save_gpt2_llmc(w.model, dir.file("model.bin"));
+  llmcc::models::save_gpt2_llmc(w.model, dir.file("model.bin"));
 
   auto r = llmcc::test::run_llmcc(
       dir, {"export", "--ckpt", dir.file("model.bin"), "--format", "safetensors", "--out", dir.file("hf")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
-  Gpt2Weights exported = llmcc::nn::load_gpt2(dir.file("hf"));
+  Gpt2Weights exported = llmcc::models::load_gpt2(dir.file("hf"));
   EXPECT_TRUE(same_params(exported, w));
 
   // Hugging Face directory in, llm.c file out: the same bytes as the original.

@@ -15,18 +15,18 @@
 
 #include "commands.h"
 #include "llmcc/train/checkpoint.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_llmc.h"
-#include "nn/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "distinct_gpt2.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
 namespace {
 
-using llmcc::nn::Gpt2Config;
-using llmcc::nn::Gpt2Weights;
-using llmcc::nn::LlmcDType;
+using llmcc::models::Gpt2Config;
+using llmcc::models::Gpt2Weights;
+using llmcc::models::LlmcDType;
 using llmcc::test::distinct_gpt2;
 using llmcc::test::throws_error;
 
@@ -69,7 +69,7 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
   const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   const std::string path = dir.file("model.bin");
-  llmcc::nn::save_gpt2_llmc(w.model, path);
+  llmcc::models::save_gpt2_llmc(w.model, path);
   const std::vector<char> bytes = read_bytes(path);
 
   const std::int64_t C = c.n_embd, L = c.n_layer, Vp = c.padded_vocab_size, maxT = c.max_seq_len;
@@ -87,7 +87,7 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
     std::function<float(std::int64_t l, std::int64_t e)> model_value;  // l = layer, e = element within the slice
   };
   const auto& m = w.model;
-  auto layer = [&](std::size_t l) -> const llmcc::nn::Gpt2Block& { return m.h[l]; };
+  auto layer = [&](std::size_t l) -> const llmcc::models::Gpt2Block& { return m.h[l]; };
   const std::vector<Entry> table = {
       {"wte", Vp * C, [&](auto, auto e) { return m.wte.f32()[e]; }},
       {"wpe", maxT * C, [&](auto, auto e) { return m.wpe.f32()[e]; }},
@@ -127,19 +127,19 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
 TEST(Gpt2Llmc, Fp32RoundTripIsByteIdentical) {
   const Gpt2Weights w = distinct_gpt2(small_config());
   llmcc::test::TempDir dir;
-  llmcc::nn::save_gpt2_llmc(w.model, dir.file("a.bin"));
-  const Gpt2Weights back = llmcc::nn::load_gpt2_llmc(dir.file("a.bin"));
+  llmcc::models::save_gpt2_llmc(w.model, dir.file("a.bin"));
+  const Gpt2Weights back = llmcc::models::load_gpt2_llmc(dir.file("a.bin"));
   EXPECT_EQ(back.model.cfg.str(), w.model.cfg.str());
   EXPECT_TRUE(same_params(back, w));
-  llmcc::nn::save_gpt2_llmc(back.model, dir.file("b.bin"));
+  llmcc::models::save_gpt2_llmc(back.model, dir.file("b.bin"));
   EXPECT_EQ(read_bytes(dir.file("a.bin")), read_bytes(dir.file("b.bin")));
   // load_gpt2 takes llm.c files too.
-  EXPECT_TRUE(same_params(llmcc::nn::load_gpt2(dir.file("a.bin")), w));
+  EXPECT_TRUE(same_params(llmcc::models::load_gpt2(dir.file("a.bin")), w));
 }
 
 TEST(Gpt2Llmc, Bf16Conversion) {
-  using llmcc::nn::bf16_to_f32;
-  using llmcc::nn::f32_to_bf16;
+  using llmcc::models::bf16_to_f32;
+  using llmcc::models::f32_to_bf16;
   auto bits = [](std::uint32_t u) { return std::bit_cast<float>(u); };
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(f32_to_bf16(-2.0f), 0xc000);
@@ -159,28 +159,28 @@ TEST(Gpt2Llmc, Bf16ImportAndExport) {
   const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   const std::string path = dir.file("model_bf16.bin");
-  llmcc::nn::save_gpt2_llmc(w.model, path, LlmcDType::BF16);
+  llmcc::models::save_gpt2_llmc(w.model, path, LlmcDType::BF16);
   const std::vector<char> bytes = read_bytes(path);
   EXPECT_EQ(header_int(bytes, 1), 5);
   ASSERT_EQ(bytes.size(), 1024 + 2 * static_cast<std::size_t>(c.parameter_count()));
-  EXPECT_EQ(llmcc::nn::read_llmc_header(path).dtype, LlmcDType::BF16);
+  EXPECT_EQ(llmcc::models::read_llmc_header(path).dtype, LlmcDType::BF16);
 
-  const Gpt2Weights back = llmcc::nn::load_gpt2(path);
+  const Gpt2Weights back = llmcc::models::load_gpt2(path);
   EXPECT_EQ(back.model.cfg.str(), c.str());
   for (std::size_t i = 0; i < w.params.count(); ++i) {
     const llmcc::Tensor a = w.params.tensor(i), b = back.params.tensor(i);
     for (std::int64_t k = 0; k < a.numel(); ++k) {
       const float x = a.f32()[k], y = b.f32()[k];
-      ASSERT_EQ(y, llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(x))) << w.params.name(i) << "[" << k << "]";
+      ASSERT_EQ(y, llmcc::models::bf16_to_f32(llmcc::models::f32_to_bf16(x))) << w.params.name(i) << "[" << k << "]";
       ASSERT_LE(std::fabs(x - y), std::ldexp(std::fabs(x), -8)) << w.params.name(i) << "[" << k << "]";
     }
   }
   // The first bf16 weight is wte[0], right after the header.
   std::uint16_t first;
   std::memcpy(&first, bytes.data() + 1024, 2);
-  EXPECT_EQ(first, llmcc::nn::f32_to_bf16(w.model.wte.f32()[0]));
+  EXPECT_EQ(first, llmcc::models::f32_to_bf16(w.model.wte.f32()[0]));
   // bf16 -> fp32 -> bf16 is exact.
-  llmcc::nn::save_gpt2_llmc(back.model, dir.file("again_bf16.bin"), LlmcDType::BF16);
+  llmcc::models::save_gpt2_llmc(back.model, dir.file("again_bf16.bin"), LlmcDType::BF16);
   EXPECT_EQ(read_bytes(dir.file("again_bf16.bin")), bytes);
 }
 
@@ -191,9 +191,9 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
   llmcc::test::TempDir dir;
   for (LlmcDType dtype : {LlmcDType::F32, LlmcDType::BF16}) {
     const std::string path = dir.file(dtype == LlmcDType::F32 ? "unpadded.bin" : "unpadded_bf16.bin");
-    llmcc::nn::save_gpt2_llmc(w.model, path, dtype);
+    llmcc::models::save_gpt2_llmc(w.model, path, dtype);
     EXPECT_EQ(header_int(read_bytes(path), 7), 67);
-    const Gpt2Weights back = llmcc::nn::load_gpt2_llmc(path);
+    const Gpt2Weights back = llmcc::models::load_gpt2_llmc(path);
     EXPECT_EQ(back.model.cfg.padded_vocab_size, 128);
     EXPECT_EQ(back.model.cfg.vocab_size, 67);
     const std::int64_t real = 67 * c.n_embd;
@@ -201,7 +201,7 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
     for (std::int64_t i = 0; i < back.model.wte.numel(); ++i) {
       const float want = i < real ? w.model.wte.f32()[i] : 0.0f;
       const float got = back.model.wte.f32()[i];
-      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::nn::bf16_to_f32(llmcc::nn::f32_to_bf16(want))) << i;
+      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::models::bf16_to_f32(llmcc::models::f32_to_bf16(want))) << i;
     }
     // Everything after wte is where it was.
     const float* a = w.model.wpe.f32();
@@ -218,25 +218,25 @@ TEST(Gpt2Llmc, LoadGpt2TakesBothFormats) {
   const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   llmcc::TrainState state;
-  llmcc::nn::gpt2_config_to_kv(c, state.config);
+  llmcc::models::gpt2_config_to_kv(c, state.config);
   llmcc::save_checkpoint(dir.file("model.ckpt"), w.params, nullptr, state);
-  llmcc::nn::save_gpt2_llmc(w.model, dir.file("model.bin"));
-  EXPECT_FALSE(llmcc::nn::is_llmc_model_file(dir.file("model.ckpt")));
-  EXPECT_TRUE(llmcc::nn::is_llmc_model_file(dir.file("model.bin")));
-  EXPECT_FALSE(llmcc::nn::is_llmc_model_file(dir.file("absent.bin")));
-  EXPECT_TRUE(same_params(llmcc::nn::load_gpt2(dir.file("model.ckpt")), w));
-  EXPECT_TRUE(same_params(llmcc::nn::load_gpt2(dir.file("model.bin")), w));
+  llmcc::models::save_gpt2_llmc(w.model, dir.file("model.bin"));
+  EXPECT_FALSE(llmcc::models::is_llmc_model_file(dir.file("model.ckpt")));
+  EXPECT_TRUE(llmcc::models::is_llmc_model_file(dir.file("model.bin")));
+  EXPECT_FALSE(llmcc::models::is_llmc_model_file(dir.file("absent.bin")));
+  EXPECT_TRUE(same_params(llmcc::models::load_gpt2(dir.file("model.ckpt")), w));
+  EXPECT_TRUE(same_params(llmcc::models::load_gpt2(dir.file("model.bin")), w));
   // Neither kind: both magics named, and llm.c's other files recognised.
   write_bytes(dir.file("junk.bin"), std::vector<char>(4096, 'x'));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("junk.bin")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir.file("junk.bin")); },
                            {"junk.bin", "neither an llmcc checkpoint", "nor an llm.c GPT-2 model file"}));
   std::vector<char> tokens(2048, 0);
   set_header_int(tokens, 0, 20240520);
   write_bytes(dir.file("tokens.bin"), tokens);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir.file("tokens.bin")); }, {"tokens.bin", "token file"}));
   // Too short to tell: the checkpoint reader's error.
   write_bytes(dir.file("short.bin"), {'L', 'L'});
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir.file("short.bin")); }, {"short.bin", "truncated"}));
 }
 
 TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
@@ -261,9 +261,9 @@ TEST(Gpt2Llmc, CheckpointWithSeparateQkvIsAClearError) {
   const llmcc::ParameterStore store(old);
   llmcc::test::TempDir dir;
   llmcc::TrainState state;
-  llmcc::nn::gpt2_config_to_kv(c, state.config);
+  llmcc::models::gpt2_config_to_kv(c, state.config);
   llmcc::save_checkpoint(dir.file("old.ckpt"), store, nullptr, state);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("old.ckpt")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir.file("old.ckpt")); },
                            {"old.ckpt", "h.0.attn.c_attn.weight of the model is not in the checkpoint",
                             "it has h.0.attn.q.weight, which the model has not"}));
 }
@@ -279,7 +279,7 @@ TEST(Gpt2Llmc, CheckpointConfigLargerThanItsTensorsFailsBeforeAllocating) {
                   {"model.n_embd", "16384"}};
   llmcc::test::TempDir dir;
   llmcc::save_checkpoint(dir.file("huge.ckpt"), tiny, nullptr, state);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir.file("huge.ckpt")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir.file("huge.ckpt")); },
                            {"[gpt2]", "huge.ckpt [params]: holds 1 weights", "too few for the model", "C16384"}));
 }
 
@@ -288,7 +288,7 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   const Gpt2Weights w = distinct_gpt2(c);
   llmcc::test::TempDir dir;
   llmcc::TrainState state;
-  llmcc::nn::gpt2_config_to_kv(c, state.config);
+  llmcc::models::gpt2_config_to_kv(c, state.config);
   llmcc::save_checkpoint(dir.file("run.ckpt"), w.params, nullptr, state);
   auto run = [](std::vector<std::string> args) {
     std::vector<char*> argv;
@@ -297,11 +297,11 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   };
   // llmcc -> llm.c (auto picks llmc), -> llmcc again (auto picks llmcc), -> llm.c bf16.
   ASSERT_EQ(0, run({"--ckpt", dir.file("run.ckpt"), "--out", dir.file("a.bin")}));
-  ASSERT_TRUE(llmcc::nn::is_llmc_model_file(dir.file("a.bin")));
-  EXPECT_TRUE(same_params(llmcc::nn::load_gpt2_llmc(dir.file("a.bin")), w));
+  ASSERT_TRUE(llmcc::models::is_llmc_model_file(dir.file("a.bin")));
+  EXPECT_TRUE(same_params(llmcc::models::load_gpt2_llmc(dir.file("a.bin")), w));
   ASSERT_EQ(0, run({"--ckpt", dir.file("a.bin"), "--out", dir.file("b.ckpt")}));
-  EXPECT_FALSE(llmcc::nn::is_llmc_model_file(dir.file("b.ckpt")));
-  const Gpt2Weights b = llmcc::nn::load_gpt2(dir.file("b.ckpt"));
+  EXPECT_FALSE(llmcc::models::is_llmc_model_file(dir.file("b.ckpt")));
+  const Gpt2Weights b = llmcc::models::load_gpt2(dir.file("b.ckpt"));
   EXPECT_TRUE(same_params(b, w));
   EXPECT_EQ(b.model.cfg.str(), c.str());
   {
@@ -311,7 +311,7 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   ASSERT_EQ(0, run({"--ckpt", dir.file("b.ckpt"), "--out", dir.file("c.bin"), "--format", "llmc"}));
   EXPECT_EQ(read_bytes(dir.file("a.bin")), read_bytes(dir.file("c.bin")));
   ASSERT_EQ(0, run({"--ckpt", dir.file("a.bin"), "--out", dir.file("d.bin"), "--format=llmc-bf16"}));
-  EXPECT_EQ(llmcc::nn::read_llmc_header(dir.file("d.bin")).version, 5);
+  EXPECT_EQ(llmcc::models::read_llmc_header(dir.file("d.bin")).version, 5);
   EXPECT_EQ(0, run({"--help"}));
   EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"}); },
                            {"--format", "gguf", "llmc-bf16"}));
@@ -323,13 +323,13 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
 class Gpt2LlmcErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    llmcc::nn::save_gpt2_llmc(distinct_gpt2(small_config()).model, good_);
+    llmcc::models::save_gpt2_llmc(distinct_gpt2(small_config()).model, good_);
     bytes_ = read_bytes(good_);
   }
   // Writes the bytes as bad.bin and expects loading it to fail with every fragment.
   ::testing::AssertionResult fails_with(const std::vector<char>& bytes, std::initializer_list<const char*> fragments) {
     write_bytes(bad_, bytes);
-    return throws_error([&] { llmcc::nn::load_gpt2_llmc(bad_); }, fragments);
+    return throws_error([&] { llmcc::models::load_gpt2_llmc(bad_); }, fragments);
   }
   llmcc::test::TempDir dir_;
   std::string good_ = dir_.file("good.bin"), bad_ = dir_.file("bad.bin");
@@ -391,8 +391,8 @@ TEST_F(Gpt2LlmcErrors, HeaderValuesOutOfRange) {
 }
 
 TEST_F(Gpt2LlmcErrors, MissingFile) {
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2_llmc(dir_.file("nope.bin")); }, {"nope.bin"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_gpt2(dir_.file("nope.bin")); }, {"nope.bin"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2_llmc(dir_.file("nope.bin")); }, {"nope.bin"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(dir_.file("nope.bin")); }, {"nope.bin"}));
 }
 
 }  // namespace

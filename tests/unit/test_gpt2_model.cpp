@@ -10,14 +10,14 @@
 
 #include "gpt2.grad.h"
 #include "llmcc/arena.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_weights.h"
 #include "model_suite.h"
 #include "test_support.h"
 
 namespace {
 
-using llmcc::nn::Gpt2Config;
+using llmcc::models::Gpt2Config;
 
 Gpt2Config small_config() {
   Gpt2Config c;
@@ -33,15 +33,15 @@ Gpt2Config small_config() {
 // GPT-2 for model_suite.h.
 struct Gpt2Family {
   using Config = Gpt2Config;
-  using Weights = llmcc::nn::Gpt2Weights;
+  using Weights = llmcc::models::Gpt2Weights;
   static constexpr const char* kName = "gpt2";
-  static Weights make(const Config& c) { return llmcc::nn::make_gpt2(c); }
-  static void init(Weights& w, std::uint64_t seed) { llmcc::nn::gpt2_init(w.model, seed); }
+  static Weights make(const Config& c) { return llmcc::models::make_gpt2(c); }
+  static void init(Weights& w, std::uint64_t seed) { llmcc::models::gpt2_init(w.model, seed); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
-    return llmcc::nn::gpt2_loss(w.model, idx, targets);
+    return llmcc::models::gpt2_loss(w.model, idx, targets);
   }
   static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
-    return llmcc::nn::gpt2_loss_grad(w.model, idx, targets, grad);
+    return llmcc::models::gpt2_loss_grad(w.model, idx, targets, grad);
   }
   // wte's padding rows (vocab_size..padded_vocab_size) are never used.
   static std::int64_t real_elements(const std::string& name, const llmcc::Tensor& t, const Config& c) {
@@ -51,9 +51,9 @@ struct Gpt2Family {
 
 TEST(Gpt2Model, ParameterCountMatchesLlmc) {
   // llm.c reports 124,475,904 parameters for GPT-2 124M with the padded vocabulary.
-  const Gpt2Config c = llmcc::nn::gpt2_preset("gpt2");
+  const Gpt2Config c = llmcc::models::gpt2_preset("gpt2");
   EXPECT_EQ(c.parameter_count(), 124475904);
-  llmcc::nn::Gpt2 shapes(c);
+  llmcc::models::Gpt2 shapes(c);
   std::int64_t n = 0, count = 0;
   llmcc::for_each_parameter(shapes, [&](const std::string&, llmcc::Tensor& t) {
     n += t.numel();
@@ -64,19 +64,19 @@ TEST(Gpt2Model, ParameterCountMatchesLlmc) {
 }
 
 TEST(Gpt2Model, PresetsAndValidation) {
-  EXPECT_EQ(llmcc::nn::gpt2_preset("gpt2-medium").n_layer, 24);
-  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::nn::gpt2_preset("gpt3"); }, {"gpt3", "gpt2-medium"}));
+  EXPECT_EQ(llmcc::models::gpt2_preset("gpt2-medium").n_layer, 24);
+  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::models::gpt2_preset("gpt3"); }, {"gpt3", "gpt2-medium"}));
   Gpt2Config bad = small_config();
   bad.n_embd = 15;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Gpt2 m(bad); }, {"n_embd", "n_head"}));
-  EXPECT_EQ(llmcc::nn::padded_vocab(50257), 50304);
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::Gpt2 m(bad); }, {"n_embd", "n_head"}));
+  EXPECT_EQ(llmcc::models::padded_vocab(50257), 50304);
 }
 
 TEST(Gpt2Model, InitialisationFollowsGpt2) {
   Gpt2Config c = small_config();
   c.n_embd = 64;
-  auto w = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w.model, 1234);
+  auto w = llmcc::models::make_gpt2(c);
+  llmcc::models::gpt2_init(w.model, 1234);
   using llmcc::test::standard_deviation;
   EXPECT_NEAR(standard_deviation(w.model.h[0].mlp.c_fc.w), 0.02, 0.002);
   EXPECT_NEAR(standard_deviation(w.model.h[0].attn.c_attn.w), 0.02, 0.002);  // q, k and v rows alike
@@ -88,13 +88,13 @@ TEST(Gpt2Model, InitialisationFollowsGpt2) {
   for (std::int64_t i = std::int64_t{c.vocab_size} * c.n_embd; i < w.model.wte.numel(); ++i)
     ASSERT_EQ(w.model.wte.f32()[i], 0.0f) << i;
   // Same seed, same model.
-  auto w2 = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w2.model, 1234);
+  auto w2 = llmcc::models::make_gpt2(c);
+  llmcc::models::gpt2_init(w2.model, 1234);
   EXPECT_EQ(0, std::memcmp(w.params.data(), w2.params.data(), w.params.size() * sizeof(float)));
 }
 
 TEST(Gpt2Model, LossAtInitialisationIsLogVocab) {
-  llmcc::test::model_loss_at_initialisation_is_log_vocab<Gpt2Family>(llmcc::nn::gpt2_preset("gpt2-tiny"), 50257);
+  llmcc::test::model_loss_at_initialisation_is_log_vocab<Gpt2Family>(llmcc::models::gpt2_preset("gpt2-tiny"), 50257);
 }
 
 TEST(Gpt2Model, GeneratedGradientMemorisesABatch) {
@@ -102,8 +102,8 @@ TEST(Gpt2Model, GeneratedGradientMemorisesABatch) {
 }
 
 TEST(Gpt2Model, GeneratedGradientMatchesFiniteDifferences) {
-  auto w = llmcc::nn::make_gpt2(small_config());
-  llmcc::nn::gpt2_init(w.model, 11);
+  auto w = llmcc::models::make_gpt2(small_config());
+  llmcc::models::gpt2_init(w.model, 11);
   // Larger weights than GPT-2's 0.02 so every path carries signal.
   llmcc::Rng rng(12);
   rng.fill_normal(w.params.data(), w.params.size(), 0.0f, 0.3f);

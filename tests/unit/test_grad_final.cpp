@@ -12,12 +12,12 @@
 #include "grad_final_check.h"
 #include "llama.grad.h"
 #include "llmcc/arena.h"
-#include "nn/gpt2.h"
-#include "nn/gpt2_config.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama.h"
-#include "nn/llama_config.h"
-#include "nn/llama_weights.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_config.h"
+#include "models/llama/llama_weights.h"
 #include "random_ids.h"
 #include "test_support.h"
 
@@ -61,18 +61,18 @@ std::vector<std::size_t> check_two_calls(const Model& model, GradCall grad_call,
 }
 
 TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
-  llmcc::nn::Gpt2Config c = llmcc::nn::gpt2_preset("gpt2-tiny");
+  llmcc::models::Gpt2Config c = llmcc::models::gpt2_preset("gpt2-tiny");
   c.vocab_size = 256;
   c.padded_vocab_size = 256;
-  auto w = llmcc::nn::make_gpt2(c);
-  llmcc::nn::gpt2_init(w.model, 3);
+  auto w = llmcc::models::make_gpt2(c);
+  llmcc::models::gpt2_init(w.model, 3);
   const int B = 2, T = 16;
   const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
   ASSERT_GE(c.n_layer, 2);
   auto g = llmcc::adgen::make_grad(w.model);  // the layout check_two_calls' store has: names by index
   const auto order =
-      check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::nn::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
+      check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::models::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
   ASSERT_EQ(order.size(), g.store.count());
   const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
   const auto [last_first, last_end] = notified_span(order, g.store, last);
@@ -92,14 +92,14 @@ TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
 }
 
 TEST(GradFinal, LlamaEachGradientOnceFinal) {
-  llmcc::nn::LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  llmcc::models::LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.vocab_size = 256;
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 3);
+  auto w = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w.model, 3);
   const int B = 2, T = 16;
   const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::nn::llama_loss_grad(m, x, y, grad); }, "llama");
+  check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::models::llama_loss_grad(m, x, y, grad); }, "llama");
 }
 
 // Scopes nest: the inner listener gets the notifications, the outer one is restored after.

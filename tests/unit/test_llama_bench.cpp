@@ -1,22 +1,21 @@
 // Llama in `llmcc bench`: LlamaConfig::flops_per_step counts what the step multiplies (SwiGLU's
-// three matrices, GQA's narrower k and v, the untied head, causal attention), and LlamaBenchStep
-// trains (the loss on its fixed batch falls) and reports its memory.
+// three matrices, GQA's narrower k and v, the untied head, causal attention), and its bench step
+// (Model::bench_step) trains (the loss on its fixed batch falls) and reports its memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
-#include "bench_step.h"
+#include "bench_run.h"
 #include "cli_run.h"
-#include "model_family.h"
-#include "nn/llama_config.h"
+#include "models/llama/llama_config.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
 namespace {
 
-using llmcc::nn::LlamaConfig;
+using llmcc::models::LlamaConfig;
 
 LlamaConfig flop_config() {
   LlamaConfig c;
@@ -62,15 +61,16 @@ TEST(LlamaFlops, CountsEachMatmulOfTheStep) {
 TEST(LlamaFlops, Stories15mAtItsContext) {
   // stories15m (L6 C288 F768 V32000, MHA): 6 * (2*288^2 + 2*288^2 + 3*768*288) + 32000*288
   // = 6 * 995328 + 9216000 = 15187968 matmul weights.
-  const LlamaConfig c = llmcc::nn::llama_preset("stories15m");
+  const LlamaConfig c = llmcc::models::llama_preset("stories15m");
   const double per_token = 6.0 * 15187968.0 + 6.0 * 6 * 256 * 288;
   EXPECT_DOUBLE_EQ(c.flops_per_step(4, 256), 1024.0 * per_token);
 }
 
 TEST(LlamaBenchStep, TrainsItsFixedBatchAndReportsMemory) {
-  LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
-  c.vocab_size = 512;
-  llmcc::cli::LlamaBenchStep bench(c, 2, 16);
+  llmcc::models::ModelConfig c = llmcc::models::model_preset("llama-tiny");
+  c.set("vocab_size", 512);
+  llmcc::test::BenchRun run = llmcc::test::bench_run(c, 2, 16);
+  llmcc::models::BenchStep& bench = *run;
   const float first = bench.step();
   float last = first;
   for (int i = 0; i < 5; ++i) last = bench.step();
@@ -81,7 +81,7 @@ TEST(LlamaBenchStep, TrainsItsFixedBatchAndReportsMemory) {
   EXPECT_GT(split.backward, 0.0);
   EXPECT_GT(bench.arena_high_water(), 0u);
   EXPECT_LE(bench.arena_high_water(), bench.arena_capacity());
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::cli::LlamaBenchStep bad(c, 1, c.max_seq_len + 1); },
+  EXPECT_TRUE(llmcc::test::throws_error([&] { run.model->bench_step(1, c.max_seq_len() + 1, 1); },
                                         {"llmcc bench", "sequence length"}));
 }
 
@@ -105,7 +105,7 @@ TEST(LlamaBenchCli, ReportsStepSpeedMfuAndProfile) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in\n" << r.out;
   }
   // GFLOP/s times the median step is LlamaConfig::flops_per_step.
-  LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.vocab_size = 512;
   const double gflop = result_value(r.out, "gflops") * result_value(r.out, "median_ms") * 1e-3;
   EXPECT_NEAR(gflop, c.flops_per_step(2, 16) * 1e-9, 1e-3 * gflop) << r.out;

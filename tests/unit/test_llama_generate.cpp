@@ -1,4 +1,4 @@
-// Llama generation with a KV cache (src/nn/llama_generate.h): grouped-query single-query attention
+// Llama generation with a KV cache (src/models/llama/llama_generate.h): grouped-query single-query attention
 // equals the fused attention's last row, the cached logits equal Llama::forward at every step
 // (GQA and plain MHA, fast and reference kernels), the cached sampler draws the same tokens as
 // the uncached one (greedy and seeded top-k, across the sliding window), the context limit stops
@@ -18,9 +18,9 @@
 #include "llmcc/ops/rope.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
-#include "nn/llama.h"
-#include "nn/llama_generate.h"
-#include "nn/llama_weights.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_generate.h"
+#include "models/llama/llama_weights.h"
 #include "random_ids.h"
 #include "test_support.h"
 
@@ -29,10 +29,10 @@ namespace {
 using llmcc::KernelMode;
 using llmcc::Rng;
 using llmcc::Tensor;
-using llmcc::nn::ContextFull;
-using llmcc::nn::LlamaConfig;
-using llmcc::nn::LlamaGenerator;
-using llmcc::nn::SamplingConfig;
+using llmcc::models::ContextFull;
+using llmcc::models::LlamaConfig;
+using llmcc::models::LlamaGenerator;
+using llmcc::models::SamplingConfig;
 using llmcc::test::random_ids;
 
 // HS = 10: not a multiple of the SIMD width, so the kernels' tails run. n_kv_head 2 of 4 heads:
@@ -52,8 +52,8 @@ LlamaConfig small_config(int n_kv_head = 2) {
 
 // Weights with std 0.3 (not 0.02) so that attention is far from uniform and every path changes
 // the logits.
-llmcc::nn::LlamaWeights small_model(std::uint64_t seed, int n_kv_head = 2, float std = 0.3f) {
-  auto w = llmcc::nn::make_llama(small_config(n_kv_head));
+llmcc::models::LlamaWeights small_model(std::uint64_t seed, int n_kv_head = 2, float std = 0.3f) {
+  auto w = llmcc::models::make_llama(small_config(n_kv_head));
   Rng rng(seed);
   rng.fill_normal(w.params.data(), w.params.size(), 0.0f, std);
   return w;
@@ -71,12 +71,12 @@ void for_both_kernel_modes(F&& body) {
 }
 
 // The ops one decode step calls on (1, 1, C), run directly: the allocations they make themselves.
-long op_allocations_per_step(const llmcc::nn::Llama& m) {
+long op_allocations_per_step(const llmcc::models::Llama& m) {
   llmcc::Arena arena(1 << 20);
   llmcc::ArenaScope scope(arena);
   const Tensor x = arena.zeros({1, 1, m.cfg.n_embd}, "x");  // (1, 1, C)
   const long before = llmcc::test::allocations();
-  for (const llmcc::nn::LlamaBlock& b : m.layers) {
+  for (const llmcc::models::LlamaBlock& b : m.layers) {
     const auto& at = b.attention;
     const Tensor a = b.attention_norm.forward(x);  // (1, 1, C)
     (void)llmcc::rope(llmcc::linear_nobias(a, at.wq), at.n_head, at.rope_freqs, 3);
@@ -92,13 +92,13 @@ long op_allocations_per_step(const llmcc::nn::Llama& m) {
 // Llama for generate_suite.h. Its logits rows are vocab_size wide; the tolerance is the brief's
 // ~1e-5 relative: |got - ref| <= 1e-5 * max|ref| + 1e-5 * |ref|.
 struct LlamaGeneration {
-  using Model = llmcc::nn::Llama;
+  using Model = llmcc::models::Llama;
   using Generator = LlamaGenerator;
   static constexpr llmcc::test::ForwardTolerance kTolerance{1e-5, 1e-5};
   static std::int64_t logits_width(const Model& m) { return m.cfg.vocab_size; }
   static std::vector<std::int32_t> sample(const Model& m, const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                           const SamplingConfig& cfg, Rng& rng) {
-    return llmcc::nn::llama_sample(m, prompt, max_new_tokens, cfg, rng);
+    return llmcc::models::llama_sample(m, prompt, max_new_tokens, cfg, rng);
   }
   static long op_allocations_per_step(const Model& m) { return ::op_allocations_per_step(m); }
 };
@@ -140,9 +140,9 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
         SCOPED_TRACE("prompt " + std::to_string(p) + (cfg.top_k ? ", top-k" : ", greedy"));
         Rng cached_rng(40 + p), uncached_rng(40 + p);
         std::vector<std::int32_t> seen;
-        const auto cached = llmcc::nn::llama_sample(w.model, prompts[p], 2 * maxT, cfg, cached_rng,
+        const auto cached = llmcc::models::llama_sample(w.model, prompts[p], 2 * maxT, cfg, cached_rng,
                                                     [&](std::int32_t id) { seen.push_back(id); });
-        const auto uncached = llmcc::nn::llama_sample_uncached(w.model, prompts[p], 2 * maxT, cfg, uncached_rng);
+        const auto uncached = llmcc::models::llama_sample_uncached(w.model, prompts[p], 2 * maxT, cfg, uncached_rng);
         ASSERT_EQ(cached.size(), std::size_t(2 * maxT));
         EXPECT_EQ(cached, uncached);
         EXPECT_EQ(seen, cached);
@@ -152,7 +152,7 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
   });
   // Top-k draws depend on the seed (the test would pass trivially if they did not).
   Rng a(1), b(2);
-  EXPECT_NE(llmcc::nn::llama_sample(w.model, {3}, 20, top_k, a), llmcc::nn::llama_sample(w.model, {3}, 20, top_k, b));
+  EXPECT_NE(llmcc::models::llama_sample(w.model, {3}, 20, top_k, a), llmcc::models::llama_sample(w.model, {3}, 20, top_k, b));
 }
 
 TEST(LlamaGenerate, StopsAtTheContextLimit) {
@@ -173,14 +173,14 @@ TEST(LlamaGenerate, StopsAtEndOfTextAndStartsFromIt) {
   sc.temperature = 0.0f;
   sc.eot = 1;
   Rng rng(1);
-  const auto first = llmcc::nn::llama_sample(w.model, {4, 5}, 5, sc, rng);  // (5)
+  const auto first = llmcc::models::llama_sample(w.model, {4, 5}, 5, sc, rng);  // (5)
   ASSERT_EQ(first.size(), 5u);
   sc.stop_at_eot = true;
   sc.document_start = first[0];
-  EXPECT_EQ(llmcc::nn::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
+  EXPECT_EQ(llmcc::models::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
   sc.document_start = -1;
   sc.stop_at_eot = false;
-  EXPECT_EQ(llmcc::nn::llama_sample(w.model, {}, 4, sc, rng), llmcc::nn::llama_sample(w.model, {sc.eot}, 4, sc, rng));
+  EXPECT_EQ(llmcc::models::llama_sample(w.model, {}, 4, sc, rng), llmcc::models::llama_sample(w.model, {sc.eot}, 4, sc, rng));
 }
 
 TEST(LlamaGenerate, BadInputIsAClearError) {
@@ -192,8 +192,8 @@ TEST(LlamaGenerate, BadInputIsAClearError) {
   std::vector<std::int32_t> long_prompt(20, 2);  // (20)
   long_prompt[0] = 99;
   EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, long_prompt, 0, sc, rng); }, {"99", "[0, 37)"}));
-  llmcc::nn::Llama unbound(small_config());
+      llmcc::test::throws_error([&] { llmcc::models::llama_sample(w.model, long_prompt, 0, sc, rng); }, {"99", "[0, 37)"}));
+  llmcc::models::Llama unbound(small_config());
   EXPECT_TRUE(llmcc::test::throws_error([&] { LlamaGenerator g(unbound); }, {"no weights bound"}));
 }
 
@@ -204,10 +204,10 @@ TEST(LlamaGenerate, ADecodeStepAllocatesNothingBeyondItsOps) {
 // The planned arenas hold a full-length prefill and the last decode step of the largest shapes
 // a preset has here (an arena overflow throws, so running them is the check).
 TEST(LlamaGenerate, PlannedMemoryHoldsAFullContext) {
-  LlamaConfig c = llmcc::nn::llama_preset("llama-tiny");
+  LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.max_seq_len = 64;
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 1);
+  auto w = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w.model, 1);
   LlamaGenerator gen(w.model, ContextFull::Slide);
   gen.prefill(random_ids(64, c.vocab_size, 3));
   gen.step(5);  // a slide: a prefill of 63, then a decode at position 63

@@ -17,10 +17,10 @@
 #include "llmcc/train/checkpoint.h"
 #include "llmcc/ops/rope.h"
 #include "llmcc/train/safetensors.h"
-#include "nn/llama.h"
-#include "nn/llama_hf.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_hf.h"
 #include "model_weights.h"
-#include "nn/llama_weights.h"
+#include "models/llama/llama_weights.h"
 #include "temp_dir.h"
 #include "test_support.h"
 #include "text_edit.h"
@@ -30,8 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using llmcc::SafetensorsReader;
 using llmcc::TensorShape;
-using llmcc::nn::LlamaConfig;
-using llmcc::nn::LlamaWeights;
+using llmcc::models::LlamaConfig;
+using llmcc::models::LlamaWeights;
 using llmcc::test::replace_once;
 using llmcc::test::same_params;
 using llmcc::test::slurp;
@@ -54,7 +54,7 @@ LlamaConfig small_config() {
 
 // Every parameter element distinct (model_weights.h).
 LlamaWeights distinct_model(const LlamaConfig& c) {
-  LlamaWeights w = llmcc::nn::make_llama(c);
+  LlamaWeights w = llmcc::models::make_llama(c);
   llmcc::test::fill_distinct(w.model);
   return w;
 }
@@ -67,8 +67,8 @@ TEST(LlamaHf, RotaryPermutationMatchesTransformersHalfSplitRope) {
   const std::vector<float> wq = llmcc::test::random_vector<float>(NH * HS * C, 7);
   const std::vector<float> x = llmcc::test::random_vector<float>(C, 8);
   std::vector<float> wq_hf(wq.size()), back(wq.size());
-  llmcc::nn::llama_permute_rotary(wq.data(), NH, HS, C, /*to_hf=*/true, wq_hf.data());
-  llmcc::nn::llama_permute_rotary(wq_hf.data(), NH, HS, C, /*to_hf=*/false, back.data());
+  llmcc::models::llama_permute_rotary(wq.data(), NH, HS, C, /*to_hf=*/true, wq_hf.data());
+  llmcc::models::llama_permute_rotary(wq_hf.data(), NH, HS, C, /*to_hf=*/false, back.data());
   EXPECT_EQ(back, wq);
   // Row h*HS/2 + i of each HF head is Meta row 2i + h.
   for (int c = 0; c < C; ++c) {
@@ -116,14 +116,14 @@ TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
   TempDir dir;
   const LlamaConfig c = small_config();
   LlamaWeights w = distinct_model(c);
-  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  llmcc::models::save_llama_hf(w.model, dir.file("hf"));
   const SafetensorsReader r(dir.file("hf/model.safetensors"));
   EXPECT_EQ(r.tensors().size(), 1u + 9u * c.n_layer + 2u);
   TensorShape shape;
   const std::vector<float> k = r.read_f32("model.layers.1.self_attn.k_proj.weight", &shape);
   EXPECT_EQ(shape, (TensorShape{c.n_kv_head * c.head_dim(), c.n_embd}));
   std::vector<float> want(k.size());
-  llmcc::nn::llama_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
+  llmcc::models::llama_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
                                   want.data());
   EXPECT_EQ(k, want);
   const std::vector<float> gate = r.read_f32("model.layers.0.mlp.gate_proj.weight", &shape);
@@ -140,11 +140,11 @@ TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
                           "\"rope_theta\": 500000.0", "\"intermediate_size\": 24", "\"tie_word_embeddings\": false"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " not in\n" << json;
   }
-  LlamaWeights back = llmcc::nn::load_llama_hf(dir.file("hf"));
+  LlamaWeights back = llmcc::models::load_llama_hf(dir.file("hf"));
   EXPECT_EQ(back.model.cfg.str(), c.str());
   EXPECT_EQ(back.model.cfg.norm_eps, c.norm_eps);
   EXPECT_TRUE(same_params(back, w));
-  LlamaWeights via = llmcc::nn::load_llama(dir.file("hf/model.safetensors"));  // the commands' loader
+  LlamaWeights via = llmcc::models::load_llama(dir.file("hf/model.safetensors"));  // the commands' loader
   EXPECT_TRUE(same_params(via, w));
 }
 
@@ -159,29 +159,29 @@ TEST(LlamaHf, Llama3RopeScalingRoundTrips) {
   c.rope_scaling.high_freq_factor = 4.0f;
   c.rope_scaling.original_max_position_embeddings = 8192;
   LlamaWeights w = distinct_model(c);
-  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  llmcc::models::save_llama_hf(w.model, dir.file("hf"));
   const std::string json = slurp(dir.file("hf/config.json"));
   EXPECT_NE(json.find("\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, "
                       "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
             std::string::npos)
       << json;
-  const LlamaWeights back = llmcc::nn::load_llama_hf(dir.file("hf"));
+  const LlamaWeights back = llmcc::models::load_llama_hf(dir.file("hf"));
   EXPECT_EQ(back.model.cfg.rope_scaling, c.rope_scaling);
   EXPECT_EQ(back.model.cfg.str(), c.str());
   EXPECT_NE(c.str().find("llama3 rope x32 (1, 4, 8192)"), std::string::npos) << c.str();
   EXPECT_EQ(back.model.layers[0].attention.rope_freqs.scaling, c.rope_scaling);  // what the model runs
   llmcc::KeyValues kv;
-  llmcc::nn::llama_config_to_kv(c, kv);
+  llmcc::models::llama_config_to_kv(c, kv);
   EXPECT_EQ(kv.at("model.rope_scaling"), "llama3");
-  EXPECT_EQ(llmcc::nn::llama_config_from_kv(kv, "kv").rope_scaling, c.rope_scaling);
+  EXPECT_EQ(llmcc::models::llama_config_from_kv(kv, "kv").rope_scaling, c.rope_scaling);
   kv["model.rope_scaling"] = "dynamic";
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "kv"); }, {"rope_type 'dynamic'"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::llama_config_from_kv(kv, "kv"); }, {"rope_type 'dynamic'"}));
   kv["model.rope_scaling"] = "llama3";
   kv.erase("model.rope_factor");
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "kv"); }, {"model.rope_factor"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::llama_config_from_kv(kv, "kv"); }, {"model.rope_factor"}));
   // Unscaled configs write null and no checkpoint keys.
   llmcc::KeyValues plain;
-  llmcc::nn::llama_config_to_kv(small_config(), plain);
+  llmcc::models::llama_config_to_kv(small_config(), plain);
   EXPECT_EQ(plain.count("model.rope_scaling"), 0u);
 }
 
@@ -189,7 +189,7 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   TempDir dir;
   const LlamaConfig c = small_config();
   LlamaWeights w = distinct_model(c);
-  llmcc::nn::save_llama_hf(w.model, dir.file("hf"));
+  llmcc::models::save_llama_hf(w.model, dir.file("hf"));
   const std::string config = slurp(dir.file("hf/config.json"));
   const SafetensorsReader r(dir.file("hf/model.safetensors"));
 
@@ -213,39 +213,39 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   };
 
   const std::string tied_cfg = replace_once(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
-  LlamaWeights tied = llmcc::nn::load_llama_hf(variant("tied", tied_cfg, "lm_head.weight"));
+  LlamaWeights tied = llmcc::models::load_llama_hf(variant("tied", tied_cfg, "lm_head.weight"));
   EXPECT_EQ(0, std::memcmp(tied.model.output.f32(), w.model.tok_embeddings.f32(),
                            static_cast<std::size_t>(w.model.output.numel()) * 4));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(variant("untied", config, "lm_head.weight")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(variant("untied", config, "lm_head.weight")); },
                            {"[safetensors]", "no tensor 'lm_head.weight'"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::nn::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
+      [&] { llmcc::models::load_llama_hf(variant("extra", config, "", "model.layers.0.self_attn.q_proj.bias")); },
       {"[llama_hf]", "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
   // Rope scaling: llama3 needs its four numbers; other types are named in the error.
   auto scaling = [&](const std::string& name, const std::string& object) {
     return variant(name, replace_once(config, "\"rope_scaling\": null", "\"rope_scaling\": " + object), "");
   };
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s1", "{\"rope_type\": \"llama3\"}")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(scaling("s1", "{\"rope_type\": \"llama3\"}")); },
                            {"config.json", "factor is missing"}));
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_llama_hf(scaling("s2", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")); },
+      throws_error([&] { llmcc::models::load_llama_hf(scaling("s2", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")); },
                    {"config.json", "rope_scaling", "rope_type 'yarn' is not supported", "'llama3'"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s3", "{\"factor\": 4.0}")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(scaling("s3", "{\"factor\": 4.0}")); },
                            {"config.json", "rope_scaling has no rope_type"}));
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_llama_hf(scaling("s4",
+        llmcc::models::load_llama_hf(scaling("s4",
                                          "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
                                          "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                                          "\"original_max_position_embeddings\": 8192}"));
       },
       {"config.json", "rope_scaling", "factor is 0.5"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama_hf(scaling("s5", "7")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(scaling("s5", "7")); },
                            {"config.json", "rope_scaling must be an object or null"}));
   // "default" is no scaling; transformers 5's rope_parameters (with rope_theta inside) is read too.
-  EXPECT_EQ(llmcc::nn::load_llama_hf(scaling("s6", "{\"type\": \"default\"}")).model.cfg.rope_scaling,
+  EXPECT_EQ(llmcc::models::load_llama_hf(scaling("s6", "{\"type\": \"default\"}")).model.cfg.rope_scaling,
             llmcc::RopeScaling{});
-  const LlamaWeights v5 = llmcc::nn::load_llama_hf(variant(
+  const LlamaWeights v5 = llmcc::models::load_llama_hf(variant(
       "s7",
       replace_once(config, "\"rope_scaling\": null",
                    "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 8.0, "
@@ -256,30 +256,30 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   EXPECT_EQ(v5.model.cfg.rope_scaling.factor, 8.0f);
   EXPECT_EQ(v5.model.layers[1].attention.rope_freqs.scaling, v5.model.cfg.rope_scaling);
   EXPECT_TRUE(
-      throws_error([&] { llmcc::nn::load_llama_hf(variant("gelu", replace_once(config, "\"silu\"", "\"gelu\""), "")); },
+      throws_error([&] { llmcc::models::load_llama_hf(variant("gelu", replace_once(config, "\"silu\"", "\"gelu\""), "")); },
                    {"hidden_act is 'gelu'"}));
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_llama_hf(
+        llmcc::models::load_llama_hf(
             variant("gpt2", replace_once(config, "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""), ""));
       },
       {"model_type is 'gpt2', expected 'llama'"}));
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_llama_hf(
+        llmcc::models::load_llama_hf(
             variant("kv", replace_once(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), ""));
       },
       {"config.json", "cannot build"}));
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_llama_hf(
+        llmcc::models::load_llama_hf(
             variant("width", replace_once(config, "\"intermediate_size\": 24", "\"intermediate_size\": 32"), ""));
       },
       {"tensor 'model.layers.0.mlp.gate_proj.weight'", "shape (24, 16), expected (32, 16)"}));
   // More layers in the config than in the file: the first missing one, before any allocation.
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::nn::load_llama_hf(
+        llmcc::models::load_llama_hf(
             variant("deep", replace_once(config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 65536"), ""));
       },
       {"[llama_hf]", "no tensor 'model.layers.2.input_layernorm.weight'", "n_layer = 65536"}));
@@ -297,19 +297,19 @@ TEST(LlamaHf, ConfigLargerThanItsFileFailsBeforeAllocating) {
   c.hidden_dim = 65536;
   const std::string sub = dir.file("huge");
   fs::create_directories(sub);
-  std::ofstream(sub + "/config.json", std::ios::binary) << llmcc::nn::llama_hf_config_json(c);
+  std::ofstream(sub + "/config.json", std::ios::binary) << llmcc::models::llama_hf_config_json(c);
   static const float zero = 0.0f;
   llmcc::write_safetensors(sub + "/model.safetensors",
                            {llmcc::safetensors_tensor("model.embed_tokens.weight", {1}, &zero),
                             llmcc::safetensors_tensor("model.layers.0.input_layernorm.weight", {1}, &zero)});
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama(sub); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama(sub); },
                            {"[safetensors]", "tensor 'model.embed_tokens.weight'", "shape (1), expected"}));
 
   const llmcc::ParameterStore tiny({{"tok_embeddings.weight", llmcc::Shape{1}}});
   llmcc::TrainState state;
-  llmcc::nn::llama_config_to_kv(c, state.config);
+  llmcc::models::llama_config_to_kv(c, state.config);
   llmcc::save_checkpoint(dir.file("huge.ckpt"), tiny, nullptr, state);
-  EXPECT_TRUE(throws_error([&] { llmcc::nn::load_llama(dir.file("huge.ckpt")); },
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama(dir.file("huge.ckpt")); },
                            {"[llama]", "huge.ckpt [params]: holds 1 weights", "too few for the model"}));
 }
 
@@ -317,23 +317,23 @@ TEST(LlamaHf, ExportCommandConvertsBothWays) {
   TempDir dir;
   LlamaWeights w = distinct_model(small_config());
   llmcc::TrainState state;
-  llmcc::nn::llama_config_to_kv(w.model.cfg, state.config);
+  llmcc::models::llama_config_to_kv(w.model.cfg, state.config);
   llmcc::save_checkpoint(dir.file("llama.ckpt"), w.params, nullptr, state);
 
   auto r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("llama.ckpt"), "--out", dir.file("hf")});
   ASSERT_EQ(r.code, 0) << r.err;  // auto: a Llama checkpoint goes to safetensors
   EXPECT_NE(r.out.find("LlamaForCausalLM"), std::string::npos) << r.out;
-  LlamaWeights exported = llmcc::nn::load_llama_hf(dir.file("hf"));
+  LlamaWeights exported = llmcc::models::load_llama_hf(dir.file("hf"));
   EXPECT_TRUE(same_params(exported, w));
 
   r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--out", dir.file("back.ckpt")});
   ASSERT_EQ(r.code, 0) << r.err;  // auto: Hugging Face goes to an llmcc checkpoint
-  LlamaWeights back = llmcc::nn::load_llama(dir.file("back.ckpt"));
+  LlamaWeights back = llmcc::models::load_llama(dir.file("back.ckpt"));
   EXPECT_TRUE(same_params(back, w));
 
   r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("x.bin")});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("llm.c model files hold GPT-2 only"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("holds a Llama model, which exports as llmcc, safetensors, not llmc"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -13,16 +13,16 @@
 
 #include "llama.grad.h"
 #include "llmcc/arena.h"
-#include "model_family.h"
+#include "model_report.h"
 #include "model_suite.h"
-#include "nn/llama.h"
-#include "nn/llama_generate.h"
-#include "nn/llama_weights.h"
+#include "models/llama/llama.h"
+#include "models/llama/llama_generate.h"
+#include "models/llama/llama_weights.h"
 #include "test_support.h"
 
 namespace {
 
-using llmcc::nn::LlamaConfig;
+using llmcc::models::LlamaConfig;
 
 // GQA (4 query heads over 2 key/value heads), head size 4 (two RoPE pairs), a SwiGLU width
 // that is not a multiple of anything in particular, and a vocabulary of 37.
@@ -40,7 +40,7 @@ LlamaConfig small_config() {
 }
 
 std::int64_t declared_elements(const LlamaConfig& c) {
-  llmcc::nn::Llama shapes(c);  // shapes only: no storage, so llama-3.2-1b builds anywhere
+  llmcc::models::Llama shapes(c);  // shapes only: no storage, so llama-3.2-1b builds anywhere
   std::int64_t n = 0;
   llmcc::for_each_parameter(shapes, [&](const std::string&, llmcc::Tensor& t) { n += t.numel(); });
   return n;
@@ -49,27 +49,27 @@ std::int64_t declared_elements(const LlamaConfig& c) {
 // Llama for model_suite.h.
 struct LlamaFamily {
   using Config = LlamaConfig;
-  using Weights = llmcc::nn::LlamaWeights;
+  using Weights = llmcc::models::LlamaWeights;
   static constexpr const char* kName = "llama";
-  static Weights make(const Config& c) { return llmcc::nn::make_llama(c); }
-  static void init(Weights& w, std::uint64_t seed) { llmcc::nn::llama_init(w.model, seed); }
+  static Weights make(const Config& c) { return llmcc::models::make_llama(c); }
+  static void init(Weights& w, std::uint64_t seed) { llmcc::models::llama_init(w.model, seed); }
   static float loss(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets) {
-    return llmcc::nn::llama_loss(w.model, idx, targets);
+    return llmcc::models::llama_loss(w.model, idx, targets);
   }
   static float loss_grad(const Weights& w, llmcc::Tokens idx, llmcc::Tokens targets, auto& grad) {
-    return llmcc::nn::llama_loss_grad(w.model, idx, targets, grad);
+    return llmcc::models::llama_loss_grad(w.model, idx, targets, grad);
   }
   static std::int64_t real_elements(const std::string&, const llmcc::Tensor& t, const Config&) { return t.numel(); }
 };
 
 TEST(LlamaModel, Stories15mMatchesLlama2c) {
-  const LlamaConfig c = llmcc::nn::llama_preset("stories15m");
+  const LlamaConfig c = llmcc::models::llama_preset("stories15m");
   EXPECT_EQ(c.n_embd, 288);
-  EXPECT_EQ(c.hidden_dim, llmcc::nn::llama_hidden_dim(288, 32));
+  EXPECT_EQ(c.hidden_dim, llmcc::models::llama_hidden_dim(288, 32));
   EXPECT_EQ(c.hidden_dim, 768);
-  EXPECT_EQ(llmcc::nn::llama_preset("stories42m").hidden_dim, llmcc::nn::llama_hidden_dim(512, 32));
-  EXPECT_EQ(llmcc::nn::llama_preset("stories42m").hidden_dim, 1376);
-  EXPECT_EQ(llmcc::nn::llama_preset("llama-tiny").hidden_dim, llmcc::nn::llama_hidden_dim(128, 32));
+  EXPECT_EQ(llmcc::models::llama_preset("stories42m").hidden_dim, llmcc::models::llama_hidden_dim(512, 32));
+  EXPECT_EQ(llmcc::models::llama_preset("stories42m").hidden_dim, 1376);
+  EXPECT_EQ(llmcc::models::llama_preset("llama-tiny").hidden_dim, llmcc::models::llama_hidden_dim(128, 32));
   // llama2.c's stories15M has 15,191,712 parameters with its output head tied to the embedding;
   // ours is untied, one (V, C) matrix more.
   const std::int64_t head = std::int64_t{32000} * 288;
@@ -79,7 +79,7 @@ TEST(LlamaModel, Stories15mMatchesLlama2c) {
 }
 
 TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
-  const LlamaConfig c = llmcc::nn::llama_preset("llama-3.2-1b");
+  const LlamaConfig c = llmcc::models::llama_preset("llama-3.2-1b");
   EXPECT_EQ(c.n_kv_head, 8);
   EXPECT_EQ(c.head_dim(), 64);
   EXPECT_EQ(c.rope_theta, 500000.0f);
@@ -89,15 +89,16 @@ TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
   EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0f);
   EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0f);
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
-  EXPECT_EQ(llmcc::nn::llama_preset("stories15m").rope_scaling.type, llmcc::RopeScaling::Type::None);
+  EXPECT_EQ(llmcc::models::llama_preset("stories15m").rope_scaling.type, llmcc::RopeScaling::Type::None);
   // Meta's Llama-3.2-1B: 1,235,814,400 parameters with the head tied to the embedding.
   const std::int64_t head = std::int64_t{128256} * 2048;
   EXPECT_EQ(c.parameter_count() - head, 1235814400);
   EXPECT_EQ(c.parameter_count(), 1498482688);
   EXPECT_EQ(declared_elements(c), c.parameter_count());
-  // The memory plan the trainer prints (model_family.h): weights, gradients, AdamW's two moments,
+  // The memory plan the trainer prints (model_report.h): weights, gradients, AdamW's two moments,
   // and the step arena for one (1, 2048) micro-batch, which the trainer measures when it starts.
-  const auto mc = llmcc::cli::ModelConfig::of(c);
+  const llmcc::models::ModelConfig mc = llmcc::models::model_preset("llama-3.2-1b");
+  ASSERT_EQ(mc.parameter_count(), c.parameter_count());
   const llmcc::cli::MemoryPlan plan = llmcc::cli::memory_plan(mc, 1, 2048);
   std::printf("llama-3.2-1b: %s\n", llmcc::cli::describe(plan).c_str());
   EXPECT_EQ(plan.params_bytes, static_cast<std::size_t>(c.parameter_count()) * 4);
@@ -107,44 +108,44 @@ TEST(LlamaModel, Llama32OneBBuildsAndReportsItsPlan) {
 }
 
 TEST(LlamaModel, PresetsAndValidation) {
-  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::nn::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
+  EXPECT_TRUE(llmcc::test::throws_error([] { llmcc::models::llama_preset("llama-9"); }, {"llama-9", "stories15m"}));
   LlamaConfig bad = small_config();
   bad.n_kv_head = 3;
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"n_kv_head (3)", "divisor of n_head (4)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::Llama m(bad); }, {"n_kv_head (3)", "divisor of n_head (4)"}));
   bad = small_config();
   bad.n_embd = 12;  // head size 3: RoPE needs pairs
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::Llama m(bad); }, {"head size", "even"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::Llama m(bad); }, {"head size", "even"}));
   bad = small_config();
   bad.rope_theta = 0.0f;
   EXPECT_TRUE(llmcc::test::throws_error([&] { bad.validate(); }, {"rope_theta"}));
 }
 
 TEST(LlamaModel, ConfigRoundTripsThroughKeyValues) {
-  LlamaConfig c = llmcc::nn::llama_preset("llama-3.2-1b");
+  LlamaConfig c = llmcc::models::llama_preset("llama-3.2-1b");
   c.norm_eps = 1e-6f;
   llmcc::KeyValues kv;
-  llmcc::nn::llama_config_to_kv(c, kv);
+  llmcc::models::llama_config_to_kv(c, kv);
   EXPECT_EQ(kv.at("model.family"), "llama");
-  const LlamaConfig back = llmcc::nn::llama_config_from_kv(kv, "test");
+  const LlamaConfig back = llmcc::models::llama_config_from_kv(kv, "test");
   EXPECT_EQ(back.n_kv_head, c.n_kv_head);
   EXPECT_EQ(back.hidden_dim, c.hidden_dim);
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(back.norm_eps, c.norm_eps);
   EXPECT_EQ(back.rope_scaling, c.rope_scaling);
-  EXPECT_EQ(llmcc::cli::model_config_from_kv(kv, "test").family, llmcc::cli::Family::Llama);
+  EXPECT_STREQ(llmcc::models::model_config_from_kv(kv, "test").family_name(), "llama");
   kv.erase("model.n_kv_head");
   EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"f.bin", "model.n_kv_head"}));
+      llmcc::test::throws_error([&] { llmcc::models::llama_config_from_kv(kv, "f.bin"); }, {"f.bin", "model.n_kv_head"}));
   kv["model.family"] = "gpt2";
-  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::nn::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::llama_config_from_kv(kv, "f.bin"); }, {"'gpt2' model"}));
 }
 
 TEST(LlamaModel, InitialisationFollowsLlama2c) {
   LlamaConfig c = small_config();
   c.n_embd = 64;
   c.hidden_dim = 128;
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 1234);
+  auto w = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w.model, 1234);
   using llmcc::test::standard_deviation;
   EXPECT_NEAR(standard_deviation(w.model.tok_embeddings), 0.02, 0.002);
   EXPECT_NEAR(standard_deviation(w.model.layers[0].attention.wq), 0.02, 0.002);
@@ -156,13 +157,13 @@ TEST(LlamaModel, InitialisationFollowsLlama2c) {
     ASSERT_EQ(w.model.layers[0].attention_norm.w.f32()[i], 1.0f);
     ASSERT_EQ(w.model.norm.w.f32()[i], 1.0f);
   }
-  auto w2 = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w2.model, 1234);
+  auto w2 = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w2.model, 1234);
   EXPECT_EQ(0, std::memcmp(w.params.data(), w2.params.data(), w.params.size() * sizeof(float)));
 }
 
 TEST(LlamaModel, LossAtInitialisationIsLogVocab) {
-  llmcc::test::model_loss_at_initialisation_is_log_vocab<LlamaFamily>(llmcc::nn::llama_preset("llama-tiny"), 32000);
+  llmcc::test::model_loss_at_initialisation_is_log_vocab<LlamaFamily>(llmcc::models::llama_preset("llama-tiny"), 32000);
 }
 
 TEST(LlamaModel, GeneratedGradientMemorisesABatch) {
@@ -171,8 +172,8 @@ TEST(LlamaModel, GeneratedGradientMemorisesABatch) {
 
 // Weights drawn larger than Llama's 0.02 so that every path carries signal.
 TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
-  auto w = llmcc::nn::make_llama(small_config());
-  llmcc::nn::llama_init(w.model, 11);
+  auto w = llmcc::models::make_llama(small_config());
+  llmcc::models::llama_init(w.model, 11);
   llmcc::Rng rng(12);
   llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
     // RMSNorm weights around one (their role), matrices N(0, 0.3).
@@ -184,15 +185,15 @@ TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
 
 TEST(LlamaModel, SamplerDrawsFromTheLastRow) {
   const LlamaConfig c = small_config();
-  auto w = llmcc::nn::make_llama(c);
-  llmcc::nn::llama_init(w.model, 21);
-  llmcc::nn::SamplingConfig cfg;
+  auto w = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(w.model, 21);
+  llmcc::models::SamplingConfig cfg;
   cfg.temperature = 0.0f;  // greedy: the argmax of Llama::forward's last row
   cfg.eot = 1;
   llmcc::Rng rng(1);
   const std::vector<std::int32_t> prompt = {3, 5, 7};
   // Longer than max_seq_len (16): the window slides.
-  const auto out = llmcc::nn::llama_sample(w.model, prompt, 20, cfg, rng);
+  const auto out = llmcc::models::llama_sample(w.model, prompt, 20, cfg, rng);
   ASSERT_EQ(out.size(), 20u);
   std::vector<std::int32_t> seq = prompt;
   llmcc::Arena arena(16 << 20);
@@ -208,7 +209,7 @@ TEST(LlamaModel, SamplerDrawsFromTheLastRow) {
     seq.push_back(id);
   }
   EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::nn::llama_sample(w.model, {40}, 1, cfg, rng); }, {"40", "[0, 37)"}));
+      llmcc::test::throws_error([&] { llmcc::models::llama_sample(w.model, {40}, 1, cfg, rng); }, {"40", "[0, 37)"}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // A steady-state training step allocates nothing from the heap: steps 2..5 of a tiny GPT-2's
 // training (the step `llmcc bench` times: arena reset, gpt2_loss_grad with the kept Saved
-// record, AdamW zeroing the gradient; Gpt2BenchStep) make zero allocations, on every thread.
+// record, AdamW zeroing the gradient; Model::bench_step) make zero allocations, on every thread.
 //
 // Counting: this executable defines malloc, calloc, realloc, aligned_alloc, posix_memalign and
 // memalign (forwarding to glibc's __libc_* entry points), so every allocation in the process is
@@ -29,13 +29,13 @@
 #include <new>
 #include <string>
 
-#include "bench_step.h"
+#include "bench_run.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
-#include "nn/gpt2_config.h"
-#include "nn/llama_config.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/llama/llama_config.h"
 
 // glibc's own allocator entry points (exported for exactly this kind of interposition).
 extern "C" {
@@ -210,7 +210,7 @@ namespace {
 
 // Runs one uncounted step, then counts the allocations of the next four: on a new `bench`, steps
 // 2..5 (step 1 sizes the Saved record, the scratch arenas and the thread team).
-long allocations_in_next_4_steps(llmcc::cli::BenchStep& bench, bool print = true) {
+long allocations_in_next_4_steps(llmcc::models::BenchStep& bench, bool print = true) {
   bench.step();
   void* warm[4];
   backtrace(warm, 4);  // loads libgcc's unwinder now, not inside the counted steps
@@ -278,8 +278,8 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
   for (int threads : {1, 2}) {
     SCOPED_TRACE(std::to_string(threads) + " thread(s)");
     llmcc::set_num_threads(threads);
-    llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
-    allocations_in_next_4_steps(bench, /*print=*/false);
+    llmcc::test::BenchRun bench = llmcc::test::bench_run(llmcc::models::model_preset("gpt2-tiny"), 2, 32);
+    allocations_in_next_4_steps(*bench, /*print=*/false);
     const BySource c = by_source();
     std::printf(
         "%d thread(s), steps 2..5: %ld allocations of our own, %ld in the GEMM library, "
@@ -309,14 +309,24 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
 // ends build their messages only on failure, no parallel region runs on one thread (libgomp
 // allocates a team for each; src/kernels/cpu/parallel.h), and the GEMM packs into per-thread
 // buffers allocated on a thread's first call.
-// Steps 2..5 of a (B=2, T=32) training step of `config`, on 1 and 2 threads: no allocation.
-template <class Step, class Config>
-void expect_steps_allocate_nothing(const Config& config) {
+// The family's preset of fewest parameters (gpt2-tiny, llama-tiny, ...).
+std::string tiny_preset(const llmcc::models::Family& f) {
+  std::string best;
+  std::int64_t fewest = 0;
+  for (const std::string& name : f.preset_names()) {
+    const std::int64_t n = f.preset(name).parameter_count();
+    if (best.empty() || n < fewest) best = name, fewest = n;
+  }
+  return best;
+}
+
+// Steps 2..5 of a (B=2, T=32) training step of `preset`, on 1 and 2 threads: no allocation.
+void expect_steps_allocate_nothing(const std::string& preset) {
   for (int threads : {1, 2}) {
-    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
+    SCOPED_TRACE(preset + ", " + std::to_string(threads) + " thread(s)");
     llmcc::set_num_threads(threads);
-    Step bench(config, 2, 32);
-    EXPECT_EQ(allocations_in_next_4_steps(bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
+    llmcc::test::BenchRun bench = llmcc::test::bench_run(llmcc::models::model_preset(preset), 2, 32);
+    EXPECT_EQ(allocations_in_next_4_steps(*bench), 0) << "heap allocations in steps 2..5 (backtraces above)";
   }
 }
 
@@ -327,9 +337,9 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
 #endif
   if (!llmcc::cpu::gemm_is_allocation_free())
     GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
-  expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
-  // Llama's ops (RMSNorm, RoPE, GQA attention, SwiGLU, untied head) as well.
-  expect_steps_allocate_nothing<llmcc::cli::LlamaBenchStep>(llmcc::nn::llama_preset("llama-tiny"));
+  // Every family's smallest preset: its ops (Llama's RMSNorm, RoPE, GQA attention, SwiGLU,
+  // untied head, ...) as well.
+  for (const llmcc::models::Family* f : llmcc::models::model_families()) expect_steps_allocate_nothing(tiny_preset(*f));
 }
 
 // The same with bf16 matrix products, which always run on llmcc's packed GEMM (its bf16 panels
@@ -341,8 +351,7 @@ TEST(NoAllocSteadyState, Bf16TrainingStepsTwoToFiveAllocateNothing) {
 #endif
   std::printf("bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_packed_bf16_kernel_name());
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Bf16);
-  expect_steps_allocate_nothing<llmcc::cli::Gpt2BenchStep>(llmcc::nn::gpt2_preset("gpt2-tiny"));
-  expect_steps_allocate_nothing<llmcc::cli::LlamaBenchStep>(llmcc::nn::llama_preset("llama-tiny"));
+  for (const llmcc::models::Family* f : llmcc::models::model_families()) expect_steps_allocate_nothing(tiny_preset(*f));
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Fp32);
 }
 
@@ -354,7 +363,8 @@ TEST(NoAllocSteadyState, ProfilerAddsNoAllocations) {
   // The profiler links a site into its list on first use without allocating: profiled steps
   // allocate exactly as often as unprofiled ones.
   llmcc::set_num_threads(2);
-  llmcc::cli::Gpt2BenchStep bench(llmcc::nn::gpt2_preset("gpt2-tiny"), 2, 32);
+  llmcc::test::BenchRun run = llmcc::test::bench_run(llmcc::models::model_preset("gpt2-tiny"), 2, 32);
+  llmcc::models::BenchStep& bench = *run;
   const long plain = allocations_in_next_4_steps(bench, /*print=*/false);
   llmcc::profile::reset();
   llmcc::profile::enable(true);

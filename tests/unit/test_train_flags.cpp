@@ -13,6 +13,8 @@
 
 #include "llmcc/train/token_file.h"
 #include "model_flags.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/llama/llama_config.h"
 #include "temp_dir.h"
 #include "test_support.h"
 #include "llmcc/train/train_log.h"
@@ -47,13 +49,13 @@ std::string slurp(const std::string& path) {
 }
 
 TEST(ModelFlags, PresetAndOverrides) {
-  const auto def = parse_model({}).config().gpt2;
+  const auto def = parse_model({}).config().as<llmcc::models::Gpt2Config>();
   EXPECT_EQ(def.n_layer, 12);
   EXPECT_EQ(def.n_embd, 768);
   const auto c = parse_model({"--model", "gpt2-tiny", "--n-layer", "2", "--n-embd", "64", "--vocab-size", "1000",
                               "--max-seq-len", "32"})
                      .config()
-                     .gpt2;
+                     .as<llmcc::models::Gpt2Config>();
   EXPECT_EQ(c.n_layer, 2);
   EXPECT_EQ(c.n_head, 4);  // the preset's
   EXPECT_EQ(c.n_embd, 64);
@@ -71,9 +73,8 @@ TEST(ModelFlags, BadValuesNameTheFlag) {
 }
 
 TEST(ModelFlags, ConflictsWithALoadedModelNameTheFlag) {
-  auto gpt2 = llmcc::nn::gpt2_preset("gpt2-tiny");
-  gpt2.n_layer = 2;
-  const auto loaded = llmcc::cli::ModelConfig::of(gpt2);
+  auto loaded = llmcc::models::model_preset("gpt2-tiny");
+  loaded.set("n_layer", 2);
   // Flags that agree, or none, pass.
   parse_model({}).check_matches(loaded, "the checkpoint c.bin", "where");
   parse_model({"--n-layer", "2", "--n-head", "4"}).check_matches(loaded, "the checkpoint c.bin", "where");
@@ -91,14 +92,15 @@ TEST(ModelFlags, LlamaPresetsAndOverrides) {
   const auto c = parse_model({"--model", "llama-tiny", "--n-kv-head", "1", "--hidden-dim", "300", "--rope-theta",
                               "500000", "--vocab-size", "50257", "--norm-eps", "1e-6"})
                      .config();
-  EXPECT_EQ(c.family, llmcc::cli::Family::Llama);
-  EXPECT_EQ(c.llama.n_layer, 4);  // the preset's
-  EXPECT_EQ(c.llama.n_kv_head, 1);
-  EXPECT_EQ(c.llama.hidden_dim, 300);
-  EXPECT_EQ(c.llama.rope_theta, 500000.0f);
-  EXPECT_EQ(c.llama.norm_eps, 1e-6f);
+  EXPECT_STREQ(c.family_name(), "llama");
+  const auto& llama = c.as<llmcc::models::LlamaConfig>();
+  EXPECT_EQ(llama.n_layer, 4);  // the preset's
+  EXPECT_EQ(llama.n_kv_head, 1);
+  EXPECT_EQ(llama.hidden_dim, 300);
+  EXPECT_EQ(llama.rope_theta, 500000.0f);
+  EXPECT_EQ(llama.norm_eps, 1e-6f);
   EXPECT_EQ(c.vocab_size(), 50257);  // not padded
-  EXPECT_EQ(parse_model({"--model", "stories15m"}).config().llama.hidden_dim, 768);
+  EXPECT_EQ(parse_model({"--model", "stories15m"}).config().get("hidden_dim"), 768);
   // Llama-only flags on a GPT-2, and a bad GQA split, name the flag or field.
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt2-tiny", "--n-kv-head", "2"}).config(); },
                            {"--n-kv-head", "Llama models only", "gpt2-tiny"}));
@@ -110,16 +112,15 @@ TEST(ModelFlags, LlamaPresetsAndOverrides) {
 }
 
 TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
-  auto llama = llmcc::nn::llama_preset("llama-tiny");
-  llama.n_kv_head = 1;
-  const auto loaded = llmcc::cli::ModelConfig::of(llama);
+  auto loaded = llmcc::models::model_preset("llama-tiny");
+  loaded.set("n_kv_head", 1);
   parse_model({"--model", "llama-tiny", "--n-kv-head", "1"}).check_matches(loaded, "c.bin", "where");
   EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(loaded, "c.bin", "where"); },
                            {"--model llama-tiny conflicts with c.bin", "n_kv_head 1"}));
   EXPECT_TRUE(throws_error([&] { parse_model({"--rope-theta", "20"}).check_matches(loaded, "c.bin", "where"); },
                            {"--rope-theta 20 conflicts", "rope_theta 10000"}));
   // Another family.
-  const auto gpt2 = llmcc::cli::model_preset("gpt2-tiny");
+  const auto gpt2 = llmcc::models::model_preset("gpt2-tiny");
   EXPECT_TRUE(throws_error([&] { parse_model({"--model", "llama-tiny"}).check_matches(gpt2, "c.bin", "where"); },
                            {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
   EXPECT_TRUE(throws_error([&] { parse_model({"--n-kv-head", "2"}).check_matches(gpt2, "c.bin", "where"); },
@@ -164,7 +165,7 @@ TEST(TrainFlags, TheLlmcRecipeFillsWhatIsNotGiven) {
 }
 
 TEST(TrainFlags, ValidationNamesTheFlag) {
-  const auto config = llmcc::cli::model_preset("gpt2-tiny");  // max_seq_len 256
+  const auto config = llmcc::models::model_preset("gpt2-tiny");  // max_seq_len 256
   auto check = [&](std::vector<std::string> args, std::initializer_list<const char*> fragments) {
     args.insert(args.end(), {"--train-data", "t.bin", "--out-dir", "run"});
     const TrainOptions o = parse_train(args);
@@ -217,7 +218,7 @@ TEST(TrainFlags, HyperParametersRoundTripThroughACheckpointConfig) {
   llmcc::write_token_file(dir.file("t.bin"), std::vector<std::int32_t>{1, 2, 3});
   const TrainOptions trained = parse_train({"--lr", "3e-4", "--beta2", "0.99", "--steps", "500", "--grad-accum", "4",
                                             "--seed", "42", "--sampling", "sequential", "--weight-decay", "0.05"});
-  const auto config = llmcc::cli::model_preset("gpt2-tiny");
+  const auto config = llmcc::models::model_preset("gpt2-tiny");
   auto kv = llmcc::cli::train_options_to_kv(trained, config, {dir.file("t.bin")}, {});
   kv["run.threads"] = "3";  // added by the trainer: the count it used
   EXPECT_EQ(kv.at("model.n_layer"), "4");

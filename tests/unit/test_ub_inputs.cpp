@@ -18,10 +18,10 @@
 #include "llmcc/error.h"
 #include "llmcc/parameters.h"
 #include "llmcc/runtime.h"
-#include "nn/gpt2_config.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama_config.h"
-#include "nn/llama_weights.h"
+#include "models/gpt2/gpt2_config.h"
+#include "models/gpt2/gpt2_weights.h"
+#include "models/llama/llama_config.h"
+#include "models/llama/llama_weights.h"
 #include "test_support.h"
 
 namespace llmcc {
@@ -160,7 +160,7 @@ std::string error_of(F f) {
 }
 
 TEST(UbInputs, Gpt2ConfigTooLargeIsAnError) {
-  nn::Gpt2Config wide = nn::gpt2_preset("gpt2");
+  models::Gpt2Config wide = models::gpt2_preset("gpt2");
   wide.n_embd = 1 << 30;
   wide.n_head = 16;
   std::string what = error_of([&] { wide.validate(); });
@@ -170,25 +170,25 @@ TEST(UbInputs, Gpt2ConfigTooLargeIsAnError) {
   what = error_of([&] { (void)wide.parameter_count(); });  // not a negative count
   EXPECT_NE(what.find("limit"), std::string::npos) << what;
 
-  nn::Gpt2Config deep = nn::gpt2_preset("gpt2");
+  models::Gpt2Config deep = models::gpt2_preset("gpt2");
   deep.n_layer = 1 << 30;
   what = error_of([&] { deep.validate(); });
   EXPECT_NE(what.find("n_layer (1073741824)"), std::string::npos) << what;
   EXPECT_NE(what.find("2^40"), std::string::npos) << what;
 
   // Every int field at its maximum: still an error, not an overflow.
-  nn::Gpt2Config all_max;
+  models::Gpt2Config all_max;
   all_max.vocab_size = all_max.padded_vocab_size = all_max.max_seq_len = all_max.n_layer = all_max.n_embd =
       all_max.n_head = std::numeric_limits<int>::max();
   EXPECT_NE(error_of([&] { all_max.validate(); }).find("2^40"), std::string::npos);
-  EXPECT_NE(error_of([&] { (void)nn::padded_vocab(std::numeric_limits<int>::max()); }).find("vocab_size"),
+  EXPECT_NE(error_of([&] { (void)models::padded_vocab(std::numeric_limits<int>::max()); }).find("vocab_size"),
             std::string::npos);
 
-  EXPECT_EQ(nn::gpt2_preset("gpt2").parameter_count(), 124475904);  // llm.c's count with Vp 50304
+  EXPECT_EQ(models::gpt2_preset("gpt2").parameter_count(), 124475904);  // llm.c's count with Vp 50304
 }
 
 TEST(UbInputs, LlamaConfigTooLargeIsAnError) {
-  nn::LlamaConfig wide = nn::llama_preset("stories15m");
+  models::LlamaConfig wide = models::llama_preset("stories15m");
   wide.n_embd = 1 << 30;
   wide.n_head = wide.n_kv_head = 16;
   std::string what = error_of([&] { wide.validate(); });
@@ -198,19 +198,19 @@ TEST(UbInputs, LlamaConfigTooLargeIsAnError) {
   what = error_of([&] { (void)wide.parameter_count(); });
   EXPECT_NE(what.find("limit"), std::string::npos) << what;
 
-  nn::LlamaConfig deep = nn::llama_preset("stories15m");
+  models::LlamaConfig deep = models::llama_preset("stories15m");
   deep.n_layer = 1 << 30;
   what = error_of([&] { deep.validate(); });
   EXPECT_NE(what.find("n_layer (1073741824)"), std::string::npos) << what;
 
-  nn::LlamaConfig wide_ffn = nn::llama_preset("stories15m");
+  models::LlamaConfig wide_ffn = models::llama_preset("stories15m");
   wide_ffn.hidden_dim = std::numeric_limits<int>::max();
   what = error_of([&] { wide_ffn.validate(); });
   EXPECT_NE(what.find("hidden_dim (2147483647)"), std::string::npos) << what;
 
-  EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(1 << 30, 32); }).find("does not fit"), std::string::npos);
-  EXPECT_NE(error_of([] { (void)nn::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"), std::string::npos);
-  EXPECT_EQ(nn::llama_hidden_dim(288, 32), 768);
+  EXPECT_NE(error_of([] { (void)models::llama_hidden_dim(1 << 30, 32); }).find("does not fit"), std::string::npos);
+  EXPECT_NE(error_of([] { (void)models::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"), std::string::npos);
+  EXPECT_EQ(models::llama_hidden_dim(288, 32), 768);
 }
 
 // Sizes that pass the 2^40 limit but cannot fit in memory are refused with the size needed and
@@ -225,17 +225,17 @@ TEST(UbInputs, WeightsThatCannotFitAreRefusedBeforeAllocating) {
   what = error_of([] { ParameterStore huge({{"w", Shape{std::int64_t{1} << 20, std::int64_t{1} << 19}}}); });
   EXPECT_NE(what.find("[parameters] 1 tensors of 549755813888 floats needs"), std::string::npos) << what;
 
-  nn::Gpt2Config deep = nn::gpt2_preset("gpt2");
+  models::Gpt2Config deep = models::gpt2_preset("gpt2");
   deep.n_embd = 64;
   deep.n_head = 4;
   deep.n_layer = 1 << 24;  // 8.4e11 parameters: under 2^40, over any machine's memory
-  what = error_of([&] { (void)nn::make_gpt2(deep); });
+  what = error_of([&] { (void)models::make_gpt2(deep); });
   EXPECT_NE(what.find("[gpt2] the weights of GPT-2"), std::string::npos) << what;
   EXPECT_NE(what.find("GiB of memory is available"), std::string::npos) << what;
 
-  nn::LlamaConfig deep_llama = nn::llama_preset("stories15m");
+  models::LlamaConfig deep_llama = models::llama_preset("stories15m");
   deep_llama.n_layer = 1 << 19;  // 5.2e11 parameters
-  what = error_of([&] { (void)nn::make_llama(deep_llama); });
+  what = error_of([&] { (void)models::make_llama(deep_llama); });
   EXPECT_NE(what.find("[llama] the weights of Llama"), std::string::npos) << what;
 }
 

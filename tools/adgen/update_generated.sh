@@ -2,7 +2,7 @@
 # Regenerates generated/<name>.grad.{h,cpp} for the given model headers with adgen, using the
 # same flags as the freshness test (tests/adgen/test_adgen_golden.cpp, AdgenGenerated), so that
 # builds without Clang's development packages (LLMCC_BUILD_ADGEN=OFF) get current code.
-#   tools/adgen/update_generated.sh build/tools/adgen/adgen src/nn/gpt2.h [...]
+#   tools/adgen/update_generated.sh build/tools/adgen/adgen src/models/gpt2/gpt2.h [...]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 adgen=$1

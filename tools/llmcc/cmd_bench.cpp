@@ -1,4 +1,4 @@
-// llmcc bench: training-step speed of a GPT-2 or Llama preset on random data, and where the time
+// llmcc bench: training-step speed of any family's preset on random data, and where the time
 // goes.
 //
 //   llmcc bench --model gpt2 --batch-size 4 --seq-len 64 --threads 2 --warmup 2 --steps 10
@@ -6,11 +6,10 @@
 //
 // Model flags are the trainer's (model_flags.h: a preset and per-field overrides).
 // Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
-// runs warm-up steps then timed steps (Gpt2BenchStep / LlamaBenchStep: forward + backward through
-// the generated gradient, AdamW with gradient zeroing; no allocation once warm), and prints median
-// and min ms per step, tokens/s, achieved GFLOP/s (Gpt2Config / LlamaConfig::flops_per_step), MFU
-// against the
-// measured peak, peak RSS, page faults per timed step and the arenas' high-water marks. Then,
+// runs warm-up steps then timed steps (Model::bench_step, models/bench_step.h: forward + backward
+// through the generated gradient, AdamW with gradient zeroing; no allocation once warm), and
+// prints median and min ms per step, tokens/s, achieved GFLOP/s (ModelConfig::flops_per_step),
+// MFU against the measured peak, peak RSS, page faults per timed step and the arenas' high-water marks. Then,
 // unless --no-profile, a separate run with the per-op profiler on (llmcc/profile.h): forward
 // and backward ms per op per step and their share of the step. The last line,
 // "result: key=value ...", is for scripts (bench/compare.sh).
@@ -25,12 +24,10 @@
 #include <vector>
 
 #include "args.h"
-#include "bench_step.h"
 #include "commands.h"
 #include "llmcc/error.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
-#include "model_family.h"
 #include "model_flags.h"
 
 namespace llmcc::cli {
@@ -97,7 +94,7 @@ std::map<std::string, OpTime> group_by_op(const std::vector<profile::Entry>& ent
   return ops;
 }
 
-void print_profile(const std::vector<BenchStep::Split>& splits) {
+void print_profile(const std::vector<models::BenchStep::Split>& splits) {
   const double n = static_cast<double>(splits.size());
   std::vector<double> steps;
   double fwd = 0, bwd = 0, opt = 0;
@@ -148,7 +145,7 @@ int run_bench(int argc, char** argv) {
   double peak_seconds = 1.0;
   std::string dtype = "fp32", gemm_tune;
   std::uint64_t seed = 1337;
-  ArgParser p("bench", "Time GPT-2 or Llama training steps on random data; print tokens/s, MFU and a per-op profile.");
+  ArgParser p("bench", "Time a model's training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
   p.section("Batch");
   p.add("--batch-size", &batch, "sequences per step (B)");
@@ -181,7 +178,7 @@ int run_bench(int argc, char** argv) {
     fail(kCmd, "--gemm-tune must be 'auto', 'off' or 'redo', got '" + gemm_tune + "'");
 
   const ModelConfig model_config = model_flags.config();
-  const std::string model = model_flags.model.empty() ? "gpt2" : model_flags.model;
+  const std::string model = model_flags.model.empty() ? model_config.family_name() : model_flags.model;
   model_config.validate();
   if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
   if (seq_len < 1 || seq_len > model_config.max_seq_len()) {
@@ -213,12 +210,11 @@ int run_bench(int argc, char** argv) {
               gemm.source.c_str());
   std::fflush(stdout);
 
-  std::unique_ptr<BenchStep> step_runner;
-  if (model_config.family == Family::Llama)
-    step_runner = std::make_unique<LlamaBenchStep>(model_config.llama, batch, seq_len, seed);
-  else
-    step_runner = std::make_unique<Gpt2BenchStep>(model_config.gpt2, batch, seq_len, seed);
-  BenchStep& bench = *step_runner;
+  // Random weights from `seed`, a fixed random batch from seed + 1.
+  const std::unique_ptr<Model> weights = models::make_model(model_config);
+  weights->init(seed);
+  const std::unique_ptr<models::BenchStep> step_runner = weights->bench_step(batch, seq_len, seed);
+  models::BenchStep& bench = *step_runner;
   float first_loss = 0, loss = 0;
   for (int i = 0; i < warmup; ++i) {
     loss = bench.step();
@@ -256,7 +252,7 @@ int run_bench(int argc, char** argv) {
   if (with_profile) {
     profile::reset();
     profile::enable(true);
-    std::vector<BenchStep::Split> splits;
+    std::vector<models::BenchStep::Split> splits;
     for (int i = 0; i < profile_steps; ++i) splits.push_back(bench.step_split());
     profile::enable(false);
     print_profile(splits);

@@ -4,6 +4,7 @@
 // so the same flags give the same number the training log shows.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,11 +18,11 @@
 #include "llmcc/train/data_loader.h"
 #include "llmcc/train/train_log.h"
 #include "llmcc/train/trainer.h"
-#include "model_family.h"
+#include "model_report.h"
 #include "model_flags.h"
 #include "run_tokenizer.h"
 #include "train_options.h"
-#include "trainer.h"
+#include "run_training.h"
 
 namespace llmcc::cli {
 
@@ -58,7 +59,7 @@ int run_eval(int argc, char** argv) {
   std::int64_t steps = 0;
   bool json = false;
   ArgParser p("eval", "Mean next-token loss (and perplexity) of a checkpoint's weights on token shards.");
-  p.add("--ckpt", &ckpt, "weights: an llmcc checkpoint (GPT-2 or Llama) or an llm.c GPT-2 file");
+  p.add("--ckpt", &ckpt, "weights: " + models::model_path_help());
   p.add("--val-data", &val_data, "token shards: files or glob patterns (llm.c format)");
   p.add("--batch-size", &batch_size, "sequences per batch (default: the checkpoint's training --batch-size)");
   p.add("--seq-len", &seq_len, "tokens per sequence (default: the checkpoint's training --seq-len)");
@@ -116,7 +117,13 @@ int run_eval(int argc, char** argv) {
   loader.next_batch();
   Arena arena(train::arena_capacity_for(
       train::measure_step_arena([&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
-  const double loss = evaluate_loss(*model, loader, batches, arena);
+  // From the first batch again, in order.
+  loader.reset();
+  const double sum = train::sum_of_losses(batches, arena, [&] {
+    loader.next_batch();
+    return model->loss(loader.inputs(), loader.targets());
+  });
+  const double loss = batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
   const double ppl = std::exp(loss);
   if (json) {
     // Shortest exact forms: the loss reads back as the double computed (non-finite: null).

@@ -1,33 +1,27 @@
-// llmcc export: convert model weights between llmcc checkpoints, llm.c model files (GPT-2) and
-// Hugging Face safetensors (GPT-2 and Llama).
+// llmcc export: convert model weights between llmcc checkpoints, Hugging Face safetensors and
+// the formats a family has of its own (Family::export_formats: GPT-2's llm.c files).
 //
-//   llmcc checkpoint -> llm.c gpt2_124M.bin layout (fp32, version 3; or bf16, version 5)
-//   llm.c model file (fp32 or bf16) -> llmcc weights-only checkpoint (no optimizer state)
-//   any of them -> a Hugging Face GPT2LMHeadModel directory (model.safetensors + config.json)
-//   a Hugging Face directory or .safetensors file -> any of the others
-//   Llama: llmcc checkpoint <-> Hugging Face LlamaForCausalLM (llm.c files hold GPT-2 only)
-// The input kind is told by its first bytes (a directory is a Hugging Face model); the default
-// output is llm.c's for an llmcc input and llmcc's otherwise. Only the weights
-// travel: an exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled,
-// not resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc
-// output as it is, into a Hugging Face Llama directory as tokenizer.model (SentencePiece only).
+//   llmcc checkpoint -> the family's first format (auto), or any format it writes
+//   a Hugging Face directory or .safetensors file, or a family's own file -> llmcc (auto)
+//
+// The input kind is told once (models::identify_model_file). Only the weights travel: an
+// exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled, not
+// resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc output
+// as it is, into a Hugging Face directory as tokenizer.model (SentencePiece only).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
 #include "llmcc/train/checkpoint.h"
-#include "nn/gpt2_hf.h"
-#include "nn/gpt2_llmc.h"
-#include "nn/gpt2_weights.h"
-#include "nn/hf_files.h"
-#include "nn/llama_hf.h"
-#include "nn/llama_weights.h"
-#include "model_family.h"
+#include "models/hf_files.h"
+#include "model_report.h"
 #include "run_tokenizer.h"
 
 namespace llmcc::cli {
@@ -35,14 +29,6 @@ namespace llmcc::cli {
 namespace {
 
 constexpr const char* kCmd = "llmcc export";
-
-std::string describe(const nn::Gpt2Config& c) {
-  return c.str() + ", " + std::to_string(c.parameter_count()) + " parameters";
-}
-
-std::string describe(const nn::LlamaConfig& c) {
-  return "Llama " + c.str() + ", " + std::to_string(c.parameter_count()) + " parameters";
-}
 
 // The input's tokenizer into an llmcc output's config and files (nothing when it stores none).
 void carry_tokenizer(const std::string& ckpt, TrainState& state) {
@@ -58,130 +44,142 @@ void print_written(const std::string& out, const char* kind) {
   std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind, static_cast<unsigned long long>(ec ? 0 : bytes));
 }
 
-// Llama: llmcc checkpoint <-> Hugging Face; `format` is llmcc or safetensors.
-int export_llama(const std::string& ckpt, const std::string& out, const std::string& format, bool from_hf) {
-  if (format != "llmcc" && format != "safetensors")
-    fail(kCmd, ckpt + " holds a Llama; llm.c model files hold GPT-2 only (use --format safetensors or llmcc)");
-  nn::LlamaWeights w = nn::load_llama(ckpt);
-  warn_nonfinite_weights(w.params, ckpt, kCmd);
-  std::printf("read %s (%s, %s)\n", ckpt.c_str(), from_hf ? "Hugging Face safetensors" : "llmcc checkpoint",
-              describe(w.model.cfg).c_str());
-  if (format == "safetensors") {
-    nn::save_llama_hf(w.model, out);
-    print_written((std::filesystem::path(out) / nn::kHfWeightsFile).string(),
-                  "Hugging Face LlamaForCausalLM, fp32; config.json beside it");
-    // Llama-2-style repositories keep their SentencePiece model beside the weights.
-    const std::optional<RunTokenizer> t = from_hf ? std::nullopt : checkpoint_tokenizer(ckpt);
-    if (t && !t->tok->model_bytes().empty()) {
-      const std::string path = (std::filesystem::path(out) / "tokenizer.model").string();
-      const std::string bytes = t->tok->model_bytes();
-      std::FILE* f = std::fopen(path.c_str(), "wb");
-      const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-      if (f != nullptr && std::fclose(f) != 0) fail(kCmd, "cannot write " + path);
-      if (!ok) fail(kCmd, "cannot write " + path);
-      print_written(path, "the checkpoint's SentencePiece tokenizer");
-    }
-    return 0;
+// Every format any family writes, with llmcc's own first: "llmcc, llmc, llmc-bf16, safetensors".
+std::vector<std::string> all_formats() {
+  std::vector<std::string> out = {"llmcc"};
+  for (const models::Family* f : models::model_families())
+    for (const models::ExportFormat& e : f->export_formats())
+      if (std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// The --format help: each format and the families that write it.
+std::string format_help() {
+  std::string h = "output format: llmcc (a weights-only llmcc checkpoint, every family)";
+  for (const std::string& name : all_formats()) {
+    if (name == "llmcc") continue;
+    std::string families, help;
+    for (const models::Family* f : models::model_families())
+      for (const models::ExportFormat& e : f->export_formats())
+        if (name == e.name) {
+          families += (families.empty() ? "" : ", ") + std::string(f->display_name());
+          if (help.empty()) help = e.help;
+        }
+    h += ", " + name + " (" + families + ": " + help + ")";
   }
-  TrainState state;  // step 0: a starting point, not a resumable run
-  nn::llama_config_to_kv(w.model.cfg, state.config);
-  carry_tokenizer(ckpt, state);
-  save_checkpoint(out, w.params, /*opt=*/nullptr, state);
-  print_written(out, "llmcc weights-only checkpoint");
-  return 0;
+  return h + ", or auto: a family's first format (" + [] {
+    std::string firsts;
+    for (const models::Family* f : models::model_families())
+      firsts += (firsts.empty() ? "" : ", ") + std::string(f->export_formats().front().name) + " for " +
+                f->display_name();
+    return firsts;
+  }() + ") for an llmcc checkpoint, llmcc for anything else";
+}
+
+// The checkpoint's SentencePiece model beside a Hugging Face export (as Llama-2-style
+// repositories ship it: tokenizer.model).
+void write_sentencepiece_beside(const std::string& ckpt, const std::string& dir) {
+  const std::optional<RunTokenizer> t = checkpoint_tokenizer(ckpt);
+  if (!t || t->tok->model_bytes().empty()) return;
+  const std::string path = (std::filesystem::path(dir) / "tokenizer.model").string();
+  const std::string bytes = t->tok->model_bytes();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (f != nullptr && std::fclose(f) != 0) fail(kCmd, "cannot write " + path);
+  if (!ok) fail(kCmd, "cannot write " + path);
+  print_written(path, "the checkpoint's SentencePiece tokenizer");
 }
 
 }  // namespace
 
 int run_export(int argc, char** argv) {
   std::string ckpt, out, format = "auto";
-  ArgParser p("export",
-              "Convert weights between llmcc checkpoints, llm.c GPT-2 model files (gpt2_124M.bin) and Hugging "
-              "Face safetensors (GPT-2 and Llama).");
-  p.add("--ckpt", &ckpt,
-        "input: an llmcc checkpoint (GPT-2 or Llama), an llm.c GPT-2 model file (fp32 or bf16), or a Hugging "
-        "Face GPT-2 or Llama (a directory with model.safetensors and config.json, or the .safetensors file)");
+  ArgParser p("export", "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
+                        "family has of its own.");
+  p.add("--ckpt", &ckpt, "input: " + models::model_path_help());
   p.add("--out", &out, "output file (written atomically); a directory for --format safetensors");
-  p.add("--format", &format,
-        "output format: llmc (llm.c fp32, version 3), llmc-bf16 (llm.c bf16, version 5), llmcc "
-        "(weights-only llmcc checkpoint), safetensors (Hugging Face GPT2LMHeadModel or LlamaForCausalLM: "
-        "OUT/model.safetensors and OUT/config.json), or auto: llmc for a GPT-2 llmcc checkpoint, safetensors "
-        "for a Llama one, llmcc for anything else");
+  p.add("--format", &format, format_help());
   p.require("--ckpt");
   p.require("--out");
   p.epilogue(
-      "llm.c's layout: a 256 x int32 header (magic 20240326, version, maxT, V, L, NH, C, Vp) and the\n"
-      "weights in llm.c's order (wte, wpe, ln1w, ln1b, qkvw, qkvb, ...). Each layer's qkvw and qkvb are\n"
-      "llmcc's h.N.attn.c_attn weight and bias (rows q, k, v). llm.c's train_gpt2.c (CPU) reads fp32\n"
-      "files; train_gpt2.cu reads bf16 ones when built for bf16. A file without vocabulary padding\n"
-      "(Vp = V) is padded to a multiple of 128 on import.\n"
-      "Safetensors: Hugging Face names (transformer.h.N.attn.c_attn.weight, ...) and layouts (Conv1D weights\n"
-      "transposed to (in, out)), fp32, wte without llmcc's vocabulary padding rows, lm_head tied (not stored);\n"
-      "config.json for GPT2LMHeadModel. Llama: Hugging Face names, q_proj/k_proj rows permuted for its\n"
-      "half-split rotary, lm_head stored. On import BF16 and F16 weights become fp32 (docs/data-format.md).\n"
-      "Only weights are converted: optimizer state, step and data position are not.\n\n"
+      "Only weights are converted: optimizer state, step and data position are not. On import BF16 and\n"
+      "F16 weights become fp32. Each format's names and layouts: docs/data-format.md.\n\n"
       "Examples:\n"
       "  llmcc export --ckpt gpt2_124M.bin --out gpt2_124M.ckpt          # llm.c -> llmcc\n"
-      "  llmcc export --ckpt run/ckpt_001000.bin --out model.bin          # llmcc -> llm.c fp32\n"
+      "  llmcc export --ckpt run/ckpt_001000.bin --out model.bin          # auto: the family's first format\n"
       "  llmcc export --ckpt run/ckpt_001000.bin --out model_bf16.bin --format llmc-bf16\n"
       "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/   # for transformers\n"
       "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc");
   if (!p.parse(argc, argv)) return 0;
 
-  if (format != "auto" && format != "llmc" && format != "llmc-bf16" && format != "llmcc" && format != "safetensors")
-    fail(kCmd, "--format must be auto, llmc, llmc-bf16, llmcc or safetensors, got '" + format + "'");
+  const std::vector<std::string> formats = all_formats();
+  if (format != "auto" && std::find(formats.begin(), formats.end(), format) == formats.end())
+    fail(kCmd, "--format must be auto, " + joined(formats) + ", got '" + format + "'");
   if (out.empty()) fail(kCmd, "--out must not be empty");
-  const bool to_hf = format == "safetensors";
   {
     std::error_code ec;
     if (!std::filesystem::exists(ckpt, ec)) fail(kCmd, "--ckpt " + ckpt + " does not exist");
-    if (std::filesystem::is_directory(ckpt, ec) && !nn::is_hf_model(ckpt))
+    if (std::filesystem::is_directory(ckpt, ec) && !models::is_hf_model(ckpt))
       fail(kCmd, "--ckpt " + ckpt + " is a directory without model.safetensors; give one checkpoint file (e.g. " +
                      checkpoint_path(ckpt, 1000) + ") or a Hugging Face model directory");
-    if (to_hf && std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
+  }
+
+  const models::ModelFile in = models::identify_model_file(ckpt);
+  const models::Family& family = *in.family;
+  const bool from_llmcc = in.kind != models::ModelFile::Kind::HuggingFace && in.kind != models::ModelFile::Kind::FamilyFile;
+  if (format == "auto") format = from_llmcc ? family.export_formats().front().name : "llmcc";
+  const std::vector<models::ExportFormat> own = family.export_formats();
+  const bool known = format == "llmcc" || std::any_of(own.begin(), own.end(), [&](const models::ExportFormat& e) {
+                       return format == e.name;
+                     });
+  if (!known) {
+    std::vector<std::string> names = {"llmcc"};
+    for (const models::ExportFormat& e : own) names.push_back(e.name);
+    fail(kCmd, ckpt + " holds a " + family.display_name() + " model, which exports as " + joined(names) + ", not " +
+                   format);
+  }
+  const bool to_dir = format == "safetensors";
+  {
+    std::error_code ec;
+    if (to_dir && std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
       fail(kCmd,
            "--out " + out + " is a file; --format safetensors writes a directory (model.safetensors, config.json)");
-    if (!to_hf && std::filesystem::is_directory(out, ec))
+    if (!to_dir && std::filesystem::is_directory(out, ec))
       fail(kCmd, "--out " + out + " is a directory, expected a file name");
   }
 
-  const bool from_llmc = nn::is_llmc_model_file(ckpt);
-  const bool from_hf = !from_llmc && nn::is_hf_model(ckpt);
-  const bool llama =
-      from_hf ? nn::hf_model_type(ckpt) == "llama" : !from_llmc && checkpoint_family(ckpt) == Family::Llama;
-  if (llama) return export_llama(ckpt, out, format == "auto" ? (from_hf ? "llmcc" : "safetensors") : format, from_hf);
-  if (format == "auto") format = from_llmc || from_hf ? "llmcc" : "llmc";
-  nn::Gpt2Weights w = nn::load_gpt2(ckpt);
-  warn_nonfinite_weights(w.params, ckpt, kCmd);
-  std::printf("read %s (%s, %s)\n", ckpt.c_str(),
-              from_llmc ? "llm.c model file"
-              : from_hf ? "Hugging Face safetensors"
-                        : "llmcc checkpoint",
-              describe(w.model.cfg).c_str());
+  const std::unique_ptr<Model> model = load_model(ckpt);
+  warn_nonfinite_weights(model->params(), ckpt, kCmd);
+  const char* source = in.kind == models::ModelFile::Kind::HuggingFace ? "Hugging Face safetensors"
+                       : in.kind == models::ModelFile::Kind::FamilyFile ? "a file of the family's own format"
+                                                                         : "llmcc checkpoint";
+  std::printf("read %s (%s, %s %s, %lld parameters)\n", ckpt.c_str(), source, family.display_name(),
+              model->config().str().c_str(), static_cast<long long>(model->config().parameter_count()));
 
-  if (to_hf) {
-    nn::save_gpt2_hf(w.model, out);
-    const std::string weights = (std::filesystem::path(out) / nn::kHfWeightsFile).string();
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(weights, ec);
-    std::printf("wrote %s (Hugging Face GPT2LMHeadModel, fp32, %llu bytes) and config.json\n", weights.c_str(),
-                static_cast<unsigned long long>(ec ? 0 : bytes));
-    return 0;
-  }
   if (format == "llmcc") {
     TrainState state;  // step 0: a starting point, not a resumable run
-    nn::gpt2_config_to_kv(w.model.cfg, state.config);
-    if (!from_llmc) carry_tokenizer(ckpt, state);
-    save_checkpoint(out, w.params, /*opt=*/nullptr, state);
-  } else {
-    nn::save_gpt2_llmc(w.model, out, format == "llmc" ? nn::LlmcDType::F32 : nn::LlmcDType::BF16);
+    model->config().to_kv(state.config);
+    if (in.kind != models::ModelFile::Kind::FamilyFile) carry_tokenizer(ckpt, state);
+    save_checkpoint(out, model->params(), /*opt=*/nullptr, state);
+    print_written(out, "llmcc weights-only checkpoint");
+    return 0;
   }
-  std::error_code ec;
-  const auto bytes = std::filesystem::file_size(out, ec);
-  const char* kind = format == "llmcc"  ? "llmcc weights-only checkpoint"
-                     : format == "llmc" ? "llm.c model file, fp32, version 3"
-                                        : "llm.c model file, bf16, version 5";
-  std::printf("wrote %s (%s, %llu bytes)\n", out.c_str(), kind, static_cast<unsigned long long>(ec ? 0 : bytes));
+  model->save_as(format, out);
+  if (to_dir) {
+    const std::string weights = (std::filesystem::path(out) / models::kHfWeightsFile).string();
+    const std::string kind = std::string("Hugging Face ") + family.hf_architecture() + ", fp32; config.json beside it";
+    print_written(weights, kind.c_str());
+    if (from_llmcc) write_sentencepiece_beside(ckpt, out);
+    return 0;
+  }
+  for (const models::ExportFormat& e : own)
+    if (format == e.name) print_written(out, e.help);
   return 0;
 }
 

@@ -1,5 +1,5 @@
-// llmcc generate: sample text from a checkpoint, GPT-2 or Llama, each with its KV cache
-// (nn::Gpt2Generator, nn::LlamaGenerator) driven by nn::generate.
+// llmcc generate: sample text from a checkpoint of any family, on the family's KV-cache decoder
+// (Model::generator) driven by models::generate.
 //
 //   llmcc generate --ckpt run/ckpt_005000.bin --prompt "ROMEO:" --max-tokens 200 --top-k 40
 //
@@ -23,11 +23,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/text_tokenizer.h"
-#include "model_family.h"
-#include "nn/gpt2_generate.h"
-#include "nn/gpt2_weights.h"
-#include "nn/llama_generate.h"
-#include "nn/llama_weights.h"
+#include "model_report.h"
 #include "run_tokenizer.h"
 
 namespace llmcc::cli {
@@ -51,11 +47,9 @@ int run_generate(int argc, char** argv) {
   bool stop_at_eot = true;
 
   ArgParser p("generate",
-              "Sample text from a checkpoint, GPT-2 or Llama, with a KV cache: the prompt runs once, then "
-              "one position per token.");
-  p.add("--ckpt", &ckpt,
-        "checkpoint: an llmcc checkpoint (GPT-2 or Llama), an llm.c GPT-2 weight file (gpt2_124M.bin) or "
-        "a Hugging Face model (a directory with config.json and model.safetensors)");
+              "Sample text from a checkpoint with a KV cache: the prompt runs once, then one position per "
+              "token.");
+  p.add("--ckpt", &ckpt, "weights: " + models::model_path_help());
   p.require("--ckpt");
   p.add("--prompt", &prompt,
         "text to continue (SentencePiece: after its bos); empty starts from the document start "
@@ -103,15 +97,9 @@ int run_generate(int argc, char** argv) {
     guessed = true;
   }
   const TextTokenizer& tok = *run_tok.tok;
-  // Each family runs on its KV-cache generator over the weights directly.
-  std::optional<nn::Gpt2Weights> gpt2;
-  std::optional<nn::LlamaWeights> llama;
-  if (checkpoint_family(ckpt) == Family::Llama)
-    llama.emplace(nn::load_llama(ckpt));
-  else
-    gpt2.emplace(nn::load_gpt2(ckpt));
-  warn_nonfinite_weights(llama ? llama->params : gpt2->params, ckpt, kCmd);
-  const ModelConfig cfg = llama ? ModelConfig::of(llama->model.cfg) : ModelConfig::of(gpt2->model.cfg);
+  const std::unique_ptr<Model> model = load_model(ckpt);
+  warn_nonfinite_weights(model->params(), ckpt, kCmd);
+  const ModelConfig& cfg = model->config();
   const int V = cfg.vocab_size(), maxT = cfg.max_seq_len();
   if (guessed && V < tok.vocab_size())
     std::fprintf(stderr,
@@ -121,7 +109,7 @@ int run_generate(int argc, char** argv) {
   else
     check_tokenizer_fits(run_tok, V, "the model " + ckpt, kCmd);
 
-  nn::SamplingConfig sc;
+  models::SamplingConfig sc;
   sc.temperature = temperature;
   sc.top_k = top_k;
   sc.stop_at_eot = stop_at_eot && (tok.eos() >= 0 || tok.document_start() >= 0);
@@ -144,19 +132,15 @@ int run_generate(int argc, char** argv) {
   // only at the start; a character may span byte tokens).
   DecodeStream text(tok, ids);
 
-  const nn::ContextFull full_mode = on_full == "slide" ? nn::ContextFull::Slide : nn::ContextFull::Stop;
-  std::unique_ptr<nn::Generator> generator;
-  if (llama)
-    generator = std::make_unique<nn::LlamaGenerator>(llama->model, full_mode);
-  else
-    generator = std::make_unique<nn::Gpt2Generator>(gpt2->model, full_mode);
-  nn::Generator& gen = *generator;
+  const models::ContextFull full_mode = on_full == "slide" ? models::ContextFull::Slide : models::ContextFull::Stop;
+  const std::unique_ptr<models::Generator> generator = model->generator(full_mode);
+  models::Generator& gen = *generator;
   std::fprintf(stderr, "model %s %s from %s; cache and scratch %.1f MiB\n", cfg.display_name(), cfg.str().c_str(),
                ckpt.c_str(), static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
   write_out(prompt);
   Rng rng(seed);
   std::int32_t last_id = -1;
-  const nn::GenerateStats st = nn::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
+  const models::GenerateStats st = models::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
     last_id = id;
     if (is_end(id)) return;  // the end marker is not text
     write_out(text.push(id));

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "trainer.h"
+#include "run_training.h"
 
 namespace llmcc::cli {
 

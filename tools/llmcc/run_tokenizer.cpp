@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "llmcc/error.h"
-#include "nn/hf_files.h"
+#include "models/hf_files.h"
 
 namespace llmcc::cli {
 
@@ -144,7 +144,7 @@ void store_tokenizer(const TextTokenizer& tok, KeyValues& config, std::map<std::
 
 std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
   std::error_code ec;
-  if (nn::is_hf_model(path)) {
+  if (models::is_hf_model(path)) {
     // Llama 2-style Hugging Face repositories ship their SentencePiece model as tokenizer.model.
     const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
     const fs::path model = dir / "tokenizer.model";

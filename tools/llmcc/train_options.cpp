@@ -11,7 +11,7 @@
 #include <system_error>
 
 #include "llmcc/error.h"
-#include "nn/gpt2_weights.h"
+#include "models/registry.h"
 
 namespace llmcc::cli {
 
@@ -192,8 +192,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--resume", &o.resume,
         "continue from a checkpoint file, or 'auto': the newest in --out-dir (a fresh start if none)");
   p.add("--init-from", &o.init_from,
-        "start from the weights of this model (fresh optimizer, step 0): an llmcc checkpoint, an llm.c "
-        "gpt2_*.bin, or a Hugging Face model directory (config.json + model.safetensors)");
+        "start from the weights of this model (fresh optimizer, step 0): " + models::model_path_help());
   p.add("--stop-after", &o.stop_after,
         "end this invocation after N steps, with a checkpoint, as if interrupted (0: run to --steps)");
   p.add("--log", &o.log_path, "JSON-lines log, one line per step (default <out-dir>/log.jsonl)");
@@ -247,7 +246,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
 }
 
 bool parse_train_flags(const std::vector<std::string>& args, TrainOptions& o) {
-  ArgParser p("train", "Train a GPT-2 or a Llama on token shards, or resume a run from its checkpoint.");
+  ArgParser p("train", "Train a model (any family's preset) on token shards, or resume a run from its checkpoint.");
   add_train_flags(p, o);
   if (!p.parse(args)) return false;
   o.given.clear();

@@ -31,7 +31,7 @@ SampleText sample_text(const Model& model, const TextTokenizer* tok, int tokens,
   const int V = model.config().vocab_size();
   if (tok == nullptr && V == 50257) tok = default_gpt2();
   if (tok != nullptr && tok->vocab_size() != V) tok = nullptr;
-  nn::SamplingConfig cfg;
+  models::SamplingConfig cfg;
   cfg.temperature = temperature;
   cfg.top_k = top_k;
   std::vector<std::int32_t> prompt;

@@ -7,7 +7,7 @@
 
 #include "llmcc/train/rng.h"
 #include "llmcc/train/text_tokenizer.h"
-#include "model_family.h"
+#include "model_report.h"
 
 namespace llmcc::cli {
 

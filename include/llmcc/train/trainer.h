@@ -321,4 +321,9 @@ std::size_t measure_step_arena(const std::function<void()>& step, const std::str
 // The capacity to reserve for a measured high-water mark: a sixteenth more, rounded up to 1 MiB.
 std::size_t arena_capacity_for(std::size_t high_water);
 
+// The evaluation every caller shares (TrainLoop::evaluate, `llmcc eval`): the sum of
+// `next_loss()` over `batches` calls, each a forward of the next batch in `arena` (reset before
+// each call and after the last). The caller divides (and sums over ranks first).
+double sum_of_losses(std::int64_t batches, Arena& arena, const std::function<float()>& next_loss);
+
 }  // namespace llmcc::train

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "gpt2.grad.h"  // llmcc::nn's generated code, installed with it
+#include "gpt2.grad.h"  // llmcc::models's generated code, installed with it
 #include "llmcc/arena.h"
 #include "mlp.grad.h"
-#include "nn/gpt2_config.h"
+#include "models/gpt2/gpt2_config.h"
 
 namespace {
 
@@ -71,8 +71,8 @@ int main() {
   check("w1", w1, g.grad.w1);
   check("w2", w2, g.grad.w2);
 
-  // llmcc::nn links and its presets are there.
-  const std::int64_t tiny = llmcc::nn::gpt2_preset("gpt2-tiny").parameter_count();
+  // llmcc::models links and its presets are there.
+  const std::int64_t tiny = llmcc::models::gpt2_preset("gpt2-tiny").parameter_count();
 
   std::printf("consumer: loss %.6f, %zu weights, max |grad - finite difference| %.2e, gpt2-tiny %lld parameters\n",
               value, w1.size() + w2.size(), max_err, static_cast<long long>(tiny));

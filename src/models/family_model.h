@@ -1,0 +1,62 @@
+// FamilyModel<Traits>: a family's weights as a Model (model.h), written once for every family.
+// A family's Traits (in models/<family>/<family>_family.cpp) name its types and functions:
+//
+//   struct Gpt2Traits {
+//     using Entry = gpt2_loss_Entry;   // adgen's trait for the loss: Model, Grad, Saved, fwd, bwd
+//     using Weights = Gpt2Weights;     // { Gpt2 model; ParameterStore params; }
+//     static ModelConfig config(const Gpt2Config&);
+//     static void init(Weights&, std::uint64_t seed);
+//     static std::unique_ptr<Generator> generator(const Gpt2&, ContextFull);
+//     static void save_as(const Gpt2&, const std::string& format, const std::string& path);
+//   };
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "llmcc/train/trainer.h"
+#include "models/bench_step.h"
+#include "models/model.h"
+
+namespace llmcc::models {
+
+template <class Traits>
+class FamilyModel final : public Model {
+ public:
+  using Weights = typename Traits::Weights;
+  using Entry = typename Traits::Entry;
+
+  explicit FamilyModel(Weights w) : w_(std::move(w)), config_(Traits::config(w_.model.cfg)) {}
+
+  const ModelConfig& config() const override { return config_; }
+  ParameterStore& params() override { return w_.params; }
+  const ParameterStore& params() const override { return w_.params; }
+  void init(std::uint64_t seed) override { Traits::init(w_, seed); }
+  float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(w_.model, {x, y}); }
+  std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
+                                                 train::BatchSource<train::TokenPair>* val,
+                                                 train::TrainerOptions options, train::TrainerHooks hooks) override {
+    return std::make_unique<train::Trainer<Entry>>(w_.model, w_.params, train, val, std::move(options),
+                                                   std::move(hooks));
+  }
+  std::unique_ptr<Generator> generator(ContextFull when_full) const override {
+    return Traits::generator(w_.model, when_full);
+  }
+  void save_as(const std::string& format, const std::string& path) const override {
+    Traits::save_as(w_.model, format, path);
+  }
+  std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
+    return std::make_unique<TrainBenchStep<Entry>>(w_.model, w_.params, B, T, config_.vocab_size(),
+                                                   config_.max_seq_len(), seed);
+  }
+
+  const Weights& weights() const { return w_; }
+
+ private:
+  Weights w_;
+  ModelConfig config_;
+};
+
+}  // namespace llmcc::models

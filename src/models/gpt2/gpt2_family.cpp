@@ -1,0 +1,117 @@
+#include "models/gpt2/gpt2_family.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpt2.grad.h"
+#include "llmcc/error.h"
+#include "models/family_model.h"
+#include "models/gpt2/gpt2_generate.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/gpt2/gpt2_weights.h"
+
+namespace llmcc::models {
+namespace {
+
+// The integer fields users set by name (the command line's --n-layer, ...).
+struct Field {
+  const char* name;
+  int Gpt2Config::* member;
+};
+constexpr Field kFields[] = {
+    {"n_layer", &Gpt2Config::n_layer},         {"n_head", &Gpt2Config::n_head},
+    {"n_embd", &Gpt2Config::n_embd},           {"max_seq_len", &Gpt2Config::max_seq_len},
+    {"vocab_size", &Gpt2Config::vocab_size},
+};
+
+class Gpt2FamilyConfig final : public FamilyConfigOf<Gpt2Config> {
+ public:
+  using FamilyConfigOf::FamilyConfigOf;
+  const Family& family() const override { return gpt2_family(); }
+  std::unique_ptr<FamilyConfig> clone() const override { return std::make_unique<Gpt2FamilyConfig>(value); }
+  int vocab_size() const override { return value.vocab_size; }
+  int max_seq_len() const override { return value.max_seq_len; }
+  std::int64_t parameter_count() const override { return value.parameter_count(); }
+  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
+  std::string str() const override { return value.str(); }
+  void validate() const override { value.validate(); }
+  void to_kv(KeyValues& kv) const override { gpt2_config_to_kv(value, kv); }
+  std::optional<double> get(std::string_view key) const override {
+    for (const Field& f : kFields)
+      if (key == f.name) return value.*f.member;
+    return std::nullopt;
+  }
+  void set(std::string_view key, double v) override {
+    for (const Field& f : kFields)
+      if (key == f.name) value.*f.member = static_cast<int>(v);
+    // The embedding's rows: the vocabulary rounded up to llm.c's multiple of 128.
+    if (key == "vocab_size") value.padded_vocab_size = padded_vocab(value.vocab_size);
+  }
+};
+
+ModelConfig config_of(const Gpt2Config& c) { return ModelConfig(std::make_unique<Gpt2FamilyConfig>(c)); }
+
+struct Gpt2Traits {
+  using Entry = gpt2_loss_Entry;
+  using Weights = Gpt2Weights;
+  static ModelConfig config(const Gpt2Config& c) { return config_of(c); }
+  static void init(Weights& w, std::uint64_t seed) { gpt2_init(w.model, seed); }
+  static std::unique_ptr<Generator> generator(const Gpt2& m, ContextFull when_full) {
+    return std::make_unique<Gpt2Generator>(m, when_full);
+  }
+  static void save_as(const Gpt2& m, const std::string& format, const std::string& path) {
+    if (format == "safetensors")
+      save_gpt2_hf(m, path);
+    else if (format == "llmc" || format == "llmc-bf16")
+      save_gpt2_llmc(m, path, format == "llmc" ? LlmcDType::F32 : LlmcDType::BF16);
+    else
+      fail("gpt2", "no export format '" + format + "' (expected llmc, llmc-bf16 or safetensors)");
+  }
+};
+
+class Gpt2Family final : public Family {
+ public:
+  const char* name() const override { return "gpt2"; }
+  const char* display_name() const override { return "GPT-2"; }
+  const char* hf_model_type() const override { return "gpt2"; }
+  const char* hf_architecture() const override { return "GPT2LMHeadModel"; }
+  std::vector<std::string> preset_names() const override { return gpt2_preset_names(); }
+  ModelConfig preset(const std::string& name) const override { return config_of(gpt2_preset(name)); }
+  const std::vector<ConfigKey>& config_keys() const override {
+    static const std::vector<ConfigKey> keys = {
+        {"n_layer", "transformer blocks"},
+        {"n_head", "attention (query) heads; must divide --n-embd"},
+        {"n_embd", "channels"},
+        {"max_seq_len", "positions the model can see"},
+        {"vocab_size", "token ids the model predicts and reads (GPT-2 pads its embedding to a multiple of 128)"},
+    };
+    return keys;
+  }
+  ModelConfig config_from_kv(const KeyValues& kv, const std::string& where) const override {
+    return config_of(gpt2_config_from_kv(kv, where));
+  }
+  std::unique_ptr<Model> make(const ModelConfig& config) const override {
+    return std::make_unique<FamilyModel<Gpt2Traits>>(make_gpt2(config.as<Gpt2Config>()));
+  }
+  std::unique_ptr<Model> load(const std::string& path) const override {
+    return std::make_unique<FamilyModel<Gpt2Traits>>(load_gpt2(path));
+  }
+  bool owns_file(const std::string& path) const override { return is_llmc_model_file(path); }
+  std::string own_files_help() const override { return "an llm.c GPT-2 model file (gpt2_124M.bin, fp32 or bf16)"; }
+  std::vector<ExportFormat> export_formats() const override {
+    return {{"llmc", "llm.c's GPT-2 model file, fp32 (version 3)"},
+            {"llmc-bf16", "llm.c's GPT-2 model file, bf16 (version 5)"},
+            {"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
+  }
+};
+
+}  // namespace
+
+const Family& gpt2_family() {
+  static const Gpt2Family family;
+  return family;
+}
+
+}  // namespace llmcc::models

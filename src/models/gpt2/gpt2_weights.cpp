@@ -1,0 +1,92 @@
+#include "models/gpt2/gpt2_weights.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpt2.grad.h"  // the generated parameter list (bind_parameters)
+#include "llmcc/error.h"
+#include "llmcc/runtime.h"
+#include "models/gpt2/gpt2_hf.h"
+#include "models/gpt2/gpt2_llmc.h"
+#include "models/hf_files.h"
+
+namespace llmcc::models {
+
+Gpt2Weights make_gpt2(const Gpt2Config& config) {
+  // Before the blocks are built: a config from a file may name billions of layers.
+  check_memory_fits("gpt2", "the weights of GPT-2 " + config.str(),
+                    static_cast<long double>(config.parameter_count()) * sizeof(float));
+  Gpt2Weights w{Gpt2(config), ParameterStore()};
+  w.params = bind_parameters(w.model);
+  return w;
+}
+
+void gpt2_config_to_kv(const Gpt2Config& c, KeyValues& kv) {
+  kv["model.family"] = "gpt2";
+  kv["model.vocab_size"] = std::to_string(c.vocab_size);
+  kv["model.padded_vocab_size"] = std::to_string(c.padded_vocab_size);
+  kv["model.max_seq_len"] = std::to_string(c.max_seq_len);
+  kv["model.n_layer"] = std::to_string(c.n_layer);
+  kv["model.n_head"] = std::to_string(c.n_head);
+  kv["model.n_embd"] = std::to_string(c.n_embd);
+}
+
+Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
+  auto get = [&](const std::string& key) -> int {
+    const auto it = kv.find(key);
+    if (it == kv.end()) fail("gpt2", where + ": configuration has no " + key);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || errno != 0 || *end != '\0' || v <= 0 || v > (1L << 30))
+      fail("gpt2", where + ": " + key + " = '" + it->second + "' is not a positive integer");
+    return static_cast<int>(v);
+  };
+  if (const auto it = kv.find("model.family"); it != kv.end() && it->second != "gpt2")
+    fail("gpt2", where + ": holds a '" + it->second + "' model, not gpt2");
+  Gpt2Config c;
+  c.vocab_size = get("model.vocab_size");
+  c.padded_vocab_size = get("model.padded_vocab_size");
+  c.max_seq_len = get("model.max_seq_len");
+  c.n_layer = get("model.n_layer");
+  c.n_head = get("model.n_head");
+  c.n_embd = get("model.n_embd");
+  c.validate();
+  return c;
+}
+
+Gpt2Weights load_gpt2(const std::string& path) {
+  // A Hugging Face directory or .safetensors file (nn/gpt2_hf.h).
+  if (is_hf_model(path)) return load_gpt2_hf(path);
+  // Told apart by the first bytes: "LLMCCKPT" (docs/data-format.md) or llm.c's int32 magic.
+  char head[8] = {};
+  std::size_t got = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    got = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+  }
+  std::int32_t magic = 0;
+  std::memcpy(&magic, head, sizeof magic);
+  if (got >= 4 && magic == kLlmcModelMagic) return load_gpt2_llmc(path);
+  if (got == sizeof head && std::memcmp(head, "LLMCCKPT", 8) != 0) {
+    const std::string name = llmc_magic_name(magic);
+    fail("gpt2", path + ": neither an llmcc checkpoint (magic \"LLMCCKPT\") nor an llm.c GPT-2 model file " +
+                     "(int32 magic 20240326); its first int32 is " + std::to_string(magic) +
+                     (name.empty() ? "" : ", the magic of " + name));
+  }
+  // An llmcc checkpoint, or a file too short or unreadable: the reader says what is wrong.
+  CheckpointReader reader(path);
+  if (!reader.has("config")) fail("gpt2", path + ": checkpoint has no config section");
+  const Gpt2Config config = gpt2_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
+  std::int64_t stored = 0;
+  for (const CheckpointTensorInfo& t : reader.tensors("params")) stored += t.shape.numel();
+  check_weights_fit(stored, config.parameter_count(), "gpt2", path + " [params]", "its config section", config.str());
+  Gpt2Weights w = make_gpt2(config);
+  reader.read_tensors("params", w.params);
+  return w;
+}
+
+}  // namespace llmcc::models

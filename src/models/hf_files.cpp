@@ -1,0 +1,189 @@
+#include "models/hf_files.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "llmcc/error.h"
+#include "train/file_io.h"
+
+namespace llmcc::models {
+
+namespace fs = std::filesystem;
+
+bool is_hf_model(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / kHfWeightsFile, ec);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  unsigned char head[9] = {};
+  const std::size_t got = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  if (got != sizeof head) return false;
+  std::uint64_t n = 0;
+  std::memcpy(&n, head, 8);
+  const auto size = fs::file_size(path, ec);
+  return !ec && n >= 2 && n <= size - 8 && head[8] == '{';
+}
+
+HfFiles find_hf_files(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(where, path + ": no such file or directory");
+  HfFiles out;
+  fs::path dir;
+  if (fs::is_directory(path, ec)) {
+    dir = path;
+    out.weights = (dir / kHfWeightsFile).string();
+    if (!fs::exists(out.weights, ec)) {
+      const bool sharded = fs::exists(dir / "model.safetensors.index.json", ec);
+      fail(where, path + ": no " + kHfWeightsFile + " in this directory" +
+                      (sharded ? " (it holds a sharded checkpoint, model.safetensors.index.json, which llmcc does "
+                                 "not read yet; merge the shards into one model.safetensors)"
+                               : " (expected a Hugging Face model directory, e.g. one written by "
+                                 "`llmcc export --format safetensors` or save_pretrained)"));
+    }
+  } else {
+    out.weights = path;
+    dir = fs::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+  }
+  out.config = (dir / kHfConfigFile).string();
+  if (!fs::exists(out.config, ec)) {
+    fail(where, out.weights + ": no " + kHfConfigFile + " beside it (" + out.config +
+                    "); the model's shape (heads, epsilon, ...) comes from there");
+  }
+  return out;
+}
+
+HfConfig HfConfig::read(const std::string& path, const std::string& where) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(where, path + ": cannot open for reading");
+  std::ostringstream s;
+  s << in.rdbuf();
+  HfConfig c{path, where, parse_json(s.str(), path, where)};
+  if (c.json.kind != JsonValue::Kind::Object) {
+    fail(where,
+         path + ": is " + std::string(c.json.kind_name()) + ", expected a JSON object (a Hugging Face config.json)");
+  }
+  return c;
+}
+
+bool HfConfig::has(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  return v != nullptr && v->kind != JsonValue::Kind::Null;
+}
+
+void HfConfig::fail_key(const std::string& key, const std::string& what) const {
+  fail(where, path + ": " + key + " " + what);
+}
+
+std::int64_t HfConfig::integer(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  if (v == nullptr || v->kind == JsonValue::Kind::Null) fail_key(key, "is missing (a positive integer is required)");
+  if (!v->is_integer || v->integer <= 0 || v->integer > (std::int64_t{1} << 30)) {
+    fail_key(key, "must be a positive integer, got " + std::string(v->kind_name()) +
+                      (v->kind == JsonValue::Kind::Number ? " " + json_number(v->number) : ""));
+  }
+  return v->integer;
+}
+
+double HfConfig::number(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  if (v == nullptr || v->kind != JsonValue::Kind::Number) {
+    fail_key(key, v == nullptr ? "is missing (a number is required)"
+                               : "must be a number, got " + std::string(v->kind_name()));
+  }
+  return v->number;
+}
+
+std::string HfConfig::string(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  if (v == nullptr || v->kind != JsonValue::Kind::String) {
+    fail_key(key, v == nullptr ? "is missing (a string is required)"
+                               : "must be a string, got " + std::string(v->kind_name()));
+  }
+  return v->string;
+}
+
+bool HfConfig::boolean(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  if (v == nullptr || v->kind != JsonValue::Kind::Bool) {
+    fail_key(key, v == nullptr ? "is missing (true or false is required)"
+                               : "must be true or false, got " + std::string(v->kind_name()));
+  }
+  return v->boolean;
+}
+
+std::string hf_model_type(const std::string& path) {
+  try {
+    std::error_code ec;
+    const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+    const fs::path config = (dir.empty() ? fs::path(".") : dir) / kHfConfigFile;
+    if (!fs::exists(config, ec)) return "";
+    const HfConfig c = HfConfig::read(config.string(), "hf");
+    const JsonValue* t = c.json.find("model_type");
+    return t != nullptr && t->kind == JsonValue::Kind::String ? t->string : "";
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text, const std::string& where) {
+  detail::AtomicFile out(path, where);
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
+void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* dst) {
+  constexpr std::int64_t kTile = 32;  // keeps both sides' cache lines in use
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const std::int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (std::int64_t r = r0; r < r1; ++r) {
+        for (std::int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  }
+}
+
+void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model) {
+  const std::vector<std::string> extra = r.unread();
+  if (extra.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < extra.size() && i < 5; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
+  if (extra.size() > 5) list += ", ... (" + std::to_string(extra.size()) + " in all)";
+  fail(where, r.path() + ": unexpected tensor" + (extra.size() > 1 ? "s " : " ") + list + ", not part of a " + model +
+                  " model of this config; is config.json the one written with these weights?");
+}
+
+void check_tensor_shape(const SafetensorsReader& r, const std::string& name, const TensorShape& shape) {
+  const SafetensorsEntry* e = r.find(name);
+  if (e != nullptr && e->shape == shape) return;
+  r.read_f32(name, shape, nullptr);  // missing or another shape: throws before writing anything
+  LLMCC_ASSERT(false, "check_tensor_shape: read_f32 accepted a missing tensor or another shape");
+}
+
+void check_weights_fit(std::int64_t stored, std::int64_t needed, const std::string& where, const std::string& file,
+                       const std::string& config, const std::string& model) {
+  if (stored >= needed) return;
+  fail(where, file + ": holds " + std::to_string(stored) + " weights, too few for the model " + config +
+                  " describes (" + model + ", " + std::to_string(needed) + " from the file); is " + config +
+                  " the one written with these weights?");
+}
+
+void check_every_layer_present(const SafetensorsReader& r, const std::string& prefix, const std::string& suffix,
+                               int n_layer, const std::string& config_path, const std::string& where) {
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string name = prefix + std::to_string(l) + suffix;
+    if (r.has(name)) continue;
+    fail(where, r.path() + ": no tensor '" + name + "': " + config_path + " says n_layer = " + std::to_string(n_layer) +
+                    ", the file holds " + std::to_string(l) + " layer" + (l == 1 ? "" : "s") +
+                    "; is config.json the one written with these weights?");
+  }
+}
+
+}  // namespace llmcc::models

@@ -1,0 +1,79 @@
+// What GPT-2's and Llama's Hugging Face interchange share: finding model.safetensors and
+// config.json, reading typed config.json fields with clear errors, layout helpers, and the final
+// "every tensor in the file was used" check. The model-specific name and layout mappings are in
+// nn/gpt2_hf.h and nn/llama_hf.h; the file format in llmcc/train/safetensors.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmcc/train/safetensors.h"
+#include "train/json_reader.h"
+
+namespace llmcc::models {
+
+inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfConfigFile = "config.json";
+
+// True for a directory holding model.safetensors, or a file that starts like a safetensors file
+// (a header length within the file, then '{'). Never throws.
+bool is_hf_model(const std::string& path);
+
+struct HfFiles {
+  std::string weights;  // .../model.safetensors
+  std::string config;   // .../config.json
+};
+// `path` is a model directory or a .safetensors file with config.json beside it. Throws
+// llmcc::Error("[<where>] ...") saying which file is missing (and that sharded checkpoints,
+// model.safetensors.index.json, are not read).
+HfFiles find_hf_files(const std::string& path, const std::string& where);
+
+// config.json parsed, and typed access that names the file and key on error.
+struct HfConfig {
+  std::string path;
+  std::string where;
+  JsonValue json;
+
+  static HfConfig read(const std::string& path, const std::string& where);
+  bool has(const std::string& key) const;              // present and not null
+  std::int64_t integer(const std::string& key) const;  // required, a positive integer
+  double number(const std::string& key) const;         // required, a number
+  std::string string(const std::string& key) const;    // required, a string
+  bool boolean(const std::string& key) const;          // required, true or false
+  [[noreturn]] void fail_key(const std::string& key, const std::string& what) const;
+};
+
+// "model_type" of the config.json of a model directory or beside a .safetensors file ("gpt2",
+// "llama", ...), or "" when there is none or it cannot be read. Never throws.
+std::string hf_model_type(const std::string& path);
+
+// Writes text to path atomically.
+void write_text_file(const std::string& path, const std::string& text, const std::string& where);
+
+// dst (cols, rows) = src (rows, cols) transposed; both row-major.
+void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* dst);
+
+// Throws naming the file and the tensors nobody asked for, when there are any.
+void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model);
+
+// Throws the reader's error ("no tensor 'x'", "shape (a, b), expected (c, d)") unless r holds
+// `name` with exactly `shape`. Loaders check every tensor this way before the model, sized by
+// config.json, is allocated: the model then holds no more elements than the file, and a config
+// describing a larger model than its file (a few hundred corrupt bytes asking for gigabytes)
+// fails here instead of in the allocation.
+void check_tensor_shape(const SafetensorsReader& r, const std::string& name, const TensorShape& shape);
+
+// Throws unless a checkpoint's tensors (`stored` elements) can fill a model of `needed`, for the
+// same reason: called before the model its configuration describes is allocated. `file` names
+// the tensors, `config` where the configuration came from, `model` its shape ("L12 H12 C768 ...").
+void check_weights_fit(std::int64_t stored, std::int64_t needed, const std::string& where, const std::string& file,
+                       const std::string& config, const std::string& model);
+
+// Throws when a layer config_path promises (0 <= l < n_layer) has no tensor
+// `<prefix><l><suffix>` in r, naming the first missing one. Called before the model is
+// allocated, so a config that names more layers than the file holds costs no memory.
+void check_every_layer_present(const SafetensorsReader& r, const std::string& prefix, const std::string& suffix,
+                               int n_layer, const std::string& config_path, const std::string& where);
+
+}  // namespace llmcc::models

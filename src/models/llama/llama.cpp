@@ -1,0 +1,59 @@
+// Llama's parameter shapes and initialisation (the forward is in llama.h).
+#include "models/llama/llama.h"
+
+#include <cmath>
+
+#include "llama.grad.h"  // the generated parameter list
+#include "llmcc/error.h"
+#include "llmcc/train/rng.h"
+
+namespace llmcc::models {
+
+namespace {
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
+Llama::Llama(const LlamaConfig& config) : cfg(config) {
+  cfg.validate();
+  const std::int64_t C = cfg.n_embd, V = cfg.vocab_size, F = cfg.hidden_dim;
+  const std::int64_t HS = cfg.head_dim(), Q = cfg.n_head * HS, KV = cfg.n_kv_head * HS;
+  tok_embeddings = Tensor(nullptr, Shape{V, C});
+  layers.resize(static_cast<std::size_t>(cfg.n_layer));
+  for (LlamaBlock& b : layers) {
+    b.attention_norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+    b.attention.n_head = cfg.n_head;
+    b.attention.n_kv_head = cfg.n_kv_head;
+    b.attention.rope_freqs = cfg.rope();
+    b.attention.wq = Tensor(nullptr, Shape{Q, C});
+    b.attention.wk = Tensor(nullptr, Shape{KV, C});
+    b.attention.wv = Tensor(nullptr, Shape{KV, C});
+    b.attention.wo = Tensor(nullptr, Shape{C, Q});
+    b.ffn_norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+    b.feed_forward.w1 = Tensor(nullptr, Shape{F, C});
+    b.feed_forward.w2 = Tensor(nullptr, Shape{C, F});
+    b.feed_forward.w3 = Tensor(nullptr, Shape{F, C});
+  }
+  norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+  output = Tensor(nullptr, Shape{V, C});
+}
+
+void llama_init(Llama& model, std::uint64_t seed) {
+  Rng rng(seed);
+  const float std_default = 0.02f;
+  const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(model.cfg.n_layer));
+  llmcc::for_each_parameter(model, [&](const std::string& name, Tensor& t) {
+    LLMCC_ASSERT(t.defined(), "llama_init: bind the parameters first (llmcc::bind_parameters)");
+    float* p = t.f32();
+    const std::size_t n = static_cast<std::size_t>(t.numel());
+    if (t.ndim() == 1) {  // RMSNorm weights
+      for (std::size_t i = 0; i < n; ++i) p[i] = 1.0f;
+      return;
+    }
+    const bool residual = ends_with(name, "attention.wo.weight") || ends_with(name, "feed_forward.w2.weight");
+    rng.fill_normal(p, n, 0.0f, residual ? std_residual : std_default);
+  });
+}
+
+}  // namespace llmcc::models

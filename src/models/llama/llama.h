@@ -1,0 +1,110 @@
+// Llama as plain forward code. adgen reads this file and generates its backward
+// (generated/llama.grad.{h,cpp}, `llama_loss_grad`); there is no hand-written model backward.
+//
+// Token embedding (no position embedding: positions enter through RoPE), n_layer pre-norm blocks
+// (RMSNorm -> grouped-query causal self-attention with rotary q and k -> output projection, each
+// with a residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x) * w3 x), residual), a final RMSNorm and an
+// untied LM head. No biases anywhere. Names follow Meta's and llama2.c's checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/ops/add.h"
+#include "llmcc/ops/attention.h"
+#include "llmcc/ops/cross_entropy.h"
+#include "llmcc/ops/embedding.h"
+#include "llmcc/ops/linear.h"
+#include "llmcc/ops/mul.h"
+#include "llmcc/ops/rmsnorm.h"
+#include "llmcc/ops/rope.h"
+#include "llmcc/ops/silu.h"
+#include "models/llama/llama_config.h"
+
+namespace llmcc::models {
+
+struct LlamaRmsNorm {
+  float eps = 1e-5f;
+  Tensor w LLMCC_ADGEN_NAME("weight");  // (C)
+
+  Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
+};
+
+struct LlamaAttention {
+  int n_head = 0;                           // query heads
+  int n_kv_head = 0;                        // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
+  RopeConfig rope_freqs;                    // RoPE's base theta and frequency scaling (config)
+  Tensor wq LLMCC_ADGEN_NAME("wq.weight");  // (n_head * HS, C)
+  Tensor wk LLMCC_ADGEN_NAME("wk.weight");  // (n_kv_head * HS, C)
+  Tensor wv LLMCC_ADGEN_NAME("wv.weight");  // (n_kv_head * HS, C)
+  Tensor wo LLMCC_ADGEN_NAME("wo.weight");  // (C, n_head * HS)
+
+  Tensor forward(const Tensor& x) const {                                           // x: (B, T, C)
+    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, 0);     // (B, T, NH * HS)
+    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, 0);  // (B, T, NKV * HS)
+    Tensor v = llmcc::linear_nobias(x, wv);                                         // (B, T, NKV * HS)
+    Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);                        // (B, T, NH * HS)
+    return llmcc::linear_nobias(y, wo);                                             // (B, T, C)
+  }
+};
+
+struct LlamaFeedForward {
+  Tensor w1 LLMCC_ADGEN_NAME("w1.weight");  // (F, C): gate
+  Tensor w2 LLMCC_ADGEN_NAME("w2.weight");  // (C, F): down
+  Tensor w3 LLMCC_ADGEN_NAME("w3.weight");  // (F, C): up
+
+  Tensor forward(const Tensor& x) const {                                 // x: (B, T, C)
+    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));               // (B, T, F)
+    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, w3), w2);  // (B, T, C)
+  }
+};
+
+struct LlamaBlock {
+  LlamaRmsNorm attention_norm;
+  LlamaAttention attention;
+  LlamaRmsNorm ffn_norm;
+  LlamaFeedForward feed_forward;
+  Tensor forward(const Tensor& x) const {  // x: (B, T, C)
+    Tensor h = x + attention.forward(attention_norm.forward(x));
+    return h + feed_forward.forward(ffn_norm.forward(h));
+  }
+};
+
+// The parameter list (checkpoints, the optimizer, zeroing, counting and the gradient buffer all
+// follow it) is generated from the fields: field order, Meta's / llama2.c's names
+// ("tok_embeddings.weight", "layers.0.attention_norm.weight", ..., "norm.weight",
+// "output.weight"). Call llmcc::for_each_parameter(model, f) from a file that includes the
+// generated llama.grad.h (not from this header, which adgen reads).
+struct Llama {
+  LlamaConfig cfg;
+  Tensor tok_embeddings LLMCC_ADGEN_NAME("tok_embeddings.weight");  // (V, C)
+  std::vector<LlamaBlock> layers;
+  LlamaRmsNorm norm;
+  Tensor output LLMCC_ADGEN_NAME("output.weight");  // (V, C): the LM head, untied from tok_embeddings
+
+  // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
+  explicit Llama(const LlamaConfig& config);
+  Llama() = default;
+
+  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
+  Tensor forward(const Tokens& idx) const {
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
+    for (const LlamaBlock& b : layers) x = b.forward(x);     // (B, T, C)
+    return llmcc::linear_nobias(norm.forward(x), output);    // (B, T, V)
+  }
+};
+
+// Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
+// idx, targets: (B, T).
+LLMCC_ADGEN_ENTRY inline float llama_loss(const Llama& m, const Tokens& idx, const Tokens& targets) {
+  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
+}
+
+// Initialisation as llama2.c's and nanoGPT's: every weight matrix and the embedding N(0, 0.02),
+// residual projections (attention.wo, feed_forward.w2) N(0, 0.02 / sqrt(2 L)), RMSNorm weights
+// one. Draws from Rng(seed) in parameter list order, so the same seed gives the same model.
+void llama_init(Llama& model, std::uint64_t seed);
+
+}  // namespace llmcc::models

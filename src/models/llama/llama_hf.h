@@ -1,0 +1,49 @@
+// Llama <-> Hugging Face transformers' LlamaForCausalLM (model.safetensors + config.json).
+//
+//   llmcc (Meta / llama2.c names)          Hugging Face                                   layout
+//   tok_embeddings.weight (V, C)           model.embed_tokens.weight (V, C)               as is
+//   layers.N.attention_norm.weight (C)     model.layers.N.input_layernorm.weight          as is
+//   layers.N.attention.wq.weight (NH*HS, C) model.layers.N.self_attn.q_proj.weight        rows permuted (rotary)
+//   layers.N.attention.wk.weight (NKV*HS, C) model.layers.N.self_attn.k_proj.weight       rows permuted (rotary)
+//   layers.N.attention.wv.weight (NKV*HS, C) model.layers.N.self_attn.v_proj.weight       as is
+//   layers.N.attention.wo.weight (C, NH*HS) model.layers.N.self_attn.o_proj.weight        as is
+//   layers.N.ffn_norm.weight (C)           model.layers.N.post_attention_layernorm.weight as is
+//   layers.N.feed_forward.w1.weight (F, C) model.layers.N.mlp.gate_proj.weight            as is
+//   layers.N.feed_forward.w2.weight (C, F) model.layers.N.mlp.down_proj.weight            as is
+//   layers.N.feed_forward.w3.weight (F, C) model.layers.N.mlp.up_proj.weight              as is
+//   norm.weight (C)                        model.norm.weight                              as is
+//   output.weight (V, C)                   lm_head.weight                                 as is; absent when
+//                                                                                         tie_word_embeddings
+// Rotary: llmcc's rope (llmcc/ops/rope.h) rotates interleaved pairs (x[2i], x[2i+1]) of each head,
+// as Meta's and llama2.c's code; transformers rotates the halves (x[i], x[i + HS/2]). Hugging Face
+// checkpoints therefore store q_proj and k_proj with each head's rows reordered: HF row
+// h*HS/2 + i of a head is Meta row 2i + h (h = 0, 1; i < HS/2). Export applies that permutation,
+// import its inverse, so both libraries compute the same q and k.
+//
+// config.json must describe what llmcc computes: hidden_act silu, no rope_scaling, no attention or
+// MLP biases, head_dim = hidden_size / num_attention_heads. A tied model (tie_word_embeddings, as
+// Llama 3.2 1B) loads with output = a copy of the embedding (llmcc's Llama keeps them untied).
+#pragma once
+
+#include <string>
+
+#include "models/llama/llama_weights.h"
+
+namespace llmcc::models {
+
+// Writes dir/model.safetensors (F32, with lm_head.weight) and dir/config.json; creates dir.
+void save_llama_hf(const Llama& model, const std::string& dir);
+
+// Reads a model directory or a model.safetensors with config.json beside it. Throws
+// llmcc::Error naming the file and the tensor or key for anything missing, unexpected or wrong.
+LlamaWeights load_llama_hf(const std::string& path);
+
+std::string llama_hf_config_json(const LlamaConfig& config);
+// Also says, through *tied, whether the checkpoint shares lm_head with embed_tokens.
+LlamaConfig llama_config_from_hf(const std::string& config_json_path, bool* tied = nullptr);
+
+// The rotary row permutation for one projection of n_heads heads of head_dim rows, each of
+// `cols` floats: to_hf = Meta order -> Hugging Face order, else the inverse.
+void llama_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst);
+
+}  // namespace llmcc::models
