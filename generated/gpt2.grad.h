@@ -311,7 +311,7 @@ struct Gpt2_Grad {
   }
 };
 
-// Gpt2Linear_forward: what the backward of llmcc::models::Gpt2Linear::forward (gpt2.h:35) reads.
+// Gpt2Linear_forward: what the backward of llmcc::models::Gpt2Linear::forward (gpt2.h:36) reads.
 struct Gpt2Linear_forward_Saved {
   llmcc::Tensor t0;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
@@ -326,7 +326,7 @@ void Gpt2Linear_forward_bwd(const llmcc::models::Gpt2Linear& self, const llmcc::
                             const Gpt2Linear_forward_Saved& _s, const llmcc::Tensor& d_out,
                             Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2Attention_forward: what the backward of llmcc::models::Gpt2Attention::forward (gpt2.h:42)
+// Gpt2Attention_forward: what the backward of llmcc::models::Gpt2Attention::forward (gpt2.h:43)
 // reads.
 struct Gpt2Attention_forward_Saved {
   llmcc::Tensor t0;
@@ -356,7 +356,7 @@ void Gpt2Attention_forward_bwd(const llmcc::models::Gpt2Attention& self, const l
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
                                Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2LayerNorm_forward: what the backward of llmcc::models::Gpt2LayerNorm::forward (gpt2.h:29)
+// Gpt2LayerNorm_forward: what the backward of llmcc::models::Gpt2LayerNorm::forward (gpt2.h:30)
 // reads.
 struct Gpt2LayerNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -375,7 +375,7 @@ void Gpt2LayerNorm_forward_bwd(const llmcc::models::Gpt2LayerNorm& self, const l
                                const Gpt2LayerNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                                Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2Mlp_forward: what the backward of llmcc::models::Gpt2Mlp::forward (gpt2.h:53) reads.
+// Gpt2Mlp_forward: what the backward of llmcc::models::Gpt2Mlp::forward (gpt2.h:59) reads.
 struct Gpt2Mlp_forward_Saved {
   llmcc::Tensor t0;
   Gpt2Linear_forward_Saved c_fc;
@@ -398,7 +398,7 @@ void Gpt2Mlp_forward_bwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor
                          const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
                          Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2Block_forward: what the backward of llmcc::models::Gpt2Block::forward (gpt2.h:61) reads.
+// Gpt2Block_forward: what the backward of llmcc::models::Gpt2Block::forward (gpt2.h:67) reads.
 struct Gpt2Block_forward_Saved {
   llmcc::Tensor t0;
   Gpt2LayerNorm_forward_Saved ln_1;
@@ -435,7 +435,7 @@ void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Te
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
                            Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:83) reads.
+// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:93) reads.
 struct Gpt2_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -472,7 +472,7 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
                       bool _final = false);
 
-// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:92) reads.
+// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:115) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;

@@ -287,7 +287,7 @@ struct Llama_Grad {
   }
 };
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:44)
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:45)
 // reads.
 struct LlamaAttention_forward_Saved {
   llmcc::Tensor t0;
@@ -326,7 +326,7 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
                                 bool _final = false);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:32)
+// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:33)
 // reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -345,7 +345,7 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:58) reads.
+// (llama.h:67) reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor t1;
@@ -372,7 +372,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
                                   llmcc::Tensor* d_x, bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:69) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:78) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -409,7 +409,7 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:92) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:105) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -446,7 +446,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
                        Llama_Grad* d_self, bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:101) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:126) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;

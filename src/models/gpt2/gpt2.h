@@ -20,6 +20,7 @@
 #include "llmcc/ops/layernorm.h"
 #include "llmcc/ops/linear.h"
 #include "models/gpt2/gpt2_config.h"
+#include "models/kv_cache.h"
 
 namespace llmcc::models {
 
@@ -45,6 +46,11 @@ struct Gpt2Attention {
     Tensor y = llmcc::attention_qkv(qkv, n_head, n_head);  // (B, T, C)
     return c_proj.forward(y);                              // (B, T, C)
   }
+  // Generation: x's rows are new positions; their keys and values go into `layer` of the cache.
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
+    Tensor qkv = c_attn.forward(x);                                   // (1, T, 3C)
+    return c_proj.forward(kv_attention_qkv(qkv, cache, layer, n_head));  // (1, T, C)
+  }
 };
 
 struct Gpt2Mlp {
@@ -60,6 +66,10 @@ struct Gpt2Block {
   Gpt2Mlp mlp;
   Tensor forward(const Tensor& x) const {  // x: (B, T, C)
     Tensor h = x + attn.forward(ln_1.forward(x));
+    return h + mlp.forward(ln_2.forward(h));
+  }
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
+    Tensor h = x + attn.decode(ln_1.forward(x), cache, layer);
     return h + mlp.forward(ln_2.forward(h));
   }
 };
@@ -84,6 +94,19 @@ struct Gpt2 {
     Tensor x = llmcc::token_position_embedding(idx, wte, wpe);  // (B, T, C)
     for (const Gpt2Block& b : h) x = b.forward(x);              // (B, T, C)
     return llmcc::linear_nobias(ln_f.forward(x), wte);          // (B, T, Vp)
+  }
+
+  // Generation (models/kv_cache.h): the logits (1, 1, Vp) after the new tokens idx ((1, T), at
+  // positions cache.pos()..), each layer keeping their keys and values in the cache. A prefill
+  // runs the forward's ops on the prompt; a decode step runs them on one row.
+  Tensor decode(const Tokens& idx, KvCache& cache) const {
+    const std::int64_t C = cfg.n_embd, T = idx.T(), pos = cache.pos();
+    const Tensor positions(wpe.f32() + pos * C, {cfg.max_seq_len - pos, C});  // rows pos.. of wpe
+    Tensor x = llmcc::token_position_embedding(idx, wte, positions);         // (1, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) x = h[l].decode(cache.carry(x), cache, l);
+    x = cache.carry(x);                                      // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});     // (1, 1, C)
+    return llmcc::linear_nobias(ln_f.forward(last), wte);    // (1, 1, Vp)
   }
 };
 

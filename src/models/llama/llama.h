@@ -21,6 +21,7 @@
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
 #include "llmcc/ops/silu.h"
+#include "models/kv_cache.h"
 #include "models/llama/llama_config.h"
 
 namespace llmcc::models {
@@ -48,6 +49,14 @@ struct LlamaAttention {
     Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);                        // (B, T, NH * HS)
     return llmcc::linear_nobias(y, wo);                                             // (B, T, C)
   }
+  // Generation: x's rows are new positions from cache.pos(); their keys and values go into
+  // `layer` of the cache.
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {                       // x: (1, T, C)
+    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, cache.pos());     // (1, T, NH * HS)
+    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, cache.pos());  // (1, T, NKV * HS)
+    Tensor v = llmcc::linear_nobias(x, wv);                                                   // (1, T, NKV * HS)
+    return llmcc::linear_nobias(kv_attention(q, k, v, cache, layer, n_head, n_kv_head), wo);  // (1, T, C)
+  }
 };
 
 struct LlamaFeedForward {
@@ -68,6 +77,10 @@ struct LlamaBlock {
   LlamaFeedForward feed_forward;
   Tensor forward(const Tensor& x) const {  // x: (B, T, C)
     Tensor h = x + attention.forward(attention_norm.forward(x));
+    return h + feed_forward.forward(ffn_norm.forward(h));
+  }
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
+    Tensor h = x + attention.decode(attention_norm.forward(x), cache, layer);
     return h + feed_forward.forward(ffn_norm.forward(h));
   }
 };
@@ -93,6 +106,18 @@ struct Llama {
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
     for (const LlamaBlock& b : layers) x = b.forward(x);     // (B, T, C)
     return llmcc::linear_nobias(norm.forward(x), output);    // (B, T, V)
+  }
+
+  // Generation (models/kv_cache.h): the logits (1, 1, V) after the new tokens idx ((1, T), at
+  // positions cache.pos()..), each layer keeping their keys and values in the cache. A prefill
+  // runs the forward's ops on the prompt; a decode step runs them on one row.
+  Tensor decode(const Tokens& idx, KvCache& cache) const {
+    const std::int64_t C = cfg.n_embd, T = idx.T();
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (1, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].decode(cache.carry(x), cache, l);
+    x = cache.carry(x);                                     // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});    // (1, 1, C)
+    return llmcc::linear_nobias(norm.forward(last), output);  // (1, 1, V)
   }
 };
 
