@@ -8,6 +8,7 @@
 #include "models/gpt2/gpt2_family.h"
 #include "models/hf_files.h"
 #include "models/llama/llama_family.h"
+#include "models/qwen3/qwen3_family.h"
 
 namespace llmcc::models {
 
@@ -24,7 +25,7 @@ std::string family_names() {
 const std::vector<const Family*>& model_families() {
   // The first is the default: the family of checkpoints without model.family and of a new run
   // without --model.
-  static const std::vector<const Family*> families = {&gpt2_family(), &llama_family()};
+  static const std::vector<const Family*> families = {&gpt2_family(), &llama_family(), &qwen3_family()};
   return families;
 }
 

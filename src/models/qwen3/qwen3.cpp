@@ -1,0 +1,61 @@
+// Qwen3's parameter shapes and initialisation (the forward is in qwen3.h).
+#include "models/qwen3/qwen3.h"
+
+#include <cmath>
+#include <string>
+
+#include "llmcc/error.h"
+#include "llmcc/train/rng.h"
+#include "qwen3.grad.h"  // the generated parameter list
+
+namespace llmcc::models {
+
+Qwen3::Qwen3(const Qwen3Config& config) : cfg(config) {
+  cfg.validate();
+  const std::int64_t C = cfg.n_embd, V = cfg.vocab_size, F = cfg.hidden_dim, D = cfg.head_dim;
+  const std::int64_t Q = cfg.n_head * D, KV = cfg.n_kv_head * D;
+  model.embed_tokens = Tensor(nullptr, Shape{V, C});
+  model.layers.resize(static_cast<std::size_t>(cfg.n_layer));
+  for (Qwen3Block& b : model.layers) {
+    b.input_layernorm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+    Qwen3Attention& a = b.self_attn;
+    a.n_head = cfg.n_head;
+    a.n_kv_head = cfg.n_kv_head;
+    a.head_dim = cfg.head_dim;
+    a.rope_freqs = RopeConfig{cfg.rope_theta, RopeScaling{}};
+    a.q_proj = Tensor(nullptr, Shape{Q, C});
+    a.k_proj = Tensor(nullptr, Shape{KV, C});
+    a.v_proj = Tensor(nullptr, Shape{KV, C});
+    a.o_proj = Tensor(nullptr, Shape{C, Q});
+    a.q_norm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{D})};
+    a.k_norm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{D})};
+    b.post_attention_layernorm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+    b.mlp.gate_proj = Tensor(nullptr, Shape{F, C});
+    b.mlp.up_proj = Tensor(nullptr, Shape{F, C});
+    b.mlp.down_proj = Tensor(nullptr, Shape{C, F});
+  }
+  model.norm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
+  if (!cfg.tie_embeddings) lm_head.push_back(Qwen3LmHead{Tensor(nullptr, Shape{V, C})});
+}
+
+void qwen3_init(Qwen3& model, std::uint64_t seed) {
+  Rng rng(seed);
+  const float std_default = 0.02f;
+  const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(model.cfg.n_layer));
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  llmcc::for_each_parameter(model, [&](const std::string& name, Tensor& t) {
+    LLMCC_ASSERT(t.defined(), "qwen3_init: bind the parameters first (llmcc::bind_parameters)");
+    float* p = t.f32();
+    const std::size_t n = static_cast<std::size_t>(t.numel());
+    if (t.ndim() == 1) {  // RMSNorm gains
+      for (std::size_t i = 0; i < n; ++i) p[i] = 1.0f;
+      return;
+    }
+    const bool residual = ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight");
+    rng.fill_normal(p, n, 0.0f, residual ? std_residual : std_default);
+  });
+}
+
+}  // namespace llmcc::models

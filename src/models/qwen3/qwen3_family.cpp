@@ -1,0 +1,123 @@
+#include "models/qwen3/qwen3_family.h"
+
+#include <string>
+#include <vector>
+
+#include "llmcc/error.h"
+#include "models/family_model.h"
+#include "models/qwen3/qwen3_generate.h"
+#include "models/qwen3/qwen3_hf.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "qwen3.grad.h"
+
+namespace llmcc::models {
+namespace {
+
+// The fields users set by name (the command line's --n-layer, ...).
+struct IntField {
+  const char* name;
+  int Qwen3Config::* member;
+};
+constexpr IntField kIntFields[] = {
+    {"n_layer", &Qwen3Config::n_layer},       {"n_head", &Qwen3Config::n_head},
+    {"n_kv_head", &Qwen3Config::n_kv_head},   {"n_embd", &Qwen3Config::n_embd},
+    {"head_dim", &Qwen3Config::head_dim},     {"hidden_dim", &Qwen3Config::hidden_dim},
+    {"max_seq_len", &Qwen3Config::max_seq_len}, {"vocab_size", &Qwen3Config::vocab_size},
+};
+struct FloatField {
+  const char* name;
+  float Qwen3Config::* member;
+};
+constexpr FloatField kFloatFields[] = {
+    {"rope_theta", &Qwen3Config::rope_theta},
+    {"norm_eps", &Qwen3Config::norm_eps},
+};
+
+class Qwen3FamilyConfig final : public FamilyConfigOf<Qwen3Config> {
+ public:
+  using FamilyConfigOf::FamilyConfigOf;
+  const Family& family() const override { return qwen3_family(); }
+  std::unique_ptr<FamilyConfig> clone() const override { return std::make_unique<Qwen3FamilyConfig>(value); }
+  int vocab_size() const override { return value.vocab_size; }
+  int max_seq_len() const override { return value.max_seq_len; }
+  std::int64_t parameter_count() const override { return value.parameter_count(); }
+  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
+  std::string str() const override { return value.str(); }
+  void validate() const override { value.validate(); }
+  void to_kv(KeyValues& kv) const override { qwen3_config_to_kv(value, kv); }
+  std::optional<double> get(std::string_view key) const override {
+    for (const IntField& f : kIntFields)
+      if (key == f.name) return value.*f.member;
+    for (const FloatField& f : kFloatFields)
+      if (key == f.name) return value.*f.member;
+    return std::nullopt;
+  }
+  void set(std::string_view key, double v) override {
+    for (const IntField& f : kIntFields)
+      if (key == f.name) value.*f.member = static_cast<int>(v);
+    for (const FloatField& f : kFloatFields)
+      if (key == f.name) value.*f.member = static_cast<float>(v);
+  }
+};
+
+ModelConfig config_of(const Qwen3Config& c) { return ModelConfig(std::make_unique<Qwen3FamilyConfig>(c)); }
+
+struct Qwen3Traits {
+  using Entry = qwen3_loss_Entry;
+  using Weights = Qwen3Weights;
+  static ModelConfig config(const Qwen3Config& c) { return config_of(c); }
+  static void init(Weights& w, std::uint64_t seed) { qwen3_init(w.model, seed); }
+  static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
+    return std::make_unique<Qwen3Generator>(m, when_full);
+  }
+  static void save_as(const Qwen3& m, const std::string& format, const std::string& path) {
+    if (format != "safetensors") fail("qwen3", "no export format '" + format + "' (expected safetensors)");
+    save_qwen3_hf(m, path);
+  }
+};
+
+class Qwen3Family final : public Family {
+ public:
+  const char* name() const override { return "qwen3"; }
+  const char* display_name() const override { return "Qwen3"; }
+  const char* hf_model_type() const override { return "qwen3"; }
+  const char* hf_architecture() const override { return "Qwen3ForCausalLM"; }
+  std::vector<std::string> preset_names() const override { return qwen3_preset_names(); }
+  ModelConfig preset(const std::string& name) const override { return config_of(qwen3_preset(name)); }
+  const std::vector<ConfigKey>& config_keys() const override {
+    static const std::vector<ConfigKey> keys = {
+        {"n_layer", "transformer blocks"},
+        {"n_head", "attention (query) heads; must divide --n-embd"},
+        {"n_kv_head", "key/value heads, must divide --n-head"},
+        {"n_embd", "channels"},
+        {"head_dim", "channels per attention head, independent of --n-embd / --n-head"},
+        {"hidden_dim", "SwiGLU hidden width"},
+        {"max_seq_len", "positions the model can see"},
+        {"vocab_size", "token ids the model predicts and reads"},
+        {"rope_theta", "RoPE base", true},
+        {"norm_eps", "RMSNorm epsilon", true},
+    };
+    return keys;
+  }
+  ModelConfig config_from_kv(const KeyValues& kv, const std::string& where) const override {
+    return config_of(qwen3_config_from_kv(kv, where));
+  }
+  std::unique_ptr<Model> make(const ModelConfig& config) const override {
+    return std::make_unique<FamilyModel<Qwen3Traits>>(make_qwen3(config.as<Qwen3Config>()));
+  }
+  std::unique_ptr<Model> load(const std::string& path) const override {
+    return std::make_unique<FamilyModel<Qwen3Traits>>(load_qwen3(path));
+  }
+  std::vector<ExportFormat> export_formats() const override {
+    return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
+  }
+};
+
+}  // namespace
+
+const Family& qwen3_family() {
+  static const Qwen3Family family;
+  return family;
+}
+
+}  // namespace llmcc::models
