@@ -190,8 +190,9 @@ llmcc::models::Gpt2Block gpt2_block(std::int64_t C, std::int64_t n_head) {
   return b;
 }
 
-using Gpt2Ops = BlockOps<llmcc::models::Gpt2Block, llmcc::models::Gpt2Block_Grad, llmcc::models::Gpt2Block_forward_Saved,
-                         &llmcc::models::Gpt2Block_forward_fwd, &llmcc::models::Gpt2Block_forward_bwd>;
+using Gpt2Ops =
+    BlockOps<llmcc::models::Gpt2Block, llmcc::models::Gpt2Block_Grad, llmcc::models::Gpt2Block_forward_Saved,
+             &llmcc::models::Gpt2Block_forward_fwd, &llmcc::models::Gpt2Block_forward_bwd>;
 
 // ---- Llama ---------------------------------------------------------------------------------
 
@@ -228,8 +229,9 @@ llmcc::models::LlamaBlock llama_block(const LlamaShape& s) {
   return b;
 }
 
-using LlamaOps = BlockOps<llmcc::models::LlamaBlock, llmcc::models::LlamaBlock_Grad, llmcc::models::LlamaBlock_forward_Saved,
-                          &llmcc::models::LlamaBlock_forward_fwd, &llmcc::models::LlamaBlock_forward_bwd>;
+using LlamaOps =
+    BlockOps<llmcc::models::LlamaBlock, llmcc::models::LlamaBlock_Grad, llmcc::models::LlamaBlock_forward_Saved,
+             &llmcc::models::LlamaBlock_forward_fwd, &llmcc::models::LlamaBlock_forward_bwd>;
 
 }  // namespace
 

@@ -63,7 +63,12 @@ class TrainBenchStep final : public BenchStep {
   using Model = typename Entry::Model;
   TrainBenchStep(const Model& model, ParameterStore& params, int B, int T, int vocab, int max_seq_len,
                  std::uint64_t seed)
-      : model_(model), params_(params), B_(B), T_(T), grads_(adgen::make_grad(model)), opt_(params, bench_detail::kAdamW) {
+      : model_(model),
+        params_(params),
+        B_(B),
+        T_(T),
+        grads_(adgen::make_grad(model)),
+        opt_(params, bench_detail::kAdamW) {
     bench_detail::check_batch(B, T, max_seq_len);
     const std::vector<std::int32_t> stream = bench_detail::random_stream(B, T, vocab, seed);
     inputs_.assign(stream.begin(), stream.end() - 1);
@@ -109,9 +114,7 @@ class TrainBenchStep final : public BenchStep {
   std::size_t arena_capacity() const override { return arena_->capacity(); }
 
  private:
-  typename Entry::Inputs inputs() const {
-    return {Tokens(inputs_.data(), B_, T_), Tokens(targets_.data(), B_, T_)};
-  }
+  typename Entry::Inputs inputs() const { return {Tokens(inputs_.data(), B_, T_), Tokens(targets_.data(), B_, T_)}; }
   float fwd_bwd() {
     const typename Entry::Inputs in = inputs();
     const float loss = Entry::fwd(model_, in, saved_);
@@ -127,8 +130,8 @@ class TrainBenchStep final : public BenchStep {
   int B_, T_;
   adgen::GradBuffer<typename Entry::Grad> grads_;
   AdamW opt_;
-  std::unique_ptr<Arena> arena_;  // measured by a planning step in the constructor
-  typename Entry::Saved saved_;   // kept across steps: a warm step allocates no records
+  std::unique_ptr<Arena> arena_;                // measured by a planning step in the constructor
+  typename Entry::Saved saved_;                 // kept across steps: a warm step allocates no records
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
 };
 

@@ -22,7 +22,7 @@ KvCache::KvCache(const KvCacheShape& shape)
   // nothing, so a short generation with a long-context model stays cheap.
   k_ = state_.tensor({shape.layers, shape.max_len, shape.kv_width}, "k cache");  // (L, maxT, KV)
   v_ = state_.tensor({shape.layers, shape.max_len, shape.kv_width}, "v cache");  // (L, maxT, KV)
-  residual_ = state_.tensor({shape.max_len, shape.width}, "residual");          // (maxT, C)
+  residual_ = state_.tensor({shape.max_len, shape.width}, "residual");           // (maxT, C)
 }
 
 void KvCache::begin(int pos) {
@@ -51,7 +51,7 @@ void store_rows(float* cache, std::int64_t kv_width, int pos, const float* src, 
 // One new row at pos attends to the cached rows 0..pos; q: (NH * HS) floats.
 Tensor single_query(const float* q, KvCache& cache, int layer, int NH, int NKV, std::int64_t HS) {
   const int pos = cache.pos();
-  const Tensor y = new_tensor({1, 1, NH * HS}, "kv attention");      // (1, 1, NH * HS)
+  const Tensor y = new_tensor({1, 1, NH * HS}, "kv attention");     // (1, 1, NH * HS)
   const Tensor scores = new_tensor({NH, pos + 1}, "kv attention");  // (NH, pos + 1)
   attention_single_query(y.f32(), q, cache.k(layer), cache.v(layer), pos + 1, NH, NKV, static_cast<int>(HS),
                          cache.shape().kv_width, scores.f32());

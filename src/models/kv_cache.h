@@ -58,9 +58,9 @@ class KvCache {
   std::int64_t layer_floats() const { return std::int64_t{shape_.max_len} * shape_.kv_width; }
 
   KvCacheShape shape_;
-  Arena state_;    // the caches and the residual stream, for the cache's lifetime
-  Arena scratch_;  // one decode call's temporaries, reset by begin() and carry()
-  Tensor k_, v_;   // (layers, max_len, kv_width) each
+  Arena state_;      // the caches and the residual stream, for the cache's lifetime
+  Arena scratch_;    // one decode call's temporaries, reset by begin() and carry()
+  Tensor k_, v_;     // (layers, max_len, kv_width) each
   Tensor residual_;  // (max_len, width)
   int pos_ = 0;
 };

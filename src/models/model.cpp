@@ -11,8 +11,7 @@ const char* ModelConfig::family_name() const { return family().name(); }
 const char* ModelConfig::display_name() const { return family().display_name(); }
 
 void ModelConfig::set(std::string_view key, double value) {
-  if (!c_->get(key))
-    fail("model", std::string(family().display_name()) + " has no config key " + std::string(key));
+  if (!c_->get(key)) fail("model", std::string(family().display_name()) + " has no config key " + std::string(key));
   // Copy on write: other copies keep the config they had.
   std::unique_ptr<FamilyConfig> changed = c_->clone();
   changed->set(key, value);

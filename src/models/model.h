@@ -134,9 +134,9 @@ class Model {
 class Family {
  public:
   virtual ~Family() = default;
-  virtual const char* name() const = 0;          // "gpt2": the checkpoint's model.family
-  virtual const char* display_name() const = 0;  // "GPT-2"
-  virtual const char* hf_model_type() const = 0;  // config.json's model_type: "gpt2", "llama"
+  virtual const char* name() const = 0;             // "gpt2": the checkpoint's model.family
+  virtual const char* display_name() const = 0;     // "GPT-2"
+  virtual const char* hf_model_type() const = 0;    // config.json's model_type: "gpt2", "llama"
   virtual const char* hf_architecture() const = 0;  // "GPT2LMHeadModel"
   virtual std::vector<std::string> preset_names() const = 0;
   // One of preset_names(); throws llmcc::Error otherwise.

@@ -134,8 +134,8 @@ void check_model_path(const std::string& path, const std::string& flag, const st
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec) || is_hf_model(path)) return;
   const bool dir = std::filesystem::is_directory(path, ec);
-  fail(where, flag + ": " + path + (dir ? " is a directory without model.safetensors" : " does not exist") +
-                  "; give " + model_path_help());
+  fail(where, flag + ": " + path + (dir ? " is a directory without model.safetensors" : " does not exist") + "; give " +
+                  model_path_help());
 }
 
 }  // namespace llmcc::models

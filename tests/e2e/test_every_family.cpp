@@ -46,10 +46,27 @@ TEST(EveryFamily, TrainsResumesEvaluatesGeneratesAndExports) {
     llmcc::test::write_progression_shard(dir.file("val.bin"), 1000, 2, 67);
     const std::vector<std::string> model = {"--model", preset, "--n-layer", "2", "--vocab-size", "67"};
     auto train = [&](const std::string& out_dir, const std::string& steps, std::vector<std::string> extra) {
-      std::vector<std::string> args = {"train", "--train-data", dir.file("train.bin"), "--val-data", dir.file("val.bin"),
-                                       "--steps", steps, "--batch-size", "2", "--seq-len", "16", "--val-every", "4",
-                                       "--ckpt-every", "4", "--out-dir", dir.file(out_dir), "--threads", "1",
-                                       "--sample-every", "0"};
+      std::vector<std::string> args = {"train",
+                                       "--train-data",
+                                       dir.file("train.bin"),
+                                       "--val-data",
+                                       dir.file("val.bin"),
+                                       "--steps",
+                                       steps,
+                                       "--batch-size",
+                                       "2",
+                                       "--seq-len",
+                                       "16",
+                                       "--val-every",
+                                       "4",
+                                       "--ckpt-every",
+                                       "4",
+                                       "--out-dir",
+                                       dir.file(out_dir),
+                                       "--threads",
+                                       "1",
+                                       "--sample-every",
+                                       "0"};
       args.insert(args.end(), extra.begin(), extra.end());
       return run_llmcc(dir, args);
     };

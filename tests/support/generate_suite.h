@@ -60,7 +60,7 @@ inline void single_query_matches_fused_attention_last_row(int NH, int NKV, int H
   std::vector<float> out(Cq), scores(NH * n);                                                 // (Cq), (NH, n)
   for_each_thread_count([&](int) {
     models::attention_single_query(out.data(), q.f32() + (n - 1) * Cq, k.f32(), v.f32(), n, NH, NKV, HS, Ckv,
-                               scores.data());
+                                   scores.data());
     EXPECT_TRUE(all_close("out", out.data(), ref.f32() + (n - 1) * Cq, Cq, 1e-6, 1e-5));
   });
 }

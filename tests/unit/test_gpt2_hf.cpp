@@ -298,9 +298,9 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
         llmcc::models::load_gpt2(variant("wrongcfg", tensors, replace_once(config, "\"n_embd\": 8", "\"n_embd\": 16")));
       },
       {"tensor 'transformer.wte.weight'", "shape (67, 8), expected (67, 16)"}));
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::models::load_gpt2(variant("relu", tensors, replace_once(config, "gelu_new", "relu"))); },
-                   {"config.json", "activation_function is 'relu'"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::models::load_gpt2(variant("relu", tensors, replace_once(config, "gelu_new", "relu"))); },
+      {"config.json", "activation_function is 'relu'"}));
   EXPECT_TRUE(
       throws_error([&] { llmcc::models::load_gpt2(variant("eps", tensors, replace_once(config, "1e-05", "1e-06"))); },
                    {"layer_norm_epsilon is 1e-06"}));
@@ -313,13 +313,16 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(variant("badjson", tensors, "{\"n_embd\": 8,")); },
                            {"config.json:1:14", "expected"}));
   EXPECT_TRUE(throws_error(
-      [&] { llmcc::models::load_gpt2(variant("heads", tensors, replace_once(config, "\"n_head\": 2", "\"n_head\": 3"))); },
+      [&] {
+        llmcc::models::load_gpt2(variant("heads", tensors, replace_once(config, "\"n_head\": 2", "\"n_head\": 3")));
+      },
       {"config.json", "cannot build"}));
   // A config naming far more layers than the file holds fails on the first missing layer, before
   // the weights of 65,536 layers are allocated.
   EXPECT_TRUE(throws_error(
       [&] {
-        llmcc::models::load_gpt2(variant("deep", tensors, replace_once(config, "\"n_layer\": 2", "\"n_layer\": 65536")));
+        llmcc::models::load_gpt2(
+            variant("deep", tensors, replace_once(config, "\"n_layer\": 2", "\"n_layer\": 65536")));
       },
       {"[gpt2_hf]", "no tensor 'transformer.h.2.ln_1.weight'", "n_layer = 65536", "holds 2 layers"}));
 

@@ -201,7 +201,8 @@ TEST(Gpt2Llmc, UnpaddedVocabularyIsPaddedOnImport) {
     for (std::int64_t i = 0; i < back.model.wte.numel(); ++i) {
       const float want = i < real ? w.model.wte.f32()[i] : 0.0f;
       const float got = back.model.wte.f32()[i];
-      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::models::bf16_to_f32(llmcc::models::f32_to_bf16(want))) << i;
+      ASSERT_EQ(got, dtype == LlmcDType::F32 ? want : llmcc::models::bf16_to_f32(llmcc::models::f32_to_bf16(want)))
+          << i;
     }
     // Everything after wte is where it was.
     const float* a = w.model.wpe.f32();

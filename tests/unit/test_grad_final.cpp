@@ -71,8 +71,8 @@ TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
   ASSERT_GE(c.n_layer, 2);
   auto g = llmcc::adgen::make_grad(w.model);  // the layout check_two_calls' store has: names by index
-  const auto order =
-      check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::models::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
+  const auto order = check_two_calls(
+      w.model, [&](const auto& m, auto& grad) { llmcc::models::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
   ASSERT_EQ(order.size(), g.store.count());
   const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
   const auto [last_first, last_end] = notified_span(order, g.store, last);

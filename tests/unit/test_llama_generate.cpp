@@ -141,7 +141,7 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
         Rng cached_rng(40 + p), uncached_rng(40 + p);
         std::vector<std::int32_t> seen;
         const auto cached = llmcc::models::llama_sample(w.model, prompts[p], 2 * maxT, cfg, cached_rng,
-                                                    [&](std::int32_t id) { seen.push_back(id); });
+                                                        [&](std::int32_t id) { seen.push_back(id); });
         const auto uncached = llmcc::models::llama_sample_uncached(w.model, prompts[p], 2 * maxT, cfg, uncached_rng);
         ASSERT_EQ(cached.size(), std::size_t(2 * maxT));
         EXPECT_EQ(cached, uncached);
@@ -152,7 +152,8 @@ TEST(LlamaGenerate, CachedSamplerDrawsTheUncachedTokens) {
   });
   // Top-k draws depend on the seed (the test would pass trivially if they did not).
   Rng a(1), b(2);
-  EXPECT_NE(llmcc::models::llama_sample(w.model, {3}, 20, top_k, a), llmcc::models::llama_sample(w.model, {3}, 20, top_k, b));
+  EXPECT_NE(llmcc::models::llama_sample(w.model, {3}, 20, top_k, a),
+            llmcc::models::llama_sample(w.model, {3}, 20, top_k, b));
 }
 
 TEST(LlamaGenerate, StopsAtTheContextLimit) {
@@ -180,7 +181,8 @@ TEST(LlamaGenerate, StopsAtEndOfTextAndStartsFromIt) {
   EXPECT_EQ(llmcc::models::llama_sample(w.model, {4, 5}, 5, sc, rng), std::vector<std::int32_t>{first[0]});
   sc.document_start = -1;
   sc.stop_at_eot = false;
-  EXPECT_EQ(llmcc::models::llama_sample(w.model, {}, 4, sc, rng), llmcc::models::llama_sample(w.model, {sc.eot}, 4, sc, rng));
+  EXPECT_EQ(llmcc::models::llama_sample(w.model, {}, 4, sc, rng),
+            llmcc::models::llama_sample(w.model, {sc.eot}, 4, sc, rng));
 }
 
 TEST(LlamaGenerate, BadInputIsAClearError) {
@@ -191,8 +193,8 @@ TEST(LlamaGenerate, BadInputIsAClearError) {
   // A bad id anywhere in a long prompt, even in the part cropped away, and with 0 new tokens.
   std::vector<std::int32_t> long_prompt(20, 2);  // (20)
   long_prompt[0] = 99;
-  EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::models::llama_sample(w.model, long_prompt, 0, sc, rng); }, {"99", "[0, 37)"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::llama_sample(w.model, long_prompt, 0, sc, rng); },
+                                        {"99", "[0, 37)"}));
   llmcc::models::Llama unbound(small_config());
   EXPECT_TRUE(llmcc::test::throws_error([&] { LlamaGenerator g(unbound); }, {"no weights bound"}));
 }

@@ -124,7 +124,7 @@ TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
   EXPECT_EQ(shape, (TensorShape{c.n_kv_head * c.head_dim(), c.n_embd}));
   std::vector<float> want(k.size());
   llmcc::models::llama_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
-                                  want.data());
+                                      want.data());
   EXPECT_EQ(k, want);
   const std::vector<float> gate = r.read_f32("model.layers.0.mlp.gate_proj.weight", &shape);
   EXPECT_EQ(shape, (TensorShape{c.hidden_dim, c.n_embd}));
@@ -235,9 +235,9 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::models::load_llama_hf(scaling("s4",
-                                         "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
-                                         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
-                                         "\"original_max_position_embeddings\": 8192}"));
+                                             "{\"rope_type\": \"llama3\", \"factor\": 0.5, "
+                                             "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                                             "\"original_max_position_embeddings\": 8192}"));
       },
       {"config.json", "rope_scaling", "factor is 0.5"}));
   EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(scaling("s5", "7")); },
@@ -255,9 +255,9 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   EXPECT_EQ(v5.model.cfg.rope_scaling.type, llmcc::RopeScaling::Type::Llama3);
   EXPECT_EQ(v5.model.cfg.rope_scaling.factor, 8.0f);
   EXPECT_EQ(v5.model.layers[1].attention.rope_freqs.scaling, v5.model.cfg.rope_scaling);
-  EXPECT_TRUE(
-      throws_error([&] { llmcc::models::load_llama_hf(variant("gelu", replace_once(config, "\"silu\"", "\"gelu\""), "")); },
-                   {"hidden_act is 'gelu'"}));
+  EXPECT_TRUE(throws_error(
+      [&] { llmcc::models::load_llama_hf(variant("gelu", replace_once(config, "\"silu\"", "\"gelu\""), "")); },
+      {"hidden_act is 'gelu'"}));
   EXPECT_TRUE(throws_error(
       [&] {
         llmcc::models::load_llama_hf(
@@ -333,7 +333,8 @@ TEST(LlamaHf, ExportCommandConvertsBothWays) {
 
   r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("x.bin")});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("holds a Llama model, which exports as llmcc, safetensors, not llmc"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("holds a Llama model, which exports as llmcc, safetensors, not llmc"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -161,13 +161,12 @@ TEST(Qwen3Model, ConfigRoundTripsThroughKeyValuesAndTheRegistry) {
   EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::qwen3_config_from_kv(kv, "f.bin"); },
                                         {"f.bin", "model.tie_embeddings", "yes"}));
   kv.erase("model.head_dim");
-  EXPECT_TRUE(
-      llmcc::test::throws_error([&] { llmcc::models::qwen3_config_from_kv(kv, "f.bin"); }, {"f.bin", "model.head_dim"}));
+  EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::qwen3_config_from_kv(kv, "f.bin"); },
+                                        {"f.bin", "model.head_dim"}));
 }
 
 TEST(Qwen3Model, LossAtInitialisationIsLogVocab) {
-  llmcc::test::model_loss_at_initialisation_is_log_vocab<Qwen3Family>(llmcc::models::qwen3_preset("qwen3-tiny"),
-                                                                      32000);
+  llmcc::test::model_loss_at_initialisation_is_log_vocab<Qwen3Family>(llmcc::models::qwen3_preset("qwen3-tiny"), 32000);
 }
 
 TEST(Qwen3Model, GeneratedGradientMemorisesABatch) {

@@ -209,7 +209,8 @@ TEST(UbInputs, LlamaConfigTooLargeIsAnError) {
   EXPECT_NE(what.find("hidden_dim (2147483647)"), std::string::npos) << what;
 
   EXPECT_NE(error_of([] { (void)models::llama_hidden_dim(1 << 30, 32); }).find("does not fit"), std::string::npos);
-  EXPECT_NE(error_of([] { (void)models::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"), std::string::npos);
+  EXPECT_NE(error_of([] { (void)models::llama_hidden_dim(288, 32, kNan); }).find("ffn_dim_multiplier"),
+            std::string::npos);
   EXPECT_EQ(models::llama_hidden_dim(288, 32), 768);
 }
 

@@ -76,8 +76,8 @@ std::string format_help() {
   return h + ", or auto: a family's first format (" + [] {
     std::string firsts;
     for (const models::Family* f : models::model_families())
-      firsts += (firsts.empty() ? "" : ", ") + std::string(f->export_formats().front().name) + " for " +
-                f->display_name();
+      firsts +=
+          (firsts.empty() ? "" : ", ") + std::string(f->export_formats().front().name) + " for " + f->display_name();
     return firsts;
   }() + ") for an llmcc checkpoint, llmcc for anything else";
 }
@@ -100,8 +100,9 @@ void write_sentencepiece_beside(const std::string& ckpt, const std::string& dir)
 
 int run_export(int argc, char** argv) {
   std::string ckpt, out, format = "auto";
-  ArgParser p("export", "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
-                        "family has of its own.");
+  ArgParser p("export",
+              "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
+              "family has of its own.");
   p.add("--ckpt", &ckpt, "input: " + models::model_path_help());
   p.add("--out", &out, "output file (written atomically); a directory for --format safetensors");
   p.add("--format", &format, format_help());
@@ -132,17 +133,17 @@ int run_export(int argc, char** argv) {
 
   const models::ModelFile in = models::identify_model_file(ckpt);
   const models::Family& family = *in.family;
-  const bool from_llmcc = in.kind != models::ModelFile::Kind::HuggingFace && in.kind != models::ModelFile::Kind::FamilyFile;
+  const bool from_llmcc =
+      in.kind != models::ModelFile::Kind::HuggingFace && in.kind != models::ModelFile::Kind::FamilyFile;
   if (format == "auto") format = from_llmcc ? family.export_formats().front().name : "llmcc";
   const std::vector<models::ExportFormat> own = family.export_formats();
-  const bool known = format == "llmcc" || std::any_of(own.begin(), own.end(), [&](const models::ExportFormat& e) {
-                       return format == e.name;
-                     });
+  const bool known = format == "llmcc" || std::any_of(own.begin(), own.end(),
+                                                      [&](const models::ExportFormat& e) { return format == e.name; });
   if (!known) {
     std::vector<std::string> names = {"llmcc"};
     for (const models::ExportFormat& e : own) names.push_back(e.name);
-    fail(kCmd, ckpt + " holds a " + family.display_name() + " model, which exports as " + joined(names) + ", not " +
-                   format);
+    fail(kCmd,
+         ckpt + " holds a " + family.display_name() + " model, which exports as " + joined(names) + ", not " + format);
   }
   const bool to_dir = format == "safetensors";
   {
@@ -156,9 +157,9 @@ int run_export(int argc, char** argv) {
 
   const std::unique_ptr<Model> model = load_model(ckpt);
   warn_nonfinite_weights(model->params(), ckpt, kCmd);
-  const char* source = in.kind == models::ModelFile::Kind::HuggingFace ? "Hugging Face safetensors"
+  const char* source = in.kind == models::ModelFile::Kind::HuggingFace  ? "Hugging Face safetensors"
                        : in.kind == models::ModelFile::Kind::FamilyFile ? "a file of the family's own format"
-                                                                         : "llmcc checkpoint";
+                                                                        : "llmcc checkpoint";
   std::printf("read %s (%s, %s %s, %lld parameters)\n", ckpt.c_str(), source, family.display_name(),
               model->config().str().c_str(), static_cast<long long>(model->config().parameter_count()));
 

@@ -16,7 +16,8 @@ std::string text(double v) {
   return buf;
 }
 
-// "Llama" when only Llama has the key, "" when every family has it.
+// The display names of the families that have `key` ("Llama and Qwen3"), "" when every family
+// has it.
 std::string families_with(const std::string& key) {
   std::string names;
   int count = 0;
@@ -44,9 +45,9 @@ void add_model_flags(ArgParser& p, ModelFlags& f) {
   std::string presets;
   for (const std::string& name : models::model_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
   p.section("Model");
-  p.add("--model", &f.model,
-        "preset (names the family): " + presets + " (default " + default_preset() +
-            "; a loaded checkpoint's own shape)");
+  p.add(
+      "--model", &f.model,
+      "preset (names the family): " + presets + " (default " + default_preset() + "; a loaded checkpoint's own shape)");
   for (const models::ConfigKey& k : models::model_config_keys()) {
     const std::string only = families_with(k.name);
     const std::string help = (only.empty() ? "" : only + ": ") + k.help + " (0: the preset's)";
@@ -71,8 +72,7 @@ ModelConfig ModelFlags::config() const {
     const std::string flag = model_flag_name(key);
     if (!(v >= 0)) fail("model", flag + " must be positive, got " + text(v));
     if (v == 0) continue;
-    if (!c.get(key))
-      fail("model", flag + " applies to " + families_with(key) + " models only, not to --model " + name);
+    if (!c.get(key)) fail("model", flag + " applies to " + families_with(key) + " models only, not to --model " + name);
     c.set(key, v);
   }
   try {
@@ -102,7 +102,9 @@ void ModelFlags::check_matches(const ModelConfig& actual, const std::string& sou
                       key + ")" + hint);
     // Float keys compare as the float the config holds.
     const bool same = value.integer != 0 ? v == *have : static_cast<float>(v) == static_cast<float>(*have);
-    if (!same) fail(where, flag + " " + text(v) + " conflicts with " + source + ", which holds " + key + " " + text(*have) + hint);
+    if (!same)
+      fail(where,
+           flag + " " + text(v) + " conflicts with " + source + ", which holds " + key + " " + text(*have) + hint);
   }
   if (model.empty()) return;
   // A preset names a whole shape: its family, and every key it sets that no override replaced,

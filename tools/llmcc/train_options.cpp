@@ -237,7 +237,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
       "  llmcc train --train-data 'data/tinyshakespeare/train_*.bin' --val-data 'data/tinyshakespeare/val_*.bin' \\\n"
       "      --model gpt2-tiny --out-dir runs/tiny --steps 500 --val-every 50 --sample-every 100\n"
       "  llmcc train --train-data 'data/tinyshakespeare/train_*.bin' --val-data 'data/tinyshakespeare/val_*.bin' \\\n"
-      "      --model llama-tiny --vocab-size 50257 --out-dir runs/llama --steps 500   # a Llama\n"
+      "      --model <any preset above> --vocab-size 50257 --out-dir runs/other --steps 500   # another family\n"
       "  llmcc train --init-from gpt2_124M.bin --recipe llmc --batch-size 4 --seq-len 64 \\\n"
       "      --train-data 'data/tinyshakespeare/train_*.bin' --out-dir runs/llmc   # as llm.c trains\n"
       "  llmcc train --out-dir runs/tiny --resume auto          # continue where it stopped\n"

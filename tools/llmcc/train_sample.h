@@ -16,10 +16,9 @@ struct SampleText {
   bool decoded = false;  // false: ids (no tokenizer for this vocabulary)
 };
 
-// Draws `tokens` new tokens with the family's sampler (Model::sample: GPT-2's KV-cache generator,
-// Llama's full-forward sampler) using `rng` only, so the training trajectory never depends on
-// sampling. `tok` (may be null) must have the model's vocabulary size: the sample then starts
-// from its document start (GPT-2's <|endoftext|>, SentencePiece's bos) and is decoded with it.
+// Draws `tokens` new tokens on the family's KV-cache generator (Model::sample) using `rng` only, so the training
+// trajectory never depends on sampling. `tok` (may be null) must have the model's vocabulary size: the sample then
+// starts from its document start (GPT-2's <|endoftext|>, SentencePiece's bos) and is decoded with it.
 SampleText sample_text(const Model& model, const TextTokenizer* tok, int tokens, float temperature, int top_k,
                        Rng& rng);
 

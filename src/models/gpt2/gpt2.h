@@ -47,8 +47,8 @@ struct Gpt2Attention {
     return c_proj.forward(y);                              // (B, T, C)
   }
   // Generation: x's rows are new positions; their keys and values go into `layer` of the cache.
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
-    Tensor qkv = c_attn.forward(x);                                   // (1, T, 3C)
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {      // x: (1, T, C)
+    Tensor qkv = c_attn.forward(x);                                      // (1, T, 3C)
     return c_proj.forward(kv_attention_qkv(qkv, cache, layer, n_head));  // (1, T, C)
   }
 };
@@ -102,11 +102,11 @@ struct Gpt2 {
   Tensor decode(const Tokens& idx, KvCache& cache) const {
     const std::int64_t C = cfg.n_embd, T = idx.T(), pos = cache.pos();
     const Tensor positions(wpe.f32() + pos * C, {cfg.max_seq_len - pos, C});  // rows pos.. of wpe
-    Tensor x = llmcc::token_position_embedding(idx, wte, positions);         // (1, T, C)
+    Tensor x = llmcc::token_position_embedding(idx, wte, positions);          // (1, T, C)
     for (int l = 0; l < cfg.n_layer; ++l) x = h[l].decode(cache.carry(x), cache, l);
-    x = cache.carry(x);                                      // (1, T, C)
-    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});     // (1, 1, C)
-    return llmcc::linear_nobias(ln_f.forward(last), wte);    // (1, 1, Vp)
+    x = cache.carry(x);                                    // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});   // (1, 1, C)
+    return llmcc::linear_nobias(ln_f.forward(last), wte);  // (1, 1, Vp)
   }
 };
 

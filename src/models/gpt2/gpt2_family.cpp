@@ -21,9 +21,8 @@ struct Field {
   int Gpt2Config::* member;
 };
 constexpr Field kFields[] = {
-    {"n_layer", &Gpt2Config::n_layer},         {"n_head", &Gpt2Config::n_head},
-    {"n_embd", &Gpt2Config::n_embd},           {"max_seq_len", &Gpt2Config::max_seq_len},
-    {"vocab_size", &Gpt2Config::vocab_size},
+    {"n_layer", &Gpt2Config::n_layer},         {"n_head", &Gpt2Config::n_head},         {"n_embd", &Gpt2Config::n_embd},
+    {"max_seq_len", &Gpt2Config::max_seq_len}, {"vocab_size", &Gpt2Config::vocab_size},
 };
 
 class Gpt2FamilyConfig final : public FamilyConfigOf<Gpt2Config> {

@@ -51,7 +51,7 @@ struct LlamaAttention {
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {                       // x: (1, T, C)
+  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {                           // x: (1, T, C)
     Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, cache.pos());     // (1, T, NH * HS)
     Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, cache.pos());  // (1, T, NKV * HS)
     Tensor v = llmcc::linear_nobias(x, wv);                                                   // (1, T, NKV * HS)
@@ -115,8 +115,8 @@ struct Llama {
     const std::int64_t C = cfg.n_embd, T = idx.T();
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (1, T, C)
     for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].decode(cache.carry(x), cache, l);
-    x = cache.carry(x);                                     // (1, T, C)
-    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});    // (1, 1, C)
+    x = cache.carry(x);                                       // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});      // (1, 1, C)
     return llmcc::linear_nobias(norm.forward(last), output);  // (1, 1, V)
   }
 };

@@ -35,7 +35,7 @@ struct Qwen3RmsNorm {
   Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
   // Each head's D channels of x ((B, T, H * D)) normalised on their own; same shape.
   Tensor forward_heads(const Tensor& x, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D) const {
-    Tensor rows = llmcc::view(x, Shape{B * T * H, D}, 0);                       // (B*T*H, D)
+    Tensor rows = llmcc::view(x, Shape{B * T * H, D}, 0);                     // (B*T*H, D)
     return llmcc::view(llmcc::rmsnorm(rows, w, eps), Shape{B, T, H * D}, 0);  // (B, T, H * D)
   }
 };
@@ -52,13 +52,13 @@ struct Qwen3Attention {
   Qwen3RmsNorm q_norm;                              // (D)
   Qwen3RmsNorm k_norm;                              // (D)
 
-  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T) const {  // x: (B, T, C)
+  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T) const {                         // x: (B, T, C)
     Tensor q = q_norm.forward_heads(llmcc::linear_nobias(x, q_proj), B, T, n_head, head_dim);     // (B, T, NH * D)
     Tensor k = k_norm.forward_heads(llmcc::linear_nobias(x, k_proj), B, T, n_kv_head, head_dim);  // (B, T, NKV * D)
     Tensor v = llmcc::linear_nobias(x, v_proj);                                                   // (B, T, NKV * D)
     Tensor y = llmcc::attention(llmcc::rope(q, n_head, rope_freqs, 0), llmcc::rope(k, n_kv_head, rope_freqs, 0), v,
                                 n_head, n_kv_head);  // (B, T, NH * D)
-    return llmcc::linear_nobias(y, o_proj);         // (B, T, C)
+    return llmcc::linear_nobias(y, o_proj);          // (B, T, C)
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
@@ -78,8 +78,8 @@ struct Qwen3Mlp {
   Tensor up_proj LLMCC_ADGEN_NAME("up_proj.weight");      // (F, C)
   Tensor down_proj LLMCC_ADGEN_NAME("down_proj.weight");  // (C, F)
 
-  Tensor forward(const Tensor& x) const {                                              // x: (B, T, C)
-    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, gate_proj));                     // (B, T, F)
+  Tensor forward(const Tensor& x) const {                                             // x: (B, T, C)
+    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, gate_proj));                    // (B, T, F)
     return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, up_proj), down_proj);  // (B, T, C)
   }
 };
@@ -126,10 +126,10 @@ struct Qwen3 {
   // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
   Tensor forward(const Tokens& idx) const {
     const std::int64_t B = idx.B(), T = idx.T();
-    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);            // (B, T, C)
-    for (const Qwen3Block& b : model.layers) x = b.forward(x, B, T);       // (B, T, C)
-    Tensor h = model.norm.forward(x);                                      // (B, T, C)
-    Tensor logits;                                                         // (B, T, V)
+    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);       // (B, T, C)
+    for (const Qwen3Block& b : model.layers) x = b.forward(x, B, T);  // (B, T, C)
+    Tensor h = model.norm.forward(x);                                 // (B, T, C)
+    Tensor logits;                                                    // (B, T, V)
     if (cfg.tie_embeddings)
       logits = llmcc::linear_nobias(h, model.embed_tokens);
     else
@@ -143,8 +143,8 @@ struct Qwen3 {
     const std::int64_t C = cfg.n_embd, T = idx.T();
     Tensor x = llmcc::token_embedding(idx, model.embed_tokens);  // (1, T, C)
     for (int l = 0; l < cfg.n_layer; ++l) x = model.layers[l].decode(cache.carry(x), cache, l);
-    x = cache.carry(x);                                          // (1, T, C)
-    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});         // (1, 1, C)
+    x = cache.carry(x);                                   // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});  // (1, 1, C)
     return llmcc::linear_nobias(model.norm.forward(last), cfg.tie_embeddings ? model.embed_tokens : lm_head[0].w);
   }
 };

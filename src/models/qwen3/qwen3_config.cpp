@@ -73,16 +73,15 @@ void Qwen3Config::validate() const {
                         static_cast<long double>(n_head) * head_dim * C);
   check_parameter_count(kWhere, "gate_proj: hidden_dim (" + s(hidden_dim) + ") x n_embd (" + s(n_embd) + ")",
                         static_cast<long double>(hidden_dim) * C);
-  check_parameter_count(kWhere, "n_layer (" + s(n_layer) + ") blocks", static_cast<long double>(n_layer) *
-                                                                         block_parameters(*this));
+  check_parameter_count(kWhere, "n_layer (" + s(n_layer) + ") blocks",
+                        static_cast<long double>(n_layer) * block_parameters(*this));
   check_parameter_count(kWhere, "the parameter count of " + str(), total_parameters(*this));
 }
 
 std::string Qwen3Config::str() const {
   std::ostringstream s;
-  s << "L" << n_layer << " H" << n_head << "/" << n_kv_head << " C" << n_embd << " D" << head_dim << " F"
-    << hidden_dim << " T" << max_seq_len << " V" << vocab_size << " theta " << rope_theta
-    << (tie_embeddings ? " tied" : " untied");
+  s << "L" << n_layer << " H" << n_head << "/" << n_kv_head << " C" << n_embd << " D" << head_dim << " F" << hidden_dim
+    << " T" << max_seq_len << " V" << vocab_size << " theta " << rope_theta << (tie_embeddings ? " tied" : " untied");
   return s.str();
 }
 

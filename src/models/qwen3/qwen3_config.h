@@ -11,11 +11,11 @@ struct Qwen3Config {
   int vocab_size = 151936;  // rows of embed_tokens (and of the untied head)
   int max_seq_len = 2048;   // longest sequence trained or sampled (RoPE has no table to size)
   int n_layer = 28;
-  int n_head = 16;              // query heads
-  int n_kv_head = 8;            // key/value heads (grouped-query attention); must divide n_head
-  int n_embd = 1024;            // model width (hidden_size)
-  int head_dim = 128;           // channels per head, independent of n_embd / n_head
-  int hidden_dim = 3072;        // SwiGLU width (intermediate_size)
+  int n_head = 16;                // query heads
+  int n_kv_head = 8;              // key/value heads (grouped-query attention); must divide n_head
+  int n_embd = 1024;              // model width (hidden_size)
+  int head_dim = 128;             // channels per head, independent of n_embd / n_head
+  int hidden_dim = 3072;          // SwiGLU width (intermediate_size)
   float rope_theta = 1000000.0f;  // RoPE base
   float norm_eps = 1e-6f;         // RMSNorm epsilon, also of the per-head q and k norms
   bool tie_embeddings = true;     // the LM head is embed_tokens (no lm_head of its own)

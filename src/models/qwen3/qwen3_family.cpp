@@ -19,9 +19,9 @@ struct IntField {
   int Qwen3Config::* member;
 };
 constexpr IntField kIntFields[] = {
-    {"n_layer", &Qwen3Config::n_layer},       {"n_head", &Qwen3Config::n_head},
-    {"n_kv_head", &Qwen3Config::n_kv_head},   {"n_embd", &Qwen3Config::n_embd},
-    {"head_dim", &Qwen3Config::head_dim},     {"hidden_dim", &Qwen3Config::hidden_dim},
+    {"n_layer", &Qwen3Config::n_layer},         {"n_head", &Qwen3Config::n_head},
+    {"n_kv_head", &Qwen3Config::n_kv_head},     {"n_embd", &Qwen3Config::n_embd},
+    {"head_dim", &Qwen3Config::head_dim},       {"hidden_dim", &Qwen3Config::hidden_dim},
     {"max_seq_len", &Qwen3Config::max_seq_len}, {"vocab_size", &Qwen3Config::vocab_size},
 };
 struct FloatField {

@@ -24,7 +24,8 @@ KvCacheShape kv_cache_shape(const Qwen3& model) {
   };
   const std::size_t embedding = arena_floats_bytes(std::int64_t{c.max_seq_len} * C);
   const std::size_t head = arena_floats_bytes(C) + arena_floats_bytes(c.vocab_size);
-  return {c.n_layer, c.max_seq_len, KV, C, std::max({block(c.max_seq_len, 0), block(1, c.max_seq_len), embedding, head})};
+  return {c.n_layer, c.max_seq_len, KV, C,
+          std::max({block(c.max_seq_len, 0), block(1, c.max_seq_len), embedding, head})};
 }
 
 GeneratorLabels generator_labels(const Qwen3&) { return {"qwen3 generate", "BOS"}; }

@@ -117,11 +117,11 @@ Qwen3Config qwen3_config_from_hf(const std::string& path) {
     if (!j.has(key)) continue;
     const JsonValue* r = j.json.find(key);
     if (r == nullptr || r->kind != JsonValue::Kind::Object) j.fail_key(key, "must be an object or null");
-    if (const JsonValue* t = r->find("rope_type"); t != nullptr && t->kind == JsonValue::Kind::String &&
-                                                   t->string != "default")
+    if (const JsonValue* t = r->find("rope_type");
+        t != nullptr && t->kind == JsonValue::Kind::String && t->string != "default")
       j.fail_key(key, "has rope_type '" + t->string + "'; llmcc's Qwen3 computes the default RoPE only");
-    if (const JsonValue* t = r->find("type"); t != nullptr && t->kind == JsonValue::Kind::String &&
-                                              t->string != "default")
+    if (const JsonValue* t = r->find("type");
+        t != nullptr && t->kind == JsonValue::Kind::String && t->string != "default")
       j.fail_key(key, "has type '" + t->string + "'; llmcc's Qwen3 computes the default RoPE only");
     if (const JsonValue* theta = r->find("rope_theta"); theta != nullptr && theta->kind == JsonValue::Kind::Number)
       c.rope_theta = static_cast<float>(theta->number);
@@ -173,9 +173,8 @@ Qwen3Weights load_qwen3_hf(const std::string& path) {
   check_every_layer_present(r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
   {
     Qwen3 shapes(config);  // declared shapes, no storage yet
-    llmcc::for_each_parameter(shapes, [&](const std::string& name, Tensor& t) {
-      check_tensor_shape(r, hf_name(name), dims(t));
-    });
+    llmcc::for_each_parameter(
+        shapes, [&](const std::string& name, Tensor& t) { check_tensor_shape(r, hf_name(name), dims(t)); });
   }
   Qwen3Weights w = make_qwen3(config);
   const int D = config.head_dim;
