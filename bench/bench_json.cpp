@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "llmcc/train/tokenizer.h"
-#include "train/json_reader.h"
+#include "llmcc/text/tokenizer.h"
+#include "io/json_reader.h"
 
 namespace {
 

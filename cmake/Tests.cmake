@@ -23,12 +23,15 @@ target_link_libraries(llmcc_test_support INTERFACE llmcc_core GTest::gtest GTest
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(llmcc_test_support INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
 endif()
-# Model, trainer and command-line tests: the models (src/models), every command (tools/llmcc) and the
-# llmcc binary's path, for tests that run it as a user would.
-if(TARGET llmcc_cli)
-  target_link_libraries(llmcc_test_support INTERFACE llmcc_cli)
+# Tests link the library (the core and the model families); the llmcc binary's path is there for
+# tests that run it as a user would. Only a test that calls the command line's own code
+# (namespace llmcc::cli) links llmcc_cli as well (llmcc_test_program).
+target_link_libraries(llmcc_test_support INTERFACE llmcc_models)
+if(TARGET llmcc)
   target_compile_definitions(llmcc_test_support INTERFACE
     LLMCC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" LLMCC_BINARY="$<TARGET_FILE:llmcc>")
+else()
+  target_compile_definitions(llmcc_test_support INTERFACE LLMCC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 
 # Every test program's sources start from one precompiled header of GoogleTest and the standard
@@ -49,6 +52,13 @@ function(llmcc_test_program name)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE llmcc_test_support)
   target_precompile_headers(${name} REUSE_FROM llmcc_test_pch)
+  foreach(source ${ARGN})
+    get_filename_component(path ${source} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    file(READ ${path} text)
+    if(text MATCHES "llmcc::cli::" AND TARGET llmcc_cli)
+      target_link_libraries(${name} PRIVATE llmcc_cli)
+    endif()
+  endforeach()
 endfunction()
 
 # A test directory with its own CMakeLists.txt (tests that need generated code, fixtures or

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "train/crc32.h"
+#include "io/crc32.h"
 
 namespace llmcc::fuzz {
 
@@ -18,7 +18,7 @@ namespace llmcc::fuzz {
 inline std::string checkpoint_file_bytes(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return {};
   std::string file(reinterpret_cast<const char*>(data) + 1, size - 1);
-  constexpr std::size_t kHeader = 32, kTrailer = 8;  // as in src/train/checkpoint.cpp
+  constexpr std::size_t kHeader = 32, kTrailer = 8;  // as in src/io/checkpoint.cpp
   if ((data[0] & 1) == 0 || file.size() < kHeader + kTrailer || file.compare(0, 8, "LLMCCKPT") != 0) return file;
   const std::uint64_t n = file.size();
   std::memcpy(file.data() + 16, &n, 8);

@@ -1,4 +1,4 @@
-// llmcc checkpoints (llmcc/train/checkpoint.h): CheckpointReader on the file (header, checksum,
+// llmcc checkpoints (llmcc/io/checkpoint.h): CheckpointReader on the file (header, checksum,
 // section table, tensor tables), every section's tensor list or blob, then load_checkpoint into
 // a small fixed model, with and without an optimizer. The first input byte chooses whether the
 // checksum is fixed up (checkpoint_fixup.h).
@@ -10,7 +10,7 @@
 #include "fuzz_common.h"
 #include "llmcc/parameters.h"
 #include "llmcc/train/adamw.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "tiny_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

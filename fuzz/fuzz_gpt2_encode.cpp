@@ -1,4 +1,4 @@
-// GPT-2 BPE on arbitrary bytes (llmcc/train/tokenizer.h, train/gpt2_pretokenize.h), with a
+// GPT-2 BPE on arbitrary bytes (llmcc/text/tokenizer.h, text/gpt2_pretokenize.h), with a
 // fixed valid tokenizer: GPT-2's own files when they can be found ($LLMCC_GPT2_TOKENIZER_DIR or
 // ../shared/data/gpt2, as Gpt2Tokenizer::load_default looks), else a small one (tiny_models.h).
 // Checks the properties the header promises: the pre-tokenizer's pieces concatenate to the
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "llmcc/train/text_tokenizer.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 #include "tiny_models.h"
-#include "train/gpt2_pretokenize.h"
+#include "text/gpt2_pretokenize.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// GPT-2 tokenizer files (llmcc/train/tokenizer.h: Gpt2Tokenizer::load): the input's parts are
+// GPT-2 tokenizer files (llmcc/text/tokenizer.h: Gpt2Tokenizer::load): the input's parts are
 // encoder.json, vocab.bpe and a text (fuzz_common.h: kPartSeparator). A tokenizer that loads
 // must encode the text and decode it back to the same bytes, with and without special tokens.
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string encoder = llmcc::fuzz::scratch_path("encoder.json");

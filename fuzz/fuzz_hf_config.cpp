@@ -1,4 +1,4 @@
-// Hugging Face config.json (nn/hf_files.h, nn/gpt2_hf.h, nn/llama_hf.h): the file read as a
+// Hugging Face config.json (nn/hf_files.h, models/gpt2/gpt2_hf.h, models/llama/llama_hf.h): the file read as a
 // GPT-2 and as a Llama configuration (typed fields, ranges, the features llmcc refuses), and
 // hf_model_type, which must never throw.
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Hugging Face model directories (nn/gpt2_hf.h, nn/llama_hf.h): config.json and
+// Hugging Face model directories (models/gpt2/gpt2_hf.h, models/llama/llama_hf.h): config.json and
 // model.safetensors, the input's two parts (fuzz_common.h: kPartSeparator), loaded as a GPT-2
 // and as a Llama: the configuration, then every tensor by name, shape and layout.
 #include <cstddef>

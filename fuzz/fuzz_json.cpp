@@ -1,11 +1,11 @@
-// JSON (train/json_reader.h): parse_json and parse_json_int_object on any bytes, in memory.
+// JSON (io/json_reader.h): parse_json and parse_json_int_object on any bytes, in memory.
 // Both are what safetensors headers, config.json and encoder.json go through.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "fuzz_common.h"
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 namespace {
 

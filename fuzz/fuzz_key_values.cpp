@@ -1,4 +1,4 @@
-// Checkpoint key=value text (llmcc/train/checkpoint.h: parse_key_values) and everything that
+// Checkpoint key=value text (llmcc/io/checkpoint.h: parse_key_values) and everything that
 // reads its values: the data loader's position, the GPT-2 and Llama configurations, the command
 // line's model configuration, and a resumed run's training options. In memory.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/data_loader.h"
 #include "model_report.h"
 #include "models/gpt2/gpt2_weights.h"

@@ -1,5 +1,5 @@
 // What a run directory holds besides checkpoints and is read back on resume: checkpoints.txt
-// (the order checkpoints were written; llmcc/train/checkpoint.h list_checkpoints,
+// (the order checkpoints were written; llmcc/io/checkpoint.h list_checkpoints,
 // latest_checkpoint) and the training log (llmcc/train/train_log.h: TrainLog keeps the lines up
 // to the resumed step). The input's parts are the two files (fuzz_common.h: kPartSeparator); the
 // directory also holds three (empty) checkpoint files, which every listing must name once.
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/train_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,4 +1,4 @@
-// Safetensors files (llmcc/train/safetensors.h): SafetensorsReader validates the header, then
+// Safetensors files (llmcc/io/safetensors.h): SafetensorsReader validates the header, then
 // every tensor is read as fp32 (F32, BF16, F16; other dtypes must be refused), metadata and the
 // unread list are walked, and is_hf_model sniffs the file.
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,4 +1,4 @@
-// SentencePiece models as llmcc loads them (llmcc/train/sp_tokenizer.h, text_tokenizer.h): the
+// SentencePiece models as llmcc loads them (llmcc/text/sp_tokenizer.h, text_tokenizer.h): the
 // input's parts are a .model file's bytes and a text (fuzz_common.h: kPartSeparator). llmcc
 // hands the bytes to libsentencepiece (not instrumented here; what is fuzzed is llmcc's use of
 // it: its checks, and what it does with a model the library accepts) and, when they load,
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "llmcc/train/sp_tokenizer.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;

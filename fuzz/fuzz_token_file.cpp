@@ -1,4 +1,4 @@
-// Token files (llmcc/train/token_file.h) and the data loader over them
+// Token files (llmcc/io/token_file.h) and the data loader over them
 // (llmcc/train/data_loader.h). The first input byte picks the loader's configuration (B, T,
 // sequential or random, whether every token is checked against a vocabulary); the rest is the
 // file. A loader that accepts the file serves a few batches and restores its own state.
@@ -9,7 +9,7 @@
 
 #include "fuzz_common.h"
 #include "llmcc/train/data_loader.h"
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using llmcc::fuzz::expect_error_or_ok;

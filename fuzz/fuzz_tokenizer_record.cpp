@@ -12,8 +12,8 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "llmcc/train/sp_tokenizer.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 #include "run_tokenizer.h"
 #include "tiny_models.h"
 

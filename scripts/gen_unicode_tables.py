@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/train/unicode_tables.inc: the code-point ranges of the Unicode general categories
+"""Writes src/text/unicode_tables.inc: the code-point ranges of the Unicode general categories
 L (Lu Ll Lt Lm Lo) and N (Nd Nl No) that GPT-2's pre-tokenisation pattern uses as \\p{L} and \\p{N}.
 
 The Unicode version must be the one the reference tokenizer's regex engine uses, or characters
@@ -62,9 +62,9 @@ def main():
 
 {emit("kNumberRanges", numbers)}
 """
-    with open("src/train/unicode_tables.inc", "w", encoding="utf-8") as f:
+    with open("src/text/unicode_tables.inc", "w", encoding="utf-8") as f:
         f.write(text)
-    print(f"wrote src/train/unicode_tables.inc: {len(letters)} letter and {len(numbers)} number ranges")
+    print(f"wrote src/text/unicode_tables.inc: {len(letters)} letter and {len(numbers)} number ranges")
 
 
 if __name__ == "__main__":

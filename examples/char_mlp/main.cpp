@@ -23,7 +23,7 @@
 #include "llmcc/parameters.h"
 #include "llmcc/train/grad_check.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 #include "llmcc/train/trainer.h"
 #include "model.grad.h"
 

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "llmcc/error.h"
-#include "train/file_io.h"
+#include "io/file_io.h"
 
 namespace llmcc::models {
 

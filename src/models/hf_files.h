@@ -1,15 +1,15 @@
 // What GPT-2's and Llama's Hugging Face interchange share: finding model.safetensors and
 // config.json, reading typed config.json fields with clear errors, layout helpers, and the final
 // "every tensor in the file was used" check. The model-specific name and layout mappings are in
-// nn/gpt2_hf.h and nn/llama_hf.h; the file format in llmcc/train/safetensors.h.
+// models/gpt2/gpt2_hf.h and models/llama/llama_hf.h; the file format in llmcc/io/safetensors.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "llmcc/train/safetensors.h"
-#include "train/json_reader.h"
+#include "llmcc/io/safetensors.h"
+#include "io/json_reader.h"
 
 namespace llmcc::models {
 

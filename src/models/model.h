@@ -23,7 +23,7 @@
 
 #include "llmcc/parameters.h"
 #include "llmcc/tensor.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/trainer.h"
 #include "models/bench_step.h"

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/model.h"
 
 namespace llmcc::models {

@@ -10,7 +10,7 @@
 #include <system_error>
 #include <vector>
 
-#include "file_io.h"
+#include "io/file_io.h"
 #include "llmcc/error.h"
 
 namespace llmcc {

@@ -13,7 +13,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/train_log.h"
-#include "train/crc32.h"
+#include "io/crc32.h"
 #include "llmcc/train/trainer.h"
 
 namespace llmcc::train {

@@ -16,7 +16,7 @@
 #include "cli_run.h"
 #include "llmcc/parameters.h"
 #include "llmcc/train/adamw.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "temp_dir.h"
 #include "train_run.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 #include "temp_dir.h"
 #include "test_data.h"
 

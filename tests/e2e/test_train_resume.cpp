@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "llmcc/parameters.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/train/token_file.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/io/token_file.h"
+#include "llmcc/text/tokenizer.h"
 #include "cli_run.h"
 #include "temp_dir.h"
 #include "test_data.h"

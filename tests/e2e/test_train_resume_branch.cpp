@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "cli_run.h"
 #include "temp_dir.h"
 #include "train_run.h"

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "cli_run.h"
-#include "llmcc/train/checkpoint.h"
-#include "llmcc/train/sp_tokenizer.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/io/checkpoint.h"
+#include "llmcc/text/sp_tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 #include "temp_dir.h"
 #include "test_data.h"
 

@@ -7,7 +7,7 @@
 // theta and RMSNorm epsilon that are nobody's default) stored as transformers writes it:
 // config.json and model.safetensors in Hugging Face names, with q_proj and k_proj in
 // transformers' half-split rotary row order. llmcc reads it through its Hugging Face import
-// (nn/llama_hf.h), so the rotary permutation and the config.json reader are under test too; the
+// (models/llama/llama_hf.h), so the rotary permutation and the config.json reader are under test too; the
 // gradients (grads.safetensors, same names and layout) come in through the same import.
 //
 // Tolerances, as GPT-2's (tests/model/test_gpt2_parity.cpp): for the logits and for every
@@ -20,7 +20,7 @@
 
 #include "llama.grad.h"
 #include "llmcc/arena.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "model_parity_suite.h"
 #include "models/llama/llama.h"
 #include "models/llama/llama_hf.h"

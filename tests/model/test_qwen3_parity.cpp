@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "model_parity_suite.h"
 #include "models/qwen3/qwen3.h"
 #include "models/qwen3/qwen3_hf.h"

@@ -29,7 +29,7 @@
 #include "llmcc/adgen.h"
 #include "llmcc/arena.h"
 #include "llmcc/train/adamw.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "parity.h"
 
 namespace llmcc::test {

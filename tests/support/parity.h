@@ -21,7 +21,7 @@
 #include "llmcc/runtime.h"
 #include "llmcc/tensor.h"
 #include "llmcc/train/adamw.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 
 namespace llmcc::test {
 

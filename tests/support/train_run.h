@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "llmcc/train/rng.h"
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 
 namespace llmcc::test {
 

@@ -2,7 +2,7 @@
 // crash) for truncated or corrupt files and for another model's layout, keep-last-K by write
 // order (a resumed branch is kept), and an interrupted write that leaves the previous checkpoint
 // intact.
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 
 #include "temp_dir.h"
 #include "test_support.h"
-#include "train/crc32.h"
+#include "io/crc32.h"
 
 namespace llmcc {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/token_file.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/io/token_file.h"
+#include "llmcc/text/tokenizer.h"
 #include "cli_run.h"
 #include "temp_dir.h"
 #include "test_data.h"

@@ -16,7 +16,7 @@
 
 #include "cli_run.h"
 #include "gpt2.grad.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_hf.h"
 #include "models/gpt2/gpt2_llmc.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_llmc.h"
 #include "models/gpt2/gpt2_weights.h"

@@ -1,6 +1,6 @@
-// llmcc's JSON reading (src/train/json_reader.h): what it accepts, the positions and words of its
+// llmcc's JSON reading (src/io/json_reader.h): what it accepts, the positions and words of its
 // errors, repeated keys, nesting depth, UTF-8 and surrogates, numbers, and lookup in large objects.
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Safetensors reader and writer: round trips are bit-identical, BF16 and F16 convert exactly,
 // and every kind of malformed file fails with an error naming the file and the tensor.
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 
 #include "temp_dir.h"
 #include "test_support.h"
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 namespace {
 

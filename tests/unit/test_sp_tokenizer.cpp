@@ -4,7 +4,7 @@
 // strings, `llmcc train-tokenizer`, `llmcc prepare --tokenizer sp:` (valid token files whose
 // documents start with bos and decode back to the input), `llmcc tokenize --tokenizer sp:`, and
 // errors for missing or corrupt model files and bad training input.
-#include "llmcc/train/sp_tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "cli_run.h"
-#include "llmcc/train/text_tokenizer.h"
-#include "llmcc/train/token_file.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
+#include "llmcc/io/token_file.h"
+#include "llmcc/text/tokenizer.h"
 #include "temp_dir.h"
 #include "test_support.h"
 #include "test_data.h"

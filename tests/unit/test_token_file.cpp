@@ -1,5 +1,5 @@
 // Token files in llm.c's format: round trips, llm.c interop, and every broken-file error.
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // GPT-2 tokenizer against the reference fixture written by scripts/tokenizer_reference.py
 // (tiktoken built from the same encoder.json and vocab.bpe): all of Tiny Shakespeare and a set of
 // tricky strings must match token for token, and decode(encode(s)) == s.
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,8 +16,8 @@
 
 #include "test_support.h"
 #include "test_data.h"
-#include "train/gpt2_pretokenize.h"
-#include "train/json_reader.h"
+#include "text/gpt2_pretokenize.h"
+#include "io/json_reader.h"
 
 namespace llmcc {
 namespace {

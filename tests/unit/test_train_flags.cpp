@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 #include "model_flags.h"
 #include "models/gpt2/gpt2_config.h"
 #include "models/llama/llama_config.h"
@@ -103,7 +103,7 @@ TEST(ModelFlags, LlamaPresetsAndOverrides) {
   EXPECT_EQ(parse_model({"--model", "stories15m"}).config().get("hidden_dim"), 768);
   // Llama-only flags on a GPT-2, and a bad GQA split, name the flag or field.
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "gpt2-tiny", "--n-kv-head", "2"}).config(); },
-                           {"--n-kv-head", "Llama models only", "gpt2-tiny"}));
+                           {"--n-kv-head", "applies to Llama", "models only", "gpt2-tiny"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--rope-theta", "1e4"}).config(); }, {"--rope-theta", "Llama"}));
   EXPECT_TRUE(throws_error([] { parse_model({"--model", "llama-tiny", "--n-kv-head", "3"}).config(); },
                            {"n_kv_head (3)", "n_head (4)", "llama-tiny"}));
@@ -125,6 +125,20 @@ TEST(ModelFlags, LlamaConflictsWithALoadedModel) {
                            {"--model llama-tiny (Llama) conflicts with c.bin", "GPT-2"}));
   EXPECT_TRUE(throws_error([&] { parse_model({"--n-kv-head", "2"}).check_matches(gpt2, "c.bin", "where"); },
                            {"--n-kv-head conflicts with c.bin", "GPT-2 model (no n_kv_head)"}));
+}
+
+// The memory plan the trainer prints (model_report.h) for llama-3.2-1b: weights, gradients,
+// AdamW's two moments, and the step arena for one (1, 2048) micro-batch, which the trainer
+// measures when it starts.
+TEST(MemoryPlan, Llama32OneB) {
+  const llmcc::models::ModelConfig mc = llmcc::models::model_preset("llama-3.2-1b");
+  const llmcc::cli::MemoryPlan plan = llmcc::cli::memory_plan(mc, 1, 2048);
+  std::printf("llama-3.2-1b: %s\n", llmcc::cli::describe(plan).c_str());
+  EXPECT_EQ(plan.parameters, 1498482688);
+  EXPECT_EQ(plan.params_bytes, static_cast<std::size_t>(mc.parameter_count()) * 4);
+  EXPECT_EQ(plan.optimizer_bytes, 2 * plan.params_bytes);
+  EXPECT_EQ(plan.arena_bytes, 0u);
+  EXPECT_NE(llmcc::cli::describe(plan).find("measured when training starts"), std::string::npos);
 }
 
 TEST(TrainFlags, ParsesAndRecordsGivenFlags) {

@@ -14,7 +14,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/data_loader.h"
 #include "llmcc/train/train_log.h"
 #include "llmcc/train/trainer.h"

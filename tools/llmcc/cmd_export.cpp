@@ -19,7 +19,7 @@
 #include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/hf_files.h"
 #include "model_report.h"
 #include "run_tokenizer.h"

@@ -22,7 +22,7 @@
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 #include "model_report.h"
 #include "run_tokenizer.h"
 

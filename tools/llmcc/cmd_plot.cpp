@@ -26,7 +26,7 @@
 #include "commands.h"
 #include "llmcc/error.h"
 #include "svg_plot.h"
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 namespace llmcc::cli {
 

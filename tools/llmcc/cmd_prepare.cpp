@@ -48,9 +48,9 @@
 #include "commands.h"
 #include "data_sets.h"
 #include "llmcc/error.h"
-#include "llmcc/train/text_tokenizer.h"
-#include "llmcc/train/token_file.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
+#include "llmcc/io/token_file.h"
+#include "llmcc/text/tokenizer.h"
 #include "run_tokenizer.h"
 
 namespace llmcc::cli {

@@ -26,7 +26,7 @@
 #include "args.h"
 #include "commands.h"
 #include "llmcc/error.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 
 namespace llmcc::cli {
 

@@ -5,7 +5,7 @@
 //     -> data/tok512.model (the tokenizer) and data/tok512.vocab (its pieces and scores, for reading)
 //
 // The options are the ones that make a tokenizer round-trip any text exactly (see
-// llmcc/train/sp_tokenizer.h); training is deterministic.
+// llmcc/text/sp_tokenizer.h); training is deterministic.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "data_sets.h"
 #include "llmcc/error.h"
-#include "llmcc/train/sp_tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
 
 namespace llmcc::cli {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "llmcc/train/checkpoint.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/io/checkpoint.h"
+#include "llmcc/text/text_tokenizer.h"
 
 namespace llmcc::cli {
 

@@ -19,7 +19,7 @@
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/adamw.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/grad_clip.h"
 #include "llmcc/train/rng.h"
 #include "llmcc/train/schedule.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "args.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "model_flags.h"
 
 namespace llmcc::cli {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "llmcc/train/rng.h"
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 #include "model_report.h"
 
 namespace llmcc::cli {

@@ -38,7 +38,7 @@
 
 #include "llmcc/tensor.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 
 namespace llmcc {
 

@@ -48,7 +48,7 @@
 #include "llmcc/parameters.h"
 #include "llmcc/train/adamw.h"
 #include "llmcc/train/batch_source.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "llmcc/train/data_parallel.h"
 #include "llmcc/train/schedule.h"
 
@@ -76,7 +76,7 @@ struct TrainerOptions {
   // batches when the replay reaches that step; each rollback is logged. Needs out_dir: a fresh run
   // saves its starting point first, so there is always a checkpoint to return to.
   //
-  // Checkpoints are judged before they are written (llmcc/train/checkpoint.h): confirmed when the
+  // Checkpoints are judged before they are written (llmcc/io/checkpoint.h): confirmed when the
   // update before them was within max_update and either a validation at the same step passed
   // against an earlier one or the loss of the batch the next step trains on (one forward, the
   // data position put back) is finite and within loss_spike of the recent steps' mean. An

@@ -8,7 +8,7 @@
 
 #include "gpt2.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
 
 namespace llmcc::models {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "llmcc/error.h"
-#include "train/file_io.h"
+#include "io/file_io.h"
 
 namespace llmcc::models {
 

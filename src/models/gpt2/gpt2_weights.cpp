@@ -59,7 +59,7 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
 }
 
 Gpt2Weights load_gpt2(const std::string& path) {
-  // A Hugging Face directory or .safetensors file (nn/gpt2_hf.h).
+  // A Hugging Face directory or .safetensors file (models/gpt2/gpt2_hf.h).
   if (is_hf_model(path)) return load_gpt2_hf(path);
   // Told apart by the first bytes: "LLMCCKPT" (docs/data-format.md) or llm.c's int32 magic.
   char head[8] = {};

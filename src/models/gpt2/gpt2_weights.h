@@ -9,7 +9,7 @@
 #include <string>
 
 #include "llmcc/parameters.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/gpt2/gpt2.h"
 
 namespace llmcc::models {
@@ -31,7 +31,7 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where);
 // Loads the weights of an llmcc checkpoint (its "config" section gives the shape, "params" the
 // weights), of an llm.c GPT-2 model file (gpt2_124M.bin, fp32 or bf16; see nn/gpt2_llmc.h), or
 // of a Hugging Face GPT2LMHeadModel (a directory with model.safetensors and config.json, or the
-// .safetensors file itself; see nn/gpt2_hf.h), told apart by the file's first bytes.
+// .safetensors file itself; see models/gpt2/gpt2_hf.h), told apart by the file's first bytes.
 Gpt2Weights load_gpt2(const std::string& path);
 
 }  // namespace llmcc::models

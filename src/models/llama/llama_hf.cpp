@@ -9,7 +9,7 @@
 
 #include "llama.grad.h"  // the generated parameter list
 #include "llmcc/error.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
 
 namespace llmcc::models {

@@ -102,7 +102,7 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) 
 }
 
 LlamaWeights load_llama(const std::string& path) {
-  // A Hugging Face directory or .safetensors file (nn/llama_hf.h).
+  // A Hugging Face directory or .safetensors file (models/llama/llama_hf.h).
   if (is_hf_model(path)) return load_llama_hf(path);
   CheckpointReader reader(path);  // says what is wrong with a file that is not a checkpoint
   if (!reader.has("config")) fail("llama", path + ": checkpoint has no config section");

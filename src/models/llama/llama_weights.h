@@ -8,7 +8,7 @@
 #include <string>
 
 #include "llmcc/parameters.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/llama/llama.h"
 
 namespace llmcc::models {
@@ -33,7 +33,7 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where);
 
 // Loads the weights of an llmcc checkpoint holding a Llama, or of a Hugging Face
 // LlamaForCausalLM (a directory with model.safetensors and config.json, or the .safetensors file
-// itself; see nn/llama_hf.h).
+// itself; see models/llama/llama_hf.h).
 LlamaWeights load_llama(const std::string& path);
 
 }  // namespace llmcc::models

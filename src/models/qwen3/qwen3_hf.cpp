@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "llmcc/error.h"
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
 #include "qwen3.grad.h"  // the generated parameter list
 

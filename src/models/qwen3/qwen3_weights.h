@@ -8,7 +8,7 @@
 #include <string>
 
 #include "llmcc/parameters.h"
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 #include "models/qwen3/qwen3.h"
 
 namespace llmcc::models {

@@ -1,4 +1,4 @@
-#include "llmcc/train/checkpoint.h"
+#include "llmcc/io/checkpoint.h"
 
 #include <algorithm>
 #include <bit>

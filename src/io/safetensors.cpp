@@ -1,4 +1,4 @@
-#include "llmcc/train/safetensors.h"
+#include "llmcc/io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 
 #include "file_io.h"
 #include "llmcc/error.h"
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 namespace llmcc {
 

@@ -1,4 +1,4 @@
-#include "train/gpt2_pretokenize.h"
+#include "text/gpt2_pretokenize.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@ struct CodePointRange {
   uint32_t lo, hi;  // inclusive
 };
 
-#include "train/unicode_tables.inc"
+#include "text/unicode_tables.inc"
 
 bool in_ranges(const CodePointRange* begin, const CodePointRange* end, uint32_t cp) {
   // First range whose hi >= cp; cp is inside it if lo <= cp.

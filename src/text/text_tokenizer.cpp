@@ -1,11 +1,11 @@
-#include "llmcc/train/text_tokenizer.h"
+#include "llmcc/text/text_tokenizer.h"
 
 #include <filesystem>
 #include <system_error>
 
 #include "llmcc/error.h"
-#include "llmcc/train/sp_tokenizer.h"
-#include "llmcc/train/tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
+#include "llmcc/text/tokenizer.h"
 
 namespace llmcc {
 

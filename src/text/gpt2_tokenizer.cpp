@@ -14,9 +14,9 @@
 
 #include "llmcc/error.h"
 #include "llmcc/train/data_files.h"
-#include "llmcc/train/tokenizer.h"
-#include "train/gpt2_pretokenize.h"
-#include "train/json_reader.h"
+#include "llmcc/text/tokenizer.h"
+#include "text/gpt2_pretokenize.h"
+#include "io/json_reader.h"
 
 namespace llmcc {
 namespace {

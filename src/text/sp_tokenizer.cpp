@@ -1,4 +1,4 @@
-#include "llmcc/train/sp_tokenizer.h"
+#include "llmcc/text/sp_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>

@@ -1,4 +1,4 @@
-#include "train/json_reader.h"
+#include "io/json_reader.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "llmcc/train/token_file.h"
+#include "llmcc/io/token_file.h"
 
 #include <algorithm>
 #include <bit>
