@@ -3,6 +3,9 @@
 // scale are binary_op_suite.h's.
 #include "llmcc/ops/mul.h"
 
+#include <cfloat>
+#include <cmath>
+
 #include "binary_op_suite.h"
 #include "kernels/cpu/mul.h"
 #include "kernels/ref/mul.h"
@@ -65,7 +68,11 @@ TEST(MulApi, SquareAccumulatesBothTermsIntoOneAdjoint) {
     Tensor d_x = test::tensor_from(arena, s, std::vector<float>(21, 0.5f));  // (3, 7)
     mul_pullback(x, x, out, d_out, &d_x, &d_x);
     for (int i = 0; i < 21; ++i) {
-      EXPECT_FLOAT_EQ(d_x.f32()[i], 0.5f + 2.0f * x.f32()[i] * d_out.f32()[i]) << i;
+      // The pullback adds x * d twice, (0.5 + x d) + x d, and the check computes 0.5 + 2 x d:
+      // they agree to a few roundings of the largest term, not bit for bit (near cancellation
+      // the relative difference grows).
+      const float xd = x.f32()[i] * d_out.f32()[i];
+      EXPECT_NEAR(d_x.f32()[i], 0.5f + 2.0f * xd, 4 * FLT_EPSILON * (0.5f + 2.0f * std::fabs(xd))) << i;
     }
   }
 }
