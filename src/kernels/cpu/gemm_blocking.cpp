@@ -433,17 +433,37 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
 
   // 2. stream_a on the streaming product, with the kc chosen: a slice of its 256 rows (padded to
   // whole tiles) 192, 256 or 384 values of K deep, where that fits in three quarters of L2 (a
-  // slice a little short of a depth that divides K costs a whole extra slice).
+  // slice a little short of a depth that divides K costs a whole extra slice). With a known L2
+  // that holds them, 512 and 768 deep too: K = 768 in one slice reads and writes C once instead
+  // of twice. A slice is at most KC deep, so those raise KC, which the blocked order shares:
+  // they go on only if the blocked product stays within kTuneMargin of step 1's choice (their
+  // MC shrinks to keep op(A)'s block in half of L2).
   const int rows = (kStreamProduct.M + kMR - 1) / kMR * kMR;
   const int min_stream = (kStreamMaxRows + kMR - 1) / kMR * kMR * 16;
   std::vector<GemmBlocking> streaming = {best};
   streaming[0].stream_a = builtin.stream_a;
-  for (const int depth : {192, 256, 384}) {
+  std::vector<GemmBlocking> deeper = {best};  // [0]: step 1's choice, to compare with
+  for (const int depth : {192, 256, 384, 512, 768}) {
     const long floats = static_cast<long>(rows) * depth;
-    if (caches.l2 > 0 && floats * 4 > caches.l2 * 3 / 4) continue;
+    if (caches.l2 > 0 ? floats * 4 > caches.l2 * 3 / 4 : depth > 384) continue;
     GemmBlocking b = streaming[0];
     b.stream_a = std::max<int>(min_stream, static_cast<int>(floats));
-    if (std::find(streaming.begin(), streaming.end(), b) == streaming.end()) streaming.push_back(b);
+    if (depth > b.kc) {
+      b.kc = depth;
+      if (caches.l2 > 0)
+        b.mc = std::clamp(round_down(caches.l2 / 2 / (4L * depth), kMR), std::min(4 * kMR, b.mc), b.mc);
+      deeper.push_back(b);
+    } else if (std::find(streaming.begin(), streaming.end(), b) == streaming.end()) {
+      streaming.push_back(b);
+    }
+  }
+  if (deeper.size() > 1) {
+    const std::vector<double> rates = bench.gflops(deeper, kBlockedProduct);
+    for (std::size_t i = 1; i < deeper.size(); ++i) {
+      const bool keeps = rates[i] >= rates[0] * (1 - kTuneMargin);
+      line(deeper[i], kBlockedProduct, rates[i], keeps ? "  (deeper kc: kept)" : "  (deeper kc: slower, dropped)");
+      if (keeps) streaming.push_back(deeper[i]);
+    }
   }
   best = pick(streaming, kStreamProduct);
   std::snprintf(row, sizeof row, "chosen: kc %d mc %d nc %d stream_a %d (built in: kc %d mc %d nc %d stream_a %d)\n",
