@@ -8,9 +8,10 @@
 # KERNEL is gemm (src/kernels/cpu/gemm_packed.cpp, driver bench/gemm_ab.cpp: THREADS ROWS ROUNDS
 # EVICT) or attention (src/kernels/cpu/attention.cpp, driver bench/attention_ab.cpp: THREADS T
 # ROUNDS). Each side's src/kernels/cpu is taken from its revision and compiled with the project's
-# flags for this machine (-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp), plus
-# AB_FLAGS_A / AB_FLAGS_B for that side alone: e.g. `AB_FLAGS_A=-mno-avx512f bench/ab.sh gemm
-# HEAD HEAD` sets the AVX2 micro-kernel against the AVX-512 one on the same machine.
+# flags for this machine (-O3 -march=native -mprefer-vector-width=512 -fno-math-errno
+# -fno-trapping-math -fopenmp), plus AB_FLAGS_A / AB_FLAGS_B for that side alone: e.g.
+# `AB_FLAGS_A=-mno-avx512f bench/ab.sh gemm HEAD HEAD` sets the AVX2 micro-kernel against the
+# AVX-512 one on the same machine.
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -34,7 +35,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cxx=${CXX:-g++}
-flags=(-std=c++20 -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp)
+flags=(-std=c++20 -O3 -march=native -mprefer-vector-width=512 -fno-math-errno -fno-trapping-math -fopenmp)
 
 # side NAME REV EXTRA_FLAGS: that revision's kernels in $work/NAME, compiled into $work/NAME.o.
 side() {
