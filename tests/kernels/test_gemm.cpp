@@ -60,84 +60,80 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   return sizes;
 }
 
-void check_gemm(const Impl& impl, bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta,
-                bool nan_in_c = false) {
+// Checks every implementation on 1 and 2 threads against one evaluation of the naive loop.
+void check_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta, bool nan_in_c = false) {
   // Stored shapes, each row padded by `pad` elements to test the leading dimensions.
   const int a_rows = ta ? K : M, a_cols = ta ? M : K;
   const int b_rows = tb ? N : K, b_cols = tb ? K : N;
   const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
   const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda, 1);  // (a_rows, lda)
   const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb, 2);  // (b_rows, ldb)
-  auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);             // (M, ldc)
-  auto expect = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);      // (M, ldc)
+  auto expect = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc);       // (M, ldc)
   if (nan_in_c) {
-    // beta == 0 must not read C: NaN inside the M x N part would leak into the result. The
-    // padding keeps its NaN (it must stay untouched).
-    for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
+    // all_close treats NaN as a mismatch: the M x N part is compared, the padding must keep its NaN.
+    for (int i = 0; i < M; ++i)
+      for (int j = N; j < ldc; ++j) expect[static_cast<std::size_t>(i) * ldc + j] = 0.0;
   }
-  impl.fn(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
-  if (nan_in_c) {
-    // all_close treats NaN as a mismatch: compare the M x N part, and check the padding kept NaN.
-    for (int i = 0; i < M; ++i) {
-      for (int j = N; j < ldc; ++j) {
-        ASSERT_TRUE(std::isnan(C[static_cast<std::size_t>(i) * ldc + j])) << impl.name << " wrote padding";
-        C[static_cast<std::size_t>(i) * ldc + j] = 0.0f;
-        expect[static_cast<std::size_t>(i) * ldc + j] = 0.0;
+  test::for_each_thread_count([&](int) {
+    for (const Impl& impl : kImpls) {
+      auto C = C0;  // (M, ldc)
+      if (nan_in_c) {
+        // beta == 0 must not read C: NaN inside the M x N part would leak into the result. The
+        // padding keeps its NaN (it must stay untouched).
+        for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
       }
+      impl.fn(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+      if (nan_in_c) {
+        for (int i = 0; i < M; ++i) {
+          for (int j = N; j < ldc; ++j) {
+            ASSERT_TRUE(std::isnan(C[static_cast<std::size_t>(i) * ldc + j])) << impl.name << " wrote padding";
+            C[static_cast<std::size_t>(i) * ldc + j] = 0.0f;
+          }
+        }
+      }
+      // fp32 rounding grows with K; a wrong or missing term is off by ~0.1.
+      EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5)) << impl.name;
     }
-  }
-  // fp32 rounding grows with K; a wrong or missing term is off by ~0.1.
-  EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5)) << impl.name;
+  });
 }
 
 TEST(GemmKernel, AllTransposesMatchNaiveLoop) {
-  test::for_each_thread_count([](int) {
-    for (const Impl& impl : kImpls) {
-      for (bool ta : {false, true}) {
-        for (bool tb : {false, true}) {
-          for (auto [M, N, K] : gemm_sizes()) {
-            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                         " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
-            check_gemm(impl, ta, tb, M, N, K, 0, 1.0f, 1.0f);
-          }
-        }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (auto [M, N, K] : gemm_sizes()) {
+        SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) + " M=" + std::to_string(M) +
+                     " N=" + std::to_string(N) + " K=" + std::to_string(K));
+        check_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f);
       }
     }
-  });
+  }
 }
 
 TEST(GemmKernel, LeadingDimensionsAlphaAndBeta) {
-  test::for_each_thread_count([](int) {
-    for (const Impl& impl : kImpls) {
-      for (bool ta : {false, true}) {
-        for (bool tb : {false, true}) {
-          for (float beta : {0.0f, 1.0f, -0.5f}) {
-            SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                         " beta=" + std::to_string(beta));
-            check_gemm(impl, ta, tb, 65, 197, 64, 3, 0.75f, beta);
-            check_gemm(impl, ta, tb, 3, 7, 1, 5, -2.0f, beta);
-            check_gemm(impl, ta, tb, 17, 63, 15, 9, 1.5f, beta);
-            check_gemm(impl, ta, tb, 250, 40, 300, 7, -1.0f, beta);  // across MC and KC blocks
-          }
-        }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f, -0.5f}) {
+        SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                     " beta=" + std::to_string(beta));
+        check_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta);
+        check_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta);
+        check_gemm(ta, tb, 17, 63, 15, 9, 1.5f, beta);
+        check_gemm(ta, tb, 250, 40, 300, 7, -1.0f, beta);  // across MC and KC blocks
       }
     }
-  });
+  }
 }
 
 // beta == 0 overwrites C without reading it (BLAS semantics: C may be uninitialised memory).
 TEST(GemmKernel, BetaZeroIgnoresNaNInC) {
-  test::for_each_thread_count([](int) {
-    for (const Impl& impl : kImpls) {
-      for (bool ta : {false, true}) {
-        for (bool tb : {false, true}) {
-          SCOPED_TRACE(std::string(impl.name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
-          check_gemm(impl, ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, true);
-          check_gemm(impl, ta, tb, 7, 17, 300, 2, 0.5f, 0.0f, true);
-        }
-      }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+      check_gemm(ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, true);
+      check_gemm(ta, tb, 7, 17, 300, 2, 0.5f, 0.0f, true);
     }
-  });
+  }
 }
 
 // No product to add (K == 0, or alpha == 0): C = beta * C, and beta == 0 gives zeros.
@@ -165,36 +161,32 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
                                                   {"cpu::gemm_packed_bias", &cpu::gemm_packed_bias}};
   const std::array<int, 3> sizes[] = {{7, 65, 33},    {17, 33, 5},     {256, 197, 300}, {512, 40, 768},
                                       {700, 70, 300}, {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0}};
-  test::for_each_thread_count([&](int) {
-    for (const auto& [name, fn] : impls) {
-      for (bool ta : {false, true}) {
-        for (bool tb : {false, true}) {
-          for (auto [M, N, K] : sizes) {
-            for (float beta : {0.0f, 1.0f, -0.5f}) {
-              SCOPED_TRACE(std::string(name) + " trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                           " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                           " beta=" + std::to_string(beta));
-              const int pad = 3;
-              const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-              const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
-              const auto A =
-                  test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda + 1, 1);  // (a_rows, lda)
-              const auto B =
-                  test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb + 1, 2);  // (b_rows, ldb)
-              const auto bias = test::random_vector<float>(N, 3);                             // (N)
-              auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);      // (M, ldc)
-              auto expect = naive_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, beta, C, ldc);  // (M, ldc)
-              for (int i = 0; i < M; ++i)
-                for (int j = 0; j < N; ++j) expect[static_cast<std::size_t>(i) * ldc + j] += bias[j];
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (auto [M, N, K] : sizes) {
+        for (float beta : {0.0f, 1.0f, -0.5f}) {
+          SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) + " M=" + std::to_string(M) +
+                       " N=" + std::to_string(N) + " K=" + std::to_string(K) + " beta=" + std::to_string(beta));
+          const int pad = 3;
+          const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+          const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+          const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda + 1, 1);  // (a_rows, lda)
+          const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb + 1, 2);  // (b_rows, ldb)
+          const auto bias = test::random_vector<float>(N, 3);                                        // (N)
+          const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 4);          // (M, ldc)
+          // The padding columns of expect hold C's old values: they must stay untouched.
+          const auto expect = naive_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, beta, C0, ldc, bias.data());
+          test::for_each_thread_count([&](int) {
+            for (const auto& [name, fn] : impls) {
+              auto C = C0;  // (M, ldc)
               fn(ta, tb, M, N, K, 0.75f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias.data());
-              // The padding columns of expect still hold C's old values: they must be untouched.
-              EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+              EXPECT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5)) << name;
             }
-          }
+          });
         }
       }
     }
-  });
+  }
 }
 
 // One shape of BothOrdersAcrossStagesAreExactAndRepeatable (below).

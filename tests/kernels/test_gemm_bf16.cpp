@@ -55,32 +55,43 @@ void check_bf16_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha
   const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda, 1);  // (a_rows, lda)
   const auto B = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb, 2);  // (b_rows, ldb)
   const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);          // (N)
-  auto C = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);             // (M, ldc)
+  const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 3);      // (M, ldc)
   const float* bias_ptr = with_bias ? bias.data() : nullptr;
+  // The naive loops run once; the GEMM on 1 and 2 threads.
   auto on_rounded =
-      naive_gemm(ta, tb, M, N, K, alpha, rounded_to_bf16(A), lda, rounded_to_bf16(B), ldb, beta, C, ldc, bias_ptr);
-  auto on_fp32 = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias_ptr);
+      naive_gemm(ta, tb, M, N, K, alpha, rounded_to_bf16(A), lda, rounded_to_bf16(B), ldb, beta, C0, ldc, bias_ptr);
+  auto on_fp32 = naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc, bias_ptr);
   if (nan_in_c) {
-    for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
+    // all_close treats NaN as a mismatch: the M x N part is compared, the padding must keep its NaN.
+    for (int i = 0; i < M; ++i)
+      for (int j = N; j < ldc; ++j)
+        on_rounded[static_cast<std::size_t>(i) * ldc + j] = on_fp32[static_cast<std::size_t>(i) * ldc + j] = 0.0;
   }
-  cpu::gemm_packed_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias_ptr);
-  // The padding of each row stays untouched.
-  for (int i = 0; i < M; ++i) {
-    for (int j = N; j < ldc; ++j) {
-      const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
-      if (nan_in_c) {
-        ASSERT_TRUE(std::isnan(C[at])) << "wrote padding";
-        C[at] = 0.0f, on_rounded[at] = on_fp32[at] = 0.0;
-      } else {
-        ASSERT_EQ(C[at], static_cast<float>(on_fp32[at])) << "wrote padding";
+  test::for_each_thread_count([&](int) {
+    auto C = C0;  // (M, ldc)
+    if (nan_in_c) {
+      for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
+    }
+    cpu::gemm_packed_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias_ptr);
+    // The padding of each row stays untouched.
+    for (int i = 0; i < M; ++i) {
+      for (int j = N; j < ldc; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+        if (nan_in_c) {
+          ASSERT_TRUE(std::isnan(C[at])) << "wrote padding";
+          C[at] = 0.0f;
+        } else {
+          ASSERT_EQ(C[at], static_cast<float>(on_fp32[at])) << "wrote padding";
+        }
       }
     }
-  }
-  // On the rounded operands the products are exact: only fp32 summation differs.
-  EXPECT_TRUE(test::all_close("C (bf16 operands)", C, on_rounded, 2e-6 * K + 1e-6, 1e-5));
-  // On the fp32 operands each product is off by up to about 2^-8 relative, the errors of K
-  // products of values in [-1, 1] adding up like a random walk.
-  EXPECT_TRUE(test::all_close("C (fp32 operands)", C, on_fp32, 8e-3 * std::sqrt(static_cast<double>(K)) + 1e-5, 1e-2));
+    // On the rounded operands the products are exact: only fp32 summation differs.
+    EXPECT_TRUE(test::all_close("C (bf16 operands)", C, on_rounded, 2e-6 * K + 1e-6, 1e-5));
+    // On the fp32 operands each product is off by up to about 2^-8 relative, the errors of K
+    // products of values in [-1, 1] adding up like a random walk.
+    EXPECT_TRUE(
+        test::all_close("C (fp32 operands)", C, on_fp32, 8e-3 * std::sqrt(static_cast<double>(K)) + 1e-5, 1e-2));
+  });
 }
 
 std::string trace(bool ta, bool tb, int M, int N, int K) {
@@ -98,48 +109,42 @@ TEST(GemmBf16Kernel, Bf16DotProductKernelIsCompiled) {
 }
 
 TEST(GemmBf16Kernel, AllTransposesMatchNaiveLoop) {
-  test::for_each_thread_count([](int) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        for (auto [M, N, K] : bf16_sizes()) {
-          SCOPED_TRACE(trace(ta, tb, M, N, K));
-          check_bf16_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f, false);
-        }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (auto [M, N, K] : bf16_sizes()) {
+        SCOPED_TRACE(trace(ta, tb, M, N, K));
+        check_bf16_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f, false);
       }
     }
-  });
+  }
 }
 
 TEST(GemmBf16Kernel, LeadingDimensionsAlphaBetaAndBias) {
-  test::for_each_thread_count([](int) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        for (float beta : {0.0f, 1.0f, -0.5f}) {
-          for (bool bias : {false, true}) {
-            SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
-                         " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias));
-            check_bf16_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta, bias);
-            check_bf16_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta, bias);
-            check_bf16_gemm(ta, tb, 17, 63, 15, 9, 1.5f, beta, bias);
-            check_bf16_gemm(ta, tb, 250, 40, 301, 7, -1.0f, beta, bias);
-            check_bf16_gemm(ta, tb, 600, 70, 387, 1, 1.0f, beta, bias);
-          }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f, -0.5f}) {
+        for (bool bias : {false, true}) {
+          SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                       " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias));
+          check_bf16_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta, bias);
+          check_bf16_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta, bias);
+          check_bf16_gemm(ta, tb, 17, 63, 15, 9, 1.5f, beta, bias);
+          check_bf16_gemm(ta, tb, 250, 40, 301, 7, -1.0f, beta, bias);
+          check_bf16_gemm(ta, tb, 600, 70, 387, 1, 1.0f, beta, bias);
         }
       }
     }
-  });
+  }
 }
 
 TEST(GemmBf16Kernel, BetaZeroIgnoresNaNInC) {
-  test::for_each_thread_count([](int) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
-        check_bf16_gemm(ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, false, true);
-        check_bf16_gemm(ta, tb, 7, 17, 301, 2, 0.5f, 0.0f, true, true);
-      }
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+      check_bf16_gemm(ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, false, true);
+      check_bf16_gemm(ta, tb, 7, 17, 301, 2, 0.5f, 0.0f, true, true);
     }
-  });
+  }
 }
 
 TEST(GemmBf16Kernel, EmptyInnerDimensionScalesC) {

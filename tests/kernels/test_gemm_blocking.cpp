@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
@@ -61,25 +62,39 @@ const std::vector<std::array<int, 3>> kSizes = {{1, 1, 1},     {7, 33, 65},    {
 
 std::string describe(const GemmBlocking& b) { return to_string(b); }
 
+// One product of AnyBlockingMatchesNaiveLoop: operands, C before the call and the naive loop's
+// result, evaluated once for every blocking and thread count.
+struct BlockingCase {
+  int M, N, K;
+  bool ta, tb;
+  float beta;
+  std::vector<float> A, B, bias, C0;  // (M*K), (K*N), (N), (M, N)
+  std::vector<double> expect;         // (M, N)
+};
+
 TEST(GemmBlockingKernel, AnyBlockingMatchesNaiveLoop) {
-  test::for_each_thread_count([](int threads) {
+  std::vector<BlockingCase> cases;
+  for (const auto& [M, N, K] : kSizes) {
+    for (int t = 0; t < 4; ++t) {
+      BlockingCase c{M, N, K, (t & 1) != 0, (t & 2) != 0, t == 3 ? 0.5f : t == 2 ? 0.0f : 1.0f, {}, {}, {}, {}, {}};
+      c.A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
+      c.B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 2);
+      c.bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);
+      c.C0 = test::random_vector<float>(static_cast<std::size_t>(M) * N, 3);
+      c.expect = test::naive_gemm(c.ta, c.tb, M, N, K, 1.0, c.A, c.ta ? M : K, c.B, c.tb ? K : N, c.beta, c.C0, N,
+                                  c.bias.data());
+      cases.push_back(std::move(c));
+    }
+  }
+  test::for_each_thread_count([&](int threads) {
     for (const GemmBlocking& blk : odd_blockings()) {
-      for (const auto& [M, N, K] : kSizes) {
-        for (int t = 0; t < 4; ++t) {
-          const bool ta = t & 1, tb = t & 2;
-          const float beta = t == 3 ? 0.5f : t == 2 ? 0.0f : 1.0f;
-          SCOPED_TRACE(describe(blk) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                       " K=" + std::to_string(K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
-          const int lda = ta ? M : K, ldb = tb ? K : N;
-          const auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
-          const auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N, 2);
-          const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 4);
-          auto C = test::random_vector<float>(static_cast<std::size_t>(M) * N, 3);
-          const auto expect = test::naive_gemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, N, bias.data());
-          cpu::gemm_packed_with(blk, threads, ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, beta, C.data(), N,
-                                bias.data());
-          ASSERT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
-        }
+      for (const BlockingCase& c : cases) {
+        SCOPED_TRACE(describe(blk) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+                     " K=" + std::to_string(c.K) + " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb));
+        auto C = c.C0;  // (M, N)
+        cpu::gemm_packed_with(blk, threads, c.ta, c.tb, c.M, c.N, c.K, 1.0f, c.A.data(), c.ta ? c.M : c.K, c.B.data(),
+                              c.tb ? c.K : c.N, c.beta, C.data(), c.N, c.bias.data());
+        ASSERT_TRUE(test::all_close("C", C, c.expect, 2e-6 * c.K + 1e-6, 1e-5));
       }
     }
   });
@@ -87,20 +102,32 @@ TEST(GemmBlockingKernel, AnyBlockingMatchesNaiveLoop) {
 
 // The bf16 GEMM under the same blockings: operands rounded to bf16, products summed in fp32.
 TEST(GemmBlockingKernel, Bf16AnyBlockingMatchesNaiveLoop) {
+  struct Bf16Case {
+    std::vector<float> A, B, C0;  // (M, K), (N, K), (M, N)
+    std::vector<double> expect;   // (M, N)
+  };
+  std::vector<Bf16Case> cases;
+  for (const auto& [M, N, K] : kSizes) {
+    Bf16Case c{test::random_vector<float>(static_cast<std::size_t>(M) * K, 1),
+               test::random_vector<float>(static_cast<std::size_t>(N) * K, 2),
+               test::random_vector<float>(static_cast<std::size_t>(M) * N, 3),
+               {}};
+    std::vector<float> Ar = c.A, Br = c.B;
+    for (float& x : Ar) x = cpu::round_to_bf16(x);
+    for (float& x : Br) x = cpu::round_to_bf16(x);
+    c.expect = test::naive_gemm(false, true, M, N, K, 1.0, Ar, K, Br, K, 1.0, c.C0, N);
+    cases.push_back(std::move(c));
+  }
   const GemmBlockingInfo before = gemm_blocking_info();
   for (const GemmBlocking& blk : odd_blockings()) {
     set_gemm_blocking(blk);
-    for (const auto& [M, N, K] : kSizes) {
+    for (std::size_t i = 0; i < kSizes.size(); ++i) {
+      const auto& [M, N, K] = kSizes[i];
       SCOPED_TRACE(describe(blk) + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
-      auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K, 1);
-      auto B = test::random_vector<float>(static_cast<std::size_t>(N) * K, 2);
-      auto C = test::random_vector<float>(static_cast<std::size_t>(M) * N, 3);
-      std::vector<float> Ar = A, Br = B;
-      for (float& x : Ar) x = cpu::round_to_bf16(x);
-      for (float& x : Br) x = cpu::round_to_bf16(x);
-      const auto expect = test::naive_gemm(false, true, M, N, K, 1.0, Ar, K, Br, K, 1.0, C, N);
-      cpu::gemm_packed_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, C.data(), N, nullptr);
-      ASSERT_TRUE(test::all_close("C", C, expect, 2e-6 * K + 1e-6, 1e-5));
+      const Bf16Case& c = cases[i];
+      auto C = c.C0;  // (M, N)
+      cpu::gemm_packed_bf16(false, true, M, N, K, 1.0f, c.A.data(), K, c.B.data(), K, 1.0f, C.data(), N, nullptr);
+      ASSERT_TRUE(test::all_close("C", C, c.expect, 2e-6 * K + 1e-6, 1e-5));
     }
   }
   set_gemm_blocking(before.blocking, before.source);
