@@ -2,7 +2,7 @@
 # The test command (docs/testing.md): setup; the C++ layout check; configure, build and run the
 # default test suite (everything but the `slow` label) with GCC; the PyTorch extension's tests
 # (scripts/test_python.sh: the torch venv, the extension built on the GCC build's libraries,
-# pytest); then the unit, kernels, grad, e2e and mpi tests again under AddressSanitizer and
+# pytest); then the unit, kernels, grad, e2e, model and mpi tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (clang-19), and every parser's libFuzzer target for a few seconds
 # (scripts/test_sanitized.sh: one clang build for both).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L grad: then only that GCC ctest run]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sanitizer run: builds llmcc with clang-19 and -fsanitize=address,undefined in build-san
-# and runs the unit, kernels, grad, e2e and mpi tests there, then the bounded run of every
+# and runs the unit, kernels, grad, e2e, model and mpi tests there, then the bounded run of every
 # parser's libFuzzer target (fuzz/), which this build also holds: one clang build of the
 # libraries serves both. Any sanitizer report fails its test.
 # Needs the packages of scripts/setup.sh (clang-19, libomp-19-dev, libclang-rt-19-dev: the
@@ -36,7 +36,7 @@ cd build-san
 # 100-step runs of e2e.TrainE2e (a 50257-token head: 105 s each here, alone on the machine): the
 # same command-line training of GPT-2 and Llama runs here in e2e.TrainResume (with stops and
 # resumes), TrainSpE2e and TrainDivergence, and GPT-2 BPE preparation in unit.CliPrepare.
-ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e' -E 'TrainBf16\.Gpt2TinyThreeHundredSteps|TrainE2e\.' \
+ctest --output-on-failure -j"$jobs" -L 'unit|kernels|grad|e2e|model' -E 'TrainBf16\.Gpt2TinyThreeHundredSteps|TrainE2e\.' \
   --timeout 1200 "$@"
 # The data-parallel tests, whose ranks run under mpirun, with leak checking off in the ranks:
 # Open MPI keeps what it allocates at start-up (libmpi, hwloc, its plugins) until exit, and
