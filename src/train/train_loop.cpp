@@ -304,18 +304,11 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     trip_ = std::string("the ") + (std::isfinite(loss) ? "gradient norm" : "loss") + " is not finite";
     return loss;
   }
-  // From the second step of a call on (a resumed run's window starts empty), against the mean
-  // of up to kLossWindow previous steps: a rise of that size within a run is divergence, not noise.
-  if (o_.loss_spike > 0 && recent_count_ > 0) {
-    double mean = 0.0;
-    for (int i = 0; i < recent_count_; ++i) mean += recent_losses_[i];
-    mean /= recent_count_;
-    if (mean > 0 && loss > o_.loss_spike * mean) {
-      trip_ = "the loss " + number(loss) + " is more than " + number(o_.loss_spike) + " times the mean of the last " +
-              std::to_string(recent_count_) + " steps (" + number(mean) +
-              "; loss_spike sets the factor, 0 turns it off)";
-      return loss;
-    }
+  // From the second step of a call on (a resumed run's window starts empty): a rise of that size
+  // within a run is divergence, not noise.
+  if (const std::string spike = loss_spike(loss); !spike.empty()) {
+    trip_ = "the loss " + number(loss) + spike;
+    return loss;
   }
   // The update, which reports in the same pass whether it left every weight and moment finite,
   // and how far it moved the weights (what a checkpoint of the new state is judged by).
@@ -379,16 +372,19 @@ std::string TrainLoop::judge_next_batch(std::int64_t step) {
   data_.set_state(where);
   if (dp_) loss = dp_->comm().sum(loss) / dp_->comm().size();
   if (!std::isfinite(loss)) return "the loss of the next step's batch on these weights is not finite";
-  if (o_.loss_spike > 0 && recent_count_ > 0) {
-    double mean = 0.0;
-    for (int i = 0; i < recent_count_; ++i) mean += recent_losses_[i];
-    mean /= recent_count_;
-    if (mean > 0 && loss > o_.loss_spike * mean)
-      return "the loss of the next step's batch on these weights, " + number(loss) + ", is more than " +
-             number(o_.loss_spike) + " times the mean of the last " + std::to_string(recent_count_) + " steps (" +
-             number(mean) + ")";
-  }
+  if (const std::string spike = loss_spike(loss); !spike.empty())
+    return "the loss of the next step's batch on these weights, " + number(loss) + "," + spike;
   return "";
+}
+
+std::string TrainLoop::loss_spike(double loss) const {
+  if (o_.loss_spike <= 0 || recent_count_ == 0) return "";
+  double mean = 0.0;
+  for (int i = 0; i < recent_count_; ++i) mean += recent_losses_[i];
+  mean /= recent_count_;
+  if (!(mean > 0 && loss > o_.loss_spike * mean)) return "";
+  return " is more than " + number(o_.loss_spike) + " times the mean of the last " + std::to_string(recent_count_) +
+         " steps (" + number(mean) + "; loss_spike sets the factor, 0 turns it off)";
 }
 
 void TrainLoop::roll_back(const std::string& checkpoint, std::int64_t tripped) {

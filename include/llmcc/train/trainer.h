@@ -220,6 +220,9 @@ class TrainLoop {
   std::string judge_next_batch(std::int64_t step);
   // Whether the validation loss at a step passed (empty) or tripped (why), against last_val_.
   std::string judge_validation(float loss) const;
+  // Against the mean of up to kLossWindow previous steps (none yet: no spike): empty, or why
+  // `loss` is a spike, as the rest of a sentence whose subject is the loss (" is more than ...").
+  std::string loss_spike(double loss) const;
   static constexpr int kLossWindow = 16;
   float recent_losses_[kLossWindow] = {};
   int recent_count_ = 0;  // losses in the window (up to kLossWindow)
