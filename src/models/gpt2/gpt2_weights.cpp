@@ -1,6 +1,5 @@
 #include "models/gpt2/gpt2_weights.h"
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "llmcc/runtime.h"
 #include "models/gpt2/gpt2_hf.h"
 #include "models/gpt2/gpt2_llmc.h"
+#include "models/config_keys.h"
 #include "models/hf_files.h"
 
 namespace llmcc::models {
@@ -35,25 +35,14 @@ void gpt2_config_to_kv(const Gpt2Config& c, KeyValues& kv) {
 }
 
 Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
-  auto get = [&](const std::string& key) -> int {
-    const auto it = kv.find(key);
-    if (it == kv.end()) fail("gpt2", where + ": configuration has no " + key);
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || errno != 0 || *end != '\0' || v <= 0 || v > (1L << 30))
-      fail("gpt2", where + ": " + key + " = '" + it->second + "' is not a positive integer");
-    return static_cast<int>(v);
-  };
-  if (const auto it = kv.find("model.family"); it != kv.end() && it->second != "gpt2")
-    fail("gpt2", where + ": holds a '" + it->second + "' model, not gpt2");
+  const ConfigKeys keys(kv, "gpt2", where);
   Gpt2Config c;
-  c.vocab_size = get("model.vocab_size");
-  c.padded_vocab_size = get("model.padded_vocab_size");
-  c.max_seq_len = get("model.max_seq_len");
-  c.n_layer = get("model.n_layer");
-  c.n_head = get("model.n_head");
-  c.n_embd = get("model.n_embd");
+  c.vocab_size = keys.positive_int("model.vocab_size");
+  c.padded_vocab_size = keys.positive_int("model.padded_vocab_size");
+  c.max_seq_len = keys.positive_int("model.max_seq_len");
+  c.n_layer = keys.positive_int("model.n_layer");
+  c.n_head = keys.positive_int("model.n_head");
+  c.n_embd = keys.positive_int("model.n_embd");
   c.validate();
   return c;
 }

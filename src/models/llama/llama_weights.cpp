@@ -1,13 +1,11 @@
 #include "models/llama/llama_weights.h"
 
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "llama.grad.h"  // the generated parameter list (bind_parameters)
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
+#include "models/config_keys.h"
 #include "models/hf_files.h"
 #include "models/llama/llama_hf.h"
 
@@ -52,49 +50,25 @@ void llama_config_to_kv(const LlamaConfig& c, KeyValues& kv) {
 }
 
 LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) {
-  auto text = [&](const std::string& key) -> const std::string& {
-    const auto it = kv.find(key);
-    if (it == kv.end()) fail("llama", where + ": configuration has no " + key);
-    return it->second;
-  };
-  auto get = [&](const std::string& key) -> int {
-    const std::string& s = text(key);
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || errno != 0 || *end != '\0' || v <= 0 || v > (1L << 30))
-      fail("llama", where + ": " + key + " = '" + s + "' is not a positive integer");
-    return static_cast<int>(v);
-  };
-  auto get_float = [&](const std::string& key) -> float {
-    const std::string& s = text(key);
-    char* end = nullptr;
-    errno = 0;
-    const float v = std::strtof(s.c_str(), &end);
-    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v <= 0.0f)
-      fail("llama", where + ": " + key + " = '" + s + "' is not a positive number");
-    return v;
-  };
-  const auto fam = kv.find("model.family");
-  const std::string family = fam == kv.end() ? "gpt2" : fam->second;  // files without it are GPT-2's
-  if (family != "llama") fail("llama", where + ": holds a '" + family + "' model, not llama");
+  const ConfigKeys keys(kv, "llama", where);
   LlamaConfig c;
-  c.vocab_size = get("model.vocab_size");
-  c.max_seq_len = get("model.max_seq_len");
-  c.n_layer = get("model.n_layer");
-  c.n_head = get("model.n_head");
-  c.n_kv_head = get("model.n_kv_head");
-  c.n_embd = get("model.n_embd");
-  c.hidden_dim = get("model.hidden_dim");
-  c.rope_theta = get_float("model.rope_theta");
-  c.norm_eps = get_float("model.norm_eps");
-  if (const auto it = kv.find("model.rope_scaling"); it != kv.end()) {
-    c.rope_scaling.type = RopeScaling::type_from_name(it->second, "llama");
+  c.vocab_size = keys.positive_int("model.vocab_size");
+  c.max_seq_len = keys.positive_int("model.max_seq_len");
+  c.n_layer = keys.positive_int("model.n_layer");
+  c.n_head = keys.positive_int("model.n_head");
+  c.n_kv_head = keys.positive_int("model.n_kv_head");
+  c.n_embd = keys.positive_int("model.n_embd");
+  c.hidden_dim = keys.positive_int("model.hidden_dim");
+  c.rope_theta = keys.positive_float("model.rope_theta");
+  c.norm_eps = keys.positive_float("model.norm_eps");
+  if (keys.has("model.rope_scaling")) {
+    c.rope_scaling.type = RopeScaling::type_from_name(keys.text("model.rope_scaling"), "llama");
     if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
-      c.rope_scaling.factor = get_float("model.rope_factor");
-      c.rope_scaling.low_freq_factor = get_float("model.rope_low_freq_factor");
-      c.rope_scaling.high_freq_factor = get_float("model.rope_high_freq_factor");
-      c.rope_scaling.original_max_position_embeddings = get("model.rope_original_max_position_embeddings");
+      c.rope_scaling.factor = keys.positive_float("model.rope_factor");
+      c.rope_scaling.low_freq_factor = keys.positive_float("model.rope_low_freq_factor");
+      c.rope_scaling.high_freq_factor = keys.positive_float("model.rope_high_freq_factor");
+      c.rope_scaling.original_max_position_embeddings =
+          keys.positive_int("model.rope_original_max_position_embeddings");
     }
   }
   c.validate();

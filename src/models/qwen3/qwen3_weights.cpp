@@ -1,12 +1,10 @@
 #include "models/qwen3/qwen3_weights.h"
 
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
+#include "models/config_keys.h"
 #include "models/hf_files.h"
 #include "models/qwen3/qwen3_hf.h"
 #include "qwen3.grad.h"  // the generated parameter list (bind_parameters)
@@ -46,47 +44,19 @@ void qwen3_config_to_kv(const Qwen3Config& c, KeyValues& kv) {
 }
 
 Qwen3Config qwen3_config_from_kv(const KeyValues& kv, const std::string& where) {
-  auto text = [&](const std::string& key) -> const std::string& {
-    const auto it = kv.find(key);
-    if (it == kv.end()) fail("qwen3", where + ": configuration has no " + key);
-    return it->second;
-  };
-  auto get = [&](const std::string& key) -> int {
-    const std::string& s = text(key);
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || errno != 0 || *end != '\0' || v <= 0 || v > (1L << 30))
-      fail("qwen3", where + ": " + key + " = '" + s + "' is not a positive integer");
-    return static_cast<int>(v);
-  };
-  auto get_float = [&](const std::string& key) -> float {
-    const std::string& s = text(key);
-    char* end = nullptr;
-    errno = 0;
-    const float v = std::strtof(s.c_str(), &end);
-    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v <= 0.0f)
-      fail("qwen3", where + ": " + key + " = '" + s + "' is not a positive number");
-    return v;
-  };
-  const auto fam = kv.find("model.family");
-  const std::string family = fam == kv.end() ? "gpt2" : fam->second;  // files without it are GPT-2's
-  if (family != "qwen3") fail("qwen3", where + ": holds a '" + family + "' model, not qwen3");
+  const ConfigKeys keys(kv, "qwen3", where);
   Qwen3Config c;
-  c.vocab_size = get("model.vocab_size");
-  c.max_seq_len = get("model.max_seq_len");
-  c.n_layer = get("model.n_layer");
-  c.n_head = get("model.n_head");
-  c.n_kv_head = get("model.n_kv_head");
-  c.n_embd = get("model.n_embd");
-  c.head_dim = get("model.head_dim");
-  c.hidden_dim = get("model.hidden_dim");
-  c.rope_theta = get_float("model.rope_theta");
-  c.norm_eps = get_float("model.norm_eps");
-  const std::string& tied = text("model.tie_embeddings");
-  if (tied != "true" && tied != "false")
-    fail("qwen3", where + ": model.tie_embeddings = '" + tied + "' is not true or false");
-  c.tie_embeddings = tied == "true";
+  c.vocab_size = keys.positive_int("model.vocab_size");
+  c.max_seq_len = keys.positive_int("model.max_seq_len");
+  c.n_layer = keys.positive_int("model.n_layer");
+  c.n_head = keys.positive_int("model.n_head");
+  c.n_kv_head = keys.positive_int("model.n_kv_head");
+  c.n_embd = keys.positive_int("model.n_embd");
+  c.head_dim = keys.positive_int("model.head_dim");
+  c.hidden_dim = keys.positive_int("model.hidden_dim");
+  c.rope_theta = keys.positive_float("model.rope_theta");
+  c.norm_eps = keys.positive_float("model.norm_eps");
+  c.tie_embeddings = keys.boolean("model.tie_embeddings");
   c.validate();
   return c;
 }
