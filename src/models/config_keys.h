@@ -17,9 +17,9 @@ class ConfigKeys {
 
   bool has(const std::string& key) const { return kv_.count(key) != 0; }
   const std::string& text(const std::string& key) const;  // present
-  int positive_int(const std::string& key) const;          // 1 .. 2^30
-  float positive_float(const std::string& key) const;      // finite, > 0
-  bool boolean(const std::string& key) const;              // true or false
+  int positive_int(const std::string& key) const;         // 1 .. 2^30
+  float positive_float(const std::string& key) const;     // finite, > 0
+  bool boolean(const std::string& key) const;             // true or false
 
  private:
   [[noreturn]] void fail(const std::string& what) const;

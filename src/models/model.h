@@ -13,10 +13,12 @@
 // (family_model.h) turns its forward, generated backward and decoder into a Model.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -156,12 +158,58 @@ class Family {
   virtual std::vector<ExportFormat> export_formats() const = 0;
 };
 
-// FamilyConfig for a family's config struct C, held by value.
+// One field of a family's config struct C that users set by name: its ConfigKey (name, help)
+// and the int or float member it is.
+template <class C>
+struct ConfigField {
+  constexpr ConfigField(const char* n, const char* h, int C::* m) : name(n), help(h), int_member(m) {}
+  constexpr ConfigField(const char* n, const char* h, float C::* m) : name(n), help(h), float_member(m) {}
+  const char* name;
+  const char* help;
+  int C::* int_member = nullptr;
+  float C::* float_member = nullptr;
+};
+
+// Family::config_keys() of a family whose fields are `fields`.
+template <class C, std::size_t N>
+std::vector<ConfigKey> config_keys_of(const ConfigField<C> (&fields)[N]) {
+  std::vector<ConfigKey> keys;
+  for (const ConfigField<C>& f : fields) keys.push_back({f.name, f.help, f.float_member != nullptr});
+  return keys;
+}
+
+// FamilyConfig for a family's config struct C, held by value. C has the members vocab_size and
+// max_seq_len and the methods parameter_count(), flops_per_step(B, T), str() and validate(); the
+// family names its settable fields (fields()) and gives family(), clone() and to_kv().
 template <class C>
 class FamilyConfigOf : public FamilyConfig {
  public:
   explicit FamilyConfigOf(C c) : value(std::move(c)) {}
+  int vocab_size() const override { return value.vocab_size; }
+  int max_seq_len() const override { return value.max_seq_len; }
+  std::int64_t parameter_count() const override { return value.parameter_count(); }
+  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
+  std::string str() const override { return value.str(); }
+  void validate() const override { value.validate(); }
+  std::optional<double> get(std::string_view key) const override {
+    for (const ConfigField<C>& f : fields()) {
+      if (key == f.name) return f.int_member ? static_cast<double>(value.*f.int_member) : value.*f.float_member;
+    }
+    return std::nullopt;
+  }
+  void set(std::string_view key, double v) override {
+    for (const ConfigField<C>& f : fields()) {
+      if (key != f.name) continue;
+      if (f.int_member)
+        value.*f.int_member = static_cast<int>(v);
+      else
+        value.*f.float_member = static_cast<float>(v);
+    }
+  }
   C value;
+
+ protected:
+  virtual std::span<const ConfigField<C>> fields() const = 0;
 };
 
 // Throws std::bad_cast when the config is another family's.

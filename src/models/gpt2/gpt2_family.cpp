@@ -15,14 +15,14 @@
 namespace llmcc::models {
 namespace {
 
-// The integer fields users set by name (the command line's --n-layer, ...).
-struct Field {
-  const char* name;
-  int Gpt2Config::* member;
-};
-constexpr Field kFields[] = {
-    {"n_layer", &Gpt2Config::n_layer},         {"n_head", &Gpt2Config::n_head},         {"n_embd", &Gpt2Config::n_embd},
-    {"max_seq_len", &Gpt2Config::max_seq_len}, {"vocab_size", &Gpt2Config::vocab_size},
+// The fields users set by name (the command line's --n-layer, ...).
+constexpr ConfigField<Gpt2Config> kFields[] = {
+    {"n_layer", "transformer blocks", &Gpt2Config::n_layer},
+    {"n_head", "attention (query) heads; must divide --n-embd", &Gpt2Config::n_head},
+    {"n_embd", "channels", &Gpt2Config::n_embd},
+    {"max_seq_len", "positions the model can see", &Gpt2Config::max_seq_len},
+    {"vocab_size", "token ids the model predicts and reads (GPT-2 pads its embedding to a multiple of 128)",
+     &Gpt2Config::vocab_size},
 };
 
 class Gpt2FamilyConfig final : public FamilyConfigOf<Gpt2Config> {
@@ -30,24 +30,15 @@ class Gpt2FamilyConfig final : public FamilyConfigOf<Gpt2Config> {
   using FamilyConfigOf::FamilyConfigOf;
   const Family& family() const override { return gpt2_family(); }
   std::unique_ptr<FamilyConfig> clone() const override { return std::make_unique<Gpt2FamilyConfig>(value); }
-  int vocab_size() const override { return value.vocab_size; }
-  int max_seq_len() const override { return value.max_seq_len; }
-  std::int64_t parameter_count() const override { return value.parameter_count(); }
-  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
-  std::string str() const override { return value.str(); }
-  void validate() const override { value.validate(); }
   void to_kv(KeyValues& kv) const override { gpt2_config_to_kv(value, kv); }
-  std::optional<double> get(std::string_view key) const override {
-    for (const Field& f : kFields)
-      if (key == f.name) return value.*f.member;
-    return std::nullopt;
-  }
   void set(std::string_view key, double v) override {
-    for (const Field& f : kFields)
-      if (key == f.name) value.*f.member = static_cast<int>(v);
+    FamilyConfigOf::set(key, v);
     // The embedding's rows: the vocabulary rounded up to llm.c's multiple of 128.
     if (key == "vocab_size") value.padded_vocab_size = padded_vocab(value.vocab_size);
   }
+
+ private:
+  std::span<const ConfigField<Gpt2Config>> fields() const override { return kFields; }
 };
 
 ModelConfig config_of(const Gpt2Config& c) { return ModelConfig(std::make_unique<Gpt2FamilyConfig>(c)); }
@@ -79,13 +70,7 @@ class Gpt2Family final : public Family {
   std::vector<std::string> preset_names() const override { return gpt2_preset_names(); }
   ModelConfig preset(const std::string& name) const override { return config_of(gpt2_preset(name)); }
   const std::vector<ConfigKey>& config_keys() const override {
-    static const std::vector<ConfigKey> keys = {
-        {"n_layer", "transformer blocks"},
-        {"n_head", "attention (query) heads; must divide --n-embd"},
-        {"n_embd", "channels"},
-        {"max_seq_len", "positions the model can see"},
-        {"vocab_size", "token ids the model predicts and reads (GPT-2 pads its embedding to a multiple of 128)"},
-    };
+    static const std::vector<ConfigKey> keys = config_keys_of(kFields);
     return keys;
   }
   ModelConfig config_from_kv(const KeyValues& kv, const std::string& where) const override {

@@ -14,23 +14,16 @@ namespace llmcc::models {
 namespace {
 
 // The fields users set by name (the command line's --n-layer, ...).
-struct IntField {
-  const char* name;
-  int LlamaConfig::* member;
-};
-constexpr IntField kIntFields[] = {
-    {"n_layer", &LlamaConfig::n_layer},       {"n_head", &LlamaConfig::n_head},
-    {"n_kv_head", &LlamaConfig::n_kv_head},   {"n_embd", &LlamaConfig::n_embd},
-    {"hidden_dim", &LlamaConfig::hidden_dim}, {"max_seq_len", &LlamaConfig::max_seq_len},
-    {"vocab_size", &LlamaConfig::vocab_size},
-};
-struct FloatField {
-  const char* name;
-  float LlamaConfig::* member;
-};
-constexpr FloatField kFloatFields[] = {
-    {"rope_theta", &LlamaConfig::rope_theta},
-    {"norm_eps", &LlamaConfig::norm_eps},
+constexpr ConfigField<LlamaConfig> kFields[] = {
+    {"n_layer", "transformer blocks", &LlamaConfig::n_layer},
+    {"n_head", "attention (query) heads; must divide --n-embd", &LlamaConfig::n_head},
+    {"n_kv_head", "key/value heads, must divide --n-head", &LlamaConfig::n_kv_head},
+    {"n_embd", "channels", &LlamaConfig::n_embd},
+    {"hidden_dim", "SwiGLU hidden width", &LlamaConfig::hidden_dim},
+    {"max_seq_len", "positions the model can see", &LlamaConfig::max_seq_len},
+    {"vocab_size", "token ids the model predicts and reads", &LlamaConfig::vocab_size},
+    {"rope_theta", "RoPE base (10000 or 500000 in the presets)", &LlamaConfig::rope_theta},
+    {"norm_eps", "RMSNorm epsilon (1e-5 in the presets)", &LlamaConfig::norm_eps},
 };
 
 class LlamaFamilyConfig final : public FamilyConfigOf<LlamaConfig> {
@@ -38,26 +31,10 @@ class LlamaFamilyConfig final : public FamilyConfigOf<LlamaConfig> {
   using FamilyConfigOf::FamilyConfigOf;
   const Family& family() const override { return llama_family(); }
   std::unique_ptr<FamilyConfig> clone() const override { return std::make_unique<LlamaFamilyConfig>(value); }
-  int vocab_size() const override { return value.vocab_size; }
-  int max_seq_len() const override { return value.max_seq_len; }
-  std::int64_t parameter_count() const override { return value.parameter_count(); }
-  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
-  std::string str() const override { return value.str(); }
-  void validate() const override { value.validate(); }
   void to_kv(KeyValues& kv) const override { llama_config_to_kv(value, kv); }
-  std::optional<double> get(std::string_view key) const override {
-    for (const IntField& f : kIntFields)
-      if (key == f.name) return value.*f.member;
-    for (const FloatField& f : kFloatFields)
-      if (key == f.name) return value.*f.member;
-    return std::nullopt;
-  }
-  void set(std::string_view key, double v) override {
-    for (const IntField& f : kIntFields)
-      if (key == f.name) value.*f.member = static_cast<int>(v);
-    for (const FloatField& f : kFloatFields)
-      if (key == f.name) value.*f.member = static_cast<float>(v);
-  }
+
+ private:
+  std::span<const ConfigField<LlamaConfig>> fields() const override { return kFields; }
 };
 
 ModelConfig config_of(const LlamaConfig& c) { return ModelConfig(std::make_unique<LlamaFamilyConfig>(c)); }
@@ -85,17 +62,7 @@ class LlamaFamily final : public Family {
   std::vector<std::string> preset_names() const override { return llama_preset_names(); }
   ModelConfig preset(const std::string& name) const override { return config_of(llama_preset(name)); }
   const std::vector<ConfigKey>& config_keys() const override {
-    static const std::vector<ConfigKey> keys = {
-        {"n_layer", "transformer blocks"},
-        {"n_head", "attention (query) heads; must divide --n-embd"},
-        {"n_kv_head", "key/value heads, must divide --n-head"},
-        {"n_embd", "channels"},
-        {"hidden_dim", "SwiGLU hidden width"},
-        {"max_seq_len", "positions the model can see"},
-        {"vocab_size", "token ids the model predicts and reads"},
-        {"rope_theta", "RoPE base (10000 or 500000 in the presets)", true},
-        {"norm_eps", "RMSNorm epsilon (1e-5 in the presets)", true},
-    };
+    static const std::vector<ConfigKey> keys = config_keys_of(kFields);
     return keys;
   }
   ModelConfig config_from_kv(const KeyValues& kv, const std::string& where) const override {

@@ -14,23 +14,17 @@ namespace llmcc::models {
 namespace {
 
 // The fields users set by name (the command line's --n-layer, ...).
-struct IntField {
-  const char* name;
-  int Qwen3Config::* member;
-};
-constexpr IntField kIntFields[] = {
-    {"n_layer", &Qwen3Config::n_layer},         {"n_head", &Qwen3Config::n_head},
-    {"n_kv_head", &Qwen3Config::n_kv_head},     {"n_embd", &Qwen3Config::n_embd},
-    {"head_dim", &Qwen3Config::head_dim},       {"hidden_dim", &Qwen3Config::hidden_dim},
-    {"max_seq_len", &Qwen3Config::max_seq_len}, {"vocab_size", &Qwen3Config::vocab_size},
-};
-struct FloatField {
-  const char* name;
-  float Qwen3Config::* member;
-};
-constexpr FloatField kFloatFields[] = {
-    {"rope_theta", &Qwen3Config::rope_theta},
-    {"norm_eps", &Qwen3Config::norm_eps},
+constexpr ConfigField<Qwen3Config> kFields[] = {
+    {"n_layer", "transformer blocks", &Qwen3Config::n_layer},
+    {"n_head", "attention (query) heads; must divide --n-embd", &Qwen3Config::n_head},
+    {"n_kv_head", "key/value heads, must divide --n-head", &Qwen3Config::n_kv_head},
+    {"n_embd", "channels", &Qwen3Config::n_embd},
+    {"head_dim", "channels per attention head, independent of --n-embd / --n-head", &Qwen3Config::head_dim},
+    {"hidden_dim", "SwiGLU hidden width", &Qwen3Config::hidden_dim},
+    {"max_seq_len", "positions the model can see", &Qwen3Config::max_seq_len},
+    {"vocab_size", "token ids the model predicts and reads", &Qwen3Config::vocab_size},
+    {"rope_theta", "RoPE base", &Qwen3Config::rope_theta},
+    {"norm_eps", "RMSNorm epsilon", &Qwen3Config::norm_eps},
 };
 
 class Qwen3FamilyConfig final : public FamilyConfigOf<Qwen3Config> {
@@ -38,26 +32,10 @@ class Qwen3FamilyConfig final : public FamilyConfigOf<Qwen3Config> {
   using FamilyConfigOf::FamilyConfigOf;
   const Family& family() const override { return qwen3_family(); }
   std::unique_ptr<FamilyConfig> clone() const override { return std::make_unique<Qwen3FamilyConfig>(value); }
-  int vocab_size() const override { return value.vocab_size; }
-  int max_seq_len() const override { return value.max_seq_len; }
-  std::int64_t parameter_count() const override { return value.parameter_count(); }
-  double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
-  std::string str() const override { return value.str(); }
-  void validate() const override { value.validate(); }
   void to_kv(KeyValues& kv) const override { qwen3_config_to_kv(value, kv); }
-  std::optional<double> get(std::string_view key) const override {
-    for (const IntField& f : kIntFields)
-      if (key == f.name) return value.*f.member;
-    for (const FloatField& f : kFloatFields)
-      if (key == f.name) return value.*f.member;
-    return std::nullopt;
-  }
-  void set(std::string_view key, double v) override {
-    for (const IntField& f : kIntFields)
-      if (key == f.name) value.*f.member = static_cast<int>(v);
-    for (const FloatField& f : kFloatFields)
-      if (key == f.name) value.*f.member = static_cast<float>(v);
-  }
+
+ private:
+  std::span<const ConfigField<Qwen3Config>> fields() const override { return kFields; }
 };
 
 ModelConfig config_of(const Qwen3Config& c) { return ModelConfig(std::make_unique<Qwen3FamilyConfig>(c)); }
@@ -85,18 +63,7 @@ class Qwen3Family final : public Family {
   std::vector<std::string> preset_names() const override { return qwen3_preset_names(); }
   ModelConfig preset(const std::string& name) const override { return config_of(qwen3_preset(name)); }
   const std::vector<ConfigKey>& config_keys() const override {
-    static const std::vector<ConfigKey> keys = {
-        {"n_layer", "transformer blocks"},
-        {"n_head", "attention (query) heads; must divide --n-embd"},
-        {"n_kv_head", "key/value heads, must divide --n-head"},
-        {"n_embd", "channels"},
-        {"head_dim", "channels per attention head, independent of --n-embd / --n-head"},
-        {"hidden_dim", "SwiGLU hidden width"},
-        {"max_seq_len", "positions the model can see"},
-        {"vocab_size", "token ids the model predicts and reads"},
-        {"rope_theta", "RoPE base", true},
-        {"norm_eps", "RMSNorm epsilon", true},
-    };
+    static const std::vector<ConfigKey> keys = config_keys_of(kFields);
     return keys;
   }
   ModelConfig config_from_kv(const KeyValues& kv, const std::string& where) const override {
