@@ -76,11 +76,12 @@ struct FmaPeak {
   double gflops = 0;             // all threads, best trial
   double gflops_per_thread = 0;  // gflops / threads
   int threads = 0;
-  std::string isa;  // "avx512", "avx2", "scalar", "avx512_bf16 vdpbf16ps"
+  std::string isa;  // "avx512", "avx2", "scalar", "avx512_bf16 vdpbf16ps", "amx_bf16 tdpbf16ps"
 };
 // Measures with `threads` OpenMP threads for about `seconds` in total (spread over trials).
-// Bf16: the peak of vdpbf16ps (2 multiply-adds per fp32 lane) where the CPU has AVX512_BF16,
-// else the fp32 FMA peak, which is what the bf16 GEMM runs on there.
+// Bf16: the peak of what the bf16 GEMM runs on: AMX's tdpbf16ps where the CPU has AMX-BF16 (and
+// Linux grants the tiles), else vdpbf16ps (2 multiply-adds per fp32 lane) where it has
+// AVX512_BF16, else the fp32 FMA peak.
 FmaPeak measure_fma_peak(int threads, double seconds = 1.0, MatmulDtype dtype = MatmulDtype::Fp32);
 
 // The matrix-product dtype for a --dtype value ("fp32", "bf16" or "auto") on this CPU, and a line

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "llmcc/error.h"
 
 namespace llmcc {
@@ -41,7 +41,7 @@ MatmulDtype parse_matmul_dtype(const std::string& name) {
 }
 
 std::string matmul_kernel_name() {
-  return matmul_dtype() == MatmulDtype::Bf16 ? cpu::gemm_packed_bf16_kernel_name() : cpu::gemm_kernel_name();
+  return matmul_dtype() == MatmulDtype::Bf16 ? cpu::gemm_bf16_kernel_name() : cpu::gemm_kernel_name();
 }
 
 std::size_t available_memory_bytes() {

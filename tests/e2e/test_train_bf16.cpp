@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli_run.h"
-#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "temp_dir.h"
 #include "test_data.h"
 #include "train_run.h"
@@ -76,8 +76,8 @@ TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinFourPercentOfFp32) {
     const auto r = run_llmcc(dir, train_args(data, run, dtype, "300"));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_EQ(r.code, 0) << r.out << r.err;
-    const std::string kernel = i == 0 ? std::string("matmuls: fp32")
-                                      : std::string("matmuls: bf16 on ") + llmcc::cpu::gemm_packed_bf16_kernel_name();
+    const std::string kernel =
+        i == 0 ? std::string("matmuls: fp32") : std::string("matmuls: bf16 on ") + llmcc::cpu::gemm_bf16_kernel_name();
     EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << " not in\n" << r.out;
     val[i] = llmcc::test::logged(run + "/log.jsonl", "val_loss");
     std::string curve;

@@ -1,4 +1,5 @@
-// cpu::gemm_packed_bf16 (bf16 operands, fp32 sums) against a naive double loop, twice: on the
+// The bf16 GEMMs (bf16 operands, fp32 sums): cpu::gemm_packed_bf16 (vdpbf16ps) and, on a CPU
+// with AMX, cpu::gemm_amx_bf16 (tdpbf16ps), each against a naive double loop, twice: on the
 // operands rounded to bf16, where only the fp32 summation may differ (so a wrong pair, a lost
 // half of an odd K or a misplaced panel shows at fp32 tolerance), and on the fp32 operands
 // within a bf16 tolerance. All four transposes, awkward sizes on M, N and K (odd K, tile and
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "naive_gemm.h"
 #include "test_support.h"
@@ -47,8 +49,11 @@ std::vector<std::array<int, 3>> bf16_sizes() {
   return sizes;
 }
 
-void check_bf16_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta, bool with_bias,
-                     bool nan_in_c = false) {
+using Bf16Gemm = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int,
+                          const float*);
+
+void check_bf16_gemm(Bf16Gemm gemm, bool ta, bool tb, int M, int N, int K, int pad, float alpha, float beta,
+                     bool with_bias, bool nan_in_c = false) {
   const int a_rows = ta ? K : M, a_cols = ta ? M : K;
   const int b_rows = tb ? N : K, b_cols = tb ? K : N;
   const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
@@ -72,7 +77,7 @@ void check_bf16_gemm(bool ta, bool tb, int M, int N, int K, int pad, float alpha
     if (nan_in_c) {
       for (float& c : C) c = std::numeric_limits<float>::quiet_NaN();
     }
-    cpu::gemm_packed_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias_ptr);
+    gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, bias_ptr);
     // The padding of each row stays untouched.
     for (int i = 0; i < M; ++i) {
       for (int j = N; j < ldc; ++j) {
@@ -108,41 +113,41 @@ TEST(GemmBf16Kernel, Bf16DotProductKernelIsCompiled) {
   EXPECT_NE(std::string(cpu::gemm_packed_bf16_kernel_name()).find("vdpbf16ps"), std::string::npos);
 }
 
-TEST(GemmBf16Kernel, AllTransposesMatchNaiveLoop) {
+void all_transposes_match_naive_loop(Bf16Gemm gemm) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (auto [M, N, K] : bf16_sizes()) {
         SCOPED_TRACE(trace(ta, tb, M, N, K));
-        check_bf16_gemm(ta, tb, M, N, K, 0, 1.0f, 1.0f, false);
+        check_bf16_gemm(gemm, ta, tb, M, N, K, 0, 1.0f, 1.0f, false);
       }
     }
   }
 }
 
-TEST(GemmBf16Kernel, LeadingDimensionsAlphaBetaAndBias) {
+void leading_dimensions_alpha_beta_and_bias(Bf16Gemm gemm) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (float beta : {0.0f, 1.0f, -0.5f}) {
         for (bool bias : {false, true}) {
           SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
                        " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias));
-          check_bf16_gemm(ta, tb, 65, 197, 64, 3, 0.75f, beta, bias);
-          check_bf16_gemm(ta, tb, 3, 7, 1, 5, -2.0f, beta, bias);
-          check_bf16_gemm(ta, tb, 17, 63, 15, 9, 1.5f, beta, bias);
-          check_bf16_gemm(ta, tb, 250, 40, 301, 7, -1.0f, beta, bias);
-          check_bf16_gemm(ta, tb, 600, 70, 387, 1, 1.0f, beta, bias);
+          check_bf16_gemm(gemm, ta, tb, 65, 197, 64, 3, 0.75f, beta, bias);
+          check_bf16_gemm(gemm, ta, tb, 3, 7, 1, 5, -2.0f, beta, bias);
+          check_bf16_gemm(gemm, ta, tb, 17, 63, 15, 9, 1.5f, beta, bias);
+          check_bf16_gemm(gemm, ta, tb, 250, 40, 301, 7, -1.0f, beta, bias);
+          check_bf16_gemm(gemm, ta, tb, 600, 70, 387, 1, 1.0f, beta, bias);
         }
       }
     }
   }
 }
 
-TEST(GemmBf16Kernel, BetaZeroIgnoresNaNInC) {
+void beta_zero_ignores_nan_in_c(Bf16Gemm gemm) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       SCOPED_TRACE("trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
-      check_bf16_gemm(ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, false, true);
-      check_bf16_gemm(ta, tb, 7, 17, 301, 2, 0.5f, 0.0f, true, true);
+      check_bf16_gemm(gemm, ta, tb, 65, 197, 64, 3, 1.0f, 0.0f, false, true);
+      check_bf16_gemm(gemm, ta, tb, 7, 17, 301, 2, 0.5f, 0.0f, true, true);
     }
   }
 }
@@ -156,7 +161,7 @@ TEST(GemmBf16Kernel, EmptyInnerDimensionScalesC) {
 
 // Each element of C sums its K slices in the same order whatever the thread count and GEMM
 // order, so 1 and 2 threads give the same bits.
-TEST(GemmBf16Kernel, OneAndTwoThreadsGiveTheSameBits) {
+void one_and_two_threads_give_the_same_bits(Bf16Gemm gemm) {
   for (auto [M, N, K] : std::vector<std::array<int, 3>>{{256, 768, 769}, {700, 300, 385}, {64, 2304, 768}}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
@@ -166,12 +171,52 @@ TEST(GemmBf16Kernel, OneAndTwoThreadsGiveTheSameBits) {
         std::vector<float> C1(static_cast<std::size_t>(M) * N), C2(C1.size());          // (M, N)
         const int lda = ta ? M : K, ldb = tb ? K : N;
         test::for_each_thread_count([&](int threads) {
-          cpu::gemm_packed_bf16(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
-                                (threads == 1 ? C1 : C2).data(), N, nullptr);
+          gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, (threads == 1 ? C1 : C2).data(), N, nullptr);
         });
         EXPECT_EQ(C1, C2);
       }
     }
+  }
+}
+
+// The packed kernel: vdpbf16ps with AVX512_BF16, else the fp32 kernel on rounded operands.
+TEST(GemmBf16Kernel, AllTransposesMatchNaiveLoop) { all_transposes_match_naive_loop(&cpu::gemm_packed_bf16); }
+TEST(GemmBf16Kernel, LeadingDimensionsAlphaBetaAndBias) {
+  leading_dimensions_alpha_beta_and_bias(&cpu::gemm_packed_bf16);
+}
+TEST(GemmBf16Kernel, BetaZeroIgnoresNaNInC) { beta_zero_ignores_nan_in_c(&cpu::gemm_packed_bf16); }
+TEST(GemmBf16Kernel, OneAndTwoThreadsGiveTheSameBits) {
+  one_and_two_threads_give_the_same_bits(&cpu::gemm_packed_bf16);
+}
+
+// The AMX kernel, on every shape above (it pads each product to its 32 x 32 blocks and 32-value
+// K steps), where the CPU has it and Linux grants the tiles.
+class GemmAmxKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::printf("[ note     ] bf16 GEMM of llmcc's layers: %s\n", cpu::gemm_bf16_kernel_name());
+    if (!cpu::amx_bf16_usable())
+      GTEST_SKIP() << "no AMX-BF16 here (or Linux did not grant the tile state): the AMX kernel is not tested on "
+                      "this machine; the bf16 GEMM runs the packed kernel tested by GemmBf16Kernel.*";
+  }
+};
+TEST_F(GemmAmxKernel, AllTransposesMatchNaiveLoop) { all_transposes_match_naive_loop(&cpu::gemm_amx_bf16); }
+TEST_F(GemmAmxKernel, LeadingDimensionsAlphaBetaAndBias) {
+  leading_dimensions_alpha_beta_and_bias(&cpu::gemm_amx_bf16);
+}
+TEST_F(GemmAmxKernel, BetaZeroIgnoresNaNInC) { beta_zero_ignores_nan_in_c(&cpu::gemm_amx_bf16); }
+TEST_F(GemmAmxKernel, OneAndTwoThreadsGiveTheSameBits) { one_and_two_threads_give_the_same_bits(&cpu::gemm_amx_bf16); }
+// Several K slices (768 values each), column blocks (512) and a last partial block of each.
+TEST_F(GemmAmxKernel, AcrossKSlicesAndColumnBlocks) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check_bf16_gemm(&cpu::gemm_amx_bf16, ta, tb, 70, 1100, 1601, 3, 0.5f, -1.0f, true);
+}
+
+// gemm_bf16 (what linear layers call) on a product too small for the tiles and on one they fill.
+TEST(GemmBf16Kernel, DispatchGivesTheSameProductEitherWay) {
+  for (auto [M, N, K] : std::vector<std::array<int, 3>>{{5, 40, 70}, {64, 64, 96}}) {
+    SCOPED_TRACE(trace(false, true, M, N, K));
+    check_bf16_gemm(&cpu::gemm_bf16, false, true, M, N, K, 0, 1.0f, 0.0f, true);
   }
 }
 

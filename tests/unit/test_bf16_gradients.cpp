@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gpt2.grad.h"
-#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "llama.grad.h"
 #include "llmcc/arena.h"
 #include "llmcc/runtime.h"
@@ -41,7 +41,7 @@ double cosine(const float* a, const float* b, std::int64_t n) {
 // with bf16 matrix products and compares the two per tensor.
 template <class Weights, class LossGrad>
 void expect_bf16_gradients_close(const char* model, Weights& w, LossGrad loss_grad) {
-  std::printf("[ note     ] bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_packed_bf16_kernel_name());
+  std::printf("[ note     ] bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_bf16_kernel_name());
   auto g = llmcc::adgen::make_grad(w.model);
   llmcc::Arena arena(256 << 20);
   float loss[2];

@@ -31,7 +31,7 @@
 
 #include "bench_run.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 #include "models/gpt2/gpt2_config.h"
@@ -349,7 +349,7 @@ TEST(NoAllocSteadyState, Bf16TrainingStepsTwoToFiveAllocateNothing) {
   GTEST_SKIP()
       << "AddressSanitizer replaces malloc and operator new, which this test must replace to count allocations";
 #endif
-  std::printf("bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_packed_bf16_kernel_name());
+  std::printf("bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_bf16_kernel_name());
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Bf16);
   for (const llmcc::models::Family* f : llmcc::models::model_families()) expect_steps_allocate_nothing(tiny_preset(*f));
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Fp32);

@@ -61,4 +61,16 @@ inline void round_floats_to_bf16(float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
 }
 
+#if defined(__AVX512BF16__)
+// Pairs of bf16 as vdpbf16ps and tdpbf16ps read them: out[i] = bf16(lo[i]) | bf16(hi[i]) << 16
+// for the 16 lanes, the even k in the low half.
+inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
+  // vcvtne2ps2bf16 puts lo's 16 values in words 0-15 and hi's in 16-31; the permutation
+  // interleaves them: word 2i from lo[i], word 2i + 1 from hi[i].
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+#endif
+
 }  // namespace llmcc::cpu

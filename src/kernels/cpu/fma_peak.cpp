@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/gemm_amx.h"
 #include "llmcc/error.h"
 
 namespace llmcc {
@@ -122,7 +123,12 @@ FmaPeak measure_fma_peak(int threads, double seconds, MatmulDtype dtype) {
   double flops_per_iter = kFlopsPerIter;
   std::string isa = kIsa;
 #if defined(__AVX512BF16__)
-  if (dtype == MatmulDtype::Bf16) {
+  if (dtype == MatmulDtype::Bf16 && cpu::amx_bf16_usable()) {
+    // The tile unit, which the bf16 GEMM of llmcc's layers runs on here (gemm_amx.h).
+    loop = &cpu::amx_bf16_dot_loop;
+    flops_per_iter = cpu::kAmxFlopsPerIter;
+    isa = "amx_bf16 tdpbf16ps";
+  } else if (dtype == MatmulDtype::Bf16) {
     loop = &bf16_dot_loop;
     flops_per_iter = kBf16FlopsPerIter;
     isa = "avx512_bf16 vdpbf16ps";
@@ -182,7 +188,7 @@ namespace llmcc {
 namespace {
 
 // bf16 runs only when its dot-product peak is at least this many times the fp32 FMA peak: the
-// bf16 GEMM converts its operands to bf16 pairs while packing and so reaches less of its peak.
+// bf16 GEMMs convert their operands to bf16 while packing and so reach less of their peak.
 constexpr double kBf16Pays = 1.25;
 
 std::string fixed(double x, int digits) {
@@ -207,7 +213,7 @@ MatmulDtypeChoice choose_matmul_dtype(const std::string& name) {
   }();
   const double ratio = peaks.second.gflops / peaks.first.gflops;
   const bool pays = ratio >= kBf16Pays;
-  const std::string measured = "bf16 dot products (vdpbf16ps) measure " + fixed(peaks.second.gflops, 0) +
+  const std::string measured = "bf16 dot products (" + peaks.second.isa + ") measure " + fixed(peaks.second.gflops, 0) +
                                " GFLOP/s here against " + fixed(peaks.first.gflops, 0) + " for fp32 FMAs (" +
                                fixed(ratio, 2) + "x)";
   if (name == "auto")

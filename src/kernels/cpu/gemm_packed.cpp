@@ -244,16 +244,6 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
 }
 
 #if defined(__AVX512BF16__)
-// The pairs of one panel step: out[i] = bf16(lo[i]) | bf16(hi[i]) << 16 for the 16 lanes, the
-// even k in the low half, as vdpbf16ps reads them.
-inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
-  // vcvtne2ps2bf16 puts lo's 16 values in words 0-15 and hi's in 16-31; the permutation
-  // interleaves them: word 2i from lo[i], word 2i + 1 from hi[i].
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(interleave, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
-}
-
 // One bf16 pair, for the packing loops' edges.
 inline std::uint32_t bf16_pair(float lo, float hi) {
   return static_cast<std::uint32_t>(bf16_bits(lo)) | static_cast<std::uint32_t>(bf16_bits(hi)) << 16;

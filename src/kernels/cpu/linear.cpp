@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/parallel.h"
 #include "llmcc/runtime.h"
 
@@ -16,12 +16,12 @@ constexpr std::int64_t kParallelMin = 32768;
 // OC = 768 gives 12 blocks to share between threads.
 constexpr std::int64_t kBiasBlock = 64;
 
-// C = op(A) . op(B) + beta * C (+ bias): the GEMM library in fp32, or llmcc's packed GEMM on
-// bf16 operands when llmcc::matmul_dtype() is Bf16 (the only GEMM with a bf16 kernel).
+// C = op(A) . op(B) + beta * C (+ bias): the GEMM library in fp32, or llmcc's bf16 GEMM (AMX
+// tiles or the packed vdpbf16ps kernel, gemm_amx.h) when llmcc::matmul_dtype() is Bf16.
 void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
             float beta, float* C, int ldc, const float* bias) {
   if (matmul_dtype() == MatmulDtype::Bf16) {
-    gemm_packed_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, bias);
+    gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, bias);
   } else if (bias) {
     gemm_bias(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, bias);
   } else {
