@@ -289,13 +289,15 @@ void gemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
       const int kc = std::min(kKC, K - k0), kcp = (kc + kKStep - 1) / kKStep * kKStep;
       const bool first = k0 == 0, last = k0 + kc == K;
       const std::size_t panel = static_cast<std::size_t>(kcp / 2) * kBlock;  // pairs per packed panel
+      // The row block of op(A) this thread holds packed for this K slice (-1: none yet): it
+      // serves every column block the thread computes in that row.
+      int packed_row = -1;
       for (int j0 = 0; j0 < N; j0 += kNC) {
         const int panels = (std::min(kNC, N - j0) + kBlock - 1) / kBlock;
 #pragma omp for schedule(static)
         for (int q = 0; q < panels; ++q) pack_b(trans_b, B, ldb, N, j0 + q * kBlock, k0, kc, kcp, bpp + q * panel);
         // Blocks in row order, split in contiguous runs: a thread packs a block row of op(A)
         // once for all the panels it computes in that row.
-        int packed_row = -1;
 #pragma omp for schedule(static)
         for (int t = 0; t < m_blocks * panels; ++t) {
           const int bi = t / panels, q = t % panels;
