@@ -40,6 +40,16 @@ endif()
 if(CMAKE_BUILD_TYPE STREQUAL "Release")
   target_compile_options(llmcc_test_support INTERFACE -O1)
 endif()
+# The sanitizer build's test sources compile at -O0: with ASan and UBSan, Clang's optimizer takes
+# more than half of their compile time, and the sanitizers check their memory accesses at any level.
+if(LLMCC_SANITIZE)
+  target_compile_options(llmcc_test_support INTERFACE -O0)
+endif()
+# The tests' arithmetic that costs run time (the GEMM tests' double-precision reference) lives in
+# this library, compiled with the library's own optimisation, not the test sources' level above.
+add_library(llmcc_test_reference STATIC ${PROJECT_SOURCE_DIR}/tests/support/naive_gemm.cpp)
+target_include_directories(llmcc_test_reference PUBLIC ${PROJECT_SOURCE_DIR}/tests/support)
+target_link_libraries(llmcc_test_support INTERFACE llmcc_test_reference)
 
 # Every test program's sources start from one precompiled header of GoogleTest and the standard
 # headers most tests include: parsing them takes 2.5 s of each test source's compile with GCC 12,

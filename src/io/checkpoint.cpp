@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -607,13 +606,31 @@ namespace {
 // one written before it. A name alone is confirmed, as every checkpoint of an llmcc before
 // statuses was taken to be.
 constexpr const char* kOrderFile = "checkpoints.txt";
-const std::regex& checkpoint_name() {
-  static const std::regex pattern("ckpt_([0-9]{1,18})\\.bin");
-  return pattern;
+// The digits of a name "ckpt_<digits>.bin", or an empty view when the name is not of that form.
+std::string_view checkpoint_digits(std::string_view name) {
+  constexpr std::string_view prefix = "ckpt_", suffix = ".bin";
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return {};
+  const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const bool all_digits = std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return all_digits ? digits : std::string_view{};
 }
-const std::regex& order_line() {
-  static const std::regex pattern("(ckpt_[0-9]{1,18}\\.bin)( unconfirmed)?");
-  return pattern;
+
+// The step of a checkpoint's file name "ckpt_<1 to 18 digits>.bin", or -1 for any other name
+// (18 digits always fit an int64).
+std::int64_t checkpoint_name_step(std::string_view name) {
+  const std::string_view digits = checkpoint_digits(name);
+  if (digits.empty() || digits.size() > 18) return -1;
+  std::int64_t step = 0;
+  for (const char c : digits) step = step * 10 + (c - '0');
+  return step;
+}
+
+// A temporary name of the writes below: "ckpt_<digits>.bin.tmp" or "checkpoints.txt.tmp".
+bool is_temporary_name(std::string_view name) {
+  constexpr std::string_view tmp = ".tmp";
+  if (!name.ends_with(tmp)) return false;
+  name.remove_suffix(tmp.size());
+  return name == kOrderFile || !checkpoint_digits(name).empty();
 }
 
 struct Listed {
@@ -627,11 +644,13 @@ std::vector<Listed> read_write_order(const std::string& dir) {
   std::vector<Listed> listed;
   std::string line;
   while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_match(line, m, order_line())) continue;
-    const std::string name = m[1].str();
+    // "<checkpoint name>" or "<checkpoint name> unconfirmed"; anything else is skipped.
+    constexpr std::string_view unconfirmed = " unconfirmed";
+    const bool marked = std::string_view(line).ends_with(unconfirmed);
+    const std::string name = marked ? line.substr(0, line.size() - unconfirmed.size()) : line;
+    if (checkpoint_name_step(name) < 0) continue;
     std::erase_if(listed, [&](const Listed& l) { return l.name == name; });
-    listed.push_back({name, m[2].matched ? CheckpointStatus::unconfirmed : CheckpointStatus::confirmed});
+    listed.push_back({name, marked ? CheckpointStatus::unconfirmed : CheckpointStatus::confirmed});
   }
   return listed;
 }
@@ -655,10 +674,10 @@ std::vector<CheckpointEntry> list_checkpoint_entries(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return unlisted;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) && std::regex_match(name, m, checkpoint_name())) {
-      found[name] = {std::stoll(m[1].str()), e.path().string()};
+    const std::int64_t step = checkpoint_name_step(name);
+    if (step >= 0 && e.is_regular_file(ec)) {
+      found[name] = {step, e.path().string()};
     }
   }
   std::vector<CheckpointEntry> listed;
@@ -725,9 +744,8 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
     else
       kept_names.push_back(fs::path(all[i].path).filename().string());
   }
-  static const std::regex tmp_pattern("(ckpt_[0-9]+\\.bin|checkpoints\\.txt)\\.tmp");
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (std::regex_match(e.path().filename().string(), tmp_pattern)) fs::remove(e.path(), ec);
+    if (is_temporary_name(e.path().filename().string())) fs::remove(e.path(), ec);
   }
   // Keep the list to the kept files it names, in their order.
   const std::vector<Listed> order = read_write_order(dir);

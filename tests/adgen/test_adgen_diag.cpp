@@ -3,8 +3,9 @@
 // (not crash), write no output, and print `<file>:<line>:<col>: error: <fragment>...`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <regex>
+#include <string>
 
 #include "adgen_run.h"
 
@@ -25,11 +26,17 @@ class AdgenDiag : public ::testing::TestWithParam<std::string> {};
 TEST_P(AdgenDiag, ReportsTheConstructAtItsLocation) {
   const std::string input = GetParam();
   const std::string text = adgen_test::read_file(input);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex("expect-error: (\\d+):(\\d+): ([^\\n]*)")))
-      << input << " has no expect-error comment";
-  const std::string where = fs::path(input).filename().string() + ":" + m[1].str() + ":" + m[2].str() + ": error: ";
-  const std::string fragment = m[3].str();
+  // "expect-error: <line>:<column>: <fragment of the message>"
+  const std::string marker = "expect-error: ";
+  const std::size_t at = text.find(marker);
+  ASSERT_NE(at, std::string::npos) << input << " has no expect-error comment";
+  const std::size_t end = std::min(text.find('\n', at), text.size());
+  const std::string spec = text.substr(at + marker.size(), end - at - marker.size());
+  const std::size_t colon1 = spec.find(':'), colon2 = spec.find(':', colon1 + 1);
+  ASSERT_TRUE(colon1 != std::string::npos && colon2 != std::string::npos && spec.compare(colon2, 2, ": ") == 0)
+      << input << ": expect-error is not `<line>:<column>: <fragment>`";
+  const std::string where = fs::path(input).filename().string() + ":" + spec.substr(0, colon2) + ": error: ";
+  const std::string fragment = spec.substr(colon2 + 2);
   const std::string out_dir = ::testing::TempDir();
   const std::string out_h = out_dir + "/diag.grad.h", out_cpp = out_dir + "/diag.grad.cpp";
   fs::remove(out_h);

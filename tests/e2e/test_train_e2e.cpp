@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "io/json_reader.h"
 #include "llmcc/text/tokenizer.h"
 #include "temp_dir.h"
 #include "test_data.h"
@@ -53,19 +53,18 @@ struct Point {
   double value;
 };
 
-// Every {"step": S, ..., "<key>": V, ...} line of a JSON-lines log, in order.
+// Every {"step": S, ..., "<key>": V, ...} line of a JSON-lines log, in order (V null: NaN).
 std::vector<Point> read_log(const std::string& path, const std::string& key) {
   std::vector<Point> points;
   std::ifstream in(path);
-  const std::regex step_re("\"step\": *([0-9]+)");
-  const std::regex value_re("\"" + key + "\": *([-+0-9.eE]+|null)");
   std::string line;
   while (std::getline(in, line)) {
-    std::smatch s, v;
-    if (!std::regex_search(line, v, value_re)) continue;
-    if (!std::regex_search(line, s, step_re)) continue;
-    const double value = v[1] == "null" ? NAN : std::stod(v[1].str());
-    points.push_back({std::stol(s[1].str()), value});
+    const llmcc::JsonValue record = llmcc::parse_json(line, path, "read_log");
+    const llmcc::JsonValue* step = record.find("step");
+    const llmcc::JsonValue* value = record.find(key);
+    if (step == nullptr || value == nullptr) continue;
+    points.push_back(
+        {static_cast<long>(step->integer), value->kind == llmcc::JsonValue::Kind::Null ? NAN : value->number});
   }
   return points;
 }

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "io/json_reader.h"
 #include "cli_run.h"
 #include "llmcc/io/checkpoint.h"
 #include "llmcc/text/sp_tokenizer.h"
@@ -34,10 +34,9 @@ constexpr int kVocab = 1024;
 std::vector<double> val_losses(const std::string& log_path) {
   std::vector<double> out;
   std::ifstream in(log_path);
-  const std::regex re("\"val_loss\": *([-+0-9.eE]+)");
   for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) out.push_back(std::stod(m[1].str()));
+    const llmcc::JsonValue record = llmcc::parse_json(line, log_path, "val_losses");
+    if (const llmcc::JsonValue* v = record.find("val_loss"); v != nullptr) out.push_back(v->number);
   }
   return out;
 }

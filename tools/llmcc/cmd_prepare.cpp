@@ -37,10 +37,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -135,13 +135,29 @@ std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown,
   return names;
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // The names prepare writes in its output directory: shards, the tokenizer record and model, the
 // Tiny Shakespeare download, and the temporary names of those writes (a crashed earlier version
-// that wrote in place can leave them).
-bool is_prepare_file(const std::string& name) {
-  static const std::regex pattern(
-      R"((train|val)_[0-9]{6,}\.bin(\.tmp)?|tokenizer\.(txt|model)(\.tmp\.[0-9]+)?|input\.txt(\.tmp\.[0-9]+)?)");
-  return std::regex_match(name, pattern);
+// that wrote in place can leave them): (train|val)_<6 or more digits>.bin with an optional .tmp; tokenizer.txt,
+// tokenizer.model and input.txt with an optional .tmp.<digits>.
+bool is_prepare_file(std::string_view name) {
+  for (const std::string_view split : {"train_", "val_"}) {
+    if (!name.starts_with(split)) continue;
+    std::string_view index = name.substr(split.size());
+    if (index.ends_with(".tmp")) index.remove_suffix(4);
+    if (!index.ends_with(".bin")) return false;
+    index.remove_suffix(4);
+    return index.size() >= 6 && all_digits(index);
+  }
+  for (const std::string_view file : {"tokenizer.txt", "tokenizer.model", "input.txt"}) {
+    if (!name.starts_with(file)) continue;
+    const std::string_view rest = name.substr(file.size());
+    if (rest.empty() || (rest.starts_with(".tmp.") && all_digits(rest.substr(5)))) return true;
+  }
+  return false;
 }
 
 // Refuses an existing output directory holding anything prepare did not write: replacing the
