@@ -159,6 +159,24 @@ void model_seeds() {
     std::memcpy(&n, weights.data(), 8);
     seed("json", "safetensors_header_" + name, weights.substr(8, n));
   }
+  // The same models in bf16, in two shards (the names the target writes): config.json, the index,
+  // the shards. The shard size is raised until the greedy split gives two.
+  for (const auto& [name, dir] : {std::pair<std::string, fs::path>{"gpt2", hg}, {"llama", hl}}) {
+    const std::uint64_t total = fs::file_size(dir / "model.safetensors") / 2;  // about the bf16 data
+    const fs::path sharded = g_tmp / ("sharded_" + name);
+    for (int tenth = 5; tenth < 10; ++tenth) {
+      const SafetensorsModelOptions options{SafetensorsDType::BF16, total * tenth / 10};
+      if (name == "gpt2")
+        models::save_gpt2_hf(g.model, sharded.string(), options);
+      else
+        models::save_llama_hf(l.model, sharded.string(), options);
+      if (fs::exists(sharded / "model-00002-of-00002.safetensors")) break;
+    }
+    seed("hf_model", "sharded_" + name,
+         join({read_bytes(sharded / "config.json"), read_bytes(sharded / "model.safetensors.index.json"),
+               read_bytes(sharded / "model-00001-of-00002.safetensors"),
+               read_bytes(sharded / "model-00002-of-00002.safetensors")}));
+  }
   seed("hf_config", "llama_scaled", models::llama_hf_config_json(scaled));
   seed("hf_config", "gpt2_124m", models::gpt2_hf_config_json(models::gpt2_preset("gpt2")));
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -125,6 +126,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     other.size_ = 0;
   }
   return *this;
+}
+
+void MappedFile::release(const unsigned char* begin, std::size_t n) const {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) / page * page;
+  const auto last = (reinterpret_cast<std::uintptr_t>(begin) + n) / page * page;
+  // The mapping is private and never written, so its pages can always be dropped; a failure only
+  // leaves them resident.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 void sync_parent_dir(const std::string& path) {

@@ -26,6 +26,7 @@ class AtomicFile {
   std::size_t bytes_written() const { return written_; }
   void commit();
 
+  const std::string& path() const { return path_; }
   const std::string& tmp_path() const { return tmp_; }
 
  private:
@@ -53,6 +54,9 @@ class MappedFile {
   const unsigned char* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [begin, begin + n) from memory (they are read again from the file
+  // if touched later): a reader done with a large range keeps the process's resident size down.
+  void release(const unsigned char* begin, std::size_t n) const;
 
  private:
   std::string path_;

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 
 #include "file_io.h"
+#include "safetensors_file.h"
 #include "llmcc/error.h"
 #include "io/json_reader.h"
 
@@ -102,17 +104,18 @@ float f16_to_f32(std::uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-struct SafetensorsReader::Mapping {
-  detail::MappedFile file;
-  // Tensor name -> position in entries_ (the names are entries_'s strings, which stay put:
-  // entries_ is complete before this is filled and moves with it).
-  std::unordered_map<std::string_view, std::size_t> by_name;
+namespace {
+
+// One file's validated header.
+struct ParsedFile {
+  std::vector<SafetensorsEntry> entries;  // in header order
+  std::vector<std::pair<std::string, std::string>> metadata;
+  const unsigned char* data = nullptr;  // start of the data section
 };
 
-SafetensorsReader::SafetensorsReader(const std::string& path)
-    : map_(std::make_unique<Mapping>(Mapping{detail::MappedFile(path, kWhere), {}})) {
-  const detail::MappedFile& f = map_->file;
-  auto bad = [&](const std::string& what) { fail(kWhere, path + ": " + what); };
+ParsedFile parse_file(const detail::MappedFile& f) {
+  ParsedFile out;
+  auto bad = [&](const std::string& what) { fail(kWhere, f.path() + ": " + what); };
   if (f.size() < 8) {
     bad("truncated: " + std::to_string(f.size()) +
         " bytes, a safetensors file starts with an 8-byte header length (is this a safetensors file?)");
@@ -128,11 +131,11 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
     bad("the header does not start with '{' (a JSON object); the file is not a safetensors file");
   }
   const std::string_view text(reinterpret_cast<const char*>(f.data()) + 8, n);
-  const JsonValue header = parse_json(text, path + " (header)", kWhere);
+  const JsonValue header = parse_json(text, f.path() + " (header)", kWhere);
   if (header.kind != JsonValue::Kind::Object)
     bad("the header is " + std::string(header.kind_name()) + ", expected a JSON object");
   const std::uint64_t data_bytes = f.size() - 8 - n;
-  data_ = f.data() + 8 + n;
+  out.data = f.data() + 8 + n;
 
   for (const auto& [name, v] : header.object) {
     if (name == "__metadata__") {
@@ -142,7 +145,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
         if (mv.kind != JsonValue::Kind::String) {
           bad("__metadata__ '" + k + "' is " + mv.kind_name() + ", expected a string (metadata is string -> string)");
         }
-        metadata_.emplace_back(k, mv.string);
+        out.metadata.emplace_back(k, mv.string);
       }
       continue;
     }
@@ -189,12 +192,12 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
           " bytes, but " + e.dtype + " " + shape_str(e.shape) + " needs " +
           (fits ? std::to_string(need) : std::string("more than 2^64")));
     }
-    entries_.push_back(std::move(e));
+    out.entries.push_back(std::move(e));
   }
 
   // The tensors must tile the data section: sorted by offset, each starts where the last ended.
   std::vector<const SafetensorsEntry*> by_offset;
-  for (const SafetensorsEntry& e : entries_) by_offset.push_back(&e);
+  for (const SafetensorsEntry& e : out.entries) by_offset.push_back(&e);
   // Equal ranges keep header order (the pointers' order), so an overlap names the earlier tensor.
   // std::sort with that last key, not std::stable_sort: libstdc++ 12's stable_sort calls the
   // deprecated get_temporary_buffer, which Clang reports under -Werror.
@@ -221,16 +224,86 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
     bad("data bytes " + range_str(covered, data_bytes) + " after the last tensor belong to no tensor; the file has " +
         std::to_string(data_bytes - covered) + " bytes too many");
   }
+  return out;
+}
+
+}  // namespace
+
+struct SafetensorsReader::Mapping {
+  std::string path;                        // the file, or the index of the shards
+  std::vector<detail::MappedFile> files;   // one, or every shard in the index's order
+  std::vector<const unsigned char*> data;  // per file: the start of its data section
+  std::vector<std::uint32_t> file_of;      // per entry: its file
+  // Tensor name -> position in entries_ (the names are entries_'s strings, which stay put:
+  // entries_ is complete before this is filled and moves with it).
+  std::unordered_map<std::string_view, std::size_t> by_name;
+};
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : map_(std::make_unique<Mapping>()) {
+  map_->path = path;
+  if (is_safetensors_index(path)) {
+    open_shards(path);
+  } else {
+    map_->files.emplace_back(path, kWhere);
+    ParsedFile parsed = parse_file(map_->files.back());
+    map_->data.push_back(parsed.data);
+    entries_ = std::move(parsed.entries);
+    metadata_ = std::move(parsed.metadata);
+    map_->file_of.assign(entries_.size(), 0);
+  }
   read_.assign(entries_.size(), 0);
   map_->by_name.reserve(entries_.size());
   for (std::size_t i = 0; i < entries_.size(); ++i) map_->by_name.emplace(entries_[i].name, i);
+}
+
+// Every shard the index names, each validated as a file of its own; each tensor must be in the
+// shard the index maps it to, and every mapped tensor must be there.
+void SafetensorsReader::open_shards(const std::string& index_path) {
+  const SafetensorsIndex index = read_safetensors_index(index_path);
+  const std::filesystem::path dir = std::filesystem::path(index_path).parent_path();
+  std::unordered_map<std::string_view, std::uint32_t> shard_of;  // tensor -> shard, from the index
+  for (const auto& [tensor, shard] : index.weight_map) shard_of.emplace(tensor, shard);
+  for (std::uint32_t s = 0; s < index.shards.size(); ++s) {
+    const detail::MappedFile& file = map_->files.emplace_back((dir / index.shards[s]).string(), kWhere);
+    ParsedFile parsed = parse_file(file);
+    map_->data.push_back(parsed.data);
+    if (s == 0) metadata_ = std::move(parsed.metadata);
+    for (SafetensorsEntry& e : parsed.entries) {
+      const auto it = shard_of.find(e.name);
+      if (it == shard_of.end()) {
+        fail(kWhere, file.path() + ": tensor '" + e.name + "' is not in the index " + index_path +
+                         " (the shard and the index are not from one checkpoint)");
+      }
+      if (it->second != s) {
+        fail(kWhere, file.path() + ": holds tensor '" + e.name + "', which the index " + index_path + " places in " +
+                         index.shards[it->second] + " (the shard and the index are not from one checkpoint)");
+      }
+      entries_.push_back(std::move(e));
+      map_->file_of.push_back(s);
+    }
+  }
+  // Names are unique within the index and within each shard, and each tensor is in its own
+  // shard: equal counts mean every mapped tensor was found.
+  if (entries_.size() == index.weight_map.size()) return;
+  std::unordered_map<std::string_view, std::size_t> found;
+  for (std::size_t i = 0; i < entries_.size(); ++i) found.emplace(entries_[i].name, i);
+  for (const auto& [tensor, shard] : index.weight_map) {
+    if (found.count(tensor) == 0) {
+      fail(kWhere, index_path + ": maps tensor '" + tensor + "' to " + index.shards[shard] +
+                       ", which holds no tensor of that name (a shard from another checkpoint?)");
+    }
+  }
 }
 
 SafetensorsReader::~SafetensorsReader() = default;
 SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
 SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = default;
 
-const std::string& SafetensorsReader::path() const { return map_->file.path(); }
+const std::string& SafetensorsReader::path() const { return map_->path; }
+
+const std::string& SafetensorsReader::file_of(const SafetensorsEntry& e) const {
+  return map_->files[map_->file_of[static_cast<std::size_t>(&e - entries_.data())]].path();
+}
 
 const SafetensorsEntry* SafetensorsReader::find(std::string_view name) const {
   const auto it = map_->by_name.find(name);
@@ -242,17 +315,20 @@ const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const 
   if (e == nullptr) {
     std::string some;
     for (std::size_t i = 0; i < entries_.size() && i < 3; ++i) some += (i ? ", '" : "'") + entries_[i].name + "'";
-    fail(kWhere, path() + ": no tensor '" + name + "' (the file has " + std::to_string(entries_.size()) + " tensors" +
-                     (some.empty() ? "" : ", e.g. " + some) + ")");
+    fail(kWhere, path() + ": no tensor '" + name + "' (" +
+                     (map_->files.size() > 1 ? "the shards have " : "the file has ") + std::to_string(entries_.size()) +
+                     " tensors" + (some.empty() ? "" : ", e.g. " + some) + ")");
   }
   return *e;
 }
 
 void SafetensorsReader::read_f32(const std::string& name, const TensorShape& shape, float* out) const {
   const SafetensorsEntry& e = entry(name);
-  const std::string t = path() + ": tensor '" + name + "': ";
+  const std::size_t index = static_cast<std::size_t>(&e - entries_.data());
+  const detail::MappedFile& file = map_->files[map_->file_of[index]];
+  const std::string t = file.path() + ": tensor '" + name + "': ";
   if (e.shape != shape) fail(kWhere, t + "shape " + shape_str(e.shape) + ", expected " + shape_str(shape));
-  const unsigned char* src = data_ + e.begin;
+  const unsigned char* src = map_->data[map_->file_of[index]] + e.begin;
   const auto n = static_cast<std::size_t>(numel(e.shape));
   if (e.dtype == "F32") {
     if (n > 0) std::memcpy(out, src, n * sizeof(float));  // an empty tensor's out may be null
@@ -266,7 +342,10 @@ void SafetensorsReader::read_f32(const std::string& name, const TensorShape& sha
   } else {
     fail(kWhere, t + "dtype " + e.dtype + ", expected F32, BF16 or F16 (floating-point weights)");
   }
-  read_[static_cast<std::size_t>(&e - entries_.data())] = 1;
+  // The converted copy is the caller's now: the file's pages of this tensor leave memory, so a
+  // model loaded tensor by tensor never holds the file and its fp32 weights in full at once.
+  file.release(src, e.end - e.begin);
+  read_[index] = 1;
 }
 
 std::vector<float> SafetensorsReader::read_f32(const std::string& name, TensorShape* shape) const {
@@ -296,8 +375,68 @@ SafetensorsTensor safetensors_tensor(std::string name, TensorShape shape, const 
           }};
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
-                       const std::vector<std::pair<std::string, std::string>>& metadata) {
+std::uint16_t f32_to_bf16_bits(float x) {
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;  // NaN
+  // Round to nearest even on the 16 bits that go; a carry into the exponent is the right result
+  // (up to infinity).
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+std::uint16_t f32_to_f16_bits(float x) {
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00u;   // NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00u;  // |x| >= 65520, the midpoint above fp16's max: inf
+  if (a >= 0x38800000u) {                       // |x| >= 2^-14: normal in fp16
+    // Rebias the exponent (127 -> 15) and round to nearest even on the 13 bits that go.
+    return sign | static_cast<std::uint16_t>((a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13);
+  }
+  // Subnormal in fp16 (or zero): the result is round(|x| / 2^-24), |x| = m * 2^(e - 150).
+  const std::uint32_t e = a >> 23;
+  const std::uint32_t shift = 126 - e;  // >= 14
+  if (shift > 24) return sign;          // below half the smallest subnormal (fp32 subnormals too)
+  const std::uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+  std::uint32_t q = m >> shift;
+  const std::uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (q & 1u))) ++q;  // may carry into the smallest normal: right
+  return sign | static_cast<std::uint16_t>(q);
+}
+
+const char* dtype_name(SafetensorsDType d) {
+  switch (d) {
+    case SafetensorsDType::F32:
+      return "F32";
+    case SafetensorsDType::BF16:
+      return "BF16";
+    case SafetensorsDType::F16:
+      return "F16";
+  }
+  return "?";
+}
+
+bool parse_safetensors_dtype(std::string_view name, SafetensorsDType* out) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "f32" || lower == "fp32" || lower == "float32") {
+    *out = SafetensorsDType::F32;
+  } else if (lower == "bf16" || lower == "bfloat16") {
+    *out = SafetensorsDType::BF16;
+  } else if (lower == "f16" || lower == "fp16" || lower == "float16") {
+    *out = SafetensorsDType::F16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace detail {
+
+void write_safetensors_file(AtomicFile& out, const std::vector<const SafetensorsTensor*>& tensors,
+                            const std::vector<std::pair<std::string, std::string>>& metadata, SafetensorsDType dtype) {
+  const std::string& path = out.path();
+  const std::uint64_t bytes = dtype == SafetensorsDType::F32 ? 4 : 2;
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -309,34 +448,51 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   std::set<std::string_view> names;
   std::uint64_t offset = 0;
   std::size_t max_numel = 0;
-  for (const SafetensorsTensor& t : tensors) {
-    if (t.name.empty() || t.name == "__metadata__") fail(kWhere, path + ": invalid tensor name '" + t.name + "'");
-    if (!names.insert(t.name).second) fail(kWhere, path + ": tensor '" + t.name + "' given twice");
-    for (const std::int64_t d : t.shape) {
-      if (d < 0) fail(kWhere, path + ": tensor '" + t.name + "' has a negative dimension " + shape_str(t.shape));
+  for (const SafetensorsTensor* t : tensors) {
+    if (t->name.empty() || t->name == "__metadata__") fail(kWhere, path + ": invalid tensor name '" + t->name + "'");
+    if (!names.insert(t->name).second) fail(kWhere, path + ": tensor '" + t->name + "' given twice");
+    for (const std::int64_t d : t->shape) {
+      if (d < 0) fail(kWhere, path + ": tensor '" + t->name + "' has a negative dimension " + shape_str(t->shape));
     }
-    LLMCC_ASSERT(t.fill != nullptr, "a safetensors tensor needs a fill function");
-    const auto n = static_cast<std::uint64_t>(numel(t.shape));
+    LLMCC_ASSERT(t->fill != nullptr, "a safetensors tensor needs a fill function");
+    const auto n = static_cast<std::uint64_t>(numel(t->shape));
     max_numel = std::max(max_numel, static_cast<std::size_t>(n));
     std::string shape;
-    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
-    header += (header.size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + 4 * n) + "]}";
-    offset += 4 * n;
+    for (std::size_t i = 0; i < t->shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t->shape[i]);
+    header += (header.size() > 1 ? "," : "") + json_quote(t->name) + ":{\"dtype\":\"" + dtype_name(dtype) +
+              "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + bytes * n) + "]}";
+    offset += bytes * n;
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
-  detail::AtomicFile out(path, kWhere);
   const std::uint64_t n = header.size();
   out.write(&n, 8);
   out.write(header.data(), header.size());
   std::vector<float> buffer(max_numel);
-  for (const SafetensorsTensor& t : tensors) {
-    const auto count = static_cast<std::size_t>(numel(t.shape));
-    t.fill(buffer.data());
-    out.write(buffer.data(), count * sizeof(float));
+  std::vector<std::uint16_t> narrow(dtype == SafetensorsDType::F32 ? 0 : max_numel);
+  for (const SafetensorsTensor* t : tensors) {
+    const auto count = static_cast<std::size_t>(numel(t->shape));
+    t->fill(buffer.data());
+    if (dtype == SafetensorsDType::F32) {
+      out.write(buffer.data(), count * sizeof(float));
+      continue;
+    }
+    const bool bf16 = dtype == SafetensorsDType::BF16;
+    for (std::size_t i = 0; i < count; ++i) narrow[i] = bf16 ? f32_to_bf16_bits(buffer[i]) : f32_to_f16_bits(buffer[i]);
+    out.write(narrow.data(), count * sizeof(std::uint16_t));
   }
+}
+
+}  // namespace detail
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata, SafetensorsDType dtype) {
+  std::vector<const SafetensorsTensor*> all;
+  for (const SafetensorsTensor& t : tensors) all.push_back(&t);
+  detail::AtomicFile out(path, kWhere);
+  detail::write_safetensors_file(out, all, metadata, dtype);
   out.commit();
 }
 

@@ -7,7 +7,8 @@
 //     static ModelConfig config(const Gpt2Config&);
 //     static void init(Weights&, std::uint64_t seed);
 //     static std::unique_ptr<Generator> generator(const Gpt2&, ContextFull);
-//     static void save_as(const Gpt2&, const std::string& format, const std::string& path);
+//     static void save_as(const Gpt2&, const std::string& format, const std::string& path,
+//                         const SafetensorsModelOptions& safetensors);
 //   };
 #pragma once
 
@@ -44,8 +45,9 @@ class FamilyModel final : public Model {
   std::unique_ptr<Generator> generator(ContextFull when_full) const override {
     return Traits::generator(w_.model, when_full);
   }
-  void save_as(const std::string& format, const std::string& path) const override {
-    Traits::save_as(w_.model, format, path);
+  void save_as(const std::string& format, const std::string& path,
+               const SafetensorsModelOptions& safetensors) const override {
+    Traits::save_as(w_.model, format, path, safetensors);
   }
   std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
     return std::make_unique<TrainBenchStep<Entry>>(w_.model, w_.params, B, T, config_.vocab_size(),

@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 
 bool is_hf_model(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / kHfWeightsFile, ec);
+  if (fs::is_directory(path, ec))
+    return fs::exists(fs::path(path) / kHfWeightsFile, ec) || fs::exists(fs::path(path) / kHfIndexFile, ec);
+  if (is_safetensors_index(path)) return fs::is_regular_file(path, ec);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return false;
   unsigned char head[9] = {};
@@ -38,13 +40,11 @@ HfFiles find_hf_files(const std::string& path, const std::string& where) {
   if (fs::is_directory(path, ec)) {
     dir = path;
     out.weights = (dir / kHfWeightsFile).string();
+    if (!fs::exists(out.weights, ec)) out.weights = (dir / kHfIndexFile).string();
     if (!fs::exists(out.weights, ec)) {
-      const bool sharded = fs::exists(dir / "model.safetensors.index.json", ec);
-      fail(where, path + ": no " + kHfWeightsFile + " in this directory" +
-                      (sharded ? " (it holds a sharded checkpoint, model.safetensors.index.json, which llmcc does "
-                                 "not read yet; merge the shards into one model.safetensors)"
-                               : " (expected a Hugging Face model directory, e.g. one written by "
-                                 "`llmcc export --format safetensors` or save_pretrained)"));
+      fail(where, path + ": no " + kHfWeightsFile + " or " + kHfIndexFile +
+                      " in this directory (expected a Hugging Face model directory, e.g. one written by "
+                      "`llmcc export --format safetensors` or save_pretrained)");
     }
   } else {
     out.weights = path;
@@ -130,6 +130,28 @@ std::string hf_model_type(const std::string& path) {
   } catch (const Error&) {
     return "";
   }
+}
+
+const char* hf_torch_dtype(SafetensorsDType d) {
+  switch (d) {
+    case SafetensorsDType::F32:
+      return "float32";
+    case SafetensorsDType::BF16:
+      return "bfloat16";
+    case SafetensorsDType::F16:
+      return "float16";
+  }
+  return "float32";
+}
+
+void write_hf_model(const std::string& dir, const std::vector<SafetensorsTensor>& tensors,
+                    const std::string& config_json, const SafetensorsModelOptions& options, const std::string& where) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    fail(where, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+  write_safetensors_model(dir, tensors, {{"format", "pt"}}, options);
+  write_text_file((fs::path(dir) / kHfConfigFile).string(), config_json, where);
 }
 
 void write_text_file(const std::string& path, const std::string& text, const std::string& where) {

@@ -14,20 +14,30 @@
 namespace llmcc::models {
 
 inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 inline constexpr const char* kHfConfigFile = "config.json";
 
-// True for a directory holding model.safetensors, or a file that starts like a safetensors file
-// (a header length within the file, then '{'). Never throws.
+// True for a directory holding model.safetensors or model.safetensors.index.json, or a file that
+// starts like a safetensors file (a header length within the file, then '{'). Never throws.
 bool is_hf_model(const std::string& path);
 
 struct HfFiles {
-  std::string weights;  // .../model.safetensors
+  std::string weights;  // .../model.safetensors, or .../model.safetensors.index.json (shards)
   std::string config;   // .../config.json
 };
-// `path` is a model directory or a .safetensors file with config.json beside it. Throws
-// llmcc::Error("[<where>] ...") saying which file is missing (and that sharded checkpoints,
-// model.safetensors.index.json, are not read).
+// `path` is a model directory, a .safetensors file or a shard index with config.json beside it.
+// A directory's model.safetensors is taken before its index, as transformers does. Throws
+// llmcc::Error("[<where>] ...") saying which file is missing.
 HfFiles find_hf_files(const std::string& path, const std::string& where);
+
+// config.json's "torch_dtype" for weights written as d: "float32", "bfloat16", "float16".
+const char* hf_torch_dtype(SafetensorsDType d);
+
+// Writes a model's tensors (write_safetensors_model: one file or shards, in options.dtype) and
+// config.json into dir, which is created if needed; the weights first, so a config.json never
+// describes weights that are not there yet.
+void write_hf_model(const std::string& dir, const std::vector<SafetensorsTensor>& tensors,
+                    const std::string& config_json, const SafetensorsModelOptions& options, const std::string& where);
 
 // config.json parsed, and typed access that names the file and key on error.
 struct HfConfig {

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "llmcc/io/safetensors.h"
 #include "llmcc/parameters.h"
 #include "llmcc/tensor.h"
 #include "llmcc/io/checkpoint.h"
@@ -125,7 +126,9 @@ class Model {
                                    const SamplingConfig& cfg, Rng& rng,
                                    const std::function<void(std::int32_t)>& on_token = {}) const;
   // Writes the weights in one of the family's export formats (family().export_formats()).
-  virtual void save_as(const std::string& format, const std::string& path) const = 0;
+  // `safetensors` (the dtype and the shard size) applies to the format of that name.
+  virtual void save_as(const std::string& format, const std::string& path,
+                       const SafetensorsModelOptions& safetensors = {}) const = 0;
   // `llmcc bench`'s step over these weights (bench_step.h): one fixed batch of (B, T) random
   // tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
   virtual std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) = 0;

@@ -127,15 +127,19 @@ std::string model_path_help() {
   std::string out = "an llmcc checkpoint, ";
   for (const Family* f : model_families())
     if (const std::string own = f->own_files_help(); !own.empty()) out += own + ", ";
-  return out + "or a Hugging Face model (a directory with config.json and model.safetensors, or that .safetensors)";
+  return out +
+         "or a Hugging Face model (a directory with config.json and model.safetensors or the shards of "
+         "model.safetensors.index.json, or that file)";
 }
 
 void check_model_path(const std::string& path, const std::string& flag, const std::string& where) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec) || is_hf_model(path)) return;
   const bool dir = std::filesystem::is_directory(path, ec);
-  fail(where, flag + ": " + path + (dir ? " is a directory without model.safetensors" : " does not exist") + "; give " +
-                  model_path_help());
+  fail(where,
+       flag + ": " + path +
+           (dir ? " is a directory without model.safetensors or model.safetensors.index.json" : " does not exist") +
+           "; give " + model_path_help());
 }
 
 }  // namespace llmcc::models

@@ -332,7 +332,8 @@ TEST(Gpt2Hf, BadFilesFailNamingTheTensorOrKey) {
   EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2(no_config); }, {"no config.json beside it"}));
   const std::string empty = dir.file("empty");
   fs::create_directories(empty);
-  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2_hf(empty); }, {"no model.safetensors in this directory"}));
+  EXPECT_TRUE(throws_error([&] { llmcc::models::load_gpt2_hf(empty); },
+                           {"no model.safetensors or model.safetensors.index.json in this directory"}));
 }
 
 TEST(Gpt2Hf, ConfigLargerThanItsFileFailsBeforeAllocating) {

@@ -9,7 +9,9 @@
 // resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc output
 // as it is, into a Hugging Face directory as tokenizer.model (SentencePiece only).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "commands.h"
 #include "llmcc/error.h"
 #include "llmcc/io/checkpoint.h"
+#include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
 #include "model_report.h"
 #include "run_tokenizer.h"
@@ -96,16 +99,59 @@ void write_sentencepiece_beside(const std::string& ckpt, const std::string& dir)
   print_written(path, "the checkpoint's SentencePiece tokenizer");
 }
 
+// "--max-shard-size": bytes, with an optional unit as save_pretrained's max_shard_size takes it
+// (KB, MB, GB, TB in powers of 1000; KiB, MiB, GiB, TiB in powers of 1024; B), e.g. "2GB".
+std::uint64_t parse_shard_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) ++digits;
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  const std::pair<const char*, double> units[] = {
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  double scale = 0;
+  for (const auto& [name, factor] : units)
+    if (unit == name) scale = factor;
+  char* end = nullptr;
+  const std::string number = text.substr(0, digits);
+  const double value = number.empty() ? 0 : std::strtod(number.c_str(), &end);
+  if (scale == 0 || number.empty() || end != number.c_str() + number.size() || !(value > 0) || value * scale > 1e18)
+    fail(kCmd, "--max-shard-size must be a positive size such as 2GB, 500MB or 4GiB (bytes without a unit), got '" +
+                   text + "'");
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+// What the Hugging Face export wrote: its one file, or the index and how many shards it names.
+void print_hf_written(const std::string& dir, const std::string& kind) {
+  const std::filesystem::path index = std::filesystem::path(dir) / models::kHfIndexFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(index, ec)) {
+    print_written((std::filesystem::path(dir) / models::kHfWeightsFile).string(), kind.c_str());
+    return;
+  }
+  const SafetensorsIndex shards = read_safetensors_index(index.string());
+  std::uint64_t bytes = 0;
+  for (const std::string& s : shards.shards) bytes += std::filesystem::file_size(std::filesystem::path(dir) / s, ec);
+  std::printf("wrote %s (%s, %zu shards of %llu bytes in all)\n", index.c_str(), kind.c_str(), shards.shards.size(),
+              static_cast<unsigned long long>(bytes));
+}
+
 }  // namespace
 
 int run_export(int argc, char** argv) {
-  std::string ckpt, out, format = "auto";
+  std::string ckpt, out, format = "auto", max_shard_size, weights_dtype = "f32";
   ArgParser p("export",
               "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
               "family has of its own.");
   p.add("--ckpt", &ckpt, "input: " + models::model_path_help());
   p.add("--out", &out, "output file (written atomically); a directory for --format safetensors");
   p.add("--format", &format, format_help());
+  p.add("--weights-dtype", &weights_dtype,
+        "--format safetensors: the stored dtype of the weights, f32, bf16 or f16 (rounded to nearest even); "
+        "config.json's torch_dtype says which");
+  p.add("--max-shard-size", &max_shard_size,
+        "--format safetensors: split the weights into shards of at most this size (2GB, 500MB, 4GiB, ...) "
+        "listed by model.safetensors.index.json, as save_pretrained does; empty: one model.safetensors");
   p.require("--ckpt");
   p.require("--out");
   p.epilogue(
@@ -116,6 +162,8 @@ int run_export(int argc, char** argv) {
       "  llmcc export --ckpt run/ckpt_001000.bin --out model.bin          # auto: the family's first format\n"
       "  llmcc export --ckpt run/ckpt_001000.bin --out model_bf16.bin --format llmc-bf16\n"
       "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/   # for transformers\n"
+      "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/ --weights-dtype bf16 \\\n"
+      "      --max-shard-size 2GB                                            # sharded bf16\n"
       "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc");
   if (!p.parse(argc, argv)) return 0;
 
@@ -127,7 +175,9 @@ int run_export(int argc, char** argv) {
     std::error_code ec;
     if (!std::filesystem::exists(ckpt, ec)) fail(kCmd, "--ckpt " + ckpt + " does not exist");
     if (std::filesystem::is_directory(ckpt, ec) && !models::is_hf_model(ckpt))
-      fail(kCmd, "--ckpt " + ckpt + " is a directory without model.safetensors; give one checkpoint file (e.g. " +
+      fail(kCmd, "--ckpt " + ckpt +
+                     " is a directory without model.safetensors or model.safetensors.index.json; give one checkpoint "
+                     "file (e.g. " +
                      checkpoint_path(ckpt, 1000) + ") or a Hugging Face model directory");
   }
 
@@ -146,6 +196,12 @@ int run_export(int argc, char** argv) {
          ckpt + " holds a " + family.display_name() + " model, which exports as " + joined(names) + ", not " + format);
   }
   const bool to_dir = format == "safetensors";
+  SafetensorsModelOptions safetensors;
+  if (!parse_safetensors_dtype(weights_dtype, &safetensors.dtype))
+    fail(kCmd, "--weights-dtype must be f32, bf16 or f16, got '" + weights_dtype + "'");
+  if (!max_shard_size.empty()) safetensors.max_shard_bytes = parse_shard_size(max_shard_size);
+  if (!to_dir && (safetensors.dtype != SafetensorsDType::F32 || !max_shard_size.empty()))
+    fail(kCmd, "--weights-dtype and --max-shard-size apply to --format safetensors, not " + format);
   {
     std::error_code ec;
     if (to_dir && std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
@@ -171,11 +227,10 @@ int run_export(int argc, char** argv) {
     print_written(out, "llmcc weights-only checkpoint");
     return 0;
   }
-  model->save_as(format, out);
+  model->save_as(format, out, safetensors);
   if (to_dir) {
-    const std::string weights = (std::filesystem::path(out) / models::kHfWeightsFile).string();
-    const std::string kind = std::string("Hugging Face ") + family.hf_architecture() + ", fp32; config.json beside it";
-    print_written(weights, kind.c_str());
+    print_hf_written(out, std::string("Hugging Face ") + family.hf_architecture() + ", " +
+                              models::hf_torch_dtype(safetensors.dtype) + "; config.json beside it");
     if (from_llmcc) write_sentencepiece_beside(ckpt, out);
     return 0;
   }

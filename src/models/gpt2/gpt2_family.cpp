@@ -51,9 +51,10 @@ struct Gpt2Traits {
   static std::unique_ptr<Generator> generator(const Gpt2& m, ContextFull when_full) {
     return std::make_unique<Gpt2Generator>(m, when_full);
   }
-  static void save_as(const Gpt2& m, const std::string& format, const std::string& path) {
+  static void save_as(const Gpt2& m, const std::string& format, const std::string& path,
+                      const SafetensorsModelOptions& safetensors) {
     if (format == "safetensors")
-      save_gpt2_hf(m, path);
+      save_gpt2_hf(m, path, safetensors);
     else if (format == "llmc" || format == "llmc-bf16")
       save_gpt2_llmc(m, path, format == "llmc" ? LlmcDType::F32 : LlmcDType::BF16);
     else

@@ -68,7 +68,7 @@ std::vector<Mapped> mapping(Gpt2& m, const std::string& prefix) {
 
 }  // namespace
 
-std::string gpt2_hf_config_json(const Gpt2Config& c) {
+std::string gpt2_hf_config_json(const Gpt2Config& c, const char* torch_dtype) {
   const std::string n = std::to_string(c.max_seq_len);
   std::string s = "{\n";
   s += "  \"architectures\": [\"GPT2LMHeadModel\"],\n";
@@ -96,7 +96,7 @@ std::string gpt2_hf_config_json(const Gpt2Config& c) {
   } else {
     s += "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n";
   }
-  s += "  \"torch_dtype\": \"float32\",\n";
+  s += "  \"torch_dtype\": \"" + std::string(torch_dtype) + "\",\n";
   s += "  \"llmcc_padded_vocab_size\": " + std::to_string(c.padded_vocab_size) + "\n";
   s += "}\n";
   return s;
@@ -151,11 +151,7 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
   return c;
 }
 
-void save_gpt2_hf(const Gpt2& model_in, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+void save_gpt2_hf(const Gpt2& model_in, const std::string& dir, const SafetensorsModelOptions& options) {
   Gpt2& model = const_cast<Gpt2&>(model_in);  // the mapping holds Tensor*; nothing is written
   std::vector<SafetensorsTensor> tensors;
   for (const Mapped& e : mapping(model, "transformer.")) {
@@ -174,8 +170,7 @@ void save_gpt2_hf(const Gpt2& model_in, const std::string& dir) {
       }
     }
   }
-  write_safetensors((fs::path(dir) / kHfWeightsFile).string(), tensors, {{"format", "pt"}});
-  write_text_file((fs::path(dir) / kHfConfigFile).string(), gpt2_hf_config_json(model.cfg), kWhere);
+  write_hf_model(dir, tensors, gpt2_hf_config_json(model.cfg, hf_torch_dtype(options.dtype)), options, kWhere);
 }
 
 Gpt2Weights load_gpt2_hf(const std::string& path) {

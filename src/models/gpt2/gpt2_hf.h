@@ -23,19 +23,20 @@
 
 #include <string>
 
+#include "llmcc/io/safetensors.h"
 #include "models/gpt2/gpt2_weights.h"
 
 namespace llmcc::models {
 
 // Writes dir/model.safetensors (F32) and dir/config.json; creates dir if needed.
-void save_gpt2_hf(const Gpt2& model, const std::string& dir);
+void save_gpt2_hf(const Gpt2& model, const std::string& dir, const SafetensorsModelOptions& options = {});
 
 // Reads a model directory or a model.safetensors with config.json beside it. Throws
 // llmcc::Error naming the file and the tensor or key for anything missing, unexpected or wrong.
 Gpt2Weights load_gpt2_hf(const std::string& path);
 
 // config.json for GPT2LMHeadModel, and back.
-std::string gpt2_hf_config_json(const Gpt2Config& config);
+std::string gpt2_hf_config_json(const Gpt2Config& config, const char* torch_dtype = "float32");
 Gpt2Config gpt2_config_from_hf(const std::string& config_json_path);
 
 }  // namespace llmcc::models

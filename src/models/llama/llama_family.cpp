@@ -47,9 +47,10 @@ struct LlamaTraits {
   static std::unique_ptr<Generator> generator(const Llama& m, ContextFull when_full) {
     return std::make_unique<LlamaGenerator>(m, when_full);
   }
-  static void save_as(const Llama& m, const std::string& format, const std::string& path) {
+  static void save_as(const Llama& m, const std::string& format, const std::string& path,
+                      const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("llama", "no export format '" + format + "' (expected safetensors)");
-    save_llama_hf(m, path);
+    save_llama_hf(m, path, safetensors);
   }
 };
 

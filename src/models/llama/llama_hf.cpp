@@ -134,7 +134,7 @@ RopeScaling rope_scaling_from_json(const HfConfig& j, const std::string& key, fl
 
 }  // namespace
 
-std::string llama_hf_config_json(const LlamaConfig& c) {
+std::string llama_hf_config_json(const LlamaConfig& c, const char* torch_dtype) {
   auto i = [](int v) { return std::to_string(v); };
   std::string s = "{\n";
   s += "  \"architectures\": [\"LlamaForCausalLM\"],\n";
@@ -160,7 +160,7 @@ std::string llama_hf_config_json(const LlamaConfig& c) {
   // SentencePiece models from `llmcc train-tokenizer` (and Llama 2's) use these ids.
   s += "  \"bos_token_id\": 1,\n";
   s += "  \"eos_token_id\": 2,\n";
-  s += "  \"torch_dtype\": \"float32\"\n";
+  s += "  \"torch_dtype\": \"" + std::string(torch_dtype) + "\"\n";
   s += "}\n";
   return s;
 }
@@ -207,11 +207,7 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
   return c;
 }
 
-void save_llama_hf(const Llama& model_in, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+void save_llama_hf(const Llama& model_in, const std::string& dir, const SafetensorsModelOptions& options) {
   Llama& model = const_cast<Llama&>(model_in);  // the mapping holds Tensor*; nothing is written
   const int HS = model.cfg.head_dim();
   std::vector<SafetensorsTensor> tensors;
@@ -229,8 +225,7 @@ void save_llama_hf(const Llama& model_in, const std::string& dir) {
                          }});
     }
   }
-  write_safetensors((fs::path(dir) / kHfWeightsFile).string(), tensors, {{"format", "pt"}});
-  write_text_file((fs::path(dir) / kHfConfigFile).string(), llama_hf_config_json(model.cfg), kWhere);
+  write_hf_model(dir, tensors, llama_hf_config_json(model.cfg, hf_torch_dtype(options.dtype)), options, kWhere);
 }
 
 LlamaWeights load_llama_hf(const std::string& path) {

@@ -27,18 +27,19 @@
 
 #include <string>
 
+#include "llmcc/io/safetensors.h"
 #include "models/llama/llama_weights.h"
 
 namespace llmcc::models {
 
 // Writes dir/model.safetensors (F32, with lm_head.weight) and dir/config.json; creates dir.
-void save_llama_hf(const Llama& model, const std::string& dir);
+void save_llama_hf(const Llama& model, const std::string& dir, const SafetensorsModelOptions& options = {});
 
 // Reads a model directory or a model.safetensors with config.json beside it. Throws
 // llmcc::Error naming the file and the tensor or key for anything missing, unexpected or wrong.
 LlamaWeights load_llama_hf(const std::string& path);
 
-std::string llama_hf_config_json(const LlamaConfig& config);
+std::string llama_hf_config_json(const LlamaConfig& config, const char* torch_dtype = "float32");
 // Also says, through *tied, whether the checkpoint shares lm_head with embed_tokens.
 LlamaConfig llama_config_from_hf(const std::string& config_json_path, bool* tied = nullptr);
 

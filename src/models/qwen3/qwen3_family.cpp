@@ -48,9 +48,10 @@ struct Qwen3Traits {
   static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
     return std::make_unique<Qwen3Generator>(m, when_full);
   }
-  static void save_as(const Qwen3& m, const std::string& format, const std::string& path) {
+  static void save_as(const Qwen3& m, const std::string& format, const std::string& path,
+                      const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("qwen3", "no export format '" + format + "' (expected safetensors)");
-    save_qwen3_hf(m, path);
+    save_qwen3_hf(m, path, safetensors);
   }
 };
 

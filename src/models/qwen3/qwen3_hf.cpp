@@ -70,7 +70,7 @@ std::string float_json(float x) {
 
 }  // namespace
 
-std::string qwen3_hf_config_json(const Qwen3Config& c) {
+std::string qwen3_hf_config_json(const Qwen3Config& c, const char* torch_dtype) {
   std::string s = "{\n";
   s += "  \"architectures\": [\"Qwen3ForCausalLM\"],\n";
   s += "  \"model_type\": \"qwen3\",\n";
@@ -91,7 +91,7 @@ std::string qwen3_hf_config_json(const Qwen3Config& c) {
   s += "  \"use_sliding_window\": false,\n";
   s += std::string("  \"tie_word_embeddings\": ") + (c.tie_embeddings ? "true" : "false") + ",\n";
   s += "  \"initializer_range\": 0.02,\n";
-  s += "  \"torch_dtype\": \"float32\"\n";
+  s += "  \"torch_dtype\": \"" + std::string(torch_dtype) + "\"\n";
   s += "}\n";
   return s;
 }
@@ -141,11 +141,7 @@ Qwen3Config qwen3_config_from_hf(const std::string& path) {
   return c;
 }
 
-void save_qwen3_hf(const Qwen3& model_in, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    fail(kWhere, "cannot create output directory " + dir + (ec ? ": " + ec.message() : ""));
+void save_qwen3_hf(const Qwen3& model_in, const std::string& dir, const SafetensorsModelOptions& options) {
   Qwen3& model = const_cast<Qwen3&>(model_in);  // for_each_parameter hands Tensor&; nothing is written
   const int D = model.cfg.head_dim;
   std::vector<SafetensorsTensor> tensors;
@@ -162,8 +158,7 @@ void save_qwen3_hf(const Qwen3& model_in, const std::string& dir) {
                          }});
     }
   });
-  write_safetensors((fs::path(dir) / kHfWeightsFile).string(), tensors, {{"format", "pt"}});
-  write_text_file((fs::path(dir) / kHfConfigFile).string(), qwen3_hf_config_json(model.cfg), kWhere);
+  write_hf_model(dir, tensors, qwen3_hf_config_json(model.cfg, hf_torch_dtype(options.dtype)), options, kWhere);
 }
 
 Qwen3Weights load_qwen3_hf(const std::string& path) {

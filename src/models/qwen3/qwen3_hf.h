@@ -11,13 +11,14 @@
 
 #include <string>
 
+#include "llmcc/io/safetensors.h"
 #include "models/qwen3/qwen3_weights.h"
 
 namespace llmcc::models {
 
 // Writes dir/model.safetensors (fp32, transformers' names and layouts) and dir/config.json.
 // Creates dir; files are written atomically. Throws llmcc::Error on failure.
-void save_qwen3_hf(const Qwen3& model, const std::string& dir);
+void save_qwen3_hf(const Qwen3& model, const std::string& dir, const SafetensorsModelOptions& options = {});
 
 // A Qwen3ForCausalLM directory, or its .safetensors with config.json beside it. BF16 and F16
 // weights become fp32. Throws llmcc::Error naming the file and key or tensor for anything llmcc's
@@ -26,7 +27,7 @@ void save_qwen3_hf(const Qwen3& model, const std::string& dir);
 Qwen3Weights load_qwen3_hf(const std::string& path);
 
 // config.json for `config`, as transformers writes it.
-std::string qwen3_hf_config_json(const Qwen3Config& config);
+std::string qwen3_hf_config_json(const Qwen3Config& config, const char* torch_dtype = "float32");
 Qwen3Config qwen3_config_from_hf(const std::string& config_json_path);
 
 }  // namespace llmcc::models
