@@ -160,12 +160,14 @@ void model_seeds() {
     seed("json", "safetensors_header_" + name, weights.substr(8, n));
   }
   // The same models in bf16, in two shards (the names the target writes): config.json, the index,
-  // the shards. The shard size is raised until the greedy split gives two.
+  // the shards. The shard size grows from half the data until the greedy split gives two.
   for (const auto& [name, dir] : {std::pair<std::string, fs::path>{"gpt2", hg}, {"llama", hl}}) {
-    const std::uint64_t total = fs::file_size(dir / "model.safetensors") / 2;  // about the bf16 data
+    std::uint64_t total = 0;  // bytes of the tensors in bf16
+    const SafetensorsReader single((dir / "model.safetensors").string());
+    for (const SafetensorsEntry& e : single.tensors()) total += (e.end - e.begin) / 2;
     const fs::path sharded = g_tmp / ("sharded_" + name);
-    for (int tenth = 5; tenth < 10; ++tenth) {
-      const SafetensorsModelOptions options{SafetensorsDType::BF16, total * tenth / 10};
+    for (std::uint64_t max = total / 2; max < total; max += total / 64) {
+      const SafetensorsModelOptions options{SafetensorsDType::BF16, max};
       if (name == "gpt2")
         models::save_gpt2_hf(g.model, sharded.string(), options);
       else

@@ -81,6 +81,117 @@ void HfConfig::fail_key(const std::string& key, const std::string& what) const {
   fail(where, path + ": " + key + " " + what);
 }
 
+namespace {
+
+// Keys of config.json that do not change what a causal LM computes from its weights, whatever
+// their value: provenance, storage dtype, token ids and sampling defaults (for generation),
+// initialisation, dropout (llmcc trains without it), caching, outputs, chunking, heads of other
+// tasks, and transformers' own flags. (is_encoder_decoder and add_cross_attention are read:
+// true is another model.)
+constexpr std::string_view kHfIgnoredKeys[] = {"_name_or_path",
+                                               "architectures",
+                                               "transformers_version",
+                                               "torch_dtype",
+                                               "dtype",
+                                               "model_type",
+                                               "bos_token_id",
+                                               "eos_token_id",
+                                               "pad_token_id",
+                                               "sep_token_id",
+                                               "decoder_start_token_id",
+                                               "initializer_range",
+                                               "use_cache",
+                                               "output_attentions",
+                                               "output_hidden_states",
+                                               "return_dict",
+                                               "attention_dropout",
+                                               "attn_pdrop",
+                                               "embd_pdrop",
+                                               "resid_pdrop",
+                                               "summary_activation",
+                                               "summary_first_dropout",
+                                               "summary_proj_to_labels",
+                                               "summary_type",
+                                               "summary_use_proj",
+                                               "task_specific_params",
+                                               "id2label",
+                                               "label2id",
+                                               "problem_type",
+                                               "pretraining_tp",
+                                               "is_llama_config",
+                                               "tokenizer_class",
+                                               "reorder_and_upcast_attn",
+                                               "chunk_size_feed_forward",
+                                               "is_encoder_decoder",
+                                               "add_cross_attention",
+                                               "is_decoder",
+                                               "cross_attention_hidden_size",
+                                               "tie_encoder_decoder",
+                                               "prune_heads",
+                                               "torchscript",
+                                               "use_bfloat16",
+                                               "tf_legacy_loss",
+                                               "finetuning_task",
+                                               "prefix",
+                                               "max_length",
+                                               "min_length",
+                                               "do_sample",
+                                               "early_stopping",
+                                               "num_beams",
+                                               "num_beam_groups",
+                                               "diversity_penalty",
+                                               "temperature",
+                                               "top_k",
+                                               "top_p",
+                                               "typical_p",
+                                               "repetition_penalty",
+                                               "length_penalty",
+                                               "no_repeat_ngram_size",
+                                               "encoder_no_repeat_ngram_size",
+                                               "bad_words_ids",
+                                               "num_return_sequences",
+                                               "output_scores",
+                                               "return_dict_in_generate",
+                                               "forced_bos_token_id",
+                                               "forced_eos_token_id",
+                                               "remove_invalid_values",
+                                               "exponential_decay_length_penalty",
+                                               "suppress_tokens",
+                                               "begin_suppress_tokens"};
+
+}  // namespace
+
+void HfConfig::check_known_keys(std::initializer_list<std::string_view> known) const {
+  if (has("quantization_config"))
+    fail_key("quantization_config", "is present: quantized checkpoints are not read (llmcc reads F32, BF16 and F16)");
+  for (const char* key : {"is_encoder_decoder", "add_cross_attention"})
+    if (has(key) && boolean(key)) fail_key(key, "is true; llmcc reads decoder-only causal language models");
+  for (const auto& [key, value] : json.object) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (std::find(std::begin(kHfIgnoredKeys), std::end(kHfIgnoredKeys), key) != std::end(kHfIgnoredKeys)) continue;
+    std::string keys;
+    for (const std::string_view k : known) keys += (keys.empty() ? "" : ", ") + std::string(k);
+    fail_key(key,
+             "is a key llmcc does not know for this model; it might change what the model computes, so the "
+             "folder is refused (keys read: " +
+                 keys + ")");
+  }
+}
+
+void HfConfig::check_architecture(std::initializer_list<std::string_view> accepted) const {
+  const JsonValue* a = json.find("architectures");
+  if (a == nullptr || a->kind == JsonValue::Kind::Null) return;
+  if (a->kind != JsonValue::Kind::Array) fail_key("architectures", "must be a list of class names");
+  std::string names, expected;
+  for (const JsonValue& v : a->array) {
+    if (v.kind != JsonValue::Kind::String) fail_key("architectures", "must be a list of class names");
+    if (std::find(accepted.begin(), accepted.end(), v.string) != accepted.end()) return;
+    names += (names.empty() ? "" : ", ") + v.string;
+  }
+  for (const std::string_view e : accepted) expected += (expected.empty() ? "" : " or ") + std::string(e);
+  fail_key("architectures", "is [" + names + "]; llmcc reads " + expected + " weights here");
+}
+
 std::int64_t HfConfig::integer(const std::string& key) const {
   const JsonValue* v = json.find(key);
   if (v == nullptr || v->kind == JsonValue::Kind::Null) fail_key(key, "is missing (a positive integer is required)");

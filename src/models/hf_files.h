@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "llmcc/io/safetensors.h"
@@ -52,6 +54,15 @@ struct HfConfig {
   std::string string(const std::string& key) const;    // required, a string
   bool boolean(const std::string& key) const;          // required, true or false
   [[noreturn]] void fail_key(const std::string& key, const std::string& what) const;
+  // Throws naming the first key that is neither in `known` (the keys the family's reader looks
+  // at) nor one every family may ignore (kHfIgnoredKeys: versions, dtype, token ids,
+  // initialisation, dropouts, caching and output flags): a key llmcc does not know might change
+  // what the model computes, and a model that loads and computes something else is worse than
+  // an error. A quantized checkpoint (quantization_config) is refused as such.
+  void check_known_keys(std::initializer_list<std::string_view> known) const;
+  // Throws unless "architectures", when present, names one of `accepted` (a LlamaForCausalLM
+  // reader refuses LlamaForSequenceClassification weights, whose head is another).
+  void check_architecture(std::initializer_list<std::string_view> accepted) const;
 };
 
 // "model_type" of the config.json of a model directory or beside a .safetensors file ("gpt2",

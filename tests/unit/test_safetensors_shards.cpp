@@ -79,7 +79,7 @@ TEST(SafetensorsNarrowing, Bf16RoundsToNearestEvenAtEveryBoundary) {
       continue;
     }
     ASSERT_EQ(llmcc::f32_to_bf16_bits(x), bits) << std::hex << h;
-    if ((h & 0x7FFFu) >= 0x7F7Fu) continue;  // the largest finite value and infinity
+    if ((h & 0x7FFFu) >= 0x7F7Fu) continue;                                 // the largest finite value and infinity
     const std::uint32_t m = static_cast<std::uint32_t>(h) << 16 | 0x8000u;  // the midpoint's fp32 bits
     const std::uint16_t up = static_cast<std::uint16_t>(h + 1), even = (h & 1u) ? up : bits;
     EXPECT_EQ(llmcc::f32_to_bf16_bits(f32_of(m)), even) << std::hex << h;
@@ -246,26 +246,31 @@ TEST(SafetensorsShards, IndexAndShardsThatDisagreeAreRefusedByName) {
     std::ofstream(index, std::ios::trunc) << text;
     return [&] { SafetensorsReader r(index); };
   };
-  const std::string ok_map = R"("embed": "a.safetensors", "layers.0.w": "a.safetensors", "layers.0.b": "b.safetensors")";
+  const std::string ok_map =
+      R"("embed": "a.safetensors", "layers.0.w": "a.safetensors", "layers.0.b": "b.safetensors")";
   EXPECT_NO_THROW(with_index("{\"weight_map\": {" + ok_map + "}}")());
   // A tensor of a shard the index does not list; one it places in another shard; a listed one
   // missing from its shard; a shard that does not exist.
   EXPECT_TRUE(throws_error(with_index(R"({"weight_map": {"embed": "a.safetensors", "layers.0.b": "b.safetensors"}})"),
                            {"a.safetensors: tensor 'layers.0.w' is not in the index", "not from one checkpoint"}));
   EXPECT_TRUE(throws_error(
-      with_index(R"({"weight_map": {"embed": "a.safetensors", "layers.0.w": "b.safetensors", "layers.0.b": "b.safetensors"}})"),
+      with_index(
+          R"({"weight_map": {"embed": "a.safetensors", "layers.0.w": "b.safetensors", "layers.0.b": "b.safetensors"}})"),
       {"a.safetensors: holds tensor 'layers.0.w', which the index", "places in b.safetensors"}));
-  EXPECT_TRUE(throws_error(with_index("{\"weight_map\": {" + ok_map + R"(, "norm": "b.safetensors"}})"),
-                           {"model.safetensors.index.json: maps tensor 'norm' to b.safetensors, which holds no tensor"}));
+  EXPECT_TRUE(
+      throws_error(with_index("{\"weight_map\": {" + ok_map + R"(, "norm": "b.safetensors"}})"),
+                   {"model.safetensors.index.json: maps tensor 'norm' to b.safetensors, which holds no tensor"}));
   EXPECT_TRUE(throws_error(with_index("{\"weight_map\": {" + ok_map + R"(, "norm": "c.safetensors"}})"),
                            {"c.safetensors: cannot open"}));
   // The index itself.
-  EXPECT_TRUE(throws_error(with_index("[1, 2]"), {"model.safetensors.index.json: is an array, expected a JSON object"}));
+  EXPECT_TRUE(
+      throws_error(with_index("[1, 2]"), {"model.safetensors.index.json: is an array, expected a JSON object"}));
   EXPECT_TRUE(throws_error(with_index(R"({"metadata": {}})"), {"has no weight_map"}));
   EXPECT_TRUE(throws_error(with_index(R"({"weight_map": []})"), {"weight_map is an array, expected an object"}));
   EXPECT_TRUE(throws_error(with_index(R"({"weight_map": {}})"), {"weight_map maps no tensors"}));
   EXPECT_TRUE(throws_error(with_index(R"({"weight_map": {"embed": 3}})"), {"weight_map['embed']: is a number"}));
-  EXPECT_TRUE(throws_error(with_index(R"({"weight_map": {"embed": "a.safetensors",)"), {"model.safetensors.index.json:"}));
+  EXPECT_TRUE(
+      throws_error(with_index(R"({"weight_map": {"embed": "a.safetensors",)"), {"model.safetensors.index.json:"}));
   for (const char* path : {"../a.safetensors", "/tmp/a.safetensors", "sub/a.safetensors", "..", ""}) {
     EXPECT_TRUE(throws_error(with_index(std::string(R"({"weight_map": {"embed": ")") + path + "\"}}"),
                              {"is not a plain file name (shards must be in the index's directory)"}))
@@ -289,8 +294,9 @@ TEST(SafetensorsShards, ReExportsThatSwitchLayoutLeaveNoStaleFiles) {
   EXPECT_EQ(files_in(d), three);
   expect_model(dir.file("model.safetensors.index.json"), m, SafetensorsDType::F32);
   llmcc::write_safetensors_model(d, m.tensors(), {}, {SafetensorsDType::BF16, 100 * 2});  // 73 | 65 elements
-  EXPECT_EQ(files_in(d), (std::vector<std::string>{"config.json", "model-00001-of-00002.safetensors",
-                                                   "model-00002-of-00002.safetensors", "model.safetensors.index.json"}));
+  EXPECT_EQ(files_in(d),
+            (std::vector<std::string>{"config.json", "model-00001-of-00002.safetensors",
+                                      "model-00002-of-00002.safetensors", "model.safetensors.index.json"}));
   expect_model(dir.file("model.safetensors.index.json"), m, SafetensorsDType::BF16);
   llmcc::write_safetensors_model(d, m.tensors(), {}, {SafetensorsDType::F16, 0});
   EXPECT_EQ(files_in(d), (std::vector<std::string>{"config.json", "model.safetensors"}));
@@ -313,8 +319,9 @@ TEST(SafetensorsShards, ReadTensorsLeaveNoFilePagesResident) {
   TempDir dir;
   const std::size_t n = std::size_t{32} << 20;  // 32M elements: 64 MB in bf16
   std::vector<float> values(n, 1.5f);
-  llmcc::write_safetensors(dir.file("big.safetensors"), {llmcc::safetensors_tensor("w", {std::int64_t(n)}, values.data())},
-                           {}, SafetensorsDType::BF16);
+  llmcc::write_safetensors(dir.file("big.safetensors"),
+                           {llmcc::safetensors_tensor("w", {std::int64_t(n)}, values.data())}, {},
+                           SafetensorsDType::BF16);
   const SafetensorsReader r(dir.file("big.safetensors"));
   std::fill(values.begin(), values.end(), 0.0f);
   const std::int64_t before = rss_file_bytes();

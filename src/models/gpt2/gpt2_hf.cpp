@@ -107,6 +107,10 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
   if (j.has("model_type") && j.string("model_type") != "gpt2") {
     j.fail_key("model_type", "is '" + j.string("model_type") + "', expected 'gpt2'");
   }
+  j.check_architecture({"GPT2LMHeadModel", "GPT2Model"});
+  j.check_known_keys({"vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "n_ctx", "llmcc_padded_vocab_size",
+                      "activation_function", "layer_norm_epsilon", "n_inner", "tie_word_embeddings",
+                      "scale_attn_weights", "scale_attn_by_inverse_layer_idx"});
   Gpt2Config c;
   c.vocab_size = static_cast<int>(j.integer("vocab_size"));
   c.n_embd = static_cast<int>(j.integer("n_embd"));

@@ -170,6 +170,15 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
   if (j.has("model_type") && j.string("model_type") != "llama") {
     j.fail_key("model_type", "is '" + j.string("model_type") + "', expected 'llama'");
   }
+  j.check_architecture({"LlamaForCausalLM"});
+  j.check_known_keys({"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                      "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act",
+                      "rope_scaling", "rope_parameters", "attention_bias", "mlp_bias", "head_dim",
+                      "tie_word_embeddings", "rope_interleaved"});
+  // SmolLM2's configs say rope_interleaved: false, transformers' rotate-half RoPE; true would be
+  // the other pairing of channels.
+  if (j.has("rope_interleaved") && j.boolean("rope_interleaved"))
+    j.fail_key("rope_interleaved", "is true; llmcc reads Hugging Face's rotate-half RoPE layout");
   LlamaConfig c;
   c.vocab_size = static_cast<int>(j.integer("vocab_size"));
   c.n_embd = static_cast<int>(j.integer("hidden_size"));

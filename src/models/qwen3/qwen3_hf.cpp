@@ -100,6 +100,21 @@ Qwen3Config qwen3_config_from_hf(const std::string& path) {
   const HfConfig j = HfConfig::read(path, kWhere);
   if (j.has("model_type") && j.string("model_type") != "qwen3")
     j.fail_key("model_type", "is '" + j.string("model_type") + "', expected 'qwen3'");
+  j.check_architecture({"Qwen3ForCausalLM"});
+  j.check_known_keys({"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                      "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+                      "rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "use_sliding_window",
+                      "sliding_window", "max_window_layers", "layer_types", "tie_word_embeddings"});
+  // sliding_window and max_window_layers only act with use_sliding_window (checked below);
+  // transformers 5 lists each layer's kind.
+  if (const JsonValue* types = j.json.find("layer_types"); types != nullptr && types->kind != JsonValue::Kind::Null) {
+    if (types->kind != JsonValue::Kind::Array) j.fail_key("layer_types", "must be a list");
+    for (const JsonValue& t : types->array)
+      if (t.kind != JsonValue::Kind::String || t.string != "full_attention")
+        j.fail_key("layer_types",
+                   "names a layer that is not full_attention; llmcc's Qwen3 attends to the whole "
+                   "context in every layer");
+  }
   Qwen3Config c;
   c.vocab_size = static_cast<int>(j.integer("vocab_size"));
   c.n_embd = static_cast<int>(j.integer("hidden_size"));
