@@ -259,6 +259,40 @@ void tokenizer_seeds() {
   seed("tokenizer_record", "spec_gpt2", "gpt2:gpt2");
 }
 
+// tokenizer.json ⧺ text: GPT-2's ByteLevel pre-tokenizer, and Llama 3's Split then ByteLevel with
+// NFC and ignore_merges; each with a special and an ordinary added token.
+void hf_tokenizer_seeds() {
+  std::string vocab;
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    char c[16];
+    std::snprintf(c, sizeof c, "\\u%04x", printable ? b : next++);
+    vocab += "\"" + std::string(c) + "\": " + std::to_string(b) + ", ";
+  }
+  vocab += R"("th": 256, "the": 257, "\u0120t": 258, "\u0120th": 259, "\u0120the": 260)";
+  const std::string model = R"("model": {"type": "BPE", "dropout": null, "unk_token": null, "byte_fallback": false, )"
+                            R"("ignore_merges": true, "vocab": {)" +
+                            vocab + R"(}, "merges": ["t h", "th e", "\u0120 t", "\u0120t h", "\u0120th e"]})";
+  const std::string added =
+      R"("added_tokens": [{"id": 261, "content": "<|endoftext|>", "special": true}, {"id": 262, "content": "<x>", "special": false}])";
+  const std::string gpt2 = "{" + added +
+                           R"(, "normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, )"
+                           R"("use_regex": true}, "decoder": {"type": "ByteLevel"}, )" +
+                           model + "}";
+  const std::string llama3 =
+      "{" + added +
+      R"(, "normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", )"
+      R"("pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, )"
+      R"("behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}, )"
+      R"("decoder": {"type": "ByteLevel"}, )" +
+      model + "}";
+  for (std::size_t i = 0; i < kTexts.size(); ++i) {
+    seed("hf_tokenizer", "gpt2_" + std::to_string(i), join({gpt2, std::string(kTexts[i])}));
+    seed("hf_tokenizer", "llama3_" + std::to_string(i), join({llama3, std::string(kTexts[i])}));
+  }
+}
+
 void token_file_seeds() {
   const fs::path p = g_tmp / "tokens.bin";
   std::vector<std::int32_t> ids;
@@ -371,6 +405,7 @@ int main(int argc, char** argv) {
     safetensors_seeds();
     json_seeds();
     tokenizer_seeds();
+    hf_tokenizer_seeds();
     token_file_seeds();
     run_dir_seeds();
     cli_seeds();

@@ -80,7 +80,7 @@ setup(
             sources=[f"csrc/{name}.cpp" for name in ("torch_bridge", "ops", "blocks", "optim", "module")],
             # -g0: no debug information (Python's own flags ask for -g), a smaller module, a faster build.
             extra_compile_args=["-std=c++20", "-O2", "-g0", "-fopenmp", "-Wall"],
-            libraries=["sentencepiece"],
+            libraries=["sentencepiece", "pcre2-8", "icuuc"],
             extra_link_args=["-fopenmp"],
         )
     ],

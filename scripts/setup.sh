@@ -14,6 +14,7 @@ packages=(
   libomp-19-dev libclang-rt-19-dev             # clang-19 builds: LLVM's OpenMP runtime (g++ uses its own
                                                # libgomp), sanitizers, libFuzzer (fuzz/)
   libsentencepiece-dev                         # SentencePiece tokenizers (llmcc prepare/train-tokenizer --tokenizer sp:)
+  libpcre2-dev libicu-dev                      # tokenizer.json: split regexes (PCRE2), NFC (ICU)
   libopenmpi-dev openmpi-bin                   # data-parallel training across processes (mpirun; docs/distributed.md)
   nlohmann-json3-dev                           # JSON: safetensors headers, config.json, encoder.json (docs/architecture.md)
   libsimdjson-dev                              # bench/bench_json.cpp's comparison only

@@ -1,9 +1,14 @@
 #include "llmcc/text/text_tokenizer.h"
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <system_error>
 
+#include "io/json_reader.h"
 #include "llmcc/error.h"
+#include "llmcc/text/hf_tokenizer.h"
 #include "llmcc/text/sp_tokenizer.h"
 #include "llmcc/text/tokenizer.h"
 
@@ -74,6 +79,61 @@ class SpText final : public TextTokenizer {
   SpTokenizer tok_;
 };
 
+// A tokenizer.json, with the bos and eos its tokenizer_config.json names (else, as GPT-2's and
+// Qwen's base files, <|endoftext|> for eos when the vocabulary has it).
+class HfText final : public TextTokenizer {
+ public:
+  HfText(HfTokenizer tok, std::string spec) : tok_(std::move(tok)), spec_(std::move(spec)) {
+    const std::filesystem::path config = std::filesystem::path(tok_.path()).parent_path() / "tokenizer_config.json";
+    std::error_code ec;
+    if (std::filesystem::exists(config, ec)) {
+      std::ifstream in(config, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      const JsonValue j = parse_json(text.str(), config.string(), "hf_tokenizer");
+      bos_ = special(j, "bos_token", config.string());
+      eos_ = special(j, "eos_token", config.string());
+    }
+    if (eos_ < 0) eos_ = tok_.token_id("<|endoftext|>").value_or(-1);
+  }
+  std::vector<std::int32_t> encode(std::string_view text) const override { return tok_.encode(text, true); }
+  std::vector<std::int32_t> encode_ordinary(std::string_view text) const override { return tok_.encode(text, false); }
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const override {
+    std::vector<std::int32_t> ids;
+    if (bos_ >= 0) ids.push_back(bos_);
+    const std::vector<std::int32_t> body = tok_.encode(text, true);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (ids.empty() && eos_ >= 0) ids.push_back(eos_);
+    return ids;
+  }
+  std::string decode(std::span<const std::int32_t> ids) const override { return tok_.decode(ids); }
+  int vocab_size() const override { return tok_.vocab_size(); }
+  int document_start() const override { return bos_ >= 0 ? bos_ : eos_; }
+  int bos() const override { return bos_; }
+  int eos() const override { return eos_; }
+  std::string describe() const override {
+    return "tokenizer.json " + tok_.path() + " (" + std::to_string(vocab_size()) + " tokens)";
+  }
+  std::string spec() const override { return spec_; }
+  std::string model_bytes() const override { return ""; }
+
+ private:
+  // tokenizer_config.json's `key`: a token's text, or {"content": text}; its id, -1 when absent.
+  std::int32_t special(const JsonValue& j, const char* key, const std::string& path) const {
+    const JsonValue* v = j.find(key);
+    if (v != nullptr && v->kind == JsonValue::Kind::Object) v = v->find("content");
+    if (v == nullptr || v->kind == JsonValue::Kind::Null) return -1;
+    if (v->kind != JsonValue::Kind::String) fail("hf_tokenizer", path + ": " + key + " is not a token's text");
+    const std::optional<std::int32_t> id = tok_.token_id(v->string);
+    if (!id) fail("hf_tokenizer", path + ": " + key + " '" + v->string + "' is not a token of " + tok_.path());
+    return *id;
+  }
+
+  HfTokenizer tok_;
+  std::string spec_;
+  std::int32_t bos_ = -1, eos_ = -1;
+};
+
 std::string absolute(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);
@@ -97,6 +157,19 @@ std::size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
+// A tokenizer.json given as the file or the directory holding it.
+std::unique_ptr<TextTokenizer> load_hf(const std::string& path) {
+  std::error_code ec;
+  const std::string file =
+      std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "tokenizer.json").string() : path;
+  const std::string abs = absolute(file);
+  return std::make_unique<HfText>(HfTokenizer::load(abs), "hf:" + abs);
+}
+
+bool ends_with(std::string_view s, std::string_view end) {
+  return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+}
+
 }  // namespace
 
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec) {
@@ -104,14 +177,20 @@ std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec) {
   if (spec.rfind("gpt2:", 0) == 0 && spec.size() > 5) return load_gpt2_dir(spec.substr(5));
   if (spec.rfind("sp:", 0) == 0 && spec.size() > 3)
     return std::make_unique<SpText>(SpTokenizer::load(absolute(spec.substr(3))));
+  if (spec.rfind("hf:", 0) == 0 && spec.size() > 3) return load_hf(spec.substr(3));
+  if (ends_with(spec, "tokenizer.json")) return load_hf(spec);
   std::error_code ec;
-  if (!spec.empty() && std::filesystem::is_directory(spec, ec)) return load_gpt2_dir(spec);
+  if (!spec.empty() && std::filesystem::is_directory(spec, ec)) {
+    if (std::filesystem::exists(std::filesystem::path(spec) / "tokenizer.json", ec)) return load_hf(spec);
+    return load_gpt2_dir(spec);
+  }
   std::string hint;
   if (spec.size() > 6 && spec.substr(spec.size() - 6) == ".model")
     hint = " (for a SentencePiece model write sp:" + spec + ")";
   fail("tokenizer", "unknown tokenizer '" + spec + "'" + hint +
-                        "; expected gpt2, gpt2:DIR (encoder.json and vocab.bpe), sp:MODEL (a SentencePiece .model) "
-                        "or an existing directory with GPT-2's files");
+                        "; expected gpt2, gpt2:DIR (encoder.json and vocab.bpe), sp:MODEL (a SentencePiece .model), "
+                        "hf:FILE (a tokenizer.json, or a directory holding one) or an existing directory with "
+                        "GPT-2's files or a tokenizer.json");
 }
 
 std::unique_ptr<TextTokenizer> load_sp_tokenizer_bytes(const std::string& bytes, const std::string& label) {

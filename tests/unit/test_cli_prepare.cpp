@@ -375,6 +375,7 @@ TEST(CliTokenize, EncodesAndDecodesRoundTrip) {
 TEST(CliTokenize, BadInputExitsOne) {
   REQUIRE_TOKENIZER();
   llmcc::test::TempDir dir;
+  std::ofstream(dir.file("bad.jsonl")) << "\"ok\"\n3\n";
   const struct {
     std::vector<std::string> args;
     std::string message;
@@ -383,7 +384,9 @@ TEST(CliTokenize, BadInputExitsOne) {
       {{"tokenize", "--decode", "-1"}, "token id -1 is outside"},
       {{"tokenize", "--decode", "12x"}, "expects token ids (integers), got '12x'"},
       {{"tokenize", "--file", dir.file("missing.txt")}, "missing.txt does not exist"},
-      {{"tokenize", "--text", "a", "--decode", "1"}, "exactly one of --text, --file or --decode"},
+      {{"tokenize", "--text", "a", "--decode", "1"}, "exactly one of --text, --file, --json-lines or --decode"},
+      {{"tokenize", "--json-lines", dir.file("missing.jsonl")}, "missing.jsonl does not exist"},
+      {{"tokenize", "--json-lines", dir.file("bad.jsonl")}, "bad.jsonl line 2: is a number, expected a JSON string"},
       {{"tokenize"}, "exactly one of"},
       {{"tokenize", "--txt", "a"}, "unknown flag --txt"},
   };

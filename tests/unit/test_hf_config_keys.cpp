@@ -88,7 +88,8 @@ std::string load_error(const Family& f, const std::string& dir) {
 // Every fragment is in the error.
 void expect_error(const std::string& error, const std::vector<std::string>& fragments) {
   EXPECT_FALSE(error.empty()) << "loaded without an error";
-  for (const std::string& f : fragments) EXPECT_NE(error.find(f), std::string::npos) << "`" << f << "` not in: " << error;
+  for (const std::string& f : fragments)
+    EXPECT_NE(error.find(f), std::string::npos) << "`" << f << "` not in: " << error;
 }
 
 TEST(HfConfigKeys, KeysThatDoNotChangeTheModelAreAccepted) {

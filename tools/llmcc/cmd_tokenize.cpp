@@ -10,6 +10,7 @@
 // cleanly. Decoded text is written byte for byte; a newline is added only on a terminal.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "io/json_reader.h"
 #include "llmcc/error.h"
 #include "llmcc/text/text_tokenizer.h"
 
@@ -59,20 +61,26 @@ std::int32_t parse_id(const std::string& text, int vocab_size) {
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-  std::string text, file, tokenizer_spec = "gpt2";
+  std::string text, file, json_lines, tokenizer_spec = "gpt2";
   std::vector<std::string> decode;
   bool ordinary = false;
 
-  ArgParser p("tokenize", "Print the token ids of a text (GPT-2 BPE or SentencePiece), or the text of token ids.");
+  ArgParser p(
+      "tokenize",
+      "Print the token ids of a text (GPT-2 BPE, SentencePiece or a tokenizer.json), or the text of token ids.");
   p.add("--text", &text, "text to encode");
   p.add("--file", &file, "file to encode ('-' reads standard input)");
   p.add("--decode", &decode, "token ids to turn back into text");
+  p.add("--json-lines", &json_lines,
+        "a file of JSON strings, one per line ('-' reads standard input): each is encoded on its own, its ids "
+        "printed on a line of their own");
   p.add("--ordinary", &ordinary,
         "GPT-2: encode '<|endoftext|>' as ordinary characters, not as the token 50256 (SentencePiece always does)");
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), "
         "gpt2:DIR (encoder.json and "
-        "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model)");
+        "vocab.bpe in DIR), sp:MODEL (a SentencePiece .model) or hf:FILE (a Hugging Face tokenizer.json, or a "
+        "directory holding one)");
   p.epilogue(
       "Ids are printed space separated on stdout, their count on stderr.\n\n"
       "Examples:\n"
@@ -81,8 +89,10 @@ int run_tokenize(int argc, char** argv) {
       "  llmcc tokenize --tokenizer sp:data/tok512.model --file input.txt");
   if (!p.parse(argc, argv)) return 0;
 
-  const int modes = int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode"));
-  if (modes != 1) fail(kCmd, "give exactly one of --text, --file or --decode (see llmcc tokenize --help)");
+  const int modes =
+      int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode")) + int(p.given("--json-lines"));
+  if (modes != 1)
+    fail(kCmd, "give exactly one of --text, --file, --json-lines or --decode (see llmcc tokenize --help)");
 
   const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
   const TextTokenizer& tok = *tok_ptr;
@@ -97,6 +107,26 @@ int run_tokenize(int argc, char** argv) {
     return 0;
   }
 
+  if (p.given("--json-lines")) {
+    const std::string all = read_input(json_lines);
+    std::string out;
+    std::size_t line_no = 0, count = 0;
+    for (std::size_t begin = 0; begin < all.size();) {
+      const std::size_t end = std::min(all.find('\n', begin), all.size());
+      const std::string where = json_lines + " line " + std::to_string(++line_no);
+      const JsonValue v = parse_json(std::string_view(all).substr(begin, end - begin), where, kCmd);
+      if (v.kind != JsonValue::Kind::String) fail(kCmd, where + ": is " + v.kind_name() + ", expected a JSON string");
+      const std::vector<std::int32_t> ids = ordinary ? tok.encode_ordinary(v.string) : tok.encode(v.string);
+      for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+      out += '\n';
+      count += ids.size();
+      begin = end + 1;
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "%zu lines, %zu tokens\n", line_no, count);
+    return 0;
+  }
   if (p.given("--file")) text = read_input(file);
   const std::vector<std::int32_t> ids = ordinary ? tok.encode_ordinary(text) : tok.encode(text);
   std::string line;

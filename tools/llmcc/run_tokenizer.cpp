@@ -46,7 +46,10 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
   }
 }
 
-const char* kind_of(const TextTokenizer& tok) { return tok.model_bytes().empty() ? "gpt2" : "sentencepiece"; }
+const char* kind_of(const TextTokenizer& tok) {
+  if (!tok.model_bytes().empty()) return "sentencepiece";
+  return tok.spec().rfind("hf:", 0) == 0 ? "tokenizer.json" : "gpt2";
+}
 
 // The key=value facts every record carries, checked against the tokenizer it loads.
 void describe_into(const TextTokenizer& tok, KeyValues& kv, const std::string& prefix) {
@@ -145,8 +148,11 @@ void store_tokenizer(const TextTokenizer& tok, KeyValues& config, std::map<std::
 std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
   std::error_code ec;
   if (models::is_hf_model(path)) {
-    // Llama 2-style Hugging Face repositories ship their SentencePiece model as tokenizer.model.
+    // A Hugging Face folder's tokenizer.json; Llama 2-style repositories ship a SentencePiece
+    // tokenizer.model instead.
     const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+    const fs::path json = dir / "tokenizer.json";
+    if (fs::is_regular_file(json, ec)) return RunTokenizer{load_text_tokenizer("hf:" + json.string()), json.string()};
     const fs::path model = dir / "tokenizer.model";
     if (!fs::is_regular_file(model, ec)) return std::nullopt;
     return RunTokenizer{load_text_tokenizer("sp:" + model.string()), model.string()};

@@ -1,0 +1,493 @@
+// tokenizer.json (llmcc/text/hf_tokenizer.h): the pipeline of Hugging Face's `tokenizers` for
+// byte-level BPE. Split regexes run in PCRE2 (JIT, Unicode properties); NFC is ICU's.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "llmcc/text/hf_tokenizer.h"
+
+#include <pcre2.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "io/json_reader.h"
+#include "llmcc/error.h"
+
+namespace llmcc {
+
+namespace {
+
+constexpr const char* kWhere = "hf_tokenizer";
+
+// GPT-2's ByteLevel pre-tokenizer pattern (use_regex: true).
+constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Pieces in the cache before it is emptied (a long text has far fewer distinct pieces).
+constexpr std::size_t kCacheLimit = 200'000;
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// The UTF-8 character starting at s[i] (its code point and length), or a length of 0 when the
+// bytes there are not one.
+std::pair<std::uint32_t, std::size_t> next_char(std::string_view s, std::size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  if (b < 0x80) return {b, 1};
+  std::size_t n = b >= 0xF0 && b < 0xF5 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 && b < 0xE0 ? 2 : 0;
+  if (n == 0 || i + n > s.size()) return {0, 0};
+  std::uint32_t cp = b & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xC0) != 0x80) return {0, 0};
+    cp = cp << 6 | (c & 0x3F);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {0, 0};
+  return {cp, n};
+}
+
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = next_char(s, i).second;
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+struct Pcre2Code {
+  pcre2_code* code = nullptr;
+  ~Pcre2Code() { pcre2_code_free(code); }
+};
+
+}  // namespace
+
+struct HfTokenizer::Impl {
+  std::string path, json;
+  bool nfc = false;
+  std::unique_ptr<Pcre2Code> split;  // the pre-tokenizer's pattern
+  bool ignore_merges = false;
+  std::unordered_map<std::string, std::int32_t> vocab;
+  std::vector<std::string> id_to_token;  // by id: vocab entries and added tokens ("" for a gap)
+  std::vector<char> is_added;            // by id
+  // Merges: (left id, right id) -> (rank, merged id).
+  std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges;
+  std::array<std::int32_t, 256> byte_id{};  // the vocab id of each byte's ByteLevel character
+  std::array<std::string, 256> byte_char;   // each byte's ByteLevel character (UTF-8)
+  std::unordered_map<std::uint32_t, unsigned char> char_byte;  // its inverse
+  struct Added {
+    std::string content;
+    std::int32_t id;
+    bool special;
+  };
+  std::vector<Added> added;                            // longest content first
+  std::array<std::vector<std::uint32_t>, 256> added_at;  // by first byte: positions in `added`, in its order
+  mutable std::mutex cache_mutex;
+  mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache;
+
+  [[noreturn]] void bad(const std::string& what) const { fail(kWhere, path + ": " + what); }
+  void parse();
+  void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
+  void encode_text(std::string_view text, std::vector<std::int32_t>& out) const;
+};
+
+namespace {
+
+[[noreturn]] void bad_at(const std::string& file, const std::string& what) { fail(kWhere, file + ": " + what); }
+
+const JsonValue& member(const JsonValue& o, std::string_view key, JsonValue::Kind kind, const std::string& where,
+                        const std::string& file) {
+  const JsonValue* v = o.find(key);
+  if (v == nullptr || v->kind != kind) {
+    const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    bad_at(file, where + std::string(key) + " is " + (v == nullptr ? "missing" : v->kind_name()) + ", expected " +
+          kinds[static_cast<int>(kind)]);
+  }
+  return *v;
+}
+
+bool flag(const JsonValue& o, std::string_view key) {
+  const JsonValue* v = o.find(key);
+  return v != nullptr && v->kind == JsonValue::Kind::Bool && v->boolean;
+}
+
+// Every bit of a part that changes the output must be one llmcc implements: `allowed` lists the
+// members that may appear, with the value each may have (a value "" allows any).
+void check_members(const JsonValue& o, const std::string& where,
+                   std::initializer_list<std::pair<std::string_view, std::string_view>> allowed,
+                   const std::string& file) {
+  for (const auto& [key, value] : o.object) {
+    const auto it = std::find_if(allowed.begin(), allowed.end(), [&](const auto& a) { return a.first == key; });
+    if (it == allowed.end()) bad_at(file, where + key + " is a setting llmcc does not implement");
+    if (it->second.empty()) continue;
+    std::string text;
+    if (value.kind == JsonValue::Kind::Bool) text = value.boolean ? "true" : "false";
+    if (value.kind == JsonValue::Kind::String) text = value.string;
+    if (value.kind == JsonValue::Kind::Null) text = "null";
+    if (text != it->second) {
+      bad_at(file, where + key + " is " + (text.empty() ? std::string(value.kind_name()) : text) + "; llmcc implements " +
+            std::string(it->second));
+    }
+  }
+}
+
+}  // namespace
+
+void HfTokenizer::Impl::parse() {
+  const JsonValue root = parse_json(json, path, kWhere);
+  if (root.kind != JsonValue::Kind::Object) bad("is " + std::string(root.kind_name()) + ", expected a JSON object");
+
+  // normalizer
+  if (const JsonValue* n = root.find("normalizer"); n != nullptr && n->kind != JsonValue::Kind::Null) {
+    const std::string type = member(*n, "type", JsonValue::Kind::String, "normalizer.", path).string;
+    if (type != "NFC") bad("normalizer.type is " + type + "; llmcc implements null and NFC");
+    nfc = true;
+  }
+
+  // pre_tokenizer: ByteLevel(use_regex) or Sequence[Split(Regex, Isolated), ByteLevel(no regex)]
+  const JsonValue& pre = member(root, "pre_tokenizer", JsonValue::Kind::Object, "", path);
+  const std::string pre_type = member(pre, "type", JsonValue::Kind::String, "pre_tokenizer.", path).string;
+  std::string pattern;
+  auto byte_level = [&](const JsonValue& b, const std::string& where, bool regex_allowed) {
+    check_members(b, where,
+                  {{"type", ""}, {"add_prefix_space", "false"}, {"trim_offsets", ""}, {"use_regex", ""}}, path);
+    const bool use_regex = b.find("use_regex") == nullptr || flag(b, "use_regex");
+    if (use_regex && !regex_allowed) bad(where + "use_regex is true after a Split; llmcc implements false there");
+    if (use_regex) pattern = kGpt2Pattern;
+  };
+  if (pre_type == "ByteLevel") {
+    byte_level(pre, "pre_tokenizer.", true);
+    if (pattern.empty()) bad("pre_tokenizer: a ByteLevel without use_regex splits nothing; llmcc implements use_regex");
+  } else if (pre_type == "Sequence") {
+    const JsonValue& list = member(pre, "pretokenizers", JsonValue::Kind::Array, "pre_tokenizer.", path);
+    if (list.array.size() != 2) bad("pre_tokenizer.pretokenizers: llmcc implements [Split, ByteLevel]");
+    const JsonValue& s = list.array[0];
+    const std::string w = "pre_tokenizer.pretokenizers[0].";
+    if (member(s, "type", JsonValue::Kind::String, w, path).string != "Split")
+      bad(w + "type is " + s.find("type")->string + "; llmcc implements Split");
+    check_members(s, w, {{"type", ""}, {"pattern", ""}, {"behavior", "Isolated"}, {"invert", "false"}}, path);
+    pattern = member(member(s, "pattern", JsonValue::Kind::Object, w, path), "Regex", JsonValue::Kind::String,
+                     w + "pattern.", path)
+                  .string;
+    const JsonValue& b = list.array[1];
+    const std::string wb = "pre_tokenizer.pretokenizers[1].";
+    if (member(b, "type", JsonValue::Kind::String, wb, path).string != "ByteLevel")
+      bad(wb + "type is " + b.find("type")->string + "; llmcc implements ByteLevel");
+    byte_level(b, wb, false);
+  } else {
+    bad("pre_tokenizer.type is " + pre_type + "; llmcc implements ByteLevel and Sequence[Split, ByteLevel]");
+  }
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  split = std::make_unique<Pcre2Code>();
+  split->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
+  if (split->code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof message);
+    bad("the pre-tokenizer's regex does not compile at offset " + std::to_string(offset) + ": " +
+        reinterpret_cast<const char*>(message));
+  }
+  pcre2_jit_compile(split->code, PCRE2_JIT_COMPLETE);  // without JIT (unsupported CPU) it interprets
+
+  // decoder
+  if (const JsonValue* d = root.find("decoder"); d != nullptr && d->kind != JsonValue::Kind::Null) {
+    const std::string type = member(*d, "type", JsonValue::Kind::String, "decoder.", path).string;
+    if (type != "ByteLevel") bad("decoder.type is " + type + "; llmcc implements ByteLevel");
+  }
+
+  // model
+  const JsonValue& model = member(root, "model", JsonValue::Kind::Object, "", path);
+  const std::string model_type = member(model, "type", JsonValue::Kind::String, "model.", path).string;
+  if (model_type != "BPE") bad("model.type is " + model_type + "; llmcc implements BPE");
+  check_members(model, "model.",
+                {{"type", ""},
+                 {"dropout", "null"},
+                 {"unk_token", "null"},
+                 {"continuing_subword_prefix", ""},
+                 {"end_of_word_suffix", ""},
+                 {"fuse_unk", ""},
+                 {"byte_fallback", "false"},
+                 {"ignore_merges", ""},
+                 {"vocab", ""},
+                 {"merges", ""}},
+                path);
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const JsonValue* v = model.find(key);
+    if (v != nullptr && !(v->kind == JsonValue::Kind::Null || (v->kind == JsonValue::Kind::String && v->string.empty())))
+      bad(std::string("model.") + key + " is set; llmcc implements byte-level BPE without it");
+  }
+  ignore_merges = flag(model, "ignore_merges");
+  const JsonValue& v = member(model, "vocab", JsonValue::Kind::Object, "model.", path);
+  std::int64_t max_id = -1;
+  for (const auto& [token, id] : v.object) {
+    if (!id.is_integer || id.integer < 0 || id.integer > std::numeric_limits<std::int32_t>::max() / 2)
+      bad("model.vocab['" + token + "'] is not a non-negative id");
+    vocab.emplace(token, static_cast<std::int32_t>(id.integer));
+    max_id = std::max(max_id, id.integer);
+  }
+
+  // added_tokens
+  if (const JsonValue* a = root.find("added_tokens"); a != nullptr && a->kind != JsonValue::Kind::Null) {
+    if (a->kind != JsonValue::Kind::Array) bad("added_tokens is " + std::string(a->kind_name()) + ", expected an array");
+    for (std::size_t i = 0; i < a->array.size(); ++i) {
+      const JsonValue& t = a->array[i];
+      const std::string w = "added_tokens[" + std::to_string(i) + "].";
+      check_members(t, w,
+                    {{"id", ""},
+                     {"content", ""},
+                     {"single_word", "false"},
+                     {"lstrip", "false"},
+                     {"rstrip", "false"},
+                     {"normalized", ""},
+                     {"special", ""}},
+                    path);
+      const JsonValue& id = member(t, "id", JsonValue::Kind::Number, w, path);
+      const std::string& content = member(t, "content", JsonValue::Kind::String, w, path).string;
+      if (!id.is_integer || id.integer < 0 || id.integer > std::numeric_limits<std::int32_t>::max() / 2)
+        bad(w + "id is not a non-negative id");
+      if (content.empty()) bad(w + "content is empty");
+      added.push_back({content, static_cast<std::int32_t>(id.integer), flag(t, "special")});
+      max_id = std::max(max_id, id.integer);
+    }
+  }
+  std::stable_sort(added.begin(), added.end(), [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
+  for (std::size_t i = 0; i < added.size(); ++i)
+    added_at[static_cast<unsigned char>(added[i].content[0])].push_back(static_cast<std::uint32_t>(i));
+  id_to_token.assign(static_cast<std::size_t>(max_id + 1), "");
+  is_added.assign(id_to_token.size(), 0);
+  for (const auto& [token, id] : vocab) id_to_token[static_cast<std::size_t>(id)] = token;
+  for (const Added& a : added) {
+    id_to_token[static_cast<std::size_t>(a.id)] = a.content;
+    is_added[static_cast<std::size_t>(a.id)] = 1;
+  }
+
+  // ByteLevel's alphabet: printable Latin-1 bytes are themselves, the other 68 are U+0100 on.
+  std::uint32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const std::uint32_t cp = printable ? static_cast<std::uint32_t>(b) : next++;
+    append_utf8(byte_char[static_cast<std::size_t>(b)], cp);
+    char_byte[cp] = static_cast<unsigned char>(b);
+    const auto it = vocab.find(byte_char[static_cast<std::size_t>(b)]);
+    byte_id[static_cast<std::size_t>(b)] = it == vocab.end() ? -1 : it->second;
+  }
+
+  // merges: "a b" or ["a", "b"], most important first
+  const JsonValue& m = member(model, "merges", JsonValue::Kind::Array, "model.", path);
+  for (std::size_t rank = 0; rank < m.array.size(); ++rank) {
+    const JsonValue& e = m.array[rank];
+    std::string left, right;
+    if (e.kind == JsonValue::Kind::String) {
+      const std::size_t space = e.string.find(' ');
+      if (space == std::string::npos || e.string.find(' ', space + 1) != std::string::npos)
+        bad("model.merges[" + std::to_string(rank) + "] '" + e.string + "' is not two tokens separated by a space");
+      left = e.string.substr(0, space);
+      right = e.string.substr(space + 1);
+    } else if (e.kind == JsonValue::Kind::Array && e.array.size() == 2 &&
+               e.array[0].kind == JsonValue::Kind::String && e.array[1].kind == JsonValue::Kind::String) {
+      left = e.array[0].string;
+      right = e.array[1].string;
+    } else {
+      bad("model.merges[" + std::to_string(rank) + "] is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const auto l = vocab.find(left), r = vocab.find(right), lr = vocab.find(left + right);
+    if (l == vocab.end() || r == vocab.end() || lr == vocab.end())
+      bad("model.merges[" + std::to_string(rank) + "] '" + left + " " + right + "': " +
+          (l == vocab.end() ? left : r == vocab.end() ? right : left + right) + " is not in the vocabulary");
+    const std::uint64_t key = static_cast<std::uint64_t>(l->second) << 32 | static_cast<std::uint32_t>(r->second);
+    merges.emplace(key, std::pair<std::int32_t, std::int32_t>{static_cast<std::int32_t>(rank), lr->second});
+  }
+}
+
+// BPE over one piece's bytes: each byte's character is a symbol; the adjacent pair of lowest merge
+// rank (leftmost among equals) merges until none does, as `tokenizers` does.
+void HfTokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    const auto it = cache.find(std::string(piece));
+    if (it != cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<std::int32_t> ids;
+  std::string mapped;
+  for (const char c : piece) mapped += byte_char[static_cast<unsigned char>(c)];
+  const auto whole = ignore_merges ? vocab.find(mapped) : vocab.end();
+  if (whole != vocab.end()) {
+    ids.push_back(whole->second);
+  } else {
+    for (const char c : piece) {
+      const std::int32_t id = byte_id[static_cast<unsigned char>(c)];
+      if (id < 0) {
+        fail(kWhere, path + ": the vocabulary has no token for byte " + std::to_string(static_cast<unsigned char>(c)) +
+                         " ('" + byte_char[static_cast<unsigned char>(c)] + "'); a byte-level BPE needs all 256");
+      }
+      ids.push_back(id);
+    }
+    for (;;) {
+      std::int32_t best_rank = std::numeric_limits<std::int32_t>::max(), best_id = -1;
+      std::size_t best_at = 0;
+      for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+        const auto it = merges.find(static_cast<std::uint64_t>(ids[i]) << 32 | static_cast<std::uint32_t>(ids[i + 1]));
+        if (it != merges.end() && it->second.first < best_rank) {
+          best_rank = it->second.first;
+          best_id = it->second.second;
+          best_at = i;
+        }
+      }
+      if (best_id < 0) break;
+      ids[best_at] = best_id;
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    }
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (cache.size() >= kCacheLimit) cache.clear();
+  cache.emplace(std::string(piece), std::move(ids));
+}
+
+// Text without added tokens: normalized, split by the pattern (matches and the text between them
+// are pieces), each piece through BPE.
+void HfTokenizer::Impl::encode_text(std::string_view text, std::vector<std::int32_t>& out) const {
+  if (text.empty()) return;
+  std::string normalized;
+  if (nfc && valid_utf8(text)) {
+    UErrorCode status = U_ZERO_ERROR;
+    const UNormalizer2* n = unorm2_getNFCInstance(&status);
+    std::vector<UChar> wide(text.size() + 1);
+    std::int32_t wide_len = 0;
+    u_strFromUTF8(wide.data(), static_cast<std::int32_t>(wide.size()), &wide_len, text.data(),
+                  static_cast<std::int32_t>(text.size()), &status);
+    if (U_SUCCESS(status) && !unorm2_isNormalized(n, wide.data(), wide_len, &status) && U_SUCCESS(status)) {
+      std::vector<UChar> norm(static_cast<std::size_t>(wide_len) * 3 + 16);
+      const std::int32_t norm_len =
+          unorm2_normalize(n, wide.data(), wide_len, norm.data(), static_cast<std::int32_t>(norm.size()), &status);
+      std::int32_t bytes = 0;
+      normalized.resize(static_cast<std::size_t>(norm_len) * 3 + 4);
+      u_strToUTF8(normalized.data(), static_cast<std::int32_t>(normalized.size()), &bytes, norm.data(), norm_len,
+                  &status);
+      if (U_FAILURE(status)) fail(kWhere, path + ": NFC normalization failed: " + u_errorName(status));
+      normalized.resize(static_cast<std::size_t>(bytes));
+      text = normalized;
+    }
+  }
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(split->code, nullptr);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  std::size_t gap = 0, search = 0;
+  while (search < text.size()) {
+    const int rc = pcre2_match(split->code, subject, text.size(), search, 0, md, nullptr);
+    if (rc < 0) break;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const std::size_t begin = ov[0], end = ov[1];
+    if (end == begin) {  // an empty match splits nothing: look again one character on
+      const std::size_t n = next_char(text, begin).second;
+      search = begin + std::max<std::size_t>(n, 1);
+      continue;
+    }
+    if (begin > gap) bpe(text.substr(gap, begin - gap), out);
+    bpe(text.substr(begin, end - begin), out);
+    gap = search = end;
+  }
+  pcre2_match_data_free(md);
+  if (gap < text.size()) bpe(text.substr(gap), out);
+}
+
+HfTokenizer::HfTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HfTokenizer::~HfTokenizer() = default;
+HfTokenizer::HfTokenizer(HfTokenizer&&) noexcept = default;
+HfTokenizer& HfTokenizer::operator=(HfTokenizer&&) noexcept = default;
+
+HfTokenizer HfTokenizer::from_json(std::string json, const std::string& label) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = label;
+  impl->json = std::move(json);
+  impl->parse();
+  return HfTokenizer(std::move(impl));
+}
+
+HfTokenizer HfTokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(kWhere, path + ": cannot open for reading (expected a tokenizer.json)");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return from_json(s.str(), path);
+}
+
+std::vector<std::int32_t> HfTokenizer::encode(std::string_view text, bool allow_special) const {
+  const Impl& t = *impl_;
+  std::vector<std::int32_t> out;
+  // Added tokens first: at each position the longest that starts there; the text between them
+  // goes through the pipeline.
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    for (const std::uint32_t k : t.added_at[static_cast<unsigned char>(text[i])]) {
+      const Impl::Added& a = t.added[k];
+      if ((a.special && !allow_special) || text.compare(i, a.content.size(), a.content) != 0) continue;
+      t.encode_text(text.substr(plain, i - plain), out);
+      out.push_back(a.id);
+      i += a.content.size() - 1;
+      plain = i + 1;
+      break;
+    }
+  }
+  t.encode_text(text.substr(plain), out);
+  return out;
+}
+
+std::string HfTokenizer::decode(std::span<const std::int32_t> ids) const {
+  const Impl& t = *impl_;
+  std::string out;
+  for (const std::int32_t id : ids) {
+    if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token.size())
+      fail(kWhere, t.path + ": token id " + std::to_string(id) + " is outside [0, " + std::to_string(t.id_to_token.size()) + ")");
+    const std::string& token = t.id_to_token[static_cast<std::size_t>(id)];
+    if (t.is_added[static_cast<std::size_t>(id)]) {
+      out += token;
+      continue;
+    }
+    for (std::size_t i = 0; i < token.size();) {
+      const auto [cp, n] = next_char(token, i);
+      const auto it = n == 0 ? t.char_byte.end() : t.char_byte.find(cp);
+      if (it == t.char_byte.end()) {  // not ByteLevel's alphabet: the character as it is
+        out.append(token, i, std::max<std::size_t>(n, 1));
+      } else {
+        out += static_cast<char>(it->second);
+      }
+      i += std::max<std::size_t>(n, 1);
+    }
+  }
+  return out;
+}
+
+int HfTokenizer::vocab_size() const { return static_cast<int>(impl_->id_to_token.size()); }
+
+std::optional<std::int32_t> HfTokenizer::token_id(std::string_view token) const {
+  for (const Impl::Added& a : impl_->added)
+    if (a.content == token) return a.id;
+  const auto it = impl_->vocab.find(std::string(token));
+  if (it == impl_->vocab.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& HfTokenizer::path() const { return impl_->path; }
+const std::string& HfTokenizer::json() const { return impl_->json; }
+
+}  // namespace llmcc
