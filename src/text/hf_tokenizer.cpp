@@ -26,7 +26,8 @@ namespace {
 constexpr const char* kWhere = "hf_tokenizer";
 
 // GPT-2's ByteLevel pre-tokenizer pattern (use_regex: true).
-constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // Pieces in the cache before it is emptied (a long text has far fewer distinct pieces).
 constexpr std::size_t kCacheLimit = 200'000;
@@ -88,15 +89,15 @@ struct HfTokenizer::Impl {
   std::vector<char> is_added;            // by id
   // Merges: (left id, right id) -> (rank, merged id).
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges;
-  std::array<std::int32_t, 256> byte_id{};  // the vocab id of each byte's ByteLevel character
-  std::array<std::string, 256> byte_char;   // each byte's ByteLevel character (UTF-8)
+  std::array<std::int32_t, 256> byte_id{};                     // the vocab id of each byte's ByteLevel character
+  std::array<std::string, 256> byte_char;                      // each byte's ByteLevel character (UTF-8)
   std::unordered_map<std::uint32_t, unsigned char> char_byte;  // its inverse
   struct Added {
     std::string content;
     std::int32_t id;
     bool special;
   };
-  std::vector<Added> added;                            // longest content first
+  std::vector<Added> added;                              // longest content first
   std::array<std::vector<std::uint32_t>, 256> added_at;  // by first byte: positions in `added`, in its order
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache;
@@ -117,7 +118,7 @@ const JsonValue& member(const JsonValue& o, std::string_view key, JsonValue::Kin
   if (v == nullptr || v->kind != kind) {
     const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
     bad_at(file, where + std::string(key) + " is " + (v == nullptr ? "missing" : v->kind_name()) + ", expected " +
-          kinds[static_cast<int>(kind)]);
+                     kinds[static_cast<int>(kind)]);
   }
   return *v;
 }
@@ -141,8 +142,8 @@ void check_members(const JsonValue& o, const std::string& where,
     if (value.kind == JsonValue::Kind::String) text = value.string;
     if (value.kind == JsonValue::Kind::Null) text = "null";
     if (text != it->second) {
-      bad_at(file, where + key + " is " + (text.empty() ? std::string(value.kind_name()) : text) + "; llmcc implements " +
-            std::string(it->second));
+      bad_at(file, where + key + " is " + (text.empty() ? std::string(value.kind_name()) : text) +
+                       "; llmcc implements " + std::string(it->second));
     }
   }
 }
@@ -165,8 +166,8 @@ void HfTokenizer::Impl::parse() {
   const std::string pre_type = member(pre, "type", JsonValue::Kind::String, "pre_tokenizer.", path).string;
   std::string pattern;
   auto byte_level = [&](const JsonValue& b, const std::string& where, bool regex_allowed) {
-    check_members(b, where,
-                  {{"type", ""}, {"add_prefix_space", "false"}, {"trim_offsets", ""}, {"use_regex", ""}}, path);
+    check_members(b, where, {{"type", ""}, {"add_prefix_space", "false"}, {"trim_offsets", ""}, {"use_regex", ""}},
+                  path);
     const bool use_regex = b.find("use_regex") == nullptr || flag(b, "use_regex");
     if (use_regex && !regex_allowed) bad(where + "use_regex is true after a Split; llmcc implements false there");
     if (use_regex) pattern = kGpt2Pattern;
@@ -230,7 +231,8 @@ void HfTokenizer::Impl::parse() {
                 path);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const JsonValue* v = model.find(key);
-    if (v != nullptr && !(v->kind == JsonValue::Kind::Null || (v->kind == JsonValue::Kind::String && v->string.empty())))
+    if (v != nullptr &&
+        !(v->kind == JsonValue::Kind::Null || (v->kind == JsonValue::Kind::String && v->string.empty())))
       bad(std::string("model.") + key + " is set; llmcc implements byte-level BPE without it");
   }
   ignore_merges = flag(model, "ignore_merges");
@@ -245,7 +247,8 @@ void HfTokenizer::Impl::parse() {
 
   // added_tokens
   if (const JsonValue* a = root.find("added_tokens"); a != nullptr && a->kind != JsonValue::Kind::Null) {
-    if (a->kind != JsonValue::Kind::Array) bad("added_tokens is " + std::string(a->kind_name()) + ", expected an array");
+    if (a->kind != JsonValue::Kind::Array)
+      bad("added_tokens is " + std::string(a->kind_name()) + ", expected an array");
     for (std::size_t i = 0; i < a->array.size(); ++i) {
       const JsonValue& t = a->array[i];
       const std::string w = "added_tokens[" + std::to_string(i) + "].";
@@ -267,7 +270,11 @@ void HfTokenizer::Impl::parse() {
       max_id = std::max(max_id, id.integer);
     }
   }
-  std::stable_sort(added.begin(), added.end(), [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
+  // Longest first; two of one length cannot both match at a position, so their order is free.
+  // (std::sort: libstdc++ 12's stable_sort calls get_temporary_buffer, deprecated under Clang.)
+  std::sort(added.begin(), added.end(), [](const Added& x, const Added& y) {
+    return x.content.size() != y.content.size() ? x.content.size() > y.content.size() : x.content < y.content;
+  });
   for (std::size_t i = 0; i < added.size(); ++i)
     added_at[static_cast<unsigned char>(added[i].content[0])].push_back(static_cast<std::uint32_t>(i));
   id_to_token.assign(static_cast<std::size_t>(max_id + 1), "");
@@ -300,8 +307,8 @@ void HfTokenizer::Impl::parse() {
         bad("model.merges[" + std::to_string(rank) + "] '" + e.string + "' is not two tokens separated by a space");
       left = e.string.substr(0, space);
       right = e.string.substr(space + 1);
-    } else if (e.kind == JsonValue::Kind::Array && e.array.size() == 2 &&
-               e.array[0].kind == JsonValue::Kind::String && e.array[1].kind == JsonValue::Kind::String) {
+    } else if (e.kind == JsonValue::Kind::Array && e.array.size() == 2 && e.array[0].kind == JsonValue::Kind::String &&
+               e.array[1].kind == JsonValue::Kind::String) {
       left = e.array[0].string;
       right = e.array[1].string;
     } else {
@@ -310,7 +317,10 @@ void HfTokenizer::Impl::parse() {
     const auto l = vocab.find(left), r = vocab.find(right), lr = vocab.find(left + right);
     if (l == vocab.end() || r == vocab.end() || lr == vocab.end())
       bad("model.merges[" + std::to_string(rank) + "] '" + left + " " + right + "': " +
-          (l == vocab.end() ? left : r == vocab.end() ? right : left + right) + " is not in the vocabulary");
+          (l == vocab.end()   ? left
+           : r == vocab.end() ? right
+                              : left + right) +
+          " is not in the vocabulary");
     const std::uint64_t key = static_cast<std::uint64_t>(l->second) << 32 | static_cast<std::uint32_t>(r->second);
     merges.emplace(key, std::pair<std::int32_t, std::int32_t>{static_cast<std::int32_t>(rank), lr->second});
   }
@@ -457,7 +467,8 @@ std::string HfTokenizer::decode(std::span<const std::int32_t> ids) const {
   std::string out;
   for (const std::int32_t id : ids) {
     if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token.size())
-      fail(kWhere, t.path + ": token id " + std::to_string(id) + " is outside [0, " + std::to_string(t.id_to_token.size()) + ")");
+      fail(kWhere, t.path + ": token id " + std::to_string(id) + " is outside [0, " +
+                       std::to_string(t.id_to_token.size()) + ")");
     const std::string& token = t.id_to_token[static_cast<std::size_t>(id)];
     if (t.is_added[static_cast<std::size_t>(id)]) {
       out += token;

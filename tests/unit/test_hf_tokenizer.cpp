@@ -45,7 +45,8 @@ std::string tokenizer_json(const std::string& merges = R"(["a b", "ab c", "\u012
   for (int b = 0; b < 256; ++b) vocab += "\"" + byte_char(b) + "\": " + std::to_string(b) + ", ";
   vocab += R"("ab": 256, "abc": 257, "\u0120a": 258, "bc": 259)";
   const std::string pre_tokenizer =
-      pre.empty() ? R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})" : pre;
+      pre.empty() ? R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})"
+                  : pre;
   return R"({"version": "1.0", "truncation": null, "padding": null,
   "added_tokens": [{"id": 260, "content": "<|s|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
                    {"id": 261, "content": "<|s|>x", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false},
@@ -62,7 +63,7 @@ std::vector<std::int32_t> ids(std::initializer_list<std::int32_t> v) { return v;
 TEST(HfTokenizer, MergesApplyByRankAndAddedTokensLongestFirst) {
   const HfTokenizer t = HfTokenizer::from_json(tokenizer_json(), "t.json");
   EXPECT_EQ(t.vocab_size(), 263);
-  EXPECT_EQ(t.encode("abc", false), ids({257}));              // a b -> ab, ab c -> abc
+  EXPECT_EQ(t.encode("abc", false), ids({257}));  // a b -> ab, ab c -> abc
   // " abcd": "a b" (rank 0) first, then "ab c"; "Ġ a" (rank 2) never gets its pair.
   EXPECT_EQ(t.encode("abc abcd", false), ids({257, ' ', 257, 'd'}));
   EXPECT_EQ(t.encode("xbc", false), ids({'x', 259}));
@@ -91,7 +92,7 @@ TEST(HfTokenizer, IgnoreMergesTakesAWholePieceThatIsAToken) {
 TEST(HfTokenizer, DecodeGivesBackAnyBytes) {
   const HfTokenizer t = HfTokenizer::from_json(tokenizer_json(), "t.json");
   for (const std::string& s : {std::string("abc abcd <|s|>x zz"), std::string("\xff\xfe\xc3( \xe2\x82"),
-                              std::string("caf\xc3\xa9 \xf0\x9f\x91\x8b\n\t "), std::string()}) {
+                               std::string("caf\xc3\xa9 \xf0\x9f\x91\x8b\n\t "), std::string()}) {
     EXPECT_EQ(t.decode(t.encode(s, true)), s);
     EXPECT_EQ(t.decode(t.encode(s, false)), s);
   }
@@ -155,8 +156,8 @@ TEST(HfTokenizer, SpecsLoadAFileOrItsDirectoryWithTheConfigsSpecialTokens) {
     std::ofstream(dir.file("tokenizer.json")) << tokenizer_json();
     std::ofstream(dir.file("tokenizer_config.json")) << R"({"bos_token": "<|s|>", "eos_token": {"content": "zz"}})";
   }
-  for (const std::string& spec : {"hf:" + dir.path.string(), "hf:" + dir.file("tokenizer.json"), dir.path.string(),
-                                 dir.file("tokenizer.json")}) {
+  for (const std::string& spec :
+       {"hf:" + dir.path.string(), "hf:" + dir.file("tokenizer.json"), dir.path.string(), dir.file("tokenizer.json")}) {
     const auto t = llmcc::load_text_tokenizer(spec);
     EXPECT_EQ(t->bos(), 260) << spec;
     EXPECT_EQ(t->eos(), 262) << spec;

@@ -47,7 +47,7 @@ class HfTokenizer {
   // Throws llmcc::Error for an id outside [0, vocab_size()).
   std::string decode(std::span<const std::int32_t> ids) const;
 
-  int vocab_size() const;                                     // largest id + 1
+  int vocab_size() const;                                              // largest id + 1
   std::optional<std::int32_t> token_id(std::string_view token) const;  // an added token's or a vocab entry's id
   const std::string& path() const;
   // The file's bytes, so that a data directory or checkpoint can carry the tokenizer itself.
