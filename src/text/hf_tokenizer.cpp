@@ -11,6 +11,7 @@
 #include <array>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -399,13 +400,21 @@ void HfTokenizer::Impl::encode_text(std::string_view text, std::vector<std::int3
       text = normalized;
     }
   }
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(split->code, nullptr);
+  // Owned here: bpe() throws for a byte the vocabulary lacks.
+  const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+      pcre2_match_data_create_from_pattern(split->code, nullptr), pcre2_match_data_free);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t gap = 0, search = 0;
   while (search < text.size()) {
-    const int rc = pcre2_match(split->code, subject, text.size(), search, 0, md, nullptr);
-    if (rc < 0) break;
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const int rc = pcre2_match(split->code, subject, text.size(), search, 0, md.get(), nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      fail(kWhere, path + ": the pre-tokenizer's regex failed at byte " + std::to_string(search) +
+                       " of the text: " + reinterpret_cast<const char*>(message));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     const std::size_t begin = ov[0], end = ov[1];
     if (end == begin) {  // an empty match splits nothing: look again one character on
       const std::size_t n = next_char(text, begin).second;
@@ -416,7 +425,6 @@ void HfTokenizer::Impl::encode_text(std::string_view text, std::vector<std::int3
     bpe(text.substr(begin, end - begin), out);
     gap = search = end;
   }
-  pcre2_match_data_free(md);
   if (gap < text.size()) bpe(text.substr(gap), out);
 }
 
