@@ -5,6 +5,7 @@
 // untouched), alpha and beta, 1 and 2 threads. This is also the check to run with
 // OPENBLAS_CORETYPE unset, since OpenBLAS's own CPU detection picks different kernels
 // (docs/perf.md).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -249,6 +250,35 @@ TEST(GemmKernel, BothOrdersAcrossStagesAreExactAndRepeatable) {
     SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
     check_stages_repeatable(M, N, K);
   }
+}
+
+// One row against stored rows (x . W^T, a decode step's linear layer) takes cpu::gemv_rows:
+// against the naive loop with bias, alpha and beta (beta 0 ignoring NaN in C), on shapes of
+// several thread chunks, and bit for bit the same on 1, 2 and 3 threads.
+TEST(GemmKernel, OneRowAgainstStoredRowsIsExactAcrossThreadCounts) {
+  const int before = num_threads();
+  for (const auto& [N, K] : {std::pair{1003, 771}, std::pair{5, 3}, std::pair{4100, 64}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " K=" + std::to_string(K));
+    const int ldb = K + 3;
+    const auto x = test::random_vector<float>(static_cast<std::size_t>(K), 1);        // (1, K)
+    const auto W = test::random_vector<float>(static_cast<std::size_t>(N) * ldb, 2);  // (N, ldb)
+    const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 3);     // (N)
+    const auto C0 = test::random_vector<float>(static_cast<std::size_t>(N), 4);       // (1, N)
+    for (const float beta : {0.0f, -0.5f}) {
+      const auto expect = test::naive_gemm(false, true, 1, N, K, 0.75, x, K, W, ldb, beta, C0, N, bias.data());
+      std::vector<float> alone;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> C = C0;  // (1, N)
+        if (beta == 0.0f) std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
+        cpu::gemm_packed_bias(false, true, 1, N, K, 0.75f, x.data(), K, W.data(), ldb, beta, C.data(), N, bias.data());
+        EXPECT_TRUE(test::all_close("y", C, expect, 2e-6 * K + 1e-6, 1e-5)) << threads << " threads";
+        if (threads == 1) alone = C;
+        EXPECT_TRUE(C == alone) << threads << " threads differ from one";
+      }
+    }
+  }
+  set_num_threads(before);
 }
 
 }  // namespace

@@ -66,9 +66,10 @@ int run_generate(int argc, char** argv) {
         "(recomputes the cache of the last max_seq_len - 1 tokens for every further token: slow)");
   p.add("--threads", &threads, "threads for the kernels; 0 uses every core");
   p.add("--tokenizer", &tokenizer_spec,
-        "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model) or a directory with encoder.json and "
-        "vocab.bpe [default: the one llmcc train stored in the checkpoint, a tokenizer.model next to "
-        "a Hugging Face model, else GPT-2's, found or downloaded as llmcc prepare does]");
+        "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model), hf:FILE (a tokenizer.json) or a directory "
+        "with encoder.json and vocab.bpe or a tokenizer.json [default: the one llmcc train stored in the "
+        "checkpoint, a tokenizer.json or tokenizer.model in a Hugging Face model's folder, else GPT-2's, "
+        "found or downloaded as llmcc prepare does]");
   p.epilogue(
       "The text (prompt, then each new token) goes to stdout as it is produced; prefill and decode\n"
       "tokens/s go to stderr.\n\n"

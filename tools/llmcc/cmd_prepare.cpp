@@ -1,5 +1,6 @@
 // llmcc prepare: text files -> token shards for training, in llm.c's token-file format, with
-// GPT-2's BPE (the default) or a SentencePiece model (--tokenizer sp:MODEL).
+// GPT-2's BPE (the default), a SentencePiece model (--tokenizer sp:MODEL) or a tokenizer.json
+// (--tokenizer hf:FILE).
 //
 // What it writes (also in `llmcc prepare --help` and the README):
 //   * Every input file is one document; each document is preceded by the tokenizer's document
@@ -276,7 +277,8 @@ int run_prepare(int argc, char** argv) {
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2 (GPT-2 BPE: $LLMCC_GPT2_TOKENIZER_DIR, ../shared/data/gpt2 or ~/.cache/llmcc/gpt2, else downloaded), "
         "gpt2:DIR (encoder.json and "
-        "vocab.bpe in DIR) or sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer)");
+        "vocab.bpe in DIR), sp:MODEL (a SentencePiece .model, e.g. from llmcc train-tokenizer) or hf:FILE "
+        "(a Hugging Face tokenizer.json, or a directory holding one)");
   p.add("--shard-tokens", &shard_tokens, "maximum tokens per shard file (at least 1024)");
   p.add("--format", &format,
         "token file version: v1 = uint16 ids (llm.c), v2 = uint32 ids, auto = v1 when the vocabulary has at most "

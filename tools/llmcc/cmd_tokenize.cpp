@@ -1,5 +1,5 @@
 // llmcc tokenize: token ids of a text, and text of token ids, with GPT-2's BPE (the default) or
-// a SentencePiece model (--tokenizer sp:MODEL).
+// a SentencePiece model (--tokenizer sp:MODEL) or a tokenizer.json (--tokenizer hf:FILE).
 //
 //   llmcc tokenize --text "Hello world"      stdout: "15496 995"      stderr: "2 tokens"
 //   llmcc tokenize --file notes.txt          (--file - reads standard input)

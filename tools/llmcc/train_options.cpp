@@ -161,7 +161,7 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
         "'llmc': llm.c's train_gpt2.c recipe for the flags not given: --lr 1e-4 constant (--min-lr 1e-4, "
         "--warmup-steps 0), --beta2 0.999, --weight-decay 0, --grad-clip 0, --sampling sequential");
   p.add("--tokenizer", &o.tokenizer,
-        "the data's tokenizer, for samples and checkpoints: gpt2, gpt2:DIR or sp:MODEL [default: the "
+        "the data's tokenizer, for samples and checkpoints: gpt2, gpt2:DIR, sp:MODEL or hf:FILE [default: the "
         "resumed checkpoint's, else the tokenizer.txt llmcc prepare wrote next to the shards]");
 
   add_model_flags(p, o.model);

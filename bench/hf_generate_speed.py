@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""KV-cache generation from a downloaded-style model folder: llmcc generate against transformers'
+generate, greedy, fp32, on the same CPU and thread count.
+
+The folder is bench/hf_load_memory.py's (a randomly initialised model of a real configuration,
+bf16 shards), made there if missing, with a tokenizer.json of the model's vocabulary size added
+(a byte-level BPE trained on Tiny Shakespeare by `tokenizers`, padded with added tokens). Both
+continue the same prompt by --tokens tokens; the figure is decode tokens/s (llmcc's own report;
+transformers' generate timed whole, minus one forward of the prompt). Greedy ids must agree for
+the first tokens (a random model's logits are close, so long continuations may part on a near tie).
+
+  <torch venv>/bin/python3 bench/hf_generate_speed.py --llmcc build/llmcc [--model smollm2-360m]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import hf_load_memory
+
+PROMPT = "ROMEO:\nWhat light through yonder window breaks? It is the east, and Juliet is the sun."
+
+
+def add_tokenizer(folder, vocab_size, text_path):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    path = os.path.join(folder, "tokenizer.json")
+    if os.path.exists(path):
+        return path
+    with open(text_path, encoding="utf-8") as f:
+        text = f.read()
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                                   r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=min(vocab_size, 8000),
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                        special_tokens=["<|endoftext|>"], show_progress=False))
+    tok.add_tokens([f"<|unused_{i}|>" for i in range(vocab_size - tok.get_vocab_size())])
+    assert tok.get_vocab_size() == vocab_size
+    tok.save(path)
+    return path
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llmcc", required=True)
+    ap.add_argument("--model", default="smollm2-360m", choices=sorted(hf_load_memory.MODELS))
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", default=os.path.join(os.path.expanduser("~"), ".cache", "llmcc", "hf-bench"))
+    ap.add_argument("--text", default=os.path.join(root, "..", "shared", "data", "tinyshakespeare", "input.txt"))
+    args = ap.parse_args()
+    folder = os.path.join(args.work, args.model)
+    if not os.path.exists(os.path.join(folder, "model.safetensors.index.json")):
+        print(f"making {folder}", flush=True)
+        hf_load_memory.make_folder(args.model, folder)
+    with open(os.path.join(folder, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    tokenizer = add_tokenizer(folder, vocab, args.text)
+
+    out = subprocess.run([args.llmcc, "generate", "--ckpt", folder, "--prompt", PROMPT, "--max-tokens",
+                          str(args.tokens), "--temperature", "0", "--no-stop-at-eot", "--threads", str(args.threads)],
+                         check=True, capture_output=True, text=True)
+    m = re.search(r"decode: (\d+) new tokens.* \(([\d.]+) tokens/s\)", out.stderr)
+    if m is None:
+        sys.exit(f"no decode figure in llmcc's output:\n{out.stderr}")
+    ours = float(m.group(2))
+
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+    torch.set_num_threads(args.threads)
+    ids = Tokenizer.from_file(tokenizer).encode(PROMPT).ids
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        model.generate(x, max_new_tokens=4, do_sample=False)  # warm-up
+        t0 = time.perf_counter()
+        model(x)
+        prefill = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        gen = model.generate(x, max_new_tokens=args.tokens, do_sample=False, min_new_tokens=args.tokens)
+        total = time.perf_counter() - t0
+    theirs = (args.tokens - 1) / max(total - prefill, 1e-9)
+    their_ids = gen[0, len(ids):].tolist()
+    ours_text_ids = subprocess.run([args.llmcc, "tokenize", "--tokenizer", "hf:" + tokenizer, "--text",
+                                    out.stdout[len(PROMPT):]], capture_output=True, text=True).stdout.split()
+    agree = 0
+    for a, b in zip(map(int, ours_text_ids), their_ids):
+        if a != b:
+            break
+        agree += 1
+    print(f"{args.model}, prompt {len(ids)} tokens, {args.tokens} new, greedy, fp32, {args.threads} threads: "
+          f"llmcc {ours:.1f} tokens/s, transformers {theirs:.1f} tokens/s ({ours / theirs:.2f}x); "
+          f"the first {agree} re-tokenized ids agree")
+    print(f"result: model={args.model} llmcc_tokens_per_s={ours:.2f} transformers_tokens_per_s={theirs:.2f} "
+          f"ratio={ours / theirs:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+#include "kernels/cpu/gemv.h"
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/parallel.h"
+
+namespace llmcc::cpu {
+
+namespace {
+
+// Products below this many multiply-adds run on the calling thread (as the packed GEMM's
+// threshold: waking a team costs more than such a product).
+constexpr std::int64_t kParallelWork = 1 << 16;
+
+constexpr int kRows = 4;
+
+}  // namespace
+
+void gemv_rows(int N, int K, float alpha, const float* x, const float* W, int ldw, float beta, float* y,
+               const float* bias) {
+  const auto store = [&](std::int64_t j, float dot) {
+    const float old = beta == 0.0f ? 0.0f : beta * y[j];
+    y[j] = alpha * dot + old + (bias != nullptr ? bias[j] : 0.0f);
+  };
+  // Rows go in groups of kRows (four dot products share each load of x, four independent sums)
+  // and threads' ranges start at multiples of kRows, so a row's code path, and with it the order
+  // of its sum, depends on its index alone: only the last N % kRows rows take the one-row loop,
+  // whatever the thread count.
+  parallel_for(
+      N, static_cast<std::int64_t>(N) * K >= kParallelWork,
+      [&](std::int64_t begin, std::int64_t end) {
+        std::int64_t j = begin;
+        for (; j + kRows <= end; j += kRows) {
+          const float* w0 = W + j * ldw;  // (K) each
+          const float* w1 = w0 + ldw;
+          const float* w2 = w1 + ldw;
+          const float* w3 = w2 + ldw;
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+          for (int p = 0; p < K; ++p) {
+            s0 += x[p] * w0[p];
+            s1 += x[p] * w1[p];
+            s2 += x[p] * w2[p];
+            s3 += x[p] * w3[p];
+          }
+          store(j, s0);
+          store(j + 1, s1);
+          store(j + 2, s2);
+          store(j + 3, s3);
+        }
+        for (; j < end; ++j) {
+          const float* w = W + j * ldw;  // (K)
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int p = 0; p < K; ++p) s += x[p] * w[p];
+          store(j, s);
+        }
+      },
+      kRows);
+}
+
+}  // namespace llmcc::cpu

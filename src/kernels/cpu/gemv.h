@@ -1,0 +1,15 @@
+// One row of a GEMM against stored rows: y (1, N) = alpha * x (1, K) . W^T + beta * y (+ bias),
+// W stored (N, K) with row stride ldw. It is a linear layer's product for one token, what every
+// step of KV-cache decoding computes: the weights are read once, in their stored order, where the
+// packed GEMM would first copy them into panels (reading and writing them once more) to reuse
+// them across rows that a single row does not have.
+#pragma once
+
+namespace llmcc::cpu {
+
+// Each output is a dot product over all of K computed by one thread (the sum's order does not
+// depend on the thread count). beta == 0 ignores y's old values (NaN included); bias may be null.
+void gemv_rows(int N, int K, float alpha, const float* x, const float* W, int ldw, float beta, float* y,
+               const float* bias);
+
+}  // namespace llmcc::cpu
