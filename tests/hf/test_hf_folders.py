@@ -9,7 +9,8 @@ model.safetensors.index.json, the way checkpoints are published. Then:
   on the same bf16 weights, so the difference is llmcc's fp32 arithmetic alone);
 * `llmcc export --format safetensors` of that folder, sharded and in bf16, loads back into
   transformers with every tensor bit-identical to the original's, and in f32 with every tensor
-  equal to the bf16 values widened.
+  equal to the bf16 values widened; the folder's tokenizer.json and tokenizer_config.json go
+  along unchanged.
 
 Run by scripts/test_python.sh with LLMCC_BINARY set to the build's llmcc.
 """
@@ -97,6 +98,25 @@ def transformers_loss(folder, tokens):
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)))
 
 
+def add_tokenizer(folder, vocab_size):
+    """A byte-level BPE tokenizer.json of exactly vocab_size ids (trained on a little text, padded
+    with added tokens) and a tokenizer_config.json, as a downloaded folder has them."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = "the quick brown fox jumps over the lazy dog; " * 50
+    specials = ["<|endoftext|>"] if vocab_size > 257 else []  # 256 ids are the bytes alone
+    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                        show_progress=False))
+    tok.add_tokens([f"<|unused_{i}|>" for i in range(vocab_size - tok.get_vocab_size())])
+    assert tok.get_vocab_size() == vocab_size
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": specials[0] if specials else None, "model_max_length": 64}, f)
+
+
 def weights(folder):
     """Every tensor of a folder's safetensors (one file or its shards), by name."""
     index = os.path.join(folder, "model.safetensors.index.json")
@@ -132,10 +152,14 @@ def test_sharded_bf16_folder_evaluates_and_exports_as_transformers_reads_it(name
     ours, theirs = llmcc_loss(folder, val), transformers_loss(folder, tokens)
     assert abs(ours - theirs) <= 2e-5 * max(1.0, abs(theirs)), f"loss: llmcc {ours}, transformers {theirs}"
 
+    add_tokenizer(folder, model.config.vocab_size)
     exported = str(tmp_path / "exported")
     run("export", "--ckpt", folder, "--format", "safetensors", "--out", exported, "--weights-dtype", "bf16",
         "--max-shard-size", SHARD)
     assert os.path.exists(os.path.join(exported, "model.safetensors.index.json"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # the folder's tokenizer goes along
+        with open(os.path.join(folder, name), "rb") as a, open(os.path.join(exported, name), "rb") as b:
+            assert a.read() == b.read(), f"{name} differs after the export"
     back = weights(exported)
     for key, want in original.items():
         assert key in back, f"{key} is missing from the export"

@@ -7,13 +7,16 @@
 // The input kind is told once (models::identify_model_file). Only the weights travel: an
 // exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled, not
 // resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc output
-// as it is, into a Hugging Face directory as tokenizer.model (SentencePiece only).
+// as it is, into a Hugging Face directory as tokenizer.json (with its tokenizer_config.json) or
+// tokenizer.model (SentencePiece).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -85,17 +88,33 @@ std::string format_help() {
   }() + ") for an llmcc checkpoint, llmcc for anything else";
 }
 
-// The checkpoint's SentencePiece model beside a Hugging Face export (as Llama-2-style
-// repositories ship it: tokenizer.model).
-void write_sentencepiece_beside(const std::string& ckpt, const std::string& dir) {
+// The input's tokenizer beside a Hugging Face export: a tokenizer.json (the input folder's, or the
+// one a checkpoint was trained with) is copied with the tokenizer_config.json beside it, as
+// current repositories ship them; a SentencePiece model a checkpoint stores is written as
+// tokenizer.model (Llama 2's layout). Each write is atomic; nothing is copied onto itself.
+void write_tokenizer_beside(const std::string& ckpt, const std::string& dir) {
   const std::optional<RunTokenizer> t = checkpoint_tokenizer(ckpt);
-  if (!t || t->tok->model_bytes().empty()) return;
-  const std::string path = (std::filesystem::path(dir) / "tokenizer.model").string();
-  const std::string bytes = t->tok->model_bytes();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (f != nullptr && std::fclose(f) != 0) fail(kCmd, "cannot write " + path);
-  if (!ok) fail(kCmd, "cannot write " + path);
+  if (!t) return;
+  namespace fs = std::filesystem;
+  const std::string spec = t->tok->spec();
+  if (spec.rfind("hf:", 0) == 0) {
+    const fs::path json = spec.substr(3);
+    for (const fs::path& from : {json, json.parent_path() / "tokenizer_config.json"}) {
+      std::error_code ec;
+      const fs::path to = fs::path(dir) / (from == json ? fs::path("tokenizer.json") : from.filename());
+      if (!fs::is_regular_file(from, ec) || fs::equivalent(from, to, ec)) continue;
+      std::ifstream in(from, std::ios::binary);
+      std::ostringstream bytes;
+      bytes << in.rdbuf();
+      if (!in) fail(kCmd, "cannot read " + from.string());
+      models::write_text_file(to.string(), bytes.str(), kCmd);
+      print_written(to.string(), ("the input's " + from.filename().string()).c_str());
+    }
+    return;
+  }
+  if (t->tok->model_bytes().empty()) return;
+  const std::string path = (fs::path(dir) / "tokenizer.model").string();
+  models::write_text_file(path, t->tok->model_bytes(), kCmd);
   print_written(path, "the checkpoint's SentencePiece tokenizer");
 }
 
@@ -231,7 +250,7 @@ int run_export(int argc, char** argv) {
   if (to_dir) {
     print_hf_written(out, std::string("Hugging Face ") + family.hf_architecture() + ", " +
                               models::hf_torch_dtype(safetensors.dtype) + "; config.json beside it");
-    if (from_llmcc) write_sentencepiece_beside(ckpt, out);
+    write_tokenizer_beside(ckpt, out);
     return 0;
   }
   for (const models::ExportFormat& e : own)
