@@ -280,10 +280,27 @@ void HfTokenizer::Impl::parse() {
     added_at[static_cast<unsigned char>(added[i].content[0])].push_back(static_cast<std::uint32_t>(i));
   id_to_token.assign(static_cast<std::size_t>(max_id + 1), "");
   is_added.assign(id_to_token.size(), 0);
-  for (const auto& [token, id] : vocab) id_to_token[static_cast<std::size_t>(id)] = token;
+  // Decoding maps an id back to one string, so an id names one token: a vocab entry, an added
+  // token, or both with the same text (GPT-2's "<|endoftext|>" is in both).
+  std::vector<std::uint8_t> is_vocab(id_to_token.size(), 0);
+  for (const auto& [token, id] : vocab) {
+    const auto i = static_cast<std::size_t>(id);
+    if (is_vocab[i] != 0)
+      bad("model.vocab gives id " + std::to_string(id) + " to both '" + id_to_token[i] + "' and '" + token +
+          "'; each id names one token");
+    is_vocab[i] = 1;
+    id_to_token[i] = token;
+  }
   for (const Added& a : added) {
-    id_to_token[static_cast<std::size_t>(a.id)] = a.content;
-    is_added[static_cast<std::size_t>(a.id)] = 1;
+    const auto i = static_cast<std::size_t>(a.id);
+    if ((is_vocab[i] != 0 || is_added[i] != 0) && id_to_token[i] != a.content)
+      bad("added token '" + a.content + "' has id " + std::to_string(a.id) + ", which names '" + id_to_token[i] +
+          "'; each id names one token");
+    if (const auto it = vocab.find(a.content); it != vocab.end() && it->second != a.id)
+      bad("added token '" + a.content + "' has id " + std::to_string(a.id) + " but model.vocab gives it id " +
+          std::to_string(it->second));
+    id_to_token[i] = a.content;
+    is_added[i] = 1;
   }
 
   // ByteLevel's alphabet: printable Latin-1 bytes are themselves, the other 68 are U+0100 on.

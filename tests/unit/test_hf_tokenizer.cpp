@@ -150,6 +150,26 @@ TEST(HfTokenizer, WhatIsNotImplementedIsRefusedByName) {
   }
 }
 
+// decode maps an id to one string, so a file where one id names two tokens cannot round-trip and
+// is refused; an added token that repeats a vocab entry (GPT-2's "<|endoftext|>") is fine.
+TEST(HfTokenizer, AnIdNamesOneToken) {
+  const std::string good = tokenizer_json();
+  const std::string zz = R"("id": 262, "content": "zz")";
+  ASSERT_EQ(load_error(replace_once(good, zz, R"("id": 259, "content": "bc")")), "");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {replace_once(good, R"("bc": 259)", R"("bc": 256)"), "model.vocab gives id 256 to both"},
+      {replace_once(good, R"("bc": 259)", R"("bc": 98)"), "model.vocab gives id 98 to both"},
+      {replace_once(good, zz, R"("id": 259, "content": "zz")"), "added token 'zz' has id 259, which names 'bc'"},
+      {replace_once(good, zz, R"("id": 260, "content": "zz")"), "added token 'zz' has id 260, which names '<|s|>'"},
+      {replace_once(good, zz, R"("id": 262, "content": "abc")"),
+       "added token 'abc' has id 262 but model.vocab gives it id 257"},
+  };
+  for (const auto& [json, fragment] : cases) {
+    const std::string error = load_error(json);
+    EXPECT_NE(error.find(fragment), std::string::npos) << "expected `" << fragment << "` in: " << error;
+  }
+}
+
 TEST(HfTokenizer, SpecsLoadAFileOrItsDirectoryWithTheConfigsSpecialTokens) {
   llmcc::test::TempDir dir;
   {
