@@ -16,6 +16,10 @@
 //   LLMCC_ADGEN_NAME("weight")  on a module field (`Tensor w LLMCC_ADGEN_NAME("weight");`): its part
 //                            of parameter names in the generated parameter list and gradient
 //                            store ("h.0.ln_1.weight"); by default the field's name.
+//   LLMCC_ADGEN_OPTIONAL     on a std::vector<Module> field that holds at most one module (a part
+//                            a configuration may leave out, such as an LM head tied to the
+//                            embedding): its module's parameters are named without an index
+//                            ("output.weight", not "output.0.weight").
 // See docs/adgen.md and docs/adgen-subset.md.
 #pragma once
 
@@ -46,6 +50,7 @@
 #define LLMCC_ADGEN_CHECKPOINT LLMCC_ADGEN_ANNOTATE("llmcc.adgen.checkpoint")
 #define LLMCC_ADGEN_RULE(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.rule:" name)
 #define LLMCC_ADGEN_NAME(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.name:" name)
+#define LLMCC_ADGEN_OPTIONAL LLMCC_ADGEN_ANNOTATE("llmcc.adgen.optional")
 
 namespace llmcc::adgen {
 

@@ -1178,8 +1178,9 @@ void emit_module(Out& o, const ModulePlan& m) {
   o.line("return true;");
   o.close();
   // Parameter names: a field's LLMCC_ADGEN_NAME (else its name), "<name>." before a nested
-  // module's, "<name>.<i>." before a vector element's; the same in both lists below, so the
-  // gradient store's names are the parameter store's.
+  // module's, "<name>.<i>." before a vector element's ("<name>." for an LLMCC_ADGEN_OPTIONAL
+  // vector's one element); the same in both lists below, so the gradient store's names are the
+  // parameter store's.
   o.line("// Calls f(name, parameter, gradient) for every parameter, in field order.");
   o.line("template <class F>");
   o.open("void for_each_pair(const " + m.type + "& m, const std::string& prefix, F&& f)");
@@ -1190,6 +1191,9 @@ void emit_module(Out& o, const ModulePlan& m) {
       o.line("f(prefix + \"" + n + "\", m." + f.name + ", " + mine + ");");
     else if (f.kind == ModuleField::Kind::Module)
       o.line(mine + ".for_each_pair(m." + f.name + ", prefix + \"" + n + ".\", f);");
+    else if (f.optional)
+      o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].for_each_pair(m." + f.name +
+             "[i], prefix + \"" + n + ".\", f);");
     else
       o.line("for (std::size_t i = 0; i < " + mine + ".size(); ++i) " + mine + "[i].for_each_pair(m." + f.name +
              "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
@@ -1220,7 +1224,14 @@ void emit_module(Out& o, const ModulePlan& m) {
         o.line("f(prefix + \"" + n + "\", m." + f.name + ");");
       else if (f.kind == ModuleField::Kind::Module)
         o.line(f.grad_type + "::for_each_parameter(m." + f.name + ", prefix + \"" + n + ".\", f);");
-      else
+      else if (f.optional) {
+        // At most one module, named without an index: a second would repeat its names.
+        o.line("if (m." + f.name + ".size() > 1) llmcc::fail(\"adgen\", prefix + \"" + n +
+               " holds \" + std::to_string(m." + f.name +
+               ".size()) + \" modules; an LLMCC_ADGEN_OPTIONAL field holds at most one\");");
+        o.line("for (std::size_t i = 0; i < m." + f.name + ".size(); ++i) " + f.grad_type + "::for_each_parameter(m." +
+               f.name + "[i], prefix + \"" + n + ".\", f);");
+      } else
         o.line("for (std::size_t i = 0; i < m." + f.name + ".size(); ++i) " + f.grad_type + "::for_each_parameter(m." +
                f.name + "[i], prefix + \"" + n + ".\" + std::to_string(i) + \".\", f);");
     }

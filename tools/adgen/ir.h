@@ -137,6 +137,7 @@ struct ModuleField {
   std::string param_name;  // its part of parameter names: LLMCC_ADGEN_NAME("weight"), else the name
   Kind kind = Kind::Tensor;
   std::string type, grad_type;  // Module/ModuleVec: the element module
+  bool optional = false;        // ModuleVec with LLMCC_ADGEN_OPTIONAL: at most one, named without an index
 };
 
 struct ModulePlan {

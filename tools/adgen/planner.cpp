@@ -68,8 +68,11 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
     mf.name = f->getNameAsString();
     // LLMCC_ADGEN_NAME("weight"): the field's part of parameter names ("h.0.ln_1.weight").
     const AnnotateAttr* name_attr = nullptr;
-    for (const auto* a : f->specific_attrs<AnnotateAttr>())
+    const AnnotateAttr* optional_attr = nullptr;  // LLMCC_ADGEN_OPTIONAL
+    for (const auto* a : f->specific_attrs<AnnotateAttr>()) {
       if (a->getAnnotation().starts_with("llmcc.adgen.name:")) name_attr = a;
+      if (a->getAnnotation() == "llmcc.adgen.optional") optional_attr = a;
+    }
     mf.param_name = mf.name;
     if (name_attr != nullptr) {
       mf.param_name = name_attr->getAnnotation().substr(17).str();
@@ -98,6 +101,7 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
       mf.kind = ModuleField::Kind::ModuleVec;
       mf.type = rules_.type_name(ctx_.getRecordType(el));
       mf.grad_type = ensure_module(el);
+      mf.optional = optional_attr != nullptr;
     } else {
       // Configuration: no gradient. Tensors hidden in containers adgen does not mirror would
       // silently get none, so they are errors.
@@ -109,8 +113,16 @@ std::string Planner::ensure_module(const CXXRecordDecl* rd) {
         diag_.error(name_attr->getLocation(), "LLMCC_ADGEN_NAME on field '" + mf.name +
                                                   "', which holds no parameters: it names Tensor fields, nested "
                                                   "modules and std::vector<Module> fields");
+      else if (optional_attr != nullptr)
+        diag_.error(optional_attr->getLocation(), "LLMCC_ADGEN_OPTIONAL on field '" + mf.name +
+                                                      "', which is not a std::vector<Module>: it marks a vector "
+                                                      "of at most one module");
       continue;
     }
+    if (optional_attr != nullptr && mf.kind != ModuleField::Kind::ModuleVec)
+      diag_.error(optional_attr->getLocation(), "LLMCC_ADGEN_OPTIONAL on field '" + mf.name +
+                                                    "', which is not a std::vector<Module>: it marks a vector "
+                                                    "of at most one module");
     if (auto [it, fresh] = param_names.emplace(mf.param_name, f); !fresh) {
       diag_.error(f->getLocation(), "module field '" + mf.name + "' gives parameters the name '" + mf.param_name +
                                         "', as field '" + it->second->getNameAsString() +

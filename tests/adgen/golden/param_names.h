@@ -1,5 +1,6 @@
-// Golden: LLMCC_ADGEN_NAME on a Tensor field, a nested module and a std::vector<Module> (the
-// generated for_each_pair and for_each_parameter), and the Entry trait of a model-only entry.
+// Golden: LLMCC_ADGEN_NAME on a Tensor field, a nested module and a std::vector<Module>, an
+// LLMCC_ADGEN_OPTIONAL vector (named without an index; the generated for_each_pair and
+// for_each_parameter), and the Entry trait of a model-only entry.
 #pragma once
 #include <vector>
 #include "models/toy_rules.h"
@@ -13,9 +14,12 @@ struct Stack {
   int depth = 0;
   Layer in LLMCC_ADGEN_NAME("input");
   std::vector<Layer> layers LLMCC_ADGEN_NAME("h");
+  bool has_out = false;
+  std::vector<Layer> out LLMCC_ADGEN_OPTIONAL;  // one Layer when has_out
   Tensor forward(const Tensor& x) const {
     Tensor y = in.forward(x);
     for (const Layer& l : layers) y = l.forward(y);
+    if (has_out) y = out[0].forward(y);
     return y;
   }
 };
