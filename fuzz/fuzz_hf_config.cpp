@@ -20,10 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const std::string path = dir + "/config.json";
   llmcc::fuzz::write_file(path, data, size);
   expect_error_or_ok([&] { (void)llmcc::models::gpt2_config_from_hf(path); });
-  expect_error_or_ok([&] {
-    bool tied = false;
-    (void)llmcc::models::llama_config_from_hf(path, &tied);
-  });
+  expect_error_or_ok([&] { (void)llmcc::models::llama_config_from_hf(path); });
   expect_error_or_ok([&] {
     const llmcc::models::HfConfig c = llmcc::models::HfConfig::read(path, "fuzz");
     for (const char* key :

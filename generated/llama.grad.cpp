@@ -280,26 +280,65 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::T
   _s.loop0.resize(_n0);
   _s.x_2 = x;
   _s.t2 = LlamaRmsNorm_forward_fwd(self.norm, _s.x_2, _s.norm);
-  _s.t3 = llmcc::linear_nobias(_s.t2, self.output);
-  return _s.t3;
+  llmcc::Tensor h = _s.t2;
+  llmcc::Tensor logits = llmcc::Tensor();
+  _s.branch1 = static_cast<bool>(self.cfg.tie_embeddings);
+  if (_s.branch1) {
+    _s.h_3 = h;
+    _s.t3 = llmcc::linear_nobias(_s.h_3, self.tok_embeddings);
+    logits = _s.t3;
+  } else {
+    _s.h_4 = h;
+    _s.t4 = llmcc::linear_nobias(_s.h_4, self.output[0].w);
+    logits = _s.t4;
+  }
+  return logits;
 }
 
 void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
                        Llama_Grad* d_self, bool _final) {
-  llmcc::Tensor _d_t0;  // adjoint of t0
-  llmcc::Tensor _d_t1;  // adjoint of t1
-  llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::Tensor _d_t3;  // adjoint of t3
-  llmcc::Tensor _d_x;   // adjoint of x
-  llmcc::adgen::accumulate(_d_t3, d_out);
-  if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(
-        _s.t2, self.output, _s.t3, _d_t3, llmcc::adgen::acc(&_d_t2, _s.t2),
-        llmcc::adgen::acc((d_self ? &d_self->output : nullptr), self.output));
-    _d_t3 = llmcc::Tensor();
+  llmcc::Tensor _d_h;       // adjoint of h
+  llmcc::Tensor _d_logits;  // adjoint of logits
+  llmcc::Tensor _d_t0;      // adjoint of t0
+  llmcc::Tensor _d_t1;      // adjoint of t1
+  llmcc::Tensor _d_t2;      // adjoint of t2
+  llmcc::Tensor _d_t3;      // adjoint of t3
+  llmcc::Tensor _d_t4;      // adjoint of t4
+  llmcc::Tensor _d_x;       // adjoint of x
+  llmcc::adgen::accumulate(_d_logits, d_out);
+  if (_s.branch1) {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t3, _g);
+    }
+    if (_d_t3.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_3, self.tok_embeddings, _s.t3, _d_t3, llmcc::adgen::acc(&_d_h, _s.h_3),
+          llmcc::adgen::acc((d_self ? &d_self->tok_embeddings : nullptr), self.tok_embeddings));
+      _d_t3 = llmcc::Tensor();
+    }
+  } else {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t4, _g);
+    }
+    if (_d_t4.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_4, self.output[0].w, _s.t4, _d_t4, llmcc::adgen::acc(&_d_h, _s.h_4),
+          llmcc::adgen::acc((d_self ? &d_self->output[0].w : nullptr), self.output[0].w));
+      _d_t4 = llmcc::Tensor();
+    }
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->output);
+  _d_logits = llmcc::Tensor();
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t2, _g);
+  }
   if (_d_t2.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_2);
     {

@@ -222,12 +222,48 @@ struct LlamaBlock_Grad {
   }
 };
 
+// Gradient mirror of llmcc::models::LlamaOutput: one adjoint per parameter, accumulated (+=).
+struct LlamaOutput_Grad {
+  llmcc::Tensor w;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::LlamaOutput& m) {
+    this->w = llmcc::Tensor(nullptr, m.w.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::LlamaOutput& m) const {
+    if (!this->w.defined() || this->w.shape() != m.w.shape()) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::LlamaOutput& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w, this->w);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->w);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::LlamaOutput& m, const std::string& prefix, F&& f) {
+    f(prefix + "weight", m.w);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::LlamaOutput& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "weight", m.w);
+  }
+};
+
 // Gradient mirror of llmcc::models::Llama: one adjoint per parameter, accumulated (+=).
 struct Llama_Grad {
   llmcc::Tensor tok_embeddings;
   std::vector<LlamaBlock_Grad> layers;
   LlamaRmsNorm_Grad norm;
-  llmcc::Tensor output;
+  std::vector<LlamaOutput_Grad> output;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::models::Llama& m) {
@@ -235,7 +271,8 @@ struct Llama_Grad {
     this->layers.resize(m.layers.size());
     for (std::size_t i = 0; i < this->layers.size(); ++i) this->layers[i].shape_like(m.layers[i]);
     this->norm.shape_like(m.norm);
-    this->output = llmcc::Tensor(nullptr, m.output.shape());
+    this->output.resize(m.output.size());
+    for (std::size_t i = 0; i < this->output.size(); ++i) this->output[i].shape_like(m.output[i]);
   }
   // Whether every gradient is bound to storage with its parameter's shape.
   bool bound_like(const llmcc::models::Llama& m) const {
@@ -245,7 +282,9 @@ struct Llama_Grad {
     for (std::size_t i = 0; i < this->layers.size(); ++i)
       if (!this->layers[i].bound_like(m.layers[i])) return false;
     if (!this->norm.bound_like(m.norm)) return false;
-    if (!this->output.defined() || this->output.shape() != m.output.shape()) return false;
+    if (this->output.size() != m.output.size()) return false;
+    for (std::size_t i = 0; i < this->output.size(); ++i)
+      if (!this->output[i].bound_like(m.output[i])) return false;
     return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
@@ -255,7 +294,8 @@ struct Llama_Grad {
     for (std::size_t i = 0; i < this->layers.size(); ++i)
       this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
     this->norm.for_each_pair(m.norm, prefix + "norm.", f);
-    f(prefix + "output.weight", m.output, this->output);
+    for (std::size_t i = 0; i < this->output.size(); ++i)
+      this->output[i].for_each_pair(m.output[i], prefix + "output.", f);
   }
   // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
   template <class F>
@@ -263,7 +303,7 @@ struct Llama_Grad {
     f(this->tok_embeddings);
     for (const auto& g : this->layers) g.for_each_grad(f);
     this->norm.for_each_grad(f);
-    f(this->output);
+    for (const auto& g : this->output) g.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -273,7 +313,11 @@ struct Llama_Grad {
       LlamaBlock_Grad::for_each_parameter(m.layers[i], prefix + "layers." + std::to_string(i) + ".",
                                           f);
     LlamaRmsNorm_Grad::for_each_parameter(m.norm, prefix + "norm.", f);
-    f(prefix + "output.weight", m.output);
+    if (m.output.size() > 1)
+      llmcc::fail("adgen", prefix + "output holds " + std::to_string(m.output.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.output.size(); ++i)
+      LlamaOutput_Grad::for_each_parameter(m.output[i], prefix + "output.", f);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -283,11 +327,15 @@ struct Llama_Grad {
       LlamaBlock_Grad::for_each_parameter(m.layers[i], prefix + "layers." + std::to_string(i) + ".",
                                           f);
     LlamaRmsNorm_Grad::for_each_parameter(m.norm, prefix + "norm.", f);
-    f(prefix + "output.weight", m.output);
+    if (m.output.size() > 1)
+      llmcc::fail("adgen", prefix + "output holds " + std::to_string(m.output.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.output.size(); ++i)
+      LlamaOutput_Grad::for_each_parameter(m.output[i], prefix + "output.", f);
   }
 };
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:45)
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:46)
 // reads.
 struct LlamaAttention_forward_Saved {
   llmcc::Tensor t0;
@@ -326,7 +374,7 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
                                 bool _final = false);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:33)
+// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:34)
 // reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -345,7 +393,7 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:67) reads.
+// (llama.h:68) reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor t1;
@@ -372,7 +420,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
                                   llmcc::Tensor* d_x, bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:78) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:79) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -409,7 +457,7 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:105) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:112) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     llmcc::Tensor x_1;
@@ -428,7 +476,11 @@ struct Llama_forward_Saved {
   llmcc::Tensor x_2;
   llmcc::Tensor t2;
   LlamaRmsNorm_forward_Saved norm;
+  bool branch1;
+  llmcc::Tensor h_3;
   llmcc::Tensor t3;
+  llmcc::Tensor h_4;
+  llmcc::Tensor t4;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
@@ -437,7 +489,10 @@ struct Llama_forward_Saved {
     f(x_2);
     f(t2);
     norm.visit(f);
+    f(h_3);
     f(t3);
+    f(h_4);
+    f(t4);
   }
 };
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
@@ -446,7 +501,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
                        Llama_Grad* d_self, bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:126) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:139) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -508,6 +563,10 @@ struct GradOf<llmcc::models::LlamaFeedForward> {
 template <>
 struct GradOf<llmcc::models::LlamaBlock> {
   using type = llmcc::models::LlamaBlock_Grad;
+};
+template <>
+struct GradOf<llmcc::models::LlamaOutput> {
+  using type = llmcc::models::LlamaOutput_Grad;
 };
 template <>
 struct GradOf<llmcc::models::Llama> {

@@ -213,9 +213,21 @@ TEST(LlamaHf, TiedCheckpointsAndErrors) {
   };
 
   const std::string tied_cfg = replace_once(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
-  LlamaWeights tied = llmcc::models::load_llama_hf(variant("tied", tied_cfg, "lm_head.weight"));
-  EXPECT_EQ(0, std::memcmp(tied.model.output.f32(), w.model.tok_embeddings.f32(),
-                           static_cast<std::size_t>(w.model.output.numel()) * 4));
+  // A tied folder: the embedding is the head; a copy of it as lm_head.weight is skipped.
+  for (const char* drop : {"lm_head.weight", ""}) {
+    LlamaWeights tied = llmcc::models::load_llama_hf(variant(std::string("tied") + drop, tied_cfg, drop));
+    EXPECT_TRUE(tied.model.cfg.tie_embeddings);
+    EXPECT_TRUE(tied.model.output.empty());
+    EXPECT_EQ(0, std::memcmp(tied.model.tok_embeddings.f32(), w.model.tok_embeddings.f32(),
+                             static_cast<std::size_t>(w.model.tok_embeddings.numel()) * 4));
+    // Saved again: tie_word_embeddings true and no lm_head.weight.
+    llmcc::models::save_llama_hf(tied.model, dir.file(std::string("tied_again") + drop));
+    EXPECT_NE(slurp(dir.file(std::string("tied_again") + drop + "/config.json")).find("\"tie_word_embeddings\": true"),
+              std::string::npos);
+    const SafetensorsReader again(dir.file(std::string("tied_again") + drop + "/model.safetensors"));
+    EXPECT_FALSE(again.has("lm_head.weight"));
+    EXPECT_EQ(again.tensors().size() + 1, r.tensors().size());
+  }
   EXPECT_TRUE(throws_error([&] { llmcc::models::load_llama_hf(variant("untied", config, "lm_head.weight")); },
                            {"[safetensors]", "no tensor 'lm_head.weight'"}));
   EXPECT_TRUE(throws_error(

@@ -25,8 +25,9 @@ namespace {
 using llmcc::models::LlamaConfig;
 
 // GQA (4 query heads over 2 key/value heads), head size 4 (two RoPE pairs), a SwiGLU width
-// that is not a multiple of anything in particular, and a vocabulary of 37.
-LlamaConfig small_config() {
+// that is not a multiple of anything in particular, and a vocabulary of 37; the head its own
+// matrix or tied to the embedding.
+LlamaConfig small_config(bool tied = false) {
   LlamaConfig c;
   c.vocab_size = 37;
   c.max_seq_len = 16;
@@ -36,6 +37,7 @@ LlamaConfig small_config() {
   c.n_embd = 16;
   c.hidden_dim = 24;
   c.rope_theta = 100.0f;  // small: positions 0..4 turn the pairs by visibly different angles
+  c.tie_embeddings = tied;
   return c;
 }
 
@@ -91,10 +93,15 @@ TEST(LlamaModel, Llama32OneBBuildsWithItsShape) {
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
   EXPECT_EQ(llmcc::models::llama_preset("stories15m").rope_scaling.type, llmcc::RopeScaling::Type::None);
   // Meta's Llama-3.2-1B: 1,235,814,400 parameters with the head tied to the embedding.
-  const std::int64_t head = std::int64_t{128256} * 2048;
-  EXPECT_EQ(c.parameter_count() - head, 1235814400);
-  EXPECT_EQ(c.parameter_count(), 1498482688);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.parameter_count(), 1235814400);
   EXPECT_EQ(declared_elements(c), c.parameter_count());
+  LlamaConfig untied = c;
+  untied.tie_embeddings = false;
+  EXPECT_EQ(untied.parameter_count(), 1235814400 + std::int64_t{128256} * 2048);
+  EXPECT_EQ(declared_elements(untied), untied.parameter_count());
+  EXPECT_NE(c.str().find(" tied"), std::string::npos);
+  EXPECT_EQ(untied.str().find("tied"), std::string::npos);
   // What the trainer prints about it: MemoryPlan.Llama32OneB (tests/unit/test_train_flags.cpp).
 }
 
@@ -124,6 +131,12 @@ TEST(LlamaModel, ConfigRoundTripsThroughKeyValues) {
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(back.norm_eps, c.norm_eps);
   EXPECT_EQ(back.rope_scaling, c.rope_scaling);
+  EXPECT_TRUE(back.tie_embeddings);
+  // An untied model writes no tie key, as checkpoints did before tied heads.
+  llmcc::KeyValues untied_kv;
+  llmcc::models::llama_config_to_kv(small_config(false), untied_kv);
+  EXPECT_EQ(untied_kv.count("model.tie_embeddings"), 0u);
+  EXPECT_FALSE(llmcc::models::llama_config_from_kv(untied_kv, "test").tie_embeddings);
   EXPECT_STREQ(llmcc::models::model_config_from_kv(kv, "test").family_name(), "llama");
   kv.erase("model.n_kv_head");
   EXPECT_TRUE(llmcc::test::throws_error([&] { llmcc::models::llama_config_from_kv(kv, "f.bin"); },
@@ -142,7 +155,7 @@ TEST(LlamaModel, InitialisationFollowsLlama2c) {
   EXPECT_NEAR(standard_deviation(w.model.tok_embeddings), 0.02, 0.002);
   EXPECT_NEAR(standard_deviation(w.model.layers[0].attention.wq), 0.02, 0.002);
   EXPECT_NEAR(standard_deviation(w.model.layers[0].feed_forward.w1), 0.02, 0.002);
-  EXPECT_NEAR(standard_deviation(w.model.output), 0.02, 0.002);
+  EXPECT_NEAR(standard_deviation(w.model.output[0].w), 0.02, 0.002);
   EXPECT_NEAR(standard_deviation(w.model.layers[1].attention.wo), 0.02 / std::sqrt(4.0), 0.002);
   EXPECT_NEAR(standard_deviation(w.model.layers[1].feed_forward.w2), 0.02 / std::sqrt(4.0), 0.002);
   for (std::int64_t i = 0; i < c.n_embd; ++i) {
@@ -159,20 +172,74 @@ TEST(LlamaModel, LossAtInitialisationIsLogVocab) {
 }
 
 TEST(LlamaModel, GeneratedGradientMemorisesABatch) {
-  llmcc::test::model_generated_gradient_memorises_a_batch<LlamaFamily>(small_config());
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    llmcc::test::model_generated_gradient_memorises_a_batch<LlamaFamily>(small_config(tied));
+  }
 }
 
 // Weights drawn larger than Llama's 0.02 so that every path carries signal.
 TEST(LlamaModel, GeneratedGradientMatchesFiniteDifferences) {
-  auto w = llmcc::models::make_llama(small_config());
-  llmcc::models::llama_init(w.model, 11);
-  llmcc::Rng rng(12);
-  llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
-    // RMSNorm weights around one (their role), matrices N(0, 0.3).
-    rng.fill_normal(t.f32(), static_cast<std::size_t>(t.numel()), t.ndim() == 1 ? 1.0f : 0.0f, 0.3f);
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    auto w = llmcc::models::make_llama(small_config(tied));
+    llmcc::models::llama_init(w.model, 11);
+    llmcc::Rng rng(12);
+    llmcc::for_each_parameter(w.model, [&](const std::string&, llmcc::Tensor& t) {
+      // RMSNorm weights around one (their role), matrices N(0, 0.3).
+      rng.fill_normal(t.f32(), static_cast<std::size_t>(t.numel()), t.ndim() == 1 ? 1.0f : 0.0f, 0.3f);
+    });
+    // Measured worst |adgen - fd| / max|fd|: 7.7e-4 (untied).
+    llmcc::test::model_generated_gradient_matches_finite_differences<LlamaFamily>(w, {9, 5e-3, 150});
+  }
+}
+
+// A tied head is the embedding used twice: its gradient is the untied model's embedding gradient
+// plus its head gradient, when the untied head holds the same values. Shapes other than the
+// small config's: 3 layers, 6 heads over 3 kv heads, vocabulary 53, a batch of 3 x 7.
+TEST(LlamaModel, TiedGradientIsTheSumOfTheUntiedEmbeddingAndHeadGradients) {
+  LlamaConfig c = small_config(false);
+  c.n_layer = 3;
+  c.n_head = 6;
+  c.n_kv_head = 3;
+  c.n_embd = 24;
+  c.hidden_dim = 40;
+  c.vocab_size = 53;
+  auto untied = llmcc::models::make_llama(c);
+  llmcc::models::llama_init(untied.model, 5);
+  c.tie_embeddings = true;
+  auto tied = llmcc::models::make_llama(c);
+  // The tied model takes the untied one's values; the untied head becomes the embedding.
+  llmcc::for_each_parameter(tied.model, [&](const std::string& name, llmcc::Tensor& t) {
+    llmcc::for_each_parameter(untied.model, [&](const std::string& other, llmcc::Tensor& u) {
+      if (other == name) std::copy_n(u.f32(), t.numel(), t.f32());
+    });
   });
-  // Measured worst |adgen - fd| / max|fd|: 7.7e-4.
-  llmcc::test::model_generated_gradient_matches_finite_differences<LlamaFamily>(w, {9, 5e-3, 150});
+  std::copy_n(untied.model.tok_embeddings.f32(), untied.model.tok_embeddings.numel(), untied.model.output[0].w.f32());
+  const int B = 3, T = 7;
+  const auto in = llmcc::test::random_ids(B * T, c.vocab_size, 8),
+             out = llmcc::test::random_ids(B * T, c.vocab_size, 9);
+  const llmcc::Tokens idx(in.data(), B, T), targets(out.data(), B, T);
+  auto gu = llmcc::adgen::make_grad(untied.model);
+  auto gt = llmcc::adgen::make_grad(tied.model);
+  llmcc::Arena arena(64 << 20);
+  llmcc::ArenaScope scope(arena);
+  gu.zero();
+  gt.zero();
+  const float lu = llmcc::models::llama_loss_grad(untied.model, idx, targets, gu.grad);
+  const float lt = llmcc::models::llama_loss_grad(tied.model, idx, targets, gt.grad);
+  EXPECT_EQ(lu, lt);
+  const float* e_untied = gu.grad.tok_embeddings.f32();
+  const float* h_untied = gu.grad.output[0].w.f32();
+  const float* e_tied = gt.grad.tok_embeddings.f32();
+  double worst = 0, scale = 0;
+  for (std::int64_t i = 0; i < tied.model.tok_embeddings.numel(); ++i) {
+    worst = std::max(worst, std::abs(double(e_tied[i]) - (double(e_untied[i]) + double(h_untied[i]))));
+    scale = std::max(scale, std::abs(double(e_tied[i])));
+  }
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LE(worst, 1e-6 * scale) << "worst difference " << worst << " of " << scale;
+  EXPECT_TRUE(gt.grad.output.empty());
 }
 
 TEST(LlamaModel, SamplerDrawsFromTheLastRow) {

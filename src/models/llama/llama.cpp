@@ -36,7 +36,7 @@ Llama::Llama(const LlamaConfig& config) : cfg(config) {
     b.feed_forward.w3 = Tensor(nullptr, Shape{F, C});
   }
   norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
-  output = Tensor(nullptr, Shape{V, C});
+  if (!cfg.tie_embeddings) output.push_back(LlamaOutput{Tensor(nullptr, Shape{V, C})});
 }
 
 void llama_init(Llama& model, std::uint64_t seed) {

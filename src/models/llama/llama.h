@@ -3,8 +3,9 @@
 //
 // Token embedding (no position embedding: positions enter through RoPE), n_layer pre-norm blocks
 // (RMSNorm -> grouped-query causal self-attention with rotary q and k -> output projection, each
-// with a residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x) * w3 x), residual), a final RMSNorm and an
-// untied LM head. No biases anywhere. Names follow Meta's and llama2.c's checkpoints.
+// with a residual; RMSNorm -> SwiGLU MLP w2(silu(w1 x) * w3 x), residual), a final RMSNorm and the
+// LM head: its own matrix, or tok_embeddings itself (config.tie_embeddings, as Llama 3.2 and
+// SmolLM2). No biases anywhere. Names follow Meta's and llama2.c's checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -85,17 +86,23 @@ struct LlamaBlock {
   }
 };
 
+// The untied LM head.
+struct LlamaOutput {
+  Tensor w LLMCC_ADGEN_NAME("weight");  // (V, C)
+};
+
 // The parameter list (checkpoints, the optimizer, zeroing, counting and the gradient buffer all
 // follow it) is generated from the fields: field order, Meta's / llama2.c's names
-// ("tok_embeddings.weight", "layers.0.attention_norm.weight", ..., "norm.weight",
-// "output.weight"). Call llmcc::for_each_parameter(model, f) from a file that includes the
-// generated llama.grad.h (not from this header, which adgen reads).
+// ("tok_embeddings.weight", "layers.0.attention_norm.weight", ..., "norm.weight", then the
+// untied head's "output.weight"). Call llmcc::for_each_parameter(model, f) from a file that
+// includes the generated llama.grad.h (not from this header, which adgen reads).
 struct Llama {
   LlamaConfig cfg;
   Tensor tok_embeddings LLMCC_ADGEN_NAME("tok_embeddings.weight");  // (V, C)
   std::vector<LlamaBlock> layers;
   LlamaRmsNorm norm;
-  Tensor output LLMCC_ADGEN_NAME("output.weight");  // (V, C): the LM head, untied from tok_embeddings
+  // One head when untied; none when tok_embeddings is the head (its gradient then sums both uses).
+  std::vector<LlamaOutput> output LLMCC_ADGEN_OPTIONAL;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Llama(const LlamaConfig& config);
@@ -105,7 +112,13 @@ struct Llama {
   Tensor forward(const Tokens& idx) const {
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
     for (const LlamaBlock& b : layers) x = b.forward(x);     // (B, T, C)
-    return llmcc::linear_nobias(norm.forward(x), output);    // (B, T, V)
+    Tensor h = norm.forward(x);                              // (B, T, C)
+    Tensor logits;                                           // (B, T, V)
+    if (cfg.tie_embeddings)
+      logits = llmcc::linear_nobias(h, tok_embeddings);
+    else
+      logits = llmcc::linear_nobias(h, output[0].w);
+    return logits;
   }
 
   // Generation (models/kv_cache.h): the logits (1, 1, V) after the new tokens idx ((1, T), at
@@ -115,9 +128,9 @@ struct Llama {
     const std::int64_t C = cfg.n_embd, T = idx.T();
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (1, T, C)
     for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].decode(cache.carry(x), cache, l);
-    x = cache.carry(x);                                       // (1, T, C)
-    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});      // (1, 1, C)
-    return llmcc::linear_nobias(norm.forward(last), output);  // (1, 1, V)
+    x = cache.carry(x);                                                                                  // (1, T, C)
+    const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});                                                 // (1, 1, C)
+    return llmcc::linear_nobias(norm.forward(last), cfg.tie_embeddings ? tok_embeddings : output[0].w);  // (1, 1, V)
   }
 };
 

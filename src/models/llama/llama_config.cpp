@@ -26,10 +26,10 @@ long double block_parameters(const LlamaConfig& c) {
   return 2.0L * C * C + 2.0L * kv_width(c) * C + 3.0L * F * C + 2.0L * C;
 }
 
-// tok_embeddings (V, C), L blocks, the final norm C and the untied output head (V, C).
+// tok_embeddings (V, C), L blocks, the final norm C and, untied, the output head (V, C).
 long double total_parameters(const LlamaConfig& c) {
   const long double C = c.n_embd, V = c.vocab_size;
-  return 2.0L * V * C + static_cast<long double>(c.n_layer) * block_parameters(c) + C;
+  return (c.tie_embeddings ? 1.0L : 2.0L) * V * C + static_cast<long double>(c.n_layer) * block_parameters(c) + C;
 }
 }  // namespace
 
@@ -41,7 +41,8 @@ std::int64_t LlamaConfig::parameter_count() const {
 
 double LlamaConfig::flops_per_step(int B, int T) const {
   // Matmul weights only: per layer wq and wo (C x C), wk and wv (n_kv_head * HS x C each: GQA
-  // shrinks them), SwiGLU's three (F x C) matrices, and the untied (V x C) head. The embedding is
+  // shrinks them), SwiGLU's three (F x C) matrices, and the (V x C) head (tied or not, it is a
+  // product). The embedding is
   // a lookup; RMSNorm, RoPE, SiLU and the gating product are element-wise and not counted (as
   // GPT-2's layernorm and GELU are not).
   const double C = n_embd, L = n_layer, F = hidden_dim;
@@ -95,6 +96,7 @@ std::string LlamaConfig::str() const {
   if (rope_scaling.type != RopeScaling::Type::None)
     s << " " << rope_scaling.type_name() << " rope x" << rope_scaling.factor << " (" << rope_scaling.low_freq_factor
       << ", " << rope_scaling.high_freq_factor << ", " << rope_scaling.original_max_position_embeddings << ")";
+  if (tie_embeddings) s << " tied";
   return s.str();
 }
 
@@ -121,10 +123,10 @@ struct Preset {
   int n_layer, n_head, n_kv_head, n_embd, hidden_dim, max_seq_len, vocab_size;
   float rope_theta;
 };
-// The stories and llama-3.2-1b models tie their output head to the embedding; ours is untied (its
-// own output.weight), so these presets have vocab_size * n_embd more parameters than the originals:
-// stories15m 24.4M here vs llama2.c's 15.2M, llama-3.2-1b 1.50B here vs Meta's 1.24B. A tied
-// checkpoint loads by copying the embedding into the head. llama-3.2-1b has Llama 3.2's "llama3"
+// llama2.c's stories models tie their output head to the embedding; these presets are untied (an
+// output.weight of their own), so they have vocab_size * n_embd more parameters than the
+// originals: stories15m 24.4M here vs llama2.c's 15.2M. llama-3.2-1b is tied, as Meta's (1.24B
+// parameters). llama-3.2-1b has Llama 3.2's "llama3"
 // RoPE frequency scaling (set in llama_preset); its context is kept at 2048 here (the real
 // model's is 131072), which only bounds the sequences trained or sampled.
 constexpr Preset kPresets[] = {
@@ -155,6 +157,7 @@ LlamaConfig llama_preset(const std::string& name) {
         c.rope_scaling.low_freq_factor = 1.0f;
         c.rope_scaling.high_freq_factor = 4.0f;
         c.rope_scaling.original_max_position_embeddings = 8192;
+        c.tie_embeddings = true;
       }
       return c;
     }

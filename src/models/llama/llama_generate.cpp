@@ -10,7 +10,8 @@ namespace llmcc::models {
 
 KvCacheShape kv_cache_shape(const Llama& model) {
   const LlamaConfig& c = model.cfg;
-  if (static_cast<int>(model.layers.size()) != c.n_layer || !model.tok_embeddings.defined() || !model.output.defined())
+  if (static_cast<int>(model.layers.size()) != c.n_layer || !model.tok_embeddings.defined() ||
+      (!c.tie_embeddings && (model.output.size() != 1 || !model.output[0].w.defined())))
     fail("llama generate", "the model has no weights bound (build it with make_llama or load_llama)");
   const std::int64_t C = c.n_embd, HS = c.head_dim(), Q = std::int64_t{c.n_head} * HS;
   const std::int64_t KV = std::int64_t{c.n_kv_head} * HS, F = c.hidden_dim;

@@ -56,7 +56,7 @@ std::vector<Mapped> mapping(Llama& m) {
     out.push_back({p + "mlp.up_proj.weight", Layout::Same, 0, &b.feed_forward.w3});
   }
   out.push_back({"model.norm.weight", Layout::Same, 0, &m.norm.w});
-  out.push_back({"lm_head.weight", Layout::Same, 0, &m.output});
+  if (!m.cfg.tie_embeddings) out.push_back({"lm_head.weight", Layout::Same, 0, &m.output[0].w});
   // The table must name every parameter exactly once (a new one in llama.h needs a row here).
   std::size_t count = 0;
   llmcc::for_each_parameter(m, [&](const std::string&, Tensor&) { ++count; });
@@ -154,7 +154,7 @@ std::string llama_hf_config_json(const LlamaConfig& c, const char* torch_dtype) 
   s += "  \"attention_bias\": false,\n";
   s += "  \"mlp_bias\": false,\n";
   s += "  \"attention_dropout\": 0.0,\n";
-  s += "  \"tie_word_embeddings\": false,\n";
+  s += std::string("  \"tie_word_embeddings\": ") + (c.tie_embeddings ? "true" : "false") + ",\n";
   s += "  \"initializer_range\": 0.02,\n";
   s += "  \"pretraining_tp\": 1,\n";
   // SentencePiece models from `llmcc train-tokenizer` (and Llama 2's) use these ids.
@@ -165,7 +165,7 @@ std::string llama_hf_config_json(const LlamaConfig& c, const char* torch_dtype) 
   return s;
 }
 
-LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
+LlamaConfig llama_config_from_hf(const std::string& path) {
   const HfConfig j = HfConfig::read(path, kWhere);
   if (j.has("model_type") && j.string("model_type") != "llama") {
     j.fail_key("model_type", "is '" + j.string("model_type") + "', expected 'llama'");
@@ -207,7 +207,7 @@ LlamaConfig llama_config_from_hf(const std::string& path, bool* tied) {
                                "num_attention_heads = " +
                                std::to_string(c.n_embd / c.n_head));
   }
-  if (tied != nullptr) *tied = j.has("tie_word_embeddings") && j.boolean("tie_word_embeddings");
+  c.tie_embeddings = j.has("tie_word_embeddings") && j.boolean("tie_word_embeddings");
   try {
     c.validate();
   } catch (const Error& e) {
@@ -239,16 +239,12 @@ void save_llama_hf(const Llama& model_in, const std::string& dir, const Safetens
 
 LlamaWeights load_llama_hf(const std::string& path) {
   const HfFiles files = find_hf_files(path, kWhere);
-  bool tied = false;
-  const LlamaConfig config = llama_config_from_hf(files.config, &tied);
+  const LlamaConfig config = llama_config_from_hf(files.config);
   const SafetensorsReader r(files.weights);
   check_every_layer_present(r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
   {
     Llama shapes(config);  // declared shapes, no storage yet
-    for (const Mapped& e : mapping(shapes)) {
-      if (e.hf_name == "lm_head.weight" && tied && !r.has(e.hf_name)) continue;  // a copy of the embedding
-      check_tensor_shape(r, e.hf_name, dims(*e.ours));
-    }
+    for (const Mapped& e : mapping(shapes)) check_tensor_shape(r, e.hf_name, dims(*e.ours));
   }
   LlamaWeights w = make_llama(config);
   const int HS = config.head_dim();
@@ -256,11 +252,6 @@ LlamaWeights load_llama_hf(const std::string& path) {
   for (const Mapped& e : mapping(w.model)) {
     Tensor& t = *e.ours;
     const TensorShape shape = dims(t);
-    if (e.hf_name == "lm_head.weight" && tied && !r.has(e.hf_name)) {
-      // A tied checkpoint stores only the embedding; llmcc's head starts as a copy of it.
-      std::memcpy(t.f32(), w.model.tok_embeddings.f32(), static_cast<std::size_t>(t.numel()) * sizeof(float));
-      continue;
-    }
     if (e.layout == Layout::Same) {
       r.read_f32(e.hf_name, shape, t.f32());
     } else {
@@ -269,6 +260,8 @@ LlamaWeights load_llama_hf(const std::string& path) {
       llama_permute_rotary(tmp.data(), e.n_heads, HS, shape[1], /*to_hf=*/false, t.f32());
     }
   }
+  // A tied model's file may still carry lm_head.weight (a copy of the embedding).
+  if (config.tie_embeddings && r.has("lm_head.weight")) r.skip("lm_head.weight");
   // transformers' rotary cache buffers in older files.
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string name = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";

@@ -12,8 +12,11 @@
 //   layers.N.feed_forward.w2.weight (C, F) model.layers.N.mlp.down_proj.weight            as is
 //   layers.N.feed_forward.w3.weight (F, C) model.layers.N.mlp.up_proj.weight              as is
 //   norm.weight (C)                        model.norm.weight                              as is
-//   output.weight (V, C)                   lm_head.weight                                 as is; absent when
-//                                                                                         tie_word_embeddings
+//   output.weight (V, C), when untied      lm_head.weight                                 as is; a tied model
+//                                                                                         (tie_word_embeddings)
+//                                                                                         has neither (a tied
+//                                                                                         file's lm_head.weight
+//                                                                                         copy is skipped)
 // Rotary: llmcc's rope (llmcc/ops/rope.h) rotates interleaved pairs (x[2i], x[2i+1]) of each head,
 // as Meta's and llama2.c's code; transformers rotates the halves (x[i], x[i + HS/2]). Hugging Face
 // checkpoints therefore store q_proj and k_proj with each head's rows reordered: HF row
@@ -40,8 +43,8 @@ void save_llama_hf(const Llama& model, const std::string& dir, const Safetensors
 LlamaWeights load_llama_hf(const std::string& path);
 
 std::string llama_hf_config_json(const LlamaConfig& config, const char* torch_dtype = "float32");
-// Also says, through *tied, whether the checkpoint shares lm_head with embed_tokens.
-LlamaConfig llama_config_from_hf(const std::string& config_json_path, bool* tied = nullptr);
+// tie_word_embeddings sets LlamaConfig::tie_embeddings.
+LlamaConfig llama_config_from_hf(const std::string& config_json_path);
 
 // The rotary row permutation for one projection of n_heads heads of head_dim rows, each of
 // `cols` floats: to_hf = Meta order -> Hugging Face order, else the inverse.

@@ -47,6 +47,7 @@ void llama_config_to_kv(const LlamaConfig& c, KeyValues& kv) {
     kv["model.rope_high_freq_factor"] = float_text(c.rope_scaling.high_freq_factor);
     kv["model.rope_original_max_position_embeddings"] = std::to_string(c.rope_scaling.original_max_position_embeddings);
   }
+  if (c.tie_embeddings) kv["model.tie_embeddings"] = "true";  // as above: untied checkpoints unchanged
 }
 
 LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) {
@@ -71,6 +72,7 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) 
           keys.positive_int("model.rope_original_max_position_embeddings");
     }
   }
+  c.tie_embeddings = keys.has("model.tie_embeddings") && keys.boolean("model.tie_embeddings");
   c.validate();
   return c;
 }
