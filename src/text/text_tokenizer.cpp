@@ -93,8 +93,18 @@ class HfText final : public TextTokenizer {
       const JsonValue j = parse_json(text.str(), config.string(), "hf_tokenizer");
       bos_ = special(j, "bos_token", config.string());
       eos_ = special(j, "eos_token", config.string());
+      read_chat_template(j, config.string());
     }
     if (eos_ < 0) eos_ = tok_.token_id("<|endoftext|>").value_or(-1);
+    const std::filesystem::path jinja = std::filesystem::path(tok_.path()).parent_path() / "chat_template.jinja";
+    if (chat_template_.empty() && std::filesystem::exists(jinja, ec)) {
+      std::ifstream in(jinja, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (!in) fail("hf_tokenizer", "cannot read " + jinja.string());
+      chat_template_ = text.str();
+      chat_template_where_ = jinja.string();
+    }
   }
   std::vector<std::int32_t> encode(std::string_view text) const override { return tok_.encode(text, true); }
   std::vector<std::int32_t> encode_ordinary(std::string_view text) const override { return tok_.encode(text, false); }
@@ -116,8 +126,42 @@ class HfText final : public TextTokenizer {
   }
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return ""; }
+  ChatTemplate chat_template() const override {
+    if (chat_template_.empty())
+      fail("hf_tokenizer", "the folder of " + tok_.path() +
+                               " has no chat template (a \"chat_template\" in tokenizer_config.json or a "
+                               "chat_template.jinja)");
+    const std::string bos = bos_ >= 0 ? tok_.decode(std::vector<std::int32_t>{bos_}) : "";
+    ChatTemplate t = ChatTemplate::recognise(chat_template_, bos, chat_template_where_);
+    for (const std::string& special : t.special_tokens())
+      if (!tok_.token_id(special))
+        fail("hf_tokenizer", chat_template_where_ + ": the chat template writes " + special +
+                                 ", which is not a token of " + tok_.path());
+    return t;
+  }
 
  private:
+  // tokenizer_config.json's "chat_template": a string, or a list of {"name", "template"} of which
+  // the one named "default" is the chat format.
+  void read_chat_template(const JsonValue& j, const std::string& path) {
+    const JsonValue* v = j.find("chat_template");
+    if (v == nullptr || v->kind == JsonValue::Kind::Null) return;
+    if (v->kind == JsonValue::Kind::Array) {
+      const JsonValue* found = nullptr;
+      for (const JsonValue& e : v->array) {
+        const JsonValue* name = e.find("name");
+        if (name != nullptr && name->kind == JsonValue::Kind::String && name->string == "default")
+          found = e.find("template");
+      }
+      if (found == nullptr) fail("hf_tokenizer", path + ": chat_template is a list without an entry named \"default\"");
+      v = found;
+    }
+    if (v->kind != JsonValue::Kind::String)
+      fail("hf_tokenizer", path + ": chat_template is " + std::string(v->kind_name()) + ", expected a string");
+    chat_template_ = v->string;
+    chat_template_where_ = path;
+  }
+
   // tokenizer_config.json's `key`: a token's text, or {"content": text}; its id, -1 when absent.
   std::int32_t special(const JsonValue& j, const char* key, const std::string& path) const {
     const JsonValue* v = j.find(key);
@@ -132,7 +176,16 @@ class HfText final : public TextTokenizer {
   HfTokenizer tok_;
   std::string spec_;
   std::int32_t bos_ = -1, eos_ = -1;
+  std::string chat_template_, chat_template_where_;  // the Jinja text, and the file it came from
 };
+
+}  // namespace
+
+ChatTemplate TextTokenizer::chat_template() const {
+  fail("tokenizer", describe() + " has no chat template; chat formats come with a tokenizer.json folder");
+}
+
+namespace {
 
 std::string absolute(const std::string& path) {
   std::error_code ec;

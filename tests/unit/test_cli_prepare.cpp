@@ -384,10 +384,11 @@ TEST(CliTokenize, BadInputExitsOne) {
       {{"tokenize", "--decode", "-1"}, "token id -1 is outside"},
       {{"tokenize", "--decode", "12x"}, "expects token ids (integers), got '12x'"},
       {{"tokenize", "--file", dir.file("missing.txt")}, "missing.txt does not exist"},
-      {{"tokenize", "--text", "a", "--decode", "1"}, "exactly one of --text, --file, --json-lines or --decode"},
+      {{"tokenize", "--text", "a", "--decode", "1"}, "exactly one of --text, --file, --json-lines, --chat or --decode"},
       {{"tokenize", "--json-lines", dir.file("missing.jsonl")}, "missing.jsonl does not exist"},
       {{"tokenize", "--json-lines", dir.file("bad.jsonl")}, "bad.jsonl line 2: is a number, expected a JSON string"},
       {{"tokenize"}, "exactly one of"},
+      {{"tokenize", "--chat", dir.file("bad.jsonl")}, "GPT-2 BPE (50257 tokens) has no chat template"},
       {{"tokenize", "--txt", "a"}, "unknown flag --txt"},
   };
   for (const auto& c : cases) {

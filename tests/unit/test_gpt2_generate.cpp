@@ -329,6 +329,13 @@ TEST(GenerateCli, BadInputExitsOneWithAMessage) {
   const std::string ckpt = save_tiny_checkpoint(dir);
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += " word";
+  // --chat needs a chat template: GPT-2's tokenizer has none.
+  const CliResult chat = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--chat", "--prompt", "hi"});
+  EXPECT_EQ(chat.code, 1);
+  EXPECT_NE(chat.err.find("has no chat template"), std::string::npos) << chat.err;
+  const CliResult system = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--system", "be brief", "--prompt", "hi"});
+  EXPECT_EQ(system.code, 1);
+  EXPECT_NE(system.err.find("--system is a chat message; give --chat with it"), std::string::npos) << system.err;
   const CliResult too_long = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", long_prompt});
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.err.find("40 tokens long, more than the model's context of 32"), std::string::npos)

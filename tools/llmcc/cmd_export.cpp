@@ -7,8 +7,8 @@
 // The input kind is told once (models::identify_model_file). Only the weights travel: an
 // exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled, not
 // resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc output
-// as it is, into a Hugging Face directory as tokenizer.json (with its tokenizer_config.json) or
-// tokenizer.model (SentencePiece).
+// as it is, into a Hugging Face directory as tokenizer.json (with its tokenizer_config.json and
+// chat template) or tokenizer.model (SentencePiece).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -89,9 +89,9 @@ std::string format_help() {
 }
 
 // The input's tokenizer beside a Hugging Face export: a tokenizer.json (the input folder's, or the
-// one a checkpoint was trained with) is copied with the tokenizer_config.json beside it, as
-// current repositories ship them; a SentencePiece model a checkpoint stores is written as
-// tokenizer.model (Llama 2's layout). Each write is atomic; nothing is copied onto itself.
+// one a checkpoint was trained with) is copied with the tokenizer_config.json and
+// chat_template.jinja beside it, as current repositories ship them; a SentencePiece model a checkpoint stores is
+// written as tokenizer.model (Llama 2's layout). Each write is atomic; nothing is copied onto itself.
 void write_tokenizer_beside(const std::string& ckpt, const std::string& dir) {
   const std::optional<RunTokenizer> t = checkpoint_tokenizer(ckpt);
   if (!t) return;
@@ -99,7 +99,8 @@ void write_tokenizer_beside(const std::string& ckpt, const std::string& dir) {
   const std::string spec = t->tok->spec();
   if (spec.rfind("hf:", 0) == 0) {
     const fs::path json = spec.substr(3);
-    for (const fs::path& from : {json, json.parent_path() / "tokenizer_config.json"}) {
+    for (const fs::path& from :
+         {json, json.parent_path() / "tokenizer_config.json", json.parent_path() / "chat_template.jinja"}) {
       std::error_code ec;
       const fs::path to = fs::path(dir) / (from == json ? fs::path("tokenizer.json") : from.filename());
       if (!fs::is_regular_file(from, ec) || fs::equivalent(from, to, ec)) continue;

@@ -6,6 +6,10 @@
 // The tokenizer is the one the checkpoint stored (run_tokenizer.h), else GPT-2's; --tokenizer
 // overrides. SentencePiece prompts start with its bos; --stop-at-eot stops at its eos.
 //
+// --chat: the prompt is a user's message in the folder's chat format (llmcc/text/chat_template.h),
+// after --system's message if given; only the reply is written, and it ends at the format's
+// end-of-turn token.
+//
 // The prompt and then each new token's text go to stdout as they are produced; the timing
 // (prefill and decode tokens/s) goes to stderr, so the text pipes cleanly.
 #include <cmath>
@@ -40,11 +44,11 @@ void write_out(const std::string& s) {
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  std::string ckpt, prompt, tokenizer_spec, on_full = "stop";
+  std::string ckpt, prompt, tokenizer_spec, system, on_full = "stop";
   int max_tokens = 256, top_k = 0, threads = 0;
   float temperature = 1.0f;
   std::uint64_t seed = 1337;
-  bool stop_at_eot = true;
+  bool stop_at_eot = true, chat = false;
 
   ArgParser p("generate",
               "Sample text from a checkpoint with a KV cache: the prompt runs once, then one position per "
@@ -54,6 +58,10 @@ int run_generate(int argc, char** argv) {
   p.add("--prompt", &prompt,
         "text to continue (SentencePiece: after its bos); empty starts from the document start "
         "(GPT-2's <|endoftext|>, SentencePiece's bos)");
+  p.add("--chat", &chat,
+        "the prompt is a user's message in the model's chat format (its folder's chat template: ChatML or "
+        "Llama 3); writes the reply only, which ends at the format's end of turn");
+  p.add("--system", &system, "with --chat: a system message before the user's");
   p.add("--max-tokens", &max_tokens, "new tokens to generate (>= 0)");
   p.add("--temperature", &temperature, "softmax temperature (>= 0); 0 is greedy (argmax)");
   p.add("--top-k", &top_k, "sample among the k most likely tokens; 0 considers all");
@@ -75,7 +83,8 @@ int run_generate(int argc, char** argv) {
       "tokens/s go to stderr.\n\n"
       "Examples:\n"
       "  llmcc generate --ckpt run/ckpt_005000.bin --prompt \"ROMEO:\" --max-tokens 200 --top-k 40\n"
-      "  llmcc generate --ckpt gpt2_124M.bin --prompt \"The meaning of life is\" --temperature 0");
+      "  llmcc generate --ckpt gpt2_124M.bin --prompt \"The meaning of life is\" --temperature 0\n"
+      "  llmcc generate --ckpt SmolLM2-360M-Instruct --chat --prompt \"Name three rivers.\" --temperature 0");
   if (!p.parse(argc, argv)) return 0;
 
   if (max_tokens < 0) fail(kCmd, "--max-tokens is " + std::to_string(max_tokens) + ", expected >= 0");
@@ -83,6 +92,7 @@ int run_generate(int argc, char** argv) {
     fail(kCmd, "--temperature is " + std::to_string(temperature) + ", expected a finite value >= 0 (0 = greedy)");
   if (top_k < 0) fail(kCmd, "--top-k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
   if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
+  if (p.given("--system") && !chat) fail(kCmd, "--system is a chat message; give --chat with it");
   if (on_full != "stop" && on_full != "slide") fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
   check_model_path(ckpt, "--ckpt", kCmd);
   if (threads > 0) set_num_threads(threads);
@@ -118,8 +128,24 @@ int run_generate(int argc, char** argv) {
   // A document ends where the model emits the id that starts the next one (SentencePiece data
   // has bos there, no eos; for GPT-2 both are <|endoftext|>).
   if (tok.document_start() != sc.eot) sc.document_start = tok.document_start();
+  std::vector<std::int32_t> ids;
+  if (chat) {
+    const ChatTemplate tmpl = tok.chat_template();
+    std::vector<ChatMessage> messages;
+    if (p.given("--system")) messages.push_back({"system", system});
+    messages.push_back({"user", prompt});
+    ids = tok.encode(tmpl.render(messages, /*add_generation_prompt=*/true));
+    const std::vector<std::int32_t> end = tok.encode(tmpl.end_of_turn());
+    if (end.size() != 1) fail(kCmd, "the chat format's end of turn " + tmpl.end_of_turn() + " is not one token");
+    // The reply ends at the end of turn; the tokenizer's eos (when another id) still ends it.
+    sc.stop_at_eot = stop_at_eot;
+    sc.eot = end[0];
+    sc.document_start = tok.eos() != end[0] ? tok.eos() : -1;
+    std::fprintf(stderr, "chat format: %s\n", tmpl.describe().c_str());
+  } else {
+    ids = tok.encode_prompt(prompt);
+  }
   const auto is_end = [&](std::int32_t id) { return sc.stop_at_eot && (id == sc.eot || id == sc.document_start); };
-  const std::vector<std::int32_t> ids = tok.encode_prompt(prompt);
   if (ids.empty())
     fail(kCmd, "the prompt is empty and " + tok.describe() + " has no bos or eos to start from; give a --prompt");
   if (ids.size() > static_cast<std::size_t>(maxT))
@@ -138,7 +164,7 @@ int run_generate(int argc, char** argv) {
   models::Generator& gen = *generator;
   std::fprintf(stderr, "model %s %s from %s; cache and scratch %.1f MiB\n", cfg.display_name(), cfg.str().c_str(),
                ckpt.c_str(), static_cast<double>(gen.planned_bytes()) / (1024.0 * 1024.0));
-  write_out(prompt);
+  if (!chat) write_out(prompt);
   Rng rng(seed);
   std::int32_t last_id = -1;
   const models::GenerateStats st = models::generate(gen, ids, max_tokens, sc, rng, [&](std::int32_t id) {
@@ -152,8 +178,9 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "stopped: the sequence reached the model's context of %d tokens (--on-full slide goes on)\n",
                  maxT);
   if (st.stopped_at_eot)
-    std::fprintf(stderr, "stopped at the end of a document (id %d, %s)\n", last_id,
-                 last_id == sc.eot ? "the end token" : "the document start");
+    std::fprintf(stderr, "stopped at the end of %s (id %d, %s)\n", chat ? "the reply" : "a document", last_id,
+                 last_id == sc.eot ? (chat ? "the end of turn" : "the end token")
+                                   : (chat ? "the end token" : "the document start"));
   const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tokens/s)\n", st.prompt_tokens, st.prefill_seconds,
                rate(st.prompt_tokens, st.prefill_seconds));

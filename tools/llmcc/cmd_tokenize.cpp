@@ -5,6 +5,7 @@
 //   llmcc tokenize --file notes.txt          (--file - reads standard input)
 //   llmcc tokenize --decode 15496 995        stdout: "Hello world"
 //   llmcc tokenize --tokenizer sp:tok.model --text "Hello"
+//   llmcc tokenize --tokenizer hf:model --chat conversations.jsonl   (the chat format's ids, a line each)
 //
 // Ids go to stdout (one line, space separated) and the count to stderr, so the output pipes
 // cleanly. Decoded text is written byte for byte; a newline is added only on a terminal.
@@ -61,7 +62,7 @@ std::int32_t parse_id(const std::string& text, int vocab_size) {
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-  std::string text, file, json_lines, tokenizer_spec = "gpt2";
+  std::string text, file, json_lines, chat, tokenizer_spec = "gpt2";
   std::vector<std::string> decode;
   bool ordinary = false;
 
@@ -74,6 +75,11 @@ int run_tokenize(int argc, char** argv) {
   p.add("--json-lines", &json_lines,
         "a file of JSON strings, one per line ('-' reads standard input): each is encoded on its own, its ids "
         "printed on a line of their own");
+  p.add("--chat", &chat,
+        "a file of conversations, one JSON object {\"messages\": [{\"role\", \"content\"}, ...]} per line ('-' "
+        "reads standard input), each rendered in the tokenizer's chat format (a tokenizer.json folder's chat "
+        "template) and encoded, its ids on a line of their own; a conversation that does not end with the "
+        "assistant's message gets the opening of the assistant's reply");
   p.add("--ordinary", &ordinary,
         "GPT-2: encode '<|endoftext|>' as ordinary characters, not as the token 50256 (SentencePiece always does)");
   p.add("--tokenizer", &tokenizer_spec,
@@ -86,13 +92,14 @@ int run_tokenize(int argc, char** argv) {
       "Examples:\n"
       "  llmcc tokenize --text \"Hello world\"        # 15496 995\n"
       "  llmcc tokenize --decode 15496 995          # Hello world\n"
-      "  llmcc tokenize --tokenizer sp:data/tok512.model --file input.txt");
+      "  llmcc tokenize --tokenizer sp:data/tok512.model --file input.txt\n"
+      "  llmcc tokenize --tokenizer hf:SmolLM2-360M-Instruct --chat chats.jsonl");
   if (!p.parse(argc, argv)) return 0;
 
-  const int modes =
-      int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode")) + int(p.given("--json-lines"));
+  const int modes = int(p.given("--text")) + int(p.given("--file")) + int(p.given("--decode")) +
+                    int(p.given("--json-lines")) + int(p.given("--chat"));
   if (modes != 1)
-    fail(kCmd, "give exactly one of --text, --file, --json-lines or --decode (see llmcc tokenize --help)");
+    fail(kCmd, "give exactly one of --text, --file, --json-lines, --chat or --decode (see llmcc tokenize --help)");
 
   const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
   const TextTokenizer& tok = *tok_ptr;
@@ -107,6 +114,34 @@ int run_tokenize(int argc, char** argv) {
     return 0;
   }
 
+  if (p.given("--chat")) {
+    if (ordinary) fail(kCmd, "--ordinary does not apply to --chat: a chat format's markers are special tokens");
+    const ChatTemplate tmpl = tok.chat_template();
+    const std::string all = read_input(chat);
+    std::string out;
+    std::size_t line_no = 0, count = 0;
+    for (std::size_t begin = 0; begin < all.size();) {
+      const std::size_t end = std::min(all.find('\n', begin), all.size());
+      const std::string where = chat + " line " + std::to_string(++line_no);
+      const std::vector<ChatMessage> messages =
+          parse_conversation(std::string_view(all).substr(begin, end - begin), where);
+      std::string rendered;
+      try {
+        rendered = tmpl.render(messages, messages.back().role != "assistant");
+      } catch (const Error& e) {
+        fail(kCmd, where + ": " + e.what());
+      }
+      const std::vector<std::int32_t> ids = tok.encode(rendered);
+      for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+      out += '\n';
+      count += ids.size();
+      begin = end + 1;
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "%zu conversations, %zu tokens (%s)\n", line_no, count, tmpl.describe().c_str());
+    return 0;
+  }
   if (p.given("--json-lines")) {
     const std::string all = read_input(json_lines);
     std::string out;

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "llmcc/text/chat_template.h"
+
 namespace llmcc {
 
 class TextTokenizer {
@@ -53,6 +55,12 @@ class TextTokenizer {
   // A SentencePiece model's .model file bytes, so that a data directory or a checkpoint can carry
   // the tokenizer itself; empty for GPT-2 (its two files are found through spec()).
   virtual std::string model_bytes() const = 0;
+  // The chat format of a tokenizer.json's folder (llmcc/text/chat_template.h): its
+  // tokenizer_config.json's "chat_template" (a string, or the list entry named "default"), else
+  // its chat_template.jinja. Throws llmcc::Error naming the files when there is none, when it is
+  // not recognised, or when the vocabulary lacks one of its special tokens; GPT-2's and
+  // SentencePiece tokenizers have none.
+  virtual ChatTemplate chat_template() const;
 };
 
 // Throws llmcc::Error("[tokenizer] ...") for an unknown kind, naming the accepted forms, and
