@@ -293,6 +293,39 @@ void hf_tokenizer_seeds() {
   }
 }
 
+// Chat template ⧺ bos ⧺ conversation: ChatML with a default system message, a <think>
+// template, Llama 3 with the dated system block and without.
+void chat_template_seeds() {
+  const std::string chatml =
+      R"({%- for m in messages -%}{%- if loop.first and m['role'] != 'system' -%})"
+      R"({{ '<|im_start|>system\nBe helpful.<|im_end|>\n' }}{%- endif -%})"
+      R"({{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{%- endfor -%})"
+      R"({%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%})";
+  const std::string thinking = chatml + R"({# reasoning_content '</think>' #})";
+  const std::string llama3 =
+      R"({{- bos_token }}{%- set date_string = "26 Jul 2024" %}{{- "<|start_header_id|>system<|end_header_id|>\n\n" }})"
+      R"({{- "Cutting Knowledge Date: December 2023\n" }}{{- "Today Date: " + date_string + "\n\n" }}{{- "<|eot_id|>" }})"
+      R"({%- for m in messages %}{{- '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content'] | trim)"
+      R"( + '<|eot_id|>' }}{%- endfor %})";
+  const std::string plain_llama3 =
+      R"({% for m in messages %}{{ bos_token }}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' }})"
+      R"({{ m['content'] | trim + '<|eot_id|>' }}{% endfor %})";
+  const std::string conversations[] = {
+      R"({"messages": [{"role": "user", "content": "Hi"}]})",
+      R"({"messages": [{"role": "system", "content": " Be brief.\n"}, {"role": "user", "content": "caf\u00e9 \u3000"}]})",
+      R"({"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}, {"role": "user", "content": "x"}]})",
+      R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": " b "}]})",
+  };
+  int i = 0;
+  for (const std::string& c : conversations) {
+    seed("chat_template", "chatml_" + std::to_string(i), join({chatml, "", c}));
+    seed("chat_template", "thinking_" + std::to_string(i), join({thinking, "", c}));
+    seed("chat_template", "llama3_" + std::to_string(i), join({llama3, "<|begin_of_text|>", c}));
+    seed("chat_template", "plain_llama3_" + std::to_string(i), join({plain_llama3, "<|begin_of_text|>", c}));
+    ++i;
+  }
+}
+
 void token_file_seeds() {
   const fs::path p = g_tmp / "tokens.bin";
   std::vector<std::int32_t> ids;
@@ -406,6 +439,7 @@ int main(int argc, char** argv) {
     json_seeds();
     tokenizer_seeds();
     hf_tokenizer_seeds();
+    chat_template_seeds();
     token_file_seeds();
     run_dir_seeds();
     cli_seeds();
