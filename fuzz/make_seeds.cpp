@@ -296,11 +296,10 @@ void hf_tokenizer_seeds() {
 // Chat template ⧺ bos ⧺ conversation: ChatML with a default system message, a <think>
 // template, Llama 3 with the dated system block and without.
 void chat_template_seeds() {
-  const std::string chatml =
-      R"({%- for m in messages -%}{%- if loop.first and m['role'] != 'system' -%})"
-      R"({{ '<|im_start|>system\nBe helpful.<|im_end|>\n' }}{%- endif -%})"
-      R"({{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{%- endfor -%})"
-      R"({%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%})";
+  const std::string chatml = R"({%- for m in messages -%}{%- if loop.first and m['role'] != 'system' -%})"
+                             R"({{ '<|im_start|>system\nBe helpful.<|im_end|>\n' }}{%- endif -%})"
+                             R"({{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{%- endfor -%})"
+                             R"({%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%})";
   const std::string thinking = chatml + R"({# reasoning_content '</think>' #})";
   const std::string llama3 =
       R"({{- bos_token }}{%- set date_string = "26 Jul 2024" %}{{- "<|start_header_id|>system<|end_header_id|>\n\n" }})"

@@ -170,8 +170,10 @@ ChatTemplate ChatTemplate::recognise(std::string_view jinja, std::string_view bo
     }
     return t;
   }
-  fail(kWhere, where + ": the chat template is not one llmcc recognises: ChatML (writes <|im_start|> and <|im_end|>) or Llama 3 "
-      "(writes <|start_header_id|>, <|end_header_id|> and <|eot_id|>)");
+  fail(kWhere,
+       where +
+           ": the chat template is not one llmcc recognises: ChatML (writes <|im_start|> and <|im_end|>) or Llama 3 "
+           "(writes <|start_header_id|>, <|end_header_id|> and <|eot_id|>)");
 }
 
 std::vector<ChatPiece> ChatTemplate::render_pieces(std::span<const ChatMessage> messages,
@@ -221,9 +223,9 @@ std::vector<ChatPiece> ChatTemplate::render_pieces(std::span<const ChatMessage> 
   if (dated_system_) {
     const std::string system = messages[0].role == "system" ? std::string(trim(messages[0].content)) : "";
     if (messages[0].role == "system") first = 1;
-    add(std::string(kHeaderStart) + "system" + std::string(kHeaderEnd) + "\n\nCutting Knowledge Date: " +
-            knowledge_date_ + "\nToday Date: " + (fixed_date_.empty() ? today() : fixed_date_) + "\n\n" + system +
-            std::string(kEotId),
+    add(std::string(kHeaderStart) + "system" + std::string(kHeaderEnd) +
+            "\n\nCutting Knowledge Date: " + knowledge_date_ +
+            "\nToday Date: " + (fixed_date_.empty() ? today() : fixed_date_) + "\n\n" + system + std::string(kEotId),
         false);
   }
   for (std::size_t i = first; i < messages.size(); ++i) {

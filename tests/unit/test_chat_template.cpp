@@ -85,10 +85,12 @@ TEST(ChatTemplate, Llama3TrimsMessagesAndOpensWithBosAndTheDatedSystemBlock) {
   EXPECT_EQ(t.format(), ChatTemplate::Format::Llama3);
   EXPECT_EQ(t.end_of_turn(), "<|eot_id|>");
   EXPECT_EQ(t.describe(), "Llama 3 with a dated system block");
-  const std::string head = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-                           "Cutting Knowledge Date: March 2024\nToday Date: 02 Jan 2025\n\n";
-  EXPECT_EQ(t.render(kUser, true), head + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
-                                          "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::string head =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+      "Cutting Knowledge Date: March 2024\nToday Date: 02 Jan 2025\n\n";
+  EXPECT_EQ(t.render(kUser, true), head +
+                                       "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+                                       "<|start_header_id|>assistant<|end_header_id|>\n\n");
   // Python's str.strip(): ASCII and Unicode spaces (U+3000, U+00A0) at both ends.
   const std::vector<ChatMessage> spaced = {{"system", "  Be brief.\n"}, {"user", "\xe3\x80\x80 Hi\xc2\xa0\t"}};
   EXPECT_EQ(t.render(spaced, false),
@@ -96,15 +98,17 @@ TEST(ChatTemplate, Llama3TrimsMessagesAndOpensWithBosAndTheDatedSystemBlock) {
 
   const ChatTemplate plain = ChatTemplate::recognise(kLlama3, "<|begin_of_text|>", "t.json");
   EXPECT_EQ(plain.describe(), "Llama 3");
-  EXPECT_EQ(plain.render(kSystemUser, true),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      plain.render(kSystemUser, true),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(ChatTemplate, PiecesMarkTheAssistantsWordsAndJoinToTheText) {
   for (const char* jinja : {kChatMlDefaultSystem, kLlama3Dated}) {
     const ChatTemplate t = ChatTemplate::recognise(jinja, "<|begin_of_text|>", "t.json");
-    const std::vector<ChatMessage> conv = {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}, {"assistant", "4"}};
+    const std::vector<ChatMessage> conv = {
+        {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}, {"assistant", "4"}};
     std::string joined, trained;
     for (const llmcc::ChatPiece& p : t.render_pieces(conv, false)) {
       joined += p.text;
@@ -116,12 +120,14 @@ TEST(ChatTemplate, PiecesMarkTheAssistantsWordsAndJoinToTheText) {
 }
 
 TEST(ChatTemplate, WhatIsNotRecognisedOrNotAChatIsRefusedByName) {
-  EXPECT_NE(error_of([] { (void)ChatTemplate::recognise("{{ messages }}", "", "cfg.json"); })
-                .find("cfg.json: the chat template is not one llmcc recognises"),
+  EXPECT_NE(error_of([] {
+              (void)ChatTemplate::recognise("{{ messages }}", "", "cfg.json");
+            }).find("cfg.json: the chat template is not one llmcc recognises"),
             std::string::npos);
   EXPECT_NE(error_of([] { (void)ChatTemplate::recognise("", "", "cfg.json"); }).find("empty"), std::string::npos);
-  EXPECT_NE(error_of([] { (void)ChatTemplate::recognise(kLlama3, "", "cfg.json"); })
-                .find("the template writes bos_token but the tokenizer names no bos_token"),
+  EXPECT_NE(error_of([] {
+              (void)ChatTemplate::recognise(kLlama3, "", "cfg.json");
+            }).find("the template writes bos_token but the tokenizer names no bos_token"),
             std::string::npos);
 
   const ChatTemplate t = ChatTemplate::recognise(kChatMl, "", "t.json");
@@ -137,9 +143,9 @@ TEST(ChatTemplate, WhatIsNotRecognisedOrNotAChatIsRefusedByName) {
   const ChatTemplate thinking = ChatTemplate::recognise(kChatMlThinking, "", "t.json");
   EXPECT_EQ(thinking.render(kTurns, true), t.render(kTurns, true));
   const std::vector<ChatMessage> reply = {{"user", "Hi"}, {"assistant", "Hello!"}};
-  EXPECT_NE(error_of([&] { (void)thinking.render(reply, false); })
-                .find("message 2 is a reply after the last user message"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)thinking.render(reply, false); }).find("message 2 is a reply after the last user message"),
+      std::string::npos);
 }
 
 TEST(ChatTemplate, ConversationsParseFromJsonLines) {

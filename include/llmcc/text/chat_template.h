@@ -80,10 +80,10 @@ class ChatTemplate {
   std::string default_system_;  // ChatML: inserted when the first message is not a system one
   bool has_default_system_ = false;
   bool thinking_ = false;       // ChatML: replies after the last user message carry <think> blocks
-  std::string bos_;              // Llama 3: written first ("" when the template writes no bos_token)
-  bool dated_system_ = false;    // Llama 3.1+: the system block always, with the dates
-  std::string knowledge_date_;   // "December 2023"
-  std::string fixed_date_;       // the template's date when it does not ask for today's
+  std::string bos_;             // Llama 3: written first ("" when the template writes no bos_token)
+  bool dated_system_ = false;   // Llama 3.1+: the system block always, with the dates
+  std::string knowledge_date_;  // "December 2023"
+  std::string fixed_date_;      // the template's date when it does not ask for today's
 };
 
 }  // namespace llmcc
