@@ -11,8 +11,10 @@
 #include <limits>
 #include <utility>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemv.h"
 
 #include "naive_gemm.h"
 #include "test_support.h"
@@ -275,6 +277,39 @@ TEST(GemmKernel, OneRowAgainstStoredRowsIsExactAcrossThreadCounts) {
         EXPECT_TRUE(test::all_close("y", C, expect, 2e-6 * K + 1e-6, 1e-5)) << threads << " threads";
         if (threads == 1) alone = C;
         EXPECT_TRUE(C == alone) << threads << " threads differ from one";
+      }
+    }
+  }
+  set_num_threads(before);
+}
+
+// The same product with W held as bf16 (cpu::gemv_rows_bf16, what decoding with bf16 weight
+// copies runs): against the naive loop over W's bf16 values widened, on shapes of one row, of
+// fewer rows than a group of four, of several thread chunks, with a row stride wider than K; bit
+// for bit the same on 1, 2 and 3 threads.
+TEST(GemmKernel, OneRowAgainstBf16RowsIsExactAcrossThreadCounts) {
+  const int before = num_threads();
+  for (const auto& [N, K] : {std::pair{1003, 771}, std::pair{1, 5}, std::pair{3, 17}, std::pair{4100, 64}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " K=" + std::to_string(K));
+    const int ldw = K + 5;
+    const auto x = test::random_vector<float>(static_cast<std::size_t>(K), 11);     // (1, K)
+    auto W = test::random_vector<float>(static_cast<std::size_t>(N) * ldw, 12);     // (N, ldw)
+    const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 13);  // (N)
+    std::vector<std::uint16_t> Wb(W.size());                                        // (N, ldw)
+    cpu::floats_to_bf16(W.data(), Wb.data(), static_cast<std::int64_t>(W.size()));
+    for (std::size_t i = 0; i < W.size(); ++i) W[i] = cpu::bf16_to_float(Wb[i]);  // the values it multiplies
+    for (const bool with_bias : {false, true}) {
+      const std::vector<float> zero(static_cast<std::size_t>(N), 0.0f);
+      const auto expect =
+          test::naive_gemm(false, true, 1, N, K, 1.0, x, K, W, ldw, 0.0f, zero, N, with_bias ? bias.data() : nullptr);
+      std::vector<float> alone;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> y(static_cast<std::size_t>(N), std::numeric_limits<float>::quiet_NaN());  // (1, N)
+        cpu::gemv_rows_bf16(N, K, x.data(), Wb.data(), ldw, y.data(), with_bias ? bias.data() : nullptr);
+        EXPECT_TRUE(test::all_close("y", y, expect, 2e-6 * K + 1e-6, 1e-5)) << threads << " threads";
+        if (threads == 1) alone = y;
+        EXPECT_TRUE(y == alone) << threads << " threads differ from one";
       }
     }
   }

@@ -6,6 +6,9 @@
 // The tokenizer is the one the checkpoint stored (run_tokenizer.h), else GPT-2's; --tokenizer
 // overrides. SentencePiece prompts start with its bos; --stop-at-eot stops at its eos.
 //
+// --weights-dtype bf16: each decoding step reads bf16 copies of the weights (llmcc/bf16_weights.h),
+// half the bytes of fp32, for about half the time per token where memory bandwidth bounds it.
+//
 // --chat: the prompt is a user's message in the folder's chat format (llmcc/text/chat_template.h),
 // after --system's message if given; only the reply is written, and it ends at the format's
 // end-of-turn token.
@@ -23,6 +26,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "llmcc/bf16_weights.h"
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
@@ -44,7 +48,7 @@ void write_out(const std::string& s) {
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  std::string ckpt, prompt, tokenizer_spec, system, on_full = "stop";
+  std::string ckpt, prompt, tokenizer_spec, system, on_full = "stop", weights_dtype = "f32";
   int max_tokens = 256, top_k = 0, threads = 0;
   float temperature = 1.0f;
   std::uint64_t seed = 1337;
@@ -73,6 +77,9 @@ int run_generate(int argc, char** argv) {
         "when the sequence reaches the model's context (max_seq_len): 'stop', or 'slide' the window "
         "(recomputes the cache of the last max_seq_len - 1 tokens for every further token: slow)");
   p.add("--threads", &threads, "threads for the kernels; 0 uses every core");
+  p.add("--weights-dtype", &weights_dtype,
+        "the weights each decoding step reads: f32, or bf16 copies (half the memory traffic per token, half "
+        "the weights' size more memory; logits move by bf16's rounding); the prompt runs in f32");
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model), hf:FILE (a tokenizer.json) or a directory "
         "with encoder.json and vocab.bpe or a tokenizer.json [default: the one llmcc train stored in the "
@@ -93,6 +100,8 @@ int run_generate(int argc, char** argv) {
   if (top_k < 0) fail(kCmd, "--top-k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
   if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
   if (p.given("--system") && !chat) fail(kCmd, "--system is a chat message; give --chat with it");
+  if (weights_dtype != "f32" && weights_dtype != "bf16")
+    fail(kCmd, "--weights-dtype is '" + weights_dtype + "', expected f32 or bf16");
   if (on_full != "stop" && on_full != "slide") fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
   check_model_path(ckpt, "--ckpt", kCmd);
   if (threads > 0) set_num_threads(threads);
@@ -160,6 +169,14 @@ int run_generate(int argc, char** argv) {
   DecodeStream text(tok, ids);
 
   const models::ContextFull full_mode = on_full == "slide" ? models::ContextFull::Slide : models::ContextFull::Stop;
+  std::optional<Bf16Weights> bf16_copies;
+  std::optional<Bf16WeightsScope> bf16_scope;
+  if (weights_dtype == "bf16") {
+    bf16_copies.emplace(model->params());
+    bf16_scope.emplace(*bf16_copies);
+    std::fprintf(stderr, "decoding reads bf16 copies of %zu matrices (%.1f MiB)\n", bf16_copies->matrices(),
+                 static_cast<double>(bf16_copies->bytes()) / (1024.0 * 1024.0));
+  }
   const std::unique_ptr<models::Generator> generator = model->generator(full_mode);
   models::Generator& gen = *generator;
   std::fprintf(stderr, "model %s %s from %s; cache and scratch %.1f MiB\n", cfg.display_name(), cfg.str().c_str(),

@@ -5,11 +5,18 @@
 // them across rows that a single row does not have.
 #pragma once
 
+#include <cstdint>
+
 namespace llmcc::cpu {
 
 // Each output is a dot product over all of K computed by one thread (the sum's order does not
 // depend on the thread count). beta == 0 ignores y's old values (NaN included); bias may be null.
 void gemv_rows(int N, int K, float alpha, const float* x, const float* W, int ldw, float beta, float* y,
                const float* bias);
+
+// The same with W held as bf16 (kernels/cpu/bf16.h: the upper 16 bits of each float), widened to
+// fp32 as it is read: the product of x with W's bf16 values, summed in fp32, reading half the
+// bytes. y (1, N) = x (1, K) . W^T (+ bias), beta 0.
+void gemv_rows_bf16(int N, int K, const float* x, const std::uint16_t* W, int ldw, float* y, const float* bias);
 
 }  // namespace llmcc::cpu

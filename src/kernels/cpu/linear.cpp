@@ -4,7 +4,9 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemv.h"
 #include "kernels/cpu/parallel.h"
+#include "llmcc/bf16_weights.h"
 #include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
@@ -33,6 +35,15 @@ void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int
 
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
                     std::int64_t OC) {
+  // One row against a weight with a bf16 copy in use (llmcc/bf16_weights.h): read the copy.
+  if (N == 1) {
+    if (const Bf16Weights* copies = active_bf16_weights()) {
+      if (const std::uint16_t* wb = copies->copy_of(w, OC, C)) {
+        gemv_rows_bf16(static_cast<int>(OC), static_cast<int>(C), x, wb, static_cast<int>(C), out, b);
+        return;
+      }
+    }
+  }
   // out (N, OC) = x (N, C) . w^T (+ b), w stored (OC, C).
   matmul(false, true, static_cast<int>(N), static_cast<int>(OC), static_cast<int>(C), x, static_cast<int>(C), w,
          static_cast<int>(C), 0.0f, out, static_cast<int>(OC), b);
