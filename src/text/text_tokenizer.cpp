@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -32,6 +33,7 @@ class Gpt2Text final : public TextTokenizer {
   std::string describe() const override { return "GPT-2 BPE (" + std::to_string(vocab_size()) + " tokens)"; }
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return {}; }
+  std::map<std::string, std::string> files() const override { return {}; }
 
  private:
   Gpt2Tokenizer tok_;
@@ -74,36 +76,34 @@ class SpText final : public TextTokenizer {
   }
   std::string spec() const override { return "sp:" + tok_.path(); }
   std::string model_bytes() const override { return tok_.serialized(); }
+  std::map<std::string, std::string> files() const override { return {{"tokenizer.model", tok_.serialized()}}; }
 
  private:
   SpTokenizer tok_;
 };
 
 // A tokenizer.json, with the bos and eos its tokenizer_config.json names (else, as GPT-2's and
-// Qwen's base files, <|endoftext|> for eos when the vocabulary has it).
+// Qwen's base files, <|endoftext|> for eos when the vocabulary has it). Built from the files'
+// contents (kHfTokenizerFiles, by name), read from a folder or from a checkpoint that carries them.
 class HfText final : public TextTokenizer {
  public:
-  HfText(HfTokenizer tok, std::string spec) : tok_(std::move(tok)), spec_(std::move(spec)) {
-    const std::filesystem::path config = std::filesystem::path(tok_.path()).parent_path() / "tokenizer_config.json";
-    std::error_code ec;
-    if (std::filesystem::exists(config, ec)) {
-      std::ifstream in(config, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      const JsonValue j = parse_json(text.str(), config.string(), "hf_tokenizer");
-      bos_ = special(j, "bos_token", config.string());
-      eos_ = special(j, "eos_token", config.string());
-      read_chat_template(j, config.string());
+  // files: "tokenizer.json" (required), "tokenizer_config.json", "chat_template.jinja"; `where`
+  // names their folder (or the checkpoint) in messages and describe(); `spec` loads them again.
+  HfText(std::map<std::string, std::string> files, const std::string& where, std::string spec)
+      : files_(std::move(files)),
+        tok_(HfTokenizer::from_json(files_.at("tokenizer.json"), where + "/tokenizer.json")),
+        spec_(std::move(spec)) {
+    if (const auto it = files_.find("tokenizer_config.json"); it != files_.end()) {
+      const std::string path = where + "/tokenizer_config.json";
+      const JsonValue j = parse_json(it->second, path, "hf_tokenizer");
+      bos_ = special(j, "bos_token", path);
+      eos_ = special(j, "eos_token", path);
+      read_chat_template(j, path);
     }
     if (eos_ < 0) eos_ = tok_.token_id("<|endoftext|>").value_or(-1);
-    const std::filesystem::path jinja = std::filesystem::path(tok_.path()).parent_path() / "chat_template.jinja";
-    if (chat_template_.empty() && std::filesystem::exists(jinja, ec)) {
-      std::ifstream in(jinja, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      if (!in) fail("hf_tokenizer", "cannot read " + jinja.string());
-      chat_template_ = text.str();
-      chat_template_where_ = jinja.string();
+    if (const auto it = files_.find("chat_template.jinja"); chat_template_.empty() && it != files_.end()) {
+      chat_template_ = it->second;
+      chat_template_where_ = where + "/chat_template.jinja";
     }
   }
   std::vector<std::int32_t> encode(std::string_view text) const override { return tok_.encode(text, true); }
@@ -126,6 +126,7 @@ class HfText final : public TextTokenizer {
   }
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return ""; }
+  std::map<std::string, std::string> files() const override { return files_; }
   ChatTemplate chat_template() const override {
     if (chat_template_.empty())
       fail("hf_tokenizer", "the folder of " + tok_.path() +
@@ -173,6 +174,7 @@ class HfText final : public TextTokenizer {
     return *id;
   }
 
+  std::map<std::string, std::string> files_;
   HfTokenizer tok_;
   std::string spec_;
   std::int32_t bos_ = -1, eos_ = -1;
@@ -210,13 +212,31 @@ std::size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
-// A tokenizer.json given as the file or the directory holding it.
+// A tokenizer.json given as the file or the directory holding it, with the files beside it that
+// kHfTokenizerFiles names.
 std::unique_ptr<TextTokenizer> load_hf(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::string file =
-      std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "tokenizer.json").string() : path;
-  const std::string abs = absolute(file);
-  return std::make_unique<HfText>(HfTokenizer::load(abs), "hf:" + abs);
+  const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
+  const fs::path abs = absolute(file);
+  std::map<std::string, std::string> files;
+  const auto read = [&](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in)
+      fail("hf_tokenizer", p.string() + ": cannot open for reading" +
+                               (p == abs ? std::string(" (expected a tokenizer.json)") : std::string()));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) fail("hf_tokenizer", p.string() + ": read error");
+    return text.str();
+  };
+  files["tokenizer.json"] = read(abs);
+  for (const char* name : kHfTokenizerFiles) {
+    const fs::path beside = abs.parent_path() / name;
+    if (std::string(name) != "tokenizer.json" && fs::is_regular_file(beside, ec)) files[name] = read(beside);
+  }
+  const std::string where = abs.filename() == "tokenizer.json" ? abs.parent_path().string() : abs.string();
+  return std::make_unique<HfText>(std::move(files), where, "hf:" + abs.string());
 }
 
 bool ends_with(std::string_view s, std::string_view end) {
@@ -244,6 +264,17 @@ std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec) {
                         "; expected gpt2, gpt2:DIR (encoder.json and vocab.bpe), sp:MODEL (a SentencePiece .model), "
                         "hf:FILE (a tokenizer.json, or a directory holding one) or an existing directory with "
                         "GPT-2's files or a tokenizer.json");
+}
+
+std::unique_ptr<TextTokenizer> load_hf_tokenizer_files(const std::map<std::string, std::string>& files,
+                                                       const std::string& label) {
+  for (const auto& [name, bytes] : files) {
+    bool known = false;
+    for (const char* k : kHfTokenizerFiles) known = known || name == k;
+    if (!known) fail("hf_tokenizer", label + ": '" + name + "' is not one of a tokenizer.json's files");
+  }
+  if (!files.count("tokenizer.json")) fail("hf_tokenizer", label + ": has no tokenizer.json");
+  return std::make_unique<HfText>(files, label, "hf:" + label);
 }
 
 std::unique_ptr<TextTokenizer> load_sp_tokenizer_bytes(const std::string& bytes, const std::string& label) {

@@ -67,7 +67,7 @@ TEST(Bf16Weights, OneRowProductsUnderAScopeReadTheCopy) {
     EXPECT_EQ(active_bf16_weights(), &copies);
     const std::vector<float> got = values(linear_nobias(row, a));
     EXPECT_TRUE(test::all_close("bf16 row", got, want_bf16, 1e-6, 1e-6));
-    EXPECT_EQ(values(linear_nobias(rows, a)), fp32_rows);  // two rows: fp32
+    EXPECT_EQ(values(linear_nobias(rows, a)), fp32_rows);         // two rows: fp32
     EXPECT_EQ(values(linear_nobias(row, a_rounded)), want_bf16);  // a weight without a copy
     {
       const ParameterStore other = store();

@@ -4,6 +4,7 @@
 // streams each new token's text as the whole sequence spells it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -211,6 +212,71 @@ TEST(RunTokenizer, CheckpointCarriesTheTokenizer) {
   EXPECT_FALSE(llmcc::cli::checkpoint_tokenizer(dir.file("bare.bin")).has_value());
   write_file(dir.file("llmc.bin"), std::string(1024, '\0'));
   EXPECT_FALSE(llmcc::cli::checkpoint_tokenizer(dir.file("llmc.bin")).has_value());
+}
+
+// A byte-level tokenizer.json (ids 0..255 the bytes, 256 "ab", 257 "<|s|>" special) with a
+// tokenizer_config.json naming bos and a ChatML-free chat template file beside it, in dir/name.
+std::string write_hf_folder(const TempDir& dir, const std::string& name) {
+  const fs::path folder = dir.path / name;
+  fs::create_directories(folder);
+  std::string vocab;
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    char c[16];
+    std::snprintf(c, sizeof c, "\\u%04x", printable ? b : next++);
+    vocab += "\"" + std::string(c) + "\": " + std::to_string(b) + ", ";
+  }
+  write_file((folder / "tokenizer.json").string(),
+             R"({"added_tokens": [{"id": 257, "content": "<|s|>", "special": true}], "normalizer": null, )"
+             R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}, )"
+             R"("decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" +
+                 vocab + R"("ab": 256}, "merges": ["a b"]}})");
+  write_file((folder / "tokenizer_config.json").string(), R"({"bos_token": "<|s|>"})");
+  write_file((folder / "chat_template.jinja").string(), "{{ '<|im_start|>' }}<|im_end|>");
+  return (folder / "tokenizer.json").string();
+}
+
+// A tokenizer.json travels as SentencePiece models do: data directories and checkpoints hold its
+// files (with the config and the chat template beside it), so neither needs the original folder.
+TEST(RunTokenizer, ATokenizerJsonTravelsWithDataAndCheckpoints) {
+  TempDir dir;
+  const std::string json = write_hf_folder(dir, "model");
+  const auto tok = llmcc::load_text_tokenizer("hf:" + json);
+  ASSERT_EQ(tok->files().size(), 3u);
+  EXPECT_EQ(tok->bos(), 257);
+  const fs::path data = dir.path / "data";
+  fs::create_directories(data);
+  llmcc::cli::write_data_tokenizer(data, *tok);
+  const std::string record = llmcc::test::slurp((data / "tokenizer.txt").string());
+  EXPECT_NE(record.find("spec=hf:tokenizer.json\n"), std::string::npos) << record;
+  EXPECT_NE(record.find("kind=tokenizer.json\n"), std::string::npos) << record;
+  EXPECT_NE(record.find("source=hf:" + json + "\n"), std::string::npos) << record;
+
+  const llmcc::ParameterStore params({{"w", llmcc::Shape{2, 3}}});
+  llmcc::TrainState state;
+  state.config["model.family"] = "llama";
+  llmcc::cli::store_tokenizer(*tok, state.config, state.files);
+  EXPECT_EQ(state.files.size(), 3u);
+  const std::string ckpt = dir.file("ckpt.bin");
+  llmcc::save_checkpoint(ckpt, params, nullptr, state);
+
+  // The original folder gone and the data moved: both still give the same tokenizer.
+  fs::remove_all(dir.path / "model");
+  fs::rename(data, dir.path / "moved");
+  for (const auto& back :
+       {llmcc::cli::read_data_tokenizer(dir.path / "moved"), llmcc::cli::checkpoint_tokenizer(ckpt)}) {
+    ASSERT_TRUE(back.has_value());
+    EXPECT_TRUE(llmcc::cli::same_tokenizer(*back->tok, *tok));
+    EXPECT_EQ(back->tok->bos(), 257);
+    EXPECT_EQ(back->tok->encode("ab<|s|>"), tok->encode("ab<|s|>"));
+    EXPECT_EQ(back->tok->files(), tok->files());
+  }
+  // A checkpoint's files that are not a tokenizer.json's are refused by name.
+  EXPECT_TRUE(throws_error([] { (void)llmcc::load_hf_tokenizer_files({{"vocab.txt", "x"}}, "c.bin"); },
+                           {"[hf_tokenizer]", "c.bin", "'vocab.txt' is not one of a tokenizer.json's files"}));
+  EXPECT_TRUE(throws_error([] { (void)llmcc::load_hf_tokenizer_files({{"tokenizer_config.json", "{}"}}, "c.bin"); },
+                           {"c.bin: has no tokenizer.json"}));
 }
 
 }  // namespace

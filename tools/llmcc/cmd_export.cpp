@@ -7,8 +7,8 @@
 // The input kind is told once (models::identify_model_file). Only the weights travel: an
 // exported llmcc checkpoint can start a run (--init-from) or be evaluated and sampled, not
 // resumed. The tokenizer a checkpoint stored goes along (run_tokenizer.h): into an llmcc output
-// as it is, into a Hugging Face directory as tokenizer.json (with its tokenizer_config.json and
-// chat template) or tokenizer.model (SentencePiece).
+// as it is, into a Hugging Face directory as its files (tokenizer.json with its
+// tokenizer_config.json and chat template, or a SentencePiece tokenizer.model).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -88,35 +88,24 @@ std::string format_help() {
   }() + ") for an llmcc checkpoint, llmcc for anything else";
 }
 
-// The input's tokenizer beside a Hugging Face export: a tokenizer.json (the input folder's, or the
-// one a checkpoint was trained with) is copied with the tokenizer_config.json and
-// chat_template.jinja beside it, as current repositories ship them; a SentencePiece model a checkpoint stores is
-// written as tokenizer.model (Llama 2's layout). Each write is atomic; nothing is copied onto itself.
+// The input's tokenizer beside a Hugging Face export: its files (TextTokenizer::files()), as
+// current repositories ship them: a tokenizer.json (the input folder's, or the one a checkpoint
+// carries) with the tokenizer_config.json and chat_template.jinja that came with it; a
+// SentencePiece model as tokenizer.model (Llama 2's layout). Each write is atomic; nothing is
+// copied onto itself.
 void write_tokenizer_beside(const std::string& ckpt, const std::string& dir) {
   const std::optional<RunTokenizer> t = checkpoint_tokenizer(ckpt);
   if (!t) return;
   namespace fs = std::filesystem;
   const std::string spec = t->tok->spec();
-  if (spec.rfind("hf:", 0) == 0) {
-    const fs::path json = spec.substr(3);
-    for (const fs::path& from :
-         {json, json.parent_path() / "tokenizer_config.json", json.parent_path() / "chat_template.jinja"}) {
-      std::error_code ec;
-      const fs::path to = fs::path(dir) / (from == json ? fs::path("tokenizer.json") : from.filename());
-      if (!fs::is_regular_file(from, ec) || fs::equivalent(from, to, ec)) continue;
-      std::ifstream in(from, std::ios::binary);
-      std::ostringstream bytes;
-      bytes << in.rdbuf();
-      if (!in) fail(kCmd, "cannot read " + from.string());
-      models::write_text_file(to.string(), bytes.str(), kCmd);
-      print_written(to.string(), ("the input's " + from.filename().string()).c_str());
-    }
-    return;
+  const fs::path from_dir = spec.rfind("hf:", 0) == 0 ? fs::path(spec.substr(3)).parent_path() : fs::path();
+  for (const auto& [name, bytes] : t->tok->files()) {
+    std::error_code ec;
+    const fs::path to = fs::path(dir) / name;
+    if (!from_dir.empty() && fs::equivalent(from_dir / name, to, ec)) continue;
+    models::write_text_file(to.string(), bytes, kCmd);
+    print_written(to.string(), ("the input's " + name).c_str());
   }
-  if (t->tok->model_bytes().empty()) return;
-  const std::string path = (fs::path(dir) / "tokenizer.model").string();
-  models::write_text_file(path, t->tok->model_bytes(), kCmd);
-  print_written(path, "the checkpoint's SentencePiece tokenizer");
 }
 
 // "--max-shard-size": bytes, with an optional unit as save_pretrained's max_shard_size takes it

@@ -18,8 +18,9 @@
 //     otherwise the input is too small and nothing is written.
 //   * Files: DIR/train_000000.bin, train_000001.bin, ... and DIR/val_000000.bin, ..., each at
 //     most --shard-tokens tokens (at least kMinShardTokens, so a shard holds a training window).
-//   * The tokenizer: DIR/tokenizer.txt names it (and DIR/tokenizer.model holds a copy of a
-//     SentencePiece model), so `llmcc train` and `llmcc generate` find it (run_tokenizer.h).
+//   * The tokenizer: DIR/tokenizer.txt names it (and copies of a SentencePiece model or of a
+//     tokenizer.json's files sit beside it), so `llmcc train` and `llmcc generate` find it
+//     (run_tokenizer.h).
 //   * All or nothing: the data set is written to DIR.tmp-<pid> beside DIR, fsynced, and only then
 //     swapped in (DIR -> DIR.old-<pid>, DIR.tmp-<pid> -> DIR, DIR.old-<pid> removed), so a failed
 //     run leaves an earlier data set in DIR as it was and shards of two runs never mix. An
@@ -143,7 +144,8 @@ bool all_digits(std::string_view s) {
 // The names prepare writes in its output directory: shards, the tokenizer record and model, the
 // Tiny Shakespeare download, and the temporary names of those writes (a crashed earlier version
 // that wrote in place can leave them): (train|val)_<6 or more digits>.bin with an optional .tmp; tokenizer.txt,
-// tokenizer.model and input.txt with an optional .tmp.<digits>.
+// the tokenizer's files (tokenizer.model; tokenizer.json, tokenizer_config.json,
+// chat_template.jinja) and input.txt with an optional .tmp.<digits>.
 bool is_prepare_file(std::string_view name) {
   for (const std::string_view split : {"train_", "val_"}) {
     if (!name.starts_with(split)) continue;
@@ -153,7 +155,8 @@ bool is_prepare_file(std::string_view name) {
     index.remove_suffix(4);
     return index.size() >= 6 && all_digits(index);
   }
-  for (const std::string_view file : {"tokenizer.txt", "tokenizer.model", "input.txt"}) {
+  for (const std::string_view file : {"tokenizer.txt", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
+                                      "chat_template.jinja", "input.txt"}) {
     if (!name.starts_with(file)) continue;
     const std::string_view rest = name.substr(file.size());
     if (rest.empty() || (rest.starts_with(".tmp.") && all_digits(rest.substr(5)))) return true;
@@ -293,7 +296,8 @@ int run_prepare(int argc, char** argv) {
       "llm.c's dev/data/tinyshakespeare.py (338,028 tokens). The last --val-fraction of all tokens is the\n"
       "validation split (or the first --val-tokens); each split must get at least 2 tokens. <out>/tokenizer.txt "
       "records the tokenizer\n"
-      "(with a copy of a SentencePiece model in <out>/tokenizer.model) for llmcc train and generate.\n\n"
+      "(with a copy of a SentencePiece model or of a tokenizer.json's files in <out>) for llmcc train and\n"
+      "generate.\n\n"
       "Examples:\n"
       "  llmcc prepare --input tinyshakespeare --out data/tinyshakespeare\n"
       "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"

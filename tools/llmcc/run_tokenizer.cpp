@@ -48,7 +48,7 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
 
 const char* kind_of(const TextTokenizer& tok) {
   if (!tok.model_bytes().empty()) return "sentencepiece";
-  return tok.spec().rfind("hf:", 0) == 0 ? "tokenizer.json" : "gpt2";
+  return tok.files().count("tokenizer.json") ? "tokenizer.json" : "gpt2";
 }
 
 // The key=value facts every record carries, checked against the tokenizer it loads.
@@ -73,12 +73,21 @@ void check_record(const KeyValues& kv, const std::string& prefix, const TextToke
 void write_data_tokenizer(const fs::path& dir, const TextTokenizer& tok) {
   KeyValues kv;
   describe_into(tok, kv, "");
-  const std::string bytes = tok.model_bytes();
-  if (bytes.empty()) {
+  const std::map<std::string, std::string> files = tok.files();
+  if (files.empty()) {
     kv["spec"] = tok.spec();
   } else {
-    write_bytes(dir / kDataTokenizerModel, bytes);
-    kv["spec"] = std::string("sp:") + kDataTokenizerModel;  // relative to dir: the data moves with it
+    // Copies in dir, named relative to it: the data moves with its tokenizer. A tokenizer.json's
+    // files that dir already holds (data prepared into the tokenizer's own folder) stay.
+    for (const auto& [name, bytes] : files) {
+      std::error_code ec;
+      const std::string spec = tok.spec();
+      if (spec.rfind("hf:", 0) == 0 && fs::equivalent(fs::path(spec.substr(3)).parent_path() / name, dir / name, ec))
+        continue;
+      write_bytes(dir / name, bytes);
+    }
+    kv["spec"] =
+        files.count("tokenizer.json") ? std::string("hf:tokenizer.json") : std::string("sp:") + kDataTokenizerModel;
     kv["source"] = tok.spec();
   }
   write_bytes(dir / kDataTokenizerRecord, format_key_values(kv));
@@ -95,9 +104,11 @@ std::optional<RunTokenizer> read_data_tokenizer(const fs::path& dir) {
                      " has no 'spec' line (expected e.g. spec=sp:tokenizer.model; "
                      "llmcc prepare writes this file)");
   std::string spec = it->second;
-  // A SentencePiece model named relative to the record lives in the data directory.
-  if (spec.rfind("sp:", 0) == 0 && fs::path(spec.substr(3)).is_relative())
-    spec = "sp:" + (dir / spec.substr(3)).string();
+  // A SentencePiece model or a tokenizer.json named relative to the record lives in the data
+  // directory.
+  for (const char* kind : {"sp:", "hf:"})
+    if (spec.rfind(kind, 0) == 0 && fs::path(spec.substr(3)).is_relative())
+      spec = kind + (dir / spec.substr(3)).string();
   RunTokenizer t;
   try {
     t.tok = load_text_tokenizer(spec);
@@ -133,16 +144,15 @@ std::optional<RunTokenizer> data_tokenizer(const std::vector<std::string>& files
 }
 
 bool same_tokenizer(const TextTokenizer& a, const TextTokenizer& b) {
-  const std::string ab = a.model_bytes(), bb = b.model_bytes();
-  if (!ab.empty() || !bb.empty()) return ab == bb;
+  const std::map<std::string, std::string> af = a.files(), bf = b.files();
+  if (!af.empty() || !bf.empty()) return af == bf;
   return a.spec() == b.spec() && a.vocab_size() == b.vocab_size();
 }
 
 void store_tokenizer(const TextTokenizer& tok, KeyValues& config, std::map<std::string, std::string>& files) {
   describe_into(tok, config, "tokenizer.");
   config["tokenizer.spec"] = tok.spec();
-  const std::string bytes = tok.model_bytes();
-  if (!bytes.empty()) files[kCheckpointTokenizerFile] = bytes;
+  for (const auto& [name, bytes] : tok.files()) files[name] = bytes;
 }
 
 std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
@@ -171,6 +181,11 @@ std::optional<RunTokenizer> checkpoint_tokenizer(const std::string& path) {
   RunTokenizer t;
   if (reader.has(section)) {
     t.tok = load_sp_tokenizer_bytes(reader.blob(section), path + " [" + section + "]");
+  } else if (reader.has("file.tokenizer.json")) {
+    std::map<std::string, std::string> files;
+    for (const char* name : kHfTokenizerFiles)
+      if (reader.has(std::string("file.") + name)) files[name] = reader.blob(std::string("file.") + name);
+    t.tok = load_hf_tokenizer_files(files, path + " [file.*]");
   } else if (const auto it = kv.find("tokenizer.spec"); it != kv.end()) {
     try {
       t.tok = load_text_tokenizer(it->second);

@@ -1,12 +1,15 @@
 // How a run's tokenizer travels with it, so no command needs it repeated:
 //
 //   llmcc prepare  writes DIR/tokenizer.txt next to the shards (key=value: spec, kind, vocab_size,
-//                  bos, eos, document_start) and, for SentencePiece, DIR/tokenizer.model (a copy
-//                  of the model; spec = sp:tokenizer.model, relative to DIR).
+//                  bos, eos, document_start) and copies of the tokenizer's files: for
+//                  SentencePiece DIR/tokenizer.model (spec = sp:tokenizer.model, relative to
+//                  DIR), for a tokenizer.json DIR/tokenizer.json with the tokenizer_config.json
+//                  and chat_template.jinja its folder has (spec = hf:tokenizer.json).
 //   llmcc train    takes --tokenizer SPEC, else the checkpoint it resumes, else the record next to
 //                  its shards; checks it fits the model's vocabulary; stores it in every checkpoint
-//                  (config keys tokenizer.*; a SentencePiece model's bytes as the section
-//                  file.tokenizer.model) and decodes its samples with it.
+//                  (config keys tokenizer.*; its files as sections file.<name>:
+//                  file.tokenizer.model, or file.tokenizer.json and the others) and decodes its
+//                  samples with it.
 //   llmcc generate takes --tokenizer SPEC, else the checkpoint's, else a tokenizer.model next to a
 //                  Hugging Face model, else GPT-2's default files.
 #pragma once
@@ -32,8 +35,8 @@ struct RunTokenizer {
   std::string source;  // where it came from, for messages: "data/ts/tokenizer.txt", "--tokenizer"
 };
 
-// prepare: writes dir/tokenizer.txt (and dir/tokenizer.model for SentencePiece), replacing an
-// earlier run's. Throws llmcc::Error naming the file on an I/O failure.
+// prepare: writes dir/tokenizer.txt and the tokenizer's files (TextTokenizer::files()), replacing
+// an earlier run's. Throws llmcc::Error naming the file on an I/O failure.
 void write_data_tokenizer(const std::filesystem::path& dir, const TextTokenizer& tok);
 // The record in `dir` (nullopt when there is none). Throws llmcc::Error naming the file when it is
 // malformed or does not describe the tokenizer it names (e.g. another vocabulary size).
@@ -42,7 +45,7 @@ std::optional<RunTokenizer> read_data_tokenizer(const std::filesystem::path& dir
 // tokenizer, else llmcc::Error naming both records.
 std::optional<RunTokenizer> data_tokenizer(const std::vector<std::string>& files);
 
-// Whether two tokenizers are the same (the same SentencePiece model bytes, or the same GPT-2 spec).
+// Whether two tokenizers are the same (the same files' bytes, or the same GPT-2 spec).
 bool same_tokenizer(const TextTokenizer& a, const TextTokenizer& b);
 
 // train: the config keys (tokenizer.spec, tokenizer.kind, tokenizer.vocab_size) and the files a

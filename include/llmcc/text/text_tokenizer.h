@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -55,6 +56,10 @@ class TextTokenizer {
   // A SentencePiece model's .model file bytes, so that a data directory or a checkpoint can carry
   // the tokenizer itself; empty for GPT-2 (its two files are found through spec()).
   virtual std::string model_bytes() const = 0;
+  // The files that make this tokenizer again, by name, so that a data directory or a checkpoint
+  // can carry it: a SentencePiece model's "tokenizer.model"; a tokenizer.json with the files of
+  // kHfTokenizerFiles its folder has; none for GPT-2 (its files are found through spec()).
+  virtual std::map<std::string, std::string> files() const = 0;
   // The chat format of a tokenizer.json's folder (llmcc/text/chat_template.h): its
   // tokenizer_config.json's "chat_template" (a string, or the list entry named "default"), else
   // its chat_template.jinja. Throws llmcc::Error naming the files when there is none, when it is
@@ -63,9 +68,19 @@ class TextTokenizer {
   virtual ChatTemplate chat_template() const;
 };
 
+// The files of a Hugging Face tokenizer: tokenizer.json, and beside it the bos, eos and chat
+// template they name.
+inline constexpr const char* kHfTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"};
+
 // Throws llmcc::Error("[tokenizer] ...") for an unknown kind, naming the accepted forms, and
 // whatever the loader throws for missing or corrupt files.
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& spec);
+// A tokenizer.json from its files' contents (TextTokenizer::files()), as a checkpoint carries
+// them; `label` names the source in errors, describe() and spec(). Throws llmcc::Error
+// ("[hf_tokenizer] <label>...") without a tokenizer.json, for a name not in kHfTokenizerFiles,
+// and for contents the loader refuses.
+std::unique_ptr<TextTokenizer> load_hf_tokenizer_files(const std::map<std::string, std::string>& files,
+                                                       const std::string& label);
 // A SentencePiece tokenizer from a .model file's bytes (model_bytes()); `label` names the source
 // in errors and describe(). Throws llmcc::Error("[sp_tokenizer] <label>: ...") for corrupt bytes.
 std::unique_ptr<TextTokenizer> load_sp_tokenizer_bytes(const std::string& bytes, const std::string& label);
