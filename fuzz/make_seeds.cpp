@@ -259,8 +259,15 @@ void tokenizer_seeds() {
   seed("tokenizer_record", "spec_gpt2", "gpt2:gpt2");
 }
 
+// Two upper-case hex digits of b.
+std::string hex2(int b) {
+  const char* digits = "0123456789ABCDEF";
+  return {digits[(b >> 4) & 15], digits[b & 15]};
+}
+
 // tokenizer.json ⧺ text: GPT-2's ByteLevel pre-tokenizer, and Llama 3's Split then ByteLevel with
-// NFC and ignore_merges; each with a special and an ordinary added token.
+// NFC and ignore_merges; each with a special and an ordinary added token; and SentencePiece-style
+// ones (below).
 void hf_tokenizer_seeds() {
   std::string vocab;
   int next = 256;
@@ -287,9 +294,33 @@ void hf_tokenizer_seeds() {
       R"("behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}, )"
       R"("decoder": {"type": "ByteLevel"}, )" +
       model + "}";
+  // SentencePiece-style: Metaspace with byte fallback, and Llama 2's Prepend/Replace normalizers.
+  std::string sp_vocab = R"("<unk>": 0, "<s>": 1, )";
+  for (int b = 0; b < 256; ++b) sp_vocab += "\"<0x" + hex2(b) + ">\": " + std::to_string(b + 2) + ", ";
+  sp_vocab += R"("\u2581": 258, "t": 259, "h": 260, "e": 261, "\u2581t": 262, "\u2581th": 263, "\u2581the": 264)";
+  const std::string sp_model =
+      R"("model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true, )"
+      R"("vocab": {)" +
+      sp_vocab + R"(}, "merges": ["\u2581 t", "\u2581t h", "\u2581th e"]})";
+  const std::string sp_added = R"("added_tokens": [{"id": 1, "content": "<s>", "special": true, "normalized": false}])";
+  const std::string metaspace =
+      "{" + sp_added +
+      R"(, "normalizer": null, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", )"
+      R"("split": true}, "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Metaspace", )"
+      R"("replacement": "\u2581", "prepend_scheme": "first"}]}, )" +
+      sp_model + "}";
+  const std::string llama2 =
+      "{" + sp_added +
+      R"(, "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, {"type": )"
+      R"("Replace", "pattern": {"String": " "}, "content": "\u2581"}]}, "pre_tokenizer": null, "decoder": {"type": )"
+      R"("Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": )"
+      R"("ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}, )" +
+      sp_model + "}";
   for (std::size_t i = 0; i < kTexts.size(); ++i) {
     seed("hf_tokenizer", "gpt2_" + std::to_string(i), join({gpt2, std::string(kTexts[i])}));
     seed("hf_tokenizer", "llama3_" + std::to_string(i), join({llama3, std::string(kTexts[i])}));
+    seed("hf_tokenizer", "metaspace_" + std::to_string(i), join({metaspace, std::string(kTexts[i])}));
+    seed("hf_tokenizer", "llama2_" + std::to_string(i), join({llama2, std::string(kTexts[i])}));
   }
 }
 

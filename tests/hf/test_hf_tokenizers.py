@@ -3,10 +3,12 @@
 The tokenizer.json files are made here with `tokenizers`: GPT-2's real vocabulary (from
 ../shared/data/gpt2) and byte-level BPEs trained on Tiny Shakespeare with Llama 3's and Qwen2's
 pre-tokenizers (Qwen2's with its NFC normalizer, Llama 3's with ignore_merges), each with special
-and ordinary added tokens. For each, `llmcc tokenize` must give the ids `tokenizers` gives on all
+and ordinary added tokens, and SentencePiece-style BPEs (Metaspace with byte fallback; unsplit
+with unk; the Prepend and Replace normalizers of converted Llama 2 files). For each, `llmcc tokenize` must give the ids `tokenizers` gives on all
 of Tiny Shakespeare, a corpus of multilingual text, emoji, whitespace runs and added tokens, and
-10,000 random strings; special tokens are recognised only where asked; and decode(encode(x)) == x,
-also for bytes that are not UTF-8.
+10,000 random strings; special tokens are recognised only where asked; and, byte-level ones,
+decode(encode(x)) == x, also for bytes that are not UTF-8, SentencePiece-style ones, the text
+tokenizers' decode gives.
 
 Run by scripts/test_python.sh with LLMCC_BINARY set to the build's llmcc.
 """
@@ -16,7 +18,7 @@ import random
 import subprocess
 
 import pytest
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 LLMCC = os.environ.get("LLMCC_BINARY", "")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,12 +94,50 @@ def trained_tokenizer(pattern, nfc, ignore_merges, specials):
     return tok
 
 
+def metaspace_tokenizer(scheme, split, byte_fallback, legacy=False):
+    """A SentencePiece-style BPE trained on Tiny Shakespeare with a Metaspace pre-tokenizer (or, as
+    converted Llama 2 files, the Prepend and Replace normalizers and no pre-tokenizer), an alphabet
+    limited to 80 characters so that the corpus needs byte fallback (the 256 <0xXX> tokens added
+    to the model's vocabulary) or unk (fused)."""
+    trainer = trainers.BpeTrainer(vocab_size=1200, limit_alphabet=80, special_tokens=["<unk>", "<s>", "</s>"],
+                                  show_progress=False)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.train_from_iterator([shakespeare()] + CORPUS[:3], trainer)
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    if byte_fallback:
+        for i in range(256):
+            vocab.setdefault(f"<0x{i:02X}>", len(vocab))
+    spec["model"].update(byte_fallback=byte_fallback, fuse_unk=True, unk_token="<unk>")
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split}
+    if legacy:
+        spec["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+        spec["pre_tokenizer"] = None
+        spec["decoder"] = {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    else:
+        spec["pre_tokenizer"] = metaspace
+        spec["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, dict(metaspace)]}
+    out = Tokenizer.from_str(json.dumps(spec))
+    # Found in the raw text: after the Prepend normalizer a normalized one would match only after
+    # a space (llmcc refuses that).
+    out.add_tokens([AddedToken("<extra>", normalized=False)])
+    return out
+
+
 TOKENIZERS = {
     "gpt2": lambda folder: gpt2_tokenizer(folder),
     "llama3-style": lambda folder: trained_tokenizer(LLAMA3_PATTERN, False, True,
                                                      ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]),
     "qwen2-style": lambda folder: trained_tokenizer(QWEN2_PATTERN, True, False,
                                                     ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
+    "sentencepiece-style": lambda folder: metaspace_tokenizer("always", True, True),
+    "sentencepiece-style-first-unsplit-unk": lambda folder: metaspace_tokenizer("first", False, False),
+    "llama2-converted": lambda folder: metaspace_tokenizer("always", False, True, legacy=True),
 }
 
 
@@ -137,6 +177,15 @@ def test_ids_equal_tokenizers_and_decode_round_trips(name, tmp_path):
     expect_same(tok, path, [text], tmp_path, "Tiny Shakespeare")
     expect_same(tok, path, CORPUS, tmp_path, "corpus")
     expect_same(tok, path, random_strings(10000, 17), tmp_path, "random strings")
+    # SentencePiece-style decoders drop a leading space and unk loses text: llmcc decodes as
+    # tokenizers does, on the ids of every corpus string.
+    if name.startswith(("sentencepiece", "llama2")):
+        for s in CORPUS:
+            ids = tok.encode(s, add_special_tokens=False).ids
+            back = subprocess.run([LLMCC, "tokenize", "--tokenizer", "hf:" + path, "--decode", *map(str, ids)],
+                                  capture_output=True).stdout if ids else b""
+            assert back.decode("utf-8") == tok.decode(ids, skip_special_tokens=False), f"decode of {s!r}"
+        return
     # Decoding gives the text back, also for text that is not UTF-8 (encoded by llmcc alone).
     for s in CORPUS[:12] + [b"\xff\xfe bytes \xc3( \xe2\x82 end"]:
         raw = s.encode("utf-8") if isinstance(s, str) else s

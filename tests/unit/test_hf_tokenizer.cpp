@@ -163,11 +163,76 @@ TEST(HfTokenizer, AnIdNamesOneToken) {
       {replace_once(good, zz, R"("id": 260, "content": "zz")"), "added token 'zz' has id 260, which names '<|s|>'"},
       {replace_once(good, zz, R"("id": 262, "content": "abc")"),
        "added token 'abc' has id 262 but model.vocab gives it id 257"},
+      {replace_once(good, zz, R"("id": 555555207, "content": "zz")"), "ids go up to 555555207 for 263 tokens"},
   };
   for (const auto& [json, fragment] : cases) {
     const std::string error = load_error(json);
     EXPECT_NE(error.find(fragment), std::string::npos) << "expected `" << fragment << "` in: " << error;
   }
+}
+
+// A SentencePiece-style file: ids 0 <unk>, 1 <s>, 2..257 the bytes' <0xXX>, 258 "▁", 259 "a",
+// 260 "b", 261 "▁a", 262 "ab", 263 "▁ab"; merges "▁ a", "a b", "▁a b".
+std::string metaspace_json(const std::string& pre, const std::string& decoder, bool byte_fallback = true,
+                           const std::string& normalizer = "null") {
+  std::string vocab = R"("<unk>": 0, "<s>": 1, )";
+  for (int b = 0; b < 256; ++b) {
+    char name[16];
+    std::snprintf(name, sizeof name, "\"<0x%02X>\": %d, ", b, b + 2);
+    vocab += name;
+  }
+  vocab += R"("\u2581": 258, "a": 259, "b": 260, "\u2581a": 261, "ab": 262, "\u2581ab": 263)";
+  return R"({"added_tokens": [{"id": 1, "content": "<s>", "special": true}], "normalizer": )" + normalizer +
+         R"(, "pre_tokenizer": )" + pre + R"(, "decoder": )" + decoder +
+         R"(, "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": )" +
+         (byte_fallback ? "true" : "false") + R"(, "vocab": {)" + vocab +
+         R"(}, "merges": ["\u2581 a", "a b", "\u2581a b"]}})";
+}
+
+TEST(HfTokenizer, SentencePieceStyleModelsSplitAtSpacesAndFallBackToBytes) {
+  const std::string pre =
+      R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": true})";
+  const std::string dec = R"({"type": "Sequence", "decoders": [{"type": "ByteFallback"},)"
+                          R"( {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}]})";
+  const HfTokenizer t = HfTokenizer::from_json(metaspace_json(pre, dec), "sp.json");
+  EXPECT_FALSE(t.lossless());
+  EXPECT_EQ(t.encode("ab ab", false), ids({263, 263}));    // "▁ab" "▁ab"
+  EXPECT_EQ(t.encode("ba", false), ids({258, 260, 259}));  // "▁" "b" "a": no merge joins them
+  // "é" is not in the vocabulary: its two UTF-8 bytes' tokens.
+  EXPECT_EQ(t.encode("a\xc3\xa9", false), ids({261, 2 + 0xc3, 2 + 0xa9}));
+  EXPECT_EQ(t.decode(ids({261, 2 + 0xc3, 2 + 0xa9, 263})), "a\xc3\xa9 ab");  // the first ▁ dropped
+  // After an added token the text starts again with "▁" (prepend_scheme always).
+  EXPECT_EQ(t.encode("<s>ab", true), ids({1, 263}));
+  // prepend_scheme first: only the text at the start of the input; unsplit: one piece.
+  const std::string first =
+      R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false})";
+  const HfTokenizer f = HfTokenizer::from_json(metaspace_json(first, dec), "sp.json");
+  EXPECT_EQ(f.encode("ab<s>ab", true), ids({263, 1, 262}));
+  // Without byte fallback an unknown character is unk, consecutive ones one unk (fuse_unk).
+  const HfTokenizer u = HfTokenizer::from_json(metaspace_json(pre, dec, false), "sp.json");
+  EXPECT_EQ(u.encode("a\xc3\xa9\xc3\xa9"
+                     "b",
+                     false),
+            ids({261, 0, 260}));
+  // Llama 2's converted form: Prepend and Replace normalizers, no pre-tokenizer, and the decoder
+  // Replace, ByteFallback, Fuse, Strip.
+  const std::string legacy_norm = R"({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},)"
+                                  R"( {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})";
+  const std::string legacy_dec =
+      R"({"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},)"
+      R"( {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})";
+  const HfTokenizer l = HfTokenizer::from_json(metaspace_json("null", legacy_dec, true, legacy_norm), "sp.json");
+  EXPECT_EQ(l.encode(" ab", false), ids({258, 263}));  // "▁▁ab": Prepend does not look at what follows
+  EXPECT_EQ(l.decode(ids({258, 263})), " ab");
+  // What is not implemented is refused by name.
+  const std::string bad_scheme =
+      R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "sometimes", "split": true})";
+  EXPECT_NE(load_error(metaspace_json(bad_scheme, dec)).find("prepend_scheme is sometimes"), std::string::npos);
+  EXPECT_NE(load_error(metaspace_json(pre, R"({"type": "WordPiece"})")).find("decoder.type is WordPiece"),
+            std::string::npos);
+  const std::string two = R"({"type": "Metaspace", "replacement": "ab", "prepend_scheme": "always"})";
+  EXPECT_NE(load_error(metaspace_json(two, dec)).find("pre_tokenizer.replacement is not one character"),
+            std::string::npos);
 }
 
 TEST(HfTokenizer, SpecsLoadAFileOrItsDirectoryWithTheConfigsSpecialTokens) {

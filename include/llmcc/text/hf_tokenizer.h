@@ -1,5 +1,6 @@
-// Hugging Face tokenizer.json files (the `tokenizers` library's format), byte-level BPE as GPT-2,
-// Llama 3, Qwen2/Qwen3, SmolLM2 and most models since ship them.
+// Hugging Face tokenizer.json files (the `tokenizers` library's format): byte-level BPE as GPT-2,
+// Llama 3, Qwen2/Qwen3, SmolLM2 and most models since ship them, and SentencePiece-style BPE
+// (Metaspace, byte fallback) as TinyLlama, Llama 2 and Mistral's converted files do.
 //
 // What is read (anything else is refused, naming the field and its value):
 //   normalizer      null, or NFC (Qwen2/3), through ICU
@@ -13,12 +14,18 @@
 //                   when the caller allows them (encode's allow_special)
 //   decoder         ByteLevel
 //
+// SentencePiece-style models instead: the Metaspace pre-tokenizer (prepend_scheme always, first
+// or never; split or not), or no pre-tokenizer after the normalizers Prepend and Replace(" ");
+// BPE over characters with byte_fallback (<0xXX> tokens), unk_token and fuse_unk; a decoder
+// made of Metaspace, ByteFallback, Fuse, Replace and Strip steps.
+//
 //   auto tok = llmcc::HfTokenizer::load("model/tokenizer.json");
 //   std::vector<std::int32_t> ids = tok.encode("Hello world", /*allow_special=*/false);
 //   std::string text = tok.decode(ids);  // == "Hello world"
 //
-// decode(encode(s)) == s for every byte string s (bytes that are not UTF-8 are pieces of their
-// own). Safe to use from several threads at once (the piece cache is guarded by a mutex).
+// Byte-level models: decode(encode(s)) == s for every byte string s (bytes that are not UTF-8 are
+// pieces of their own). SentencePiece-style ones decode as `tokenizers` does (lossless() says
+// which). Safe to use from several threads at once (the piece cache is guarded by a mutex).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +54,9 @@ class HfTokenizer {
   // Throws llmcc::Error for an id outside [0, vocab_size()).
   std::string decode(std::span<const std::int32_t> ids) const;
 
+  // Whether decode(encode(s)) == s for every byte string s: true for byte-level models; a
+  // Metaspace model's decoder drops the first piece's leading space, and unk loses text.
+  bool lossless() const;
   int vocab_size() const;                                              // largest id + 1
   std::optional<std::int32_t> token_id(std::string_view token) const;  // an added token's or a vocab entry's id
   const std::string& path() const;
