@@ -233,6 +233,18 @@ void HfTokenizer::Impl::parse() {
 // Metaspace models: the normalizer (none, NFC, or Llama 2's Prepend then Replace of " "), the
 // Metaspace pre-tokenizer (or none after that normalizer) and the decoder steps.
 void HfTokenizer::Impl::parse_metaspace(const JsonValue& root) {
+  // The members of a Metaspace pre-tokenizer or decoder (add_prefix_space and str_rep: files
+  // written before prepend_scheme).
+  const auto check_metaspace_members = [&](const JsonValue& v, const std::string& where) {
+    check_members(v, where,
+                  {{"type", ""},
+                   {"replacement", ""},
+                   {"prepend_scheme", ""},
+                   {"split", ""},
+                   {"add_prefix_space", ""},
+                   {"str_rep", ""}},
+                  path);
+  };
   const auto one_char = [&](const JsonValue& v, const std::string& what) {
     if (v.kind != JsonValue::Kind::String || v.string.empty() || next_char(v.string, 0).second != v.string.size())
       bad(what + " is not one character");
@@ -274,14 +286,7 @@ void HfTokenizer::Impl::parse_metaspace(const JsonValue& root) {
       nfc = true;
     }
     const std::string w = "pre_tokenizer.";
-    check_members(*pre, w,
-                  {{"type", ""},
-                   {"replacement", ""},
-                   {"prepend_scheme", ""},
-                   {"split", ""},
-                   {"add_prefix_space", ""},
-                   {"str_rep", ""}},
-                  path);
+    check_metaspace_members(*pre, w);
     replacement = one_char(member(*pre, "replacement", JsonValue::Kind::String, w, path), w + "replacement");
     if (const JsonValue* ps = pre->find("prepend_scheme"); ps != nullptr && ps->kind == JsonValue::Kind::String) {
       if (ps->string == "always")
@@ -313,14 +318,7 @@ void HfTokenizer::Impl::parse_metaspace(const JsonValue& root) {
     const std::string type = member(*step, "type", JsonValue::Kind::String, w, path).string;
     DecodeStep ds{};
     if (type == "Metaspace") {
-      check_members(*step, w,
-                    {{"type", ""},
-                     {"replacement", ""},
-                     {"prepend_scheme", ""},
-                     {"split", ""},
-                     {"add_prefix_space", ""},
-                     {"str_rep", ""}},
-                    path);
+      check_metaspace_members(*step, w);
       ds.kind = DecodeStep::Kind::Metaspace;
       ds.from = one_char(member(*step, "replacement", JsonValue::Kind::String, w, path), w + "replacement");
       const JsonValue* ps = step->find("prepend_scheme");

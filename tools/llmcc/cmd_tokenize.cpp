@@ -59,6 +59,28 @@ std::int32_t parse_id(const std::string& text, int vocab_size) {
   return static_cast<std::int32_t>(v);
 }
 
+// The ids of each line of `path` ('-': standard input), encode(line, "<path> line N") gives
+// them, written a line each to stdout; the count of tokens goes to stderr. Returns the lines.
+template <class Encode>
+std::size_t encode_lines(const std::string& path, Encode&& encode) {
+  const std::string all = read_input(path);
+  std::string out;
+  std::size_t line_no = 0, count = 0;
+  for (std::size_t begin = 0; begin < all.size();) {
+    const std::size_t end = std::min(all.find('\n', begin), all.size());
+    const std::vector<std::int32_t> ids =
+        encode(std::string_view(all).substr(begin, end - begin), path + " line " + std::to_string(++line_no));
+    for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+    out += '\n';
+    count += ids.size();
+    begin = end + 1;
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "%zu tokens, ", count);
+  return line_no;
+}
+
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
@@ -117,49 +139,26 @@ int run_tokenize(int argc, char** argv) {
   if (p.given("--chat")) {
     if (ordinary) fail(kCmd, "--ordinary does not apply to --chat: a chat format's markers are special tokens");
     const ChatTemplate tmpl = tok.chat_template();
-    const std::string all = read_input(chat);
-    std::string out;
-    std::size_t line_no = 0, count = 0;
-    for (std::size_t begin = 0; begin < all.size();) {
-      const std::size_t end = std::min(all.find('\n', begin), all.size());
-      const std::string where = chat + " line " + std::to_string(++line_no);
-      const std::vector<ChatMessage> messages =
-          parse_conversation(std::string_view(all).substr(begin, end - begin), where);
+    const std::size_t lines = encode_lines(chat, [&](std::string_view line, const std::string& where) {
+      const std::vector<ChatMessage> messages = parse_conversation(line, where);
       std::string rendered;
       try {
         rendered = tmpl.render(messages, messages.back().role != "assistant");
       } catch (const Error& e) {
         fail(kCmd, where + ": " + e.what());
       }
-      const std::vector<std::int32_t> ids = tok.encode(rendered);
-      for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
-      out += '\n';
-      count += ids.size();
-      begin = end + 1;
-    }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
-    std::fprintf(stderr, "%zu conversations, %zu tokens (%s)\n", line_no, count, tmpl.describe().c_str());
+      return tok.encode(rendered);
+    });
+    std::fprintf(stderr, "%zu conversations (%s)\n", lines, tmpl.describe().c_str());
     return 0;
   }
   if (p.given("--json-lines")) {
-    const std::string all = read_input(json_lines);
-    std::string out;
-    std::size_t line_no = 0, count = 0;
-    for (std::size_t begin = 0; begin < all.size();) {
-      const std::size_t end = std::min(all.find('\n', begin), all.size());
-      const std::string where = json_lines + " line " + std::to_string(++line_no);
-      const JsonValue v = parse_json(std::string_view(all).substr(begin, end - begin), where, kCmd);
+    const std::size_t lines = encode_lines(json_lines, [&](std::string_view line, const std::string& where) {
+      const JsonValue v = parse_json(line, where, kCmd);
       if (v.kind != JsonValue::Kind::String) fail(kCmd, where + ": is " + v.kind_name() + ", expected a JSON string");
-      const std::vector<std::int32_t> ids = ordinary ? tok.encode_ordinary(v.string) : tok.encode(v.string);
-      for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
-      out += '\n';
-      count += ids.size();
-      begin = end + 1;
-    }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
-    std::fprintf(stderr, "%zu lines, %zu tokens\n", line_no, count);
+      return ordinary ? tok.encode_ordinary(v.string) : tok.encode(v.string);
+    });
+    std::fprintf(stderr, "%zu lines\n", lines);
     return 0;
   }
   if (p.given("--file")) text = read_input(file);
