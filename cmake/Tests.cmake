@@ -126,3 +126,30 @@ if(Python3_Interpreter_FOUND)
                                         ${PROJECT_SOURCE_DIR})
   set_tests_properties(unit.docs_links PROPERTIES LABELS unit)
 endif()
+
+# cpu::gemv_rows_int8 has a path per instruction set (src/kernels/cpu/gemv_int8.cpp) and a build
+# compiles the one its -march allows. Each path is also compiled alone, with the -march of a CPU
+# that has exactly its instructions, into a program of tests/kernels/int8_path_check.cpp (itself
+# compiled for this machine), which runs the paths this CPU has and skips the others by name.
+foreach(path portable:x86-64: avx2:haswell:avx2 avx-vnni:alderlake:avxvnni avx512-vnni:icelake-server:avx512vnni)
+  string(REPLACE ":" ";" parts "${path}")
+  list(GET parts 0 name)
+  list(GET parts 1 arch)
+  list(GET parts 2 feature)
+  string(REPLACE "-" "_" target_name "test_int8_path_${name}")
+  add_library(${target_name}_kernel OBJECT ${PROJECT_SOURCE_DIR}/src/kernels/cpu/gemv_int8.cpp
+                                           ${PROJECT_SOURCE_DIR}/src/kernels/cpu/int8_rows.cpp)
+  target_include_directories(${target_name}_kernel PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${target_name}_kernel PRIVATE -march=${arch} -mtune=generic)
+  target_link_libraries(${target_name}_kernel PRIVATE OpenMP::OpenMP_CXX)
+  add_executable(${target_name} ${PROJECT_SOURCE_DIR}/tests/kernels/int8_path_check.cpp
+                                $<TARGET_OBJECTS:${target_name}_kernel>)
+  target_include_directories(${target_name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_definitions(${target_name} PRIVATE LLMCC_INT8_PATH="${name}")
+  if(feature)
+    target_compile_definitions(${target_name} PRIVATE LLMCC_INT8_CPU_FEATURE="${feature}")
+  endif()
+  target_link_libraries(${target_name} PRIVATE GTest::gtest GTest::gtest_main OpenMP::OpenMP_CXX)
+  gtest_discover_tests(${target_name} TEST_PREFIX "kernels.${name}."
+                       PROPERTIES LABELS kernels ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
+endforeach()

@@ -9,12 +9,15 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <cstdio>
 #include <utility>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/int8_rows.h"
 
 #include "naive_gemm.h"
 #include "test_support.h"
@@ -311,6 +314,57 @@ TEST(GemmKernel, OneRowAgainstBf16RowsIsExactAcrossThreadCounts) {
         if (threads == 1) alone = y;
         EXPECT_TRUE(y == alone) << threads << " threads differ from one";
       }
+    }
+  }
+  set_num_threads(before);
+}
+
+// The same product with W held as int8 blocks (cpu::gemv_rows_int8, what decoding with int8
+// weight copies runs), which rounds x to int8 blocks too: against the naive loop over the values
+// both blocks hold (q * d), on K of whole blocks, of a short last block, of fewer than one block
+// and of many blocks; bit for bit the same on 1, 2 and 3 threads. A NaN or infinity in x makes
+// every output NaN.
+TEST(GemmKernel, OneRowAgainstInt8RowsIsExactAcrossThreadCounts) {
+  std::printf("int8 block products on this build: %s\n", cpu::int8_dot_path());
+  const int before = num_threads();
+  // Int8 values (rows, cols) of w, as int8 blocks hold them.
+  const auto as_int8 = [](std::vector<float> w, std::int64_t rows, std::int64_t cols) {
+    const std::int64_t nb = cpu::int8_blocks(cols);
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> d(static_cast<std::size_t>(rows * nb));
+    cpu::quantize_rows_int8(w.data(), rows, cols, q.data(), d.data());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        w[r * cols + c] = static_cast<float>(q[r * cols + c]) * d[r * nb + c / cpu::kInt8Block];
+    return std::tuple{w, q, d};
+  };
+  for (const auto& [N, K] :
+       {std::pair{1003, 771}, std::pair{1, 5}, std::pair{3, 17}, std::pair{4100, 64}, std::pair{37, 1056}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " K=" + std::to_string(K));
+    auto x = test::random_vector<float>(static_cast<std::size_t>(K), 21);           // (1, K)
+    const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 23);  // (N)
+    const auto [W, q, d] = as_int8(test::random_vector<float>(static_cast<std::size_t>(N) * K, 22), N, K);
+    const auto x_values = std::get<0>(as_int8(x, 1, K));  // (1, K)
+    ASSERT_NE(x_values, x);
+    for (const bool with_bias : {false, true}) {
+      const std::vector<float> zero(static_cast<std::size_t>(N), 0.0f);
+      const auto expect = test::naive_gemm(false, true, 1, N, K, 1.0, x_values, K, W, K, 0.0f, zero, N,
+                                           with_bias ? bias.data() : nullptr);
+      std::vector<float> alone;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> y(static_cast<std::size_t>(N), std::numeric_limits<float>::quiet_NaN());  // (1, N)
+        cpu::gemv_rows_int8(N, K, x.data(), q.data(), d.data(), y.data(), with_bias ? bias.data() : nullptr);
+        EXPECT_TRUE(test::all_close("y", y, expect, 2e-6 * K + 1e-6, 1e-5)) << threads << " threads";
+        if (threads == 1) alone = y;
+        EXPECT_TRUE(y == alone) << threads << " threads differ from one";
+      }
+    }
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      x[static_cast<std::size_t>(K / 2)] = bad;
+      std::vector<float> y(static_cast<std::size_t>(N), 0.0f);
+      cpu::gemv_rows_int8(N, K, x.data(), q.data(), d.data(), y.data(), nullptr);
+      for (const float v : y) ASSERT_TRUE(std::isnan(v)) << "x holding " << bad;
     }
   }
   set_num_threads(before);

@@ -294,14 +294,16 @@ TEST(GenerateCli, PrintsTextAndSpeedAndIsReproducible) {
   EXPECT_NE(a.err.find("tokens/s"), std::string::npos) << a.err;
   const CliResult b = run_llmcc(dir, args);
   EXPECT_EQ(b.out, a.out);
-  // With bf16 weight copies: the copies are made and said, and the run is as reproducible.
-  std::vector<std::string> bf16_args = args;
-  bf16_args.insert(bf16_args.end(), {"--weights-dtype", "bf16"});
-  const CliResult d = run_llmcc(dir, bf16_args), e = run_llmcc(dir, bf16_args);
-  ASSERT_EQ(d.code, 0) << d.err;
-  EXPECT_NE(d.err.find("decoding reads bf16 copies of"), std::string::npos) << d.err;
-  EXPECT_EQ(d.out, e.out);
-  EXPECT_EQ(d.out.rfind("Hello world", 0), 0u) << d.out;
+  // With bf16 or int8 weight copies: the copies are made and said, and the run is as reproducible.
+  for (const std::string dtype : {"bf16", "int8"}) {
+    std::vector<std::string> copy_args = args;
+    copy_args.insert(copy_args.end(), {"--weights-dtype", dtype});
+    const CliResult d = run_llmcc(dir, copy_args), e = run_llmcc(dir, copy_args);
+    ASSERT_EQ(d.code, 0) << d.err;
+    EXPECT_NE(d.err.find("decoding reads " + dtype + " copies of"), std::string::npos) << d.err;
+    EXPECT_EQ(d.out, e.out);
+    EXPECT_EQ(d.out.rfind("Hello world", 0), 0u) << d.out;
+  }
   // Empty prompt, greedy, a context limit: 32 tokens of context stop generation.
   const CliResult c = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", "", "--max-tokens", "100",
                                       "--temperature", "0", "--no-stop-at-eot"});
@@ -346,7 +348,7 @@ TEST(GenerateCli, BadInputExitsOneWithAMessage) {
   EXPECT_NE(system.err.find("--system is a chat message; give --chat with it"), std::string::npos) << system.err;
   const CliResult dtype = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--weights-dtype", "f16"});
   EXPECT_EQ(dtype.code, 1);
-  EXPECT_NE(dtype.err.find("--weights-dtype is 'f16', expected f32 or bf16"), std::string::npos) << dtype.err;
+  EXPECT_NE(dtype.err.find("--weights-dtype is 'f16', expected f32, bf16 or int8"), std::string::npos) << dtype.err;
   const CliResult too_long = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", long_prompt});
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.err.find("40 tokens long, more than the model's context of 32"), std::string::npos)

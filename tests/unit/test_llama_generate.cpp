@@ -13,7 +13,7 @@
 #include "allocation_counter.h"
 #include "generate_suite.h"
 #include "kernels/cpu/bf16.h"
-#include "llmcc/bf16_weights.h"
+#include "llmcc/decode_weights.h"
 #include "llmcc/arena.h"
 #include "llmcc/ops/add.h"
 #include "llmcc/ops/linear.h"
@@ -105,38 +105,47 @@ struct LlamaGeneration {
   static long op_allocations_per_step(const Model& m) { return ::op_allocations_per_step(m); }
 };
 
-// Decoding with bf16 weight copies (llmcc/bf16_weights.h): from a one-token prompt every linear
-// product has one row and reads the copies, so the logits of every step are those of the same
-// model with its linear layers' matrices rounded to bf16 and computed in fp32 (the embedding
-// lookup reads fp32 in both). And they differ from the fp32 model's by bf16's rounding only.
-TEST(LlamaGenerate, Bf16WeightCopiesDecodeAsTheRoundedModel) {
-  const auto w = small_model(7);
-  auto rounded = small_model(7);
-  for (std::size_t i = 0; i < rounded.params.count(); ++i) {
-    if (rounded.params.shape(i).ndim() != 2 || rounded.params.name(i) == "tok_embeddings.weight") continue;
-    const Tensor t = rounded.params.tensor(i);
-    for (std::int64_t k = 0; k < t.numel(); ++k) t.f32()[k] = llmcc::cpu::round_to_bf16(t.f32()[k]);
-  }
-  const auto seq = random_ids(12, w.model.cfg.vocab_size, 5);  // (12)
-  LlamaGenerator plain(w.model), reference(rounded.model), with_copies(w.model);
-  const llmcc::Bf16Weights copies(w.params);
-  double worst_vs_fp32 = 0.0;
-  for (int t = 0; t < 12; ++t) {
-    const auto grab = [](const Tensor& x) { return std::vector<float>(x.f32(), x.f32() + x.numel()); };
-    std::vector<float> want, fp32, got;  // (V) each
-    want = grab(t == 0 ? reference.prefill({seq.data(), 1}) : reference.step(seq[t]));
-    fp32 = grab(t == 0 ? plain.prefill({seq.data(), 1}) : plain.step(seq[t]));
-    {
-      const llmcc::Bf16WeightsScope use(copies);  // only while with_copies runs
-      got = grab(t == 0 ? with_copies.prefill({seq.data(), 1}) : with_copies.step(seq[t]));
+// Decoding with low-precision weight copies (llmcc/decode_weights.h): from a one-token prompt
+// every linear product has one row and reads the copies. With bf16 copies the logits of every step
+// are those of the same model with its linear layers' matrices rounded to bf16 and computed in
+// fp32 (the embedding lookup reads fp32 in both). Int8 products also round each row of inputs to
+// int8 blocks (their exact values are checked in test_decode_weights.cpp and test_gemm.cpp). Both
+// differ from the fp32 model's logits by the rounding only: bf16's relative 2^-9, int8's half a
+// step of 1/127 of a block's largest value, on weights and inputs.
+TEST(LlamaGenerate, WeightCopiesDecodeWithinTheirRounding) {
+  for (const llmcc::DecodeDtype dtype : {llmcc::DecodeDtype::Bf16, llmcc::DecodeDtype::Int8}) {
+    SCOPED_TRACE(llmcc::decode_dtype_name(dtype));
+    const auto w = small_model(7);
+    const llmcc::DecodeWeights copies(w.params, dtype);
+    auto rounded = small_model(7);
+    for (std::size_t i = 0; i < rounded.params.count(); ++i) {
+      if (rounded.params.shape(i).ndim() != 2 || rounded.params.name(i) == "tok_embeddings.weight") continue;
+      ASSERT_NE(copies.copy_of(w.params.tensor(i).f32(), w.params.shape(i)[0], w.params.shape(i)[1]), nullptr);
+      const Tensor t = rounded.params.tensor(i);
+      for (std::int64_t k = 0; k < t.numel(); ++k) t.f32()[k] = llmcc::cpu::round_to_bf16(t.f32()[k]);
     }
-    EXPECT_TRUE(llmcc::test::all_close(("step " + std::to_string(t)).c_str(), got, want, 1e-5, 1e-5));
-    for (std::size_t i = 0; i < got.size(); ++i)
-      worst_vs_fp32 = std::max(worst_vs_fp32, std::abs(double(got[i]) - double(fp32[i])));
+    const auto seq = random_ids(12, w.model.cfg.vocab_size, 5);  // (12)
+    LlamaGenerator plain(w.model), reference(rounded.model), with_copies(w.model);
+    double worst_vs_fp32 = 0.0;
+    for (int t = 0; t < 12; ++t) {
+      const auto grab = [](const Tensor& x) { return std::vector<float>(x.f32(), x.f32() + x.numel()); };
+      std::vector<float> want, fp32, got;  // (V) each
+      want = grab(t == 0 ? reference.prefill({seq.data(), 1}) : reference.step(seq[t]));
+      fp32 = grab(t == 0 ? plain.prefill({seq.data(), 1}) : plain.step(seq[t]));
+      {
+        const llmcc::DecodeWeightsScope use(copies);  // only while with_copies runs
+        got = grab(t == 0 ? with_copies.prefill({seq.data(), 1}) : with_copies.step(seq[t]));
+      }
+      if (dtype == llmcc::DecodeDtype::Bf16) {
+        EXPECT_TRUE(llmcc::test::all_close(("step " + std::to_string(t)).c_str(), got, want, 1e-5, 1e-5));
+      }
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst_vs_fp32 = std::max(worst_vs_fp32, std::abs(double(got[i]) - double(fp32[i])));
+    }
+    // Rounding shows (the copies were read), at the copies' scale: logits of size ~1 move by ~1e-2.
+    EXPECT_GT(worst_vs_fp32, 1e-5);
+    EXPECT_LT(worst_vs_fp32, 0.1);
   }
-  // Rounding shows (the copies were read), at bf16's scale: logits of size ~1 move by ~1e-2.
-  EXPECT_GT(worst_vs_fp32, 1e-5);
-  EXPECT_LT(worst_vs_fp32, 0.1);
 }
 
 TEST(KvAttention, GroupedQueryMatchesFusedAttentionLastRow) {

@@ -6,8 +6,9 @@
 // The tokenizer is the one the checkpoint stored (run_tokenizer.h), else GPT-2's; --tokenizer
 // overrides. SentencePiece prompts start with its bos; --stop-at-eot stops at its eos.
 //
-// --weights-dtype bf16: each decoding step reads bf16 copies of the weights (llmcc/bf16_weights.h),
-// half the bytes of fp32, for about half the time per token where memory bandwidth bounds it.
+// --weights-dtype bf16|int8: each decoding step reads low-precision copies of the weights
+// (llmcc/decode_weights.h): bf16 is half the bytes of fp32, int8 (a scale per 32 weights) 0.28 of
+// them, for about that fraction of the time per token where memory bandwidth bounds it.
 //
 // --chat: the prompt is a user's message in the folder's chat format (llmcc/text/chat_template.h),
 // after --system's message if given; only the reply is written, and it ends at the format's
@@ -26,7 +27,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "llmcc/bf16_weights.h"
+#include "llmcc/decode_weights.h"
 #include "llmcc/error.h"
 #include "llmcc/runtime.h"
 #include "llmcc/train/rng.h"
@@ -78,8 +79,10 @@ int run_generate(int argc, char** argv) {
         "(recomputes the cache of the last max_seq_len - 1 tokens for every further token: slow)");
   p.add("--threads", &threads, "threads for the kernels; 0 uses every core");
   p.add("--weights-dtype", &weights_dtype,
-        "the weights each decoding step reads: f32, or bf16 copies (half the memory traffic per token, half "
-        "the weights' size more memory; logits move by bf16's rounding); the prompt runs in f32");
+        "the weights each decoding step reads: f32; bf16 copies (half the memory traffic per token, half "
+        "the weights' size more memory; logits move by bf16's rounding); or int8 copies with an fp32 scale "
+        "per 32 weights (0.28 of the traffic and 0.28 of the weights' size more memory; each weight off by "
+        "at most 1/254 of its block's largest); the prompt runs in f32");
   p.add("--tokenizer", &tokenizer_spec,
         "gpt2, gpt2:DIR, sp:MODEL (a SentencePiece .model), hf:FILE (a tokenizer.json) or a directory "
         "with encoder.json and vocab.bpe or a tokenizer.json [default: the one llmcc train stored in the "
@@ -100,8 +103,9 @@ int run_generate(int argc, char** argv) {
   if (top_k < 0) fail(kCmd, "--top-k is " + std::to_string(top_k) + ", expected >= 0 (0 = off)");
   if (threads < 0) fail(kCmd, "--threads is " + std::to_string(threads) + ", expected >= 0 (0 = every core)");
   if (p.given("--system") && !chat) fail(kCmd, "--system is a chat message; give --chat with it");
-  if (weights_dtype != "f32" && weights_dtype != "bf16")
-    fail(kCmd, "--weights-dtype is '" + weights_dtype + "', expected f32 or bf16");
+  const std::optional<DecodeDtype> decode_dtype = parse_decode_dtype(weights_dtype);
+  if (weights_dtype != "f32" && !decode_dtype)
+    fail(kCmd, "--weights-dtype is '" + weights_dtype + "', expected f32, bf16 or int8");
   if (on_full != "stop" && on_full != "slide") fail(kCmd, "--on-full is '" + on_full + "', expected 'stop' or 'slide'");
   check_model_path(ckpt, "--ckpt", kCmd);
   if (threads > 0) set_num_threads(threads);
@@ -169,13 +173,13 @@ int run_generate(int argc, char** argv) {
   DecodeStream text(tok, ids);
 
   const models::ContextFull full_mode = on_full == "slide" ? models::ContextFull::Slide : models::ContextFull::Stop;
-  std::optional<Bf16Weights> bf16_copies;
-  std::optional<Bf16WeightsScope> bf16_scope;
-  if (weights_dtype == "bf16") {
-    bf16_copies.emplace(model->params());
-    bf16_scope.emplace(*bf16_copies);
-    std::fprintf(stderr, "decoding reads bf16 copies of %zu matrices (%.1f MiB)\n", bf16_copies->matrices(),
-                 static_cast<double>(bf16_copies->bytes()) / (1024.0 * 1024.0));
+  std::optional<DecodeWeights> copies;
+  std::optional<DecodeWeightsScope> copies_scope;
+  if (decode_dtype) {
+    copies.emplace(model->params(), *decode_dtype);
+    copies_scope.emplace(*copies);
+    std::fprintf(stderr, "decoding reads %s copies of %zu matrices (%.1f MiB)\n", decode_dtype_name(*decode_dtype),
+                 copies->matrices(), static_cast<double>(copies->bytes()) / (1024.0 * 1024.0));
   }
   const std::unique_ptr<models::Generator> generator = model->generator(full_mode);
   models::Generator& gen = *generator;

@@ -19,4 +19,13 @@ void gemv_rows(int N, int K, float alpha, const float* x, const float* W, int ld
 // bytes. y (1, N) = x (1, K) . W^T (+ bias), beta 0.
 void gemv_rows_bf16(int N, int K, const float* x, const std::uint16_t* W, int ldw, float* y, const float* bias);
 
+// The same with W held as int8 rows with a scale per block (kernels/cpu/int8_rows.h): W (N, K)
+// dense, scales (N, int8_blocks(K)). x is rounded the same way (int8 blocks of 32 with a scale
+// each), each block's product summed exactly in integers and scaled by both blocks' scales, the
+// blocks summed in fp32: y[j] = sum_b dx_b dw_jb (qx_b . qw_jb) (+ bias[j]). A NaN or infinity in
+// x makes every y NaN. int8_dot_path() names the instructions the block products use.
+void gemv_rows_int8(int N, int K, const float* x, const std::int8_t* W, const float* scales, float* y,
+                    const float* bias);
+const char* int8_dot_path();
+
 }  // namespace llmcc::cpu

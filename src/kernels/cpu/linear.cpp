@@ -6,7 +6,7 @@
 #include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/parallel.h"
-#include "llmcc/bf16_weights.h"
+#include "llmcc/decode_weights.h"
 #include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
@@ -35,11 +35,15 @@ void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int
 
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
                     std::int64_t OC) {
-  // One row against a weight with a bf16 copy in use (llmcc/bf16_weights.h): read the copy.
+  // One row against a weight with a low-precision copy in use (llmcc/decode_weights.h): read the copy.
   if (N == 1) {
-    if (const Bf16Weights* copies = active_bf16_weights()) {
-      if (const std::uint16_t* wb = copies->copy_of(w, OC, C)) {
-        gemv_rows_bf16(static_cast<int>(OC), static_cast<int>(C), x, wb, static_cast<int>(C), out, b);
+    if (const DecodeWeights* copies = active_decode_weights()) {
+      if (const DecodeWeights::Matrix* m = copies->copy_of(w, OC, C)) {
+        const int n = static_cast<int>(OC), k = static_cast<int>(C);
+        if (m->bf16 != nullptr)
+          gemv_rows_bf16(n, k, x, m->bf16, k, out, b);
+        else
+          gemv_rows_int8(n, k, x, m->q, m->scales, out, b);
         return;
       }
     }
