@@ -19,6 +19,8 @@ constexpr int kRows = 4;
 
 // Elements of a bf16 row widened at a time (gemv_rows_bf16): kRows rows of it take 8 KiB of L1.
 constexpr int kWidenChunk = 512;
+// bf16 values per 64-byte cache line.
+constexpr int kLineBf16 = 32;
 
 }  // namespace
 
@@ -85,6 +87,10 @@ void gemv_rows_bf16(int N, int K, const float* x, const std::uint16_t* W, int ld
           float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
           for (int p0 = 0; p0 < K; p0 += kWidenChunk) {
             const int n = std::min(kWidenChunk, K - p0);
+            // Request the same columns of the next group's rows while this group's are read:
+            // each row is a short stream the hardware prefetchers follow too late.
+            for (int r = 0; r < kRows; ++r)
+              for (int p = 0; p < n; p += kLineBf16) __builtin_prefetch(W + (j + kRows + r) * ldw + p0 + p);
             for (int r = 0; r < kRows; ++r) widen(W + (j + r) * ldw + p0, b[r], n);
             const float* xp = x + p0;  // (n)
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
