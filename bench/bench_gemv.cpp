@@ -74,9 +74,8 @@ void run(benchmark::State& state, Dtype dtype, bool cold) {
     benchmark::ClobberMemory();
     i = i + 1 == c.count ? 0 : i + 1;
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(c.bytes) * static_cast<double>(state.iterations()) /
-                                                  1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(c.bytes) * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {

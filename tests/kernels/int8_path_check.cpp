@@ -41,10 +41,10 @@ TEST(Int8Path, OneRowProductsEqualTheBlocksValuesProducts) {
   for (const auto& [N, K] : {std::pair{9, 5}, std::pair{131, 96}, std::pair{70, 1000}, std::pair{6, 33}}) {
     SCOPED_TRACE("N=" + std::to_string(N) + " K=" + std::to_string(K));
     const std::int64_t nb = int8_blocks(K);
-    const std::vector<float> x = normal_values(static_cast<std::size_t>(K), 1);         // (1, K)
-    const std::vector<float> w = normal_values(static_cast<std::size_t>(N) * K, 2);     // (N, K)
-    const std::vector<float> bias = normal_values(static_cast<std::size_t>(N), 3);      // (N)
-    std::vector<std::int8_t> q(w.size()), xq(x.size());                                 // (N, K), (1, K)
+    const std::vector<float> x = normal_values(static_cast<std::size_t>(K), 1);      // (1, K)
+    const std::vector<float> w = normal_values(static_cast<std::size_t>(N) * K, 2);  // (N, K)
+    const std::vector<float> bias = normal_values(static_cast<std::size_t>(N), 3);   // (N)
+    std::vector<std::int8_t> q(w.size()), xq(x.size());                              // (N, K), (1, K)
     std::vector<float> d(static_cast<std::size_t>(N * nb)), xd(static_cast<std::size_t>(nb));
     llmcc::cpu::quantize_rows_int8(w.data(), N, K, q.data(), d.data());
     llmcc::cpu::quantize_rows_int8(x.data(), 1, K, xq.data(), xd.data());

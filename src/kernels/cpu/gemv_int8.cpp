@@ -67,10 +67,10 @@ inline float sum_lanes(__m256 v) {
 }
 #endif
 
-// Rows [begin, end) of y: R rows at a time from begin (R = kRows, then 1 for the rest).
+// Rows [j, j + R) of y.
 template <int R>
-void rows_int8(std::int64_t j, int K, const std::int8_t* xq, const float* xd, const std::int8_t* W,
-               const float* scales, float* y, const float* bias) {
+void rows_int8(std::int64_t j, int K, const std::int8_t* xq, const float* xd, const std::int8_t* W, const float* scales,
+               float* y, const float* bias) {
   const std::int64_t nb = int8_blocks(K), full = K / kInt8Block;
   float dot[R];
 #if defined(__AVX2__)
