@@ -5,94 +5,280 @@
 
 namespace llmcc::models {
 
-llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& self,
-                                         const llmcc::Tensor& x, LlamaAttention_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.wq);
-  _s.t1 = llmcc::rope(_s.t0, self.n_head, self.rope_freqs, 0);
-  llmcc::Tensor q = _s.t1;
-  _s.t2 = llmcc::linear_nobias(x, self.wk);
-  _s.t3 = llmcc::rope(_s.t2, self.n_kv_head, self.rope_freqs, 0);
-  llmcc::Tensor k = _s.t3;
-  _s.t4 = llmcc::linear_nobias(x, self.wv);
-  llmcc::Tensor v = _s.t4;
-  _s.q_5 = q;
-  _s.k_5 = k;
-  _s.v_5 = v;
-  _s.t5 = llmcc::attention_fwd(_s.q_5, _s.k_5, _s.v_5, self.n_head, self.n_kv_head, _s.attention_5);
-  llmcc::Tensor y = _s.t5;
-  _s.y_6 = y;
-  _s.t6 = llmcc::linear_nobias(_s.y_6, self.wo);
-  return _s.t6;
+llmcc::Tensor LoraAdapter_forward_fwd(const llmcc::models::LoraAdapter& self,
+                                      const llmcc::Tensor& x, LoraAdapter_forward_Saved& _s) {
+  _s.t0 = llmcc::linear_nobias(x, self.a);
+  _s.t1 = llmcc::scale(_s.t0, self.scale);
+  _s.t2 = llmcc::linear_nobias(_s.t1, self.b);
+  return _s.t2;
 }
 
-void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const llmcc::Tensor& x,
-                                const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
-  llmcc::Tensor _d_k;   // adjoint of k
-  llmcc::Tensor _d_q;   // adjoint of q
+void LoraAdapter_forward_bwd(const llmcc::models::LoraAdapter& self, const llmcc::Tensor& x,
+                             const LoraAdapter_forward_Saved& _s, const llmcc::Tensor& d_out,
+                             LoraAdapter_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::Tensor _d_t3;  // adjoint of t3
-  llmcc::Tensor _d_t4;  // adjoint of t4
-  llmcc::Tensor _d_t5;  // adjoint of t5
-  llmcc::Tensor _d_t6;  // adjoint of t6
-  llmcc::Tensor _d_v;   // adjoint of v
-  llmcc::Tensor _d_y;   // adjoint of y
-  llmcc::adgen::accumulate(_d_t6, d_out);
-  if (_d_t6.defined()) {
-    llmcc::linear_nobias_pullback(_s.y_6, self.wo, _s.t6, _d_t6, llmcc::adgen::acc(&_d_y, _s.y_6),
+  llmcc::adgen::accumulate(_d_t2, d_out);
+  if (_d_t2.defined()) {
+    llmcc::linear_nobias_pullback(_s.t1, self.b, _s.t2, _d_t2, llmcc::adgen::acc(&_d_t1, _s.t1),
+                                  llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
+    _d_t2 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
+  if (_d_t1.defined()) {
+    llmcc::scale_pullback(_s.t0, self.scale, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0),
+                          nullptr);
+    _d_t1 = llmcc::Tensor();
+  }
+  if (_d_t0.defined()) {
+    llmcc::linear_nobias_pullback(x, self.a, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                  llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a));
+    _d_t0 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->a);
+}
+
+llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& self,
+                                         const llmcc::Tensor& x,
+                                         const llmcc::models::LlamaBlockLora& lora,
+                                         LlamaAttention_forward_Saved& _s) {
+  _s.t0 = llmcc::linear_nobias(x, self.wq);
+  llmcc::Tensor q = _s.t0;
+  _s.branch0 = static_cast<bool>(!lora.wq.empty());
+  if (_s.branch0) {
+    _s.t1 = LoraAdapter_forward_fwd(lora.wq[0], x, _s.wq);
+    _s.q_2 = q;
+    _s.t2 = llmcc::add(_s.q_2, _s.t1);
+    q = _s.t2;
+  }
+  _s.t3 = llmcc::linear_nobias(x, self.wk);
+  llmcc::Tensor k = _s.t3;
+  _s.branch1 = static_cast<bool>(!lora.wk.empty());
+  if (_s.branch1) {
+    _s.t4 = LoraAdapter_forward_fwd(lora.wk[0], x, _s.wk);
+    _s.k_5 = k;
+    _s.t5 = llmcc::add(_s.k_5, _s.t4);
+    k = _s.t5;
+  }
+  _s.t6 = llmcc::linear_nobias(x, self.wv);
+  llmcc::Tensor v = _s.t6;
+  _s.branch2 = static_cast<bool>(!lora.wv.empty());
+  if (_s.branch2) {
+    _s.t7 = LoraAdapter_forward_fwd(lora.wv[0], x, _s.wv);
+    _s.v_8 = v;
+    _s.t8 = llmcc::add(_s.v_8, _s.t7);
+    v = _s.t8;
+  }
+  _s.q_9 = q;
+  _s.t9 = llmcc::rope(_s.q_9, self.n_head, self.rope_freqs, 0);
+  q = _s.t9;
+  _s.k_10 = k;
+  _s.t10 = llmcc::rope(_s.k_10, self.n_kv_head, self.rope_freqs, 0);
+  k = _s.t10;
+  _s.q_11 = q;
+  _s.k_11 = k;
+  _s.v_11 = v;
+  _s.t11 =
+      llmcc::attention_fwd(_s.q_11, _s.k_11, _s.v_11, self.n_head, self.n_kv_head, _s.attention_11);
+  llmcc::Tensor y = _s.t11;
+  _s.y_12 = y;
+  _s.t12 = llmcc::linear_nobias(_s.y_12, self.wo);
+  llmcc::Tensor out = _s.t12;
+  _s.branch3 = static_cast<bool>(!lora.wo.empty());
+  if (_s.branch3) {
+    _s.y_13 = y;
+    _s.t13 = LoraAdapter_forward_fwd(lora.wo[0], _s.y_13, _s.wo);
+    _s.out_14 = out;
+    _s.t14 = llmcc::add(_s.out_14, _s.t13);
+    out = _s.t14;
+  }
+  return out;
+}
+
+void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const llmcc::Tensor& x,
+                                const llmcc::models::LlamaBlockLora& lora,
+                                const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
+                                LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
+                                LlamaBlockLora_Grad* d_lora, bool _final) {
+  llmcc::Tensor _d_k;    // adjoint of k
+  llmcc::Tensor _d_out;  // adjoint of out
+  llmcc::Tensor _d_q;    // adjoint of q
+  llmcc::Tensor _d_t0;   // adjoint of t0
+  llmcc::Tensor _d_t1;   // adjoint of t1
+  llmcc::Tensor _d_t10;  // adjoint of t10
+  llmcc::Tensor _d_t11;  // adjoint of t11
+  llmcc::Tensor _d_t12;  // adjoint of t12
+  llmcc::Tensor _d_t13;  // adjoint of t13
+  llmcc::Tensor _d_t14;  // adjoint of t14
+  llmcc::Tensor _d_t2;   // adjoint of t2
+  llmcc::Tensor _d_t3;   // adjoint of t3
+  llmcc::Tensor _d_t4;   // adjoint of t4
+  llmcc::Tensor _d_t5;   // adjoint of t5
+  llmcc::Tensor _d_t6;   // adjoint of t6
+  llmcc::Tensor _d_t7;   // adjoint of t7
+  llmcc::Tensor _d_t8;   // adjoint of t8
+  llmcc::Tensor _d_t9;   // adjoint of t9
+  llmcc::Tensor _d_v;    // adjoint of v
+  llmcc::Tensor _d_y;    // adjoint of y
+  llmcc::adgen::accumulate(_d_out, d_out);
+  if (_s.branch3) {
+    if (_d_out.defined()) {
+      const llmcc::Tensor _g = _d_out;
+      _d_out = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t14, _g);
+    }
+    if (_d_t14.defined()) {
+      llmcc::add_pullback(_s.out_14, _s.t13, _s.t14, _d_t14, llmcc::adgen::acc(&_d_out, _s.out_14),
+                          llmcc::adgen::acc(&_d_t13, _s.t13));
+      _d_t14 = llmcc::Tensor();
+    }
+    if (_d_t13.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_13);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.wo[0], _s.y_13, _s.wo, _d_t13,
+                                (d_lora ? &d_lora->wo[0] : nullptr), _a0, false);
+      }
+      _d_t13 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wo);
+  if (_d_out.defined()) {
+    const llmcc::Tensor _g = _d_out;
+    _d_out = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t12, _g);
+  }
+  if (_d_t12.defined()) {
+    llmcc::linear_nobias_pullback(_s.y_12, self.wo, _s.t12, _d_t12,
+                                  llmcc::adgen::acc(&_d_y, _s.y_12),
                                   llmcc::adgen::acc((d_self ? &d_self->wo : nullptr), self.wo));
-    _d_t6 = llmcc::Tensor();
+    _d_t12 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t5, _g);
+    llmcc::adgen::accumulate(_d_t11, _g);
   }
-  if (_d_t5.defined()) {
-    llmcc::attention_pullback(_s.q_5, _s.k_5, _s.v_5, self.n_head, self.n_kv_head, _s.t5,
-                              _s.attention_5, _d_t5, llmcc::adgen::acc(&_d_q, _s.q_5),
-                              llmcc::adgen::acc(&_d_k, _s.k_5), llmcc::adgen::acc(&_d_v, _s.v_5));
-    _d_t5 = llmcc::Tensor();
+  if (_d_t11.defined()) {
+    llmcc::attention_pullback(_s.q_11, _s.k_11, _s.v_11, self.n_head, self.n_kv_head, _s.t11,
+                              _s.attention_11, _d_t11, llmcc::adgen::acc(&_d_q, _s.q_11),
+                              llmcc::adgen::acc(&_d_k, _s.k_11), llmcc::adgen::acc(&_d_v, _s.v_11));
+    _d_t11 = llmcc::Tensor();
   }
+  if (_d_k.defined()) {
+    const llmcc::Tensor _g = _d_k;
+    _d_k = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t10, _g);
+  }
+  if (_d_t10.defined()) {
+    llmcc::rope_pullback(_s.k_10, self.n_kv_head, self.rope_freqs, 0, _s.t10, _d_t10,
+                         llmcc::adgen::acc(&_d_k, _s.k_10));
+    _d_t10 = llmcc::Tensor();
+  }
+  if (_d_q.defined()) {
+    const llmcc::Tensor _g = _d_q;
+    _d_q = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t9, _g);
+  }
+  if (_d_t9.defined()) {
+    llmcc::rope_pullback(_s.q_9, self.n_head, self.rope_freqs, 0, _s.t9, _d_t9,
+                         llmcc::adgen::acc(&_d_q, _s.q_9));
+    _d_t9 = llmcc::Tensor();
+  }
+  if (_s.branch2) {
+    if (_d_v.defined()) {
+      const llmcc::Tensor _g = _d_v;
+      _d_v = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t8, _g);
+    }
+    if (_d_t8.defined()) {
+      llmcc::add_pullback(_s.v_8, _s.t7, _s.t8, _d_t8, llmcc::adgen::acc(&_d_v, _s.v_8),
+                          llmcc::adgen::acc(&_d_t7, _s.t7));
+      _d_t8 = llmcc::Tensor();
+    }
+    if (_d_t7.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.wv[0], x, _s.wv, _d_t7, (d_lora ? &d_lora->wv[0] : nullptr),
+                                _a0, false);
+      }
+      _d_t7 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wv);
   if (_d_v.defined()) {
     const llmcc::Tensor _g = _d_v;
     _d_v = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t4, _g);
+    llmcc::adgen::accumulate(_d_t6, _g);
   }
-  if (_d_t4.defined()) {
-    llmcc::linear_nobias_pullback(x, self.wv, _s.t4, _d_t4, llmcc::adgen::acc(d_x, x),
+  if (_d_t6.defined()) {
+    llmcc::linear_nobias_pullback(x, self.wv, _s.t6, _d_t6, llmcc::adgen::acc(d_x, x),
                                   llmcc::adgen::acc((d_self ? &d_self->wv : nullptr), self.wv));
-    _d_t4 = llmcc::Tensor();
+    _d_t6 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_s.branch1) {
+    if (_d_k.defined()) {
+      const llmcc::Tensor _g = _d_k;
+      _d_k = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::add_pullback(_s.k_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_k, _s.k_5),
+                          llmcc::adgen::acc(&_d_t4, _s.t4));
+      _d_t5 = llmcc::Tensor();
+    }
+    if (_d_t4.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.wk[0], x, _s.wk, _d_t4, (d_lora ? &d_lora->wk[0] : nullptr),
+                                _a0, false);
+      }
+      _d_t4 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wk);
   if (_d_k.defined()) {
     const llmcc::Tensor _g = _d_k;
     _d_k = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::rope_pullback(_s.t2, self.n_kv_head, self.rope_freqs, 0, _s.t3, _d_t3,
-                         llmcc::adgen::acc(&_d_t2, _s.t2));
+    llmcc::linear_nobias_pullback(x, self.wk, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
+                                  llmcc::adgen::acc((d_self ? &d_self->wk : nullptr), self.wk));
     _d_t3 = llmcc::Tensor();
   }
-  if (_d_t2.defined()) {
-    llmcc::linear_nobias_pullback(x, self.wk, _s.t2, _d_t2, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->wk : nullptr), self.wk));
-    _d_t2 = llmcc::Tensor();
-  }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_s.branch0) {
+    if (_d_q.defined()) {
+      const llmcc::Tensor _g = _d_q;
+      _d_q = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t2, _g);
+    }
+    if (_d_t2.defined()) {
+      llmcc::add_pullback(_s.q_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_q, _s.q_2),
+                          llmcc::adgen::acc(&_d_t1, _s.t1));
+      _d_t2 = llmcc::Tensor();
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.wq[0], x, _s.wq, _d_t1, (d_lora ? &d_lora->wq[0] : nullptr),
+                                _a0, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wq);
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t1, _g);
-  }
-  if (_d_t1.defined()) {
-    llmcc::rope_pullback(_s.t0, self.n_head, self.rope_freqs, 0, _s.t1, _d_t1,
-                         llmcc::adgen::acc(&_d_t0, _s.t0));
-    _d_t1 = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
     llmcc::linear_nobias_pullback(x, self.wq, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
@@ -100,6 +286,9 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w1);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w2);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w3);
 }
 
 llmcc::Tensor LlamaRmsNorm_forward_fwd(const llmcc::models::LlamaRmsNorm& self,
@@ -124,53 +313,172 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
 
 llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward& self,
                                            const llmcc::Tensor& x,
+                                           const llmcc::models::LlamaBlockLora& lora,
                                            LlamaFeedForward_forward_Saved& _s) {
   _s.t0 = llmcc::linear_nobias(x, self.w1);
-  _s.t1 = llmcc::silu(_s.t0);
-  llmcc::Tensor gate = _s.t1;
-  _s.t2 = llmcc::linear_nobias(x, self.w3);
-  _s.gate_3 = gate;
-  _s.t3 = llmcc::mul(_s.gate_3, _s.t2);
-  _s.t4 = llmcc::linear_nobias(_s.t3, self.w2);
-  return _s.t4;
+  llmcc::Tensor g = _s.t0;
+  _s.branch0 = static_cast<bool>(!lora.w1.empty());
+  if (_s.branch0) {
+    _s.t1 = LoraAdapter_forward_fwd(lora.w1[0], x, _s.w1);
+    _s.g_2 = g;
+    _s.t2 = llmcc::add(_s.g_2, _s.t1);
+    g = _s.t2;
+  }
+  _s.t3 = llmcc::linear_nobias(x, self.w3);
+  llmcc::Tensor up = _s.t3;
+  _s.branch1 = static_cast<bool>(!lora.w3.empty());
+  if (_s.branch1) {
+    _s.t4 = LoraAdapter_forward_fwd(lora.w3[0], x, _s.w3);
+    _s.up_5 = up;
+    _s.t5 = llmcc::add(_s.up_5, _s.t4);
+    up = _s.t5;
+  }
+  _s.g_6 = g;
+  _s.t6 = llmcc::silu(_s.g_6);
+  _s.up_7 = up;
+  _s.t7 = llmcc::mul(_s.t6, _s.up_7);
+  llmcc::Tensor h = _s.t7;
+  _s.h_8 = h;
+  _s.t8 = llmcc::linear_nobias(_s.h_8, self.w2);
+  llmcc::Tensor out = _s.t8;
+  _s.branch2 = static_cast<bool>(!lora.w2.empty());
+  if (_s.branch2) {
+    _s.h_9 = h;
+    _s.t9 = LoraAdapter_forward_fwd(lora.w2[0], _s.h_9, _s.w2);
+    _s.out_10 = out;
+    _s.t10 = llmcc::add(_s.out_10, _s.t9);
+    out = _s.t10;
+  }
+  return out;
 }
 
 void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
-                                  const llmcc::Tensor& x, const LlamaFeedForward_forward_Saved& _s,
+                                  const llmcc::Tensor& x, const llmcc::models::LlamaBlockLora& lora,
+                                  const LlamaFeedForward_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final) {
-  llmcc::Tensor _d_gate;  // adjoint of gate
-  llmcc::Tensor _d_t0;    // adjoint of t0
-  llmcc::Tensor _d_t1;    // adjoint of t1
-  llmcc::Tensor _d_t2;    // adjoint of t2
-  llmcc::Tensor _d_t3;    // adjoint of t3
-  llmcc::Tensor _d_t4;    // adjoint of t4
-  llmcc::adgen::accumulate(_d_t4, d_out);
-  if (_d_t4.defined()) {
-    llmcc::linear_nobias_pullback(_s.t3, self.w2, _s.t4, _d_t4, llmcc::adgen::acc(&_d_t3, _s.t3),
+                                  llmcc::Tensor* d_x, LlamaBlockLora_Grad* d_lora, bool _final) {
+  llmcc::Tensor _d_g;    // adjoint of g
+  llmcc::Tensor _d_h;    // adjoint of h
+  llmcc::Tensor _d_out;  // adjoint of out
+  llmcc::Tensor _d_t0;   // adjoint of t0
+  llmcc::Tensor _d_t1;   // adjoint of t1
+  llmcc::Tensor _d_t10;  // adjoint of t10
+  llmcc::Tensor _d_t2;   // adjoint of t2
+  llmcc::Tensor _d_t3;   // adjoint of t3
+  llmcc::Tensor _d_t4;   // adjoint of t4
+  llmcc::Tensor _d_t5;   // adjoint of t5
+  llmcc::Tensor _d_t6;   // adjoint of t6
+  llmcc::Tensor _d_t7;   // adjoint of t7
+  llmcc::Tensor _d_t8;   // adjoint of t8
+  llmcc::Tensor _d_t9;   // adjoint of t9
+  llmcc::Tensor _d_up;   // adjoint of up
+  llmcc::adgen::accumulate(_d_out, d_out);
+  if (_s.branch2) {
+    if (_d_out.defined()) {
+      const llmcc::Tensor _g = _d_out;
+      _d_out = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t10, _g);
+    }
+    if (_d_t10.defined()) {
+      llmcc::add_pullback(_s.out_10, _s.t9, _s.t10, _d_t10, llmcc::adgen::acc(&_d_out, _s.out_10),
+                          llmcc::adgen::acc(&_d_t9, _s.t9));
+      _d_t10 = llmcc::Tensor();
+    }
+    if (_d_t9.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_9);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.w2[0], _s.h_9, _s.w2, _d_t9,
+                                (d_lora ? &d_lora->w2[0] : nullptr), _a0, false);
+      }
+      _d_t9 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w2);
+  if (_d_out.defined()) {
+    const llmcc::Tensor _g = _d_out;
+    _d_out = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t8, _g);
+  }
+  if (_d_t8.defined()) {
+    llmcc::linear_nobias_pullback(_s.h_8, self.w2, _s.t8, _d_t8, llmcc::adgen::acc(&_d_h, _s.h_8),
                                   llmcc::adgen::acc((d_self ? &d_self->w2 : nullptr), self.w2));
-    _d_t4 = llmcc::Tensor();
+    _d_t8 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t7, _g);
+  }
+  if (_d_t7.defined()) {
+    llmcc::mul_pullback(_s.t6, _s.up_7, _s.t7, _d_t7, llmcc::adgen::acc(&_d_t6, _s.t6),
+                        llmcc::adgen::acc(&_d_up, _s.up_7));
+    _d_t7 = llmcc::Tensor();
+  }
+  if (_d_t6.defined()) {
+    llmcc::silu_pullback(_s.g_6, _s.t6, _d_t6, llmcc::adgen::acc(&_d_g, _s.g_6));
+    _d_t6 = llmcc::Tensor();
+  }
+  if (_s.branch1) {
+    if (_d_up.defined()) {
+      const llmcc::Tensor _g = _d_up;
+      _d_up = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::add_pullback(_s.up_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_up, _s.up_5),
+                          llmcc::adgen::acc(&_d_t4, _s.t4));
+      _d_t5 = llmcc::Tensor();
+    }
+    if (_d_t4.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.w3[0], x, _s.w3, _d_t4, (d_lora ? &d_lora->w3[0] : nullptr),
+                                _a0, false);
+      }
+      _d_t4 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w3);
+  if (_d_up.defined()) {
+    const llmcc::Tensor _g = _d_up;
+    _d_up = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t3, _g);
+  }
   if (_d_t3.defined()) {
-    llmcc::mul_pullback(_s.gate_3, _s.t2, _s.t3, _d_t3, llmcc::adgen::acc(&_d_gate, _s.gate_3),
-                        llmcc::adgen::acc(&_d_t2, _s.t2));
+    llmcc::linear_nobias_pullback(x, self.w3, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
+                                  llmcc::adgen::acc((d_self ? &d_self->w3 : nullptr), self.w3));
     _d_t3 = llmcc::Tensor();
   }
-  if (_d_t2.defined()) {
-    llmcc::linear_nobias_pullback(x, self.w3, _s.t2, _d_t2, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->w3 : nullptr), self.w3));
-    _d_t2 = llmcc::Tensor();
-  }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
-  if (_d_gate.defined()) {
-    const llmcc::Tensor _g = _d_gate;
-    _d_gate = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t1, _g);
+  if (_s.branch0) {
+    if (_d_g.defined()) {
+      const llmcc::Tensor _g = _d_g;
+      _d_g = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t2, _g);
+    }
+    if (_d_t2.defined()) {
+      llmcc::add_pullback(_s.g_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2),
+                          llmcc::adgen::acc(&_d_t1, _s.t1));
+      _d_t2 = llmcc::Tensor();
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LoraAdapter_forward_bwd(lora.w1[0], x, _s.w1, _d_t1, (d_lora ? &d_lora->w1[0] : nullptr),
+                                _a0, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
   }
-  if (_d_t1.defined()) {
-    llmcc::silu_pullback(_s.t0, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
-    _d_t1 = llmcc::Tensor();
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w1);
+  if (_d_g.defined()) {
+    const llmcc::Tensor _g = _d_g;
+    _d_g = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
     llmcc::linear_nobias_pullback(x, self.w1, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
@@ -178,25 +486,32 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wq);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wk);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wv);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wo);
 }
 
 llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::models::LlamaBlock& self, const llmcc::Tensor& x,
+                                     const llmcc::models::LlamaBlockLora& lora,
                                      LlamaBlock_forward_Saved& _s) {
   _s.t0 = LlamaRmsNorm_forward_fwd(self.attention_norm, x, _s.attention_norm);
-  _s.t1 = LlamaAttention_forward_fwd(self.attention, _s.t0, _s.attention);
+  _s.t1 = LlamaAttention_forward_fwd(self.attention, _s.t0, lora, _s.attention);
   _s.t2 = llmcc::add(x, _s.t1);
   llmcc::Tensor h = _s.t2;
   _s.h_3 = h;
   _s.t3 = LlamaRmsNorm_forward_fwd(self.ffn_norm, _s.h_3, _s.ffn_norm);
-  _s.t4 = LlamaFeedForward_forward_fwd(self.feed_forward, _s.t3, _s.feed_forward);
+  _s.t4 = LlamaFeedForward_forward_fwd(self.feed_forward, _s.t3, lora, _s.feed_forward);
   _s.h_5 = h;
   _s.t5 = llmcc::add(_s.h_5, _s.t4);
   return _s.t5;
 }
 
 void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::Tensor& x,
+                            const llmcc::models::LlamaBlockLora& lora,
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
+                            LlamaBlockLora_Grad* d_lora, bool _final) {
   llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
@@ -214,13 +529,12 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t3, _s.t3);
     {
       llmcc::adgen::Scratch _scratch;
-      LlamaFeedForward_forward_bwd(self.feed_forward, _s.t3, _s.feed_forward, _d_t4,
-                                   (d_self ? &d_self->feed_forward : nullptr), _a0, _final);
+      LlamaFeedForward_forward_bwd(self.feed_forward, _s.t3, lora, _s.feed_forward, _d_t4,
+                                   (d_self ? &d_self->feed_forward : nullptr), _a0, d_lora, false);
     }
     _d_t4 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->feed_forward);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->feed_forward);
   if (_d_t3.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
     {
@@ -246,12 +560,13 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t0, _s.t0);
     {
       llmcc::adgen::Scratch _scratch;
-      LlamaAttention_forward_bwd(self.attention, _s.t0, _s.attention, _d_t1,
-                                 (d_self ? &d_self->attention : nullptr), _a0, _final);
+      LlamaAttention_forward_bwd(self.attention, _s.t0, lora, _s.attention, _d_t1,
+                                 (d_self ? &d_self->attention : nullptr), _a0, d_lora, _final);
     }
     _d_t1 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->attention);
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
@@ -267,14 +582,15 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
 }
 
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                                Llama_forward_Saved& _s) {
+                                const llmcc::models::LlamaLora& lora, Llama_forward_Saved& _s) {
   _s.t0 = llmcc::token_embedding(idx, self.tok_embeddings);
   llmcc::Tensor x = _s.t0;
   std::size_t _n0 = 0;
-  for (std::size_t _i0 = 0; _i0 < self.layers.size(); ++_i0) {
+  for (int l = 0; l < self.cfg.n_layer; ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
     _r0.x_1 = x;
-    _r0.t1 = LlamaBlock_forward_fwd(self.layers[_i0], _r0.x_1, _r0.layers);
+    _r0.t1 = LlamaBlock_forward_fwd(self.layers[l], _r0.x_1, lora.layers[l], _r0.layers);
     x = _r0.t1;
   }
   _s.loop0.resize(_n0);
@@ -296,8 +612,9 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::T
 }
 
 void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                       const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Llama_Grad* d_self, bool _final) {
+                       const llmcc::models::LlamaLora& lora, const Llama_forward_Saved& _s,
+                       const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
+                       bool _final) {
   llmcc::Tensor _d_h;       // adjoint of h
   llmcc::Tensor _d_logits;  // adjoint of logits
   llmcc::Tensor _d_t0;      // adjoint of t0
@@ -352,6 +669,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
+    const int l = _r0.l;
     if (_d_x.defined()) {
       const llmcc::Tensor _g = _d_x;
       _d_x = llmcc::Tensor();
@@ -361,14 +679,15 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
       llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
       {
         llmcc::adgen::Scratch _scratch;
-        LlamaBlock_forward_bwd(self.layers[_i0], _r0.x_1, _r0.layers, _d_t1,
-                               (d_self ? &d_self->layers[_i0] : nullptr), _a0, _final);
+        LlamaBlock_forward_bwd(self.layers[l], _r0.x_1, lora.layers[l], _r0.layers, _d_t1,
+                               (d_self ? &d_self->layers[l] : nullptr), _a0,
+                               (d_lora ? &d_lora->layers[l] : nullptr), false);
       }
       _d_t1 = llmcc::Tensor();
-    } else {
-      if (_final && d_self) llmcc::adgen::grad_final(d_self->layers[_i0]);
     }
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->layers);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->layers);
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;
     _d_x = llmcc::Tensor();
@@ -381,11 +700,12 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->tok_embeddings);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters);
 }
 
 float llama_loss_fwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, llama_loss_Saved& _s) {
-  _s.t0 = Llama_forward_fwd(m, idx, _s.m);
+  _s.t0 = Llama_forward_fwd(m, idx, m.no_adapters, _s.m);
   _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
   return _s.t1;
 }
@@ -404,12 +724,12 @@ void llama_loss_bwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Llama_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
+      Llama_forward_bwd(m, idx, m.no_adapters, _s.m, _d_t0, d_m,
+                        (d_m ? &d_m->no_adapters : nullptr), false);
     }
     _d_t0 = llmcc::Tensor();
-  } else {
-    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
   }
+  if (_final && d_m) llmcc::adgen::grad_final(*d_m);
 }
 
 float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
@@ -423,6 +743,54 @@ float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
   llmcc::adgen::check_grad(d_m, m, "llama_loss_grad", "d_m");
   const float _value = llama_loss_fwd(m, idx, targets, _s);
   llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
+  return _value;
+}
+
+float llama_lora_loss_fwd(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          llama_lora_loss_Saved& _s) {
+  _s.t0 = Llama_forward_fwd(base, idx, lora, _s.base);
+  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, base.cfg.vocab_size, -1, _s.cross_entropy_1);
+  return _s.t1;
+}
+
+void llama_lora_loss_bwd(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         const llama_lora_loss_Saved& _s, float d_out, LlamaLora_Grad* d_lora,
+                         Llama_Grad* d_base, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  float _d_t1 = 0.0f;
+  _d_t1 += d_out;
+  {
+    llmcc::cross_entropy_pullback(_s.t0, targets, base.cfg.vocab_size, -1, _s.t1,
+                                  _s.cross_entropy_1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
+    _d_t1 = 0.0f;
+  }
+  if (_d_t0.defined()) {
+    {
+      llmcc::adgen::Scratch _scratch;
+      Llama_forward_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
+    }
+    _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
+    if (_final && d_base) llmcc::adgen::grad_final(*d_base);
+  }
+}
+
+float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           LlamaLora_Grad& d_lora) {
+  llama_lora_loss_Saved _s;
+  return llama_lora_loss_grad(lora, base, idx, targets, d_lora, _s);
+}
+
+float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           LlamaLora_Grad& d_lora, llama_lora_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_lora, lora, "llama_lora_loss_grad", "d_lora");
+  const float _value = llama_lora_loss_fwd(lora, base, idx, targets, _s);
+  llama_lora_loss_bwd(lora, base, idx, targets, _s, 1.0f, &d_lora, nullptr, true);
   return _value;
 }
 

@@ -15,8 +15,10 @@
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
+#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "models/llama/llama.h"
+#include "models/lora.h"
 
 namespace llmcc::models {
 
@@ -258,12 +260,263 @@ struct LlamaOutput_Grad {
   }
 };
 
+// Gradient mirror of llmcc::models::LoraAdapter: one adjoint per parameter, accumulated (+=).
+struct LoraAdapter_Grad {
+  llmcc::Tensor a;
+  llmcc::Tensor b;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::LoraAdapter& m) {
+    this->a = llmcc::Tensor(nullptr, m.a.shape());
+    this->b = llmcc::Tensor(nullptr, m.b.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::LoraAdapter& m) const {
+    if (!this->a.defined() || this->a.shape() != m.a.shape()) return false;
+    if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::LoraAdapter& m, const std::string& prefix, F&& f) {
+    f(prefix + "lora_A.weight", m.a, this->a);
+    f(prefix + "lora_B.weight", m.b, this->b);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->a);
+    f(this->b);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::LoraAdapter& m, const std::string& prefix, F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::LoraAdapter& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+};
+
+// Gradient mirror of llmcc::models::LlamaBlockLora: one adjoint per parameter, accumulated (+=).
+struct LlamaBlockLora_Grad {
+  std::vector<LoraAdapter_Grad> wq;
+  std::vector<LoraAdapter_Grad> wk;
+  std::vector<LoraAdapter_Grad> wv;
+  std::vector<LoraAdapter_Grad> wo;
+  std::vector<LoraAdapter_Grad> w1;
+  std::vector<LoraAdapter_Grad> w2;
+  std::vector<LoraAdapter_Grad> w3;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::LlamaBlockLora& m) {
+    this->wq.resize(m.wq.size());
+    for (std::size_t i = 0; i < this->wq.size(); ++i) this->wq[i].shape_like(m.wq[i]);
+    this->wk.resize(m.wk.size());
+    for (std::size_t i = 0; i < this->wk.size(); ++i) this->wk[i].shape_like(m.wk[i]);
+    this->wv.resize(m.wv.size());
+    for (std::size_t i = 0; i < this->wv.size(); ++i) this->wv[i].shape_like(m.wv[i]);
+    this->wo.resize(m.wo.size());
+    for (std::size_t i = 0; i < this->wo.size(); ++i) this->wo[i].shape_like(m.wo[i]);
+    this->w1.resize(m.w1.size());
+    for (std::size_t i = 0; i < this->w1.size(); ++i) this->w1[i].shape_like(m.w1[i]);
+    this->w2.resize(m.w2.size());
+    for (std::size_t i = 0; i < this->w2.size(); ++i) this->w2[i].shape_like(m.w2[i]);
+    this->w3.resize(m.w3.size());
+    for (std::size_t i = 0; i < this->w3.size(); ++i) this->w3[i].shape_like(m.w3[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::LlamaBlockLora& m) const {
+    if (this->wq.size() != m.wq.size()) return false;
+    for (std::size_t i = 0; i < this->wq.size(); ++i)
+      if (!this->wq[i].bound_like(m.wq[i])) return false;
+    if (this->wk.size() != m.wk.size()) return false;
+    for (std::size_t i = 0; i < this->wk.size(); ++i)
+      if (!this->wk[i].bound_like(m.wk[i])) return false;
+    if (this->wv.size() != m.wv.size()) return false;
+    for (std::size_t i = 0; i < this->wv.size(); ++i)
+      if (!this->wv[i].bound_like(m.wv[i])) return false;
+    if (this->wo.size() != m.wo.size()) return false;
+    for (std::size_t i = 0; i < this->wo.size(); ++i)
+      if (!this->wo[i].bound_like(m.wo[i])) return false;
+    if (this->w1.size() != m.w1.size()) return false;
+    for (std::size_t i = 0; i < this->w1.size(); ++i)
+      if (!this->w1[i].bound_like(m.w1[i])) return false;
+    if (this->w2.size() != m.w2.size()) return false;
+    for (std::size_t i = 0; i < this->w2.size(); ++i)
+      if (!this->w2[i].bound_like(m.w2[i])) return false;
+    if (this->w3.size() != m.w3.size()) return false;
+    for (std::size_t i = 0; i < this->w3.size(); ++i)
+      if (!this->w3[i].bound_like(m.w3[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::LlamaBlockLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->wq.size(); ++i)
+      this->wq[i].for_each_pair(m.wq[i], prefix + "wq.", f);
+    for (std::size_t i = 0; i < this->wk.size(); ++i)
+      this->wk[i].for_each_pair(m.wk[i], prefix + "wk.", f);
+    for (std::size_t i = 0; i < this->wv.size(); ++i)
+      this->wv[i].for_each_pair(m.wv[i], prefix + "wv.", f);
+    for (std::size_t i = 0; i < this->wo.size(); ++i)
+      this->wo[i].for_each_pair(m.wo[i], prefix + "wo.", f);
+    for (std::size_t i = 0; i < this->w1.size(); ++i)
+      this->w1[i].for_each_pair(m.w1[i], prefix + "w1.", f);
+    for (std::size_t i = 0; i < this->w2.size(); ++i)
+      this->w2[i].for_each_pair(m.w2[i], prefix + "w2.", f);
+    for (std::size_t i = 0; i < this->w3.size(); ++i)
+      this->w3[i].for_each_pair(m.w3[i], prefix + "w3.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->wq) g.for_each_grad(f);
+    for (const auto& g : this->wk) g.for_each_grad(f);
+    for (const auto& g : this->wv) g.for_each_grad(f);
+    for (const auto& g : this->wo) g.for_each_grad(f);
+    for (const auto& g : this->w1) g.for_each_grad(f);
+    for (const auto& g : this->w2) g.for_each_grad(f);
+    for (const auto& g : this->w3) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::LlamaBlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.wq.size() > 1)
+      llmcc::fail("adgen", prefix + "wq holds " + std::to_string(m.wq.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wq.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
+    if (m.wk.size() > 1)
+      llmcc::fail("adgen", prefix + "wk holds " + std::to_string(m.wk.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wk.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
+    if (m.wv.size() > 1)
+      llmcc::fail("adgen", prefix + "wv holds " + std::to_string(m.wv.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wv.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
+    if (m.wo.size() > 1)
+      llmcc::fail("adgen", prefix + "wo holds " + std::to_string(m.wo.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wo.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
+    if (m.w1.size() > 1)
+      llmcc::fail("adgen", prefix + "w1 holds " + std::to_string(m.w1.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w1.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
+    if (m.w2.size() > 1)
+      llmcc::fail("adgen", prefix + "w2 holds " + std::to_string(m.w2.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w2.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
+    if (m.w3.size() > 1)
+      llmcc::fail("adgen", prefix + "w3 holds " + std::to_string(m.w3.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w3.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::LlamaBlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.wq.size() > 1)
+      llmcc::fail("adgen", prefix + "wq holds " + std::to_string(m.wq.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wq.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
+    if (m.wk.size() > 1)
+      llmcc::fail("adgen", prefix + "wk holds " + std::to_string(m.wk.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wk.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
+    if (m.wv.size() > 1)
+      llmcc::fail("adgen", prefix + "wv holds " + std::to_string(m.wv.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wv.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
+    if (m.wo.size() > 1)
+      llmcc::fail("adgen", prefix + "wo holds " + std::to_string(m.wo.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.wo.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
+    if (m.w1.size() > 1)
+      llmcc::fail("adgen", prefix + "w1 holds " + std::to_string(m.w1.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w1.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
+    if (m.w2.size() > 1)
+      llmcc::fail("adgen", prefix + "w2 holds " + std::to_string(m.w2.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w2.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
+    if (m.w3.size() > 1)
+      llmcc::fail("adgen", prefix + "w3 holds " + std::to_string(m.w3.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.w3.size(); ++i)
+      LoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
+  }
+};
+
+// Gradient mirror of llmcc::models::LlamaLora: one adjoint per parameter, accumulated (+=).
+struct LlamaLora_Grad {
+  std::vector<LlamaBlockLora_Grad> layers;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::LlamaLora& m) {
+    this->layers.resize(m.layers.size());
+    for (std::size_t i = 0; i < this->layers.size(); ++i) this->layers[i].shape_like(m.layers[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::LlamaLora& m) const {
+    if (this->layers.size() != m.layers.size()) return false;
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      if (!this->layers[i].bound_like(m.layers[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::LlamaLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->layers) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::LlamaLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      LlamaBlockLora_Grad::for_each_parameter(m.layers[i],
+                                              prefix + "layers." + std::to_string(i) + ".", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::LlamaLora& m, const std::string& prefix,
+                                 F&& f) {
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      LlamaBlockLora_Grad::for_each_parameter(m.layers[i],
+                                              prefix + "layers." + std::to_string(i) + ".", f);
+  }
+};
+
 // Gradient mirror of llmcc::models::Llama: one adjoint per parameter, accumulated (+=).
 struct Llama_Grad {
   llmcc::Tensor tok_embeddings;
   std::vector<LlamaBlock_Grad> layers;
   LlamaRmsNorm_Grad norm;
   std::vector<LlamaOutput_Grad> output;
+  LlamaLora_Grad no_adapters;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::models::Llama& m) {
@@ -273,6 +526,7 @@ struct Llama_Grad {
     this->norm.shape_like(m.norm);
     this->output.resize(m.output.size());
     for (std::size_t i = 0; i < this->output.size(); ++i) this->output[i].shape_like(m.output[i]);
+    this->no_adapters.shape_like(m.no_adapters);
   }
   // Whether every gradient is bound to storage with its parameter's shape.
   bool bound_like(const llmcc::models::Llama& m) const {
@@ -285,6 +539,7 @@ struct Llama_Grad {
     if (this->output.size() != m.output.size()) return false;
     for (std::size_t i = 0; i < this->output.size(); ++i)
       if (!this->output[i].bound_like(m.output[i])) return false;
+    if (!this->no_adapters.bound_like(m.no_adapters)) return false;
     return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
@@ -296,6 +551,7 @@ struct Llama_Grad {
     this->norm.for_each_pair(m.norm, prefix + "norm.", f);
     for (std::size_t i = 0; i < this->output.size(); ++i)
       this->output[i].for_each_pair(m.output[i], prefix + "output.", f);
+    this->no_adapters.for_each_pair(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
   template <class F>
@@ -304,6 +560,7 @@ struct Llama_Grad {
     for (const auto& g : this->layers) g.for_each_grad(f);
     this->norm.for_each_grad(f);
     for (const auto& g : this->output) g.for_each_grad(f);
+    this->no_adapters.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -318,6 +575,7 @@ struct Llama_Grad {
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.output.size(); ++i)
       LlamaOutput_Grad::for_each_parameter(m.output[i], prefix + "output.", f);
+    LlamaLora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -332,49 +590,114 @@ struct Llama_Grad {
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.output.size(); ++i)
       LlamaOutput_Grad::for_each_parameter(m.output[i], prefix + "output.", f);
+    LlamaLora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
 };
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:46)
-// reads.
-struct LlamaAttention_forward_Saved {
+// LoraAdapter_forward: what the backward of llmcc::models::LoraAdapter::forward (lora.h:33) reads.
+struct LoraAdapter_forward_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor t1;
   llmcc::Tensor t2;
-  llmcc::Tensor t3;
-  llmcc::Tensor t4;
-  llmcc::Tensor q_5;
-  llmcc::Tensor k_5;
-  llmcc::Tensor v_5;
-  llmcc::Tensor t5;
-  llmcc::AttentionSaved attention_5;
-  llmcc::Tensor y_6;
-  llmcc::Tensor t6;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
     f(t2);
+  }
+};
+llmcc::Tensor LoraAdapter_forward_fwd(const llmcc::models::LoraAdapter& self,
+                                      const llmcc::Tensor& x, LoraAdapter_forward_Saved& _s);
+void LoraAdapter_forward_bwd(const llmcc::models::LoraAdapter& self, const llmcc::Tensor& x,
+                             const LoraAdapter_forward_Saved& _s, const llmcc::Tensor& d_out,
+                             LoraAdapter_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:64)
+// reads.
+struct LlamaAttention_forward_Saved {
+  llmcc::Tensor t0;
+  bool branch0;
+  llmcc::Tensor t1;
+  LoraAdapter_forward_Saved wq;
+  llmcc::Tensor q_2;
+  llmcc::Tensor t2;
+  llmcc::Tensor t3;
+  bool branch1;
+  llmcc::Tensor t4;
+  LoraAdapter_forward_Saved wk;
+  llmcc::Tensor k_5;
+  llmcc::Tensor t5;
+  llmcc::Tensor t6;
+  bool branch2;
+  llmcc::Tensor t7;
+  LoraAdapter_forward_Saved wv;
+  llmcc::Tensor v_8;
+  llmcc::Tensor t8;
+  llmcc::Tensor q_9;
+  llmcc::Tensor t9;
+  llmcc::Tensor k_10;
+  llmcc::Tensor t10;
+  llmcc::Tensor q_11;
+  llmcc::Tensor k_11;
+  llmcc::Tensor v_11;
+  llmcc::Tensor t11;
+  llmcc::AttentionSaved attention_11;
+  llmcc::Tensor y_12;
+  llmcc::Tensor t12;
+  bool branch3;
+  llmcc::Tensor y_13;
+  llmcc::Tensor t13;
+  LoraAdapter_forward_Saved wo;
+  llmcc::Tensor out_14;
+  llmcc::Tensor t14;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    wq.visit(f);
+    f(q_2);
+    f(t2);
     f(t3);
     f(t4);
-    f(q_5);
+    wk.visit(f);
     f(k_5);
-    f(v_5);
     f(t5);
-    f(attention_5.lse);
-    f(y_6);
     f(t6);
+    f(t7);
+    wv.visit(f);
+    f(v_8);
+    f(t8);
+    f(q_9);
+    f(t9);
+    f(k_10);
+    f(t10);
+    f(q_11);
+    f(k_11);
+    f(v_11);
+    f(t11);
+    f(attention_11.lse);
+    f(y_12);
+    f(t12);
+    f(y_13);
+    f(t13);
+    wo.visit(f);
+    f(out_14);
+    f(t14);
   }
 };
 llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& self,
-                                         const llmcc::Tensor& x, LlamaAttention_forward_Saved& _s);
+                                         const llmcc::Tensor& x,
+                                         const llmcc::models::LlamaBlockLora& lora,
+                                         LlamaAttention_forward_Saved& _s);
 void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const llmcc::Tensor& x,
+                                const llmcc::models::LlamaBlockLora& lora,
                                 const LlamaAttention_forward_Saved& _s, const llmcc::Tensor& d_out,
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
-                                bool _final = false);
+                                LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:34)
+// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:35)
 // reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -393,34 +716,70 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:68) reads.
+// (llama.h:101) reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
+  bool branch0;
   llmcc::Tensor t1;
+  LoraAdapter_forward_Saved w1;
+  llmcc::Tensor g_2;
   llmcc::Tensor t2;
-  llmcc::Tensor gate_3;
   llmcc::Tensor t3;
+  bool branch1;
   llmcc::Tensor t4;
+  LoraAdapter_forward_Saved w3;
+  llmcc::Tensor up_5;
+  llmcc::Tensor t5;
+  llmcc::Tensor g_6;
+  llmcc::Tensor t6;
+  llmcc::Tensor up_7;
+  llmcc::Tensor t7;
+  llmcc::Tensor h_8;
+  llmcc::Tensor t8;
+  bool branch2;
+  llmcc::Tensor h_9;
+  llmcc::Tensor t9;
+  LoraAdapter_forward_Saved w2;
+  llmcc::Tensor out_10;
+  llmcc::Tensor t10;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
+    w1.visit(f);
+    f(g_2);
     f(t2);
-    f(gate_3);
     f(t3);
     f(t4);
+    w3.visit(f);
+    f(up_5);
+    f(t5);
+    f(g_6);
+    f(t6);
+    f(up_7);
+    f(t7);
+    f(h_8);
+    f(t8);
+    f(h_9);
+    f(t9);
+    w2.visit(f);
+    f(out_10);
+    f(t10);
   }
 };
 llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward& self,
                                            const llmcc::Tensor& x,
+                                           const llmcc::models::LlamaBlockLora& lora,
                                            LlamaFeedForward_forward_Saved& _s);
 void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
-                                  const llmcc::Tensor& x, const LlamaFeedForward_forward_Saved& _s,
+                                  const llmcc::Tensor& x, const llmcc::models::LlamaBlockLora& lora,
+                                  const LlamaFeedForward_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaFeedForward_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final = false);
+                                  llmcc::Tensor* d_x, LlamaBlockLora_Grad* d_lora,
+                                  bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:79) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:118) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -452,14 +811,18 @@ struct LlamaBlock_forward_Saved {
   }
 };
 llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::models::LlamaBlock& self, const llmcc::Tensor& x,
+                                     const llmcc::models::LlamaBlockLora& lora,
                                      LlamaBlock_forward_Saved& _s);
 void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::Tensor& x,
+                            const llmcc::models::LlamaBlockLora& lora,
                             const LlamaBlock_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+                            LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
+                            LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:112) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:155) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
+    int l;
     llmcc::Tensor x_1;
     llmcc::Tensor t1;
     LlamaBlock_forward_Saved layers;
@@ -496,12 +859,13 @@ struct Llama_forward_Saved {
   }
 };
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                                Llama_forward_Saved& _s);
+                                const llmcc::models::LlamaLora& lora, Llama_forward_Saved& _s);
 void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                       const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Llama_Grad* d_self, bool _final = false);
+                       const llmcc::models::LlamaLora& lora, const Llama_forward_Saved& _s,
+                       const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
+                       bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:139) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:183) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -545,6 +909,56 @@ struct llama_loss_Entry {
   }
 };
 
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:189) reads.
+struct llama_lora_loss_Saved {
+  llmcc::Tensor t0;
+  Llama_forward_Saved base;
+  float t1;
+  llmcc::CrossEntropySaved cross_entropy_1;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    base.visit(f);
+    f(cross_entropy_1.lse);
+  }
+};
+float llama_lora_loss_fwd(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          llama_lora_loss_Saved& _s);
+void llama_lora_loss_bwd(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         const llama_lora_loss_Saved& _s, float d_out, LlamaLora_Grad* d_lora,
+                         Llama_Grad* d_base, bool _final = false);
+// Returns the value and accumulates the gradient into the d_ arguments.
+float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           LlamaLora_Grad& d_lora);
+// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
+float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           LlamaLora_Grad& d_lora, llama_lora_loss_Saved& _s);
+// What llmcc::train::Trainer needs to train with llama_lora_loss: the model type, its gradient
+// mirror, the record the forward fills, the inputs after the model, and the three calls.
+struct llama_lora_loss_Entry {
+  using Model = llmcc::models::LlamaLora;
+  using Grad = LlamaLora_Grad;
+  using Saved = llama_lora_loss_Saved;
+  using Inputs = std::tuple<llmcc::models::Llama, llmcc::Tokens,
+                            llmcc::Tokens>;  // the arguments after the model
+  static constexpr const char* name = "llama_lora_loss";
+  static float fwd(const Model& m, const Inputs& in, Saved& s) {
+    return llama_lora_loss_fwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s);
+  }
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    llama_lora_loss_bwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s, d_loss, g, nullptr,
+                        true);
+  }
+  static float loss(const Model& m, const Inputs& in) {
+    return llmcc::models::llama_lora_loss(m, std::get<0>(in), std::get<1>(in), std::get<2>(in));
+  }
+};
+
 }  // namespace llmcc::models
 
 namespace llmcc::adgen {
@@ -567,6 +981,18 @@ struct GradOf<llmcc::models::LlamaBlock> {
 template <>
 struct GradOf<llmcc::models::LlamaOutput> {
   using type = llmcc::models::LlamaOutput_Grad;
+};
+template <>
+struct GradOf<llmcc::models::LoraAdapter> {
+  using type = llmcc::models::LoraAdapter_Grad;
+};
+template <>
+struct GradOf<llmcc::models::LlamaBlockLora> {
+  using type = llmcc::models::LlamaBlockLora_Grad;
+};
+template <>
+struct GradOf<llmcc::models::LlamaLora> {
+  using type = llmcc::models::LlamaLora_Grad;
 };
 template <>
 struct GradOf<llmcc::models::Llama> {

@@ -85,7 +85,7 @@ long op_allocations_per_step(const llmcc::models::Llama& m) {
     (void)llmcc::rope(llmcc::linear_nobias(a, at.wk), at.n_kv_head, at.rope_freqs, 3);
     (void)llmcc::linear_nobias(a, at.wv);
     const Tensor h = x + llmcc::linear_nobias(a, at.wo);  // (1, 1, C)
-    (void)(h + b.feed_forward.forward(b.ffn_norm.forward(h)));
+    (void)(h + b.feed_forward.forward(b.ffn_norm.forward(h), m.no_adapters.layers[0]));
   }
   (void)llmcc::linear_nobias(m.norm.forward(x), m.output[0].w);
   return llmcc::test::allocations() - before;

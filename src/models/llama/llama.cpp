@@ -10,6 +10,8 @@
 namespace llmcc::models {
 
 namespace {
+const std::vector<std::string> kLlamaLoraTargets = {"q", "k", "v", "o", "gate", "up", "down"};
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -37,6 +39,50 @@ Llama::Llama(const LlamaConfig& config) : cfg(config) {
   }
   norm = LlamaRmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
   if (!cfg.tie_embeddings) output.push_back(LlamaOutput{Tensor(nullptr, Shape{V, C})});
+  no_adapters.layers.resize(static_cast<std::size_t>(cfg.n_layer));
+}
+
+LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg) {
+  lora_check(cfg, kLlamaLoraTargets);
+  const LlamaConfig& c = base.cfg;
+  const std::int64_t C = c.n_embd, F = c.hidden_dim, HS = c.head_dim(), Q = c.n_head * HS, KV = c.n_kv_head * HS;
+  LlamaLora lora;
+  lora.layers.resize(static_cast<std::size_t>(c.n_layer));
+  for (LlamaBlockLora& b : lora.layers) {
+    const auto add = [&](std::vector<LoraAdapter>& slot, const char* name, std::int64_t in, std::int64_t out) {
+      if (cfg.targets_map(name)) slot.push_back(lora_adapter(cfg, in, out));
+    };
+    add(b.wq, "q", C, Q);
+    add(b.wk, "k", C, KV);
+    add(b.wv, "v", C, KV);
+    add(b.wo, "o", Q, C);
+    add(b.w1, "gate", C, F);
+    add(b.w3, "up", C, F);
+    add(b.w2, "down", F, C);
+  }
+  return lora;
+}
+
+void llama_lora_init(LlamaLora& lora, std::uint64_t seed) {
+  Rng rng(seed);
+  for (LlamaBlockLora& b : lora.layers)
+    for (std::vector<LoraAdapter>* slot : {&b.wq, &b.wk, &b.wv, &b.wo, &b.w1, &b.w2, &b.w3})
+      for (LoraAdapter& a : *slot) lora_init(a, rng);
+}
+
+void llama_lora_merge(Llama& base, const LlamaLora& lora) {
+  if (lora.layers.size() != base.layers.size())
+    fail("llama_lora_merge", "adapters for " + std::to_string(lora.layers.size()) + " layers, the model has " +
+                                 std::to_string(base.layers.size()));
+  for (std::size_t l = 0; l < lora.layers.size(); ++l) {
+    const LlamaBlockLora& a = lora.layers[l];
+    LlamaBlock& b = base.layers[l];
+    const std::pair<const std::vector<LoraAdapter>*, Tensor*> maps[] = {
+        {&a.wq, &b.attention.wq},    {&a.wk, &b.attention.wk},    {&a.wv, &b.attention.wv},   {&a.wo, &b.attention.wo},
+        {&a.w1, &b.feed_forward.w1}, {&a.w2, &b.feed_forward.w2}, {&a.w3, &b.feed_forward.w3}};
+    for (const auto& [slot, w] : maps)
+      for (const LoraAdapter& adapter : *slot) lora_merge(*w, adapter);
+  }
 }
 
 void llama_init(Llama& model, std::uint64_t seed) {

@@ -24,6 +24,7 @@
 #include "llmcc/ops/silu.h"
 #include "models/kv_cache.h"
 #include "models/llama/llama_config.h"
+#include "models/lora.h"
 
 namespace llmcc::models {
 
@@ -32,6 +33,22 @@ struct LlamaRmsNorm {
   Tensor w LLMCC_ADGEN_NAME("weight");  // (C)
 
   Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
+};
+
+// LoRA adapters of one block (models/lora.h): at most one per linear map, named as the map.
+struct LlamaBlockLora {
+  std::vector<LoraAdapter> wq LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> wk LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> wv LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> wo LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> w1 LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> w2 LLMCC_ADGEN_OPTIONAL;
+  std::vector<LoraAdapter> w3 LLMCC_ADGEN_OPTIONAL;
+};
+
+// A model's adapters: one LlamaBlockLora per layer ("layers.0.wq.lora_A.weight", ...).
+struct LlamaLora {
+  std::vector<LlamaBlockLora> layers;
 };
 
 struct LlamaAttention {
@@ -43,20 +60,36 @@ struct LlamaAttention {
   Tensor wv LLMCC_ADGEN_NAME("wv.weight");  // (n_kv_head * HS, C)
   Tensor wo LLMCC_ADGEN_NAME("wo.weight");  // (C, n_head * HS)
 
-  Tensor forward(const Tensor& x) const {                                           // x: (B, T, C)
-    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, 0);     // (B, T, NH * HS)
-    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, 0);  // (B, T, NKV * HS)
-    Tensor v = llmcc::linear_nobias(x, wv);                                         // (B, T, NKV * HS)
-    Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);                        // (B, T, NH * HS)
-    return llmcc::linear_nobias(y, wo);                                             // (B, T, C)
+  // lora: this block's adapters (an empty set leaves the maps as they are).
+  Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
+    Tensor q = llmcc::linear_nobias(x, wq);                            // (B, T, NH * HS)
+    if (!lora.wq.empty()) q = q + lora.wq[0].forward(x);
+    Tensor k = llmcc::linear_nobias(x, wk);  // (B, T, NKV * HS)
+    if (!lora.wk.empty()) k = k + lora.wk[0].forward(x);
+    Tensor v = llmcc::linear_nobias(x, wv);  // (B, T, NKV * HS)
+    if (!lora.wv.empty()) v = v + lora.wv[0].forward(x);
+    q = llmcc::rope(q, n_head, rope_freqs, 0);
+    k = llmcc::rope(k, n_kv_head, rope_freqs, 0);
+    Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);  // (B, T, NH * HS)
+    Tensor out = llmcc::linear_nobias(y, wo);                 // (B, T, C)
+    if (!lora.wo.empty()) out = out + lora.wo[0].forward(y);
+    return out;
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {                           // x: (1, T, C)
-    Tensor q = llmcc::rope(llmcc::linear_nobias(x, wq), n_head, rope_freqs, cache.pos());     // (1, T, NH * HS)
-    Tensor k = llmcc::rope(llmcc::linear_nobias(x, wk), n_kv_head, rope_freqs, cache.pos());  // (1, T, NKV * HS)
-    Tensor v = llmcc::linear_nobias(x, wv);                                                   // (1, T, NKV * HS)
-    return llmcc::linear_nobias(kv_attention(q, k, v, cache, layer, n_head, n_kv_head), wo);  // (1, T, C)
+  Tensor decode(const Tensor& x, KvCache& cache, int layer, const LlamaBlockLora& lora) const {  // x: (1, T, C)
+    Tensor q = llmcc::linear_nobias(x, wq);                                                      // (1, T, NH * HS)
+    if (!lora.wq.empty()) q = q + lora.wq[0].forward(x);
+    Tensor k = llmcc::linear_nobias(x, wk);  // (1, T, NKV * HS)
+    if (!lora.wk.empty()) k = k + lora.wk[0].forward(x);
+    Tensor v = llmcc::linear_nobias(x, wv);  // (1, T, NKV * HS)
+    if (!lora.wv.empty()) v = v + lora.wv[0].forward(x);
+    q = llmcc::rope(q, n_head, rope_freqs, cache.pos());
+    k = llmcc::rope(k, n_kv_head, rope_freqs, cache.pos());
+    Tensor y = kv_attention(q, k, v, cache, layer, n_head, n_kv_head);  // (1, T, NH * HS)
+    Tensor out = llmcc::linear_nobias(y, wo);                           // (1, T, C)
+    if (!lora.wo.empty()) out = out + lora.wo[0].forward(y);
+    return out;
   }
 };
 
@@ -65,9 +98,15 @@ struct LlamaFeedForward {
   Tensor w2 LLMCC_ADGEN_NAME("w2.weight");  // (C, F): down
   Tensor w3 LLMCC_ADGEN_NAME("w3.weight");  // (F, C): up
 
-  Tensor forward(const Tensor& x) const {                                 // x: (B, T, C)
-    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, w1));               // (B, T, F)
-    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, w3), w2);  // (B, T, C)
+  Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
+    Tensor g = llmcc::linear_nobias(x, w1);                            // (B, T, F)
+    if (!lora.w1.empty()) g = g + lora.w1[0].forward(x);
+    Tensor up = llmcc::linear_nobias(x, w3);  // (B, T, F)
+    if (!lora.w3.empty()) up = up + lora.w3[0].forward(x);
+    Tensor h = llmcc::silu(g) * up;            // (B, T, F)
+    Tensor out = llmcc::linear_nobias(h, w2);  // (B, T, C)
+    if (!lora.w2.empty()) out = out + lora.w2[0].forward(h);
+    return out;
   }
 };
 
@@ -76,13 +115,13 @@ struct LlamaBlock {
   LlamaAttention attention;
   LlamaRmsNorm ffn_norm;
   LlamaFeedForward feed_forward;
-  Tensor forward(const Tensor& x) const {  // x: (B, T, C)
-    Tensor h = x + attention.forward(attention_norm.forward(x));
-    return h + feed_forward.forward(ffn_norm.forward(h));
+  Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
+    Tensor h = x + attention.forward(attention_norm.forward(x), lora);
+    return h + feed_forward.forward(ffn_norm.forward(h), lora);
   }
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
-    Tensor h = x + attention.decode(attention_norm.forward(x), cache, layer);
-    return h + feed_forward.forward(ffn_norm.forward(h));
+  Tensor decode(const Tensor& x, KvCache& cache, int layer, const LlamaBlockLora& lora) const {  // x: (1, T, C)
+    Tensor h = x + attention.decode(attention_norm.forward(x), cache, layer, lora);
+    return h + feed_forward.forward(ffn_norm.forward(h), lora);
   }
 };
 
@@ -103,17 +142,21 @@ struct Llama {
   LlamaRmsNorm norm;
   // One head when untied; none when tok_embeddings is the head (its gradient then sums both uses).
   std::vector<LlamaOutput> output LLMCC_ADGEN_OPTIONAL;
+  // n_layer empty adapter sets: what forward and decode use for the model alone.
+  LlamaLora no_adapters;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Llama(const LlamaConfig& config);
   Llama() = default;
 
-  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
-  Tensor forward(const Tokens& idx) const {
-    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
-    for (const LlamaBlock& b : layers) x = b.forward(x);     // (B, T, C)
-    Tensor h = norm.forward(x);                              // (B, T, C)
-    Tensor logits;                                           // (B, T, V)
+  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V). lora: adapters with
+  // lora.layers[l] for layer l (no_adapters for none).
+  Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
+  Tensor forward(const Tokens& idx, const LlamaLora& lora) const {
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);                          // (B, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].forward(x, lora.layers[l]);  // (B, T, C)
+    Tensor h = norm.forward(x);                                                      // (B, T, C)
+    Tensor logits;                                                                   // (B, T, V)
     if (cfg.tie_embeddings)
       logits = llmcc::linear_nobias(h, tok_embeddings);
     else
@@ -124,10 +167,11 @@ struct Llama {
   // Generation (models/kv_cache.h): the logits (1, 1, V) after the new tokens idx ((1, T), at
   // positions cache.pos()..), each layer keeping their keys and values in the cache. A prefill
   // runs the forward's ops on the prompt; a decode step runs them on one row.
-  Tensor decode(const Tokens& idx, KvCache& cache) const {
+  Tensor decode(const Tokens& idx, KvCache& cache) const { return decode(idx, cache, no_adapters); }
+  Tensor decode(const Tokens& idx, KvCache& cache, const LlamaLora& lora) const {
     const std::int64_t C = cfg.n_embd, T = idx.T();
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (1, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].decode(cache.carry(x), cache, l);
+    for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].decode(cache.carry(x), cache, l, lora.layers[l]);
     x = cache.carry(x);                                                                                  // (1, T, C)
     const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});                                                 // (1, 1, C)
     return llmcc::linear_nobias(norm.forward(last), cfg.tie_embeddings ? tok_embeddings : output[0].w);  // (1, 1, V)
@@ -137,8 +181,26 @@ struct Llama {
 // Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
 // idx, targets: (B, T).
 LLMCC_ADGEN_ENTRY inline float llama_loss(const Llama& m, const Tokens& idx, const Tokens& targets) {
-  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
+  return llmcc::cross_entropy(m.forward(idx, m.no_adapters), targets, m.cfg.vocab_size, -1);
 }
+
+// The same loss of `base` with adapters, differentiated with respect to the adapters only: base
+// gets no adjoint, so the backward computes no weight gradient of it.
+LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("lora") inline float llama_lora_loss(const LlamaLora& lora, const Llama& base,
+                                                                       const Tokens& idx, const Tokens& targets) {
+  return llmcc::cross_entropy(base.forward(idx, lora), targets, base.cfg.vocab_size, -1);
+}
+
+// Adapters for `base` (declared, no storage; bind with llmcc::bind_parameters): one on each map
+// cfg.targets names in every layer, by the short names q, k, v, o (attention) and gate, up, down
+// (w1, w3, w2). An unknown name, a rank below 1 or an alpha that is not a positive number throws
+// llmcc::Error naming it.
+LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg);
+// Every adapter's PEFT initialisation (lora_init), in parameter list order from Rng(seed).
+void llama_lora_init(LlamaLora& lora, std::uint64_t seed);
+// Adds every adapter's update into the matrix it adapts (lora_merge): base then computes alone
+// what base with lora did.
+void llama_lora_merge(Llama& base, const LlamaLora& lora);
 
 // Initialisation as llama2.c's and nanoGPT's: every weight matrix and the embedding N(0, 0.02),
 // residual projections (attention.wo, feed_forward.w2) N(0, 0.02 / sqrt(2 L)), RMSNorm weights

@@ -1,0 +1,62 @@
+// LoRA adapters (models/lora.h).
+#include "models/lora.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/gemm.h"
+#include "llmcc/error.h"
+#include "llmcc/train/rng.h"
+
+namespace llmcc::models {
+
+bool LoraConfig::targets_map(const std::string& name) const {
+  return std::find(targets.begin(), targets.end(), name) != targets.end();
+}
+
+void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
+  std::string names;
+  for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+  if (cfg.rank < 1) fail("LoRA", "the rank is " + std::to_string(cfg.rank) + ", expected at least 1");
+  if (!std::isfinite(cfg.alpha) || cfg.alpha <= 0.0f)
+    fail("LoRA", "alpha is " + std::to_string(cfg.alpha) + ", expected a positive number");
+  if (cfg.targets.empty()) fail("LoRA", "no target maps; this family's are " + names);
+  for (std::size_t i = 0; i < cfg.targets.size(); ++i) {
+    const std::string& t = cfg.targets[i];
+    if (std::find(known.begin(), known.end(), t) == known.end())
+      fail("LoRA", "unknown target map '" + t + "'; this family's are " + names);
+    if (std::find(cfg.targets.begin(), cfg.targets.begin() + static_cast<std::ptrdiff_t>(i), t) !=
+        cfg.targets.begin() + static_cast<std::ptrdiff_t>(i))
+      fail("LoRA", "target map '" + t + "' is named twice");
+  }
+}
+
+LoraAdapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out) {
+  LoraAdapter a;
+  a.scale = cfg.scale();
+  a.a = Tensor(nullptr, Shape{cfg.rank, in});
+  a.b = Tensor(nullptr, Shape{out, cfg.rank});
+  return a;
+}
+
+void lora_init(LoraAdapter& adapter, Rng& rng) {
+  // kaiming_uniform(a = sqrt(5)) bounds A's values by sqrt(6 / ((1 + 5) * in)) = 1 / sqrt(in).
+  const std::int64_t in = adapter.a.shape()[1];
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  float* a = adapter.a.f32();
+  for (std::int64_t i = 0; i < adapter.a.numel(); ++i) a[i] = (2.0f * rng.uniform() - 1.0f) * bound;
+  std::fill(adapter.b.f32(), adapter.b.f32() + adapter.b.numel(), 0.0f);
+}
+
+void lora_merge(const Tensor& w, const LoraAdapter& adapter) {
+  const std::int64_t out = adapter.b.shape()[0], r = adapter.a.shape()[0], in = adapter.a.shape()[1];
+  if (w.shape() != Shape({out, in}))
+    fail("lora_merge", "an adapter of " + adapter.b.shape().str() + " x " + adapter.a.shape().str() +
+                           " does not fit a matrix of " + w.shape().str());
+  // w (out, in) += scale * B (out, r) . A (r, in)
+  cpu::gemm(false, false, static_cast<int>(out), static_cast<int>(in), static_cast<int>(r), adapter.scale,
+            adapter.b.f32(), static_cast<int>(r), adapter.a.f32(), static_cast<int>(in), 1.0f, w.f32(),
+            static_cast<int>(in));
+}
+
+}  // namespace llmcc::models

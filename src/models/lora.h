@@ -1,0 +1,64 @@
+// LoRA (Hu et al., 2021): a frozen linear map x W^T gets a trainable low-rank update,
+//
+//   y = x W^T + (alpha / r) (x A^T) B^T,    W (out, in), A (r, in), B (out, r),
+//
+// with B zero at the start, so the adapted model starts as the base model. A family's model takes
+// an adapter set (one optional LoraAdapter per linear map of each block) in its forward; its LoRA
+// entry differentiates with respect to the adapters only, with the base model an argument adgen
+// gives no adjoint: the backward forms the input gradients through the frozen maps and the
+// adapters' own gradients, and no weight gradient of the base at all.
+//
+// Names follow PEFT's (lora_A.weight, lora_B.weight), under the name of the map they adapt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/ops/linear.h"
+#include "llmcc/ops/scale.h"
+#include "llmcc/tensor.h"
+#include "llmcc/train/rng.h"
+
+namespace llmcc::models {
+
+struct LoraAdapter {
+  float scale = 1.0f;                          // alpha / r
+  Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
+  Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
+
+  // The update for x (..., in): (..., out). The scale multiplies the rank-r intermediate, the
+  // smallest tensor of the three.
+  Tensor forward(const Tensor& x) const {
+    return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b);  // (..., r) -> (..., out)
+  }
+};
+
+// Which maps get an adapter, and its rank and alpha.
+struct LoraConfig {
+  int rank = 8;
+  float alpha = 16.0f;
+  std::vector<std::string> targets;  // the family's short names of the maps ("q", "k", "v", "o", ...)
+
+  float scale() const { return alpha / static_cast<float>(rank); }
+  bool targets_map(const std::string& name) const;
+};
+
+// Throws llmcc::Error unless cfg.rank >= 1, cfg.alpha is a positive number and every target is
+// one of `known` (the family's names, listed in the message), none twice and at least one.
+void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known);
+
+// An adapter of rank cfg.rank for a map with `in` inputs and `out` outputs, its tensors declared
+// (no storage; bind with llmcc::bind_parameters).
+LoraAdapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out);
+
+// PEFT's initialisation: A uniform in +-1/sqrt(in) (kaiming_uniform with a = sqrt(5)), B zero.
+// The adapter's tensors must be bound.
+void lora_init(LoraAdapter& adapter, Rng& rng);
+
+// w (out, in) += scale * B A: the adapted map as one matrix (the merged model computes what the
+// adapter model does, up to rounding).
+void lora_merge(const Tensor& w, const LoraAdapter& adapter);
+
+}  // namespace llmcc::models
