@@ -55,6 +55,7 @@ class FamilyModel final : public Model {
   }
 
   const Weights& weights() const { return w_; }
+  Weights take_weights() && { return std::move(w_); }
 
  private:
   Weights w_;

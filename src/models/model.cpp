@@ -18,6 +18,10 @@ void ModelConfig::set(std::string_view key, double value) {
   c_ = std::move(changed);
 }
 
+std::unique_ptr<Model> Family::with_lora(std::unique_ptr<Model>, LoraBase, const LoraConfig&) const {
+  fail("LoRA", std::string(display_name()) + " models have no LoRA adapters");
+}
+
 std::vector<std::int32_t> Model::sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                         const SamplingConfig& cfg, Rng& rng,
                                         const std::function<void(std::int32_t)>& on_token) const {

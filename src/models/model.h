@@ -31,6 +31,7 @@
 #include "llmcc/train/trainer.h"
 #include "models/bench_step.h"
 #include "models/generate.h"
+#include "models/lora.h"
 
 namespace llmcc::models {
 
@@ -102,7 +103,20 @@ struct ExportFormat {
   const char* help;
 };
 
-// A model with its parameters: its family's weights (model struct + ParameterStore).
+// The weights LoRA adapters were trained on: the path they were loaded from and a CRC-32 of
+// their parameters' bytes (in parameter list order), which must match wherever the adapters are
+// applied again.
+struct LoraBase {
+  std::string path;
+  std::uint32_t crc32 = 0;
+};
+struct LoraInfo {
+  LoraConfig cfg;
+  LoraBase base;
+};
+
+// A model with its parameters: its family's weights (model struct + ParameterStore), or a
+// family's weights frozen under LoRA adapters whose parameters are the adapters (lora_model.h).
 class Model {
  public:
   virtual ~Model() = default;
@@ -132,6 +146,11 @@ class Model {
   // `llmcc bench`'s step over these weights (bench_step.h): one fixed batch of (B, T) random
   // tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
   virtual std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) = 0;
+  // The adapters' configuration and base when this is a model with LoRA adapters, else null.
+  virtual const LoraInfo* lora() const { return nullptr; }
+  // A model with LoRA adapters: a model of the base's family whose weights are the base's with
+  // every adapter added in. Null for a model without adapters.
+  virtual std::unique_ptr<Model> merged() const { return nullptr; }
 };
 
 // A model family, described once (models/<family>/<family>_family.cpp) and listed in the
@@ -159,6 +178,12 @@ class Family {
   // What owns_file accepts, for help texts ("an llm.c GPT-2 model file (...)"); empty for none.
   virtual std::string own_files_help() const { return ""; }
   virtual std::vector<ExportFormat> export_formats() const = 0;
+  // The short names of the maps LoRA adapters can go on ("q", "k", ...); empty when the family
+  // has no adapters.
+  virtual std::vector<std::string> lora_targets() const { return {}; }
+  // `base` (a model of this family without adapters) under new adapters of `cfg`, storage
+  // zeroed (init() draws them). Throws llmcc::Error when the family has no adapters.
+  virtual std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity, const LoraConfig& cfg) const;
 };
 
 // One field of a family's config struct C that users set by name: its ConfigKey (name, help)

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
+#include "io/crc32.h"
 #include "llmcc/error.h"
 #include "models/gpt2/gpt2_family.h"
 #include "models/hf_files.h"
@@ -13,6 +15,13 @@
 namespace llmcc::models {
 
 namespace {
+
+// 9 significant digits: a float reads back exactly.
+std::string format_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
 
 std::string family_names() {
   std::string names;
@@ -121,7 +130,107 @@ std::unique_ptr<Model> make_model(const ModelConfig& config) {
   return config.family().make(config);
 }
 
-std::unique_ptr<Model> load_model(const std::string& path) { return identify_model_file(path).family->load(path); }
+LoraBase lora_base_of(const Model& base, const std::string& path) {
+  detail::Crc32 crc;
+  const ParameterStore& p = base.params();
+  for (std::size_t i = 0; i < p.count(); ++i) {
+    const Tensor t = p.tensor(i);
+    crc.update(t.raw(), static_cast<std::size_t>(t.numel()) * sizeof(float));
+  }
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return LoraBase{ec ? path : absolute.lexically_normal().string(), crc.value()};
+}
+
+std::unique_ptr<Model> add_lora(std::unique_ptr<Model> base, const std::string& base_path, const LoraConfig& cfg) {
+  if (base->lora() != nullptr) fail("LoRA", base_path + " has adapters already; merge them first (llmcc export)");
+  const Family& family = base->config().family();
+  const std::vector<std::string> targets = family.lora_targets();
+  if (targets.empty()) fail("LoRA", std::string(family.display_name()) + " models have no LoRA adapters");
+  lora_check(cfg, targets);
+  LoraBase identity = lora_base_of(*base, base_path);
+  return family.with_lora(std::move(base), std::move(identity), cfg);
+}
+
+void lora_to_kv(const LoraInfo& info, KeyValues& kv) {
+  std::string targets;
+  for (const std::string& t : info.cfg.targets) targets += (targets.empty() ? "" : ",") + t;
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", static_cast<unsigned>(info.base.crc32));
+  kv["lora.rank"] = std::to_string(info.cfg.rank);
+  kv["lora.alpha"] = format_float(info.cfg.alpha);
+  kv["lora.targets"] = targets;
+  kv["lora.base"] = info.base.path;
+  kv["lora.base_crc32"] = crc;
+}
+
+std::optional<LoraInfo> lora_from_kv(const KeyValues& kv, const std::string& where) {
+  if (kv.find("lora.rank") == kv.end()) return std::nullopt;
+  const auto get = [&](const char* key) -> const std::string& {
+    const auto it = kv.find(key);
+    if (it == kv.end()) fail("LoRA", where + ": has lora.rank but no " + key);
+    return it->second;
+  };
+  LoraInfo info;
+  try {
+    std::size_t used = 0;
+    info.cfg.rank = std::stoi(get("lora.rank"), &used);
+    if (used != get("lora.rank").size()) throw std::invalid_argument("rank");
+    info.cfg.alpha = std::stof(get("lora.alpha"), &used);
+    if (used != get("lora.alpha").size()) throw std::invalid_argument("alpha");
+    const std::string& crc = get("lora.base_crc32");
+    info.base.crc32 = static_cast<std::uint32_t>(std::stoul(crc, &used, 16));
+    if (used != crc.size() || crc.size() != 8) throw std::invalid_argument("crc");
+  } catch (const std::logic_error&) {
+    fail("LoRA", where + ": lora.rank, lora.alpha or lora.base_crc32 is malformed (" + get("lora.rank") + ", " +
+                     get("lora.alpha") + ", " + get("lora.base_crc32") + ")");
+  }
+  const std::string& targets = get("lora.targets");
+  for (std::size_t at = 0; at <= targets.size();) {
+    const std::size_t comma = std::min(targets.find(',', at), targets.size());
+    info.cfg.targets.push_back(targets.substr(at, comma - at));
+    at = comma + 1;
+  }
+  info.base.path = get("lora.base");
+  return info;
+}
+
+namespace {
+
+// A checkpoint of adapters: the base from its recorded path, checked, with the adapters read.
+std::unique_ptr<Model> load_lora_checkpoint(const std::string& path, const LoraInfo& info) {
+  std::error_code ec;
+  if (!std::filesystem::exists(info.base.path, ec))
+    fail("LoRA", path + ": the adapters' base model " + info.base.path + " (lora.base) does not exist");
+  std::unique_ptr<Model> base = load_model(info.base.path);
+  if (base->lora() != nullptr) fail("LoRA", path + ": the adapters' base " + info.base.path + " has adapters itself");
+  const LoraBase found = lora_base_of(*base, info.base.path);
+  if (found.crc32 != info.base.crc32) {
+    char want[16], got[16];
+    std::snprintf(want, sizeof want, "%08x", static_cast<unsigned>(info.base.crc32));
+    std::snprintf(got, sizeof got, "%08x", static_cast<unsigned>(found.crc32));
+    fail("LoRA", path + ": the adapters were trained on weights with CRC-32 " + want + ", but " + info.base.path +
+                     " now holds weights with CRC-32 " + got +
+                     "; adapters apply only to the weights they were trained on");
+  }
+  std::unique_ptr<Model> m = add_lora(std::move(base), info.base.path, info.cfg);
+  CheckpointReader(path).read_tensors("params", m->params());
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  const ModelFile file = identify_model_file(path);
+  if (file.kind == ModelFile::Kind::LlmccCheckpoint) {
+    CheckpointReader reader(path);
+    if (reader.has("config")) {
+      const KeyValues kv = parse_key_values(reader.blob("config"), path + " [config]");
+      if (const std::optional<LoraInfo> info = lora_from_kv(kv, path)) return load_lora_checkpoint(path, *info);
+    }
+  }
+  return file.family->load(path);
+}
 
 std::string model_path_help() {
   std::string out = "an llmcc checkpoint, ";

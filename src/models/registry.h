@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,25 @@ ModelFile identify_model_file(const std::string& path);
 
 // Parameters declared and zeroed (not initialised). Throws llmcc::Error for an invalid config.
 std::unique_ptr<Model> make_model(const ModelConfig& config);
-// The weights in `path`, whatever identify_model_file says it holds.
+// The weights in `path`, whatever identify_model_file says it holds. An llmcc checkpoint of
+// LoRA adapters (lora_from_kv) loads its base from lora.base, checks the base's CRC-32 against
+// lora.base_crc32 and gives the model with its adapters.
 std::unique_ptr<Model> load_model(const std::string& path);
+
+// ---- LoRA (models/lora.h, lora_model.h) ----
+
+// The identity of `base`'s weights for adapters trained on them: `path` made absolute, and the
+// CRC-32 of its parameters' values in parameter list order.
+LoraBase lora_base_of(const Model& base, const std::string& path);
+// `base` (loaded from base_path) under new adapters of `cfg`, storage zeroed: init() draws them.
+// Throws llmcc::Error when the family has no adapters or cfg names maps it does not have.
+std::unique_ptr<Model> add_lora(std::unique_ptr<Model> base, const std::string& base_path, const LoraConfig& cfg);
+// A LoRA model's keys in a checkpoint's config: lora.rank, lora.alpha, lora.targets (comma-
+// separated), lora.base (the base's absolute path) and lora.base_crc32 (8 hex digits).
+void lora_to_kv(const LoraInfo& info, KeyValues& kv);
+// The LoRA keys of a checkpoint's config, or none when it has no lora.rank. Throws llmcc::Error
+// naming `where` and a malformed or missing key.
+std::optional<LoraInfo> lora_from_kv(const KeyValues& kv, const std::string& where);
 
 // What load_model reads, for help texts: "an llmcc checkpoint, an llm.c GPT-2 model file (...)
 // or a Hugging Face model (...)".

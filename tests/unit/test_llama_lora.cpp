@@ -82,9 +82,8 @@ TEST(LlamaLora, AdaptersNameTheirMapsAndStartAsTheBaseModel) {
   cfg.targets = {"q", "down"};
   Adapters a = adapters(w.model, cfg, false);
   std::vector<std::string> names;
-  llmcc::for_each_parameter(a.lora, [&](const std::string& name, Tensor& t) {
-    names.push_back(name + " " + t.shape().str());
-  });
+  llmcc::for_each_parameter(a.lora,
+                            [&](const std::string& name, Tensor& t) { names.push_back(name + " " + t.shape().str()); });
   ASSERT_EQ(names.size(), 3u * 4u);
   EXPECT_EQ(names[0], "layers.0.wq.lora_A.weight (3, 12)");
   EXPECT_EQ(names[1], "layers.0.wq.lora_B.weight (12, 3)");
@@ -113,11 +112,13 @@ TEST(LlamaLora, GradientMatchesFiniteDifferences) {
     const auto w = base_model(tied);
     Adapters a = adapters(w.model, all_maps(), true);
     const auto in = llmcc::test::random_ids(2 * 7, 29, 5), out = llmcc::test::random_ids(2 * 7, 29, 6);
-    const llmcc::models::llama_lora_loss_Entry::Inputs inputs{w.model, Tokens(in.data(), 2, 7), Tokens(out.data(), 2, 7)};
+    const llmcc::models::llama_lora_loss_Entry::Inputs inputs{w.model, Tokens(in.data(), 2, 7),
+                                                              Tokens(out.data(), 2, 7)};
     llmcc::train::GradCheckOptions options;
     options.per_tensor = 4;
     options.rtol = 5e-3;
-    const llmcc::train::GradCheckReport r = llmcc::train::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
+    const llmcc::train::GradCheckReport r =
+        llmcc::train::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
     EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
     EXPECT_EQ(r.tensors.size(), 3u * 7u * 2u);
   }
@@ -161,11 +162,13 @@ TEST(LlamaLora, GradientIsTheChainRuleThroughTheMergedMatrixAndTheBaseStaysAsItW
       const auto& al = a.lora.layers[l];
       const auto& gl = g.grad.layers[l];
       const auto& dw = gm.grad.layers[l];
-      const std::tuple<const char*, const llmcc::models::LoraAdapter*, const llmcc::models::LoraAdapter_Grad*, const Tensor*> maps[] =
-          {{"wq", &al.wq[0], &gl.wq[0], &dw.attention.wq},       {"wk", &al.wk[0], &gl.wk[0], &dw.attention.wk},
-           {"wv", &al.wv[0], &gl.wv[0], &dw.attention.wv},       {"wo", &al.wo[0], &gl.wo[0], &dw.attention.wo},
-           {"w1", &al.w1[0], &gl.w1[0], &dw.feed_forward.w1},    {"w2", &al.w2[0], &gl.w2[0], &dw.feed_forward.w2},
-           {"w3", &al.w3[0], &gl.w3[0], &dw.feed_forward.w3}};
+      const std::tuple<const char*, const llmcc::models::LoraAdapter*, const llmcc::models::LoraAdapter_Grad*,
+                       const Tensor*>
+          maps[] = {
+              {"wq", &al.wq[0], &gl.wq[0], &dw.attention.wq},    {"wk", &al.wk[0], &gl.wk[0], &dw.attention.wk},
+              {"wv", &al.wv[0], &gl.wv[0], &dw.attention.wv},    {"wo", &al.wo[0], &gl.wo[0], &dw.attention.wo},
+              {"w1", &al.w1[0], &gl.w1[0], &dw.feed_forward.w1}, {"w2", &al.w2[0], &gl.w2[0], &dw.feed_forward.w2},
+              {"w3", &al.w3[0], &gl.w3[0], &dw.feed_forward.w3}};
       for (const auto& [name, adapter, grad, dW] : maps) {
         SCOPED_TRACE("layer " + std::to_string(l) + " " + name);
         const std::int64_t O = adapter->b.shape()[0], R = adapter->a.shape()[0], I = adapter->a.shape()[1];

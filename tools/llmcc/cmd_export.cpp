@@ -149,6 +149,7 @@ void print_hf_written(const std::string& dir, const std::string& kind) {
 
 int run_export(int argc, char** argv) {
   std::string ckpt, out, format = "auto", max_shard_size, weights_dtype = "f32";
+  bool merge_lora = false;
   ArgParser p("export",
               "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
               "family has of its own.");
@@ -161,6 +162,9 @@ int run_export(int argc, char** argv) {
   p.add("--max-shard-size", &max_shard_size,
         "--format safetensors: split the weights into shards of at most this size (2GB, 500MB, 4GiB, ...) "
         "listed by model.safetensors.index.json, as save_pretrained does; empty: one model.safetensors");
+  p.add("--merge-lora", &merge_lora,
+        "--ckpt holds LoRA adapters (llmcc train --lora-rank): write their base with every adapter added in, "
+        "a plain model of the base's family");
   p.require("--ckpt");
   p.require("--out");
   p.epilogue(
@@ -173,7 +177,8 @@ int run_export(int argc, char** argv) {
       "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/   # for transformers\n"
       "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/ --weights-dtype bf16 \\\n"
       "      --max-shard-size 2GB                                            # sharded bf16\n"
-      "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc");
+      "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc\n"
+      "  llmcc export --ckpt lora/ckpt_000200.bin --merge-lora --format safetensors --out merged/   # LoRA");
   if (!p.parse(argc, argv)) return 0;
 
   const std::vector<std::string> formats = all_formats();
@@ -220,7 +225,17 @@ int run_export(int argc, char** argv) {
       fail(kCmd, "--out " + out + " is a directory, expected a file name");
   }
 
-  const std::unique_ptr<Model> model = load_model(ckpt);
+  std::unique_ptr<Model> model = load_model(ckpt);
+  if (model->lora() == nullptr && merge_lora)
+    fail(kCmd, "--merge-lora: " + ckpt + " holds a model without LoRA adapters");
+  if (const models::LoraInfo* lora = model->lora()) {
+    if (!merge_lora)
+      fail(kCmd, ckpt + " holds LoRA adapters over " + lora->base.path +
+                     "; give --merge-lora to write the base with the adapters added in");
+    std::printf("merging LoRA adapters (rank %d, %lld parameters) into %s\n", lora->cfg.rank,
+                static_cast<long long>(model->params().parameter_count()), lora->base.path.c_str());
+    model = model->merged();
+  }
   warn_nonfinite_weights(model->params(), ckpt, kCmd);
   const char* source = in.kind == models::ModelFile::Kind::HuggingFace  ? "Hugging Face safetensors"
                        : in.kind == models::ModelFile::Kind::FamilyFile ? "a file of the family's own format"

@@ -4,12 +4,13 @@
 
 namespace llmcc::cli {
 
-MemoryPlan memory_plan(const ModelConfig& config, int B, int T) {
+MemoryPlan memory_plan(const ModelConfig& config, int B, int T, std::int64_t trainable) {
   MemoryPlan p;
-  p.parameters = config.parameter_count();
+  p.parameters = config.parameter_count() + (trainable >= 0 ? trainable : 0);
   p.params_bytes = static_cast<std::size_t>(p.parameters) * sizeof(float);
-  p.grads_bytes = p.params_bytes;
-  p.optimizer_bytes = 2 * p.params_bytes;
+  const std::size_t trained = trainable >= 0 ? static_cast<std::size_t>(trainable) * sizeof(float) : p.params_bytes;
+  p.grads_bytes = trained;
+  p.optimizer_bytes = 2 * trained;
   p.B = B;
   p.T = T;
   return p;

@@ -11,8 +11,13 @@
 
 namespace llmcc::cli {
 
+using models::add_lora;
 using models::check_model_path;
 using models::load_model;
+using models::lora_from_kv;
+using models::lora_to_kv;
+using models::LoraConfig;
+using models::LoraInfo;
 using models::make_model;
 using models::Model;
 using models::model_config_from_kv;
@@ -27,7 +32,9 @@ struct MemoryPlan {
   int B = 0, T = 0;
   std::size_t total() const { return params_bytes + grads_bytes + optimizer_bytes + arena_bytes; }
 };
-MemoryPlan memory_plan(const ModelConfig& config, int B, int T);
+// trainable: the parameters that get gradients and AdamW state (LoRA adapters, on top of the
+// config's weights); -1: all of the config's.
+MemoryPlan memory_plan(const ModelConfig& config, int B, int T, std::int64_t trainable = -1);
 // "1.50G parameters: weights 5.58 GiB + gradients 5.58 GiB + AdamW 11.2 GiB + step arena 3.1 GiB
 // (B 1 x T 2048) = 25.5 GiB"; without a measured arena, "... + step arena (B 1 x T 2048, measured
 // when training starts)".

@@ -55,10 +55,26 @@ std::string fixed(double v, int digits) {
 
 // ---- where the model comes from ----------------------------------------------------------
 
+// "q,k, v" -> {"q", "k", "v"}; an empty item is an error naming the flag.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) fail(kWhere, "--lora-targets '" + text + "' has an empty item");
+    out.push_back(std::move(item));
+    at = comma + 1;
+  }
+  return out;
+}
+
 struct Origin {
   ModelConfig config;
   std::string resume_path;      // non-empty: resume from this checkpoint
-  std::unique_ptr<Model> init;  // --init-from weights
+  std::unique_ptr<Model> init;  // --init-from weights, or a resumed run's base with its adapters
+  bool fresh_adapters = false;  // init has new LoRA adapters (to draw)
   std::vector<std::string> warnings;
 };
 
@@ -107,6 +123,15 @@ Origin resolve_origin(TrainOptions& o) {
     out.config = model_config_from_kv(kv, out.resume_path);
     o.model.check_matches(out.config, "the checkpoint " + out.resume_path, kWhere);
     for (std::string& w : restore_train_options(o, kv, out.resume_path)) out.warnings.push_back(std::move(w));
+    const std::optional<LoraInfo> lora = lora_from_kv(kv, out.resume_path);
+    if (o.lora_rank > 0 && !lora)
+      fail(kWhere, "--lora-rank: " + out.resume_path + " trains every weight, not LoRA adapters");
+    if (lora) {
+      if (o.was_given("--lora-rank") && o.lora_rank != lora->cfg.rank)
+        fail(kWhere, "--lora-rank " + std::to_string(o.lora_rank) + ": " + out.resume_path +
+                         " holds adapters of rank " + std::to_string(lora->cfg.rank));
+      out.init = load_model(out.resume_path);  // the base, checked against its CRC-32, and the adapters
+    }
     return out;
   }
   if (!o.init_from.empty()) {
@@ -114,6 +139,14 @@ Origin resolve_origin(TrainOptions& o) {
     out.init = load_model(o.init_from);
     out.config = out.init->config();
     o.model.check_matches(out.config, "--init-from " + o.init_from, kWhere);
+    if (o.lora_rank > 0) {
+      LoraConfig cfg;
+      cfg.rank = o.lora_rank;
+      cfg.alpha = o.lora_alpha;
+      cfg.targets = o.lora_targets.empty() ? out.config.family().lora_targets() : split_list(o.lora_targets);
+      out.init = add_lora(std::move(out.init), o.init_from, cfg);
+      out.fresh_adapters = true;
+    }
     return out;
   }
   out.config = o.model.config();
@@ -222,7 +255,9 @@ CliTrainer::CliTrainer(TrainOptions options)
 
   // Weights, gradients and AdamW's moments are touched in full, so a run they cannot fit in is
   // refused before allocating them (the step arena is measured by the Trainer's planning step).
-  const MemoryPlan plan = memory_plan(origin_.config, o_.batch_size, o_.seq_len);
+  const MemoryPlan plan =
+      memory_plan(origin_.config, o_.batch_size, o_.seq_len,
+                  origin_.init && origin_.init->lora() ? origin_.init->params().parameter_count() : -1);
   const std::size_t state_bytes = plan.params_bytes + plan.grads_bytes + plan.optimizer_bytes;
   if (const std::size_t ram = available_memory_bytes(); ram > 0 && state_bytes > ram)
     fail(kWhere, std::string(origin_.config.display_name()) + " " + origin_.config.str() + " needs " + describe(plan) +
@@ -230,6 +265,7 @@ CliTrainer::CliTrainer(TrainOptions options)
                      fixed(static_cast<double>(ram) / double(1 << 30), 1) + " GiB of memory available");
   if (origin_.init) {
     model_ = std::move(origin_.init);
+    if (origin_.fresh_adapters) model_->init(seeds_.init);
   } else {
     model_ = make_model(origin_.config);
     if (!resuming) model_->init(seeds_.init);
@@ -278,6 +314,7 @@ CliTrainer::CliTrainer(TrainOptions options)
   t.out_dir = o_.out_dir;
   t.log_path = o_.log_path.empty() ? (std::filesystem::path(o_.out_dir) / "log.jsonl").string() : o_.log_path;
   t.quiet = o_.quiet;
+  if (const LoraInfo* lora = model_->lora()) lora_to_kv(*lora, config_kv_);
   t.config = config_kv_;
   t.files = tokenizer_files_;
   t.comm = &comm_;
@@ -323,11 +360,19 @@ void CliTrainer::print_header(const train::TrainStart& start) {
   const char* origin = !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
   const std::string from = !origin_.resume_path.empty() ? origin_.resume_path : o_.init_from;
   s << "llmcc train: " << c.display_name() << " " << c.str() << ", "
-    << format_count(static_cast<double>(start.parameters)) << " parameters"
+    << format_count(static_cast<double>(model_->lora() ? c.parameter_count() : start.parameters)) << " parameters"
     << (from.empty() ? std::string(", initialised with seed ") + std::to_string(o_.seed)
                      : std::string(", ") + origin + from +
                            (origin_.resume_path.empty() ? "" : " at step " + std::to_string(start.step)))
     << "\n";
+  if (const LoraInfo* lora = model_->lora()) {
+    std::string targets;
+    for (const std::string& t : lora->cfg.targets) targets += (targets.empty() ? "" : ",") + t;
+    s << "  LoRA: rank " << lora->cfg.rank << ", alpha " << format_number(lora->cfg.alpha) << " on " << targets
+      << " in every layer: " << format_count(static_cast<double>(start.parameters))
+      << " adapter parameters trained; the base's " << format_count(static_cast<double>(c.parameter_count()))
+      << " weights frozen (no weight gradients, no AdamW state)\n";
+  }
   s << "  data: " << train_files_.size() << " train shard(s), "
     << format_count(static_cast<double>(train_data_->loader().num_tokens())) << " tokens, " << o_.sampling
     << " batches";

@@ -193,6 +193,12 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
         "continue from a checkpoint file, or 'auto': the newest in --out-dir (a fresh start if none)");
   p.add("--init-from", &o.init_from,
         "start from the weights of this model (fresh optimizer, step 0): " + models::model_path_help());
+  p.add("--lora-rank", &o.lora_rank,
+        "train LoRA adapters of this rank over the frozen --init-from weights instead of every weight (0: off); "
+        "checkpoints then hold the adapters and the base's path and CRC-32");
+  p.add("--lora-alpha", &o.lora_alpha, "LoRA's alpha: the adapters' updates are scaled by alpha / rank");
+  p.add("--lora-targets", &o.lora_targets,
+        "the maps that get adapters, comma-separated: q, k, v, o, gate, up, down for Llama [default: all of them]");
   p.add("--stop-after", &o.stop_after,
         "end this invocation after N steps, with a checkpoint, as if interrupted (0: run to --steps)");
   p.add("--log", &o.log_path, "JSON-lines log, one line per step (default <out-dir>/log.jsonl)");
@@ -293,6 +299,11 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
   need(!o.train_data.empty(), "--train-data is required (token shards, e.g. from llmcc prepare)");
   need(!o.out_dir.empty(), "--out-dir is required (where checkpoints and log.jsonl go)");
   need(o.resume.empty() || o.init_from.empty(), "--resume and --init-from exclude each other");
+  need(o.lora_rank >= 0, "--lora-rank must be >= 0, got " + n(o.lora_rank));
+  need(o.lora_rank == 0 || !o.init_from.empty() || !o.resume.empty(),
+       "--lora-rank trains adapters over frozen weights: give them with --init-from");
+  need(o.lora_rank > 0 || (!o.was_given("--lora-alpha") && !o.was_given("--lora-targets")),
+       "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
   need(o.sampling == "random" || o.sampling == "sequential",
        "--sampling must be 'random' or 'sequential', got '" + o.sampling + "'");
   need(o.steps > 0, "--steps must be positive, got " + n(o.steps));

@@ -39,6 +39,12 @@ struct TrainOptions {
   std::string log_path;   // empty: <out_dir>/log.jsonl
   std::string resume;     // checkpoint path, "auto", or empty
   std::string init_from;  // weights file, or empty
+  // LoRA (models/lora.h): rank 0 trains every weight; above 0 trains adapters of this rank on the
+  // maps lora_targets names (comma-separated short names; empty: all of the family's) over the
+  // frozen --init-from weights. A resumed run takes them from its checkpoint.
+  int lora_rank = 0;
+  float lora_alpha = 16.0f;
+  std::string lora_targets;
   std::int64_t steps = 1000;
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this run
   int batch_size = 4;

@@ -10,8 +10,6 @@
 namespace llmcc::models {
 
 namespace {
-const std::vector<std::string> kLlamaLoraTargets = {"q", "k", "v", "o", "gate", "up", "down"};
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -42,8 +40,13 @@ Llama::Llama(const LlamaConfig& config) : cfg(config) {
   no_adapters.layers.resize(static_cast<std::size_t>(cfg.n_layer));
 }
 
+const std::vector<std::string>& llama_lora_targets() {
+  static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
+  return names;
+}
+
 LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg) {
-  lora_check(cfg, kLlamaLoraTargets);
+  lora_check(cfg, llama_lora_targets());
   const LlamaConfig& c = base.cfg;
   const std::int64_t C = c.n_embd, F = c.hidden_dim, HS = c.head_dim(), Q = c.n_head * HS, KV = c.n_kv_head * HS;
   LlamaLora lora;

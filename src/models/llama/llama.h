@@ -196,6 +196,8 @@ LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("lora") inline float llama_lora_loss(const Lla
 // (w1, w3, w2). An unknown name, a rank below 1 or an alpha that is not a positive number throws
 // llmcc::Error naming it.
 LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg);
+// The short names llama_lora takes, in the order of the maps in a block.
+const std::vector<std::string>& llama_lora_targets();
 // Every adapter's PEFT initialisation (lora_init), in parameter list order from Rng(seed).
 void llama_lora_init(LlamaLora& lora, std::uint64_t seed);
 // Adds every adapter's update into the matrix it adapts (lora_merge): base then computes alone

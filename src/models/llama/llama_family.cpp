@@ -6,6 +6,7 @@
 #include "llama.grad.h"
 #include "llmcc/error.h"
 #include "models/family_model.h"
+#include "models/lora_model.h"
 #include "models/llama/llama_generate.h"
 #include "models/llama/llama_hf.h"
 #include "models/llama/llama_weights.h"
@@ -42,6 +43,12 @@ ModelConfig config_of(const LlamaConfig& c) { return ModelConfig(std::make_uniqu
 struct LlamaTraits {
   using Entry = llama_loss_Entry;
   using Weights = LlamaWeights;
+  using Lora = LlamaLora;
+  using LoraEntry = llama_lora_loss_Entry;
+  static Weights make(const LlamaConfig& c) { return make_llama(c); }
+  static Lora lora(const Llama& base, const LoraConfig& cfg) { return llama_lora(base, cfg); }
+  static void lora_init(Lora& lora, std::uint64_t seed) { llama_lora_init(lora, seed); }
+  static void lora_merge(Llama& base, const Lora& lora) { llama_lora_merge(base, lora); }
   static ModelConfig config(const LlamaConfig& c) { return config_of(c); }
   static void init(Weights& w, std::uint64_t seed) { llama_init(w.model, seed); }
   static std::unique_ptr<Generator> generator(const Llama& m, ContextFull when_full) {
@@ -77,6 +84,11 @@ class LlamaFamily final : public Family {
   }
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
+  }
+  std::vector<std::string> lora_targets() const override { return llama_lora_targets(); }
+  std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity,
+                                   const LoraConfig& cfg) const override {
+    return lora_model_of<LlamaTraits>(std::move(base), std::move(identity), cfg);
   }
 };
 

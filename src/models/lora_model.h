@@ -1,0 +1,155 @@
+// LoraModel<Traits>: a family's model with LoRA adapters (models/lora.h) as a Model (model.h),
+// written once for every family that has adapters. Its parameters are the adapters; the base
+// weights are frozen: the trainer's gradients, AdamW's moments and checkpoints hold the adapters
+// only, and the generated backward (the family's LoRA entry) forms no base weight gradient.
+//
+// A family's Traits add, beside FamilyModel's:
+//   using Lora = LlamaLora;                      // the adapter set, an adgen module
+//   using LoraEntry = llama_lora_loss_Entry;     // Inputs: (base model, idx, targets)
+//   static std::vector<std::string> lora_targets();        // the maps' short names
+//   static Lora lora(const Model&, const LoraConfig&);     // declared adapters
+//   static void lora_init(Lora&, std::uint64_t seed);
+//   static void lora_merge(Model&, const Lora&);
+//
+// The base is identified by the path it was loaded from and a CRC-32 of its parameters' bytes
+// (base_identity), which a LoRA checkpoint records so that it is only ever applied to the weights
+// it was trained on.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "llmcc/error.h"
+#include "llmcc/train/trainer.h"
+#include "models/cached_generator.h"
+#include "models/family_model.h"
+#include "models/lora.h"
+#include "models/model.h"
+
+namespace llmcc::models {
+
+// A base model M decoding with adapters L: the model CachedGenerator drives.
+template <class M, class L>
+struct AdaptedModel {
+  const M& base;
+  const L& lora;
+  decltype(M::cfg) cfg;
+  Tensor decode(const Tokens& idx, KvCache& cache) const { return base.decode(idx, cache, lora); }
+};
+template <class M, class L>
+KvCacheShape kv_cache_shape(const AdaptedModel<M, L>& m) {
+  return kv_cache_shape(m.base);
+}
+template <class M, class L>
+GeneratorLabels generator_labels(const AdaptedModel<M, L>& m) {
+  return generator_labels(m.base);
+}
+
+// Token batches with the base model in front: the inputs of a family's LoRA entry.
+template <class Base>
+class WithBase final : public train::BatchSource<std::tuple<Base, Tokens, Tokens>> {
+ public:
+  using Batch = std::tuple<Base, Tokens, Tokens>;
+  WithBase(const Base& base, train::BatchSource<train::TokenPair>& tokens) : tokens_(tokens), batch_(base, {}, {}) {}
+  const Batch& next() override {
+    const train::TokenPair& p = tokens_.next();
+    std::get<1>(batch_) = std::get<0>(p);
+    std::get<2>(batch_) = std::get<1>(p);
+    return batch_;
+  }
+  DataLoaderState state() const override { return tokens_.state(); }
+  void set_state(const DataLoaderState& state) override { tokens_.set_state(state); }
+  void reset() override { tokens_.reset(); }
+  std::int64_t batches_per_epoch() const override { return tokens_.batches_per_epoch(); }
+  double items_per_batch() const override { return tokens_.items_per_batch(); }
+
+ private:
+  train::BatchSource<train::TokenPair>& tokens_;
+  Batch batch_;
+};
+
+template <class Traits>
+class LoraModel final : public Model {
+ public:
+  using Weights = typename Traits::Weights;
+  using Lora = typename Traits::Lora;
+  using Entry = typename Traits::LoraEntry;
+  using Base = std::remove_cvref_t<decltype(std::declval<Weights>().model)>;
+
+  // Adapters of `cfg` over `base` (storage zeroed; init() draws them). `identity` is the base's
+  // (base_identity).
+  LoraModel(Weights base, const LoraConfig& cfg, LoraBase identity)
+      : base_(std::move(base)),
+        config_(Traits::config(base_.model.cfg)),
+        lora_cfg_(cfg),
+        identity_(std::move(identity)),
+        lora_(Traits::lora(base_.model, cfg)),
+        params_(bind_parameters(lora_)) {}
+
+  LoraModel(const LoraModel&) = delete;
+  LoraModel& operator=(const LoraModel&) = delete;
+
+  const ModelConfig& config() const override { return config_; }
+  ParameterStore& params() override { return params_; }
+  const ParameterStore& params() const override { return params_; }
+  void init(std::uint64_t seed) override { Traits::lora_init(lora_, seed); }
+  float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(lora_, {base_.model, x, y}); }
+  // One trainer at a time: the sources that put the base in front of each batch live here.
+  std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
+                                                 train::BatchSource<train::TokenPair>* val,
+                                                 train::TrainerOptions options, train::TrainerHooks hooks) override {
+    train_ = std::make_unique<WithBase<Base>>(base_.model, train);
+    val_ = val != nullptr ? std::make_unique<WithBase<Base>>(base_.model, *val) : nullptr;
+    return std::make_unique<train::Trainer<Entry>>(lora_, params_, *train_, val_.get(), std::move(options),
+                                                   std::move(hooks));
+  }
+  std::unique_ptr<Generator> generator(ContextFull when_full) const override {
+    return std::make_unique<CachedGenerator<AdaptedModel<Base, Lora>>>(adapted_, when_full);
+  }
+  // The merged model (a copy of the base with every adapter added in) in the family's format.
+  void save_as(const std::string& format, const std::string& path,
+               const SafetensorsModelOptions& safetensors) const override {
+    Weights merged = merged_copy();
+    Traits::save_as(merged.model, format, path, safetensors);
+  }
+  std::unique_ptr<BenchStep> bench_step(int, int, std::uint64_t) override {
+    fail("LoRA", "llmcc bench times full training steps; a LoRA step is timed by llmcc train");
+  }
+  const LoraInfo* lora() const override { return &info_; }
+  std::unique_ptr<Model> merged() const override {
+    return std::make_unique<FamilyModel<Traits>>(merged_copy());
+  }
+
+ private:
+  Weights merged_copy() const {
+    Weights merged = Traits::make(base_.model.cfg);
+    std::memcpy(merged.params.data(), base_.params.data(), base_.params.size() * sizeof(float));
+    Traits::lora_merge(merged.model, lora_);
+    return merged;
+  }
+
+  Weights base_;
+  ModelConfig config_;
+  LoraConfig lora_cfg_;
+  LoraBase identity_;
+  Lora lora_;
+  ParameterStore params_;
+  AdaptedModel<Base, Lora> adapted_{base_.model, lora_, base_.model.cfg};
+  LoraInfo info_{lora_cfg_, identity_};
+  std::unique_ptr<WithBase<Base>> train_, val_;
+};
+
+// Family::with_lora for a family whose Traits have adapters.
+template <class Traits>
+std::unique_ptr<Model> lora_model_of(std::unique_ptr<Model> base, LoraBase identity, const LoraConfig& cfg) {
+  auto* plain = dynamic_cast<FamilyModel<Traits>*>(base.get());
+  if (plain == nullptr)
+    fail("LoRA", "adapters go on a model of the family's own weights, not on a model that has adapters already");
+  return std::make_unique<LoraModel<Traits>>(std::move(*plain).take_weights(), cfg, std::move(identity));
+}
+
+}  // namespace llmcc::models

@@ -1,0 +1,197 @@
+// `llmcc train --lora-rank` run as a user runs it, on a tiny Llama trained here first as the base:
+// the checkpoints hold only the adapters (and the base's path and CRC-32), the loss falls, a
+// stopped and resumed run equals an uninterrupted one bit for bit, `eval` of the adapters equals
+// `eval` of `export --merge-lora`'s merged model, the base stays as it was, a changed base is
+// refused by its CRC-32, and bad LoRA flags exit 1 naming the problem.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_run.h"
+#include "llmcc/io/checkpoint.h"
+#include "llmcc/parameters.h"
+#include "temp_dir.h"
+#include "test_data.h"
+#include "train_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using llmcc::test::CliResult;
+using llmcc::test::logged;
+using llmcc::test::run_llmcc;
+
+constexpr int kVocab = 256;
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class TrainLora : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    llmcc::test::write_progression_shard(dir.file("train.bin"), 20000, 1, kVocab);
+    llmcc::test::write_progression_shard(dir.file("val.bin"), 2000, 2, kVocab);
+  }
+  // Flags shared by the base's run and the adapters' runs.
+  std::vector<std::string> data_flags() const {
+    return {"--train-data", dir.file("train.bin"), "--val-data", dir.file("val.bin"), "--batch-size", "4",
+            "--seq-len", "32", "--val-every", "4", "--val-steps", "2", "--seed", "5", "--threads", "2"};
+  }
+  // A tiny Llama trained for 6 steps: the base. Returns its checkpoint.
+  std::string train_base() {
+    const CliResult r = run_llmcc(
+        dir, concat({"train", "--model", "llama-tiny", "--n-layer", "2", "--n-embd", "48", "--n-head", "4",
+                     "--n-kv-head", "2", "--hidden-dim", "80", "--vocab-size", std::to_string(kVocab),
+                     "--max-seq-len", "64", "--steps", "6", "--lr", "3e-3", "--out-dir", dir.file("base")},
+                    data_flags()));
+    EXPECT_EQ(r.code, 0) << r.err << r.out;
+    return dir.file("base") + "/ckpt_000006.bin";
+  }
+  std::vector<std::string> lora_flags(const std::string& base, const std::string& out, int steps = 8) const {
+    return concat({"train", "--init-from", base, "--lora-rank", "4", "--lora-alpha", "8", "--lora-targets",
+                   "q,v,down", "--steps", std::to_string(steps), "--warmup-steps", "2", "--lr", "2e-2", "--grad-clip", "1",
+                   "--out-dir", out},
+                  data_flags());
+  }
+  llmcc::test::TempDir dir;
+};
+
+// The bytes of every tensor of a checkpoint section, in order.
+std::string section_bytes(const llmcc::CheckpointReader& r, const std::string& section) {
+  std::vector<llmcc::ParameterInfo> infos;
+  for (const auto& t : r.tensors(section)) infos.push_back({t.name, t.shape});
+  llmcc::ParameterStore store(infos);
+  r.read_tensors(section, store);
+  std::string out;
+  for (std::size_t i = 0; i < store.count(); ++i)
+    out.append(static_cast<const char*>(store.tensor(i).raw()), static_cast<std::size_t>(store.tensor(i).nbytes()));
+  return out;
+}
+
+double eval_loss(const llmcc::test::TempDir& dir, const std::string& ckpt) {
+  const CliResult r = run_llmcc(dir, {"eval", "--ckpt", ckpt, "--val-data", dir.file("val.bin"), "--batch-size", "4",
+                                      "--seq-len", "32", "--steps", "3", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
+}
+
+TEST_F(TrainLora, AdaptersTrainResumeExactlyAndMergeIntoThePlainModel) {
+  const std::string base = train_base();
+  const std::string base_bytes = llmcc::test::slurp(base);
+  const std::string a = dir.file("a"), b = dir.file("b");
+  CliResult r = run_llmcc(dir, lora_flags(base, a));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("LoRA: rank 4, alpha 8 on q,v,down in every layer"), std::string::npos) << r.out;
+  EXPECT_EQ(llmcc::test::slurp(base), base_bytes) << "the base changed";
+
+  // The checkpoint: the adapters only (2 layers x 3 maps x A and B), their config and base.
+  const llmcc::CheckpointReader ckpt(a + "/ckpt_000008.bin");
+  const auto tensors = ckpt.tensors("params");
+  ASSERT_EQ(tensors.size(), 12u);
+  EXPECT_EQ(tensors[0].name, "layers.0.wq.lora_A.weight");
+  EXPECT_EQ(tensors[0].shape, llmcc::Shape({4, 48}));
+  EXPECT_EQ(tensors[1].name, "layers.0.wq.lora_B.weight");
+  EXPECT_EQ(tensors[5].name, "layers.0.w2.lora_B.weight");
+  EXPECT_EQ(tensors[5].shape, llmcc::Shape({48, 4}));
+  const std::string config = ckpt.blob("config");
+  EXPECT_NE(config.find("lora.rank=4\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("lora.targets=q,v,down\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("lora.base=" + fs::absolute(base).lexically_normal().string() + "\n"), std::string::npos)
+      << config;
+  EXPECT_NE(config.find("lora.base_crc32="), std::string::npos) << config;
+  const auto val = logged(a + "/log.jsonl", "val_loss");
+  EXPECT_LT(std::stod(val.at(8)), std::stod(val.at(0)));
+
+  // Stopped after 3 steps and resumed: the same adapters, moments and losses.
+  r = run_llmcc(dir, concat(lora_flags(base, b), {"--stop-after", "3"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err, "");
+  const llmcc::CheckpointReader resumed(b + "/ckpt_000008.bin");
+  for (const char* section : {"params", "adamw.m", "adamw.v"})
+    EXPECT_EQ(section_bytes(ckpt, section), section_bytes(resumed, section)) << section;
+  EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
+
+  // eval of the adapters = eval of the merged model; both differ from the base's.
+  r = run_llmcc(dir, {"export", "--ckpt", a + "/ckpt_000008.bin", "--format", "llmcc", "--out", dir.file("m.ckpt")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("holds LoRA adapters over"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give --merge-lora"), std::string::npos) << r.err;
+  r = run_llmcc(dir, {"export", "--ckpt", a + "/ckpt_000008.bin", "--merge-lora", "--format", "llmcc", "--out",
+                      dir.file("m.ckpt")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double adapted = eval_loss(dir, a + "/ckpt_000008.bin"), merged = eval_loss(dir, dir.file("m.ckpt"));
+  EXPECT_NEAR(adapted, merged, 1e-5 * adapted);
+  EXPECT_GT(std::abs(adapted - eval_loss(dir, base)), 1e-4);
+  EXPECT_EQ(llmcc::CheckpointReader(dir.file("m.ckpt")).tensors("params").size(),
+            llmcc::CheckpointReader(base).tensors("params").size());
+  r = run_llmcc(dir, {"export", "--ckpt", base, "--merge-lora", "--format", "llmcc", "--out", dir.file("x.ckpt")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("holds a model without LoRA adapters"), std::string::npos) << r.err;
+
+  // generate decodes with the adapters (the KV cache through them): greedy text equal to the
+  // merged model's.
+  if (!llmcc::test::have_data("gpt2/encoder.json")) {
+    llmcc::test::note_missing_data("gpt2/encoder.json", "the generate part of this test");
+    return;
+  }
+  const auto greedy = [&](const std::string& ckpt) {
+    const CliResult g = run_llmcc(dir, {"generate", "--ckpt", ckpt, "--prompt", "a", "--max-tokens", "24",
+                                        "--temperature", "0", "--no-stop-at-eot"});
+    EXPECT_EQ(g.code, 0) << g.err;
+    return g.out;
+  };
+  const std::string with_adapters = greedy(a + "/ckpt_000008.bin");
+  EXPECT_EQ(with_adapters, greedy(dir.file("m.ckpt")));
+  EXPECT_GT(with_adapters.size(), 2u);
+}
+
+TEST_F(TrainLora, AChangedBaseAndBadFlagsAreRefusedByName) {
+  const std::string base = train_base();
+  const std::string copy = dir.file("copy.ckpt");
+  fs::copy_file(base, copy);
+  CliResult r = run_llmcc(dir, lora_flags(copy, dir.file("a"), 2));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  // The base file replaced by other weights (the base's training at another step).
+  ASSERT_EQ(run_llmcc(dir, concat({"train", "--init-from", base, "--steps", "1", "--out-dir", dir.file("other")},
+                                  data_flags()))
+                .code,
+            0);
+  fs::copy_file(dir.file("other") + "/ckpt_000001.bin", copy, fs::copy_options::overwrite_existing);
+  r = run_llmcc(dir, {"eval", "--ckpt", dir.file("a") + "/ckpt_000002.bin", "--val-data", dir.file("val.bin")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the adapters were trained on weights with CRC-32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("adapters apply only to the weights they were trained on"), std::string::npos) << r.err;
+  fs::remove(copy);
+  r = run_llmcc(dir, {"eval", "--ckpt", dir.file("a") + "/ckpt_000002.bin", "--val-data", dir.file("val.bin")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("(lora.base) does not exist"), std::string::npos) << r.err;
+
+  const auto refused = [&](const std::vector<std::string>& args, const std::string& what) {
+    const CliResult bad = run_llmcc(dir, args);
+    EXPECT_EQ(bad.code, 1) << what;
+    EXPECT_NE(bad.err.find(what), std::string::npos) << bad.err;
+  };
+  refused(concat({"train", "--model", "llama-tiny", "--lora-rank", "4", "--out-dir", dir.file("x")}, data_flags()),
+          "--lora-rank trains adapters over frozen weights: give them with --init-from");
+  const auto with_lora = [&](const std::string& rank, const std::string& targets) {
+    return concat({"train", "--init-from", base, "--lora-rank", rank, "--lora-targets", targets, "--out-dir",
+                   dir.file("y")},
+                  data_flags());
+  };
+  refused(with_lora("4", "q,qq"), "unknown target map 'qq'; this family's are q, k, v, o, gate, up, down");
+  refused(with_lora("4", "q,,v"), "--lora-targets 'q,,v' has an empty item");
+  refused(with_lora("4", "q,v,q"), "target map 'q' is named twice");
+  refused(with_lora("-1", "q"), "--lora-rank must be >= 0, got -1");
+  refused(concat({"train", "--init-from", base, "--lora-alpha", "4", "--out-dir", dir.file("z")}, data_flags()),
+          "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
+}
+
+}  // namespace
