@@ -5,17 +5,19 @@
 
 namespace llmcc::models {
 
-llmcc::Tensor LoraAdapter_forward_fwd(const llmcc::models::LoraAdapter& self,
-                                      const llmcc::Tensor& x, LoraAdapter_forward_Saved& _s) {
+llmcc::Tensor LlamaLoraAdapter_forward_fwd(const llmcc::models::LlamaLoraAdapter& self,
+                                           const llmcc::Tensor& x,
+                                           LlamaLoraAdapter_forward_Saved& _s) {
   _s.t0 = llmcc::linear_nobias(x, self.a);
   _s.t1 = llmcc::scale(_s.t0, self.scale);
   _s.t2 = llmcc::linear_nobias(_s.t1, self.b);
   return _s.t2;
 }
 
-void LoraAdapter_forward_bwd(const llmcc::models::LoraAdapter& self, const llmcc::Tensor& x,
-                             const LoraAdapter_forward_Saved& _s, const llmcc::Tensor& d_out,
-                             LoraAdapter_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
+                                  const llmcc::Tensor& x, const LlamaLoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& d_out, LlamaLoraAdapter_Grad* d_self,
+                                  llmcc::Tensor* d_x, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
@@ -47,7 +49,7 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& se
   llmcc::Tensor q = _s.t0;
   _s.branch0 = static_cast<bool>(!lora.wq.empty());
   if (_s.branch0) {
-    _s.t1 = LoraAdapter_forward_fwd(lora.wq[0], x, _s.wq);
+    _s.t1 = LlamaLoraAdapter_forward_fwd(lora.wq[0], x, _s.wq);
     _s.q_2 = q;
     _s.t2 = llmcc::add(_s.q_2, _s.t1);
     q = _s.t2;
@@ -56,7 +58,7 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& se
   llmcc::Tensor k = _s.t3;
   _s.branch1 = static_cast<bool>(!lora.wk.empty());
   if (_s.branch1) {
-    _s.t4 = LoraAdapter_forward_fwd(lora.wk[0], x, _s.wk);
+    _s.t4 = LlamaLoraAdapter_forward_fwd(lora.wk[0], x, _s.wk);
     _s.k_5 = k;
     _s.t5 = llmcc::add(_s.k_5, _s.t4);
     k = _s.t5;
@@ -65,7 +67,7 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& se
   llmcc::Tensor v = _s.t6;
   _s.branch2 = static_cast<bool>(!lora.wv.empty());
   if (_s.branch2) {
-    _s.t7 = LoraAdapter_forward_fwd(lora.wv[0], x, _s.wv);
+    _s.t7 = LlamaLoraAdapter_forward_fwd(lora.wv[0], x, _s.wv);
     _s.v_8 = v;
     _s.t8 = llmcc::add(_s.v_8, _s.t7);
     v = _s.t8;
@@ -88,7 +90,7 @@ llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& se
   _s.branch3 = static_cast<bool>(!lora.wo.empty());
   if (_s.branch3) {
     _s.y_13 = y;
-    _s.t13 = LoraAdapter_forward_fwd(lora.wo[0], _s.y_13, _s.wo);
+    _s.t13 = LlamaLoraAdapter_forward_fwd(lora.wo[0], _s.y_13, _s.wo);
     _s.out_14 = out;
     _s.t14 = llmcc::add(_s.out_14, _s.t13);
     out = _s.t14;
@@ -137,8 +139,8 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
       llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_13);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.wo[0], _s.y_13, _s.wo, _d_t13,
-                                (d_lora ? &d_lora->wo[0] : nullptr), _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.wo[0], _s.y_13, _s.wo, _d_t13,
+                                     (d_lora ? &d_lora->wo[0] : nullptr), _a0, false);
       }
       _d_t13 = llmcc::Tensor();
     }
@@ -202,8 +204,8 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
       llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.wv[0], x, _s.wv, _d_t7, (d_lora ? &d_lora->wv[0] : nullptr),
-                                _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.wv[0], x, _s.wv, _d_t7,
+                                     (d_lora ? &d_lora->wv[0] : nullptr), _a0, false);
       }
       _d_t7 = llmcc::Tensor();
     }
@@ -235,8 +237,8 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
       llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.wk[0], x, _s.wk, _d_t4, (d_lora ? &d_lora->wk[0] : nullptr),
-                                _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.wk[0], x, _s.wk, _d_t4,
+                                     (d_lora ? &d_lora->wk[0] : nullptr), _a0, false);
       }
       _d_t4 = llmcc::Tensor();
     }
@@ -268,8 +270,8 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
       llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.wq[0], x, _s.wq, _d_t1, (d_lora ? &d_lora->wq[0] : nullptr),
-                                _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.wq[0], x, _s.wq, _d_t1,
+                                     (d_lora ? &d_lora->wq[0] : nullptr), _a0, false);
       }
       _d_t1 = llmcc::Tensor();
     }
@@ -319,7 +321,7 @@ llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward
   llmcc::Tensor g = _s.t0;
   _s.branch0 = static_cast<bool>(!lora.w1.empty());
   if (_s.branch0) {
-    _s.t1 = LoraAdapter_forward_fwd(lora.w1[0], x, _s.w1);
+    _s.t1 = LlamaLoraAdapter_forward_fwd(lora.w1[0], x, _s.w1);
     _s.g_2 = g;
     _s.t2 = llmcc::add(_s.g_2, _s.t1);
     g = _s.t2;
@@ -328,7 +330,7 @@ llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward
   llmcc::Tensor up = _s.t3;
   _s.branch1 = static_cast<bool>(!lora.w3.empty());
   if (_s.branch1) {
-    _s.t4 = LoraAdapter_forward_fwd(lora.w3[0], x, _s.w3);
+    _s.t4 = LlamaLoraAdapter_forward_fwd(lora.w3[0], x, _s.w3);
     _s.up_5 = up;
     _s.t5 = llmcc::add(_s.up_5, _s.t4);
     up = _s.t5;
@@ -344,7 +346,7 @@ llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward
   _s.branch2 = static_cast<bool>(!lora.w2.empty());
   if (_s.branch2) {
     _s.h_9 = h;
-    _s.t9 = LoraAdapter_forward_fwd(lora.w2[0], _s.h_9, _s.w2);
+    _s.t9 = LlamaLoraAdapter_forward_fwd(lora.w2[0], _s.h_9, _s.w2);
     _s.out_10 = out;
     _s.t10 = llmcc::add(_s.out_10, _s.t9);
     out = _s.t10;
@@ -388,8 +390,8 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
       llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_9);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.w2[0], _s.h_9, _s.w2, _d_t9,
-                                (d_lora ? &d_lora->w2[0] : nullptr), _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.w2[0], _s.h_9, _s.w2, _d_t9,
+                                     (d_lora ? &d_lora->w2[0] : nullptr), _a0, false);
       }
       _d_t9 = llmcc::Tensor();
     }
@@ -435,8 +437,8 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
       llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.w3[0], x, _s.w3, _d_t4, (d_lora ? &d_lora->w3[0] : nullptr),
-                                _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.w3[0], x, _s.w3, _d_t4,
+                                     (d_lora ? &d_lora->w3[0] : nullptr), _a0, false);
       }
       _d_t4 = llmcc::Tensor();
     }
@@ -468,8 +470,8 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
       llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
       {
         llmcc::adgen::Scratch _scratch;
-        LoraAdapter_forward_bwd(lora.w1[0], x, _s.w1, _d_t1, (d_lora ? &d_lora->w1[0] : nullptr),
-                                _a0, false);
+        LlamaLoraAdapter_forward_bwd(lora.w1[0], x, _s.w1, _d_t1,
+                                     (d_lora ? &d_lora->w1[0] : nullptr), _a0, false);
       }
       _d_t1 = llmcc::Tensor();
     }

@@ -18,7 +18,6 @@
 #include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "models/llama/llama.h"
-#include "models/lora.h"
 
 namespace llmcc::models {
 
@@ -260,25 +259,25 @@ struct LlamaOutput_Grad {
   }
 };
 
-// Gradient mirror of llmcc::models::LoraAdapter: one adjoint per parameter, accumulated (+=).
-struct LoraAdapter_Grad {
+// Gradient mirror of llmcc::models::LlamaLoraAdapter: one adjoint per parameter, accumulated (+=).
+struct LlamaLoraAdapter_Grad {
   llmcc::Tensor a;
   llmcc::Tensor b;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
-  void shape_like(const llmcc::models::LoraAdapter& m) {
+  void shape_like(const llmcc::models::LlamaLoraAdapter& m) {
     this->a = llmcc::Tensor(nullptr, m.a.shape());
     this->b = llmcc::Tensor(nullptr, m.b.shape());
   }
   // Whether every gradient is bound to storage with its parameter's shape.
-  bool bound_like(const llmcc::models::LoraAdapter& m) const {
+  bool bound_like(const llmcc::models::LlamaLoraAdapter& m) const {
     if (!this->a.defined() || this->a.shape() != m.a.shape()) return false;
     if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
     return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
   template <class F>
-  void for_each_pair(const llmcc::models::LoraAdapter& m, const std::string& prefix, F&& f) {
+  void for_each_pair(const llmcc::models::LlamaLoraAdapter& m, const std::string& prefix, F&& f) {
     f(prefix + "lora_A.weight", m.a, this->a);
     f(prefix + "lora_B.weight", m.b, this->b);
   }
@@ -290,14 +289,15 @@ struct LoraAdapter_Grad {
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
-  static void for_each_parameter(llmcc::models::LoraAdapter& m, const std::string& prefix, F&& f) {
+  static void for_each_parameter(llmcc::models::LlamaLoraAdapter& m, const std::string& prefix,
+                                 F&& f) {
     f(prefix + "lora_A.weight", m.a);
     f(prefix + "lora_B.weight", m.b);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
-  static void for_each_parameter(const llmcc::models::LoraAdapter& m, const std::string& prefix,
-                                 F&& f) {
+  static void for_each_parameter(const llmcc::models::LlamaLoraAdapter& m,
+                                 const std::string& prefix, F&& f) {
     f(prefix + "lora_A.weight", m.a);
     f(prefix + "lora_B.weight", m.b);
   }
@@ -305,13 +305,13 @@ struct LoraAdapter_Grad {
 
 // Gradient mirror of llmcc::models::LlamaBlockLora: one adjoint per parameter, accumulated (+=).
 struct LlamaBlockLora_Grad {
-  std::vector<LoraAdapter_Grad> wq;
-  std::vector<LoraAdapter_Grad> wk;
-  std::vector<LoraAdapter_Grad> wv;
-  std::vector<LoraAdapter_Grad> wo;
-  std::vector<LoraAdapter_Grad> w1;
-  std::vector<LoraAdapter_Grad> w2;
-  std::vector<LoraAdapter_Grad> w3;
+  std::vector<LlamaLoraAdapter_Grad> wq;
+  std::vector<LlamaLoraAdapter_Grad> wk;
+  std::vector<LlamaLoraAdapter_Grad> wv;
+  std::vector<LlamaLoraAdapter_Grad> wo;
+  std::vector<LlamaLoraAdapter_Grad> w1;
+  std::vector<LlamaLoraAdapter_Grad> w2;
+  std::vector<LlamaLoraAdapter_Grad> w3;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::models::LlamaBlockLora& m) {
@@ -392,37 +392,37 @@ struct LlamaBlockLora_Grad {
       llmcc::fail("adgen", prefix + "wq holds " + std::to_string(m.wq.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wq.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
     if (m.wk.size() > 1)
       llmcc::fail("adgen", prefix + "wk holds " + std::to_string(m.wk.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wk.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
     if (m.wv.size() > 1)
       llmcc::fail("adgen", prefix + "wv holds " + std::to_string(m.wv.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wv.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
     if (m.wo.size() > 1)
       llmcc::fail("adgen", prefix + "wo holds " + std::to_string(m.wo.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wo.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
     if (m.w1.size() > 1)
       llmcc::fail("adgen", prefix + "w1 holds " + std::to_string(m.w1.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w1.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
     if (m.w2.size() > 1)
       llmcc::fail("adgen", prefix + "w2 holds " + std::to_string(m.w2.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w2.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
     if (m.w3.size() > 1)
       llmcc::fail("adgen", prefix + "w3 holds " + std::to_string(m.w3.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w3.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -432,37 +432,37 @@ struct LlamaBlockLora_Grad {
       llmcc::fail("adgen", prefix + "wq holds " + std::to_string(m.wq.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wq.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wq[i], prefix + "wq.", f);
     if (m.wk.size() > 1)
       llmcc::fail("adgen", prefix + "wk holds " + std::to_string(m.wk.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wk.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wk[i], prefix + "wk.", f);
     if (m.wv.size() > 1)
       llmcc::fail("adgen", prefix + "wv holds " + std::to_string(m.wv.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wv.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wv[i], prefix + "wv.", f);
     if (m.wo.size() > 1)
       llmcc::fail("adgen", prefix + "wo holds " + std::to_string(m.wo.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.wo.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.wo[i], prefix + "wo.", f);
     if (m.w1.size() > 1)
       llmcc::fail("adgen", prefix + "w1 holds " + std::to_string(m.w1.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w1.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w1[i], prefix + "w1.", f);
     if (m.w2.size() > 1)
       llmcc::fail("adgen", prefix + "w2 holds " + std::to_string(m.w2.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w2.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w2[i], prefix + "w2.", f);
     if (m.w3.size() > 1)
       llmcc::fail("adgen", prefix + "w3 holds " + std::to_string(m.w3.size()) +
                                " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
     for (std::size_t i = 0; i < m.w3.size(); ++i)
-      LoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
+      LlamaLoraAdapter_Grad::for_each_parameter(m.w3[i], prefix + "w3.", f);
   }
 };
 
@@ -594,8 +594,9 @@ struct Llama_Grad {
   }
 };
 
-// LoraAdapter_forward: what the backward of llmcc::models::LoraAdapter::forward (lora.h:33) reads.
-struct LoraAdapter_forward_Saved {
+// LlamaLoraAdapter_forward: what the backward of llmcc::models::LlamaLoraAdapter::forward
+// (llama.h:46) reads.
+struct LlamaLoraAdapter_forward_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor t1;
   llmcc::Tensor t2;
@@ -607,31 +608,33 @@ struct LoraAdapter_forward_Saved {
     f(t2);
   }
 };
-llmcc::Tensor LoraAdapter_forward_fwd(const llmcc::models::LoraAdapter& self,
-                                      const llmcc::Tensor& x, LoraAdapter_forward_Saved& _s);
-void LoraAdapter_forward_bwd(const llmcc::models::LoraAdapter& self, const llmcc::Tensor& x,
-                             const LoraAdapter_forward_Saved& _s, const llmcc::Tensor& d_out,
-                             LoraAdapter_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+llmcc::Tensor LlamaLoraAdapter_forward_fwd(const llmcc::models::LlamaLoraAdapter& self,
+                                           const llmcc::Tensor& x,
+                                           LlamaLoraAdapter_forward_Saved& _s);
+void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
+                                  const llmcc::Tensor& x, const LlamaLoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& d_out, LlamaLoraAdapter_Grad* d_self,
+                                  llmcc::Tensor* d_x, bool _final = false);
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:64)
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:75)
 // reads.
 struct LlamaAttention_forward_Saved {
   llmcc::Tensor t0;
   bool branch0;
   llmcc::Tensor t1;
-  LoraAdapter_forward_Saved wq;
+  LlamaLoraAdapter_forward_Saved wq;
   llmcc::Tensor q_2;
   llmcc::Tensor t2;
   llmcc::Tensor t3;
   bool branch1;
   llmcc::Tensor t4;
-  LoraAdapter_forward_Saved wk;
+  LlamaLoraAdapter_forward_Saved wk;
   llmcc::Tensor k_5;
   llmcc::Tensor t5;
   llmcc::Tensor t6;
   bool branch2;
   llmcc::Tensor t7;
-  LoraAdapter_forward_Saved wv;
+  LlamaLoraAdapter_forward_Saved wv;
   llmcc::Tensor v_8;
   llmcc::Tensor t8;
   llmcc::Tensor q_9;
@@ -648,7 +651,7 @@ struct LlamaAttention_forward_Saved {
   bool branch3;
   llmcc::Tensor y_13;
   llmcc::Tensor t13;
-  LoraAdapter_forward_Saved wo;
+  LlamaLoraAdapter_forward_Saved wo;
   llmcc::Tensor out_14;
   llmcc::Tensor t14;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
@@ -697,7 +700,7 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
                                 LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:35)
+// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:36)
 // reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -716,18 +719,18 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:101) reads.
+// (llama.h:112) reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
   bool branch0;
   llmcc::Tensor t1;
-  LoraAdapter_forward_Saved w1;
+  LlamaLoraAdapter_forward_Saved w1;
   llmcc::Tensor g_2;
   llmcc::Tensor t2;
   llmcc::Tensor t3;
   bool branch1;
   llmcc::Tensor t4;
-  LoraAdapter_forward_Saved w3;
+  LlamaLoraAdapter_forward_Saved w3;
   llmcc::Tensor up_5;
   llmcc::Tensor t5;
   llmcc::Tensor g_6;
@@ -739,7 +742,7 @@ struct LlamaFeedForward_forward_Saved {
   bool branch2;
   llmcc::Tensor h_9;
   llmcc::Tensor t9;
-  LoraAdapter_forward_Saved w2;
+  LlamaLoraAdapter_forward_Saved w2;
   llmcc::Tensor out_10;
   llmcc::Tensor t10;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
@@ -779,7 +782,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
                                   llmcc::Tensor* d_x, LlamaBlockLora_Grad* d_lora,
                                   bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:118) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:129) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -819,7 +822,7 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
                             LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:155) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:166) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     int l;
@@ -865,7 +868,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
                        bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:183) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:194) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -909,7 +912,7 @@ struct llama_loss_Entry {
   }
 };
 
-// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:189) reads.
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:200) reads.
 struct llama_lora_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved base;
@@ -983,8 +986,8 @@ struct GradOf<llmcc::models::LlamaOutput> {
   using type = llmcc::models::LlamaOutput_Grad;
 };
 template <>
-struct GradOf<llmcc::models::LoraAdapter> {
-  using type = llmcc::models::LoraAdapter_Grad;
+struct GradOf<llmcc::models::LlamaLoraAdapter> {
+  using type = llmcc::models::LlamaLoraAdapter_Grad;
 };
 template <>
 struct GradOf<llmcc::models::LlamaBlockLora> {

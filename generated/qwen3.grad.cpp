@@ -5,6 +5,42 @@
 
 namespace llmcc::models {
 
+llmcc::Tensor Qwen3LoraAdapter_forward_fwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                           const llmcc::Tensor& x,
+                                           Qwen3LoraAdapter_forward_Saved& _s) {
+  _s.t0 = llmcc::linear_nobias(x, self.a);
+  _s.t1 = llmcc::scale(_s.t0, self.scale);
+  _s.t2 = llmcc::linear_nobias(_s.t1, self.b);
+  return _s.t2;
+}
+
+void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                  const llmcc::Tensor& x, const Qwen3LoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& d_out, Qwen3LoraAdapter_Grad* d_self,
+                                  llmcc::Tensor* d_x, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  llmcc::Tensor _d_t1;  // adjoint of t1
+  llmcc::Tensor _d_t2;  // adjoint of t2
+  llmcc::adgen::accumulate(_d_t2, d_out);
+  if (_d_t2.defined()) {
+    llmcc::linear_nobias_pullback(_s.t1, self.b, _s.t2, _d_t2, llmcc::adgen::acc(&_d_t1, _s.t1),
+                                  llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
+    _d_t2 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
+  if (_d_t1.defined()) {
+    llmcc::scale_pullback(_s.t0, self.scale, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0),
+                          nullptr);
+    _d_t1 = llmcc::Tensor();
+  }
+  if (_d_t0.defined()) {
+    llmcc::linear_nobias_pullback(x, self.a, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                  llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a));
+    _d_t0 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->a);
+}
+
 llmcc::Tensor Qwen3RmsNorm_forward_heads_fwd(const llmcc::models::Qwen3RmsNorm& self,
                                              const llmcc::Tensor& x, int64_t B, int64_t T,
                                              int64_t H, int64_t D,
@@ -52,127 +88,277 @@ void Qwen3RmsNorm_forward_heads_bwd(const llmcc::models::Qwen3RmsNorm& self, con
 
 llmcc::Tensor Qwen3Attention_forward_fwd(const llmcc::models::Qwen3Attention& self,
                                          const llmcc::Tensor& x, int64_t B, int64_t T,
+                                         const llmcc::models::Qwen3BlockLora& lora,
                                          Qwen3Attention_forward_Saved& _s) {
   _s.t0 = llmcc::linear_nobias(x, self.q_proj);
-  _s.t1 = Qwen3RmsNorm_forward_heads_fwd(self.q_norm, _s.t0, B, T, self.n_head, self.head_dim,
-                                         _s.q_norm);
-  llmcc::Tensor q = _s.t1;
-  _s.t2 = llmcc::linear_nobias(x, self.k_proj);
-  _s.t3 = Qwen3RmsNorm_forward_heads_fwd(self.k_norm, _s.t2, B, T, self.n_kv_head, self.head_dim,
-                                         _s.k_norm);
+  llmcc::Tensor q = _s.t0;
+  _s.branch0 = static_cast<bool>(!lora.q_proj.empty());
+  if (_s.branch0) {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(lora.q_proj[0], x, _s.q_proj);
+    _s.q_2 = q;
+    _s.t2 = llmcc::add(_s.q_2, _s.t1);
+    q = _s.t2;
+  }
+  _s.t3 = llmcc::linear_nobias(x, self.k_proj);
   llmcc::Tensor k = _s.t3;
-  _s.t4 = llmcc::linear_nobias(x, self.v_proj);
-  llmcc::Tensor v = _s.t4;
-  _s.q_5 = q;
-  _s.t5 = llmcc::rope(_s.q_5, self.n_head, self.rope_freqs, 0);
-  _s.k_6 = k;
-  _s.t6 = llmcc::rope(_s.k_6, self.n_kv_head, self.rope_freqs, 0);
-  _s.v_7 = v;
-  _s.t7 = llmcc::attention_fwd(_s.t5, _s.t6, _s.v_7, self.n_head, self.n_kv_head, _s.attention_7);
-  llmcc::Tensor y = _s.t7;
-  _s.y_8 = y;
-  _s.t8 = llmcc::linear_nobias(_s.y_8, self.o_proj);
-  return _s.t8;
+  _s.branch1 = static_cast<bool>(!lora.k_proj.empty());
+  if (_s.branch1) {
+    _s.t4 = Qwen3LoraAdapter_forward_fwd(lora.k_proj[0], x, _s.k_proj);
+    _s.k_5 = k;
+    _s.t5 = llmcc::add(_s.k_5, _s.t4);
+    k = _s.t5;
+  }
+  _s.t6 = llmcc::linear_nobias(x, self.v_proj);
+  llmcc::Tensor v = _s.t6;
+  _s.branch2 = static_cast<bool>(!lora.v_proj.empty());
+  if (_s.branch2) {
+    _s.t7 = Qwen3LoraAdapter_forward_fwd(lora.v_proj[0], x, _s.v_proj);
+    _s.v_8 = v;
+    _s.t8 = llmcc::add(_s.v_8, _s.t7);
+    v = _s.t8;
+  }
+  _s.q_9 = q;
+  _s.t9 = Qwen3RmsNorm_forward_heads_fwd(self.q_norm, _s.q_9, B, T, self.n_head, self.head_dim,
+                                         _s.q_norm);
+  q = _s.t9;
+  _s.k_10 = k;
+  _s.t10 = Qwen3RmsNorm_forward_heads_fwd(self.k_norm, _s.k_10, B, T, self.n_kv_head, self.head_dim,
+                                          _s.k_norm);
+  k = _s.t10;
+  _s.q_11 = q;
+  _s.t11 = llmcc::rope(_s.q_11, self.n_head, self.rope_freqs, 0);
+  _s.k_12 = k;
+  _s.t12 = llmcc::rope(_s.k_12, self.n_kv_head, self.rope_freqs, 0);
+  _s.v_13 = v;
+  _s.t13 =
+      llmcc::attention_fwd(_s.t11, _s.t12, _s.v_13, self.n_head, self.n_kv_head, _s.attention_13);
+  llmcc::Tensor y = _s.t13;
+  _s.y_14 = y;
+  _s.t14 = llmcc::linear_nobias(_s.y_14, self.o_proj);
+  llmcc::Tensor out = _s.t14;
+  _s.branch3 = static_cast<bool>(!lora.o_proj.empty());
+  if (_s.branch3) {
+    _s.y_15 = y;
+    _s.t15 = Qwen3LoraAdapter_forward_fwd(lora.o_proj[0], _s.y_15, _s.o_proj);
+    _s.out_16 = out;
+    _s.t16 = llmcc::add(_s.out_16, _s.t15);
+    out = _s.t16;
+  }
+  return out;
 }
 
 void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const llmcc::Tensor& x,
-                                int64_t B, int64_t T, const Qwen3Attention_forward_Saved& _s,
-                                const llmcc::Tensor& d_out, Qwen3Attention_Grad* d_self,
-                                llmcc::Tensor* d_x, bool _final) {
-  llmcc::Tensor _d_k;   // adjoint of k
-  llmcc::Tensor _d_q;   // adjoint of q
-  llmcc::Tensor _d_t0;  // adjoint of t0
-  llmcc::Tensor _d_t1;  // adjoint of t1
-  llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::Tensor _d_t3;  // adjoint of t3
-  llmcc::Tensor _d_t4;  // adjoint of t4
-  llmcc::Tensor _d_t5;  // adjoint of t5
-  llmcc::Tensor _d_t6;  // adjoint of t6
-  llmcc::Tensor _d_t7;  // adjoint of t7
-  llmcc::Tensor _d_t8;  // adjoint of t8
-  llmcc::Tensor _d_v;   // adjoint of v
-  llmcc::Tensor _d_y;   // adjoint of y
-  llmcc::adgen::accumulate(_d_t8, d_out);
-  if (_d_t8.defined()) {
+                                int64_t B, int64_t T, const llmcc::models::Qwen3BlockLora& lora,
+                                const Qwen3Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
+                                Qwen3Attention_Grad* d_self, llmcc::Tensor* d_x,
+                                Qwen3BlockLora_Grad* d_lora, bool _final) {
+  llmcc::Tensor _d_k;    // adjoint of k
+  llmcc::Tensor _d_out;  // adjoint of out
+  llmcc::Tensor _d_q;    // adjoint of q
+  llmcc::Tensor _d_t0;   // adjoint of t0
+  llmcc::Tensor _d_t1;   // adjoint of t1
+  llmcc::Tensor _d_t10;  // adjoint of t10
+  llmcc::Tensor _d_t11;  // adjoint of t11
+  llmcc::Tensor _d_t12;  // adjoint of t12
+  llmcc::Tensor _d_t13;  // adjoint of t13
+  llmcc::Tensor _d_t14;  // adjoint of t14
+  llmcc::Tensor _d_t15;  // adjoint of t15
+  llmcc::Tensor _d_t16;  // adjoint of t16
+  llmcc::Tensor _d_t2;   // adjoint of t2
+  llmcc::Tensor _d_t3;   // adjoint of t3
+  llmcc::Tensor _d_t4;   // adjoint of t4
+  llmcc::Tensor _d_t5;   // adjoint of t5
+  llmcc::Tensor _d_t6;   // adjoint of t6
+  llmcc::Tensor _d_t7;   // adjoint of t7
+  llmcc::Tensor _d_t8;   // adjoint of t8
+  llmcc::Tensor _d_t9;   // adjoint of t9
+  llmcc::Tensor _d_v;    // adjoint of v
+  llmcc::Tensor _d_y;    // adjoint of y
+  llmcc::adgen::accumulate(_d_out, d_out);
+  if (_s.branch3) {
+    if (_d_out.defined()) {
+      const llmcc::Tensor _g = _d_out;
+      _d_out = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t16, _g);
+    }
+    if (_d_t16.defined()) {
+      llmcc::add_pullback(_s.out_16, _s.t15, _s.t16, _d_t16, llmcc::adgen::acc(&_d_out, _s.out_16),
+                          llmcc::adgen::acc(&_d_t15, _s.t15));
+      _d_t16 = llmcc::Tensor();
+    }
+    if (_d_t15.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_15);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.o_proj[0], _s.y_15, _s.o_proj, _d_t15,
+                                     (d_lora ? &d_lora->o_proj[0] : nullptr), _a0, false);
+      }
+      _d_t15 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->o_proj);
+  if (_d_out.defined()) {
+    const llmcc::Tensor _g = _d_out;
+    _d_out = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t14, _g);
+  }
+  if (_d_t14.defined()) {
     llmcc::linear_nobias_pullback(
-        _s.y_8, self.o_proj, _s.t8, _d_t8, llmcc::adgen::acc(&_d_y, _s.y_8),
+        _s.y_14, self.o_proj, _s.t14, _d_t14, llmcc::adgen::acc(&_d_y, _s.y_14),
         llmcc::adgen::acc((d_self ? &d_self->o_proj : nullptr), self.o_proj));
-    _d_t8 = llmcc::Tensor();
+    _d_t14 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t7, _g);
+    llmcc::adgen::accumulate(_d_t13, _g);
   }
-  if (_d_t7.defined()) {
-    llmcc::attention_pullback(_s.t5, _s.t6, _s.v_7, self.n_head, self.n_kv_head, _s.t7,
-                              _s.attention_7, _d_t7, llmcc::adgen::acc(&_d_t5, _s.t5),
-                              llmcc::adgen::acc(&_d_t6, _s.t6), llmcc::adgen::acc(&_d_v, _s.v_7));
-    _d_t7 = llmcc::Tensor();
+  if (_d_t13.defined()) {
+    llmcc::attention_pullback(_s.t11, _s.t12, _s.v_13, self.n_head, self.n_kv_head, _s.t13,
+                              _s.attention_13, _d_t13, llmcc::adgen::acc(&_d_t11, _s.t11),
+                              llmcc::adgen::acc(&_d_t12, _s.t12),
+                              llmcc::adgen::acc(&_d_v, _s.v_13));
+    _d_t13 = llmcc::Tensor();
   }
-  if (_d_t6.defined()) {
-    llmcc::rope_pullback(_s.k_6, self.n_kv_head, self.rope_freqs, 0, _s.t6, _d_t6,
-                         llmcc::adgen::acc(&_d_k, _s.k_6));
-    _d_t6 = llmcc::Tensor();
+  if (_d_t12.defined()) {
+    llmcc::rope_pullback(_s.k_12, self.n_kv_head, self.rope_freqs, 0, _s.t12, _d_t12,
+                         llmcc::adgen::acc(&_d_k, _s.k_12));
+    _d_t12 = llmcc::Tensor();
   }
-  if (_d_t5.defined()) {
-    llmcc::rope_pullback(_s.q_5, self.n_head, self.rope_freqs, 0, _s.t5, _d_t5,
-                         llmcc::adgen::acc(&_d_q, _s.q_5));
-    _d_t5 = llmcc::Tensor();
+  if (_d_t11.defined()) {
+    llmcc::rope_pullback(_s.q_11, self.n_head, self.rope_freqs, 0, _s.t11, _d_t11,
+                         llmcc::adgen::acc(&_d_q, _s.q_11));
+    _d_t11 = llmcc::Tensor();
   }
+  if (_d_k.defined()) {
+    const llmcc::Tensor _g = _d_k;
+    _d_k = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t10, _g);
+  }
+  if (_d_t10.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_k, _s.k_10);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3RmsNorm_forward_heads_bwd(self.k_norm, _s.k_10, B, T, self.n_kv_head, self.head_dim,
+                                     _s.k_norm, _d_t10, (d_self ? &d_self->k_norm : nullptr), _a0,
+                                     _final);
+    }
+    _d_t10 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->k_norm);
+  }
+  if (_d_q.defined()) {
+    const llmcc::Tensor _g = _d_q;
+    _d_q = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t9, _g);
+  }
+  if (_d_t9.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_q, _s.q_9);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3RmsNorm_forward_heads_bwd(self.q_norm, _s.q_9, B, T, self.n_head, self.head_dim,
+                                     _s.q_norm, _d_t9, (d_self ? &d_self->q_norm : nullptr), _a0,
+                                     _final);
+    }
+    _d_t9 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->q_norm);
+  }
+  if (_s.branch2) {
+    if (_d_v.defined()) {
+      const llmcc::Tensor _g = _d_v;
+      _d_v = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t8, _g);
+    }
+    if (_d_t8.defined()) {
+      llmcc::add_pullback(_s.v_8, _s.t7, _s.t8, _d_t8, llmcc::adgen::acc(&_d_v, _s.v_8),
+                          llmcc::adgen::acc(&_d_t7, _s.t7));
+      _d_t8 = llmcc::Tensor();
+    }
+    if (_d_t7.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.v_proj[0], x, _s.v_proj, _d_t7,
+                                     (d_lora ? &d_lora->v_proj[0] : nullptr), _a0, false);
+      }
+      _d_t7 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->v_proj);
   if (_d_v.defined()) {
     const llmcc::Tensor _g = _d_v;
     _d_v = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t4, _g);
+    llmcc::adgen::accumulate(_d_t6, _g);
   }
-  if (_d_t4.defined()) {
+  if (_d_t6.defined()) {
     llmcc::linear_nobias_pullback(
-        x, self.v_proj, _s.t4, _d_t4, llmcc::adgen::acc(d_x, x),
+        x, self.v_proj, _s.t6, _d_t6, llmcc::adgen::acc(d_x, x),
         llmcc::adgen::acc((d_self ? &d_self->v_proj : nullptr), self.v_proj));
-    _d_t4 = llmcc::Tensor();
+    _d_t6 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_s.branch1) {
+    if (_d_k.defined()) {
+      const llmcc::Tensor _g = _d_k;
+      _d_k = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::add_pullback(_s.k_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_k, _s.k_5),
+                          llmcc::adgen::acc(&_d_t4, _s.t4));
+      _d_t5 = llmcc::Tensor();
+    }
+    if (_d_t4.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.k_proj[0], x, _s.k_proj, _d_t4,
+                                     (d_lora ? &d_lora->k_proj[0] : nullptr), _a0, false);
+      }
+      _d_t4 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->k_proj);
   if (_d_k.defined()) {
     const llmcc::Tensor _g = _d_k;
     _d_k = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t2, _s.t2);
-    {
-      llmcc::adgen::Scratch _scratch;
-      Qwen3RmsNorm_forward_heads_bwd(self.k_norm, _s.t2, B, T, self.n_kv_head, self.head_dim,
-                                     _s.k_norm, _d_t3, (d_self ? &d_self->k_norm : nullptr), _a0,
-                                     _final);
-    }
-    _d_t3 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->k_norm);
-  }
-  if (_d_t2.defined()) {
     llmcc::linear_nobias_pullback(
-        x, self.k_proj, _s.t2, _d_t2, llmcc::adgen::acc(d_x, x),
+        x, self.k_proj, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
         llmcc::adgen::acc((d_self ? &d_self->k_proj : nullptr), self.k_proj));
-    _d_t2 = llmcc::Tensor();
+    _d_t3 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_s.branch0) {
+    if (_d_q.defined()) {
+      const llmcc::Tensor _g = _d_q;
+      _d_q = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t2, _g);
+    }
+    if (_d_t2.defined()) {
+      llmcc::add_pullback(_s.q_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_q, _s.q_2),
+                          llmcc::adgen::acc(&_d_t1, _s.t1));
+      _d_t2 = llmcc::Tensor();
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.q_proj[0], x, _s.q_proj, _d_t1,
+                                     (d_lora ? &d_lora->q_proj[0] : nullptr), _a0, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->q_proj);
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t1, _g);
-  }
-  if (_d_t1.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t0, _s.t0);
-    {
-      llmcc::adgen::Scratch _scratch;
-      Qwen3RmsNorm_forward_heads_bwd(self.q_norm, _s.t0, B, T, self.n_head, self.head_dim,
-                                     _s.q_norm, _d_t1, (d_self ? &d_self->q_norm : nullptr), _a0,
-                                     _final);
-    }
-    _d_t1 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->q_norm);
+    llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
     llmcc::linear_nobias_pullback(
@@ -181,6 +367,9 @@ void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->gate_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->up_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->down_proj);
 }
 
 llmcc::Tensor Qwen3RmsNorm_forward_fwd(const llmcc::models::Qwen3RmsNorm& self,
@@ -204,54 +393,174 @@ void Qwen3RmsNorm_forward_bwd(const llmcc::models::Qwen3RmsNorm& self, const llm
 }
 
 llmcc::Tensor Qwen3Mlp_forward_fwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
+                                   const llmcc::models::Qwen3BlockLora& lora,
                                    Qwen3Mlp_forward_Saved& _s) {
   _s.t0 = llmcc::linear_nobias(x, self.gate_proj);
-  _s.t1 = llmcc::silu(_s.t0);
-  llmcc::Tensor gate = _s.t1;
-  _s.t2 = llmcc::linear_nobias(x, self.up_proj);
-  _s.gate_3 = gate;
-  _s.t3 = llmcc::mul(_s.gate_3, _s.t2);
-  _s.t4 = llmcc::linear_nobias(_s.t3, self.down_proj);
-  return _s.t4;
+  llmcc::Tensor g = _s.t0;
+  _s.branch0 = static_cast<bool>(!lora.gate_proj.empty());
+  if (_s.branch0) {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(lora.gate_proj[0], x, _s.gate_proj);
+    _s.g_2 = g;
+    _s.t2 = llmcc::add(_s.g_2, _s.t1);
+    g = _s.t2;
+  }
+  _s.t3 = llmcc::linear_nobias(x, self.up_proj);
+  llmcc::Tensor up = _s.t3;
+  _s.branch1 = static_cast<bool>(!lora.up_proj.empty());
+  if (_s.branch1) {
+    _s.t4 = Qwen3LoraAdapter_forward_fwd(lora.up_proj[0], x, _s.up_proj);
+    _s.up_5 = up;
+    _s.t5 = llmcc::add(_s.up_5, _s.t4);
+    up = _s.t5;
+  }
+  _s.g_6 = g;
+  _s.t6 = llmcc::silu(_s.g_6);
+  _s.up_7 = up;
+  _s.t7 = llmcc::mul(_s.t6, _s.up_7);
+  llmcc::Tensor h = _s.t7;
+  _s.h_8 = h;
+  _s.t8 = llmcc::linear_nobias(_s.h_8, self.down_proj);
+  llmcc::Tensor out = _s.t8;
+  _s.branch2 = static_cast<bool>(!lora.down_proj.empty());
+  if (_s.branch2) {
+    _s.h_9 = h;
+    _s.t9 = Qwen3LoraAdapter_forward_fwd(lora.down_proj[0], _s.h_9, _s.down_proj);
+    _s.out_10 = out;
+    _s.t10 = llmcc::add(_s.out_10, _s.t9);
+    out = _s.t10;
+  }
+  return out;
 }
 
 void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
+                          const llmcc::models::Qwen3BlockLora& lora,
                           const Qwen3Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                          Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
-  llmcc::Tensor _d_gate;  // adjoint of gate
-  llmcc::Tensor _d_t0;    // adjoint of t0
-  llmcc::Tensor _d_t1;    // adjoint of t1
-  llmcc::Tensor _d_t2;    // adjoint of t2
-  llmcc::Tensor _d_t3;    // adjoint of t3
-  llmcc::Tensor _d_t4;    // adjoint of t4
-  llmcc::adgen::accumulate(_d_t4, d_out);
-  if (_d_t4.defined()) {
+                          Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, Qwen3BlockLora_Grad* d_lora,
+                          bool _final) {
+  llmcc::Tensor _d_g;    // adjoint of g
+  llmcc::Tensor _d_h;    // adjoint of h
+  llmcc::Tensor _d_out;  // adjoint of out
+  llmcc::Tensor _d_t0;   // adjoint of t0
+  llmcc::Tensor _d_t1;   // adjoint of t1
+  llmcc::Tensor _d_t10;  // adjoint of t10
+  llmcc::Tensor _d_t2;   // adjoint of t2
+  llmcc::Tensor _d_t3;   // adjoint of t3
+  llmcc::Tensor _d_t4;   // adjoint of t4
+  llmcc::Tensor _d_t5;   // adjoint of t5
+  llmcc::Tensor _d_t6;   // adjoint of t6
+  llmcc::Tensor _d_t7;   // adjoint of t7
+  llmcc::Tensor _d_t8;   // adjoint of t8
+  llmcc::Tensor _d_t9;   // adjoint of t9
+  llmcc::Tensor _d_up;   // adjoint of up
+  llmcc::adgen::accumulate(_d_out, d_out);
+  if (_s.branch2) {
+    if (_d_out.defined()) {
+      const llmcc::Tensor _g = _d_out;
+      _d_out = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t10, _g);
+    }
+    if (_d_t10.defined()) {
+      llmcc::add_pullback(_s.out_10, _s.t9, _s.t10, _d_t10, llmcc::adgen::acc(&_d_out, _s.out_10),
+                          llmcc::adgen::acc(&_d_t9, _s.t9));
+      _d_t10 = llmcc::Tensor();
+    }
+    if (_d_t9.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_9);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.down_proj[0], _s.h_9, _s.down_proj, _d_t9,
+                                     (d_lora ? &d_lora->down_proj[0] : nullptr), _a0, false);
+      }
+      _d_t9 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->down_proj);
+  if (_d_out.defined()) {
+    const llmcc::Tensor _g = _d_out;
+    _d_out = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t8, _g);
+  }
+  if (_d_t8.defined()) {
     llmcc::linear_nobias_pullback(
-        _s.t3, self.down_proj, _s.t4, _d_t4, llmcc::adgen::acc(&_d_t3, _s.t3),
+        _s.h_8, self.down_proj, _s.t8, _d_t8, llmcc::adgen::acc(&_d_h, _s.h_8),
         llmcc::adgen::acc((d_self ? &d_self->down_proj : nullptr), self.down_proj));
-    _d_t4 = llmcc::Tensor();
+    _d_t8 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t7, _g);
+  }
+  if (_d_t7.defined()) {
+    llmcc::mul_pullback(_s.t6, _s.up_7, _s.t7, _d_t7, llmcc::adgen::acc(&_d_t6, _s.t6),
+                        llmcc::adgen::acc(&_d_up, _s.up_7));
+    _d_t7 = llmcc::Tensor();
+  }
+  if (_d_t6.defined()) {
+    llmcc::silu_pullback(_s.g_6, _s.t6, _d_t6, llmcc::adgen::acc(&_d_g, _s.g_6));
+    _d_t6 = llmcc::Tensor();
+  }
+  if (_s.branch1) {
+    if (_d_up.defined()) {
+      const llmcc::Tensor _g = _d_up;
+      _d_up = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::add_pullback(_s.up_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_up, _s.up_5),
+                          llmcc::adgen::acc(&_d_t4, _s.t4));
+      _d_t5 = llmcc::Tensor();
+    }
+    if (_d_t4.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.up_proj[0], x, _s.up_proj, _d_t4,
+                                     (d_lora ? &d_lora->up_proj[0] : nullptr), _a0, false);
+      }
+      _d_t4 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->up_proj);
+  if (_d_up.defined()) {
+    const llmcc::Tensor _g = _d_up;
+    _d_up = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t3, _g);
+  }
   if (_d_t3.defined()) {
-    llmcc::mul_pullback(_s.gate_3, _s.t2, _s.t3, _d_t3, llmcc::adgen::acc(&_d_gate, _s.gate_3),
-                        llmcc::adgen::acc(&_d_t2, _s.t2));
+    llmcc::linear_nobias_pullback(
+        x, self.up_proj, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
+        llmcc::adgen::acc((d_self ? &d_self->up_proj : nullptr), self.up_proj));
     _d_t3 = llmcc::Tensor();
   }
-  if (_d_t2.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.up_proj, _s.t2, _d_t2, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->up_proj : nullptr), self.up_proj));
-    _d_t2 = llmcc::Tensor();
-  }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
-  if (_d_gate.defined()) {
-    const llmcc::Tensor _g = _d_gate;
-    _d_gate = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t1, _g);
+  if (_s.branch0) {
+    if (_d_g.defined()) {
+      const llmcc::Tensor _g = _d_g;
+      _d_g = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t2, _g);
+    }
+    if (_d_t2.defined()) {
+      llmcc::add_pullback(_s.g_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2),
+                          llmcc::adgen::acc(&_d_t1, _s.t1));
+      _d_t2 = llmcc::Tensor();
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(lora.gate_proj[0], x, _s.gate_proj, _d_t1,
+                                     (d_lora ? &d_lora->gate_proj[0] : nullptr), _a0, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
   }
-  if (_d_t1.defined()) {
-    llmcc::silu_pullback(_s.t0, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
-    _d_t1 = llmcc::Tensor();
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->gate_proj);
+  if (_d_g.defined()) {
+    const llmcc::Tensor _g = _d_g;
+    _d_g = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
     llmcc::linear_nobias_pullback(
@@ -260,27 +569,34 @@ void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tens
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->q_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->k_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->v_proj);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->o_proj);
 }
 
 llmcc::Tensor Qwen3Block_forward_fwd(const llmcc::models::Qwen3Block& self, const llmcc::Tensor& x,
-                                     int64_t B, int64_t T, Qwen3Block_forward_Saved& _s) {
+                                     int64_t B, int64_t T,
+                                     const llmcc::models::Qwen3BlockLora& lora,
+                                     Qwen3Block_forward_Saved& _s) {
   _s.t0 = Qwen3RmsNorm_forward_fwd(self.input_layernorm, x, _s.input_layernorm);
-  _s.t1 = Qwen3Attention_forward_fwd(self.self_attn, _s.t0, B, T, _s.self_attn);
+  _s.t1 = Qwen3Attention_forward_fwd(self.self_attn, _s.t0, B, T, lora, _s.self_attn);
   _s.t2 = llmcc::add(x, _s.t1);
   llmcc::Tensor h = _s.t2;
   _s.h_3 = h;
   _s.t3 =
       Qwen3RmsNorm_forward_fwd(self.post_attention_layernorm, _s.h_3, _s.post_attention_layernorm);
-  _s.t4 = Qwen3Mlp_forward_fwd(self.mlp, _s.t3, _s.mlp);
+  _s.t4 = Qwen3Mlp_forward_fwd(self.mlp, _s.t3, lora, _s.mlp);
   _s.h_5 = h;
   _s.t5 = llmcc::add(_s.h_5, _s.t4);
   return _s.t5;
 }
 
 void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::Tensor& x,
-                            int64_t B, int64_t T, const Qwen3Block_forward_Saved& _s,
-                            const llmcc::Tensor& d_out, Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
-                            bool _final) {
+                            int64_t B, int64_t T, const llmcc::models::Qwen3BlockLora& lora,
+                            const Qwen3Block_forward_Saved& _s, const llmcc::Tensor& d_out,
+                            Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
+                            Qwen3BlockLora_Grad* d_lora, bool _final) {
   llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
@@ -298,13 +614,12 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t3, _s.t3);
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3Mlp_forward_bwd(self.mlp, _s.t3, _s.mlp, _d_t4, (d_self ? &d_self->mlp : nullptr), _a0,
-                           _final);
+      Qwen3Mlp_forward_bwd(self.mlp, _s.t3, lora, _s.mlp, _d_t4, (d_self ? &d_self->mlp : nullptr),
+                           _a0, d_lora, false);
     }
     _d_t4 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->mlp);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->mlp);
   if (_d_t3.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
     {
@@ -331,12 +646,13 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t0, _s.t0);
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3Attention_forward_bwd(self.self_attn, _s.t0, B, T, _s.self_attn, _d_t1,
-                                 (d_self ? &d_self->self_attn : nullptr), _a0, _final);
+      Qwen3Attention_forward_bwd(self.self_attn, _s.t0, B, T, lora, _s.self_attn, _d_t1,
+                                 (d_self ? &d_self->self_attn : nullptr), _a0, d_lora, _final);
     }
     _d_t1 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->self_attn);
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
@@ -352,18 +668,20 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
 }
 
 llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                                Qwen3_forward_Saved& _s) {
+                                const llmcc::models::Qwen3Lora& lora, Qwen3_forward_Saved& _s) {
   const int64_t B = idx.B();
   const int64_t T = idx.T();
   _s.t0 = llmcc::token_embedding(idx, self.model.embed_tokens);
   llmcc::Tensor x = _s.t0;
   std::size_t _n0 = 0;
-  for (std::size_t _i0 = 0; _i0 < self.model.layers.size(); ++_i0) {
+  for (int l = 0; l < self.cfg.n_layer; ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
     _r0.x_1 = x;
     _r0.a1 = B;
     _r0.a1_2 = T;
-    _r0.t1 = Qwen3Block_forward_fwd(self.model.layers[_i0], _r0.x_1, _r0.a1, _r0.a1_2, _r0.layers);
+    _r0.t1 = Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
+                                    _r0.layers);
     x = _r0.t1;
   }
   _s.loop0.resize(_n0);
@@ -385,8 +703,9 @@ llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::T
 }
 
 void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                       const Qwen3_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Qwen3_Grad* d_self, bool _final) {
+                       const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_Saved& _s,
+                       const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
+                       bool _final) {
   llmcc::Tensor _d_h;       // adjoint of h
   llmcc::Tensor _d_logits;  // adjoint of logits
   llmcc::Tensor _d_t0;      // adjoint of t0
@@ -442,6 +761,7 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
+    const int l = _r0.l;
     if (_d_x.defined()) {
       const llmcc::Tensor _g = _d_x;
       _d_x = llmcc::Tensor();
@@ -451,14 +771,15 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
       llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
       {
         llmcc::adgen::Scratch _scratch;
-        Qwen3Block_forward_bwd(self.model.layers[_i0], _r0.x_1, _r0.a1, _r0.a1_2, _r0.layers, _d_t1,
-                               (d_self ? &d_self->model.layers[_i0] : nullptr), _a0, _final);
+        Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
+                               _r0.layers, _d_t1, (d_self ? &d_self->model.layers[l] : nullptr),
+                               _a0, (d_lora ? &d_lora->layers[l] : nullptr), false);
       }
       _d_t1 = llmcc::Tensor();
-    } else {
-      if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers[_i0]);
     }
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers);
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->layers);
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;
     _d_x = llmcc::Tensor();
@@ -472,11 +793,12 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->model.embed_tokens);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters);
 }
 
 float qwen3_loss_fwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, qwen3_loss_Saved& _s) {
-  _s.t0 = Qwen3_forward_fwd(m, idx, _s.m);
+  _s.t0 = Qwen3_forward_fwd(m, idx, m.no_adapters, _s.m);
   _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
   return _s.t1;
 }
@@ -495,12 +817,12 @@ void qwen3_loss_bwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
+      Qwen3_forward_bwd(m, idx, m.no_adapters, _s.m, _d_t0, d_m,
+                        (d_m ? &d_m->no_adapters : nullptr), false);
     }
     _d_t0 = llmcc::Tensor();
-  } else {
-    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
   }
+  if (_final && d_m) llmcc::adgen::grad_final(*d_m);
 }
 
 float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
@@ -514,6 +836,54 @@ float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
   llmcc::adgen::check_grad(d_m, m, "qwen3_loss_grad", "d_m");
   const float _value = qwen3_loss_fwd(m, idx, targets, _s);
   qwen3_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
+  return _value;
+}
+
+float qwen3_lora_loss_fwd(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          qwen3_lora_loss_Saved& _s) {
+  _s.t0 = Qwen3_forward_fwd(base, idx, lora, _s.base);
+  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, base.cfg.vocab_size, -1, _s.cross_entropy_1);
+  return _s.t1;
+}
+
+void qwen3_lora_loss_bwd(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         const qwen3_lora_loss_Saved& _s, float d_out, Qwen3Lora_Grad* d_lora,
+                         Qwen3_Grad* d_base, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  float _d_t1 = 0.0f;
+  _d_t1 += d_out;
+  {
+    llmcc::cross_entropy_pullback(_s.t0, targets, base.cfg.vocab_size, -1, _s.t1,
+                                  _s.cross_entropy_1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
+    _d_t1 = 0.0f;
+  }
+  if (_d_t0.defined()) {
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3_forward_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
+    }
+    _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
+    if (_final && d_base) llmcc::adgen::grad_final(*d_base);
+  }
+}
+
+float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           Qwen3Lora_Grad& d_lora) {
+  qwen3_lora_loss_Saved _s;
+  return qwen3_lora_loss_grad(lora, base, idx, targets, d_lora, _s);
+}
+
+float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           Qwen3Lora_Grad& d_lora, qwen3_lora_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_lora, lora, "qwen3_lora_loss_grad", "d_lora");
+  const float _value = qwen3_lora_loss_fwd(lora, base, idx, targets, _s);
+  qwen3_lora_loss_bwd(lora, base, idx, targets, _s, 1.0f, &d_lora, nullptr, true);
   return _value;
 }
 

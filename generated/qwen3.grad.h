@@ -15,6 +15,7 @@
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
+#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "llmcc/ops/view.h"
 #include "models/qwen3/qwen3.h"
@@ -334,10 +335,265 @@ struct Qwen3LmHead_Grad {
   }
 };
 
+// Gradient mirror of llmcc::models::Qwen3LoraAdapter: one adjoint per parameter, accumulated (+=).
+struct Qwen3LoraAdapter_Grad {
+  llmcc::Tensor a;
+  llmcc::Tensor b;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Qwen3LoraAdapter& m) {
+    this->a = llmcc::Tensor(nullptr, m.a.shape());
+    this->b = llmcc::Tensor(nullptr, m.b.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Qwen3LoraAdapter& m) const {
+    if (!this->a.defined() || this->a.shape() != m.a.shape()) return false;
+    if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Qwen3LoraAdapter& m, const std::string& prefix, F&& f) {
+    f(prefix + "lora_A.weight", m.a, this->a);
+    f(prefix + "lora_B.weight", m.b, this->b);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->a);
+    f(this->b);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Qwen3LoraAdapter& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Qwen3LoraAdapter& m,
+                                 const std::string& prefix, F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+};
+
+// Gradient mirror of llmcc::models::Qwen3BlockLora: one adjoint per parameter, accumulated (+=).
+struct Qwen3BlockLora_Grad {
+  std::vector<Qwen3LoraAdapter_Grad> q_proj;
+  std::vector<Qwen3LoraAdapter_Grad> k_proj;
+  std::vector<Qwen3LoraAdapter_Grad> v_proj;
+  std::vector<Qwen3LoraAdapter_Grad> o_proj;
+  std::vector<Qwen3LoraAdapter_Grad> gate_proj;
+  std::vector<Qwen3LoraAdapter_Grad> up_proj;
+  std::vector<Qwen3LoraAdapter_Grad> down_proj;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Qwen3BlockLora& m) {
+    this->q_proj.resize(m.q_proj.size());
+    for (std::size_t i = 0; i < this->q_proj.size(); ++i) this->q_proj[i].shape_like(m.q_proj[i]);
+    this->k_proj.resize(m.k_proj.size());
+    for (std::size_t i = 0; i < this->k_proj.size(); ++i) this->k_proj[i].shape_like(m.k_proj[i]);
+    this->v_proj.resize(m.v_proj.size());
+    for (std::size_t i = 0; i < this->v_proj.size(); ++i) this->v_proj[i].shape_like(m.v_proj[i]);
+    this->o_proj.resize(m.o_proj.size());
+    for (std::size_t i = 0; i < this->o_proj.size(); ++i) this->o_proj[i].shape_like(m.o_proj[i]);
+    this->gate_proj.resize(m.gate_proj.size());
+    for (std::size_t i = 0; i < this->gate_proj.size(); ++i)
+      this->gate_proj[i].shape_like(m.gate_proj[i]);
+    this->up_proj.resize(m.up_proj.size());
+    for (std::size_t i = 0; i < this->up_proj.size(); ++i)
+      this->up_proj[i].shape_like(m.up_proj[i]);
+    this->down_proj.resize(m.down_proj.size());
+    for (std::size_t i = 0; i < this->down_proj.size(); ++i)
+      this->down_proj[i].shape_like(m.down_proj[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Qwen3BlockLora& m) const {
+    if (this->q_proj.size() != m.q_proj.size()) return false;
+    for (std::size_t i = 0; i < this->q_proj.size(); ++i)
+      if (!this->q_proj[i].bound_like(m.q_proj[i])) return false;
+    if (this->k_proj.size() != m.k_proj.size()) return false;
+    for (std::size_t i = 0; i < this->k_proj.size(); ++i)
+      if (!this->k_proj[i].bound_like(m.k_proj[i])) return false;
+    if (this->v_proj.size() != m.v_proj.size()) return false;
+    for (std::size_t i = 0; i < this->v_proj.size(); ++i)
+      if (!this->v_proj[i].bound_like(m.v_proj[i])) return false;
+    if (this->o_proj.size() != m.o_proj.size()) return false;
+    for (std::size_t i = 0; i < this->o_proj.size(); ++i)
+      if (!this->o_proj[i].bound_like(m.o_proj[i])) return false;
+    if (this->gate_proj.size() != m.gate_proj.size()) return false;
+    for (std::size_t i = 0; i < this->gate_proj.size(); ++i)
+      if (!this->gate_proj[i].bound_like(m.gate_proj[i])) return false;
+    if (this->up_proj.size() != m.up_proj.size()) return false;
+    for (std::size_t i = 0; i < this->up_proj.size(); ++i)
+      if (!this->up_proj[i].bound_like(m.up_proj[i])) return false;
+    if (this->down_proj.size() != m.down_proj.size()) return false;
+    for (std::size_t i = 0; i < this->down_proj.size(); ++i)
+      if (!this->down_proj[i].bound_like(m.down_proj[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Qwen3BlockLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->q_proj.size(); ++i)
+      this->q_proj[i].for_each_pair(m.q_proj[i], prefix + "q_proj.", f);
+    for (std::size_t i = 0; i < this->k_proj.size(); ++i)
+      this->k_proj[i].for_each_pair(m.k_proj[i], prefix + "k_proj.", f);
+    for (std::size_t i = 0; i < this->v_proj.size(); ++i)
+      this->v_proj[i].for_each_pair(m.v_proj[i], prefix + "v_proj.", f);
+    for (std::size_t i = 0; i < this->o_proj.size(); ++i)
+      this->o_proj[i].for_each_pair(m.o_proj[i], prefix + "o_proj.", f);
+    for (std::size_t i = 0; i < this->gate_proj.size(); ++i)
+      this->gate_proj[i].for_each_pair(m.gate_proj[i], prefix + "gate_proj.", f);
+    for (std::size_t i = 0; i < this->up_proj.size(); ++i)
+      this->up_proj[i].for_each_pair(m.up_proj[i], prefix + "up_proj.", f);
+    for (std::size_t i = 0; i < this->down_proj.size(); ++i)
+      this->down_proj[i].for_each_pair(m.down_proj[i], prefix + "down_proj.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->q_proj) g.for_each_grad(f);
+    for (const auto& g : this->k_proj) g.for_each_grad(f);
+    for (const auto& g : this->v_proj) g.for_each_grad(f);
+    for (const auto& g : this->o_proj) g.for_each_grad(f);
+    for (const auto& g : this->gate_proj) g.for_each_grad(f);
+    for (const auto& g : this->up_proj) g.for_each_grad(f);
+    for (const auto& g : this->down_proj) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Qwen3BlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.q_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "q_proj holds " + std::to_string(m.q_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.q_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.q_proj[i], prefix + "q_proj.", f);
+    if (m.k_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "k_proj holds " + std::to_string(m.k_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.k_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.k_proj[i], prefix + "k_proj.", f);
+    if (m.v_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "v_proj holds " + std::to_string(m.v_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.v_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.v_proj[i], prefix + "v_proj.", f);
+    if (m.o_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "o_proj holds " + std::to_string(m.o_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.o_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.o_proj[i], prefix + "o_proj.", f);
+    if (m.gate_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "gate_proj holds " + std::to_string(m.gate_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.gate_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.gate_proj[i], prefix + "gate_proj.", f);
+    if (m.up_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "up_proj holds " + std::to_string(m.up_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.up_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.up_proj[i], prefix + "up_proj.", f);
+    if (m.down_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "down_proj holds " + std::to_string(m.down_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.down_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.down_proj[i], prefix + "down_proj.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Qwen3BlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.q_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "q_proj holds " + std::to_string(m.q_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.q_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.q_proj[i], prefix + "q_proj.", f);
+    if (m.k_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "k_proj holds " + std::to_string(m.k_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.k_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.k_proj[i], prefix + "k_proj.", f);
+    if (m.v_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "v_proj holds " + std::to_string(m.v_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.v_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.v_proj[i], prefix + "v_proj.", f);
+    if (m.o_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "o_proj holds " + std::to_string(m.o_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.o_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.o_proj[i], prefix + "o_proj.", f);
+    if (m.gate_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "gate_proj holds " + std::to_string(m.gate_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.gate_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.gate_proj[i], prefix + "gate_proj.", f);
+    if (m.up_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "up_proj holds " + std::to_string(m.up_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.up_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.up_proj[i], prefix + "up_proj.", f);
+    if (m.down_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "down_proj holds " + std::to_string(m.down_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.down_proj.size(); ++i)
+      Qwen3LoraAdapter_Grad::for_each_parameter(m.down_proj[i], prefix + "down_proj.", f);
+  }
+};
+
+// Gradient mirror of llmcc::models::Qwen3Lora: one adjoint per parameter, accumulated (+=).
+struct Qwen3Lora_Grad {
+  std::vector<Qwen3BlockLora_Grad> layers;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Qwen3Lora& m) {
+    this->layers.resize(m.layers.size());
+    for (std::size_t i = 0; i < this->layers.size(); ++i) this->layers[i].shape_like(m.layers[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Qwen3Lora& m) const {
+    if (this->layers.size() != m.layers.size()) return false;
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      if (!this->layers[i].bound_like(m.layers[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Qwen3Lora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->layers.size(); ++i)
+      this->layers[i].for_each_pair(m.layers[i], prefix + "layers." + std::to_string(i) + ".", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->layers) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Qwen3Lora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      Qwen3BlockLora_Grad::for_each_parameter(m.layers[i],
+                                              prefix + "layers." + std::to_string(i) + ".", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Qwen3Lora& m, const std::string& prefix,
+                                 F&& f) {
+    for (std::size_t i = 0; i < m.layers.size(); ++i)
+      Qwen3BlockLora_Grad::for_each_parameter(m.layers[i],
+                                              prefix + "layers." + std::to_string(i) + ".", f);
+  }
+};
+
 // Gradient mirror of llmcc::models::Qwen3: one adjoint per parameter, accumulated (+=).
 struct Qwen3_Grad {
   Qwen3Body_Grad model;
   std::vector<Qwen3LmHead_Grad> lm_head;
+  Qwen3Lora_Grad no_adapters;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::models::Qwen3& m) {
@@ -345,6 +601,7 @@ struct Qwen3_Grad {
     this->lm_head.resize(m.lm_head.size());
     for (std::size_t i = 0; i < this->lm_head.size(); ++i)
       this->lm_head[i].shape_like(m.lm_head[i]);
+    this->no_adapters.shape_like(m.no_adapters);
   }
   // Whether every gradient is bound to storage with its parameter's shape.
   bool bound_like(const llmcc::models::Qwen3& m) const {
@@ -352,6 +609,7 @@ struct Qwen3_Grad {
     if (this->lm_head.size() != m.lm_head.size()) return false;
     for (std::size_t i = 0; i < this->lm_head.size(); ++i)
       if (!this->lm_head[i].bound_like(m.lm_head[i])) return false;
+    if (!this->no_adapters.bound_like(m.no_adapters)) return false;
     return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
@@ -361,12 +619,14 @@ struct Qwen3_Grad {
     for (std::size_t i = 0; i < this->lm_head.size(); ++i)
       this->lm_head[i].for_each_pair(m.lm_head[i], prefix + "lm_head." + std::to_string(i) + ".",
                                      f);
+    this->no_adapters.for_each_pair(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
   template <class F>
   void for_each_grad(F&& f) const {
     this->model.for_each_grad(f);
     for (const auto& g : this->lm_head) g.for_each_grad(f);
+    this->no_adapters.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -375,6 +635,7 @@ struct Qwen3_Grad {
     for (std::size_t i = 0; i < m.lm_head.size(); ++i)
       Qwen3LmHead_Grad::for_each_parameter(m.lm_head[i],
                                            prefix + "lm_head." + std::to_string(i) + ".", f);
+    Qwen3Lora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -383,11 +644,34 @@ struct Qwen3_Grad {
     for (std::size_t i = 0; i < m.lm_head.size(); ++i)
       Qwen3LmHead_Grad::for_each_parameter(m.lm_head[i],
                                            prefix + "lm_head." + std::to_string(i) + ".", f);
+    Qwen3Lora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
 };
 
+// Qwen3LoraAdapter_forward: what the backward of llmcc::models::Qwen3LoraAdapter::forward
+// (qwen3.h:52) reads.
+struct Qwen3LoraAdapter_forward_Saved {
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  llmcc::Tensor t2;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    f(t2);
+  }
+};
+llmcc::Tensor Qwen3LoraAdapter_forward_fwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                           const llmcc::Tensor& x,
+                                           Qwen3LoraAdapter_forward_Saved& _s);
+void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                  const llmcc::Tensor& x, const Qwen3LoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& d_out, Qwen3LoraAdapter_Grad* d_self,
+                                  llmcc::Tensor* d_x, bool _final = false);
+
 // Qwen3RmsNorm_forward_heads: what the backward of llmcc::models::Qwen3RmsNorm::forward_heads
-// (qwen3.h:37) reads.
+// (qwen3.h:39) reads.
 struct Qwen3RmsNorm_forward_heads_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor rows_1;
@@ -414,55 +698,99 @@ void Qwen3RmsNorm_forward_heads_bwd(const llmcc::models::Qwen3RmsNorm& self, con
                                     const llmcc::Tensor& d_out, Qwen3RmsNorm_Grad* d_self,
                                     llmcc::Tensor* d_x, bool _final = false);
 
-// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:55)
+// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:84)
 // reads.
 struct Qwen3Attention_forward_Saved {
   llmcc::Tensor t0;
+  bool branch0;
   llmcc::Tensor t1;
-  Qwen3RmsNorm_forward_heads_Saved q_norm;
+  Qwen3LoraAdapter_forward_Saved q_proj;
+  llmcc::Tensor q_2;
   llmcc::Tensor t2;
   llmcc::Tensor t3;
-  Qwen3RmsNorm_forward_heads_Saved k_norm;
+  bool branch1;
   llmcc::Tensor t4;
-  llmcc::Tensor q_5;
+  Qwen3LoraAdapter_forward_Saved k_proj;
+  llmcc::Tensor k_5;
   llmcc::Tensor t5;
-  llmcc::Tensor k_6;
   llmcc::Tensor t6;
-  llmcc::Tensor v_7;
+  bool branch2;
   llmcc::Tensor t7;
-  llmcc::AttentionSaved attention_7;
-  llmcc::Tensor y_8;
+  Qwen3LoraAdapter_forward_Saved v_proj;
+  llmcc::Tensor v_8;
   llmcc::Tensor t8;
+  llmcc::Tensor q_9;
+  llmcc::Tensor t9;
+  Qwen3RmsNorm_forward_heads_Saved q_norm;
+  llmcc::Tensor k_10;
+  llmcc::Tensor t10;
+  Qwen3RmsNorm_forward_heads_Saved k_norm;
+  llmcc::Tensor q_11;
+  llmcc::Tensor t11;
+  llmcc::Tensor k_12;
+  llmcc::Tensor t12;
+  llmcc::Tensor v_13;
+  llmcc::Tensor t13;
+  llmcc::AttentionSaved attention_13;
+  llmcc::Tensor y_14;
+  llmcc::Tensor t14;
+  bool branch3;
+  llmcc::Tensor y_15;
+  llmcc::Tensor t15;
+  Qwen3LoraAdapter_forward_Saved o_proj;
+  llmcc::Tensor out_16;
+  llmcc::Tensor t16;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
-    q_norm.visit(f);
+    q_proj.visit(f);
+    f(q_2);
     f(t2);
     f(t3);
-    k_norm.visit(f);
     f(t4);
-    f(q_5);
+    k_proj.visit(f);
+    f(k_5);
     f(t5);
-    f(k_6);
     f(t6);
-    f(v_7);
     f(t7);
-    f(attention_7.lse);
-    f(y_8);
+    v_proj.visit(f);
+    f(v_8);
     f(t8);
+    f(q_9);
+    f(t9);
+    q_norm.visit(f);
+    f(k_10);
+    f(t10);
+    k_norm.visit(f);
+    f(q_11);
+    f(t11);
+    f(k_12);
+    f(t12);
+    f(v_13);
+    f(t13);
+    f(attention_13.lse);
+    f(y_14);
+    f(t14);
+    f(y_15);
+    f(t15);
+    o_proj.visit(f);
+    f(out_16);
+    f(t16);
   }
 };
 llmcc::Tensor Qwen3Attention_forward_fwd(const llmcc::models::Qwen3Attention& self,
                                          const llmcc::Tensor& x, int64_t B, int64_t T,
+                                         const llmcc::models::Qwen3BlockLora& lora,
                                          Qwen3Attention_forward_Saved& _s);
 void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const llmcc::Tensor& x,
-                                int64_t B, int64_t T, const Qwen3Attention_forward_Saved& _s,
-                                const llmcc::Tensor& d_out, Qwen3Attention_Grad* d_self,
-                                llmcc::Tensor* d_x, bool _final = false);
+                                int64_t B, int64_t T, const llmcc::models::Qwen3BlockLora& lora,
+                                const Qwen3Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
+                                Qwen3Attention_Grad* d_self, llmcc::Tensor* d_x,
+                                Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3RmsNorm_forward: what the backward of llmcc::models::Qwen3RmsNorm::forward (qwen3.h:35)
+// Qwen3RmsNorm_forward: what the backward of llmcc::models::Qwen3RmsNorm::forward (qwen3.h:37)
 // reads.
 struct Qwen3RmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -480,32 +808,68 @@ void Qwen3RmsNorm_forward_bwd(const llmcc::models::Qwen3RmsNorm& self, const llm
                               const Qwen3RmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                               Qwen3RmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:81) reads.
+// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:124) reads.
 struct Qwen3Mlp_forward_Saved {
   llmcc::Tensor t0;
+  bool branch0;
   llmcc::Tensor t1;
+  Qwen3LoraAdapter_forward_Saved gate_proj;
+  llmcc::Tensor g_2;
   llmcc::Tensor t2;
-  llmcc::Tensor gate_3;
   llmcc::Tensor t3;
+  bool branch1;
   llmcc::Tensor t4;
+  Qwen3LoraAdapter_forward_Saved up_proj;
+  llmcc::Tensor up_5;
+  llmcc::Tensor t5;
+  llmcc::Tensor g_6;
+  llmcc::Tensor t6;
+  llmcc::Tensor up_7;
+  llmcc::Tensor t7;
+  llmcc::Tensor h_8;
+  llmcc::Tensor t8;
+  bool branch2;
+  llmcc::Tensor h_9;
+  llmcc::Tensor t9;
+  Qwen3LoraAdapter_forward_Saved down_proj;
+  llmcc::Tensor out_10;
+  llmcc::Tensor t10;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
+    gate_proj.visit(f);
+    f(g_2);
     f(t2);
-    f(gate_3);
     f(t3);
     f(t4);
+    up_proj.visit(f);
+    f(up_5);
+    f(t5);
+    f(g_6);
+    f(t6);
+    f(up_7);
+    f(t7);
+    f(h_8);
+    f(t8);
+    f(h_9);
+    f(t9);
+    down_proj.visit(f);
+    f(out_10);
+    f(t10);
   }
 };
 llmcc::Tensor Qwen3Mlp_forward_fwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
+                                   const llmcc::models::Qwen3BlockLora& lora,
                                    Qwen3Mlp_forward_Saved& _s);
 void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
+                          const llmcc::models::Qwen3BlockLora& lora,
                           const Qwen3Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                          Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+                          Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, Qwen3BlockLora_Grad* d_lora,
+                          bool _final = false);
 
-// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:92) reads.
+// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:141) reads.
 struct Qwen3Block_forward_Saved {
   llmcc::Tensor t0;
   Qwen3RmsNorm_forward_Saved input_layernorm;
@@ -537,15 +901,19 @@ struct Qwen3Block_forward_Saved {
   }
 };
 llmcc::Tensor Qwen3Block_forward_fwd(const llmcc::models::Qwen3Block& self, const llmcc::Tensor& x,
-                                     int64_t B, int64_t T, Qwen3Block_forward_Saved& _s);
+                                     int64_t B, int64_t T,
+                                     const llmcc::models::Qwen3BlockLora& lora,
+                                     Qwen3Block_forward_Saved& _s);
 void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::Tensor& x,
-                            int64_t B, int64_t T, const Qwen3Block_forward_Saved& _s,
-                            const llmcc::Tensor& d_out, Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
-                            bool _final = false);
+                            int64_t B, int64_t T, const llmcc::models::Qwen3BlockLora& lora,
+                            const Qwen3Block_forward_Saved& _s, const llmcc::Tensor& d_out,
+                            Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
+                            Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:127) reads.
+// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:180) reads.
 struct Qwen3_forward_Saved {
   struct Loop0 {
+    int l;
     llmcc::Tensor x_1;
     long a1;
     long a1_2;
@@ -584,12 +952,13 @@ struct Qwen3_forward_Saved {
   }
 };
 llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                                Qwen3_forward_Saved& _s);
+                                const llmcc::models::Qwen3Lora& lora, Qwen3_forward_Saved& _s);
 void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                       const Qwen3_forward_Saved& _s, const llmcc::Tensor& d_out,
-                       Qwen3_Grad* d_self, bool _final = false);
+                       const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_Saved& _s,
+                       const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
+                       bool _final = false);
 
-// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:154) reads.
+// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:208) reads.
 struct qwen3_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved m;
@@ -633,6 +1002,56 @@ struct qwen3_loss_Entry {
   }
 };
 
+// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:214) reads.
+struct qwen3_lora_loss_Saved {
+  llmcc::Tensor t0;
+  Qwen3_forward_Saved base;
+  float t1;
+  llmcc::CrossEntropySaved cross_entropy_1;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    base.visit(f);
+    f(cross_entropy_1.lse);
+  }
+};
+float qwen3_lora_loss_fwd(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          qwen3_lora_loss_Saved& _s);
+void qwen3_lora_loss_bwd(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         const qwen3_lora_loss_Saved& _s, float d_out, Qwen3Lora_Grad* d_lora,
+                         Qwen3_Grad* d_base, bool _final = false);
+// Returns the value and accumulates the gradient into the d_ arguments.
+float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           Qwen3Lora_Grad& d_lora);
+// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
+float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
+                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                           Qwen3Lora_Grad& d_lora, qwen3_lora_loss_Saved& _s);
+// What llmcc::train::Trainer needs to train with qwen3_lora_loss: the model type, its gradient
+// mirror, the record the forward fills, the inputs after the model, and the three calls.
+struct qwen3_lora_loss_Entry {
+  using Model = llmcc::models::Qwen3Lora;
+  using Grad = Qwen3Lora_Grad;
+  using Saved = qwen3_lora_loss_Saved;
+  using Inputs = std::tuple<llmcc::models::Qwen3, llmcc::Tokens,
+                            llmcc::Tokens>;  // the arguments after the model
+  static constexpr const char* name = "qwen3_lora_loss";
+  static float fwd(const Model& m, const Inputs& in, Saved& s) {
+    return qwen3_lora_loss_fwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s);
+  }
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    qwen3_lora_loss_bwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s, d_loss, g, nullptr,
+                        true);
+  }
+  static float loss(const Model& m, const Inputs& in) {
+    return llmcc::models::qwen3_lora_loss(m, std::get<0>(in), std::get<1>(in), std::get<2>(in));
+  }
+};
+
 }  // namespace llmcc::models
 
 namespace llmcc::adgen {
@@ -659,6 +1078,18 @@ struct GradOf<llmcc::models::Qwen3Body> {
 template <>
 struct GradOf<llmcc::models::Qwen3LmHead> {
   using type = llmcc::models::Qwen3LmHead_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Qwen3LoraAdapter> {
+  using type = llmcc::models::Qwen3LoraAdapter_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Qwen3BlockLora> {
+  using type = llmcc::models::Qwen3BlockLora_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Qwen3Lora> {
+  using type = llmcc::models::Qwen3Lora_Grad;
 };
 template <>
 struct GradOf<llmcc::models::Qwen3> {

@@ -31,32 +31,23 @@ void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
   }
 }
 
-LoraAdapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out) {
-  LoraAdapter a;
-  a.scale = cfg.scale();
-  a.a = Tensor(nullptr, Shape{cfg.rank, in});
-  a.b = Tensor(nullptr, Shape{out, cfg.rank});
-  return a;
-}
-
-void lora_init(LoraAdapter& adapter, Rng& rng) {
+void lora_init(const Tensor& a, const Tensor& b, Rng& rng) {
   // kaiming_uniform(a = sqrt(5)) bounds A's values by sqrt(6 / ((1 + 5) * in)) = 1 / sqrt(in).
-  const std::int64_t in = adapter.a.shape()[1];
+  const std::int64_t in = a.shape()[1];
   const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-  float* a = adapter.a.f32();
-  for (std::int64_t i = 0; i < adapter.a.numel(); ++i) a[i] = (2.0f * rng.uniform() - 1.0f) * bound;
-  std::fill(adapter.b.f32(), adapter.b.f32() + adapter.b.numel(), 0.0f);
+  float* pa = a.f32();
+  for (std::int64_t i = 0; i < a.numel(); ++i) pa[i] = (2.0f * rng.uniform() - 1.0f) * bound;
+  std::fill(b.f32(), b.f32() + b.numel(), 0.0f);
 }
 
-void lora_merge(const Tensor& w, const LoraAdapter& adapter) {
-  const std::int64_t out = adapter.b.shape()[0], r = adapter.a.shape()[0], in = adapter.a.shape()[1];
-  if (w.shape() != Shape({out, in}))
-    fail("lora_merge", "an adapter of " + adapter.b.shape().str() + " x " + adapter.a.shape().str() +
-                           " does not fit a matrix of " + w.shape().str());
+void lora_merge(const Tensor& w, const Tensor& a, const Tensor& b, float scale) {
+  const std::int64_t out = b.shape()[0], r = a.shape()[0], in = a.shape()[1];
+  if (w.shape() != Shape({out, in}) || b.shape()[1] != r)
+    fail("lora_merge",
+         "an adapter of " + b.shape().str() + " x " + a.shape().str() + " does not fit a matrix of " + w.shape().str());
   // w (out, in) += scale * B (out, r) . A (r, in)
-  cpu::gemm(false, false, static_cast<int>(out), static_cast<int>(in), static_cast<int>(r), adapter.scale,
-            adapter.b.f32(), static_cast<int>(r), adapter.a.f32(), static_cast<int>(in), 1.0f, w.f32(),
-            static_cast<int>(in));
+  cpu::gemm(false, false, static_cast<int>(out), static_cast<int>(in), static_cast<int>(r), scale, b.f32(),
+            static_cast<int>(r), a.f32(), static_cast<int>(in), 1.0f, w.f32(), static_cast<int>(in));
 }
 
 }  // namespace llmcc::models

@@ -3,10 +3,10 @@
 //   y = x W^T + (alpha / r) (x A^T) B^T,    W (out, in), A (r, in), B (out, r),
 //
 // with B zero at the start, so the adapted model starts as the base model. A family's model takes
-// an adapter set (one optional LoraAdapter per linear map of each block) in its forward; its LoRA
-// entry differentiates with respect to the adapters only, with the base model an argument adgen
-// gives no adjoint: the backward forms the input gradients through the frozen maps and the
-// adapters' own gradients, and no weight gradient of the base at all.
+// an adapter set (at most one adapter per linear map of each block, of the type LLMCC_LORA_ADAPTER declares) in its
+// forward; its LoRA entry differentiates with respect to the adapters only, with the base model an argument adgen gives
+// no adjoint: the backward forms the input gradients through the frozen maps and the adapters' own gradients, and no
+// weight gradient of the base at all.
 //
 // Names follow PEFT's (lora_A.weight, lora_B.weight), under the name of the map they adapt.
 #pragma once
@@ -23,17 +23,18 @@
 
 namespace llmcc::models {
 
-struct LoraAdapter {
-  float scale = 1.0f;                          // alpha / r
-  Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
-  Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
-
-  // The update for x (..., in): (..., out). The scale multiplies the rank-r intermediate, the
-  // smallest tensor of the three.
-  Tensor forward(const Tensor& x) const {
-    return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b);  // (..., r) -> (..., out)
-  }
-};
+// A family's adapter module is a struct of its own with the fields and forward below (adgen
+// writes the backward of the modules a model header uses into that header's generated files, so
+// one type shared by two families would have its generated functions defined twice):
+//
+//   struct LlamaLoraAdapter {
+//     float scale = 1.0f;                          // alpha / r
+//     Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
+//     Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
+//     // The update for x (..., in): (..., out); the scale multiplies the rank-r intermediate,
+//     // the smallest tensor of the three.
+//     Tensor forward(const Tensor& x) const { return linear_nobias(scale * linear_nobias(x, a), b); }
+//   };
 
 // Which maps get an adapter, and its rank and alpha.
 struct LoraConfig {
@@ -51,14 +52,21 @@ void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known);
 
 // An adapter of rank cfg.rank for a map with `in` inputs and `out` outputs, its tensors declared
 // (no storage; bind with llmcc::bind_parameters).
-LoraAdapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out);
+template <class Adapter>
+Adapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out) {
+  Adapter adapter;
+  adapter.scale = cfg.scale();
+  adapter.a = Tensor(nullptr, Shape{cfg.rank, in});
+  adapter.b = Tensor(nullptr, Shape{out, cfg.rank});
+  return adapter;
+}
 
-// PEFT's initialisation: A uniform in +-1/sqrt(in) (kaiming_uniform with a = sqrt(5)), B zero.
-// The adapter's tensors must be bound.
-void lora_init(LoraAdapter& adapter, Rng& rng);
+// PEFT's initialisation of bound tensors: A (r, in) uniform in +-1/sqrt(in) (kaiming_uniform
+// with a = sqrt(5)), B zero.
+void lora_init(const Tensor& a, const Tensor& b, Rng& rng);
 
 // w (out, in) += scale * B A: the adapted map as one matrix (the merged model computes what the
-// adapter model does, up to rounding).
-void lora_merge(const Tensor& w, const LoraAdapter& adapter);
+// adapter model does, up to rounding). Throws llmcc::Error when the shapes do not fit.
+void lora_merge(const Tensor& w, const Tensor& a, const Tensor& b, float scale);
 
 }  // namespace llmcc::models

@@ -120,9 +120,7 @@ class LoraModel final : public Model {
     fail("LoRA", "llmcc bench times full training steps; a LoRA step is timed by llmcc train");
   }
   const LoraInfo* lora() const override { return &info_; }
-  std::unique_ptr<Model> merged() const override {
-    return std::make_unique<FamilyModel<Traits>>(merged_copy());
-  }
+  std::unique_ptr<Model> merged() const override { return std::make_unique<FamilyModel<Traits>>(merged_copy()); }
 
  private:
   Weights merged_copy() const {

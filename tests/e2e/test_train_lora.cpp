@@ -40,24 +40,49 @@ class TrainLora : public ::testing::Test {
   }
   // Flags shared by the base's run and the adapters' runs.
   std::vector<std::string> data_flags() const {
-    return {"--train-data", dir.file("train.bin"), "--val-data", dir.file("val.bin"), "--batch-size", "4",
-            "--seq-len", "32", "--val-every", "4", "--val-steps", "2", "--seed", "5", "--threads", "2"};
+    return {"--train-data", dir.file("train.bin"),
+            "--val-data",   dir.file("val.bin"),
+            "--batch-size", "4",
+            "--seq-len",    "32",
+            "--val-every",  "4",
+            "--val-steps",  "2",
+            "--seed",       "5",
+            "--threads",    "2"};
   }
   // A tiny Llama trained for 6 steps: the base. Returns its checkpoint.
   std::string train_base() {
-    const CliResult r = run_llmcc(
-        dir, concat({"train", "--model", "llama-tiny", "--n-layer", "2", "--n-embd", "48", "--n-head", "4",
-                     "--n-kv-head", "2", "--hidden-dim", "80", "--vocab-size", std::to_string(kVocab),
-                     "--max-seq-len", "64", "--steps", "6", "--lr", "3e-3", "--out-dir", dir.file("base")},
-                    data_flags()));
+    const CliResult r = run_llmcc(dir, concat({"train",
+                                               "--model",
+                                               "llama-tiny",
+                                               "--n-layer",
+                                               "2",
+                                               "--n-embd",
+                                               "48",
+                                               "--n-head",
+                                               "4",
+                                               "--n-kv-head",
+                                               "2",
+                                               "--hidden-dim",
+                                               "80",
+                                               "--vocab-size",
+                                               std::to_string(kVocab),
+                                               "--max-seq-len",
+                                               "64",
+                                               "--steps",
+                                               "6",
+                                               "--lr",
+                                               "3e-3",
+                                               "--out-dir",
+                                               dir.file("base")},
+                                              data_flags()));
     EXPECT_EQ(r.code, 0) << r.err << r.out;
     return dir.file("base") + "/ckpt_000006.bin";
   }
   std::vector<std::string> lora_flags(const std::string& base, const std::string& out, int steps = 8) const {
-    return concat({"train", "--init-from", base, "--lora-rank", "4", "--lora-alpha", "8", "--lora-targets",
-                   "q,v,down", "--steps", std::to_string(steps), "--warmup-steps", "2", "--lr", "2e-2", "--grad-clip", "1",
-                   "--out-dir", out},
-                  data_flags());
+    return concat(
+        {"train", "--init-from", base, "--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "q,v,down", "--steps",
+         std::to_string(steps), "--warmup-steps", "2", "--lr", "2e-2", "--grad-clip", "1", "--out-dir", out},
+        data_flags());
   }
   llmcc::test::TempDir dir;
 };
@@ -153,6 +178,28 @@ TEST_F(TrainLora, AdaptersTrainResumeExactlyAndMergeIntoThePlainModel) {
   EXPECT_GT(with_adapters.size(), 2u);
 }
 
+// Qwen3 through the same registry path: adapters on every map by default, eval of the adapters
+// equal to eval of the merged model.
+TEST_F(TrainLora, Qwen3AdaptersMergeIntoThePlainModel) {
+  CliResult r =
+      run_llmcc(dir, concat({"train", "--model", "qwen3-tiny", "--n-layer", "2", "--vocab-size", std::to_string(kVocab),
+                             "--max-seq-len", "64", "--steps", "2", "--out-dir", dir.file("qbase")},
+                            data_flags()));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, concat({"train", "--init-from", dir.file("qbase") + "/ckpt_000002.bin", "--lora-rank", "2",
+                             "--steps", "3", "--lr", "1e-2", "--out-dir", dir.file("q")},
+                            data_flags()));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("LoRA: rank 2, alpha 16 on q,k,v,o,gate,up,down in every layer"), std::string::npos) << r.out;
+  EXPECT_EQ(llmcc::CheckpointReader(dir.file("q") + "/ckpt_000003.bin").tensors("params").front().name,
+            "layers.0.q_proj.lora_A.weight");
+  r = run_llmcc(dir, {"export", "--ckpt", dir.file("q") + "/ckpt_000003.bin", "--merge-lora", "--format", "llmcc",
+                      "--out", dir.file("qm.ckpt")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double adapted = eval_loss(dir, dir.file("q") + "/ckpt_000003.bin");
+  EXPECT_NEAR(adapted, eval_loss(dir, dir.file("qm.ckpt")), 1e-5 * adapted);
+}
+
 TEST_F(TrainLora, AChangedBaseAndBadFlagsAreRefusedByName) {
   const std::string base = train_base();
   const std::string copy = dir.file("copy.ckpt");
@@ -182,9 +229,9 @@ TEST_F(TrainLora, AChangedBaseAndBadFlagsAreRefusedByName) {
   refused(concat({"train", "--model", "llama-tiny", "--lora-rank", "4", "--out-dir", dir.file("x")}, data_flags()),
           "--lora-rank trains adapters over frozen weights: give them with --init-from");
   const auto with_lora = [&](const std::string& rank, const std::string& targets) {
-    return concat({"train", "--init-from", base, "--lora-rank", rank, "--lora-targets", targets, "--out-dir",
-                   dir.file("y")},
-                  data_flags());
+    return concat(
+        {"train", "--init-from", base, "--lora-rank", rank, "--lora-targets", targets, "--out-dir", dir.file("y")},
+        data_flags());
   };
   refused(with_lora("4", "q,qq"), "unknown target map 'qq'; this family's are q, k, v, o, gate, up, down");
   refused(with_lora("4", "q,,v"), "--lora-targets 'q,,v' has an empty item");

@@ -162,7 +162,7 @@ TEST(LlamaLora, GradientIsTheChainRuleThroughTheMergedMatrixAndTheBaseStaysAsItW
       const auto& al = a.lora.layers[l];
       const auto& gl = g.grad.layers[l];
       const auto& dw = gm.grad.layers[l];
-      const std::tuple<const char*, const llmcc::models::LoraAdapter*, const llmcc::models::LoraAdapter_Grad*,
+      const std::tuple<const char*, const llmcc::models::LlamaLoraAdapter*, const llmcc::models::LlamaLoraAdapter_Grad*,
                        const Tensor*>
           maps[] = {
               {"wq", &al.wq[0], &gl.wq[0], &dw.attention.wq},    {"wk", &al.wk[0], &gl.wk[0], &dw.attention.wk},

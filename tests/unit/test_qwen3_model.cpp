@@ -100,7 +100,7 @@ long op_allocations_per_step(const llmcc::models::Qwen3& m) {
     (void)llmcc::linear_nobias(a, at.v_proj);
     const Tensor y = arena.zeros({1, 1, std::int64_t{at.n_head} * at.head_dim}, "y");
     const Tensor h = x + llmcc::linear_nobias(y, at.o_proj);  // (1, 1, C)
-    (void)(h + b.mlp.forward(b.post_attention_layernorm.forward(h)));
+    (void)(h + b.mlp.forward(b.post_attention_layernorm.forward(h), m.no_adapters.layers[0]));
   }
   (void)llmcc::linear_nobias(m.model.norm.forward(x), m.model.embed_tokens);
   return llmcc::test::allocations() - before;

@@ -52,8 +52,8 @@ LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg) {
   LlamaLora lora;
   lora.layers.resize(static_cast<std::size_t>(c.n_layer));
   for (LlamaBlockLora& b : lora.layers) {
-    const auto add = [&](std::vector<LoraAdapter>& slot, const char* name, std::int64_t in, std::int64_t out) {
-      if (cfg.targets_map(name)) slot.push_back(lora_adapter(cfg, in, out));
+    const auto add = [&](std::vector<LlamaLoraAdapter>& slot, const char* name, std::int64_t in, std::int64_t out) {
+      if (cfg.targets_map(name)) slot.push_back(lora_adapter<LlamaLoraAdapter>(cfg, in, out));
     };
     add(b.wq, "q", C, Q);
     add(b.wk, "k", C, KV);
@@ -69,8 +69,8 @@ LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg) {
 void llama_lora_init(LlamaLora& lora, std::uint64_t seed) {
   Rng rng(seed);
   for (LlamaBlockLora& b : lora.layers)
-    for (std::vector<LoraAdapter>* slot : {&b.wq, &b.wk, &b.wv, &b.wo, &b.w1, &b.w2, &b.w3})
-      for (LoraAdapter& a : *slot) lora_init(a, rng);
+    for (std::vector<LlamaLoraAdapter>* slot : {&b.wq, &b.wk, &b.wv, &b.wo, &b.w1, &b.w2, &b.w3})
+      for (LlamaLoraAdapter& a : *slot) lora_init(a.a, a.b, rng);
 }
 
 void llama_lora_merge(Llama& base, const LlamaLora& lora) {
@@ -80,11 +80,11 @@ void llama_lora_merge(Llama& base, const LlamaLora& lora) {
   for (std::size_t l = 0; l < lora.layers.size(); ++l) {
     const LlamaBlockLora& a = lora.layers[l];
     LlamaBlock& b = base.layers[l];
-    const std::pair<const std::vector<LoraAdapter>*, Tensor*> maps[] = {
+    const std::pair<const std::vector<LlamaLoraAdapter>*, Tensor*> maps[] = {
         {&a.wq, &b.attention.wq},    {&a.wk, &b.attention.wk},    {&a.wv, &b.attention.wv},   {&a.wo, &b.attention.wo},
         {&a.w1, &b.feed_forward.w1}, {&a.w2, &b.feed_forward.w2}, {&a.w3, &b.feed_forward.w3}};
     for (const auto& [slot, w] : maps)
-      for (const LoraAdapter& adapter : *slot) lora_merge(*w, adapter);
+      for (const LlamaLoraAdapter& adapter : *slot) lora_merge(*w, adapter.a, adapter.b, adapter.scale);
   }
 }
 

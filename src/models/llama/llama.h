@@ -21,6 +21,7 @@
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
+#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "models/kv_cache.h"
 #include "models/llama/llama_config.h"
@@ -35,15 +36,25 @@ struct LlamaRmsNorm {
   Tensor forward(const Tensor& x) const { return llmcc::rmsnorm(x, w, eps); }  // (B, T, C)
 };
 
-// LoRA adapters of one block (models/lora.h): at most one per linear map, named as the map.
+// A LoRA adapter (models/lora.h): the update (alpha / r) (x A^T) B^T of one linear map.
+struct LlamaLoraAdapter {
+  float scale = 1.0f;                          // alpha / r
+  Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
+  Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
+
+  // x (..., in) -> (..., out); the scale multiplies the rank-r intermediate, the smallest tensor.
+  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b); }
+};
+
+// LoRA adapters of one block: at most one per linear map, named as the map.
 struct LlamaBlockLora {
-  std::vector<LoraAdapter> wq LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> wk LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> wv LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> wo LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> w1 LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> w2 LLMCC_ADGEN_OPTIONAL;
-  std::vector<LoraAdapter> w3 LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> wq LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> wk LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> wv LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> wo LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> w1 LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> w2 LLMCC_ADGEN_OPTIONAL;
+  std::vector<LlamaLoraAdapter> w3 LLMCC_ADGEN_OPTIONAL;
 };
 
 // A model's adapters: one LlamaBlockLora per layer ("layers.0.wq.lora_A.weight", ...).

@@ -36,6 +36,58 @@ Qwen3::Qwen3(const Qwen3Config& config) : cfg(config) {
   }
   model.norm = Qwen3RmsNorm{cfg.norm_eps, Tensor(nullptr, Shape{C})};
   if (!cfg.tie_embeddings) lm_head.push_back(Qwen3LmHead{Tensor(nullptr, Shape{V, C})});
+  no_adapters.layers.resize(static_cast<std::size_t>(cfg.n_layer));
+}
+
+const std::vector<std::string>& qwen3_lora_targets() {
+  static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
+  return names;
+}
+
+Qwen3Lora qwen3_lora(const Qwen3& base, const LoraConfig& cfg) {
+  lora_check(cfg, qwen3_lora_targets());
+  const Qwen3Config& c = base.cfg;
+  const std::int64_t C = c.n_embd, F = c.hidden_dim, Q = std::int64_t{c.n_head} * c.head_dim,
+                     KV = std::int64_t{c.n_kv_head} * c.head_dim;
+  Qwen3Lora lora;
+  lora.layers.resize(static_cast<std::size_t>(c.n_layer));
+  for (Qwen3BlockLora& b : lora.layers) {
+    const auto add = [&](std::vector<Qwen3LoraAdapter>& slot, const char* name, std::int64_t in, std::int64_t out) {
+      if (cfg.targets_map(name)) slot.push_back(lora_adapter<Qwen3LoraAdapter>(cfg, in, out));
+    };
+    add(b.q_proj, "q", C, Q);
+    add(b.k_proj, "k", C, KV);
+    add(b.v_proj, "v", C, KV);
+    add(b.o_proj, "o", Q, C);
+    add(b.gate_proj, "gate", C, F);
+    add(b.up_proj, "up", C, F);
+    add(b.down_proj, "down", F, C);
+  }
+  return lora;
+}
+
+void qwen3_lora_init(Qwen3Lora& lora, std::uint64_t seed) {
+  Rng rng(seed);
+  for (Qwen3BlockLora& b : lora.layers)
+    for (std::vector<Qwen3LoraAdapter>* slot :
+         {&b.q_proj, &b.k_proj, &b.v_proj, &b.o_proj, &b.gate_proj, &b.up_proj, &b.down_proj})
+      for (Qwen3LoraAdapter& a : *slot) lora_init(a.a, a.b, rng);
+}
+
+void qwen3_lora_merge(Qwen3& base, const Qwen3Lora& lora) {
+  if (lora.layers.size() != base.model.layers.size())
+    fail("qwen3_lora_merge", "adapters for " + std::to_string(lora.layers.size()) + " layers, the model has " +
+                                 std::to_string(base.model.layers.size()));
+  for (std::size_t l = 0; l < lora.layers.size(); ++l) {
+    const Qwen3BlockLora& a = lora.layers[l];
+    Qwen3Block& b = base.model.layers[l];
+    const std::pair<const std::vector<Qwen3LoraAdapter>*, Tensor*> maps[] = {
+        {&a.q_proj, &b.self_attn.q_proj}, {&a.k_proj, &b.self_attn.k_proj}, {&a.v_proj, &b.self_attn.v_proj},
+        {&a.o_proj, &b.self_attn.o_proj}, {&a.gate_proj, &b.mlp.gate_proj}, {&a.up_proj, &b.mlp.up_proj},
+        {&a.down_proj, &b.mlp.down_proj}};
+    for (const auto& [slot, w] : maps)
+      for (const Qwen3LoraAdapter& adapter : *slot) lora_merge(*w, adapter.a, adapter.b, adapter.scale);
+  }
 }
 
 void qwen3_init(Qwen3& model, std::uint64_t seed) {

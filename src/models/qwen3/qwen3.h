@@ -21,10 +21,12 @@
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
+#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "llmcc/ops/view.h"
 #include "models/kv_cache.h"
 #include "models/qwen3/qwen3_config.h"
+#include "models/lora.h"
 
 namespace llmcc::models {
 
@@ -40,6 +42,32 @@ struct Qwen3RmsNorm {
   }
 };
 
+// A LoRA adapter (models/lora.h): the update (alpha / r) (x A^T) B^T of one linear map.
+struct Qwen3LoraAdapter {
+  float scale = 1.0f;                          // alpha / r
+  Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
+  Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
+
+  // x (..., in) -> (..., out); the scale multiplies the rank-r intermediate, the smallest tensor.
+  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b); }
+};
+
+// LoRA adapters of one block: at most one per linear map, named as the map.
+struct Qwen3BlockLora {
+  std::vector<Qwen3LoraAdapter> q_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> k_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> v_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> o_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> gate_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> up_proj LLMCC_ADGEN_OPTIONAL;
+  std::vector<Qwen3LoraAdapter> down_proj LLMCC_ADGEN_OPTIONAL;
+};
+
+// A model's adapters: one Qwen3BlockLora per layer ("layers.0.q_proj.lora_A.weight", ...).
+struct Qwen3Lora {
+  std::vector<Qwen3BlockLora> layers;
+};
+
 struct Qwen3Attention {
   int n_head = 0;     // query heads
   int n_kv_head = 0;  // key/value heads; query head h reads kv head h / (n_head / n_kv_head)
@@ -52,24 +80,39 @@ struct Qwen3Attention {
   Qwen3RmsNorm q_norm;                              // (D)
   Qwen3RmsNorm k_norm;                              // (D)
 
-  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T) const {                         // x: (B, T, C)
-    Tensor q = q_norm.forward_heads(llmcc::linear_nobias(x, q_proj), B, T, n_head, head_dim);     // (B, T, NH * D)
-    Tensor k = k_norm.forward_heads(llmcc::linear_nobias(x, k_proj), B, T, n_kv_head, head_dim);  // (B, T, NKV * D)
-    Tensor v = llmcc::linear_nobias(x, v_proj);                                                   // (B, T, NKV * D)
+  // lora: this block's adapters (an empty set leaves the maps as they are).
+  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
+    Tensor q = llmcc::linear_nobias(x, q_proj);                                                        // (B, T, NH * D)
+    if (!lora.q_proj.empty()) q = q + lora.q_proj[0].forward(x);
+    Tensor k = llmcc::linear_nobias(x, k_proj);  // (B, T, NKV * D)
+    if (!lora.k_proj.empty()) k = k + lora.k_proj[0].forward(x);
+    Tensor v = llmcc::linear_nobias(x, v_proj);  // (B, T, NKV * D)
+    if (!lora.v_proj.empty()) v = v + lora.v_proj[0].forward(x);
+    q = q_norm.forward_heads(q, B, T, n_head, head_dim);
+    k = k_norm.forward_heads(k, B, T, n_kv_head, head_dim);
     Tensor y = llmcc::attention(llmcc::rope(q, n_head, rope_freqs, 0), llmcc::rope(k, n_kv_head, rope_freqs, 0), v,
                                 n_head, n_kv_head);  // (B, T, NH * D)
-    return llmcc::linear_nobias(y, o_proj);          // (B, T, C)
+    Tensor out = llmcc::linear_nobias(y, o_proj);    // (B, T, C)
+    if (!lora.o_proj.empty()) out = out + lora.o_proj[0].forward(y);
+    return out;
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
+  Tensor decode(const Tensor& x, KvCache& cache, int layer, const Qwen3BlockLora& lora) const {  // x: (1, T, C)
     const std::int64_t T = x.shape()[1];
-    Tensor q = q_norm.forward_heads(llmcc::linear_nobias(x, q_proj), 1, T, n_head, head_dim);     // (1, T, NH * D)
-    Tensor k = k_norm.forward_heads(llmcc::linear_nobias(x, k_proj), 1, T, n_kv_head, head_dim);  // (1, T, NKV * D)
-    Tensor v = llmcc::linear_nobias(x, v_proj);                                                   // (1, T, NKV * D)
+    Tensor q = llmcc::linear_nobias(x, q_proj);  // (1, T, NH * D)
+    if (!lora.q_proj.empty()) q = q + lora.q_proj[0].forward(x);
+    Tensor k = llmcc::linear_nobias(x, k_proj);  // (1, T, NKV * D)
+    if (!lora.k_proj.empty()) k = k + lora.k_proj[0].forward(x);
+    Tensor v = llmcc::linear_nobias(x, v_proj);  // (1, T, NKV * D)
+    if (!lora.v_proj.empty()) v = v + lora.v_proj[0].forward(x);
+    q = q_norm.forward_heads(q, 1, T, n_head, head_dim);
+    k = k_norm.forward_heads(k, 1, T, n_kv_head, head_dim);
     Tensor y = kv_attention(llmcc::rope(q, n_head, rope_freqs, cache.pos()),
                             llmcc::rope(k, n_kv_head, rope_freqs, cache.pos()), v, cache, layer, n_head, n_kv_head);
-    return llmcc::linear_nobias(y, o_proj);  // (1, T, C)
+    Tensor out = llmcc::linear_nobias(y, o_proj);  // (1, T, C)
+    if (!lora.o_proj.empty()) out = out + lora.o_proj[0].forward(y);
+    return out;
   }
 };
 
@@ -78,9 +121,15 @@ struct Qwen3Mlp {
   Tensor up_proj LLMCC_ADGEN_NAME("up_proj.weight");      // (F, C)
   Tensor down_proj LLMCC_ADGEN_NAME("down_proj.weight");  // (C, F)
 
-  Tensor forward(const Tensor& x) const {                                             // x: (B, T, C)
-    Tensor gate = llmcc::silu(llmcc::linear_nobias(x, gate_proj));                    // (B, T, F)
-    return llmcc::linear_nobias(gate * llmcc::linear_nobias(x, up_proj), down_proj);  // (B, T, C)
+  Tensor forward(const Tensor& x, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
+    Tensor g = llmcc::linear_nobias(x, gate_proj);                     // (B, T, F)
+    if (!lora.gate_proj.empty()) g = g + lora.gate_proj[0].forward(x);
+    Tensor up = llmcc::linear_nobias(x, up_proj);  // (B, T, F)
+    if (!lora.up_proj.empty()) up = up + lora.up_proj[0].forward(x);
+    Tensor h = llmcc::silu(g) * up;                   // (B, T, F)
+    Tensor out = llmcc::linear_nobias(h, down_proj);  // (B, T, C)
+    if (!lora.down_proj.empty()) out = out + lora.down_proj[0].forward(h);
+    return out;
   }
 };
 
@@ -89,13 +138,13 @@ struct Qwen3Block {
   Qwen3Attention self_attn;
   Qwen3RmsNorm post_attention_layernorm;
   Qwen3Mlp mlp;
-  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T) const {  // x: (B, T, C)
-    Tensor h = x + self_attn.forward(input_layernorm.forward(x), B, T);
-    return h + mlp.forward(post_attention_layernorm.forward(h));
+  Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
+    Tensor h = x + self_attn.forward(input_layernorm.forward(x), B, T, lora);
+    return h + mlp.forward(post_attention_layernorm.forward(h), lora);
   }
-  Tensor decode(const Tensor& x, KvCache& cache, int layer) const {  // x: (1, T, C)
-    Tensor h = x + self_attn.decode(input_layernorm.forward(x), cache, layer);
-    return h + mlp.forward(post_attention_layernorm.forward(h));
+  Tensor decode(const Tensor& x, KvCache& cache, int layer, const Qwen3BlockLora& lora) const {  // x: (1, T, C)
+    Tensor h = x + self_attn.decode(input_layernorm.forward(x), cache, layer, lora);
+    return h + mlp.forward(post_attention_layernorm.forward(h), lora);
   }
 };
 
@@ -118,18 +167,22 @@ struct Qwen3 {
   Qwen3Config cfg;
   Qwen3Body model;
   std::vector<Qwen3LmHead> lm_head;  // one head when untied; none when the embedding is the head
+  // n_layer empty adapter sets: what forward and decode use for the model alone.
+  Qwen3Lora no_adapters;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Qwen3(const Qwen3Config& config);
   Qwen3() = default;
 
-  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V).
-  Tensor forward(const Tokens& idx) const {
+  // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V). lora: adapters with
+  // lora.layers[l] for layer l (no_adapters for none).
+  Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
+  Tensor forward(const Tokens& idx, const Qwen3Lora& lora) const {
     const std::int64_t B = idx.B(), T = idx.T();
-    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);       // (B, T, C)
-    for (const Qwen3Block& b : model.layers) x = b.forward(x, B, T);  // (B, T, C)
-    Tensor h = model.norm.forward(x);                                 // (B, T, C)
-    Tensor logits;                                                    // (B, T, V)
+    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);                                  // (B, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) x = model.layers[l].forward(x, B, T, lora.layers[l]);  // (B, T, C)
+    Tensor h = model.norm.forward(x);                                                            // (B, T, C)
+    Tensor logits;                                                                               // (B, T, V)
     if (cfg.tie_embeddings)
       logits = llmcc::linear_nobias(h, model.embed_tokens);
     else
@@ -139,10 +192,11 @@ struct Qwen3 {
 
   // Generation (models/kv_cache.h): the logits (1, 1, V) after the new tokens idx ((1, T), at
   // positions cache.pos()..), each layer keeping their keys and values in the cache.
-  Tensor decode(const Tokens& idx, KvCache& cache) const {
+  Tensor decode(const Tokens& idx, KvCache& cache) const { return decode(idx, cache, no_adapters); }
+  Tensor decode(const Tokens& idx, KvCache& cache, const Qwen3Lora& lora) const {
     const std::int64_t C = cfg.n_embd, T = idx.T();
     Tensor x = llmcc::token_embedding(idx, model.embed_tokens);  // (1, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) x = model.layers[l].decode(cache.carry(x), cache, l);
+    for (int l = 0; l < cfg.n_layer; ++l) x = model.layers[l].decode(cache.carry(x), cache, l, lora.layers[l]);
     x = cache.carry(x);                                   // (1, T, C)
     const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});  // (1, 1, C)
     return llmcc::linear_nobias(model.norm.forward(last), cfg.tie_embeddings ? model.embed_tokens : lm_head[0].w);
@@ -152,8 +206,27 @@ struct Qwen3 {
 // Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
 // idx, targets: (B, T).
 LLMCC_ADGEN_ENTRY inline float qwen3_loss(const Qwen3& m, const Tokens& idx, const Tokens& targets) {
-  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
+  return llmcc::cross_entropy(m.forward(idx, m.no_adapters), targets, m.cfg.vocab_size, -1);
 }
+
+// The same loss of `base` with adapters, differentiated with respect to the adapters only: base
+// gets no adjoint, so the backward computes no weight gradient of it.
+LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("lora") inline float qwen3_lora_loss(const Qwen3Lora& lora, const Qwen3& base,
+                                                                       const Tokens& idx, const Tokens& targets) {
+  return llmcc::cross_entropy(base.forward(idx, lora), targets, base.cfg.vocab_size, -1);
+}
+
+// Adapters for `base` (declared, no storage; bind with llmcc::bind_parameters): one on each map
+// cfg.targets names in every layer, by the short names q, k, v, o (attention) and gate, up, down
+// (the MLP). An unknown name, a rank below 1 or an alpha that is not a positive number throws
+// llmcc::Error naming it.
+Qwen3Lora qwen3_lora(const Qwen3& base, const LoraConfig& cfg);
+// The short names qwen3_lora takes, in the order of the maps in a block.
+const std::vector<std::string>& qwen3_lora_targets();
+// Every adapter's PEFT initialisation (lora_init), in parameter list order from Rng(seed).
+void qwen3_lora_init(Qwen3Lora& lora, std::uint64_t seed);
+// Adds every adapter's update into the matrix it adapts (lora_merge).
+void qwen3_lora_merge(Qwen3& base, const Qwen3Lora& lora);
 
 // Initialisation as Llama's: every weight matrix and the embedding N(0, 0.02), residual
 // projections (o_proj, down_proj) N(0, 0.02 / sqrt(2 L)), RMSNorm gains (q and k norms too) one.

@@ -5,6 +5,7 @@
 
 #include "llmcc/error.h"
 #include "models/family_model.h"
+#include "models/lora_model.h"
 #include "models/qwen3/qwen3_generate.h"
 #include "models/qwen3/qwen3_hf.h"
 #include "models/qwen3/qwen3_weights.h"
@@ -43,6 +44,12 @@ ModelConfig config_of(const Qwen3Config& c) { return ModelConfig(std::make_uniqu
 struct Qwen3Traits {
   using Entry = qwen3_loss_Entry;
   using Weights = Qwen3Weights;
+  using Lora = Qwen3Lora;
+  using LoraEntry = qwen3_lora_loss_Entry;
+  static Weights make(const Qwen3Config& c) { return make_qwen3(c); }
+  static Lora lora(const Qwen3& base, const LoraConfig& cfg) { return qwen3_lora(base, cfg); }
+  static void lora_init(Lora& lora, std::uint64_t seed) { qwen3_lora_init(lora, seed); }
+  static void lora_merge(Qwen3& base, const Lora& lora) { qwen3_lora_merge(base, lora); }
   static ModelConfig config(const Qwen3Config& c) { return config_of(c); }
   static void init(Weights& w, std::uint64_t seed) { qwen3_init(w.model, seed); }
   static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
@@ -78,6 +85,11 @@ class Qwen3Family final : public Family {
   }
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
+  }
+  std::vector<std::string> lora_targets() const override { return qwen3_lora_targets(); }
+  std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity,
+                                   const LoraConfig& cfg) const override {
+    return lora_model_of<Qwen3Traits>(std::move(base), std::move(identity), cfg);
   }
 };
 
