@@ -41,7 +41,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 torch_version="${LLMCC_TORCH_VERSION:-2.15.0}"
-hf_packages=(transformers==5.23.0 safetensors==0.8.0)  # what tests/fixtures/llama was made with
+hf_packages=(transformers==5.23.0 safetensors==0.8.0 peft==0.21.2)  # transformers: what tests/fixtures/llama was made with
 base_python="${LLMCC_TORCH_PYTHON:-/usr/bin/python3}"
 case "${1:-}" in
   -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;

@@ -319,4 +319,18 @@ void check_every_layer_present(const SafetensorsReader& r, const std::string& pr
   }
 }
 
+void hf_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst) {
+  const int half = head_dim / 2;
+  const auto row_bytes = static_cast<std::size_t>(cols) * sizeof(float);
+  for (int h = 0; h < n_heads; ++h) {
+    const std::int64_t base = static_cast<std::int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        const std::int64_t ours = base + 2 * i + j, hf = base + j * half + i;
+        std::memcpy(dst + (to_hf ? hf : ours) * cols, src + (to_hf ? ours : hf) * cols, row_bytes);
+      }
+    }
+  }
+}
+
 }  // namespace llmcc::models

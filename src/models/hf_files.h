@@ -75,6 +75,14 @@ void write_text_file(const std::string& path, const std::string& text, const std
 // dst (cols, rows) = src (rows, cols) transposed; both row-major.
 void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* dst);
 
+// The rows of a rotary projection (q or k: n_heads heads of head_dim rows, each row `cols`
+// floats) between llmcc's order and transformers'. llmcc's rope (llmcc/ops/rope.h) rotates
+// interleaved pairs (rows 2i, 2i + 1 of a head), as Meta's and llama2.c's code; transformers
+// rotates halves (rows i, i + head_dim/2), so Hugging Face files store each head's rows reordered:
+// HF row h * head_dim/2 + i is llmcc row 2i + h (h = 0, 1; i < head_dim/2). to_hf: llmcc -> HF
+// order, else the inverse.
+void hf_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst);
+
 // Throws naming the file and the tensors nobody asked for, when there are any.
 void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model);
 

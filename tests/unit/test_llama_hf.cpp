@@ -18,6 +18,7 @@
 #include "llmcc/ops/rope.h"
 #include "llmcc/io/safetensors.h"
 #include "models/llama/llama.h"
+#include "models/hf_files.h"
 #include "models/llama/llama_hf.h"
 #include "model_weights.h"
 #include "models/llama/llama_weights.h"
@@ -67,8 +68,8 @@ TEST(LlamaHf, RotaryPermutationMatchesTransformersHalfSplitRope) {
   const std::vector<float> wq = llmcc::test::random_vector<float>(NH * HS * C, 7);
   const std::vector<float> x = llmcc::test::random_vector<float>(C, 8);
   std::vector<float> wq_hf(wq.size()), back(wq.size());
-  llmcc::models::llama_permute_rotary(wq.data(), NH, HS, C, /*to_hf=*/true, wq_hf.data());
-  llmcc::models::llama_permute_rotary(wq_hf.data(), NH, HS, C, /*to_hf=*/false, back.data());
+  llmcc::models::hf_permute_rotary(wq.data(), NH, HS, C, /*to_hf=*/true, wq_hf.data());
+  llmcc::models::hf_permute_rotary(wq_hf.data(), NH, HS, C, /*to_hf=*/false, back.data());
   EXPECT_EQ(back, wq);
   // Row h*HS/2 + i of each HF head is Meta row 2i + h.
   for (int c = 0; c < C; ++c) {
@@ -123,8 +124,8 @@ TEST(LlamaHf, ExportUsesHuggingFaceNamesAndImportIsBitIdentical) {
   const std::vector<float> k = r.read_f32("model.layers.1.self_attn.k_proj.weight", &shape);
   EXPECT_EQ(shape, (TensorShape{c.n_kv_head * c.head_dim(), c.n_embd}));
   std::vector<float> want(k.size());
-  llmcc::models::llama_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
-                                      want.data());
+  llmcc::models::hf_permute_rotary(w.model.layers[1].attention.wk.f32(), c.n_kv_head, c.head_dim(), c.n_embd, true,
+                                   want.data());
   EXPECT_EQ(k, want);
   const std::vector<float> gate = r.read_f32("model.layers.0.mlp.gate_proj.weight", &shape);
   EXPECT_EQ(shape, (TensorShape{c.hidden_dim, c.n_embd}));

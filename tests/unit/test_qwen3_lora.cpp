@@ -79,8 +79,8 @@ TEST(Qwen3Lora, AdaptersStartAsTheBaseAndTheirGradientMatchesFiniteDifferences) 
     llmcc::train::GradCheckOptions options;
     options.per_tensor = 4;
     options.rtol = 5e-3;
-    const auto r = llmcc::train::check_gradients<llmcc::models::qwen3_lora_loss_Entry>(
-        lora, {w.model, idx, targets}, options);
+    const auto r =
+        llmcc::train::check_gradients<llmcc::models::qwen3_lora_loss_Entry>(lora, {w.model, idx, targets}, options);
     EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
 
     // Merged into a copy of the base: the same loss, and the base untouched by the gradient.

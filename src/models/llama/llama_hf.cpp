@@ -77,21 +77,6 @@ std::string float_json(float x) {
 
 }  // namespace
 
-void llama_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst) {
-  const int half = head_dim / 2;
-  const auto row_bytes = static_cast<std::size_t>(cols) * sizeof(float);
-  for (int h = 0; h < n_heads; ++h) {
-    const std::int64_t base = static_cast<std::int64_t>(h) * head_dim;
-    for (int i = 0; i < half; ++i) {
-      for (int j = 0; j < 2; ++j) {
-        const std::int64_t meta = base + 2 * i + j, hf = base + j * half + i;
-        const std::int64_t from = to_hf ? meta : hf, to = to_hf ? hf : meta;
-        std::memcpy(dst + to * cols, src + from * cols, row_bytes);
-      }
-    }
-  }
-}
-
 namespace {
 
 // HF's rope_scaling object for llama3 scaling, null without scaling.
@@ -230,7 +215,7 @@ void save_llama_hf(const Llama& model_in, const std::string& dir, const Safetens
       const int heads = e.n_heads;
       const std::int64_t cols = t.shape()[1];
       tensors.push_back({e.hf_name, dims(t), [src, heads, HS, cols](float* out) {
-                           llama_permute_rotary(src, heads, HS, cols, /*to_hf=*/true, out);
+                           hf_permute_rotary(src, heads, HS, cols, /*to_hf=*/true, out);
                          }});
     }
   }
@@ -257,7 +242,7 @@ LlamaWeights load_llama_hf(const std::string& path) {
     } else {
       tmp.resize(static_cast<std::size_t>(t.numel()));
       r.read_f32(e.hf_name, shape, tmp.data());
-      llama_permute_rotary(tmp.data(), e.n_heads, HS, shape[1], /*to_hf=*/false, t.f32());
+      hf_permute_rotary(tmp.data(), e.n_heads, HS, shape[1], /*to_hf=*/false, t.f32());
     }
   }
   // A tied model's file may still carry lm_head.weight (a copy of the embedding).

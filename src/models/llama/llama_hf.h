@@ -17,11 +17,9 @@
 //                                                                                         has neither (a tied
 //                                                                                         file's lm_head.weight
 //                                                                                         copy is skipped)
-// Rotary: llmcc's rope (llmcc/ops/rope.h) rotates interleaved pairs (x[2i], x[2i+1]) of each head,
-// as Meta's and llama2.c's code; transformers rotates the halves (x[i], x[i + HS/2]). Hugging Face
-// checkpoints therefore store q_proj and k_proj with each head's rows reordered: HF row
-// h*HS/2 + i of a head is Meta row 2i + h (h = 0, 1; i < HS/2). Export applies that permutation,
-// import its inverse, so both libraries compute the same q and k.
+// Rotary: q_proj's and k_proj's rows are stored in transformers' order (models/hf_files.h,
+// hf_permute_rotary): export applies that permutation, import its inverse, so both libraries
+// compute the same q and k.
 //
 // config.json must describe what llmcc computes: hidden_act silu, no rope_scaling, no attention or
 // MLP biases, head_dim = hidden_size / num_attention_heads. A tied model (tie_word_embeddings, as
@@ -45,9 +43,5 @@ LlamaWeights load_llama_hf(const std::string& path);
 std::string llama_hf_config_json(const LlamaConfig& config, const char* torch_dtype = "float32");
 // tie_word_embeddings sets LlamaConfig::tie_embeddings.
 LlamaConfig llama_config_from_hf(const std::string& config_json_path);
-
-// The rotary row permutation for one projection of n_heads heads of head_dim rows, each of
-// `cols` floats: to_hf = Meta order -> Hugging Face order, else the inverse.
-void llama_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst);
 
 }  // namespace llmcc::models

@@ -39,21 +39,6 @@ int rotary_heads(const std::string& name, const Qwen3Config& c) {
   return 0;
 }
 
-// Rows (each `cols` floats) of `heads` heads of D rows, between transformers' half-split order
-// (row i pairs with i + D/2) and llmcc's interleaved one (2i with 2i + 1).
-void permute_rotary(const float* src, int heads, int D, std::int64_t cols, bool to_hf, float* dst) {
-  const int half = D / 2;
-  const auto row_bytes = static_cast<std::size_t>(cols) * sizeof(float);
-  for (int h = 0; h < heads; ++h) {
-    const std::int64_t base = std::int64_t{h} * D;
-    for (int i = 0; i < half; ++i)
-      for (int j = 0; j < 2; ++j) {
-        const std::int64_t ours = base + 2 * i + j, hf = base + j * half + i;
-        std::memcpy(dst + (to_hf ? hf : ours) * cols, src + (to_hf ? ours : hf) * cols, row_bytes);
-      }
-  }
-}
-
 // transformers' name of an llmcc parameter.
 std::string hf_name(const std::string& ours) { return ours == "lm_head.0.weight" ? "lm_head.weight" : ours; }
 
@@ -169,7 +154,7 @@ void save_qwen3_hf(const Qwen3& model_in, const std::string& dir, const Safetens
     } else {
       const std::int64_t cols = t.shape().ndim() == 2 ? t.shape()[1] : 1;
       tensors.push_back({hf_name(name), dims(t), [src, heads, D, cols](float* out) {
-                           permute_rotary(src, heads, D, cols, /*to_hf=*/true, out);
+                           hf_permute_rotary(src, heads, D, cols, /*to_hf=*/true, out);
                          }});
     }
   });
@@ -198,7 +183,7 @@ Qwen3Weights load_qwen3_hf(const std::string& path) {
     }
     tmp.resize(static_cast<std::size_t>(t.numel()));
     r.read_f32(hf_name(name), shape, tmp.data());
-    permute_rotary(tmp.data(), heads, D, shape.size() == 2 ? shape[1] : 1, /*to_hf=*/false, t.f32());
+    hf_permute_rotary(tmp.data(), heads, D, shape.size() == 2 ? shape[1] : 1, /*to_hf=*/false, t.f32());
   });
   // A tied model's file may still carry lm_head.weight (a copy of the embedding).
   if (config.tie_embeddings && r.has("lm_head.weight")) r.skip("lm_head.weight");
