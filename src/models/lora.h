@@ -46,6 +46,18 @@ struct LoraConfig {
   bool targets_map(const std::string& name) const;
 };
 
+// The weights LoRA adapters were trained on: the path they were loaded from and a CRC-32 of
+// their parameters' bytes (in parameter list order), which must match wherever the adapters are
+// applied again.
+struct LoraBase {
+  std::string path;
+  std::uint32_t crc32 = 0;
+};
+struct LoraInfo {
+  LoraConfig cfg;
+  LoraBase base;
+};
+
 // Throws llmcc::Error unless cfg.rank >= 1, cfg.alpha is a positive number and every target is
 // one of `known` (the family's names, listed in the message), none twice and at least one.
 void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known);

@@ -10,6 +10,8 @@
 //   static Lora lora(const Model&, const LoraConfig&);     // declared adapters
 //   static void lora_init(Lora&, std::uint64_t seed);
 //   static void lora_merge(Model&, const Lora&);
+//   static const PeftModuleNames& peft_modules();          // models/lora_peft.h
+//   static std::vector<PeftSlot> peft_slots(const Model&, const Lora&);
 //
 // The base is identified by the path it was loaded from and a CRC-32 of its parameters' bytes
 // (base_identity), which a LoRA checkpoint records so that it is only ever applied to the weights
@@ -28,6 +30,7 @@
 #include "models/cached_generator.h"
 #include "models/family_model.h"
 #include "models/lora.h"
+#include "models/lora_peft.h"
 #include "models/model.h"
 
 namespace llmcc::models {
@@ -120,6 +123,10 @@ class LoraModel final : public Model {
     fail("LoRA", "llmcc bench times full training steps; a LoRA step is timed by llmcc train");
   }
   const LoraInfo* lora() const override { return &info_; }
+  void save_peft(const std::string& dir) const override {
+    write_peft_adapter(dir, info_, Traits::peft_modules(), Traits::peft_slots(base_.model, lora_));
+  }
+  void load_peft(const std::string& dir) override { read_peft_adapter(dir, Traits::peft_slots(base_.model, lora_)); }
   std::unique_ptr<Model> merged() const override { return std::make_unique<FamilyModel<Traits>>(merged_copy()); }
 
  private:

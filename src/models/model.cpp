@@ -22,6 +22,11 @@ std::unique_ptr<Model> Family::with_lora(std::unique_ptr<Model>, LoraBase, const
   fail("LoRA", std::string(display_name()) + " models have no LoRA adapters");
 }
 
+void Model::save_peft(const std::string&) const {
+  fail("LoRA", "the model has no LoRA adapters to write in PEFT's layout");
+}
+void Model::load_peft(const std::string&) { fail("LoRA", "the model has no LoRA adapters to read PEFT's into"); }
+
 std::vector<std::int32_t> Model::sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                         const SamplingConfig& cfg, Rng& rng,
                                         const std::function<void(std::int32_t)>& on_token) const {

@@ -32,6 +32,7 @@
 #include "models/bench_step.h"
 #include "models/generate.h"
 #include "models/lora.h"
+#include "models/lora_peft.h"
 
 namespace llmcc::models {
 
@@ -103,18 +104,6 @@ struct ExportFormat {
   const char* help;
 };
 
-// The weights LoRA adapters were trained on: the path they were loaded from and a CRC-32 of
-// their parameters' bytes (in parameter list order), which must match wherever the adapters are
-// applied again.
-struct LoraBase {
-  std::string path;
-  std::uint32_t crc32 = 0;
-};
-struct LoraInfo {
-  LoraConfig cfg;
-  LoraBase base;
-};
-
 // A model with its parameters: its family's weights (model struct + ParameterStore), or a
 // family's weights frozen under LoRA adapters whose parameters are the adapters (lora_model.h).
 class Model {
@@ -151,6 +140,10 @@ class Model {
   // A model with LoRA adapters: a model of the base's family whose weights are the base's with
   // every adapter added in. Null for a model without adapters.
   virtual std::unique_ptr<Model> merged() const { return nullptr; }
+  // A model with LoRA adapters: writes them in PEFT's layout (models/lora_peft.h), or reads them
+  // from it. Throws llmcc::Error for a model without adapters.
+  virtual void save_peft(const std::string& dir) const;
+  virtual void load_peft(const std::string& dir);
 };
 
 // A model family, described once (models/<family>/<family>_family.cpp) and listed in the
@@ -181,6 +174,8 @@ class Family {
   // The short names of the maps LoRA adapters can go on ("q", "k", ...); empty when the family
   // has no adapters.
   virtual std::vector<std::string> lora_targets() const { return {}; }
+  // lora_targets()' Hugging Face module names ({"q", "q_proj"}, ...), for PEFT's adapter files.
+  virtual PeftModuleNames lora_hf_modules() const { return {}; }
   // `base` (a model of this family without adapters) under new adapters of `cfg`, storage
   // zeroed (init() draws them). Throws llmcc::Error when the family has no adapters.
   virtual std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity, const LoraConfig& cfg) const;

@@ -220,7 +220,27 @@ std::unique_ptr<Model> load_lora_checkpoint(const std::string& path, const LoraI
 
 }  // namespace
 
+// A PEFT adapter directory: its base (base_model_name_or_path, a local model; relative to the
+// working directory as peft reads it, else to the adapter's directory) with the adapters read.
+std::unique_ptr<Model> load_peft_directory(const std::string& dir) {
+  std::string base = peft_adapter_base(dir);
+  std::error_code ec;
+  if (!base.empty() && !std::filesystem::exists(base, ec) && std::filesystem::path(base).is_relative() &&
+      std::filesystem::exists(std::filesystem::path(dir) / base, ec))
+    base = (std::filesystem::path(dir) / base).string();
+  if (base.empty() || !std::filesystem::exists(base, ec))
+    fail("LoRA", dir + "/adapter_config.json: base_model_name_or_path '" + base +
+                     "' is not a local model; the adapters need the weights they were trained on");
+  std::unique_ptr<Model> model = load_model(base);
+  if (model->lora() != nullptr) fail("LoRA", dir + ": the adapters' base " + base + " has adapters itself");
+  const PeftAdapterConfig cfg = read_peft_adapter_config(dir, model->config().family().lora_hf_modules());
+  model = add_lora(std::move(model), base, cfg.cfg);
+  model->load_peft(dir);
+  return model;
+}
+
 std::unique_ptr<Model> load_model(const std::string& path) {
+  if (is_peft_adapter(path)) return load_peft_directory(path);
   const ModelFile file = identify_model_file(path);
   if (file.kind == ModelFile::Kind::LlmccCheckpoint) {
     CheckpointReader reader(path);
@@ -237,13 +257,14 @@ std::string model_path_help() {
   for (const Family* f : model_families())
     if (const std::string own = f->own_files_help(); !own.empty()) out += own + ", ";
   return out +
-         "or a Hugging Face model (a directory with config.json and model.safetensors or the shards of "
-         "model.safetensors.index.json, or that file)";
+         "a Hugging Face model (a directory with config.json and model.safetensors or the shards of "
+         "model.safetensors.index.json, or that file), or a PEFT LoRA adapter directory (adapter_config.json, "
+         "whose base_model_name_or_path is a local model)";
 }
 
 void check_model_path(const std::string& path, const std::string& flag, const std::string& where) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec) || is_hf_model(path)) return;
+  if (std::filesystem::is_regular_file(path, ec) || is_hf_model(path) || is_peft_adapter(path)) return;
   const bool dir = std::filesystem::is_directory(path, ec);
   fail(where,
        flag + ": " + path +

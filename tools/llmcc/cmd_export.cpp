@@ -79,6 +79,8 @@ std::string format_help() {
         }
     h += ", " + name + " (" + families + ": " + help + ")";
   }
+  h += ", peft (LoRA adapters without their base: adapter_config.json + adapter_model.safetensors, as peft writes "
+       "them)";
   return h + ", or auto: a family's first format (" + [] {
     std::string firsts;
     for (const models::Family* f : models::model_families())
@@ -178,17 +180,34 @@ int run_export(int argc, char** argv) {
       "  llmcc export --ckpt run/ckpt_001000.bin --format safetensors --out hf/ --weights-dtype bf16 \\\n"
       "      --max-shard-size 2GB                                            # sharded bf16\n"
       "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc\n"
-      "  llmcc export --ckpt lora/ckpt_000200.bin --merge-lora --format safetensors --out merged/   # LoRA");
+      "  llmcc export --ckpt lora/ckpt_000200.bin --merge-lora --format safetensors --out merged/   # LoRA\n"
+      "  llmcc export --ckpt lora/ckpt_000200.bin --format peft --out adapter/   # for peft.PeftModel");
   if (!p.parse(argc, argv)) return 0;
 
+  if (format == "peft") {
+    if (out.empty()) fail(kCmd, "--out must not be empty");
+    if (merge_lora) fail(kCmd, "--merge-lora writes the merged model; --format peft writes the adapters alone");
+    if (!max_shard_size.empty() || weights_dtype != "f32")
+      fail(kCmd, "--weights-dtype and --max-shard-size apply to --format safetensors, not peft");
+    check_model_path(ckpt, "--ckpt", kCmd);
+    const std::unique_ptr<Model> model = load_model(ckpt);
+    const models::LoraInfo* lora = model->lora();
+    if (lora == nullptr) fail(kCmd, "--format peft: " + ckpt + " holds a model without LoRA adapters");
+    warn_nonfinite_weights(model->params(), ckpt, kCmd);
+    model->save_peft(out);
+    std::printf("wrote %s (PEFT LoRA adapters: rank %d, alpha %g, %lld parameters, over %s)\n", out.c_str(),
+                lora->cfg.rank, static_cast<double>(lora->cfg.alpha),
+                static_cast<long long>(model->params().parameter_count()), lora->base.path.c_str());
+    return 0;
+  }
   const std::vector<std::string> formats = all_formats();
   if (format != "auto" && std::find(formats.begin(), formats.end(), format) == formats.end())
-    fail(kCmd, "--format must be auto, " + joined(formats) + ", got '" + format + "'");
+    fail(kCmd, "--format must be auto, " + joined(formats) + ", peft, got '" + format + "'");
   if (out.empty()) fail(kCmd, "--out must not be empty");
   {
     std::error_code ec;
     if (!std::filesystem::exists(ckpt, ec)) fail(kCmd, "--ckpt " + ckpt + " does not exist");
-    if (std::filesystem::is_directory(ckpt, ec) && !models::is_hf_model(ckpt))
+    if (std::filesystem::is_directory(ckpt, ec) && !models::is_hf_model(ckpt) && !models::is_peft_adapter(ckpt))
       fail(kCmd, "--ckpt " + ckpt +
                      " is a directory without model.safetensors or model.safetensors.index.json; give one checkpoint "
                      "file (e.g. " +

@@ -49,6 +49,8 @@ struct LlamaTraits {
   static Lora lora(const Llama& base, const LoraConfig& cfg) { return llama_lora(base, cfg); }
   static void lora_init(Lora& lora, std::uint64_t seed) { llama_lora_init(lora, seed); }
   static void lora_merge(Llama& base, const Lora& lora) { llama_lora_merge(base, lora); }
+  static const PeftModuleNames& peft_modules() { return llama_peft_modules(); }
+  static std::vector<PeftSlot> peft_slots(const Llama& base, const Lora& lora) { return llama_peft_slots(base, lora); }
   static ModelConfig config(const LlamaConfig& c) { return config_of(c); }
   static void init(Weights& w, std::uint64_t seed) { llama_init(w.model, seed); }
   static std::unique_ptr<Generator> generator(const Llama& m, ContextFull when_full) {
@@ -85,6 +87,7 @@ class LlamaFamily final : public Family {
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
   }
+  PeftModuleNames lora_hf_modules() const override { return llama_peft_modules(); }
   std::vector<std::string> lora_targets() const override { return llama_lora_targets(); }
   std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity,
                                    const LoraConfig& cfg) const override {

@@ -256,4 +256,31 @@ LlamaWeights load_llama_hf(const std::string& path) {
   return w;
 }
 
+const PeftModuleNames& llama_peft_modules() {
+  static const PeftModuleNames names = {{"q", "q_proj"},       {"k", "k_proj"},   {"v", "v_proj"},      {"o", "o_proj"},
+                                        {"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}};
+  return names;
+}
+
+std::vector<PeftSlot> llama_peft_slots(const Llama& base, const LlamaLora& lora) {
+  const LlamaConfig& c = base.cfg;
+  const int HS = static_cast<int>(c.head_dim());
+  std::vector<PeftSlot> slots;
+  for (std::size_t l = 0; l < lora.layers.size(); ++l) {
+    const LlamaBlockLora& b = lora.layers[l];
+    const std::string layer = "model.layers." + std::to_string(l) + ".";
+    const auto add = [&](const std::vector<LlamaLoraAdapter>& slot, const char* module, int rotary_heads) {
+      for (const LlamaLoraAdapter& a : slot) slots.push_back({layer + module, a.a, a.b, rotary_heads, HS});
+    };
+    add(b.wq, "self_attn.q_proj", c.n_head);
+    add(b.wk, "self_attn.k_proj", c.n_kv_head);
+    add(b.wv, "self_attn.v_proj", 0);
+    add(b.wo, "self_attn.o_proj", 0);
+    add(b.w1, "mlp.gate_proj", 0);
+    add(b.w3, "mlp.up_proj", 0);
+    add(b.w2, "mlp.down_proj", 0);
+  }
+  return slots;
+}
+
 }  // namespace llmcc::models

@@ -30,6 +30,7 @@
 
 #include "llmcc/io/safetensors.h"
 #include "models/llama/llama_weights.h"
+#include "models/lora_peft.h"
 
 namespace llmcc::models {
 
@@ -43,5 +44,11 @@ LlamaWeights load_llama_hf(const std::string& path);
 std::string llama_hf_config_json(const LlamaConfig& config, const char* torch_dtype = "float32");
 // tie_word_embeddings sets LlamaConfig::tie_embeddings.
 LlamaConfig llama_config_from_hf(const std::string& config_json_path);
+
+// LoRA adapters as PEFT names them (models/lora_peft.h): the short names' module names (q ->
+// q_proj, ..., gate -> gate_proj, up -> up_proj, down -> down_proj) and every adapter of `lora`
+// with its module ("model.layers.N.self_attn.q_proj", "model.layers.N.mlp.down_proj").
+const PeftModuleNames& llama_peft_modules();
+std::vector<PeftSlot> llama_peft_slots(const Llama& base, const LlamaLora& lora);
 
 }  // namespace llmcc::models

@@ -50,6 +50,8 @@ struct Qwen3Traits {
   static Lora lora(const Qwen3& base, const LoraConfig& cfg) { return qwen3_lora(base, cfg); }
   static void lora_init(Lora& lora, std::uint64_t seed) { qwen3_lora_init(lora, seed); }
   static void lora_merge(Qwen3& base, const Lora& lora) { qwen3_lora_merge(base, lora); }
+  static const PeftModuleNames& peft_modules() { return qwen3_peft_modules(); }
+  static std::vector<PeftSlot> peft_slots(const Qwen3& base, const Lora& lora) { return qwen3_peft_slots(base, lora); }
   static ModelConfig config(const Qwen3Config& c) { return config_of(c); }
   static void init(Weights& w, std::uint64_t seed) { qwen3_init(w.model, seed); }
   static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
@@ -86,6 +88,7 @@ class Qwen3Family final : public Family {
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
   }
+  PeftModuleNames lora_hf_modules() const override { return qwen3_peft_modules(); }
   std::vector<std::string> lora_targets() const override { return qwen3_lora_targets(); }
   std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity,
                                    const LoraConfig& cfg) const override {

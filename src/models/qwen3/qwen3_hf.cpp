@@ -191,4 +191,30 @@ Qwen3Weights load_qwen3_hf(const std::string& path) {
   return w;
 }
 
+const PeftModuleNames& qwen3_peft_modules() {
+  static const PeftModuleNames names = {{"q", "q_proj"},       {"k", "k_proj"},   {"v", "v_proj"},      {"o", "o_proj"},
+                                        {"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}};
+  return names;
+}
+
+std::vector<PeftSlot> qwen3_peft_slots(const Qwen3& base, const Qwen3Lora& lora) {
+  const Qwen3Config& c = base.cfg;
+  std::vector<PeftSlot> slots;
+  for (std::size_t l = 0; l < lora.layers.size(); ++l) {
+    const Qwen3BlockLora& b = lora.layers[l];
+    const std::string layer = "model.layers." + std::to_string(l) + ".";
+    const auto add = [&](const std::vector<Qwen3LoraAdapter>& slot, const char* module, int rotary_heads) {
+      for (const Qwen3LoraAdapter& a : slot) slots.push_back({layer + module, a.a, a.b, rotary_heads, c.head_dim});
+    };
+    add(b.q_proj, "self_attn.q_proj", c.n_head);
+    add(b.k_proj, "self_attn.k_proj", c.n_kv_head);
+    add(b.v_proj, "self_attn.v_proj", 0);
+    add(b.o_proj, "self_attn.o_proj", 0);
+    add(b.gate_proj, "mlp.gate_proj", 0);
+    add(b.up_proj, "mlp.up_proj", 0);
+    add(b.down_proj, "mlp.down_proj", 0);
+  }
+  return slots;
+}
+
 }  // namespace llmcc::models

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "llmcc/io/safetensors.h"
+#include "models/lora_peft.h"
 #include "models/qwen3/qwen3_weights.h"
 
 namespace llmcc::models {
@@ -25,6 +26,11 @@ void save_qwen3_hf(const Qwen3& model, const std::string& dir, const Safetensors
 // Qwen3 does not compute (biases, sliding-window attention, rope scaling, an activation other
 // than silu), a missing or misshapen tensor, or a tensor nobody reads.
 Qwen3Weights load_qwen3_hf(const std::string& path);
+
+// LoRA adapters as PEFT names them (models/lora_peft.h): the short names' module names and every
+// adapter of `lora` with its module ("model.layers.N.self_attn.q_proj", ...).
+const PeftModuleNames& qwen3_peft_modules();
+std::vector<PeftSlot> qwen3_peft_slots(const Qwen3& base, const Qwen3Lora& lora);
 
 // config.json for `config`, as transformers writes it.
 std::string qwen3_hf_config_json(const Qwen3Config& config, const char* torch_dtype = "float32");
