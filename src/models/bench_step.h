@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -55,14 +56,19 @@ void check_batch(int B, int T, int max_seq_len);
 std::vector<std::int32_t> random_stream(int B, int T, int vocab, std::uint64_t seed);
 }  // namespace bench_detail
 
-// Entry: adgen's trait for a loss(model, Tokens x, Tokens y) entry (gpt2_loss_Entry, ...). The
-// model and its parameters are the caller's and must outlive the step.
+// Entry: adgen's trait for a loss(model, Tokens x, Tokens y) entry (gpt2_loss_Entry, ...), or
+// for one whose inputs hold more than the batch (a LoRA entry's base model in front): `make`
+// builds the entry's Inputs from the batch, once. The model, its parameters and whatever `make`
+// refers to are the caller's and must outlive the step.
 template <class Entry>
 class TrainBenchStep final : public BenchStep {
  public:
   using Model = typename Entry::Model;
-  TrainBenchStep(const Model& model, ParameterStore& params, int B, int T, int vocab, int max_seq_len,
-                 std::uint64_t seed)
+  using Inputs = typename Entry::Inputs;
+  using MakeInputs = std::function<Inputs(Tokens x, Tokens y)>;
+  TrainBenchStep(
+      const Model& model, ParameterStore& params, int B, int T, int vocab, int max_seq_len, std::uint64_t seed,
+      const MakeInputs& make = [](Tokens x, Tokens y) { return Inputs{x, y}; })
       : model_(model),
         params_(params),
         B_(B),
@@ -73,6 +79,7 @@ class TrainBenchStep final : public BenchStep {
     const std::vector<std::int32_t> stream = bench_detail::random_stream(B, T, vocab, seed);
     inputs_.assign(stream.begin(), stream.end() - 1);
     targets_.assign(stream.begin() + 1, stream.end());
+    in_ = make(Tokens(inputs_.data(), B_, T_), Tokens(targets_.data(), B_, T_));
     // The step arena: one forward and backward measured, a sixteenth more reserved; the planning
     // step's gradient is zeroed again.
     const std::size_t high_water = train::measure_step_arena([&] { fwd_bwd(); }, "llmcc bench");
@@ -93,7 +100,7 @@ class TrainBenchStep final : public BenchStep {
   }
 
   Split step_split() override {
-    const typename Entry::Inputs in = inputs();
+    const Inputs& in = in_;
     Split s;
     arena_->reset();
     ArenaScope scope(*arena_);
@@ -114,11 +121,9 @@ class TrainBenchStep final : public BenchStep {
   std::size_t arena_capacity() const override { return arena_->capacity(); }
 
  private:
-  typename Entry::Inputs inputs() const { return {Tokens(inputs_.data(), B_, T_), Tokens(targets_.data(), B_, T_)}; }
   float fwd_bwd() {
-    const typename Entry::Inputs in = inputs();
-    const float loss = Entry::fwd(model_, in, saved_);
-    Entry::bwd(model_, in, saved_, 1.0f, &grads_.grad);
+    const float loss = Entry::fwd(model_, in_, saved_);
+    Entry::bwd(model_, in_, saved_, 1.0f, &grads_.grad);
     return loss;
   }
   static double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -133,6 +138,7 @@ class TrainBenchStep final : public BenchStep {
   std::unique_ptr<Arena> arena_;                // measured by a planning step in the constructor
   typename Entry::Saved saved_;                 // kept across steps: a warm step allocates no records
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
+  Inputs in_;                                   // the entry's inputs over them, made once
 };
 
 }  // namespace llmcc::models

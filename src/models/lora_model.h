@@ -119,10 +119,17 @@ class LoraModel final : public Model {
     Weights merged = merged_copy();
     Traits::save_as(merged.model, format, path, safetensors);
   }
-  std::unique_ptr<BenchStep> bench_step(int, int, std::uint64_t) override {
-    fail("LoRA", "llmcc bench times full training steps; a LoRA step is timed by llmcc train");
+  std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
+    return std::make_unique<TrainBenchStep<Entry>>(
+        lora_, params_, B, T, config_.vocab_size(), config_.max_seq_len(), seed,
+        [this](Tokens x, Tokens y) { return typename Entry::Inputs{base_.model, x, y}; });
   }
   const LoraInfo* lora() const override { return &info_; }
+  double flops_per_step(int B, int T) const override {
+    const double tokens = static_cast<double>(B) * T;
+    return config_.flops_per_step(B, T) - 2.0 * config_.matmul_weights() * tokens +
+           6.0 * static_cast<double>(params_.parameter_count()) * tokens;
+  }
   void save_peft(const std::string& dir) const override {
     write_peft_adapter(dir, info_, Traits::peft_modules(), Traits::peft_slots(base_.model, lora_));
   }

@@ -74,7 +74,8 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftMod
   if (is_true("lora_bias")) bad("lora_bias is true; llmcc's adapters have no biases");
   if (const JsonValue* b = get("bias"); b != nullptr && !(b->kind == JsonValue::Kind::String && b->string == "none"))
     bad("bias is not \"none\"; llmcc's adapters have no biases");
-  for (const char* key : {"rank_pattern", "alpha_pattern", "layers_to_transform", "modules_to_save", "layer_replication"})
+  for (const char* key :
+       {"rank_pattern", "alpha_pattern", "layers_to_transform", "modules_to_save", "layer_replication"})
     if (non_empty(key)) bad(std::string(key) + " is set; llmcc's adapters have one rank and alpha on every layer");
   PeftAdapterConfig out;
   const JsonValue* r = get("r");

@@ -23,9 +23,9 @@ namespace llmcc::models {
 
 // One adapted map: its Hugging Face module name and llmcc's tensors of its adapter.
 struct PeftSlot {
-  std::string module;     // "model.layers.0.self_attn.q_proj"
-  Tensor a, b;            // (r, in), (out, r)
-  int rotary_heads = 0;   // q, k: heads whose B rows are permuted; 0 otherwise
+  std::string module;    // "model.layers.0.self_attn.q_proj"
+  Tensor a, b;           // (r, in), (out, r)
+  int rotary_heads = 0;  // q, k: heads whose B rows are permuted; 0 otherwise
   int head_dim = 0;
 };
 

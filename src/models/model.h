@@ -57,6 +57,7 @@ class FamilyConfig {
   virtual int max_seq_len() const = 0;
   virtual std::int64_t parameter_count() const = 0;
   virtual double flops_per_step(int B, int T) const = 0;  // forward + backward over B x T tokens
+  virtual double matmul_weights() const = 0;              // weights in matrix products, per token
   virtual std::string str() const = 0;                    // "L12 H12 C768 ..."
   virtual void validate() const = 0;                      // throws llmcc::Error naming the field
   virtual void to_kv(KeyValues& kv) const = 0;            // model.family and its model.* keys
@@ -82,6 +83,7 @@ class ModelConfig {
   int max_seq_len() const { return c_->max_seq_len(); }
   std::int64_t parameter_count() const { return c_->parameter_count(); }
   double flops_per_step(int B, int T) const { return c_->flops_per_step(B, T); }
+  double matmul_weights() const { return c_->matmul_weights(); }
   std::string str() const { return c_->str(); }
   void validate() const { c_->validate(); }
   void to_kv(KeyValues& kv) const { c_->to_kv(kv); }
@@ -135,6 +137,10 @@ class Model {
   // `llmcc bench`'s step over these weights (bench_step.h): one fixed batch of (B, T) random
   // tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
   virtual std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) = 0;
+  // FLOPs of one training step over B x T tokens: the config's (every weight trained), or with
+  // LoRA adapters the base's forward and input gradients (no weight gradients: 4 FLOPs per
+  // matrix weight per token instead of 6) plus the adapters' 6 per weight.
+  virtual double flops_per_step(int B, int T) const { return config().flops_per_step(B, T); }
   // The adapters' configuration and base when this is a model with LoRA adapters, else null.
   virtual const LoraInfo* lora() const { return nullptr; }
   // A model with LoRA adapters: a model of the base's family whose weights are the base's with
@@ -212,6 +218,7 @@ class FamilyConfigOf : public FamilyConfig {
   int max_seq_len() const override { return value.max_seq_len; }
   std::int64_t parameter_count() const override { return value.parameter_count(); }
   double flops_per_step(int B, int T) const override { return value.flops_per_step(B, T); }
+  double matmul_weights() const override { return value.matmul_weights(); }
   std::string str() const override { return value.str(); }
   void validate() const override { value.validate(); }
   std::optional<double> get(std::string_view key) const override {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -198,6 +199,29 @@ TEST_F(TrainLora, Qwen3AdaptersMergeIntoThePlainModel) {
   ASSERT_EQ(r.code, 0) << r.err;
   const double adapted = eval_loss(dir, dir.file("q") + "/ckpt_000003.bin");
   EXPECT_NEAR(adapted, eval_loss(dir, dir.file("qm.ckpt")), 1e-5 * adapted);
+}
+
+// llmcc bench times LoRA steps: its FLOP count is the base's forward and input gradients (4 per
+// matrix weight per token) plus the adapters' 6, against training every weight (6 per weight).
+TEST_F(TrainLora, BenchCountsNoWeightGradientsOfTheBase) {
+  const CliResult r = run_llmcc(
+      dir, {"bench", "--model",        "llama-tiny", "--n-layer",   "2", "--batch-size",   "2",  "--seq-len",
+            "32",    "--threads",      "2",          "--steps",     "2", "--warmup",       "1",  "--profile-steps",
+            "1",     "--peak-seconds", "0.05",       "--lora-rank", "4", "--lora-targets", "q,v"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("LoRA: rank 4, alpha 16 on q,v:"), std::string::npos) << r.out;
+  // llama-tiny with 2 layers: C 128, kv 64, F 352, V 32000: 2 (2 C^2 + 2 kv C + 3 F C) + V C
+  // matrix weights; adapters 2 layers x (q: 4 x 128 + 128 x 4, v: 4 x 128 + 64 x 4).
+  const double C = 128, kv = 64, F = 352, V = 32000, tokens = 2 * 32;
+  const double matmul = 2 * (2 * C * C + 2 * kv * C + 3 * F * C) + V * C,
+               adapters = 2 * (4 * 128 * 2 + 4 * 128 + 64 * 4);
+  const double attention = 2 * 2.0 * 32 * C * 3.0;
+  const double full = tokens * (6 * matmul + attention), lora = full - tokens * 2 * matmul + tokens * 6 * adapters;
+  char want[128];
+  std::snprintf(want, sizeof want, "GFLOP/step: %.2f;", lora * 1e-9);
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  std::snprintf(want, sizeof want, "training every weight instead: %.2f (LoRA: %.2fx", full * 1e-9, lora / full);
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
 }
 
 TEST_F(TrainLora, AChangedBaseAndBadFlagsAreRefusedByName) {

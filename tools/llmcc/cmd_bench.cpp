@@ -143,7 +143,9 @@ int run_bench(int argc, char** argv) {
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
-  std::string dtype = "fp32", gemm_tune;
+  std::string dtype = "fp32", gemm_tune, lora_targets;
+  int lora_rank = 0;
+  float lora_alpha = 16.0f;
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time a model's training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
@@ -151,6 +153,11 @@ int run_bench(int argc, char** argv) {
   p.add("--batch-size", &batch, "sequences per step (B)");
   p.add("--seq-len", &seq_len, "tokens per sequence (T), at most the model's max_seq_len");
   p.add("--seed", &seed, "seed of the weights and the random tokens");
+  p.section("LoRA");
+  p.add("--lora-rank", &lora_rank,
+        "time LoRA steps: adapters of this rank trained over the frozen random weights (0: every weight trained)");
+  p.add("--lora-alpha", &lora_alpha, "LoRA's alpha (the updates are scaled by alpha / rank)");
+  p.add("--lora-targets", &lora_targets, "the maps with adapters, comma-separated [default: all of the family's]");
   p.section("Run");
   p.add("--threads", &threads, "OpenMP threads (kernels, GEMM library and the FMA peak)");
   p.add("--dtype", &dtype,
@@ -172,6 +179,9 @@ int run_bench(int argc, char** argv) {
   if (with_profile && profile_steps < 1)
     fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
+  if (lora_rank < 0) fail(kCmd, "--lora-rank must be >= 0, got " + std::to_string(lora_rank));
+  if (lora_rank == 0 && (p.given("--lora-alpha") || p.given("--lora-targets")))
+    fail(kCmd, "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
   if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
     fail(kCmd, "--dtype must be 'fp32', 'bf16' or 'auto', got '" + dtype + "'");
   if (!gemm_tune.empty() && gemm_tune != "auto" && gemm_tune != "off" && gemm_tune != "redo")
@@ -211,8 +221,31 @@ int run_bench(int argc, char** argv) {
   std::fflush(stdout);
 
   // Random weights from `seed`, a fixed random batch from seed + 1.
-  const std::unique_ptr<Model> weights = models::make_model(model_config);
+  std::unique_ptr<Model> weights = models::make_model(model_config);
   weights->init(seed);
+  const double full_gflop = model_config.flops_per_step(batch, seq_len) * 1e-9;
+  if (lora_rank > 0) {
+    models::LoraConfig cfg;
+    cfg.rank = lora_rank;
+    cfg.alpha = lora_alpha;
+    cfg.targets = model_config.family().lora_targets();
+    if (!lora_targets.empty()) {
+      cfg.targets.clear();
+      for (std::size_t at = 0; at <= lora_targets.size();) {
+        const std::size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
+        cfg.targets.push_back(lora_targets.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+    weights = models::add_lora(std::move(weights), "(random weights)", cfg);
+    weights->init(seed + 1);
+    std::string names;
+    for (const std::string& t : cfg.targets) names += (names.empty() ? "" : ",") + t;
+    std::printf("LoRA: rank %d, alpha %g on %s: %.3fM adapter parameters trained, the %.2fM weights frozen\n",
+                lora_rank, static_cast<double>(lora_alpha), names.c_str(),
+                static_cast<double>(weights->params().parameter_count()) * 1e-6,
+                static_cast<double>(model_config.parameter_count()) * 1e-6);
+  }
   const std::unique_ptr<models::BenchStep> step_runner = weights->bench_step(batch, seq_len, seed);
   models::BenchStep& bench = *step_runner;
   float first_loss = 0, loss = 0;
@@ -235,7 +268,7 @@ int run_bench(int argc, char** argv) {
   const double med = median(ms), best = *std::min_element(ms.begin(), ms.end()),
                worst = *std::max_element(ms.begin(), ms.end());
   const double tokens = static_cast<double>(batch) * seq_len;
-  const double gflop = model_config.flops_per_step(batch, seq_len) * 1e-9;
+  const double gflop = weights->flops_per_step(batch, seq_len) * 1e-9;
   const double gflops = gflop / (med * 1e-3);
   const double mfu = gflops / peak.gflops;
   std::printf("steps: %d warm-up, %d timed; loss %.4f -> %.4f (one fixed batch)\n", warmup, steps, first_loss, loss);
@@ -243,6 +276,9 @@ int run_bench(int argc, char** argv) {
   std::printf("tokens/s: %.1f (median step), %.1f (min step)\n", tokens / (med * 1e-3), tokens / (best * 1e-3));
   std::printf("GFLOP/step: %.2f; achieved %.1f GFLOP/s (median), %.1f (min); MFU %.1f%% (median), %.1f%% (min)\n",
               gflop, gflops, gflop / (best * 1e-3), 100.0 * mfu, 100.0 * gflop / (best * 1e-3) / peak.gflops);
+  if (lora_rank > 0)
+    std::printf("GFLOP/step of training every weight instead: %.2f (LoRA: %.2fx; no weight gradients of the base)\n",
+                full_gflop, gflop / full_gflop);
   std::printf("peak RSS: %.1f MiB; arena high-water: %.1f MiB step + %.1f MiB adgen scratch (capacity %.0f MiB)\n",
               peak_rss_mib(), mib(bench.arena_high_water()), mib(bench.scratch_high_water()),
               mib(bench.arena_capacity()));

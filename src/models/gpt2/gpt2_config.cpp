@@ -42,10 +42,15 @@ std::int64_t Gpt2Config::parameter_count() const {
   return static_cast<std::int64_t>(n);  // exact: an integer below 2^40
 }
 
-double Gpt2Config::flops_per_step(int B, int T) const {
-  // Matmul weights only (embeddings are lookups; the tied head is a matmul over the padded vocab).
+double Gpt2Config::matmul_weights() const {
+  // Embeddings are lookups; the tied head is a matmul over the padded vocab.
   const double C = n_embd, L = n_layer;
-  const double matmul_params = L * 12.0 * C * C + static_cast<double>(padded_vocab_size) * C;
+  return L * 12.0 * C * C + static_cast<double>(padded_vocab_size) * C;
+}
+
+double Gpt2Config::flops_per_step(int B, int T) const {
+  const double C = n_embd, L = n_layer;
+  const double matmul_params = matmul_weights();
   const double tokens = static_cast<double>(B) * T;
   // 2 FLOPs per weight per token forward, 4 backward; attention QK^T and AV: 2*T*C per token per
   // layer forward under the causal mask (half of 4*T*C), twice that backward.

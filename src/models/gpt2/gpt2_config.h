@@ -19,6 +19,8 @@ struct Gpt2Config {
   // llmcc::Error when that is over kMaxParameterCount (validate() names the field first).
   std::int64_t parameter_count() const;
   // Forward + backward FLOPs of one training step over B x T tokens (6N per token plus attention).
+  // Weights that multiply in matrix products per token (2 FLOPs each forward, 4 backward).
+  double matmul_weights() const;
   double flops_per_step(int B, int T) const;
   // Throws llmcc::Error naming the field when a value is out of range (n_embd % n_head, a
   // tensor or the whole model over kMaxParameterCount elements, ...).

@@ -39,15 +39,19 @@ std::int64_t LlamaConfig::parameter_count() const {
   return static_cast<std::int64_t>(n);  // exact: an integer below 2^40
 }
 
-double LlamaConfig::flops_per_step(int B, int T) const {
-  // Matmul weights only: per layer wq and wo (C x C), wk and wv (n_kv_head * HS x C each: GQA
-  // shrinks them), SwiGLU's three (F x C) matrices, and the (V x C) head (tied or not, it is a
-  // product). The embedding is
+double LlamaConfig::matmul_weights() const {
+  // Per layer wq and wo (C x C), wk and wv (n_kv_head * HS x C each: GQA shrinks them), SwiGLU's
+  // three (F x C) matrices, and the (V x C) head (tied or not, it is a product). The embedding is
   // a lookup; RMSNorm, RoPE, SiLU and the gating product are element-wise and not counted (as
   // GPT-2's layernorm and GELU are not).
   const double C = n_embd, L = n_layer, F = hidden_dim;
   const double kv = static_cast<double>(n_kv_head) * head_dim();
-  const double matmul_params = L * (2.0 * C * C + 2.0 * kv * C + 3.0 * F * C) + double(vocab_size) * C;
+  return L * (2.0 * C * C + 2.0 * kv * C + 3.0 * F * C) + double(vocab_size) * C;
+}
+
+double LlamaConfig::flops_per_step(int B, int T) const {
+  const double C = n_embd, L = n_layer;
+  const double matmul_params = matmul_weights();
   const double tokens = static_cast<double>(B) * T;
   // As GPT-2's: 2 FLOPs per weight per token forward, 4 backward; QK^T and AV under the causal
   // mask cost 2*T*C per token per layer forward, twice that backward (GQA shares k and v rows,

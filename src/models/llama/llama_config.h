@@ -30,6 +30,8 @@ struct LlamaConfig {
   // field first).
   std::int64_t parameter_count() const;
   // Forward + backward FLOPs of one training step over B x T tokens (6N per token plus attention).
+  // Weights that multiply in matrix products per token (2 FLOPs each forward, 4 backward).
+  double matmul_weights() const;
   double flops_per_step(int B, int T) const;
   // Throws llmcc::Error naming the field for a value out of range (n_embd % n_head, n_head %
   // n_kv_head, an odd head size, which RoPE cannot rotate, a rope scaling out of range, a tensor

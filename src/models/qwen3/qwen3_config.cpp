@@ -33,13 +33,19 @@ std::int64_t Qwen3Config::parameter_count() const {
   return static_cast<std::int64_t>(n);  // exact: an integer below 2^40
 }
 
-double Qwen3Config::flops_per_step(int B, int T) const {
-  // Matmul weights only: per layer q and o (NH D x C), k and v (NKV D x C), SwiGLU's three
-  // (F x C), and the (V x C) head (tied or not, it is a product). Norms, RoPE, SiLU and the
-  // gating product are element-wise and not counted, as for Llama.
+double Qwen3Config::matmul_weights() const {
+  // Per layer q and o (NH D x C), k and v (NKV D x C), SwiGLU's three (F x C), and the (V x C)
+  // head (tied or not, it is a product). Norms, RoPE, SiLU and the gating product are
+  // element-wise and not counted, as for Llama.
   const double C = n_embd, L = n_layer, F = hidden_dim, D = head_dim;
   const double q = n_head * D, kv = n_kv_head * D;
-  const double matmul_params = L * (2.0 * q * C + 2.0 * kv * C + 3.0 * F * C) + double(vocab_size) * C;
+  return L * (2.0 * q * C + 2.0 * kv * C + 3.0 * F * C) + double(vocab_size) * C;
+}
+
+double Qwen3Config::flops_per_step(int B, int T) const {
+  const double L = n_layer, D = head_dim;
+  const double q = n_head * D;
+  const double matmul_params = matmul_weights();
   const double tokens = static_cast<double>(B) * T;
   // QK^T and AV under the causal mask: 2 * T * (NH D) per token per layer forward, twice that
   // backward.
