@@ -229,9 +229,20 @@ llmcc::models::LlamaBlock llama_block(const LlamaShape& s) {
   return b;
 }
 
-using LlamaOps =
-    BlockOps<llmcc::models::LlamaBlock, llmcc::models::LlamaBlock_Grad, llmcc::models::LlamaBlock_forward_Saved,
-             &llmcc::models::LlamaBlock_forward_fwd, &llmcc::models::LlamaBlock_forward_bwd>;
+// A block's generated forward and backward take its LoRA adapters; the extension's blocks have
+// none (every weight is the caller's parameter), so they pass an empty set.
+const llmcc::models::LlamaBlockLora kNoAdapters;
+llmcc::Tensor llama_block_fwd(const llmcc::models::LlamaBlock& block, const llmcc::Tensor& x,
+                              llmcc::models::LlamaBlock_forward_Saved& saved) {
+  return llmcc::models::LlamaBlock_forward_fwd(block, x, kNoAdapters, saved);
+}
+void llama_block_bwd(const llmcc::models::LlamaBlock& block, const llmcc::Tensor& x,
+                     const llmcc::models::LlamaBlock_forward_Saved& saved, const llmcc::Tensor& d_y,
+                     llmcc::models::LlamaBlock_Grad* grad, llmcc::Tensor* d_x, bool final) {
+  llmcc::models::LlamaBlock_forward_bwd(block, x, kNoAdapters, saved, d_y, grad, d_x, nullptr, final);
+}
+using LlamaOps = BlockOps<llmcc::models::LlamaBlock, llmcc::models::LlamaBlock_Grad,
+                          llmcc::models::LlamaBlock_forward_Saved, &llama_block_fwd, &llama_block_bwd>;
 
 }  // namespace
 
