@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "llmcc/error.h"
+#include "llmcc/io/loss_mask_file.h"
 #include "llmcc/runtime.h"
 
 namespace llmcc {
@@ -101,6 +103,24 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
     windows += n - T;
   }
   window_starts_.push_back(windows);
+  // Loss masks: all shards or none.
+  std::size_t with_mask = 0;
+  for (const std::string& path : shard_paths) with_mask += std::filesystem::exists(loss_mask_path(path)) ? 1 : 0;
+  if (with_mask != 0 && with_mask != shard_paths.size()) {
+    for (const std::string& path : shard_paths)
+      if (!std::filesystem::exists(loss_mask_path(path)))
+        fail(kWhere, path + " has no loss mask (" + loss_mask_path(path) +
+                         ") but other shards have one; give shards of "
+                         "one data set (all with masks or none)");
+  }
+  trained_tokens_ = total_tokens_;
+  if (with_mask != 0) {
+    trained_tokens_ = 0;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      masks_.push_back(read_loss_mask_file(loss_mask_path(shard_paths[s]), shards_[s].size()));
+      for (const std::uint8_t m : masks_.back()) trained_tokens_ += m;
+    }
+  }
   // Every token of every shard against the vocabulary, before the first batch: a bad id fails
   // here, naming file and position, not after hours of training (or never, in an unread tail).
   if (config.vocab_size > 0) {
@@ -133,6 +153,13 @@ void DataLoader::check_vocab(const std::int32_t* window, std::int64_t n, std::si
   }
 }
 
+void DataLoader::apply_mask(std::size_t shard, std::int64_t start, std::int64_t n, std::int32_t* targets) const {
+  if (masks_.empty()) return;
+  const std::uint8_t* m = masks_[shard].data() + start + 1;  // the mask of each target token
+  for (std::int64_t i = 0; i < n; ++i)
+    if (m[i] == 0) targets[i] = -1;
+}
+
 void DataLoader::next_batch() { next_batch(inputs_.data(), targets_.data()); }
 
 void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
@@ -144,6 +171,7 @@ void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
     read_window(shard_, position_ + BT * config_.rank, BT + 1, w);  // (B*T + 1)
     std::memcpy(inputs, w, static_cast<std::size_t>(BT) * sizeof(std::int32_t));
     std::memcpy(targets, w + 1, static_cast<std::size_t>(BT) * sizeof(std::int32_t));
+    apply_mask(shard_, position_ + BT * config_.rank, BT, targets);
     position_ += global_BT;
     if (position_ + global_BT + 1 > shards_[shard_].size()) {
       shard_ = (shard_ + 1) % shards_.size();
@@ -165,6 +193,7 @@ void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
       read_window(s, start, T + 1, w);  // (T + 1)
       std::memcpy(inputs + b * T, w, T * sizeof(std::int32_t));
       std::memcpy(targets + b * T, w + 1, T * sizeof(std::int32_t));
+      apply_mask(s, start, T, targets + b * T);
     }
   }
   ++batches_;

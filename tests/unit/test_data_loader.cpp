@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <set>
 
+#include "llmcc/error.h"
+#include "llmcc/io/loss_mask_file.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
@@ -178,6 +180,47 @@ TEST(DataLoader, ClearErrorsForUnusableDataAndStates) {
   EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 position=x rng=0 batches=0"); },
                                  {"position", "bad value 'x'"}));
   EXPECT_TRUE(test::throws_error([] { DataLoaderState::parse("shard=1 rng=0 batches=0"); }, {"lacks field position"}));
+}
+
+// Loss masks beside the shards (llmcc/io/loss_mask_file.h): every target whose token's mask is 0
+// becomes -1 in both modes, the inputs stay; a data set where only some shards have masks is
+// refused naming the one without.
+TEST(DataLoader, LossMasksHideUntrainedTargets) {
+  TempDir dir;
+  const std::vector<std::string> shards = {dir.shard("a.bin", 0, 20), dir.shard("b.bin", 1000, 13)};
+  // Token i of a is trained when i % 3 == 0; of b, when i >= 5.
+  std::vector<std::uint8_t> ma(20), mb(13);
+  for (int i = 0; i < 20; ++i) ma[i] = i % 3 == 0;
+  for (int i = 0; i < 13; ++i) mb[i] = i >= 5;
+  write_loss_mask_file(loss_mask_path(shards[0]), ma);
+  write_loss_mask_file(loss_mask_path(shards[1]), mb);
+  const auto trained = [](std::int32_t token) { return token < 1000 ? token % 3 == 0 : token - 1000 >= 5; };
+  for (const SampleMode mode : {SampleMode::Sequential, SampleMode::Random}) {
+    SCOPED_TRACE(mode == SampleMode::Sequential ? "sequential" : "random");
+    DataLoader dl(shards, {.B = 2, .T = 3, .mode = mode, .seed = 9});
+    EXPECT_TRUE(dl.masked());
+    EXPECT_EQ(dl.trained_tokens(), 7 + 8);
+    int hidden = 0, kept = 0;
+    for (int step = 0; step < 12; ++step) {
+      dl.next_batch();
+      for (int i = 0; i < 6; ++i) {
+        const std::int32_t in = dl.inputs().data()[i], target = dl.targets().data()[i];
+        const std::int32_t next = in + 1;  // every token names its position
+        EXPECT_EQ(target, trained(next) ? next : -1) << "input " << in;
+        (target < 0 ? hidden : kept) += 1;
+      }
+    }
+    EXPECT_GT(hidden, 0);
+    EXPECT_GT(kept, 0);
+  }
+  // A shard without a mask among shards with one.
+  const std::string c = dir.shard("c.bin", 2000, 10);
+  try {
+    DataLoader dl({shards[0], c}, {.B = 1, .T = 3});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.bin has no loss mask"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

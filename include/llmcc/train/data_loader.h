@@ -22,6 +22,11 @@
 // constructor checks every token of every shard, and each batch is checked again as it is read:
 // a token outside [0, vocab_size) is an error naming file and position.
 //
+// Loss masks (io/loss_mask_file.h): a shard with a mask file beside it (X.bin, X.mask) gives the
+// target -1, which the loss ignores, wherever the mask of the target token is 0:
+//   targets(b, t) = mask[w + t + 1] ? w[t + 1] : -1      (w: the window's first token)
+// Either every shard has a mask or none; otherwise the constructor throws naming the shard.
+//
 // Batches go to loader-owned buffers (inputs(), targets()) or caller-owned ones; nothing is
 // allocated per batch. state()/set_state() save and restore the position exactly, so a resumed
 // run sees the same batches as an uninterrupted one.
@@ -91,15 +96,22 @@ class DataLoader {
   const DataLoaderConfig& config() const { return config_; }
   std::size_t num_shards() const { return shards_.size(); }
   std::int64_t num_tokens() const { return total_tokens_; }
+  // Whether the shards have loss masks, and how many tokens they train on (num_tokens without).
+  bool masked() const { return !masks_.empty(); }
+  std::int64_t trained_tokens() const { return trained_tokens_; }
   // Sequential: global batches in one pass over all shards (the tails that do not fill one skipped).
   std::int64_t batches_per_epoch() const;
 
  private:
   void read_window(std::size_t shard, std::int64_t start, std::int64_t n, std::int32_t* out) const;
   void check_vocab(const std::int32_t* window, std::int64_t n, std::size_t shard, std::int64_t start) const;
+  // targets[0, n) of the window starting at `start` of `shard`: -1 where the shard's mask is 0.
+  void apply_mask(std::size_t shard, std::int64_t start, std::int64_t n, std::int32_t* targets) const;
 
   DataLoaderConfig config_;
   std::vector<TokenFile> shards_;
+  std::vector<std::vector<std::uint8_t>> masks_;  // per shard, one byte per token; empty: no masks
+  std::int64_t trained_tokens_ = 0;
   std::vector<std::int64_t> window_starts_;  // Random: prefix sums of start positions per shard
   std::int64_t total_tokens_ = 0;
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
