@@ -318,7 +318,7 @@ TEST(CliPrepare, BadInputExitsOneNamingTheProblemAndWritesNothing) {
        "--shard-tokens 2 is below the floor of 1024 tokens"},
       {{"--input", dir.file("a.txt"), "--out", out, "--shard-tokens", "1023"}, "--shard-tokens 1023 is below"},
       {{"--input", dir.file("a.txt"), "--out", out, "--bogus"}, "unknown flag --bogus"},
-      {{"--out", out}, "--input is required"},
+      {{"--out", out}, "give --input (text files) or --chat"},
       // A file where the output directory should be.
       {{"--input", dir.file("a.txt"), "--out", dir.file("a.txt") + "/sub"}, "cannot create output directory"},
       {{"--input", dir.file("a.txt"), "--out", out, "--tokenizer", dir.file("nowhere")}, "nowhere"},

@@ -21,6 +21,12 @@
 //   * The tokenizer: DIR/tokenizer.txt names it (and copies of a SentencePiece model or of a
 //     tokenizer.json's files sit beside it), so `llmcc train` and `llmcc generate` find it
 //     (run_tokenizer.h).
+//   * --chat FILE: chat data instead of text files. Each line of FILE is a conversation
+//     ({"messages": [{"role": ..., "content": ...}]}), rendered in the tokenizer's chat format and
+//     encoded with a loss mask (text/chat_data.h): train_000000.mask beside train_000000.bin
+//     (io/loss_mask_file.h) marks the assistant's tokens, the only ones training predicts.
+//     Conversations are packed one after another; the LAST --val-fraction of the conversations
+//     (at least one) is the validation split. A malformed line is an error naming its number.
 //   * All or nothing: the data set is written to DIR.tmp-<pid> beside DIR, fsynced, and only then
 //     swapped in (DIR -> DIR.old-<pid>, DIR.tmp-<pid> -> DIR, DIR.old-<pid> removed), so a failed
 //     run leaves an earlier data set in DIR as it was and shards of two runs never mix. An
@@ -51,7 +57,9 @@
 #include "data_sets.h"
 #include "llmcc/error.h"
 #include "llmcc/text/text_tokenizer.h"
+#include "llmcc/io/loss_mask_file.h"
 #include "llmcc/io/token_file.h"
+#include "llmcc/text/chat_data.h"
 #include "llmcc/text/tokenizer.h"
 #include "run_tokenizer.h"
 
@@ -123,15 +131,24 @@ std::string shard_name(const std::string& split, std::size_t index) {
 
 // Writes `tokens` as split_000000.bin, ... of at most shard_tokens each into `dir`; returns the
 // file names. Messages name the file as it will be called in `shown` once the run succeeds.
+// With a mask (one per token), each shard gets its loss mask file beside it.
 std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown, const std::string& split,
-                                     std::span<const std::int32_t> tokens, std::int64_t shard_tokens, int version) {
+                                     std::span<const std::int32_t> tokens, std::int64_t shard_tokens, int version,
+                                     std::span<const std::uint8_t> mask = {}) {
   std::vector<std::string> names;
   for (std::size_t begin = 0, index = 0; begin < tokens.size();
        begin += static_cast<std::size_t>(shard_tokens), ++index) {
     const std::size_t n = std::min(tokens.size() - begin, static_cast<std::size_t>(shard_tokens));
     const std::string name = shard_name(split, index);
     write_token_file((dir / name).string(), tokens.subspan(begin, n), version);
-    std::printf("  wrote %s (%zu tokens)\n", (shown / name).c_str(), n);
+    if (mask.empty()) {
+      std::printf("  wrote %s (%zu tokens)\n", (shown / name).c_str(), n);
+    } else {
+      const std::span<const std::uint8_t> part = mask.subspan(begin, n);
+      write_loss_mask_file(loss_mask_path((dir / name).string()), part);
+      std::printf("  wrote %s (%zu tokens, %zu trained) and its loss mask\n", (shown / name).c_str(), n,
+                  static_cast<std::size_t>(std::count(part.begin(), part.end(), std::uint8_t{1})));
+    }
     names.push_back(name);
   }
   return names;
@@ -143,7 +160,7 @@ bool all_digits(std::string_view s) {
 
 // The names prepare writes in its output directory: shards, the tokenizer record and model, the
 // Tiny Shakespeare download, and the temporary names of those writes (a crashed earlier version
-// that wrote in place can leave them): (train|val)_<6 or more digits>.bin with an optional .tmp; tokenizer.txt,
+// that wrote in place can leave them): (train|val)_<6 or more digits>.(bin|mask) with an optional .tmp; tokenizer.txt,
 // the tokenizer's files (tokenizer.model; tokenizer.json, tokenizer_config.json,
 // chat_template.jinja) and input.txt with an optional .tmp.<digits>.
 bool is_prepare_file(std::string_view name) {
@@ -151,8 +168,8 @@ bool is_prepare_file(std::string_view name) {
     if (!name.starts_with(split)) continue;
     std::string_view index = name.substr(split.size());
     if (index.ends_with(".tmp")) index.remove_suffix(4);
-    if (!index.ends_with(".bin")) return false;
-    index.remove_suffix(4);
+    if (!index.ends_with(".bin") && !index.ends_with(".mask")) return false;
+    index.remove_suffix(index.ends_with(".bin") ? 4 : 5);
     return index.size() >= 6 && all_digits(index);
   }
   for (const std::string_view file : {"tokenizer.txt", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
@@ -256,9 +273,64 @@ void replace_output(WorkDir& work, const fs::path& out, const std::string& out_d
 
 }  // namespace
 
+// --chat: conversations -> packed token shards with loss masks (see the top of this file).
+void prepare_chat(const std::string& chat_file, const std::string& tokenizer_spec, const std::string& format,
+                  double val_fraction, std::int64_t shard_tokens, const std::string& out_dir, const fs::path& out,
+                  WorkDir& work) {
+  const std::string text = read_text_file(chat_file);
+  const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
+  const TextTokenizer& tok = *tok_ptr;
+  const ChatTemplate tmpl = tok.chat_template();
+  const int version = format == "v1" ? 1 : format == "v2" ? 2 : tok.vocab_size() > 65536 ? 2 : 1;
+  if (version == 1 && tok.vocab_size() > 65536)
+    fail(kCmd, "the tokenizer has " + std::to_string(tok.vocab_size()) +
+                   " ids, more than --format v1 (uint16) holds; use --format v2 or auto");
+  std::printf("tokenizer: %s; chat format: %s\n", tok.describe().c_str(), tmpl.describe().c_str());
+  std::vector<ChatTokens> conversations;
+  std::size_t line_no = 0, without_reply = 0;
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    const std::string_view line = std::string_view(text).substr(begin, end - begin);
+    begin = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // a blank line
+    const std::string where = chat_file + " line " + std::to_string(line_no);
+    const std::vector<ChatMessage> messages = parse_conversation(line, where);
+    conversations.push_back(encode_conversation(tok, tmpl, messages, where));
+    const std::vector<std::uint8_t>& m = conversations.back().mask;
+    if (std::find(m.begin(), m.end(), std::uint8_t{1}) == m.end()) ++without_reply;
+  }
+  if (conversations.size() < 2)
+    fail(kCmd, chat_file + " holds " + std::to_string(conversations.size()) +
+                   " conversation(s); the train and validation splits need one each at least");
+  if (without_reply > 0)
+    std::printf("warning: %zu conversation(s) have no assistant message: they train nothing\n", without_reply);
+  const std::size_t n = conversations.size();
+  const std::size_t n_val =
+      std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(static_cast<double>(n) * val_fraction)), 1, n - 1);
+  std::vector<std::int32_t> ids[2];
+  std::vector<std::uint8_t> mask[2];
+  for (std::size_t c = 0; c < n; ++c) {
+    const int split = c < n - n_val ? 0 : 1;
+    ids[split].insert(ids[split].end(), conversations[c].ids.begin(), conversations[c].ids.end());
+    mask[split].insert(mask[split].end(), conversations[c].mask.begin(), conversations[c].mask.end());
+  }
+  std::printf("%zu conversations: train %zu (%zu tokens), val %zu (the last; %zu tokens)\n", n, n - n_val,
+              ids[0].size(), n_val, ids[1].size());
+  const fs::path shown(out_dir);
+  const auto train_names = write_split(work.path, shown, "train", ids[0], shard_tokens, version, mask[0]);
+  const auto val_names = write_split(work.path, shown, "val", ids[1], shard_tokens, version, mask[1]);
+  write_data_tokenizer(work.path, tok);
+  std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n", (shown / kDataTokenizerRecord).c_str());
+  sync_tree(work.path);
+  replace_output(work, out, out_dir);
+  std::printf("done: %zu train and %zu val shard(s) with loss masks in %s (token file v%d)\n", train_names.size(),
+              val_names.size(), out_dir.c_str(), version);
+}
+
 int run_prepare(int argc, char** argv) {
   std::vector<std::string> inputs;
-  std::string out_dir, tokenizer_spec = "gpt2", format = "auto";
+  std::string out_dir, tokenizer_spec = "gpt2", format = "auto", chat_file;
   double val_fraction = 0.1;
   std::int64_t val_tokens = 0;
   bool ordinary = false;
@@ -267,6 +339,10 @@ int run_prepare(int argc, char** argv) {
   ArgParser p("prepare",
               "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
   p.add("--input", &inputs, "text files, or the data set name 'tinyshakespeare'");
+  p.add("--chat", &chat_file,
+        "instead of --input: chat data, one conversation per line ({\"messages\": [{\"role\": ..., \"content\": "
+        "...}]}), in the tokenizer's chat format with a loss mask on the assistant's tokens (needs a tokenizer.json "
+        "with a chat template, --tokenizer hf:...)");
   p.add("--out", &out_dir,
         "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing; an earlier data set there "
         "is replaced as a whole, only once the new one is complete)");
@@ -286,7 +362,6 @@ int run_prepare(int argc, char** argv) {
   p.add("--format", &format,
         "token file version: v1 = uint16 ids (llm.c), v2 = uint32 ids, auto = v1 when the vocabulary has at most "
         "65536 ids, else v2");
-  p.require("--input");
   p.require("--out");
   p.epilogue(
       "Every input file becomes the document start + its text: GPT-2's '<|endoftext|>' (a literal <|endoftext|>\n"
@@ -303,9 +378,16 @@ int run_prepare(int argc, char** argv) {
       "  llmcc prepare --input a.txt b.txt --out data/mine --val-fraction 0.05\n"
       "  llmcc prepare --input tinyshakespeare --out data/ts-llmc --val-tokens 32768 --ordinary   # llm.c's split\n"
       "  llmcc train-tokenizer --input tinyshakespeare --vocab-size 512 --out data/tok512\n"
-      "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512");
+      "  llmcc prepare --input tinyshakespeare --tokenizer sp:data/tok512.model --out data/ts-sp512\n"
+      "  llmcc prepare --chat chats.jsonl --tokenizer hf:SmolLM2-360M-Instruct --out data/chat   # loss masks");
   if (!p.parse(argc, argv)) return 0;
 
+  if (p.given("--input") == p.given("--chat"))
+    fail(kCmd, "give --input (text files) or --chat (a JSON-lines file of conversations), one of them");
+  if (p.given("--chat") && p.given("--val-tokens"))
+    fail(kCmd,
+         "--val-tokens does not apply to --chat: the last --val-fraction of the conversations is the validation "
+         "split");
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
     fail(kCmd, "--val-fraction must be in (0, 1) so that neither split is empty, got " + std::to_string(val_fraction));
   if (p.given("--val-tokens") && p.given("--val-fraction"))
@@ -350,6 +432,11 @@ int run_prepare(int argc, char** argv) {
       fail(kCmd, "cannot create output directory " + out_dir + ": cannot create " + path.string() +
                      " beside it: " + (ec ? ec.message() : "it exists"));
     work.path = path;
+  }
+
+  if (p.given("--chat")) {
+    prepare_chat(chat_file, tokenizer_spec, format, val_fraction, shard_tokens, out_dir, out, work);
+    return 0;
   }
 
   // Read every input (all errors before any work).

@@ -374,8 +374,12 @@ void CliTrainer::print_header(const train::TrainStart& start) {
       << " weights frozen (no weight gradients, no AdamW state)\n";
   }
   s << "  data: " << train_files_.size() << " train shard(s), "
-    << format_count(static_cast<double>(train_data_->loader().num_tokens())) << " tokens, " << o_.sampling
-    << " batches";
+    << format_count(static_cast<double>(train_data_->loader().num_tokens())) << " tokens"
+    << (train_data_->loader().masked()
+            ? " (" + format_count(static_cast<double>(train_data_->loader().trained_tokens())) +
+                  " of them trained: loss masks)"
+            : std::string())
+    << ", " << o_.sampling << " batches";
   if (val_data_)
     s << "; " << val_files_.size() << " val shard(s), "
       << format_count(static_cast<double>(val_data_->loader().num_tokens())) << " tokens, " << start.val_batches
