@@ -27,6 +27,7 @@
 #include "models/gpt2/gpt2_hf.h"
 #include "models/gpt2/gpt2_llmc.h"
 #include "models/gpt2/gpt2_weights.h"
+#include "llama.grad.h"
 #include "models/llama/llama_hf.h"
 #include "models/llama/llama_weights.h"
 #include "run_tokenizer.h"
@@ -356,6 +357,31 @@ void chat_template_seeds() {
   }
 }
 
+// adapter_config.json ⧺ adapter_model.safetensors: LoRA adapters of the tiny Llama as llmcc
+// writes them (rank 2 on q and v; rank 1 on every map), and a config alone.
+void peft_adapter_seeds() {
+  const llmcc::models::Llama base(llmcc::fuzz::tiny_llama_config());
+  int i = 0;
+  for (const auto& [rank, targets] : std::vector<std::pair<int, std::vector<std::string>>>{
+           {2, {"q", "v"}}, {1, {"q", "k", "v", "o", "gate", "up", "down"}}}) {
+    llmcc::models::LoraInfo info;
+    info.cfg.rank = rank;
+    info.cfg.alpha = 4.0f;
+    info.cfg.targets = targets;
+    info.base.path = "../base";
+    llmcc::models::LlamaLora lora = llmcc::models::llama_lora(base, info.cfg);
+    llmcc::ParameterStore params = llmcc::bind_parameters(lora);
+    for (std::size_t k = 0; k < params.size(); ++k) params.data()[k] = 0.01f * static_cast<float>(k % 17);
+    const fs::path dir = g_tmp / ("peft_" + std::to_string(i));
+    llmcc::models::write_peft_adapter(dir.string(), info, llmcc::models::llama_peft_modules(),
+                                      llmcc::models::llama_peft_slots(base, lora));
+    const std::string config = read_bytes(dir / "adapter_config.json");
+    seed("peft_adapter", "adapter_" + std::to_string(i), join({config, read_bytes(dir / "adapter_model.safetensors")}));
+    seed("peft_adapter", "config_" + std::to_string(i), join({config, ""}));
+    ++i;
+  }
+}
+
 void token_file_seeds() {
   const fs::path p = g_tmp / "tokens.bin";
   std::vector<std::int32_t> ids;
@@ -470,6 +496,7 @@ int main(int argc, char** argv) {
     tokenizer_seeds();
     hf_tokenizer_seeds();
     chat_template_seeds();
+    peft_adapter_seeds();
     token_file_seeds();
     run_dir_seeds();
     cli_seeds();
