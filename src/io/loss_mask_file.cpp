@@ -26,7 +26,8 @@ void write_loss_mask_file(const std::string& path, std::span<const std::uint8_t>
   if (mask.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
     fail(kWhere, path + ": " + std::to_string(mask.size()) + " values do not fit the header's int32 count");
   for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i] > 1) fail(kWhere, path + ": value " + std::to_string(i) + " is " + std::to_string(mask[i]) + ", not 0 or 1");
+    if (mask[i] > 1)
+      fail(kWhere, path + ": value " + std::to_string(i) + " is " + std::to_string(mask[i]) + ", not 0 or 1");
   std::int32_t header[kTokenFileHeaderInts] = {};
   header[0] = kLossMaskMagic;
   header[1] = 1;
@@ -49,15 +50,16 @@ std::vector<std::uint8_t> read_loss_mask_file(const std::string& path, std::int6
                      " (a loss mask file)");
   if (header[1] != 1) fail(kWhere, path + ": unknown version " + std::to_string(header[1]) + ", expected 1");
   if (header[2] != tokens)
-    fail(kWhere, path + ": masks " + std::to_string(header[2]) + " tokens, but its token file holds " +
-                     std::to_string(tokens));
+    fail(kWhere,
+         path + ": masks " + std::to_string(header[2]) + " tokens, but its token file holds " + std::to_string(tokens));
   const std::size_t want = kTokenFileHeaderBytes + static_cast<std::size_t>(tokens);
   if (file.size() != want)
     fail(kWhere, path + ": " + std::to_string(file.size()) + " bytes, expected the header and " +
                      std::to_string(tokens) + " mask bytes (" + std::to_string(want) + ")");
   std::vector<std::uint8_t> mask(file.data() + kTokenFileHeaderBytes, file.data() + want);
   for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i] > 1) fail(kWhere, path + ": value " + std::to_string(i) + " is " + std::to_string(mask[i]) + ", not 0 or 1");
+    if (mask[i] > 1)
+      fail(kWhere, path + ": value " + std::to_string(i) + " is " + std::to_string(mask[i]) + ", not 0 or 1");
   return mask;
 }
 

@@ -22,9 +22,11 @@ ChatTokens encode_conversation(const TextTokenizer& tok, const ChatTemplate& tmp
     text += p.text;
   }
   if (tok.encode(text) != out.ids)
-    fail("chat data", where + ": the tokenizer encodes the conversation's text with tokens that cross the chat "
-                              "format's boundaries between the assistant's words and the rest, so no token mask "
-                              "separates them (" + tok.describe() + ", " + tmpl.describe() + ")");
+    fail("chat data", where +
+                          ": the tokenizer encodes the conversation's text with tokens that cross the chat "
+                          "format's boundaries between the assistant's words and the rest, so no token mask "
+                          "separates them (" +
+                          tok.describe() + ", " + tmpl.describe() + ")");
   return out;
 }
 

@@ -37,9 +37,9 @@ TEST(TrainChat, PreparedChatDataTrainsOnTheAssistantsTokens) {
   llmcc::test::TempDir dir;
   const std::string folder = llmcc::test::write_chat_tokenizer_folder(dir.path / "model");
   write_chats(dir.file("chats.jsonl"), 200);
-  CliResult r = run_llmcc(dir, {"prepare", "--chat", dir.file("chats.jsonl"), "--tokenizer",
-                                "hf:" + folder + "/tokenizer.json", "--out", dir.file("data"), "--val-fraction",
-                                "0.1"});
+  CliResult r =
+      run_llmcc(dir, {"prepare", "--chat", dir.file("chats.jsonl"), "--tokenizer", "hf:" + folder + "/tokenizer.json",
+                      "--out", dir.file("data"), "--val-fraction", "0.1"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("200 conversations: train 180"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("chat format: ChatML"), std::string::npos) << r.out;
@@ -61,11 +61,42 @@ TEST(TrainChat, PreparedChatDataTrainsOnTheAssistantsTokens) {
   for (int i = 0; i < 180; ++i) answer_tokens += (i % 10 + (3 * i) % 10) >= 10 ? 2 : 1;
   EXPECT_EQ(trained, answer_tokens + 180);
 
-  r = run_llmcc(dir, {"train", "--model", "llama-tiny", "--n-layer", "2", "--n-embd", "64", "--n-head", "4",
-                      "--n-kv-head", "2", "--hidden-dim", "128", "--vocab-size", "263", "--max-seq-len", "64",
-                      "--train-data", dir.file("data") + "/train_*.bin", "--val-data",
-                      dir.file("data") + "/val_*.bin", "--batch-size", "8", "--seq-len", "48", "--steps", "40",
-                      "--lr", "1e-2", "--val-every", "20", "--val-steps", "2", "--threads", "2", "--out-dir",
+  r = run_llmcc(dir, {"train",
+                      "--model",
+                      "llama-tiny",
+                      "--n-layer",
+                      "2",
+                      "--n-embd",
+                      "64",
+                      "--n-head",
+                      "4",
+                      "--n-kv-head",
+                      "2",
+                      "--hidden-dim",
+                      "128",
+                      "--vocab-size",
+                      "263",
+                      "--max-seq-len",
+                      "64",
+                      "--train-data",
+                      dir.file("data") + "/train_*.bin",
+                      "--val-data",
+                      dir.file("data") + "/val_*.bin",
+                      "--batch-size",
+                      "8",
+                      "--seq-len",
+                      "48",
+                      "--steps",
+                      "40",
+                      "--lr",
+                      "1e-2",
+                      "--val-every",
+                      "20",
+                      "--val-steps",
+                      "2",
+                      "--threads",
+                      "2",
+                      "--out-dir",
                       dir.file("run")});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("of them trained: loss masks"), std::string::npos) << r.out;
@@ -97,9 +128,9 @@ TEST(TrainChat, BadChatDataIsRefusedByName) {
   refused({"prepare", "--chat", dir.file("ok.jsonl"), "--input", dir.file("ok.jsonl"), "--tokenizer", tok, "--out",
            dir.file("out")},
           "give --input (text files) or --chat");
-  refused({"prepare", "--chat", dir.file("ok.jsonl"), "--val-tokens", "10", "--tokenizer", tok, "--out",
-           dir.file("out")},
-          "--val-tokens does not apply to --chat");
+  refused(
+      {"prepare", "--chat", dir.file("ok.jsonl"), "--val-tokens", "10", "--tokenizer", tok, "--out", dir.file("out")},
+      "--val-tokens does not apply to --chat");
   refused({"prepare", "--out", dir.file("out")}, "give --input (text files) or --chat");
   // A tokenizer folder without a chat template.
   const std::string plain = llmcc::test::write_chat_tokenizer_folder(dir.path / "plain");
