@@ -14,6 +14,20 @@ bool LoraConfig::targets_map(const std::string& name) const {
   return std::find(targets.begin(), targets.end(), name) != targets.end();
 }
 
+std::vector<std::string> lora_targets_from(const std::string& list, const std::string& where) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    std::string item = list.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) fail(where, "the target list '" + list + "' has an empty item");
+    out.push_back(std::move(item));
+    at = comma + 1;
+  }
+  return out;
+}
+
 void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
   std::string names;
   for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;

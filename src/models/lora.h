@@ -31,9 +31,9 @@ namespace llmcc::models {
 //     float scale = 1.0f;                          // alpha / r
 //     Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
 //     Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
-//     // The update for x (..., in): (..., out); the scale multiplies the rank-r intermediate,
-//     // the smallest tensor of the three.
-//     Tensor forward(const Tensor& x) const { return linear_nobias(scale * linear_nobias(x, a), b); }
+//     // The adapted map of x (..., in) with the frozen w (out, in): x w^T + scale (x A^T) B^T,
+//     // one op (llmcc/ops/lora_linear.h), the update added into the base product.
+//     Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
 //   };
 
 // Which maps get an adapter, and its rank and alpha.
@@ -45,6 +45,10 @@ struct LoraConfig {
   float scale() const { return alpha / static_cast<float>(rank); }
   bool targets_map(const std::string& name) const;
 };
+
+// The targets of a comma-separated list ("q, v,down"), each trimmed of spaces. Throws
+// llmcc::Error naming `where` and the list when an item is empty.
+std::vector<std::string> lora_targets_from(const std::string& list, const std::string& where);
 
 // The weights LoRA adapters were trained on: the path they were loaded from and a CRC-32 of
 // their parameters' bytes (in parameter list order), which must match wherever the adapters are

@@ -185,12 +185,7 @@ std::optional<LoraInfo> lora_from_kv(const KeyValues& kv, const std::string& whe
     fail("LoRA", where + ": lora.rank, lora.alpha or lora.base_crc32 is malformed (" + get("lora.rank") + ", " +
                      get("lora.alpha") + ", " + get("lora.base_crc32") + ")");
   }
-  const std::string& targets = get("lora.targets");
-  for (std::size_t at = 0; at <= targets.size();) {
-    const std::size_t comma = std::min(targets.find(',', at), targets.size());
-    info.cfg.targets.push_back(targets.substr(at, comma - at));
-    at = comma + 1;
-  }
+  info.cfg.targets = lora_targets_from(get("lora.targets"), where + " [lora.targets]");
   info.base.path = get("lora.base");
   return info;
 }

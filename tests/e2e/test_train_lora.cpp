@@ -258,7 +258,7 @@ TEST_F(TrainLora, AChangedBaseAndBadFlagsAreRefusedByName) {
         data_flags());
   };
   refused(with_lora("4", "q,qq"), "unknown target map 'qq'; this family's are q, k, v, o, gate, up, down");
-  refused(with_lora("4", "q,,v"), "--lora-targets 'q,,v' has an empty item");
+  refused(with_lora("4", "q,,v"), "[--lora-targets] the target list 'q,,v' has an empty item");
   refused(with_lora("4", "q,v,q"), "target map 'q' is named twice");
   refused(with_lora("-1", "q"), "--lora-rank must be >= 0, got -1");
   refused(concat({"train", "--init-from", base, "--lora-alpha", "4", "--out-dir", dir.file("z")}, data_flags()),

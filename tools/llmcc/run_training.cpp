@@ -55,21 +55,6 @@ std::string fixed(double v, int digits) {
 
 // ---- where the model comes from ----------------------------------------------------------
 
-// "q,k, v" -> {"q", "k", "v"}; an empty item is an error naming the flag.
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  for (std::size_t at = 0; at <= text.size();) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    std::string item = text.substr(at, comma - at);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (item.empty()) fail(kWhere, "--lora-targets '" + text + "' has an empty item");
-    out.push_back(std::move(item));
-    at = comma + 1;
-  }
-  return out;
-}
-
 struct Origin {
   ModelConfig config;
   std::string resume_path;      // non-empty: resume from this checkpoint
@@ -143,7 +128,8 @@ Origin resolve_origin(TrainOptions& o) {
       LoraConfig cfg;
       cfg.rank = o.lora_rank;
       cfg.alpha = o.lora_alpha;
-      cfg.targets = o.lora_targets.empty() ? out.config.family().lora_targets() : split_list(o.lora_targets);
+      cfg.targets = o.lora_targets.empty() ? out.config.family().lora_targets()
+                                           : models::lora_targets_from(o.lora_targets, "--lora-targets");
       out.init = add_lora(std::move(out.init), o.init_from, cfg);
       out.fresh_adapters = true;
     }
