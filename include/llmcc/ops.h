@@ -9,6 +9,7 @@
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/layernorm.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/mean_pool.h"
 #include "llmcc/ops/mse_loss.h"
 #include "llmcc/ops/mul.h"

@@ -16,6 +16,7 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(&layernorm_pullback, nullptr);
   EXPECT_NE(&linear_pullback, nullptr);
   EXPECT_NE(&linear_nobias_pullback, nullptr);
+  EXPECT_NE(&lora_linear_pullback, nullptr);
   EXPECT_NE(&mean_pool_pullback, nullptr);
   EXPECT_NE(&mse_loss_pullback, nullptr);
   EXPECT_NE(&mul_pullback, nullptr);

@@ -288,7 +288,7 @@ std::vector<Slot> slots(M& model, Inputs& in) {
 
 // Calls of every op's forward (profile sites "<op>.fwd") since the last profile::reset(), and the
 // arena buffers they leave: the output and the rule's saved buffers (cross_entropy: lse only;
-// mse_loss: none, its output is a float). view has no forward site: it allocates nothing.
+// lora_linear: x A^T; mse_loss: none, its output is a float). view has no forward site: it allocates nothing.
 struct FwdCount {
   long calls = 0;
   long buffers = 0;
@@ -296,7 +296,7 @@ struct FwdCount {
 inline FwdCount forward_count() {
   static const std::map<std::string, int> kBuffers = {
       {"layernorm.fwd", 3},     {"rmsnorm.fwd", 2},  {"attention.fwd", 2}, {"bidirectional_attention.fwd", 2},
-      {"cross_entropy.fwd", 1}, {"mse_loss.fwd", 0}};
+      {"cross_entropy.fwd", 1}, {"mse_loss.fwd", 0},  {"lora_linear.fwd", 2}};
   FwdCount c;
   for (const auto& e : llmcc::profile::snapshot()) {
     const std::string& n = e.name;

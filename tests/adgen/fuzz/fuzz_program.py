@@ -130,25 +130,36 @@ class Gen:
         return mod
 
     # ---- leaves ----------------------------------------------------------------------------
-    def lin(self, bias):
-        """The program's shared linear module (placeholders $OC, $IC for its shape)."""
-        if bias not in self.lins:
+    def lin(self, kind):
+        """The program's shared linear module of one kind: linear, linear_nobias or lora_linear
+        (a frozen-looking weight with a rank-2 adapter; every tensor is a parameter here).
+        Placeholders $OC, $IC for its shape."""
+        if kind not in self.lins:
             sc = Scope(self.rng, self.plain)
-            mod = self.new_mod("Lin" if bias else "LinNb", sc)
+            mod = self.new_mod({"linear": "Lin", "linear_nobias": "LinNb", "lora_linear": "LinLora"}[kind], sc)
             w = sc.pick("w")
             mod.fields.append(("tensor", w, "(OC, IC)"))
-            if bias:
+            if kind == "linear":
                 b = sc.pick("b")
                 mod.fields.append(("tensor", b, "(OC)"))
+            elif kind == "lora_linear":
+                a, b, scale = sc.pick("a"), sc.pick("b"), sc.pick("s")
+                mod.fields += [("tensor", a, "(2, IC)"), ("tensor", b, "(OC, 2)"), ("float", scale, "0.75f")]
             x, _, sig = self.sig(mod, sc)
-            call = "llmcc::linear(%s, %s, %s)" % (x, w, b) if bias else "llmcc::linear_nobias(%s, %s)" % (x, w)
+            if kind == "linear":
+                call = "llmcc::linear(%s, %s, %s)" % (x, w, b)
+            elif kind == "linear_nobias":
+                call = "llmcc::linear_nobias(%s, %s)" % (x, w)
+            else:
+                call = "llmcc::lora_linear(%s, %s, %s, %s, %s)" % (x, w, a, b, scale)
             self.emit_struct(mod, "  %s { return %s; }" % (sig, call))
-            self.lins[bias] = mod
-        return self.lins[bias]
+            self.lins[kind] = mod
+        return self.lins[kind]
 
     def lin_use(self, oc, ic):
-        self.features.append("linear" if self.rng.random() < 0.6 else "linear_nobias")
-        return Use(self.lin(self.features[-1] == "linear"), {"OC": oc, "IC": ic})
+        u = self.rng.random()
+        self.features.append("linear" if u < 0.5 else "linear_nobias" if u < 0.85 else "lora_linear")
+        return Use(self.lin(self.features[-1]), {"OC": oc, "IC": ic})
 
     def mlp(self, sc):
         mod = self.new_mod("Mlp", sc)

@@ -1,0 +1,111 @@
+// lora_linear: front end, forward and pullback. out = x W^T + s (x A^T) B^T.
+#include "llmcc/ops/lora_linear.h"
+
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu/lora_linear.h"
+#include "kernels/ref/lora_linear.h"
+#include "llmcc/arena.h"
+#include "llmcc/profile.h"
+#include "llmcc/runtime.h"
+#include "ops/adjoint.h"
+#include "ops/check.h"
+
+namespace llmcc {
+namespace {
+
+constexpr const char* kOp = "lora_linear";
+
+// The sizes of one call, after validation: x viewed as (N, C), w (OC, C), a (R, C), b (OC, R).
+struct Dims {
+  std::int64_t N, C, OC, R;
+  Shape out;  // (N, OC) or (B, T, OC)
+};
+
+Dims check_inputs(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s) {
+  check::defined(kOp, "x", x);
+  check::that(x.ndim() == 2 || x.ndim() == 3, kOp,
+              [&] { return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)"; });
+  check::ndim(kOp, "w", w, 2, "(OC, C)");
+  check::ndim(kOp, "a", a, 2, "(R, C)");
+  check::ndim(kOp, "b", b, 2, "(OC, R)");
+  const std::int64_t C = x.dim(-1), OC = w.dim(0), R = a.dim(0);
+  check::that(x.numel() > 0 && OC > 0 && R > 0, kOp, [&] {
+    return "x " + x.shape().str() + ", w " + w.shape().str() + " or a " + a.shape().str() +
+           " is empty, expected sizes > 0";
+  });
+  check::dim(kOp, "w", w, 1, C, "last dim of x");
+  check::dim(kOp, "a", a, 1, C, "last dim of x");
+  check::dim(kOp, "b", b, 0, OC, "dim 0 of w");
+  check::dim(kOp, "b", b, 1, R, "dim 0 of a (the rank)");
+  check::that(std::isfinite(s), kOp, [&] { return "s is " + std::to_string(s) + ", expected a finite scale"; });
+  const std::int64_t N = x.numel() / C;
+  // cpu::gemm takes int sizes and strides.
+  check::that(N <= INT_MAX && C <= INT_MAX && OC <= INT_MAX, kOp,
+              [&] { return "x " + x.shape().str() + " and w " + w.shape().str() + " exceed the GEMM's int sizes"; });
+  const Shape out = x.ndim() == 2 ? Shape{N, OC} : Shape{x.dim(0), x.dim(1), OC};
+  return {N, C, OC, R, out};
+}
+
+Tensor forward(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s, Tensor& xa) {
+  const Dims d = check_inputs(x, w, a, b, s);
+  Tensor out = new_tensor(d.out, kOp);  // (N, OC) or (B, T, OC)
+  xa = new_tensor({d.N, d.R}, kOp);     // (N, R)
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::lora_linear_forward(out.f32(), xa.f32(), x.f32(), w.f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+  } else {
+    cpu::lora_linear_forward(out.f32(), xa.f32(), x.f32(), w.f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s) {
+  LLMCC_PROFILE("lora_linear.fwd");
+  Tensor xa;  // (N, R), dropped with the arena: nothing reads it
+  return forward(x, w, a, b, s, xa);
+}
+
+Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                       LoraLinearSaved& saved) {
+  LLMCC_PROFILE("lora_linear.fwd");
+  return forward(x, w, a, b, s, saved.xa);
+}
+
+void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                          const Tensor& out, const LoraLinearSaved& saved, const Tensor& d_out, Tensor* d_x,
+                          Tensor* d_w, Tensor* d_a, Tensor* d_b) {
+  LLMCC_PROFILE("lora_linear.bwd");
+  (void)out;  // the adjoints need the inputs and x A^T only
+  const Dims d = check_inputs(x, w, a, b, s);
+  check::that(saved.xa.defined() && saved.xa.shape() == Shape{d.N, d.R}, kOp, [&] {
+    return "saved.xa has shape " + (saved.xa.defined() ? saved.xa.shape().str() : std::string("(undefined)")) +
+           ", expected " + Shape{d.N, d.R}.str() + " (rows of x, the rank)";
+  });
+  check::defined(kOp, "d_out", d_out);
+  check::that(d_out.shape() == d.out, kOp, [&] {
+    return "d_out has shape " + d_out.shape().str() + ", expected " + d.out.str() + " (the shape of out)";
+  });
+  check::adjoint(kOp, "d_x", d_x, x);
+  check::adjoint(kOp, "d_w", d_w, w);
+  check::adjoint(kOp, "d_a", d_a, a);
+  check::adjoint(kOp, "d_b", d_b, b);
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::lora_linear_backward(d_x ? d_x->f32() : nullptr, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr,
+                              d_b ? d_b->f32() : nullptr, d_out.f32(), x.f32(), w.f32(), a.f32(), b.f32(),
+                              saved.xa.f32(), s, d.N, d.C, d.OC, d.R);
+    return;
+  }
+  // G = d_out B (N, R), in the current arena, when an adjoint reads it.
+  Tensor g = d_x || d_a ? new_tensor({d.N, d.R}, kOp) : Tensor();
+  bool overwrite_dx = false;
+  float* dx = adjoint_data(d_x, &overwrite_dx);  // like x
+  cpu::lora_linear_backward(dx, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr, d_b ? d_b->f32() : nullptr,
+                            g.defined() ? g.f32() : nullptr, d_out.f32(), x.f32(), w.f32(), a.f32(), b.f32(),
+                            saved.xa.f32(), s, d.N, d.C, d.OC, d.R, overwrite_dx);
+}
+
+}  // namespace llmcc

@@ -1,0 +1,209 @@
+// lora_linear: fast kernel vs reference (Kernel), reference backward vs finite differences (Grad),
+// front end, pullback contract and equality with the composition it replaces (Api).
+// out = x W^T + s (x A^T) B^T, W (OC, C), A (R, C), B (OC, R).
+#include "llmcc/ops/lora_linear.h"
+
+#include <array>
+
+#include "kernels/cpu/lora_linear.h"
+#include "kernels/ref/lora_linear.h"
+#include "llmcc/ops/linear.h"
+#include "llmcc/ops/scale.h"
+#include "test_support.h"
+
+namespace llmcc {
+namespace {
+
+using test::all_close;
+using test::cast_vector;
+using test::random_vector;
+
+// The tolerance grows with the longest reduction (fp32 rounding accumulates over it).
+double atol_for(std::int64_t K) { return 2e-6 * static_cast<double>(K) + 1e-6; }
+
+// Sizes (N, C, OC, R): each awkward size on each dim, the others small and awkward, and ranks
+// 1 (a vector), 3, 16 and 64.
+std::vector<std::array<int, 4>> kernel_sizes() {
+  std::vector<std::array<int, 4>> sizes;
+  for (int s : test::awkward_sizes()) {
+    sizes.push_back({s, 65, 7, 3});
+    sizes.push_back({7, s, 65, 16});
+    sizes.push_back({65, 7, s, 1});
+  }
+  for (int r : {1, 3, 16, 64}) sizes.push_back({197, 96, 65, r});
+  sizes.push_back({256, 960, 320, 16});  // a 360M model's k map at T = 256
+  return sizes;
+}
+
+std::string label(int N, int C, int OC, int R) {
+  return "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) + " R=" + std::to_string(R);
+}
+
+TEST(LoraLinearKernel, ForwardMatchesReference) {
+  test::for_each_thread_count([](int) {
+    for (auto [N, C, OC, R] : kernel_sizes()) {
+      SCOPED_TRACE(label(N, C, OC, R));
+      const auto x = random_vector<float>(N * C, 1), w = random_vector<float>(OC * C, 2);   // (N, C), (OC, C)
+      const auto a = random_vector<float>(R * C, 3), b = random_vector<float>(OC * R, 4);   // (R, C), (OC, R)
+      const float s = 0.75f;
+      std::vector<float> out(N * OC), xa(N * R);            // (N, OC), (N, R)
+      std::vector<double> out_ref(N * OC), xa_ref(N * R);  // (N, OC), (N, R)
+      const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
+                 bd = cast_vector<double>(b);
+      cpu::lora_linear_forward(out.data(), xa.data(), x.data(), w.data(), a.data(), b.data(), s, N, C, OC, R);
+      ref::lora_linear_forward<double>(out_ref.data(), xa_ref.data(), xd.data(), wd.data(), ad.data(), bd.data(), s, N,
+                                       C, OC, R);
+      EXPECT_TRUE(all_close("xa", xa, xa_ref, atol_for(C), 1e-5));
+      EXPECT_TRUE(all_close("out", out, out_ref, atol_for(C + C * R), 1e-5));
+    }
+  });
+}
+
+TEST(LoraLinearKernel, BackwardMatchesReferenceAccumulatesAndSkipsNulls) {
+  test::for_each_thread_count([](int) {
+    for (auto [N, C, OC, R] : kernel_sizes()) {
+      // Every adjoint, then the adapters' alone (a frozen W and no d_x: the first block of a
+      // model), then d_x alone.
+      for (int which : {0b1111, 0b0011, 0b1000}) {
+        SCOPED_TRACE(label(N, C, OC, R) + " adjoints " + std::to_string(which));
+        const auto x = random_vector<float>(N * C, 1), w = random_vector<float>(OC * C, 2);
+        const auto a = random_vector<float>(R * C, 3), b = random_vector<float>(OC * R, 4);
+        const auto xa = random_vector<float>(N * R, 5), d_out = random_vector<float>(N * OC, 6);
+        const float s = -1.25f;
+        // Pre-filled adjoints: the kernels must add to them.
+        auto d_x = random_vector<float>(N * C, 7), d_w = random_vector<float>(OC * C, 8);
+        auto d_a = random_vector<float>(R * C, 9), d_b = random_vector<float>(OC * R, 10);
+        auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w),
+             d_a_ref = cast_vector<double>(d_a), d_b_ref = cast_vector<double>(d_b);
+        const bool ox = which & 8, ow = which & 4, oa = which & 2, ob = which & 1;
+        std::vector<float> g(N * R);
+        cpu::lora_linear_backward(ox ? d_x.data() : nullptr, ow ? d_w.data() : nullptr, oa ? d_a.data() : nullptr,
+                                  ob ? d_b.data() : nullptr, ox || oa ? g.data() : nullptr, d_out.data(), x.data(),
+                                  w.data(), a.data(), b.data(), xa.data(), s, N, C, OC, R, false);
+        const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
+                   bd = cast_vector<double>(b), xad = cast_vector<double>(xa), dod = cast_vector<double>(d_out);
+        ref::lora_linear_backward<double>(ox ? d_x_ref.data() : nullptr, ow ? d_w_ref.data() : nullptr,
+                                          oa ? d_a_ref.data() : nullptr, ob ? d_b_ref.data() : nullptr, dod.data(),
+                                          xd.data(), wd.data(), ad.data(), bd.data(), xad.data(), s, N, C, OC, R);
+        EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, atol_for(OC + OC * R), 1e-5));
+        EXPECT_TRUE(all_close("d_w", d_w, d_w_ref, atol_for(N), 1e-5));
+        EXPECT_TRUE(all_close("d_a", d_a, d_a_ref, atol_for(N * OC), 1e-5));
+        EXPECT_TRUE(all_close("d_b", d_b, d_b_ref, atol_for(N), 1e-5));
+      }
+    }
+  });
+}
+
+// Sum(out * g) as a function of every input, through the double reference forward.
+TEST(LoraLinearGrad, ReferenceBackwardMatchesFiniteDifferences) {
+  const int N = 6, C = 5, OC = 4, R = 3;
+  auto x = random_vector<double>(N * C, 11), w = random_vector<double>(OC * C, 12);
+  auto a = random_vector<double>(R * C, 13), b = random_vector<double>(OC * R, 14);
+  const auto g = random_vector<double>(N * OC, 15);  // adjoint of out (N, OC)
+  const double s = 0.6;
+  auto loss = [&] {
+    std::vector<double> out(N * OC), xa(N * R);
+    ref::lora_linear_forward(out.data(), xa.data(), x.data(), w.data(), a.data(), b.data(), s, N, C, OC, R);
+    return test::weighted_sum(out, g);
+  };
+  std::vector<double> out(N * OC), xa(N * R);
+  ref::lora_linear_forward(out.data(), xa.data(), x.data(), w.data(), a.data(), b.data(), s, N, C, OC, R);
+  std::vector<double> d_x(N * C, 0.0), d_w(OC * C, 0.0), d_a(R * C, 0.0), d_b(OC * R, 0.0);
+  ref::lora_linear_backward(d_x.data(), d_w.data(), d_a.data(), d_b.data(), g.data(), x.data(), w.data(), a.data(),
+                            b.data(), xa.data(), s, N, C, OC, R);
+  EXPECT_TRUE(test::fd_check(loss, {{"x", &x, &d_x}, {"w", &w, &d_w}, {"a", &a, &d_a}, {"b", &b, &d_b}}));
+}
+
+// The op computes what the composition linear_nobias(x, w) + s * linear_nobias(linear_nobias(x,
+// a), b) computes, forward and backward, in both kernel modes, and accumulates into its adjoints.
+TEST(LoraLinearApi, EqualsTheCompositionInBothModesAndAccumulates) {
+  Arena arena(1 << 24);
+  ArenaScope scope(arena);
+  const int B = 2, T = 33, C = 40, OC = 24, R = 5;
+  const float s = 1.5f;
+  Tensor x = test::tensor_from(arena, {B, T, C}, random_vector<float>(B * T * C, 1));        // (B, T, C)
+  Tensor w = test::tensor_from(arena, {OC, C}, random_vector<float>(OC * C, 2));             // (OC, C)
+  Tensor a = test::tensor_from(arena, {R, C}, random_vector<float>(R * C, 3));               // (R, C)
+  Tensor b = test::tensor_from(arena, {OC, R}, random_vector<float>(OC * R, 4));             // (OC, R)
+  Tensor d_out = test::tensor_from(arena, {B, T, OC}, random_vector<float>(B * T * OC, 5));  // (B, T, OC)
+  // The composition's adjoints, through the linear and scale pullbacks.
+  Tensor base = linear_nobias(x, w), xa = linear_nobias(x, a), sxa = scale(xa, s), up = linear_nobias(sxa, b);
+  Tensor cx = arena.zeros({B, T, C}, "cx"), cw = arena.zeros({OC, C}, "cw"), ca = arena.zeros({R, C}, "ca"),
+         cb = arena.zeros({OC, R}, "cb"), c_sxa = arena.zeros({B, T, R}, "c_sxa"), c_xa = arena.zeros({B, T, R}, "");
+  linear_nobias_pullback(x, w, base, d_out, &cx, &cw);
+  linear_nobias_pullback(sxa, b, up, d_out, &c_sxa, &cb);
+  scale_pullback(xa, s, sxa, c_sxa, &c_xa, nullptr);
+  linear_nobias_pullback(x, a, xa, c_xa, &cx, &ca);
+  std::vector<float> composed(B * T * OC);
+  for (int i = 0; i < B * T * OC; ++i) composed[i] = base.f32()[i] + up.f32()[i];
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    SCOPED_TRACE(mode == KernelMode::Reference ? "reference" : "fast");
+    set_kernel_mode(mode);
+    LoraLinearSaved saved;
+    Tensor out = lora_linear_fwd(x, w, a, b, s, saved);  // (B, T, OC)
+    ASSERT_EQ(out.shape(), (Shape{B, T, OC}));
+    ASSERT_EQ(saved.xa.shape(), (Shape{B * T, R}));
+    EXPECT_TRUE(all_close("out", test::to_vector(out), composed, 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("lora_linear", test::to_vector(lora_linear(x, w, a, b, s)), composed, 1e-4, 1e-5));
+    // Into adjoints pre-filled with ones: the composition's plus one.
+    Tensor dx = test::tensor_from(arena, {B, T, C}, std::vector<float>(B * T * C, 1.0f));
+    Tensor dw = test::tensor_from(arena, {OC, C}, std::vector<float>(OC * C, 1.0f));
+    Tensor da = test::tensor_from(arena, {R, C}, std::vector<float>(R * C, 1.0f));
+    Tensor db = test::tensor_from(arena, {OC, R}, std::vector<float>(OC * R, 1.0f));
+    lora_linear_pullback(x, w, a, b, s, out, saved, d_out, &dx, &dw, &da, &db);
+    auto plus_one = [](const Tensor& t) {
+      std::vector<float> v = test::to_vector(t);
+      for (float& e : v) e += 1.0f;
+      return v;
+    };
+    EXPECT_TRUE(all_close("d_x", test::to_vector(dx), plus_one(cx), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("d_w", test::to_vector(dw), plus_one(cw), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("d_a", test::to_vector(da), plus_one(ca), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("d_b", test::to_vector(db), plus_one(cb), 1e-4, 1e-5));
+    // Only the adapters (a frozen W, an input that needs no adjoint).
+    Tensor da2 = arena.zeros({R, C}, "da2"), db2 = arena.zeros({OC, R}, "db2");
+    lora_linear_pullback(x, w, a, b, s, out, saved, d_out, nullptr, nullptr, &da2, &db2);
+    EXPECT_TRUE(all_close("d_a alone", test::to_vector(da2), test::to_vector(ca), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("d_b alone", test::to_vector(db2), test::to_vector(cb), 1e-4, 1e-5));
+    // A first contribution with its zeros pending is written, not added to garbage.
+    Tensor dx3 = test::tensor_from(arena, {B, T, C}, std::vector<float>(B * T * C, 7.0f));
+    dx3.mark_zero_pending();
+    lora_linear_pullback(x, w, a, b, s, out, saved, d_out, &dx3, nullptr, nullptr, nullptr);
+    EXPECT_TRUE(all_close("d_x pending", test::to_vector(dx3), test::to_vector(cx), 1e-4, 1e-5));
+  }
+  set_kernel_mode(KernelMode::Fast);
+}
+
+TEST(LoraLinearApi, RejectsBadShapes) {
+  Arena arena(1 << 20);
+  Tensor x = arena.zeros({2, 3, 5}, "x"), w = arena.zeros({4, 5}, "w"), a = arena.zeros({2, 5}, "a"),
+         b = arena.zeros({4, 2}, "b");
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, a, b, 1.0f); }, {"[lora_linear]", "no arena"}));
+  ArenaScope scope(arena);
+  Tensor a6 = arena.zeros({2, 6}, "a6"), b3 = arena.zeros({4, 3}, "b3"), b5 = arena.zeros({5, 2}, "b5");
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, a6, b, 1.0f); },
+                                 {"[lora_linear]", "a has shape (2, 6)", "expected 5 (last dim of x)"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, a, b3, 1.0f); },
+                                 {"[lora_linear]", "b has shape (4, 3)", "expected 2 (dim 0 of a (the rank))"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, a, b5, 1.0f); },
+                                 {"[lora_linear]", "b has shape (5, 2)", "expected 4 (dim 0 of w)"}));
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, a, b, std::nanf("")); },
+                                 {"[lora_linear]", "s is nan", "finite"}));
+  LoraLinearSaved saved;
+  Tensor out = lora_linear_fwd(x, w, a, b, 1.0f, saved);  // (2, 3, 4)
+  Tensor d_out = arena.zeros({2, 3, 4}, "d_out"), d_out_bad = arena.zeros({6, 4}, "d_out_bad");
+  EXPECT_TRUE(test::throws_error(
+      [&] { lora_linear_pullback(x, w, a, b, 1.0f, out, saved, d_out_bad, nullptr, nullptr, nullptr, nullptr); },
+      {"[lora_linear]", "d_out has shape (6, 4)", "expected (2, 3, 4)"}));
+  EXPECT_TRUE(test::throws_error(
+      [&] { lora_linear_pullback(x, w, a, b, 1.0f, out, saved, d_out, nullptr, nullptr, &b, nullptr); },
+      {"[lora_linear]", "d_a has shape (4, 2)", "expected (2, 5)"}));
+  LoraLinearSaved wrong;
+  wrong.xa = arena.zeros({6, 3}, "xa");
+  EXPECT_TRUE(test::throws_error(
+      [&] { lora_linear_pullback(x, w, a, b, 1.0f, out, wrong, d_out, nullptr, nullptr, nullptr, nullptr); },
+      {"[lora_linear]", "saved.xa has shape (6, 3)", "expected (6, 2)"}));
+}
+
+}  // namespace
+}  // namespace llmcc
