@@ -6,95 +6,298 @@
 namespace llmcc::models {
 
 llmcc::Tensor LlamaLoraAdapter_forward_fwd(const llmcc::models::LlamaLoraAdapter& self,
-                                           const llmcc::Tensor& x,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
                                            LlamaLoraAdapter_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.a);
-  _s.t1 = llmcc::scale(_s.t0, self.scale);
-  _s.t2 = llmcc::linear_nobias(_s.t1, self.b);
-  return _s.t2;
+  _s.t0 = llmcc::lora_linear_fwd(x, w, self.a, self.b, self.scale, _s.lora_linear_0);
+  return _s.t0;
 }
 
 void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
-                                  const llmcc::Tensor& x, const LlamaLoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                  const LlamaLoraAdapter_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaLoraAdapter_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final) {
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
-  llmcc::Tensor _d_t1;  // adjoint of t1
-  llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::adgen::accumulate(_d_t2, d_out);
-  if (_d_t2.defined()) {
-    llmcc::linear_nobias_pullback(_s.t1, self.b, _s.t2, _d_t2, llmcc::adgen::acc(&_d_t1, _s.t1),
-                                  llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
-    _d_t2 = llmcc::Tensor();
-  }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
-  if (_d_t1.defined()) {
-    llmcc::scale_pullback(_s.t0, self.scale, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0),
-                          nullptr);
-    _d_t1 = llmcc::Tensor();
-  }
+  llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(x, self.a, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a));
+    llmcc::lora_linear_pullback(x, w, self.a, self.b, self.scale, _s.t0, _s.lora_linear_0, _d_t0,
+                                llmcc::adgen::acc(d_x, x), llmcc::adgen::acc(d_w, w),
+                                llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a),
+                                llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->a);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_wq_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wq_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.wq.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.wq[0], x, w, _s.wq);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_wq_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wq_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.wq[0], x, w, _s.wq, _d_t1,
+                                     (d_self ? &d_self->wq[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_wk_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wk_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.wk.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.wk[0], x, w, _s.wk);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_wk_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wk_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.wk[0], x, w, _s.wk, _d_t1,
+                                     (d_self ? &d_self->wk[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_wv_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wv_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.wv.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.wv[0], x, w, _s.wv);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_wv_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wv_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.wv[0], x, w, _s.wv, _d_t1,
+                                     (d_self ? &d_self->wv[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_wo_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wo_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.wo.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.wo[0], x, w, _s.wo);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_wo_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wo_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.wo[0], x, w, _s.wo, _d_t1,
+                                     (d_self ? &d_self->wo[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
 }
 
 llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& self,
                                          const llmcc::Tensor& x,
                                          const llmcc::models::LlamaBlockLora& lora,
                                          LlamaAttention_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.wq);
+  _s.t0 = LlamaBlockLora_apply_wq_fwd(lora, x, self.wq, _s.lora);
   llmcc::Tensor q = _s.t0;
-  _s.branch0 = static_cast<bool>(!lora.wq.empty());
-  if (_s.branch0) {
-    _s.t1 = LlamaLoraAdapter_forward_fwd(lora.wq[0], x, _s.wq);
-    _s.q_2 = q;
-    _s.t2 = llmcc::add(_s.q_2, _s.t1);
-    q = _s.t2;
-  }
-  _s.t3 = llmcc::linear_nobias(x, self.wk);
-  llmcc::Tensor k = _s.t3;
-  _s.branch1 = static_cast<bool>(!lora.wk.empty());
-  if (_s.branch1) {
-    _s.t4 = LlamaLoraAdapter_forward_fwd(lora.wk[0], x, _s.wk);
-    _s.k_5 = k;
-    _s.t5 = llmcc::add(_s.k_5, _s.t4);
-    k = _s.t5;
-  }
-  _s.t6 = llmcc::linear_nobias(x, self.wv);
-  llmcc::Tensor v = _s.t6;
-  _s.branch2 = static_cast<bool>(!lora.wv.empty());
-  if (_s.branch2) {
-    _s.t7 = LlamaLoraAdapter_forward_fwd(lora.wv[0], x, _s.wv);
-    _s.v_8 = v;
-    _s.t8 = llmcc::add(_s.v_8, _s.t7);
-    v = _s.t8;
-  }
-  _s.q_9 = q;
-  _s.t9 = llmcc::rope(_s.q_9, self.n_head, self.rope_freqs, 0);
-  q = _s.t9;
-  _s.k_10 = k;
-  _s.t10 = llmcc::rope(_s.k_10, self.n_kv_head, self.rope_freqs, 0);
-  k = _s.t10;
-  _s.q_11 = q;
-  _s.k_11 = k;
-  _s.v_11 = v;
-  _s.t11 =
-      llmcc::attention_fwd(_s.q_11, _s.k_11, _s.v_11, self.n_head, self.n_kv_head, _s.attention_11);
-  llmcc::Tensor y = _s.t11;
-  _s.y_12 = y;
-  _s.t12 = llmcc::linear_nobias(_s.y_12, self.wo);
-  llmcc::Tensor out = _s.t12;
-  _s.branch3 = static_cast<bool>(!lora.wo.empty());
-  if (_s.branch3) {
-    _s.y_13 = y;
-    _s.t13 = LlamaLoraAdapter_forward_fwd(lora.wo[0], _s.y_13, _s.wo);
-    _s.out_14 = out;
-    _s.t14 = llmcc::add(_s.out_14, _s.t13);
-    out = _s.t14;
-  }
+  _s.t1 = LlamaBlockLora_apply_wk_fwd(lora, x, self.wk, _s.lora_2);
+  llmcc::Tensor k = _s.t1;
+  _s.t2 = LlamaBlockLora_apply_wv_fwd(lora, x, self.wv, _s.lora_3);
+  llmcc::Tensor v = _s.t2;
+  _s.q_3 = q;
+  _s.t3 = llmcc::rope(_s.q_3, self.n_head, self.rope_freqs, 0);
+  q = _s.t3;
+  _s.k_4 = k;
+  _s.t4 = llmcc::rope(_s.k_4, self.n_kv_head, self.rope_freqs, 0);
+  k = _s.t4;
+  _s.q_5 = q;
+  _s.k_5 = k;
+  _s.v_5 = v;
+  _s.t5 = llmcc::attention_fwd(_s.q_5, _s.k_5, _s.v_5, self.n_head, self.n_kv_head, _s.attention_5);
+  llmcc::Tensor y = _s.t5;
+  _s.y_6 = y;
+  _s.t6 = LlamaBlockLora_apply_wo_fwd(lora, _s.y_6, self.wo, _s.lora_4);
+  llmcc::Tensor out = _s.t6;
   return out;
 }
 
@@ -108,189 +311,107 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
   llmcc::Tensor _d_q;    // adjoint of q
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
-  llmcc::Tensor _d_t10;  // adjoint of t10
-  llmcc::Tensor _d_t11;  // adjoint of t11
-  llmcc::Tensor _d_t12;  // adjoint of t12
-  llmcc::Tensor _d_t13;  // adjoint of t13
-  llmcc::Tensor _d_t14;  // adjoint of t14
   llmcc::Tensor _d_t2;   // adjoint of t2
   llmcc::Tensor _d_t3;   // adjoint of t3
   llmcc::Tensor _d_t4;   // adjoint of t4
   llmcc::Tensor _d_t5;   // adjoint of t5
   llmcc::Tensor _d_t6;   // adjoint of t6
-  llmcc::Tensor _d_t7;   // adjoint of t7
-  llmcc::Tensor _d_t8;   // adjoint of t8
-  llmcc::Tensor _d_t9;   // adjoint of t9
   llmcc::Tensor _d_v;    // adjoint of v
   llmcc::Tensor _d_y;    // adjoint of y
   llmcc::adgen::accumulate(_d_out, d_out);
-  if (_s.branch3) {
-    if (_d_out.defined()) {
-      const llmcc::Tensor _g = _d_out;
-      _d_out = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t14, _g);
-    }
-    if (_d_t14.defined()) {
-      llmcc::add_pullback(_s.out_14, _s.t13, _s.t14, _d_t14, llmcc::adgen::acc(&_d_out, _s.out_14),
-                          llmcc::adgen::acc(&_d_t13, _s.t13));
-      _d_t14 = llmcc::Tensor();
-    }
-    if (_d_t13.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_13);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.wo[0], _s.y_13, _s.wo, _d_t13,
-                                     (d_lora ? &d_lora->wo[0] : nullptr), _a0, false);
-      }
-      _d_t13 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wo);
   if (_d_out.defined()) {
     const llmcc::Tensor _g = _d_out;
     _d_out = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t12, _g);
+    llmcc::adgen::accumulate(_d_t6, _g);
   }
-  if (_d_t12.defined()) {
-    llmcc::linear_nobias_pullback(_s.y_12, self.wo, _s.t12, _d_t12,
-                                  llmcc::adgen::acc(&_d_y, _s.y_12),
-                                  llmcc::adgen::acc((d_self ? &d_self->wo : nullptr), self.wo));
-    _d_t12 = llmcc::Tensor();
+  if (_d_t6.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_6);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->wo : nullptr), self.wo);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_wo_bwd(lora, _s.y_6, self.wo, _s.lora_4, _d_t6, d_lora, _a0, _a1, false);
+    }
+    _d_t6 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t11, _g);
+    llmcc::adgen::accumulate(_d_t5, _g);
   }
-  if (_d_t11.defined()) {
-    llmcc::attention_pullback(_s.q_11, _s.k_11, _s.v_11, self.n_head, self.n_kv_head, _s.t11,
-                              _s.attention_11, _d_t11, llmcc::adgen::acc(&_d_q, _s.q_11),
-                              llmcc::adgen::acc(&_d_k, _s.k_11), llmcc::adgen::acc(&_d_v, _s.v_11));
-    _d_t11 = llmcc::Tensor();
+  if (_d_t5.defined()) {
+    llmcc::attention_pullback(_s.q_5, _s.k_5, _s.v_5, self.n_head, self.n_kv_head, _s.t5,
+                              _s.attention_5, _d_t5, llmcc::adgen::acc(&_d_q, _s.q_5),
+                              llmcc::adgen::acc(&_d_k, _s.k_5), llmcc::adgen::acc(&_d_v, _s.v_5));
+    _d_t5 = llmcc::Tensor();
   }
   if (_d_k.defined()) {
     const llmcc::Tensor _g = _d_k;
     _d_k = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t10, _g);
+    llmcc::adgen::accumulate(_d_t4, _g);
   }
-  if (_d_t10.defined()) {
-    llmcc::rope_pullback(_s.k_10, self.n_kv_head, self.rope_freqs, 0, _s.t10, _d_t10,
-                         llmcc::adgen::acc(&_d_k, _s.k_10));
-    _d_t10 = llmcc::Tensor();
+  if (_d_t4.defined()) {
+    llmcc::rope_pullback(_s.k_4, self.n_kv_head, self.rope_freqs, 0, _s.t4, _d_t4,
+                         llmcc::adgen::acc(&_d_k, _s.k_4));
+    _d_t4 = llmcc::Tensor();
   }
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t9, _g);
-  }
-  if (_d_t9.defined()) {
-    llmcc::rope_pullback(_s.q_9, self.n_head, self.rope_freqs, 0, _s.t9, _d_t9,
-                         llmcc::adgen::acc(&_d_q, _s.q_9));
-    _d_t9 = llmcc::Tensor();
-  }
-  if (_s.branch2) {
-    if (_d_v.defined()) {
-      const llmcc::Tensor _g = _d_v;
-      _d_v = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t8, _g);
-    }
-    if (_d_t8.defined()) {
-      llmcc::add_pullback(_s.v_8, _s.t7, _s.t8, _d_t8, llmcc::adgen::acc(&_d_v, _s.v_8),
-                          llmcc::adgen::acc(&_d_t7, _s.t7));
-      _d_t8 = llmcc::Tensor();
-    }
-    if (_d_t7.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.wv[0], x, _s.wv, _d_t7,
-                                     (d_lora ? &d_lora->wv[0] : nullptr), _a0, false);
-      }
-      _d_t7 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wv);
-  if (_d_v.defined()) {
-    const llmcc::Tensor _g = _d_v;
-    _d_v = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t6, _g);
-  }
-  if (_d_t6.defined()) {
-    llmcc::linear_nobias_pullback(x, self.wv, _s.t6, _d_t6, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->wv : nullptr), self.wv));
-    _d_t6 = llmcc::Tensor();
-  }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
-  if (_s.branch1) {
-    if (_d_k.defined()) {
-      const llmcc::Tensor _g = _d_k;
-      _d_k = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t5, _g);
-    }
-    if (_d_t5.defined()) {
-      llmcc::add_pullback(_s.k_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_k, _s.k_5),
-                          llmcc::adgen::acc(&_d_t4, _s.t4));
-      _d_t5 = llmcc::Tensor();
-    }
-    if (_d_t4.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.wk[0], x, _s.wk, _d_t4,
-                                     (d_lora ? &d_lora->wk[0] : nullptr), _a0, false);
-      }
-      _d_t4 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wk);
-  if (_d_k.defined()) {
-    const llmcc::Tensor _g = _d_k;
-    _d_k = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(x, self.wk, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->wk : nullptr), self.wk));
+    llmcc::rope_pullback(_s.q_3, self.n_head, self.rope_freqs, 0, _s.t3, _d_t3,
+                         llmcc::adgen::acc(&_d_q, _s.q_3));
     _d_t3 = llmcc::Tensor();
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
-  if (_s.branch0) {
-    if (_d_q.defined()) {
-      const llmcc::Tensor _g = _d_q;
-      _d_q = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t2, _g);
-    }
-    if (_d_t2.defined()) {
-      llmcc::add_pullback(_s.q_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_q, _s.q_2),
-                          llmcc::adgen::acc(&_d_t1, _s.t1));
-      _d_t2 = llmcc::Tensor();
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.wq[0], x, _s.wq, _d_t1,
-                                     (d_lora ? &d_lora->wq[0] : nullptr), _a0, false);
-      }
-      _d_t1 = llmcc::Tensor();
-    }
+  if (_d_v.defined()) {
+    const llmcc::Tensor _g = _d_v;
+    _d_v = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t2, _g);
   }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wq);
+  if (_d_t2.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->wv : nullptr), self.wv);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_wv_bwd(lora, x, self.wv, _s.lora_3, _d_t2, d_lora, _a0, _a1, false);
+    }
+    _d_t2 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_d_k.defined()) {
+    const llmcc::Tensor _g = _d_k;
+    _d_k = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
+  }
+  if (_d_t1.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->wk : nullptr), self.wk);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_wk_bwd(lora, x, self.wk, _s.lora_2, _d_t1, d_lora, _a0, _a1, false);
+    }
+    _d_t1 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(x, self.wq, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->wq : nullptr), self.wq));
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->wq : nullptr), self.wq);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_wq_bwd(lora, x, self.wq, _s.lora, _d_t0, d_lora, _a0, _a1, _final);
+    }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w1);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w2);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w3);
 }
 
 llmcc::Tensor LlamaRmsNorm_forward_fwd(const llmcc::models::LlamaRmsNorm& self,
@@ -313,44 +434,205 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
 }
 
+llmcc::Tensor LlamaBlockLora_apply_w1_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w1_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.w1.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.w1[0], x, w, _s.w1);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_w1_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w1_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.w1[0], x, w, _s.w1, _d_t1,
+                                     (d_self ? &d_self->w1[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_w3_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w3_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.w3.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.w3[0], x, w, _s.w3);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_w3_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w3_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.w3[0], x, w, _s.w3, _d_t1,
+                                     (d_self ? &d_self->w3[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+}
+
+llmcc::Tensor LlamaBlockLora_apply_w2_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w2_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.w2.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = LlamaLoraAdapter_forward_fwd(self.w2[0], x, w, _s.w2);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void LlamaBlockLora_apply_w2_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w2_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        LlamaLoraAdapter_forward_bwd(self.w2[0], x, w, _s.w2, _d_t1,
+                                     (d_self ? &d_self->w2[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wq);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wk);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wv);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wo);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
+}
+
 llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward& self,
                                            const llmcc::Tensor& x,
                                            const llmcc::models::LlamaBlockLora& lora,
                                            LlamaFeedForward_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.w1);
+  _s.t0 = LlamaBlockLora_apply_w1_fwd(lora, x, self.w1, _s.lora);
   llmcc::Tensor g = _s.t0;
-  _s.branch0 = static_cast<bool>(!lora.w1.empty());
-  if (_s.branch0) {
-    _s.t1 = LlamaLoraAdapter_forward_fwd(lora.w1[0], x, _s.w1);
-    _s.g_2 = g;
-    _s.t2 = llmcc::add(_s.g_2, _s.t1);
-    g = _s.t2;
-  }
-  _s.t3 = llmcc::linear_nobias(x, self.w3);
-  llmcc::Tensor up = _s.t3;
-  _s.branch1 = static_cast<bool>(!lora.w3.empty());
-  if (_s.branch1) {
-    _s.t4 = LlamaLoraAdapter_forward_fwd(lora.w3[0], x, _s.w3);
-    _s.up_5 = up;
-    _s.t5 = llmcc::add(_s.up_5, _s.t4);
-    up = _s.t5;
-  }
-  _s.g_6 = g;
-  _s.t6 = llmcc::silu(_s.g_6);
-  _s.up_7 = up;
-  _s.t7 = llmcc::mul(_s.t6, _s.up_7);
-  llmcc::Tensor h = _s.t7;
-  _s.h_8 = h;
-  _s.t8 = llmcc::linear_nobias(_s.h_8, self.w2);
-  llmcc::Tensor out = _s.t8;
-  _s.branch2 = static_cast<bool>(!lora.w2.empty());
-  if (_s.branch2) {
-    _s.h_9 = h;
-    _s.t9 = LlamaLoraAdapter_forward_fwd(lora.w2[0], _s.h_9, _s.w2);
-    _s.out_10 = out;
-    _s.t10 = llmcc::add(_s.out_10, _s.t9);
-    out = _s.t10;
-  }
+  _s.t1 = LlamaBlockLora_apply_w3_fwd(lora, x, self.w3, _s.lora_2);
+  llmcc::Tensor up = _s.t1;
+  _s.g_2 = g;
+  _s.t2 = llmcc::silu(_s.g_2);
+  _s.up_3 = up;
+  _s.t3 = llmcc::mul(_s.t2, _s.up_3);
+  llmcc::Tensor h = _s.t3;
+  _s.h_4 = h;
+  _s.t4 = LlamaBlockLora_apply_w2_fwd(lora, _s.h_4, self.w2, _s.lora_3);
+  llmcc::Tensor out = _s.t4;
   return out;
 }
 
@@ -364,134 +646,72 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
   llmcc::Tensor _d_out;  // adjoint of out
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
-  llmcc::Tensor _d_t10;  // adjoint of t10
   llmcc::Tensor _d_t2;   // adjoint of t2
   llmcc::Tensor _d_t3;   // adjoint of t3
   llmcc::Tensor _d_t4;   // adjoint of t4
-  llmcc::Tensor _d_t5;   // adjoint of t5
-  llmcc::Tensor _d_t6;   // adjoint of t6
-  llmcc::Tensor _d_t7;   // adjoint of t7
-  llmcc::Tensor _d_t8;   // adjoint of t8
-  llmcc::Tensor _d_t9;   // adjoint of t9
   llmcc::Tensor _d_up;   // adjoint of up
   llmcc::adgen::accumulate(_d_out, d_out);
-  if (_s.branch2) {
-    if (_d_out.defined()) {
-      const llmcc::Tensor _g = _d_out;
-      _d_out = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t10, _g);
-    }
-    if (_d_t10.defined()) {
-      llmcc::add_pullback(_s.out_10, _s.t9, _s.t10, _d_t10, llmcc::adgen::acc(&_d_out, _s.out_10),
-                          llmcc::adgen::acc(&_d_t9, _s.t9));
-      _d_t10 = llmcc::Tensor();
-    }
-    if (_d_t9.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_9);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.w2[0], _s.h_9, _s.w2, _d_t9,
-                                     (d_lora ? &d_lora->w2[0] : nullptr), _a0, false);
-      }
-      _d_t9 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w2);
   if (_d_out.defined()) {
     const llmcc::Tensor _g = _d_out;
     _d_out = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t8, _g);
+    llmcc::adgen::accumulate(_d_t4, _g);
   }
-  if (_d_t8.defined()) {
-    llmcc::linear_nobias_pullback(_s.h_8, self.w2, _s.t8, _d_t8, llmcc::adgen::acc(&_d_h, _s.h_8),
-                                  llmcc::adgen::acc((d_self ? &d_self->w2 : nullptr), self.w2));
-    _d_t8 = llmcc::Tensor();
+  if (_d_t4.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_4);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->w2 : nullptr), self.w2);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_w2_bwd(lora, _s.h_4, self.w2, _s.lora_3, _d_t4, d_lora, _a0, _a1, false);
+    }
+    _d_t4 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w2);
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
     _d_h = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t7, _g);
-  }
-  if (_d_t7.defined()) {
-    llmcc::mul_pullback(_s.t6, _s.up_7, _s.t7, _d_t7, llmcc::adgen::acc(&_d_t6, _s.t6),
-                        llmcc::adgen::acc(&_d_up, _s.up_7));
-    _d_t7 = llmcc::Tensor();
-  }
-  if (_d_t6.defined()) {
-    llmcc::silu_pullback(_s.g_6, _s.t6, _d_t6, llmcc::adgen::acc(&_d_g, _s.g_6));
-    _d_t6 = llmcc::Tensor();
-  }
-  if (_s.branch1) {
-    if (_d_up.defined()) {
-      const llmcc::Tensor _g = _d_up;
-      _d_up = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t5, _g);
-    }
-    if (_d_t5.defined()) {
-      llmcc::add_pullback(_s.up_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_up, _s.up_5),
-                          llmcc::adgen::acc(&_d_t4, _s.t4));
-      _d_t5 = llmcc::Tensor();
-    }
-    if (_d_t4.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.w3[0], x, _s.w3, _d_t4,
-                                     (d_lora ? &d_lora->w3[0] : nullptr), _a0, false);
-      }
-      _d_t4 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w3);
-  if (_d_up.defined()) {
-    const llmcc::Tensor _g = _d_up;
-    _d_up = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(x, self.w3, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->w3 : nullptr), self.w3));
+    llmcc::mul_pullback(_s.t2, _s.up_3, _s.t3, _d_t3, llmcc::adgen::acc(&_d_t2, _s.t2),
+                        llmcc::adgen::acc(&_d_up, _s.up_3));
     _d_t3 = llmcc::Tensor();
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
-  if (_s.branch0) {
-    if (_d_g.defined()) {
-      const llmcc::Tensor _g = _d_g;
-      _d_g = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t2, _g);
-    }
-    if (_d_t2.defined()) {
-      llmcc::add_pullback(_s.g_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2),
-                          llmcc::adgen::acc(&_d_t1, _s.t1));
-      _d_t2 = llmcc::Tensor();
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        LlamaLoraAdapter_forward_bwd(lora.w1[0], x, _s.w1, _d_t1,
-                                     (d_lora ? &d_lora->w1[0] : nullptr), _a0, false);
-      }
-      _d_t1 = llmcc::Tensor();
-    }
+  if (_d_t2.defined()) {
+    llmcc::silu_pullback(_s.g_2, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2));
+    _d_t2 = llmcc::Tensor();
   }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->w1);
+  if (_d_up.defined()) {
+    const llmcc::Tensor _g = _d_up;
+    _d_up = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
+  }
+  if (_d_t1.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->w3 : nullptr), self.w3);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_w3_bwd(lora, x, self.w3, _s.lora_2, _d_t1, d_lora, _a0, _a1, false);
+    }
+    _d_t1 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->w3);
   if (_d_g.defined()) {
     const llmcc::Tensor _g = _d_g;
     _d_g = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(x, self.w1, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->w1 : nullptr), self.w1));
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->w1 : nullptr), self.w1);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaBlockLora_apply_w1_bwd(lora, x, self.w1, _s.lora, _d_t0, d_lora, _a0, _a1, _final);
+    }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w1);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wq);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wk);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wv);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->wo);
 }
 
 llmcc::Tensor LlamaBlock_forward_fwd(const llmcc::models::LlamaBlock& self, const llmcc::Tensor& x,

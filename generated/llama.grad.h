@@ -12,10 +12,10 @@
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/embedding.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
-#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "models/llama/llama.h"
 
@@ -595,99 +595,160 @@ struct Llama_Grad {
 };
 
 // LlamaLoraAdapter_forward: what the backward of llmcc::models::LlamaLoraAdapter::forward
-// (llama.h:46) reads.
+// (llama.h:48) reads.
 struct LlamaLoraAdapter_forward_Saved {
   llmcc::Tensor t0;
-  llmcc::Tensor t1;
-  llmcc::Tensor t2;
+  llmcc::LoraLinearSaved lora_linear_0;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
-    f(t1);
-    f(t2);
+    f(lora_linear_0.xa);
   }
 };
 llmcc::Tensor LlamaLoraAdapter_forward_fwd(const llmcc::models::LlamaLoraAdapter& self,
-                                           const llmcc::Tensor& x,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
                                            LlamaLoraAdapter_forward_Saved& _s);
 void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
-                                  const llmcc::Tensor& x, const LlamaLoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                  const LlamaLoraAdapter_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, LlamaLoraAdapter_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final = false);
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:75)
-// reads.
-struct LlamaAttention_forward_Saved {
-  llmcc::Tensor t0;
+// LlamaBlockLora_apply_wq: what the backward of llmcc::models::LlamaBlockLora::apply_wq
+// (llama.h:63) reads.
+struct LlamaBlockLora_apply_wq_Saved {
   bool branch0;
+  llmcc::Tensor t0;
   llmcc::Tensor t1;
   LlamaLoraAdapter_forward_Saved wq;
-  llmcc::Tensor q_2;
-  llmcc::Tensor t2;
-  llmcc::Tensor t3;
-  bool branch1;
-  llmcc::Tensor t4;
-  LlamaLoraAdapter_forward_Saved wk;
-  llmcc::Tensor k_5;
-  llmcc::Tensor t5;
-  llmcc::Tensor t6;
-  bool branch2;
-  llmcc::Tensor t7;
-  LlamaLoraAdapter_forward_Saved wv;
-  llmcc::Tensor v_8;
-  llmcc::Tensor t8;
-  llmcc::Tensor q_9;
-  llmcc::Tensor t9;
-  llmcc::Tensor k_10;
-  llmcc::Tensor t10;
-  llmcc::Tensor q_11;
-  llmcc::Tensor k_11;
-  llmcc::Tensor v_11;
-  llmcc::Tensor t11;
-  llmcc::AttentionSaved attention_11;
-  llmcc::Tensor y_12;
-  llmcc::Tensor t12;
-  bool branch3;
-  llmcc::Tensor y_13;
-  llmcc::Tensor t13;
-  LlamaLoraAdapter_forward_Saved wo;
-  llmcc::Tensor out_14;
-  llmcc::Tensor t14;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
     wq.visit(f);
-    f(q_2);
-    f(t2);
-    f(t3);
-    f(t4);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_wq_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wq_Saved& _s);
+void LlamaBlockLora_apply_wq_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wq_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaBlockLora_apply_wk: what the backward of llmcc::models::LlamaBlockLora::apply_wk
+// (llama.h:69) reads.
+struct LlamaBlockLora_apply_wk_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  LlamaLoraAdapter_forward_Saved wk;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
     wk.visit(f);
-    f(k_5);
-    f(t5);
-    f(t6);
-    f(t7);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_wk_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wk_Saved& _s);
+void LlamaBlockLora_apply_wk_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wk_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaBlockLora_apply_wv: what the backward of llmcc::models::LlamaBlockLora::apply_wv
+// (llama.h:75) reads.
+struct LlamaBlockLora_apply_wv_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  LlamaLoraAdapter_forward_Saved wv;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
     wv.visit(f);
-    f(v_8);
-    f(t8);
-    f(q_9);
-    f(t9);
-    f(k_10);
-    f(t10);
-    f(q_11);
-    f(k_11);
-    f(v_11);
-    f(t11);
-    f(attention_11.lse);
-    f(y_12);
-    f(t12);
-    f(y_13);
-    f(t13);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_wv_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wv_Saved& _s);
+void LlamaBlockLora_apply_wv_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wv_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaBlockLora_apply_wo: what the backward of llmcc::models::LlamaBlockLora::apply_wo
+// (llama.h:81) reads.
+struct LlamaBlockLora_apply_wo_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  LlamaLoraAdapter_forward_Saved wo;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
     wo.visit(f);
-    f(out_14);
-    f(t14);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_wo_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_wo_Saved& _s);
+void LlamaBlockLora_apply_wo_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_wo_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:122)
+// reads.
+struct LlamaAttention_forward_Saved {
+  llmcc::Tensor t0;
+  LlamaBlockLora_apply_wq_Saved lora;
+  llmcc::Tensor t1;
+  LlamaBlockLora_apply_wk_Saved lora_2;
+  llmcc::Tensor t2;
+  LlamaBlockLora_apply_wv_Saved lora_3;
+  llmcc::Tensor q_3;
+  llmcc::Tensor t3;
+  llmcc::Tensor k_4;
+  llmcc::Tensor t4;
+  llmcc::Tensor q_5;
+  llmcc::Tensor k_5;
+  llmcc::Tensor v_5;
+  llmcc::Tensor t5;
+  llmcc::AttentionSaved attention_5;
+  llmcc::Tensor y_6;
+  llmcc::Tensor t6;
+  LlamaBlockLora_apply_wo_Saved lora_4;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    lora.visit(f);
+    f(t1);
+    lora_2.visit(f);
+    f(t2);
+    lora_3.visit(f);
+    f(q_3);
+    f(t3);
+    f(k_4);
+    f(t4);
+    f(q_5);
+    f(k_5);
+    f(v_5);
+    f(t5);
+    f(attention_5.lse);
+    f(y_6);
+    f(t6);
+    lora_4.visit(f);
   }
 };
 llmcc::Tensor LlamaAttention_forward_fwd(const llmcc::models::LlamaAttention& self,
@@ -700,7 +761,7 @@ void LlamaAttention_forward_bwd(const llmcc::models::LlamaAttention& self, const
                                 LlamaAttention_Grad* d_self, llmcc::Tensor* d_x,
                                 LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:36)
+// LlamaRmsNorm_forward: what the backward of llmcc::models::LlamaRmsNorm::forward (llama.h:37)
 // reads.
 struct LlamaRmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -718,57 +779,103 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               const LlamaRmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:112) reads.
-struct LlamaFeedForward_forward_Saved {
-  llmcc::Tensor t0;
+// LlamaBlockLora_apply_w1: what the backward of llmcc::models::LlamaBlockLora::apply_w1
+// (llama.h:87) reads.
+struct LlamaBlockLora_apply_w1_Saved {
   bool branch0;
+  llmcc::Tensor t0;
   llmcc::Tensor t1;
   LlamaLoraAdapter_forward_Saved w1;
-  llmcc::Tensor g_2;
-  llmcc::Tensor t2;
-  llmcc::Tensor t3;
-  bool branch1;
-  llmcc::Tensor t4;
-  LlamaLoraAdapter_forward_Saved w3;
-  llmcc::Tensor up_5;
-  llmcc::Tensor t5;
-  llmcc::Tensor g_6;
-  llmcc::Tensor t6;
-  llmcc::Tensor up_7;
-  llmcc::Tensor t7;
-  llmcc::Tensor h_8;
-  llmcc::Tensor t8;
-  bool branch2;
-  llmcc::Tensor h_9;
-  llmcc::Tensor t9;
-  LlamaLoraAdapter_forward_Saved w2;
-  llmcc::Tensor out_10;
-  llmcc::Tensor t10;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
     w1.visit(f);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_w1_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w1_Saved& _s);
+void LlamaBlockLora_apply_w1_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w1_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaBlockLora_apply_w3: what the backward of llmcc::models::LlamaBlockLora::apply_w3
+// (llama.h:99) reads.
+struct LlamaBlockLora_apply_w3_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  LlamaLoraAdapter_forward_Saved w3;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    w3.visit(f);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_w3_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w3_Saved& _s);
+void LlamaBlockLora_apply_w3_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w3_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaBlockLora_apply_w2: what the backward of llmcc::models::LlamaBlockLora::apply_w2
+// (llama.h:93) reads.
+struct LlamaBlockLora_apply_w2_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  LlamaLoraAdapter_forward_Saved w2;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    w2.visit(f);
+  }
+};
+llmcc::Tensor LlamaBlockLora_apply_w2_fwd(const llmcc::models::LlamaBlockLora& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          LlamaBlockLora_apply_w2_Saved& _s);
+void LlamaBlockLora_apply_w2_bwd(const llmcc::models::LlamaBlockLora& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const LlamaBlockLora_apply_w2_Saved& _s,
+                                 const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
+// (llama.h:151) reads.
+struct LlamaFeedForward_forward_Saved {
+  llmcc::Tensor t0;
+  LlamaBlockLora_apply_w1_Saved lora;
+  llmcc::Tensor t1;
+  LlamaBlockLora_apply_w3_Saved lora_2;
+  llmcc::Tensor g_2;
+  llmcc::Tensor t2;
+  llmcc::Tensor up_3;
+  llmcc::Tensor t3;
+  llmcc::Tensor h_4;
+  llmcc::Tensor t4;
+  LlamaBlockLora_apply_w2_Saved lora_3;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    lora.visit(f);
+    f(t1);
+    lora_2.visit(f);
     f(g_2);
     f(t2);
+    f(up_3);
     f(t3);
+    f(h_4);
     f(t4);
-    w3.visit(f);
-    f(up_5);
-    f(t5);
-    f(g_6);
-    f(t6);
-    f(up_7);
-    f(t7);
-    f(h_8);
-    f(t8);
-    f(h_9);
-    f(t9);
-    w2.visit(f);
-    f(out_10);
-    f(t10);
+    lora_3.visit(f);
   }
 };
 llmcc::Tensor LlamaFeedForward_forward_fwd(const llmcc::models::LlamaFeedForward& self,
@@ -782,7 +889,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
                                   llmcc::Tensor* d_x, LlamaBlockLora_Grad* d_lora,
                                   bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:129) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:165) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -822,7 +929,7 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
                             LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:166) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:202) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     int l;
@@ -868,7 +975,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
                        bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:194) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:230) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -912,7 +1019,7 @@ struct llama_loss_Entry {
   }
 };
 
-// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:200) reads.
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:236) reads.
 struct llama_lora_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved base;

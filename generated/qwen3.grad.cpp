@@ -6,39 +6,214 @@
 namespace llmcc::models {
 
 llmcc::Tensor Qwen3LoraAdapter_forward_fwd(const llmcc::models::Qwen3LoraAdapter& self,
-                                           const llmcc::Tensor& x,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
                                            Qwen3LoraAdapter_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.a);
-  _s.t1 = llmcc::scale(_s.t0, self.scale);
-  _s.t2 = llmcc::linear_nobias(_s.t1, self.b);
-  return _s.t2;
+  _s.t0 = llmcc::lora_linear_fwd(x, w, self.a, self.b, self.scale, _s.lora_linear_0);
+  return _s.t0;
 }
 
 void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
-                                  const llmcc::Tensor& x, const Qwen3LoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                  const Qwen3LoraAdapter_forward_Saved& _s,
                                   const llmcc::Tensor& d_out, Qwen3LoraAdapter_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final) {
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
-  llmcc::Tensor _d_t1;  // adjoint of t1
-  llmcc::Tensor _d_t2;  // adjoint of t2
-  llmcc::adgen::accumulate(_d_t2, d_out);
-  if (_d_t2.defined()) {
-    llmcc::linear_nobias_pullback(_s.t1, self.b, _s.t2, _d_t2, llmcc::adgen::acc(&_d_t1, _s.t1),
-                                  llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
-    _d_t2 = llmcc::Tensor();
-  }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
-  if (_d_t1.defined()) {
-    llmcc::scale_pullback(_s.t0, self.scale, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0),
-                          nullptr);
-    _d_t1 = llmcc::Tensor();
-  }
+  llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(x, self.a, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-                                  llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a));
+    llmcc::lora_linear_pullback(x, w, self.a, self.b, self.scale, _s.t0, _s.lora_linear_0, _d_t0,
+                                llmcc::adgen::acc(d_x, x), llmcc::adgen::acc(d_w, w),
+                                llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a),
+                                llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->a);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
+}
+
+llmcc::Tensor Qwen3BlockLora_apply_q_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_q_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.q_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.q_proj[0], x, w, _s.q_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_q_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_q_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.q_proj[0], x, w, _s.q_proj, _d_t1,
+                                     (d_self ? &d_self->q_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+}
+
+llmcc::Tensor Qwen3BlockLora_apply_k_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_k_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.k_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.k_proj[0], x, w, _s.k_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_k_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_k_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.k_proj[0], x, w, _s.k_proj, _d_t1,
+                                     (d_self ? &d_self->k_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+}
+
+llmcc::Tensor Qwen3BlockLora_apply_v_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_v_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.v_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.v_proj[0], x, w, _s.v_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_v_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_v_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.v_proj[0], x, w, _s.v_proj, _d_t1,
+                                     (d_self ? &d_self->v_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
 }
 
 llmcc::Tensor Qwen3RmsNorm_forward_heads_fwd(const llmcc::models::Qwen3RmsNorm& self,
@@ -86,64 +261,96 @@ void Qwen3RmsNorm_forward_heads_bwd(const llmcc::models::Qwen3RmsNorm& self, con
   }
 }
 
+llmcc::Tensor Qwen3BlockLora_apply_o_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_o_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.o_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.o_proj[0], x, w, _s.o_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_o_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_o_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.o_proj[0], x, w, _s.o_proj, _d_t1,
+                                     (d_self ? &d_self->o_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+}
+
 llmcc::Tensor Qwen3Attention_forward_fwd(const llmcc::models::Qwen3Attention& self,
                                          const llmcc::Tensor& x, int64_t B, int64_t T,
                                          const llmcc::models::Qwen3BlockLora& lora,
                                          Qwen3Attention_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.q_proj);
+  _s.t0 = Qwen3BlockLora_apply_q_proj_fwd(lora, x, self.q_proj, _s.lora);
   llmcc::Tensor q = _s.t0;
-  _s.branch0 = static_cast<bool>(!lora.q_proj.empty());
-  if (_s.branch0) {
-    _s.t1 = Qwen3LoraAdapter_forward_fwd(lora.q_proj[0], x, _s.q_proj);
-    _s.q_2 = q;
-    _s.t2 = llmcc::add(_s.q_2, _s.t1);
-    q = _s.t2;
-  }
-  _s.t3 = llmcc::linear_nobias(x, self.k_proj);
-  llmcc::Tensor k = _s.t3;
-  _s.branch1 = static_cast<bool>(!lora.k_proj.empty());
-  if (_s.branch1) {
-    _s.t4 = Qwen3LoraAdapter_forward_fwd(lora.k_proj[0], x, _s.k_proj);
-    _s.k_5 = k;
-    _s.t5 = llmcc::add(_s.k_5, _s.t4);
-    k = _s.t5;
-  }
-  _s.t6 = llmcc::linear_nobias(x, self.v_proj);
-  llmcc::Tensor v = _s.t6;
-  _s.branch2 = static_cast<bool>(!lora.v_proj.empty());
-  if (_s.branch2) {
-    _s.t7 = Qwen3LoraAdapter_forward_fwd(lora.v_proj[0], x, _s.v_proj);
-    _s.v_8 = v;
-    _s.t8 = llmcc::add(_s.v_8, _s.t7);
-    v = _s.t8;
-  }
-  _s.q_9 = q;
-  _s.t9 = Qwen3RmsNorm_forward_heads_fwd(self.q_norm, _s.q_9, B, T, self.n_head, self.head_dim,
+  _s.t1 = Qwen3BlockLora_apply_k_proj_fwd(lora, x, self.k_proj, _s.lora_2);
+  llmcc::Tensor k = _s.t1;
+  _s.t2 = Qwen3BlockLora_apply_v_proj_fwd(lora, x, self.v_proj, _s.lora_3);
+  llmcc::Tensor v = _s.t2;
+  _s.q_3 = q;
+  _s.t3 = Qwen3RmsNorm_forward_heads_fwd(self.q_norm, _s.q_3, B, T, self.n_head, self.head_dim,
                                          _s.q_norm);
-  q = _s.t9;
-  _s.k_10 = k;
-  _s.t10 = Qwen3RmsNorm_forward_heads_fwd(self.k_norm, _s.k_10, B, T, self.n_kv_head, self.head_dim,
-                                          _s.k_norm);
-  k = _s.t10;
-  _s.q_11 = q;
-  _s.t11 = llmcc::rope(_s.q_11, self.n_head, self.rope_freqs, 0);
-  _s.k_12 = k;
-  _s.t12 = llmcc::rope(_s.k_12, self.n_kv_head, self.rope_freqs, 0);
-  _s.v_13 = v;
-  _s.t13 =
-      llmcc::attention_fwd(_s.t11, _s.t12, _s.v_13, self.n_head, self.n_kv_head, _s.attention_13);
-  llmcc::Tensor y = _s.t13;
-  _s.y_14 = y;
-  _s.t14 = llmcc::linear_nobias(_s.y_14, self.o_proj);
-  llmcc::Tensor out = _s.t14;
-  _s.branch3 = static_cast<bool>(!lora.o_proj.empty());
-  if (_s.branch3) {
-    _s.y_15 = y;
-    _s.t15 = Qwen3LoraAdapter_forward_fwd(lora.o_proj[0], _s.y_15, _s.o_proj);
-    _s.out_16 = out;
-    _s.t16 = llmcc::add(_s.out_16, _s.t15);
-    out = _s.t16;
-  }
+  q = _s.t3;
+  _s.k_4 = k;
+  _s.t4 = Qwen3RmsNorm_forward_heads_fwd(self.k_norm, _s.k_4, B, T, self.n_kv_head, self.head_dim,
+                                         _s.k_norm);
+  k = _s.t4;
+  _s.q_5 = q;
+  _s.t5 = llmcc::rope(_s.q_5, self.n_head, self.rope_freqs, 0);
+  _s.k_6 = k;
+  _s.t6 = llmcc::rope(_s.k_6, self.n_kv_head, self.rope_freqs, 0);
+  _s.v_7 = v;
+  _s.t7 = llmcc::attention_fwd(_s.t5, _s.t6, _s.v_7, self.n_head, self.n_kv_head, _s.attention_7);
+  llmcc::Tensor y = _s.t7;
+  _s.y_8 = y;
+  _s.t8 = Qwen3BlockLora_apply_o_proj_fwd(lora, _s.y_8, self.o_proj, _s.lora_4);
+  llmcc::Tensor out = _s.t8;
   return out;
 }
 
@@ -157,13 +364,6 @@ void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const
   llmcc::Tensor _d_q;    // adjoint of q
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
-  llmcc::Tensor _d_t10;  // adjoint of t10
-  llmcc::Tensor _d_t11;  // adjoint of t11
-  llmcc::Tensor _d_t12;  // adjoint of t12
-  llmcc::Tensor _d_t13;  // adjoint of t13
-  llmcc::Tensor _d_t14;  // adjoint of t14
-  llmcc::Tensor _d_t15;  // adjoint of t15
-  llmcc::Tensor _d_t16;  // adjoint of t16
   llmcc::Tensor _d_t2;   // adjoint of t2
   llmcc::Tensor _d_t3;   // adjoint of t3
   llmcc::Tensor _d_t4;   // adjoint of t4
@@ -171,205 +371,130 @@ void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const
   llmcc::Tensor _d_t6;   // adjoint of t6
   llmcc::Tensor _d_t7;   // adjoint of t7
   llmcc::Tensor _d_t8;   // adjoint of t8
-  llmcc::Tensor _d_t9;   // adjoint of t9
   llmcc::Tensor _d_v;    // adjoint of v
   llmcc::Tensor _d_y;    // adjoint of y
   llmcc::adgen::accumulate(_d_out, d_out);
-  if (_s.branch3) {
-    if (_d_out.defined()) {
-      const llmcc::Tensor _g = _d_out;
-      _d_out = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t16, _g);
-    }
-    if (_d_t16.defined()) {
-      llmcc::add_pullback(_s.out_16, _s.t15, _s.t16, _d_t16, llmcc::adgen::acc(&_d_out, _s.out_16),
-                          llmcc::adgen::acc(&_d_t15, _s.t15));
-      _d_t16 = llmcc::Tensor();
-    }
-    if (_d_t15.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_15);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.o_proj[0], _s.y_15, _s.o_proj, _d_t15,
-                                     (d_lora ? &d_lora->o_proj[0] : nullptr), _a0, false);
-      }
-      _d_t15 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->o_proj);
   if (_d_out.defined()) {
     const llmcc::Tensor _g = _d_out;
     _d_out = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t14, _g);
+    llmcc::adgen::accumulate(_d_t8, _g);
   }
-  if (_d_t14.defined()) {
-    llmcc::linear_nobias_pullback(
-        _s.y_14, self.o_proj, _s.t14, _d_t14, llmcc::adgen::acc(&_d_y, _s.y_14),
-        llmcc::adgen::acc((d_self ? &d_self->o_proj : nullptr), self.o_proj));
-    _d_t14 = llmcc::Tensor();
+  if (_d_t8.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_8);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->o_proj : nullptr), self.o_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_o_proj_bwd(lora, _s.y_8, self.o_proj, _s.lora_4, _d_t8, d_lora, _a0, _a1,
+                                      false);
+    }
+    _d_t8 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t13, _g);
+    llmcc::adgen::accumulate(_d_t7, _g);
   }
-  if (_d_t13.defined()) {
-    llmcc::attention_pullback(_s.t11, _s.t12, _s.v_13, self.n_head, self.n_kv_head, _s.t13,
-                              _s.attention_13, _d_t13, llmcc::adgen::acc(&_d_t11, _s.t11),
-                              llmcc::adgen::acc(&_d_t12, _s.t12),
-                              llmcc::adgen::acc(&_d_v, _s.v_13));
-    _d_t13 = llmcc::Tensor();
+  if (_d_t7.defined()) {
+    llmcc::attention_pullback(_s.t5, _s.t6, _s.v_7, self.n_head, self.n_kv_head, _s.t7,
+                              _s.attention_7, _d_t7, llmcc::adgen::acc(&_d_t5, _s.t5),
+                              llmcc::adgen::acc(&_d_t6, _s.t6), llmcc::adgen::acc(&_d_v, _s.v_7));
+    _d_t7 = llmcc::Tensor();
   }
-  if (_d_t12.defined()) {
-    llmcc::rope_pullback(_s.k_12, self.n_kv_head, self.rope_freqs, 0, _s.t12, _d_t12,
-                         llmcc::adgen::acc(&_d_k, _s.k_12));
-    _d_t12 = llmcc::Tensor();
+  if (_d_t6.defined()) {
+    llmcc::rope_pullback(_s.k_6, self.n_kv_head, self.rope_freqs, 0, _s.t6, _d_t6,
+                         llmcc::adgen::acc(&_d_k, _s.k_6));
+    _d_t6 = llmcc::Tensor();
   }
-  if (_d_t11.defined()) {
-    llmcc::rope_pullback(_s.q_11, self.n_head, self.rope_freqs, 0, _s.t11, _d_t11,
-                         llmcc::adgen::acc(&_d_q, _s.q_11));
-    _d_t11 = llmcc::Tensor();
+  if (_d_t5.defined()) {
+    llmcc::rope_pullback(_s.q_5, self.n_head, self.rope_freqs, 0, _s.t5, _d_t5,
+                         llmcc::adgen::acc(&_d_q, _s.q_5));
+    _d_t5 = llmcc::Tensor();
   }
   if (_d_k.defined()) {
     const llmcc::Tensor _g = _d_k;
     _d_k = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t10, _g);
+    llmcc::adgen::accumulate(_d_t4, _g);
   }
-  if (_d_t10.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_k, _s.k_10);
+  if (_d_t4.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_k, _s.k_4);
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3RmsNorm_forward_heads_bwd(self.k_norm, _s.k_10, B, T, self.n_kv_head, self.head_dim,
-                                     _s.k_norm, _d_t10, (d_self ? &d_self->k_norm : nullptr), _a0,
+      Qwen3RmsNorm_forward_heads_bwd(self.k_norm, _s.k_4, B, T, self.n_kv_head, self.head_dim,
+                                     _s.k_norm, _d_t4, (d_self ? &d_self->k_norm : nullptr), _a0,
                                      _final);
     }
-    _d_t10 = llmcc::Tensor();
+    _d_t4 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->k_norm);
   }
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t9, _g);
-  }
-  if (_d_t9.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_q, _s.q_9);
-    {
-      llmcc::adgen::Scratch _scratch;
-      Qwen3RmsNorm_forward_heads_bwd(self.q_norm, _s.q_9, B, T, self.n_head, self.head_dim,
-                                     _s.q_norm, _d_t9, (d_self ? &d_self->q_norm : nullptr), _a0,
-                                     _final);
-    }
-    _d_t9 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->q_norm);
-  }
-  if (_s.branch2) {
-    if (_d_v.defined()) {
-      const llmcc::Tensor _g = _d_v;
-      _d_v = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t8, _g);
-    }
-    if (_d_t8.defined()) {
-      llmcc::add_pullback(_s.v_8, _s.t7, _s.t8, _d_t8, llmcc::adgen::acc(&_d_v, _s.v_8),
-                          llmcc::adgen::acc(&_d_t7, _s.t7));
-      _d_t8 = llmcc::Tensor();
-    }
-    if (_d_t7.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.v_proj[0], x, _s.v_proj, _d_t7,
-                                     (d_lora ? &d_lora->v_proj[0] : nullptr), _a0, false);
-      }
-      _d_t7 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->v_proj);
-  if (_d_v.defined()) {
-    const llmcc::Tensor _g = _d_v;
-    _d_v = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t6, _g);
-  }
-  if (_d_t6.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.v_proj, _s.t6, _d_t6, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->v_proj : nullptr), self.v_proj));
-    _d_t6 = llmcc::Tensor();
-  }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
-  if (_s.branch1) {
-    if (_d_k.defined()) {
-      const llmcc::Tensor _g = _d_k;
-      _d_k = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t5, _g);
-    }
-    if (_d_t5.defined()) {
-      llmcc::add_pullback(_s.k_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_k, _s.k_5),
-                          llmcc::adgen::acc(&_d_t4, _s.t4));
-      _d_t5 = llmcc::Tensor();
-    }
-    if (_d_t4.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.k_proj[0], x, _s.k_proj, _d_t4,
-                                     (d_lora ? &d_lora->k_proj[0] : nullptr), _a0, false);
-      }
-      _d_t4 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->k_proj);
-  if (_d_k.defined()) {
-    const llmcc::Tensor _g = _d_k;
-    _d_k = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.k_proj, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->k_proj : nullptr), self.k_proj));
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_q, _s.q_3);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3RmsNorm_forward_heads_bwd(self.q_norm, _s.q_3, B, T, self.n_head, self.head_dim,
+                                     _s.q_norm, _d_t3, (d_self ? &d_self->q_norm : nullptr), _a0,
+                                     _final);
+    }
     _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->q_norm);
+  }
+  if (_d_v.defined()) {
+    const llmcc::Tensor _g = _d_v;
+    _d_v = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t2, _g);
+  }
+  if (_d_t2.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->v_proj : nullptr), self.v_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_v_proj_bwd(lora, x, self.v_proj, _s.lora_3, _d_t2, d_lora, _a0, _a1,
+                                      false);
+    }
+    _d_t2 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_d_k.defined()) {
+    const llmcc::Tensor _g = _d_k;
+    _d_k = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
+  }
+  if (_d_t1.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->k_proj : nullptr), self.k_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_k_proj_bwd(lora, x, self.k_proj, _s.lora_2, _d_t1, d_lora, _a0, _a1,
+                                      false);
+    }
+    _d_t1 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
-  if (_s.branch0) {
-    if (_d_q.defined()) {
-      const llmcc::Tensor _g = _d_q;
-      _d_q = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t2, _g);
-    }
-    if (_d_t2.defined()) {
-      llmcc::add_pullback(_s.q_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_q, _s.q_2),
-                          llmcc::adgen::acc(&_d_t1, _s.t1));
-      _d_t2 = llmcc::Tensor();
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.q_proj[0], x, _s.q_proj, _d_t1,
-                                     (d_lora ? &d_lora->q_proj[0] : nullptr), _a0, false);
-      }
-      _d_t1 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->q_proj);
   if (_d_q.defined()) {
     const llmcc::Tensor _g = _d_q;
     _d_q = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.q_proj, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->q_proj : nullptr), self.q_proj));
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->q_proj : nullptr), self.q_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_q_proj_bwd(lora, x, self.q_proj, _s.lora, _d_t0, d_lora, _a0, _a1,
+                                      _final);
+    }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->gate_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->up_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->down_proj);
 }
 
 llmcc::Tensor Qwen3RmsNorm_forward_fwd(const llmcc::models::Qwen3RmsNorm& self,
@@ -392,43 +517,207 @@ void Qwen3RmsNorm_forward_bwd(const llmcc::models::Qwen3RmsNorm& self, const llm
   if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
 }
 
+llmcc::Tensor Qwen3BlockLora_apply_gate_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 Qwen3BlockLora_apply_gate_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.gate_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.gate_proj[0], x, w, _s.gate_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_gate_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const Qwen3BlockLora_apply_gate_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.gate_proj[0], x, w, _s.gate_proj, _d_t1,
+                                     (d_self ? &d_self->gate_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+}
+
+llmcc::Tensor Qwen3BlockLora_apply_up_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                               const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                               Qwen3BlockLora_apply_up_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.up_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.up_proj[0], x, w, _s.up_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_up_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                      const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                      const Qwen3BlockLora_apply_up_proj_Saved& _s,
+                                      const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                      llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.up_proj[0], x, w, _s.up_proj, _d_t1,
+                                     (d_self ? &d_self->up_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+}
+
+llmcc::Tensor Qwen3BlockLora_apply_down_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 Qwen3BlockLora_apply_down_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.down_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear_nobias(x, w);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Qwen3LoraAdapter_forward_fwd(self.down_proj[0], x, w, _s.down_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Qwen3BlockLora_apply_down_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const Qwen3BlockLora_apply_down_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_nobias_pullback(x, w, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                    llmcc::adgen::acc(d_w, w));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Qwen3LoraAdapter_forward_bwd(self.down_proj[0], x, w, _s.down_proj, _d_t1,
+                                     (d_self ? &d_self->down_proj[0] : nullptr), _a0, _a1, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->q_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->k_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->v_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->o_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
+}
+
 llmcc::Tensor Qwen3Mlp_forward_fwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
                                    const llmcc::models::Qwen3BlockLora& lora,
                                    Qwen3Mlp_forward_Saved& _s) {
-  _s.t0 = llmcc::linear_nobias(x, self.gate_proj);
+  _s.t0 = Qwen3BlockLora_apply_gate_proj_fwd(lora, x, self.gate_proj, _s.lora);
   llmcc::Tensor g = _s.t0;
-  _s.branch0 = static_cast<bool>(!lora.gate_proj.empty());
-  if (_s.branch0) {
-    _s.t1 = Qwen3LoraAdapter_forward_fwd(lora.gate_proj[0], x, _s.gate_proj);
-    _s.g_2 = g;
-    _s.t2 = llmcc::add(_s.g_2, _s.t1);
-    g = _s.t2;
-  }
-  _s.t3 = llmcc::linear_nobias(x, self.up_proj);
-  llmcc::Tensor up = _s.t3;
-  _s.branch1 = static_cast<bool>(!lora.up_proj.empty());
-  if (_s.branch1) {
-    _s.t4 = Qwen3LoraAdapter_forward_fwd(lora.up_proj[0], x, _s.up_proj);
-    _s.up_5 = up;
-    _s.t5 = llmcc::add(_s.up_5, _s.t4);
-    up = _s.t5;
-  }
-  _s.g_6 = g;
-  _s.t6 = llmcc::silu(_s.g_6);
-  _s.up_7 = up;
-  _s.t7 = llmcc::mul(_s.t6, _s.up_7);
-  llmcc::Tensor h = _s.t7;
-  _s.h_8 = h;
-  _s.t8 = llmcc::linear_nobias(_s.h_8, self.down_proj);
-  llmcc::Tensor out = _s.t8;
-  _s.branch2 = static_cast<bool>(!lora.down_proj.empty());
-  if (_s.branch2) {
-    _s.h_9 = h;
-    _s.t9 = Qwen3LoraAdapter_forward_fwd(lora.down_proj[0], _s.h_9, _s.down_proj);
-    _s.out_10 = out;
-    _s.t10 = llmcc::add(_s.out_10, _s.t9);
-    out = _s.t10;
-  }
+  _s.t1 = Qwen3BlockLora_apply_up_proj_fwd(lora, x, self.up_proj, _s.lora_2);
+  llmcc::Tensor up = _s.t1;
+  _s.g_2 = g;
+  _s.t2 = llmcc::silu(_s.g_2);
+  _s.up_3 = up;
+  _s.t3 = llmcc::mul(_s.t2, _s.up_3);
+  llmcc::Tensor h = _s.t3;
+  _s.h_4 = h;
+  _s.t4 = Qwen3BlockLora_apply_down_proj_fwd(lora, _s.h_4, self.down_proj, _s.lora_3);
+  llmcc::Tensor out = _s.t4;
   return out;
 }
 
@@ -442,137 +731,75 @@ void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tens
   llmcc::Tensor _d_out;  // adjoint of out
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
-  llmcc::Tensor _d_t10;  // adjoint of t10
   llmcc::Tensor _d_t2;   // adjoint of t2
   llmcc::Tensor _d_t3;   // adjoint of t3
   llmcc::Tensor _d_t4;   // adjoint of t4
-  llmcc::Tensor _d_t5;   // adjoint of t5
-  llmcc::Tensor _d_t6;   // adjoint of t6
-  llmcc::Tensor _d_t7;   // adjoint of t7
-  llmcc::Tensor _d_t8;   // adjoint of t8
-  llmcc::Tensor _d_t9;   // adjoint of t9
   llmcc::Tensor _d_up;   // adjoint of up
   llmcc::adgen::accumulate(_d_out, d_out);
-  if (_s.branch2) {
-    if (_d_out.defined()) {
-      const llmcc::Tensor _g = _d_out;
-      _d_out = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t10, _g);
-    }
-    if (_d_t10.defined()) {
-      llmcc::add_pullback(_s.out_10, _s.t9, _s.t10, _d_t10, llmcc::adgen::acc(&_d_out, _s.out_10),
-                          llmcc::adgen::acc(&_d_t9, _s.t9));
-      _d_t10 = llmcc::Tensor();
-    }
-    if (_d_t9.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_9);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.down_proj[0], _s.h_9, _s.down_proj, _d_t9,
-                                     (d_lora ? &d_lora->down_proj[0] : nullptr), _a0, false);
-      }
-      _d_t9 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->down_proj);
   if (_d_out.defined()) {
     const llmcc::Tensor _g = _d_out;
     _d_out = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t8, _g);
+    llmcc::adgen::accumulate(_d_t4, _g);
   }
-  if (_d_t8.defined()) {
-    llmcc::linear_nobias_pullback(
-        _s.h_8, self.down_proj, _s.t8, _d_t8, llmcc::adgen::acc(&_d_h, _s.h_8),
-        llmcc::adgen::acc((d_self ? &d_self->down_proj : nullptr), self.down_proj));
-    _d_t8 = llmcc::Tensor();
+  if (_d_t4.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_4);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->down_proj : nullptr), self.down_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_down_proj_bwd(lora, _s.h_4, self.down_proj, _s.lora_3, _d_t4, d_lora,
+                                         _a0, _a1, false);
+    }
+    _d_t4 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
     _d_h = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t7, _g);
-  }
-  if (_d_t7.defined()) {
-    llmcc::mul_pullback(_s.t6, _s.up_7, _s.t7, _d_t7, llmcc::adgen::acc(&_d_t6, _s.t6),
-                        llmcc::adgen::acc(&_d_up, _s.up_7));
-    _d_t7 = llmcc::Tensor();
-  }
-  if (_d_t6.defined()) {
-    llmcc::silu_pullback(_s.g_6, _s.t6, _d_t6, llmcc::adgen::acc(&_d_g, _s.g_6));
-    _d_t6 = llmcc::Tensor();
-  }
-  if (_s.branch1) {
-    if (_d_up.defined()) {
-      const llmcc::Tensor _g = _d_up;
-      _d_up = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t5, _g);
-    }
-    if (_d_t5.defined()) {
-      llmcc::add_pullback(_s.up_5, _s.t4, _s.t5, _d_t5, llmcc::adgen::acc(&_d_up, _s.up_5),
-                          llmcc::adgen::acc(&_d_t4, _s.t4));
-      _d_t5 = llmcc::Tensor();
-    }
-    if (_d_t4.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.up_proj[0], x, _s.up_proj, _d_t4,
-                                     (d_lora ? &d_lora->up_proj[0] : nullptr), _a0, false);
-      }
-      _d_t4 = llmcc::Tensor();
-    }
-  }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->up_proj);
-  if (_d_up.defined()) {
-    const llmcc::Tensor _g = _d_up;
-    _d_up = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t3, _g);
   }
   if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.up_proj, _s.t3, _d_t3, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->up_proj : nullptr), self.up_proj));
+    llmcc::mul_pullback(_s.t2, _s.up_3, _s.t3, _d_t3, llmcc::adgen::acc(&_d_t2, _s.t2),
+                        llmcc::adgen::acc(&_d_up, _s.up_3));
     _d_t3 = llmcc::Tensor();
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
-  if (_s.branch0) {
-    if (_d_g.defined()) {
-      const llmcc::Tensor _g = _d_g;
-      _d_g = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t2, _g);
-    }
-    if (_d_t2.defined()) {
-      llmcc::add_pullback(_s.g_2, _s.t1, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2),
-                          llmcc::adgen::acc(&_d_t1, _s.t1));
-      _d_t2 = llmcc::Tensor();
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3LoraAdapter_forward_bwd(lora.gate_proj[0], x, _s.gate_proj, _d_t1,
-                                     (d_lora ? &d_lora->gate_proj[0] : nullptr), _a0, false);
-      }
-      _d_t1 = llmcc::Tensor();
-    }
+  if (_d_t2.defined()) {
+    llmcc::silu_pullback(_s.g_2, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2));
+    _d_t2 = llmcc::Tensor();
   }
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->gate_proj);
+  if (_d_up.defined()) {
+    const llmcc::Tensor _g = _d_up;
+    _d_up = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
+  }
+  if (_d_t1.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->up_proj : nullptr), self.up_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_up_proj_bwd(lora, x, self.up_proj, _s.lora_2, _d_t1, d_lora, _a0, _a1,
+                                       false);
+    }
+    _d_t1 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->up_proj);
   if (_d_g.defined()) {
     const llmcc::Tensor _g = _d_g;
     _d_g = llmcc::Tensor();
     llmcc::adgen::accumulate(_d_t0, _g);
   }
   if (_d_t0.defined()) {
-    llmcc::linear_nobias_pullback(
-        x, self.gate_proj, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-        llmcc::adgen::acc((d_self ? &d_self->gate_proj : nullptr), self.gate_proj));
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->gate_proj : nullptr), self.gate_proj);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3BlockLora_apply_gate_proj_bwd(lora, x, self.gate_proj, _s.lora, _d_t0, d_lora, _a0, _a1,
+                                         _final);
+    }
     _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->gate_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->q_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->k_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->v_proj);
-  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->o_proj);
 }
 
 llmcc::Tensor Qwen3Block_forward_fwd(const llmcc::models::Qwen3Block& self, const llmcc::Tensor& x,

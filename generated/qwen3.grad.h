@@ -12,10 +12,10 @@
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/embedding.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
-#include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "llmcc/ops/view.h"
 #include "models/qwen3/qwen3.h"
@@ -649,29 +649,100 @@ struct Qwen3_Grad {
 };
 
 // Qwen3LoraAdapter_forward: what the backward of llmcc::models::Qwen3LoraAdapter::forward
-// (qwen3.h:52) reads.
+// (qwen3.h:54) reads.
 struct Qwen3LoraAdapter_forward_Saved {
   llmcc::Tensor t0;
+  llmcc::LoraLinearSaved lora_linear_0;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(lora_linear_0.xa);
+  }
+};
+llmcc::Tensor Qwen3LoraAdapter_forward_fwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                           Qwen3LoraAdapter_forward_Saved& _s);
+void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
+                                  const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                  const Qwen3LoraAdapter_forward_Saved& _s,
+                                  const llmcc::Tensor& d_out, Qwen3LoraAdapter_Grad* d_self,
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// Qwen3BlockLora_apply_q_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_q_proj
+// (qwen3.h:69) reads.
+struct Qwen3BlockLora_apply_q_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
   llmcc::Tensor t1;
-  llmcc::Tensor t2;
+  Qwen3LoraAdapter_forward_Saved q_proj;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
-    f(t2);
+    q_proj.visit(f);
   }
 };
-llmcc::Tensor Qwen3LoraAdapter_forward_fwd(const llmcc::models::Qwen3LoraAdapter& self,
-                                           const llmcc::Tensor& x,
-                                           Qwen3LoraAdapter_forward_Saved& _s);
-void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
-                                  const llmcc::Tensor& x, const Qwen3LoraAdapter_forward_Saved& _s,
-                                  const llmcc::Tensor& d_out, Qwen3LoraAdapter_Grad* d_self,
-                                  llmcc::Tensor* d_x, bool _final = false);
+llmcc::Tensor Qwen3BlockLora_apply_q_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_q_proj_Saved& _s);
+void Qwen3BlockLora_apply_q_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_q_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// Qwen3BlockLora_apply_k_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_k_proj
+// (qwen3.h:75) reads.
+struct Qwen3BlockLora_apply_k_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Qwen3LoraAdapter_forward_Saved k_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    k_proj.visit(f);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_k_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_k_proj_Saved& _s);
+void Qwen3BlockLora_apply_k_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_k_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// Qwen3BlockLora_apply_v_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_v_proj
+// (qwen3.h:81) reads.
+struct Qwen3BlockLora_apply_v_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Qwen3LoraAdapter_forward_Saved v_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    v_proj.visit(f);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_v_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_v_proj_Saved& _s);
+void Qwen3BlockLora_apply_v_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_v_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // Qwen3RmsNorm_forward_heads: what the backward of llmcc::models::Qwen3RmsNorm::forward_heads
-// (qwen3.h:39) reads.
+// (qwen3.h:40) reads.
 struct Qwen3RmsNorm_forward_heads_Saved {
   llmcc::Tensor t0;
   llmcc::Tensor rows_1;
@@ -698,86 +769,80 @@ void Qwen3RmsNorm_forward_heads_bwd(const llmcc::models::Qwen3RmsNorm& self, con
                                     const llmcc::Tensor& d_out, Qwen3RmsNorm_Grad* d_self,
                                     llmcc::Tensor* d_x, bool _final = false);
 
-// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:84)
-// reads.
-struct Qwen3Attention_forward_Saved {
-  llmcc::Tensor t0;
+// Qwen3BlockLora_apply_o_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_o_proj
+// (qwen3.h:87) reads.
+struct Qwen3BlockLora_apply_o_proj_Saved {
   bool branch0;
+  llmcc::Tensor t0;
   llmcc::Tensor t1;
-  Qwen3LoraAdapter_forward_Saved q_proj;
-  llmcc::Tensor q_2;
-  llmcc::Tensor t2;
-  llmcc::Tensor t3;
-  bool branch1;
-  llmcc::Tensor t4;
-  Qwen3LoraAdapter_forward_Saved k_proj;
-  llmcc::Tensor k_5;
-  llmcc::Tensor t5;
-  llmcc::Tensor t6;
-  bool branch2;
-  llmcc::Tensor t7;
-  Qwen3LoraAdapter_forward_Saved v_proj;
-  llmcc::Tensor v_8;
-  llmcc::Tensor t8;
-  llmcc::Tensor q_9;
-  llmcc::Tensor t9;
-  Qwen3RmsNorm_forward_heads_Saved q_norm;
-  llmcc::Tensor k_10;
-  llmcc::Tensor t10;
-  Qwen3RmsNorm_forward_heads_Saved k_norm;
-  llmcc::Tensor q_11;
-  llmcc::Tensor t11;
-  llmcc::Tensor k_12;
-  llmcc::Tensor t12;
-  llmcc::Tensor v_13;
-  llmcc::Tensor t13;
-  llmcc::AttentionSaved attention_13;
-  llmcc::Tensor y_14;
-  llmcc::Tensor t14;
-  bool branch3;
-  llmcc::Tensor y_15;
-  llmcc::Tensor t15;
   Qwen3LoraAdapter_forward_Saved o_proj;
-  llmcc::Tensor out_16;
-  llmcc::Tensor t16;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
-    q_proj.visit(f);
-    f(q_2);
-    f(t2);
-    f(t3);
-    f(t4);
-    k_proj.visit(f);
-    f(k_5);
-    f(t5);
-    f(t6);
-    f(t7);
-    v_proj.visit(f);
-    f(v_8);
-    f(t8);
-    f(q_9);
-    f(t9);
-    q_norm.visit(f);
-    f(k_10);
-    f(t10);
-    k_norm.visit(f);
-    f(q_11);
-    f(t11);
-    f(k_12);
-    f(t12);
-    f(v_13);
-    f(t13);
-    f(attention_13.lse);
-    f(y_14);
-    f(t14);
-    f(y_15);
-    f(t15);
     o_proj.visit(f);
-    f(out_16);
-    f(t16);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_o_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                              const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                              Qwen3BlockLora_apply_o_proj_Saved& _s);
+void Qwen3BlockLora_apply_o_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                     const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                     const Qwen3BlockLora_apply_o_proj_Saved& _s,
+                                     const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                     llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:131)
+// reads.
+struct Qwen3Attention_forward_Saved {
+  llmcc::Tensor t0;
+  Qwen3BlockLora_apply_q_proj_Saved lora;
+  llmcc::Tensor t1;
+  Qwen3BlockLora_apply_k_proj_Saved lora_2;
+  llmcc::Tensor t2;
+  Qwen3BlockLora_apply_v_proj_Saved lora_3;
+  llmcc::Tensor q_3;
+  llmcc::Tensor t3;
+  Qwen3RmsNorm_forward_heads_Saved q_norm;
+  llmcc::Tensor k_4;
+  llmcc::Tensor t4;
+  Qwen3RmsNorm_forward_heads_Saved k_norm;
+  llmcc::Tensor q_5;
+  llmcc::Tensor t5;
+  llmcc::Tensor k_6;
+  llmcc::Tensor t6;
+  llmcc::Tensor v_7;
+  llmcc::Tensor t7;
+  llmcc::AttentionSaved attention_7;
+  llmcc::Tensor y_8;
+  llmcc::Tensor t8;
+  Qwen3BlockLora_apply_o_proj_Saved lora_4;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    lora.visit(f);
+    f(t1);
+    lora_2.visit(f);
+    f(t2);
+    lora_3.visit(f);
+    f(q_3);
+    f(t3);
+    q_norm.visit(f);
+    f(k_4);
+    f(t4);
+    k_norm.visit(f);
+    f(q_5);
+    f(t5);
+    f(k_6);
+    f(t6);
+    f(v_7);
+    f(t7);
+    f(attention_7.lse);
+    f(y_8);
+    f(t8);
+    lora_4.visit(f);
   }
 };
 llmcc::Tensor Qwen3Attention_forward_fwd(const llmcc::models::Qwen3Attention& self,
@@ -790,7 +855,7 @@ void Qwen3Attention_forward_bwd(const llmcc::models::Qwen3Attention& self, const
                                 Qwen3Attention_Grad* d_self, llmcc::Tensor* d_x,
                                 Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3RmsNorm_forward: what the backward of llmcc::models::Qwen3RmsNorm::forward (qwen3.h:37)
+// Qwen3RmsNorm_forward: what the backward of llmcc::models::Qwen3RmsNorm::forward (qwen3.h:38)
 // reads.
 struct Qwen3RmsNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -808,56 +873,107 @@ void Qwen3RmsNorm_forward_bwd(const llmcc::models::Qwen3RmsNorm& self, const llm
                               const Qwen3RmsNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                               Qwen3RmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:124) reads.
-struct Qwen3Mlp_forward_Saved {
-  llmcc::Tensor t0;
+// Qwen3BlockLora_apply_gate_proj: what the backward of
+// llmcc::models::Qwen3BlockLora::apply_gate_proj (qwen3.h:93) reads.
+struct Qwen3BlockLora_apply_gate_proj_Saved {
   bool branch0;
+  llmcc::Tensor t0;
   llmcc::Tensor t1;
   Qwen3LoraAdapter_forward_Saved gate_proj;
-  llmcc::Tensor g_2;
-  llmcc::Tensor t2;
-  llmcc::Tensor t3;
-  bool branch1;
-  llmcc::Tensor t4;
-  Qwen3LoraAdapter_forward_Saved up_proj;
-  llmcc::Tensor up_5;
-  llmcc::Tensor t5;
-  llmcc::Tensor g_6;
-  llmcc::Tensor t6;
-  llmcc::Tensor up_7;
-  llmcc::Tensor t7;
-  llmcc::Tensor h_8;
-  llmcc::Tensor t8;
-  bool branch2;
-  llmcc::Tensor h_9;
-  llmcc::Tensor t9;
-  Qwen3LoraAdapter_forward_Saved down_proj;
-  llmcc::Tensor out_10;
-  llmcc::Tensor t10;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     f(t1);
     gate_proj.visit(f);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_gate_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 Qwen3BlockLora_apply_gate_proj_Saved& _s);
+void Qwen3BlockLora_apply_gate_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const Qwen3BlockLora_apply_gate_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        bool _final = false);
+
+// Qwen3BlockLora_apply_up_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_up_proj
+// (qwen3.h:99) reads.
+struct Qwen3BlockLora_apply_up_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Qwen3LoraAdapter_forward_Saved up_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    up_proj.visit(f);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_up_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                               const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                               Qwen3BlockLora_apply_up_proj_Saved& _s);
+void Qwen3BlockLora_apply_up_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                      const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                      const Qwen3BlockLora_apply_up_proj_Saved& _s,
+                                      const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                      llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
+
+// Qwen3BlockLora_apply_down_proj: what the backward of
+// llmcc::models::Qwen3BlockLora::apply_down_proj (qwen3.h:105) reads.
+struct Qwen3BlockLora_apply_down_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Qwen3LoraAdapter_forward_Saved down_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    down_proj.visit(f);
+  }
+};
+llmcc::Tensor Qwen3BlockLora_apply_down_proj_fwd(const llmcc::models::Qwen3BlockLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 Qwen3BlockLora_apply_down_proj_Saved& _s);
+void Qwen3BlockLora_apply_down_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const Qwen3BlockLora_apply_down_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        bool _final = false);
+
+// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:163) reads.
+struct Qwen3Mlp_forward_Saved {
+  llmcc::Tensor t0;
+  Qwen3BlockLora_apply_gate_proj_Saved lora;
+  llmcc::Tensor t1;
+  Qwen3BlockLora_apply_up_proj_Saved lora_2;
+  llmcc::Tensor g_2;
+  llmcc::Tensor t2;
+  llmcc::Tensor up_3;
+  llmcc::Tensor t3;
+  llmcc::Tensor h_4;
+  llmcc::Tensor t4;
+  Qwen3BlockLora_apply_down_proj_Saved lora_3;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    lora.visit(f);
+    f(t1);
+    lora_2.visit(f);
     f(g_2);
     f(t2);
+    f(up_3);
     f(t3);
+    f(h_4);
     f(t4);
-    up_proj.visit(f);
-    f(up_5);
-    f(t5);
-    f(g_6);
-    f(t6);
-    f(up_7);
-    f(t7);
-    f(h_8);
-    f(t8);
-    f(h_9);
-    f(t9);
-    down_proj.visit(f);
-    f(out_10);
-    f(t10);
+    lora_3.visit(f);
   }
 };
 llmcc::Tensor Qwen3Mlp_forward_fwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tensor& x,
@@ -869,7 +985,7 @@ void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tens
                           Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, Qwen3BlockLora_Grad* d_lora,
                           bool _final = false);
 
-// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:141) reads.
+// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:177) reads.
 struct Qwen3Block_forward_Saved {
   llmcc::Tensor t0;
   Qwen3RmsNorm_forward_Saved input_layernorm;
@@ -910,7 +1026,7 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
                             Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
                             Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:180) reads.
+// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:216) reads.
 struct Qwen3_forward_Saved {
   struct Loop0 {
     int l;
@@ -958,7 +1074,7 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
                        bool _final = false);
 
-// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:208) reads.
+// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:244) reads.
 struct qwen3_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved m;
@@ -1002,7 +1118,7 @@ struct qwen3_loss_Entry {
   }
 };
 
-// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:214) reads.
+// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:250) reads.
 struct qwen3_lora_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved base;

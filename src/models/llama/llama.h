@@ -18,6 +18,7 @@
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/embedding.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
@@ -42,8 +43,9 @@ struct LlamaLoraAdapter {
   Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
   Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
 
-  // x (..., in) -> (..., out); the scale multiplies the rank-r intermediate, the smallest tensor.
-  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b); }
+  // The adapted map of x (..., in) with the frozen weight w (out, in): x w^T + scale (x A^T) B^T,
+  // (..., out), the update added into the base product (llmcc/ops/lora_linear.h).
+  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
 };
 
 // LoRA adapters of one block: at most one per linear map, named as the map.
@@ -55,6 +57,51 @@ struct LlamaBlockLora {
   std::vector<LlamaLoraAdapter> w1 LLMCC_ADGEN_OPTIONAL;
   std::vector<LlamaLoraAdapter> w2 LLMCC_ADGEN_OPTIONAL;
   std::vector<LlamaLoraAdapter> w3 LLMCC_ADGEN_OPTIONAL;
+
+  // x w^T for x (..., in) and the map's frozen weight w (out, in), through the map's adapter when
+  // it has one (adgen reads no function of a std::vector argument, so each map has its own).
+  Tensor apply_wq(const Tensor& x, const Tensor& w) const {
+    if (wq.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return wq[0].forward(x, w);
+  }
+  Tensor apply_wk(const Tensor& x, const Tensor& w) const {
+    if (wk.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return wk[0].forward(x, w);
+  }
+  Tensor apply_wv(const Tensor& x, const Tensor& w) const {
+    if (wv.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return wv[0].forward(x, w);
+  }
+  Tensor apply_wo(const Tensor& x, const Tensor& w) const {
+    if (wo.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return wo[0].forward(x, w);
+  }
+  Tensor apply_w1(const Tensor& x, const Tensor& w) const {
+    if (w1.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return w1[0].forward(x, w);
+  }
+  Tensor apply_w2(const Tensor& x, const Tensor& w) const {
+    if (w2.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return w2[0].forward(x, w);
+  }
+  Tensor apply_w3(const Tensor& x, const Tensor& w) const {
+    if (w3.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return w3[0].forward(x, w);
+  }
 };
 
 // A model's adapters: one LlamaBlockLora per layer ("layers.0.wq.lora_A.weight", ...).
@@ -73,33 +120,25 @@ struct LlamaAttention {
 
   // lora: this block's adapters (an empty set leaves the maps as they are).
   Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
-    Tensor q = llmcc::linear_nobias(x, wq);                            // (B, T, NH * HS)
-    if (!lora.wq.empty()) q = q + lora.wq[0].forward(x);
-    Tensor k = llmcc::linear_nobias(x, wk);  // (B, T, NKV * HS)
-    if (!lora.wk.empty()) k = k + lora.wk[0].forward(x);
-    Tensor v = llmcc::linear_nobias(x, wv);  // (B, T, NKV * HS)
-    if (!lora.wv.empty()) v = v + lora.wv[0].forward(x);
+    Tensor q = lora.apply_wq(x, wq);                                   // (B, T, NH * HS)
+    Tensor k = lora.apply_wk(x, wk);                                   // (B, T, NKV * HS)
+    Tensor v = lora.apply_wv(x, wv);                                   // (B, T, NKV * HS)
     q = llmcc::rope(q, n_head, rope_freqs, 0);
     k = llmcc::rope(k, n_kv_head, rope_freqs, 0);
     Tensor y = llmcc::attention(q, k, v, n_head, n_kv_head);  // (B, T, NH * HS)
-    Tensor out = llmcc::linear_nobias(y, wo);                 // (B, T, C)
-    if (!lora.wo.empty()) out = out + lora.wo[0].forward(y);
+    Tensor out = lora.apply_wo(y, wo);                        // (B, T, C)
     return out;
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
   Tensor decode(const Tensor& x, KvCache& cache, int layer, const LlamaBlockLora& lora) const {  // x: (1, T, C)
-    Tensor q = llmcc::linear_nobias(x, wq);                                                      // (1, T, NH * HS)
-    if (!lora.wq.empty()) q = q + lora.wq[0].forward(x);
-    Tensor k = llmcc::linear_nobias(x, wk);  // (1, T, NKV * HS)
-    if (!lora.wk.empty()) k = k + lora.wk[0].forward(x);
-    Tensor v = llmcc::linear_nobias(x, wv);  // (1, T, NKV * HS)
-    if (!lora.wv.empty()) v = v + lora.wv[0].forward(x);
+    Tensor q = lora.apply_wq(x, wq);                                                             // (1, T, NH * HS)
+    Tensor k = lora.apply_wk(x, wk);                                                             // (1, T, NKV * HS)
+    Tensor v = lora.apply_wv(x, wv);                                                             // (1, T, NKV * HS)
     q = llmcc::rope(q, n_head, rope_freqs, cache.pos());
     k = llmcc::rope(k, n_kv_head, rope_freqs, cache.pos());
     Tensor y = kv_attention(q, k, v, cache, layer, n_head, n_kv_head);  // (1, T, NH * HS)
-    Tensor out = llmcc::linear_nobias(y, wo);                           // (1, T, C)
-    if (!lora.wo.empty()) out = out + lora.wo[0].forward(y);
+    Tensor out = lora.apply_wo(y, wo);                                  // (1, T, C)
     return out;
   }
 };
@@ -110,13 +149,10 @@ struct LlamaFeedForward {
   Tensor w3 LLMCC_ADGEN_NAME("w3.weight");  // (F, C): up
 
   Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
-    Tensor g = llmcc::linear_nobias(x, w1);                            // (B, T, F)
-    if (!lora.w1.empty()) g = g + lora.w1[0].forward(x);
-    Tensor up = llmcc::linear_nobias(x, w3);  // (B, T, F)
-    if (!lora.w3.empty()) up = up + lora.w3[0].forward(x);
-    Tensor h = llmcc::silu(g) * up;            // (B, T, F)
-    Tensor out = llmcc::linear_nobias(h, w2);  // (B, T, C)
-    if (!lora.w2.empty()) out = out + lora.w2[0].forward(h);
+    Tensor g = lora.apply_w1(x, w1);                                   // (B, T, F)
+    Tensor up = lora.apply_w3(x, w3);                                  // (B, T, F)
+    Tensor h = llmcc::silu(g) * up;                                    // (B, T, F)
+    Tensor out = lora.apply_w2(h, w2);                                 // (B, T, C)
     return out;
   }
 };

@@ -18,6 +18,7 @@
 #include "llmcc/ops/cross_entropy.h"
 #include "llmcc/ops/embedding.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
@@ -48,8 +49,9 @@ struct Qwen3LoraAdapter {
   Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
   Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
 
-  // x (..., in) -> (..., out); the scale multiplies the rank-r intermediate, the smallest tensor.
-  Tensor forward(const Tensor& x) const { return llmcc::linear_nobias(scale * llmcc::linear_nobias(x, a), b); }
+  // The adapted map of x (..., in) with the frozen weight w (out, in): x w^T + scale (x A^T) B^T,
+  // (..., out), the update added into the base product (llmcc/ops/lora_linear.h).
+  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
 };
 
 // LoRA adapters of one block: at most one per linear map, named as the map.
@@ -61,6 +63,51 @@ struct Qwen3BlockLora {
   std::vector<Qwen3LoraAdapter> gate_proj LLMCC_ADGEN_OPTIONAL;
   std::vector<Qwen3LoraAdapter> up_proj LLMCC_ADGEN_OPTIONAL;
   std::vector<Qwen3LoraAdapter> down_proj LLMCC_ADGEN_OPTIONAL;
+
+  // x w^T for x (..., in) and the map's frozen weight w (out, in), through the map's adapter when
+  // it has one (adgen reads no function of a std::vector argument, so each map has its own).
+  Tensor apply_q_proj(const Tensor& x, const Tensor& w) const {
+    if (q_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return q_proj[0].forward(x, w);
+  }
+  Tensor apply_k_proj(const Tensor& x, const Tensor& w) const {
+    if (k_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return k_proj[0].forward(x, w);
+  }
+  Tensor apply_v_proj(const Tensor& x, const Tensor& w) const {
+    if (v_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return v_proj[0].forward(x, w);
+  }
+  Tensor apply_o_proj(const Tensor& x, const Tensor& w) const {
+    if (o_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return o_proj[0].forward(x, w);
+  }
+  Tensor apply_gate_proj(const Tensor& x, const Tensor& w) const {
+    if (gate_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return gate_proj[0].forward(x, w);
+  }
+  Tensor apply_up_proj(const Tensor& x, const Tensor& w) const {
+    if (up_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return up_proj[0].forward(x, w);
+  }
+  Tensor apply_down_proj(const Tensor& x, const Tensor& w) const {
+    if (down_proj.empty())
+      return llmcc::linear_nobias(x, w);
+    else
+      return down_proj[0].forward(x, w);
+  }
 };
 
 // A model's adapters: one Qwen3BlockLora per layer ("layers.0.q_proj.lora_A.weight", ...).
@@ -82,36 +129,28 @@ struct Qwen3Attention {
 
   // lora: this block's adapters (an empty set leaves the maps as they are).
   Tensor forward(const Tensor& x, std::int64_t B, std::int64_t T, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
-    Tensor q = llmcc::linear_nobias(x, q_proj);                                                        // (B, T, NH * D)
-    if (!lora.q_proj.empty()) q = q + lora.q_proj[0].forward(x);
-    Tensor k = llmcc::linear_nobias(x, k_proj);  // (B, T, NKV * D)
-    if (!lora.k_proj.empty()) k = k + lora.k_proj[0].forward(x);
-    Tensor v = llmcc::linear_nobias(x, v_proj);  // (B, T, NKV * D)
-    if (!lora.v_proj.empty()) v = v + lora.v_proj[0].forward(x);
+    Tensor q = lora.apply_q_proj(x, q_proj);                                                           // (B, T, NH * D)
+    Tensor k = lora.apply_k_proj(x, k_proj);  // (B, T, NKV * D)
+    Tensor v = lora.apply_v_proj(x, v_proj);  // (B, T, NKV * D)
     q = q_norm.forward_heads(q, B, T, n_head, head_dim);
     k = k_norm.forward_heads(k, B, T, n_kv_head, head_dim);
     Tensor y = llmcc::attention(llmcc::rope(q, n_head, rope_freqs, 0), llmcc::rope(k, n_kv_head, rope_freqs, 0), v,
                                 n_head, n_kv_head);  // (B, T, NH * D)
-    Tensor out = llmcc::linear_nobias(y, o_proj);    // (B, T, C)
-    if (!lora.o_proj.empty()) out = out + lora.o_proj[0].forward(y);
+    Tensor out = lora.apply_o_proj(y, o_proj);       // (B, T, C)
     return out;
   }
   // Generation: x's rows are new positions from cache.pos(); their keys and values go into
   // `layer` of the cache.
   Tensor decode(const Tensor& x, KvCache& cache, int layer, const Qwen3BlockLora& lora) const {  // x: (1, T, C)
     const std::int64_t T = x.shape()[1];
-    Tensor q = llmcc::linear_nobias(x, q_proj);  // (1, T, NH * D)
-    if (!lora.q_proj.empty()) q = q + lora.q_proj[0].forward(x);
-    Tensor k = llmcc::linear_nobias(x, k_proj);  // (1, T, NKV * D)
-    if (!lora.k_proj.empty()) k = k + lora.k_proj[0].forward(x);
-    Tensor v = llmcc::linear_nobias(x, v_proj);  // (1, T, NKV * D)
-    if (!lora.v_proj.empty()) v = v + lora.v_proj[0].forward(x);
+    Tensor q = lora.apply_q_proj(x, q_proj);  // (1, T, NH * D)
+    Tensor k = lora.apply_k_proj(x, k_proj);  // (1, T, NKV * D)
+    Tensor v = lora.apply_v_proj(x, v_proj);  // (1, T, NKV * D)
     q = q_norm.forward_heads(q, 1, T, n_head, head_dim);
     k = k_norm.forward_heads(k, 1, T, n_kv_head, head_dim);
     Tensor y = kv_attention(llmcc::rope(q, n_head, rope_freqs, cache.pos()),
                             llmcc::rope(k, n_kv_head, rope_freqs, cache.pos()), v, cache, layer, n_head, n_kv_head);
-    Tensor out = llmcc::linear_nobias(y, o_proj);  // (1, T, C)
-    if (!lora.o_proj.empty()) out = out + lora.o_proj[0].forward(y);
+    Tensor out = lora.apply_o_proj(y, o_proj);  // (1, T, C)
     return out;
   }
 };
@@ -122,13 +161,10 @@ struct Qwen3Mlp {
   Tensor down_proj LLMCC_ADGEN_NAME("down_proj.weight");  // (C, F)
 
   Tensor forward(const Tensor& x, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
-    Tensor g = llmcc::linear_nobias(x, gate_proj);                     // (B, T, F)
-    if (!lora.gate_proj.empty()) g = g + lora.gate_proj[0].forward(x);
-    Tensor up = llmcc::linear_nobias(x, up_proj);  // (B, T, F)
-    if (!lora.up_proj.empty()) up = up + lora.up_proj[0].forward(x);
-    Tensor h = llmcc::silu(g) * up;                   // (B, T, F)
-    Tensor out = llmcc::linear_nobias(h, down_proj);  // (B, T, C)
-    if (!lora.down_proj.empty()) out = out + lora.down_proj[0].forward(h);
+    Tensor g = lora.apply_gate_proj(x, gate_proj);                     // (B, T, F)
+    Tensor up = lora.apply_up_proj(x, up_proj);                        // (B, T, F)
+    Tensor h = llmcc::silu(g) * up;                                    // (B, T, F)
+    Tensor out = lora.apply_down_proj(h, down_proj);                   // (B, T, C)
     return out;
   }
 };
