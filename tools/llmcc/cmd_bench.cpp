@@ -143,12 +143,14 @@ int run_bench(int argc, char** argv) {
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
-  std::string dtype = "fp32", gemm_tune, lora_targets;
+  std::string dtype = "fp32", gemm_tune, lora_targets, init_from;
   int lora_rank = 0;
   float lora_alpha = 16.0f;
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time a model's training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
+  p.add("--init-from", &init_from,
+        "time steps of this model's shape and weights instead of random ones: " + models::model_path_help());
   p.section("Batch");
   p.add("--batch-size", &batch, "sequences per step (B)");
   p.add("--seq-len", &seq_len, "tokens per sequence (T), at most the model's max_seq_len");
@@ -187,8 +189,19 @@ int run_bench(int argc, char** argv) {
   if (!gemm_tune.empty() && gemm_tune != "auto" && gemm_tune != "off" && gemm_tune != "redo")
     fail(kCmd, "--gemm-tune must be 'auto', 'off' or 'redo', got '" + gemm_tune + "'");
 
-  const ModelConfig model_config = model_flags.config();
-  const std::string model = model_flags.model.empty() ? model_config.family_name() : model_flags.model;
+  // The weights: --init-from's, else random ones of the flags' shape from `seed` (drawn below,
+  // after the peaks, so that a random model's first touch is not timed as the load is).
+  std::unique_ptr<Model> weights;
+  if (!init_from.empty()) {
+    models::check_model_path(init_from, "--init-from", kCmd);
+    weights = models::load_model(init_from);
+    if (weights->lora()) fail(kCmd, "--init-from " + init_from + " holds LoRA adapters; give its base model");
+    model_flags.check_matches(weights->config(), "--init-from " + init_from, kCmd);
+  }
+  const ModelConfig model_config = weights ? weights->config() : model_flags.config();
+  const std::string model = !init_from.empty()          ? init_from
+                            : model_flags.model.empty() ? model_config.family_name()
+                                                        : model_flags.model;
   model_config.validate();
   if (batch < 1) fail(kCmd, "--batch-size must be at least 1, got " + std::to_string(batch));
   if (seq_len < 1 || seq_len > model_config.max_seq_len()) {
@@ -220,24 +233,19 @@ int run_bench(int argc, char** argv) {
               gemm.source.c_str());
   std::fflush(stdout);
 
-  // Random weights from `seed`, a fixed random batch from seed + 1.
-  std::unique_ptr<Model> weights = models::make_model(model_config);
-  weights->init(seed);
+  // Random weights from `seed` (unless loaded), a fixed random batch from seed + 1.
+  if (!weights) {
+    weights = models::make_model(model_config);
+    weights->init(seed);
+  }
   const double full_gflop = model_config.flops_per_step(batch, seq_len) * 1e-9;
   if (lora_rank > 0) {
     models::LoraConfig cfg;
     cfg.rank = lora_rank;
     cfg.alpha = lora_alpha;
-    cfg.targets = model_config.family().lora_targets();
-    if (!lora_targets.empty()) {
-      cfg.targets.clear();
-      for (std::size_t at = 0; at <= lora_targets.size();) {
-        const std::size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
-        cfg.targets.push_back(lora_targets.substr(at, comma - at));
-        at = comma + 1;
-      }
-    }
-    weights = models::add_lora(std::move(weights), "(random weights)", cfg);
+    cfg.targets = lora_targets.empty() ? model_config.family().lora_targets()
+                                       : models::lora_targets_from(lora_targets, "--lora-targets");
+    weights = models::add_lora(std::move(weights), init_from.empty() ? "(random weights)" : init_from, cfg);
     weights->init(seed + 1);
     std::string names;
     for (const std::string& t : cfg.targets) names += (names.empty() ? "" : ",") + t;
