@@ -17,6 +17,22 @@ void ndim(const char* op, const char* name, const Tensor& t, int n, const char* 
   }
 }
 
+void weight_ndim(const char* op, const char* name, const Tensor& t, int n, const char* layout) {
+  if (!t.defined()) fail(op, std::string(name) + " has no storage (an unbound or default Tensor)");
+  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16)
+    fail(op, std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected f32 or bf16");
+  if (t.ndim() != n) {
+    fail(op,
+         std::string(name) + " has shape " + t.shape().str() + ", expected " + std::to_string(n) + " dims " + layout);
+  }
+}
+
+void no_adjoint_of_bf16(const char* op, const char* name, const Tensor* d, const Tensor& t) {
+  if (d != nullptr && t.dtype() == DType::BF16)
+    fail(op,
+         std::string(name) + " is stored in bf16, a frozen weight: it has no gradient (d_" + name + " must be null)");
+}
+
 void dim_failed(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,
                 const std::string& why) {
   fail(op, std::string(name) + " has shape " + t.shape().str() + ": dim " + std::to_string(axis) + " is " +

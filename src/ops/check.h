@@ -20,6 +20,11 @@ namespace llmcc::check {
 void defined(const char* op, const char* name, const Tensor& t);
 // `t` has exactly `ndim` dimensions; `layout` names them for the message, e.g. "(B, T, C)".
 void ndim(const char* op, const char* name, const Tensor& t, int ndim, const char* layout);
+// The same for a weight an op also reads in bf16 (a frozen weight stored rounded): dtype f32 or
+// bf16.
+void weight_ndim(const char* op, const char* name, const Tensor& t, int ndim, const char* layout);
+// A bf16 weight is frozen: throws naming `name` when its adjoint `d` is asked for.
+void no_adjoint_of_bf16(const char* op, const char* name, const Tensor* d, const Tensor& t);
 
 // Throws "[op] <name> has shape (..): dim <axis> is <got>, expected <expected> (<why>)".
 [[noreturn]] void dim_failed(const char* op, const char* name, const Tensor& t, int axis, std::int64_t expected,

@@ -8,6 +8,7 @@
 #include "llmcc/arena.h"
 #include "llmcc/profile.h"
 #include "llmcc/runtime.h"
+#include "kernels/cpu/bf16.h"
 #include "ops/check.h"
 
 namespace llmcc {
@@ -23,7 +24,7 @@ struct Dims {
 // Validates idx (B, T), wte (V, C) and every id; returns B, T, C.
 Dims check_tokens(const char* op, const Tokens& idx, const Tensor& wte) {
   check::tokens(op, "idx", idx);
-  check::ndim(op, "wte", wte, 2, "(V, C)");
+  check::weight_ndim(op, "wte", wte, 2, "(V, C)");
   const std::int64_t V = wte.dim(0), C = wte.dim(1);
   check::that(V > 0 && C > 0, op, [&] { return "wte has shape " + wte.shape().str() + ", expected V > 0 and C > 0"; });
   const std::int32_t* ids = idx.data();
@@ -56,7 +57,16 @@ void check_d_out(const char* op, const Tensor& d_out, const Dims& d) {
 
 Tensor forward(const char* op, const Tokens& idx, const Tensor& wte, const float* wpe, const Dims& d) {
   Tensor out = new_tensor({d.B, d.T, d.C}, op);  // (B, T, C)
-  if (kernel_mode() == KernelMode::Reference) {
+  if (wte.dtype() == DType::BF16) {
+    // A frozen table stored in bf16: each row widened as it is gathered (both kernel modes).
+    const auto* table = static_cast<const std::uint16_t*>(wte.raw());
+    float* o = out.f32();
+    for (std::int64_t i = 0; i < d.B * d.T; ++i) {
+      const std::uint16_t* row = table + static_cast<std::int64_t>(idx.data()[i]) * d.C;
+      const float* pos = wpe ? wpe + (i % d.T) * d.C : nullptr;
+      for (std::int64_t c = 0; c < d.C; ++c) o[i * d.C + c] = cpu::bf16_to_float(row[c]) + (pos ? pos[c] : 0.0f);
+    }
+  } else if (kernel_mode() == KernelMode::Reference) {
     ref::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe, d.B, d.T, d.C);
   } else {
     cpu::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe, d.B, d.T, d.C);
@@ -89,6 +99,7 @@ void token_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor
   (void)out;  // the backward reads idx and d_out only
   const Dims d = check_tokens(kTok, idx, wte);
   check_d_out(kTok, d_out, d);
+  check::no_adjoint_of_bf16(kTok, "wte", d_wte, wte);
   check::adjoint(kTok, "d_wte", d_wte, wte);
   backward(idx, d_out, d_wte, nullptr, d);
 }
@@ -107,6 +118,7 @@ void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, con
   const Dims d = check_tokens(kTokPos, idx, wte);
   check_positions(wpe, d);
   check_d_out(kTokPos, d_out, d);
+  check::no_adjoint_of_bf16(kTokPos, "wte", d_wte, wte);
   check::adjoint(kTokPos, "d_wte", d_wte, wte);
   check::adjoint(kTokPos, "d_wpe", d_wpe, wpe);
   backward(idx, d_out, d_wte, d_wpe, d);

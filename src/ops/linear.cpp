@@ -11,6 +11,7 @@
 #include "llmcc/runtime.h"
 #include "ops/adjoint.h"
 #include "ops/check.h"
+#include "ops/widened.h"
 
 namespace llmcc {
 namespace {
@@ -26,7 +27,7 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& w, const Tensor
   check::defined(op, "x", x);
   check::that(x.ndim() == 2 || x.ndim() == 3, op,
               [&] { return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)"; });
-  check::ndim(op, "w", w, 2, "(OC, C)");
+  check::weight_ndim(op, "w", w, 2, "(OC, C)");
   const std::int64_t C = x.dim(-1), OC = w.dim(0);
   check::that(x.numel() > 0 && OC > 0, op,
               [&] { return "x " + x.shape().str() + " or w " + w.shape().str() + " is empty, expected sizes > 0"; });
@@ -51,6 +52,7 @@ void check_adjoints(const char* op, const Dims& d, const Tensor& d_out, const Te
     return "d_out has shape " + d_out.shape().str() + ", expected " + d.out.str() + " (the shape of out)";
   });
   check::adjoint(op, "d_x", d_x, x);
+  check::no_adjoint_of_bf16(op, "w", d_w, w);
   check::adjoint(op, "d_w", d_w, w);
   if (b) check::adjoint(op, "d_b", d_b, *b);
 }
@@ -60,7 +62,9 @@ Tensor forward(const char* op, const Tensor& x, const Tensor& w, const Tensor* b
   Tensor out = new_tensor(d.out, op);  // (N, OC) or (B, T, OC)
   const float* bias = b ? b->f32() : nullptr;
   if (kernel_mode() == KernelMode::Reference) {
-    ref::linear_forward(out.f32(), x.f32(), w.f32(), bias, d.N, d.C, d.OC);
+    ref::linear_forward(out.f32(), x.f32(), widened(w).f32(), bias, d.N, d.C, d.OC);
+  } else if (w.dtype() == DType::BF16) {
+    cpu::linear_forward_bf16w(out.f32(), x.f32(), static_cast<const std::uint16_t*>(w.raw()), bias, d.N, d.C, d.OC);
   } else {
     cpu::linear_forward(out.f32(), x.f32(), w.f32(), bias, d.N, d.C, d.OC);
   }
@@ -76,7 +80,12 @@ void backward(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
   float* dw = d_w ? d_w->f32() : nullptr;        // (OC, C)
   float* db = d_b ? d_b->f32() : nullptr;        // (OC)
   if (kernel_mode() == KernelMode::Reference) {
-    ref::linear_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), d.N, d.C, d.OC);
+    ref::linear_backward(dx, dw, db, d_out.f32(), x.f32(), widened(w).f32(), d.N, d.C, d.OC);
+  } else if (w.dtype() == DType::BF16) {
+    if (dx)
+      cpu::linear_backward_bf16w(dx, d_out.f32(), static_cast<const std::uint16_t*>(w.raw()), d.N, d.C, d.OC,
+                                 overwrite_dx);
+    if (db) cpu::linear_backward(nullptr, nullptr, db, d_out.f32(), x.f32(), nullptr, d.N, d.C, d.OC);
   } else {
     cpu::linear_backward(dx, dw, db, d_out.f32(), x.f32(), w.f32(), d.N, d.C, d.OC, overwrite_dx);
   }

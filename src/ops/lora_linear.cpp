@@ -12,6 +12,7 @@
 #include "llmcc/runtime.h"
 #include "ops/adjoint.h"
 #include "ops/check.h"
+#include "ops/widened.h"
 
 namespace llmcc {
 namespace {
@@ -28,7 +29,7 @@ Dims check_inputs(const Tensor& x, const Tensor& w, const Tensor& a, const Tenso
   check::defined(kOp, "x", x);
   check::that(x.ndim() == 2 || x.ndim() == 3, kOp,
               [&] { return "x has shape " + x.shape().str() + ", expected 2 dims (N, C) or 3 dims (B, T, C)"; });
-  check::ndim(kOp, "w", w, 2, "(OC, C)");
+  check::weight_ndim(kOp, "w", w, 2, "(OC, C)");
   check::ndim(kOp, "a", a, 2, "(R, C)");
   check::ndim(kOp, "b", b, 2, "(OC, R)");
   const std::int64_t C = x.dim(-1), OC = w.dim(0), R = a.dim(0);
@@ -49,14 +50,19 @@ Dims check_inputs(const Tensor& x, const Tensor& w, const Tensor& a, const Tenso
   return {N, C, OC, R, out};
 }
 
+cpu::LoraWeight weight_of(const Tensor& w) {
+  if (w.dtype() == DType::BF16) return {nullptr, static_cast<const std::uint16_t*>(w.raw())};
+  return {w.f32(), nullptr};
+}
+
 Tensor forward(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s, Tensor& xa) {
   const Dims d = check_inputs(x, w, a, b, s);
   Tensor out = new_tensor(d.out, kOp);  // (N, OC) or (B, T, OC)
   xa = new_tensor({d.N, d.R}, kOp);     // (N, R)
   if (kernel_mode() == KernelMode::Reference) {
-    ref::lora_linear_forward(out.f32(), xa.f32(), x.f32(), w.f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+    ref::lora_linear_forward(out.f32(), xa.f32(), x.f32(), widened(w).f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
   } else {
-    cpu::lora_linear_forward(out.f32(), xa.f32(), x.f32(), w.f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+    cpu::lora_linear_forward(out.f32(), xa.f32(), x.f32(), weight_of(w), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
   }
   return out;
 }
@@ -90,12 +96,13 @@ void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, con
     return "d_out has shape " + d_out.shape().str() + ", expected " + d.out.str() + " (the shape of out)";
   });
   check::adjoint(kOp, "d_x", d_x, x);
+  check::no_adjoint_of_bf16(kOp, "w", d_w, w);
   check::adjoint(kOp, "d_w", d_w, w);
   check::adjoint(kOp, "d_a", d_a, a);
   check::adjoint(kOp, "d_b", d_b, b);
   if (kernel_mode() == KernelMode::Reference) {
     ref::lora_linear_backward(d_x ? d_x->f32() : nullptr, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr,
-                              d_b ? d_b->f32() : nullptr, d_out.f32(), x.f32(), w.f32(), a.f32(), b.f32(),
+                              d_b ? d_b->f32() : nullptr, d_out.f32(), x.f32(), widened(w).f32(), a.f32(), b.f32(),
                               saved.xa.f32(), s, d.N, d.C, d.OC, d.R);
     return;
   }
@@ -104,7 +111,7 @@ void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, con
   bool overwrite_dx = false;
   float* dx = adjoint_data(d_x, &overwrite_dx);  // like x
   cpu::lora_linear_backward(dx, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr, d_b ? d_b->f32() : nullptr,
-                            g.defined() ? g.f32() : nullptr, d_out.f32(), x.f32(), w.f32(), a.f32(), b.f32(),
+                            g.defined() ? g.f32() : nullptr, d_out.f32(), x.f32(), weight_of(w), a.f32(), b.f32(),
                             saved.xa.f32(), s, d.N, d.C, d.OC, d.R, overwrite_dx);
 }
 

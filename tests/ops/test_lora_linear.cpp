@@ -43,14 +43,15 @@ TEST(LoraLinearKernel, ForwardMatchesReference) {
   test::for_each_thread_count([](int) {
     for (auto [N, C, OC, R] : kernel_sizes()) {
       SCOPED_TRACE(label(N, C, OC, R));
-      const auto x = random_vector<float>(N * C, 1), w = random_vector<float>(OC * C, 2);   // (N, C), (OC, C)
-      const auto a = random_vector<float>(R * C, 3), b = random_vector<float>(OC * R, 4);   // (R, C), (OC, R)
+      const auto x = random_vector<float>(N * C, 1), w = random_vector<float>(OC * C, 2);  // (N, C), (OC, C)
+      const auto a = random_vector<float>(R * C, 3), b = random_vector<float>(OC * R, 4);  // (R, C), (OC, R)
       const float s = 0.75f;
-      std::vector<float> out(N * OC), xa(N * R);            // (N, OC), (N, R)
+      std::vector<float> out(N * OC), xa(N * R);           // (N, OC), (N, R)
       std::vector<double> out_ref(N * OC), xa_ref(N * R);  // (N, OC), (N, R)
       const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
                  bd = cast_vector<double>(b);
-      cpu::lora_linear_forward(out.data(), xa.data(), x.data(), w.data(), a.data(), b.data(), s, N, C, OC, R);
+      cpu::lora_linear_forward(out.data(), xa.data(), x.data(), {w.data(), nullptr}, a.data(), b.data(), s, N, C, OC,
+                               R);
       ref::lora_linear_forward<double>(out_ref.data(), xa_ref.data(), xd.data(), wd.data(), ad.data(), bd.data(), s, N,
                                        C, OC, R);
       EXPECT_TRUE(all_close("xa", xa, xa_ref, atol_for(C), 1e-5));
@@ -73,13 +74,13 @@ TEST(LoraLinearKernel, BackwardMatchesReferenceAccumulatesAndSkipsNulls) {
         // Pre-filled adjoints: the kernels must add to them.
         auto d_x = random_vector<float>(N * C, 7), d_w = random_vector<float>(OC * C, 8);
         auto d_a = random_vector<float>(R * C, 9), d_b = random_vector<float>(OC * R, 10);
-        auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w),
-             d_a_ref = cast_vector<double>(d_a), d_b_ref = cast_vector<double>(d_b);
+        auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w), d_a_ref = cast_vector<double>(d_a),
+             d_b_ref = cast_vector<double>(d_b);
         const bool ox = which & 8, ow = which & 4, oa = which & 2, ob = which & 1;
         std::vector<float> g(N * R);
         cpu::lora_linear_backward(ox ? d_x.data() : nullptr, ow ? d_w.data() : nullptr, oa ? d_a.data() : nullptr,
                                   ob ? d_b.data() : nullptr, ox || oa ? g.data() : nullptr, d_out.data(), x.data(),
-                                  w.data(), a.data(), b.data(), xa.data(), s, N, C, OC, R, false);
+                                  {w.data(), nullptr}, a.data(), b.data(), xa.data(), s, N, C, OC, R, false);
         const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
                    bd = cast_vector<double>(b), xad = cast_vector<double>(xa), dod = cast_vector<double>(d_out);
         ref::lora_linear_backward<double>(ox ? d_x_ref.data() : nullptr, ow ? d_w_ref.data() : nullptr,

@@ -1,7 +1,10 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemv.h"
@@ -31,7 +34,72 @@ void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int
   }
 }
 
+// Rows of a bf16 weight widened per block: about 2M floats (8 MB), so a block is a few of the
+// GEMM's own KC x NC panels and the widening (6 bytes moved per weight) stays small beside the
+// 2 N flops each weight takes; whole micro-kernel column panels (32) where the rows allow.
+std::int64_t widen_rows(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t target = std::max<std::int64_t>(32, (std::int64_t{1} << 21) / std::max<std::int64_t>(cols, 1));
+  return std::min(rows, target / 32 * 32);
+}
+
+// The calling thread's widening buffer; grows to the largest block asked of it and is kept, so a
+// training step allocates it on its first product only.
+float* widen_buffer(std::size_t floats) {
+  struct Buffer {
+    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+    std::size_t floats = 0;
+  };
+  thread_local Buffer buf;
+  if (floats > buf.floats) {
+    buf.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+    if (!buf.data) std::abort();
+    buf.floats = floats;
+  }
+  return buf.data.get();
+}
+
+// dst[i] = the float of bf16 src[i] for i < n, on the team.
+void widen(float* dst, const std::uint16_t* src, std::int64_t n) {
+  parallel_for(n, n > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < end; ++i) dst[i] = bf16_to_float(src[i]);
+  });
+}
+
 }  // namespace
+
+void linear_forward_bf16w(float* out, const float* x, const std::uint16_t* w, const float* b, std::int64_t N,
+                          std::int64_t C, std::int64_t OC) {
+  if (N == 1) {
+    gemv_rows_bf16(static_cast<int>(OC), static_cast<int>(C), x, w, static_cast<int>(C), out, b);
+    return;
+  }
+  const std::int64_t block = widen_rows(OC, C);
+  float* wide = widen_buffer(static_cast<std::size_t>(block * C));  // (block, C)
+  for (std::int64_t o0 = 0; o0 < OC; o0 += block) {
+    const std::int64_t rows = std::min(block, OC - o0);
+    widen(wide, w + o0 * C, rows * C);
+    // out[:, o0:o0 + rows] = x (N, C) . wide^T (C, rows) (+ b[o0:]): each element of out sums its
+    // K in the order the unblocked product would.
+    matmul(false, true, static_cast<int>(N), static_cast<int>(rows), static_cast<int>(C), x, static_cast<int>(C), wide,
+           static_cast<int>(C), 0.0f, out + o0, static_cast<int>(OC), b ? b + o0 : nullptr);
+  }
+}
+
+void linear_backward_bf16w(float* d_x, const float* d_out, const std::uint16_t* w, std::int64_t N, std::int64_t C,
+                           std::int64_t OC, bool overwrite_dx) {
+  const std::int64_t block = widen_rows(OC, C);
+  float* wide = widen_buffer(static_cast<std::size_t>(block * C));  // (block, C)
+  for (std::int64_t o0 = 0; o0 < OC; o0 += block) {
+    const std::int64_t rows = std::min(block, OC - o0);
+    widen(wide, w + o0 * C, rows * C);
+    // d_x (N, C) += d_out[:, o0:o0 + rows] (N, rows) . wide (rows, C); the first block writes
+    // when overwrite_dx.
+    const float beta = overwrite_dx && o0 == 0 ? 0.0f : 1.0f;
+    matmul(false, false, static_cast<int>(N), static_cast<int>(C), static_cast<int>(rows), d_out + o0,
+           static_cast<int>(OC), wide, static_cast<int>(C), beta, d_x, static_cast<int>(C), nullptr);
+  }
+}
 
 void linear_forward(float* out, const float* x, const float* w, const float* b, std::int64_t N, std::int64_t C,
                     std::int64_t OC) {
