@@ -53,6 +53,10 @@ class ParameterStore {
   std::size_t size() const { return size_; }  // floats, including alignment padding
   std::int64_t parameter_count() const;       // elements, without padding
   void zero();
+  // Gives the memory pages that lie wholly inside tensor i's values back to the system (they read
+  // as zero afterwards): for a tensor whose values now live elsewhere (a frozen weight stored in
+  // bf16), so that the store stops holding them in RAM.
+  void release_values(std::size_t i);
 
   // The elements that are NaN or infinite (with negative_too, also those below zero): how many,
   // and the first one's tensor and value. A damaged or diverged store has some.

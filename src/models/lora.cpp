@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
+#include "tensor/large_alloc.h"
 
 namespace llmcc::models {
 
@@ -43,6 +46,33 @@ void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
         cfg.targets.begin() + static_cast<std::ptrdiff_t>(i))
       fail("LoRA", "target map '" + t + "' is named twice");
   }
+}
+
+void Bf16Matrices::store(const std::vector<Tensor*>& matrices) {
+  if (!empty()) fail("LoRA", "the base's matrices are stored in bf16 already");
+  std::size_t total = 0;
+  for (const Tensor* t : matrices) total += static_cast<std::size_t>(t->numel());
+  data_.reset(static_cast<std::uint16_t*>(allocate_large(std::max<std::size_t>(total, 1) * sizeof(std::uint16_t))));
+  if (!data_) fail("LoRA", "could not allocate " + std::to_string(total * 2) + " bytes for the base's bf16 matrices");
+  std::size_t at = 0;
+  for (Tensor* t : matrices) {
+    const std::int64_t n = t->numel();
+    const float* from = t->f32();
+    std::uint16_t* to = data_.get() + at;
+    cpu::parallel_for(n, n > (1 << 16), [&](std::int64_t begin, std::int64_t end) {
+      cpu::floats_to_bf16(from + begin, to + begin, end - begin);
+    });
+    *t = Tensor(to, t->shape(), DType::BF16);
+    offsets_.push_back(at);
+    sizes_.push_back(static_cast<std::size_t>(n));
+    at += static_cast<std::size_t>(n);
+  }
+}
+
+void Bf16Matrices::widen_into(std::size_t k, const Tensor& to) const {
+  const std::uint16_t* from = data_.get() + offsets_.at(k);
+  float* out = to.f32();
+  for (std::size_t e = 0; e < sizes_.at(k); ++e) out[e] = cpu::bf16_to_float(from[e]);
 }
 
 void lora_init(const Tensor& a, const Tensor& b, Rng& rng) {

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,22 @@ Adapter lora_adapter(const LoraConfig& cfg, std::int64_t in, std::int64_t out) {
   adapter.b = Tensor(nullptr, Shape{out, cfg.rank});
   return adapter;
 }
+
+// Frozen matrices stored in bf16, rounded once (bf16's rule, kernels/cpu/bf16.h), in one buffer:
+// what a LoRA model's base keeps with --base-dtype bf16.
+class Bf16Matrices {
+ public:
+  // Rounds each of `matrices` (f32, bound) into the buffer and rebinds it there as bf16. Throws
+  // llmcc::Error when the memory cannot be had or matrices are stored already.
+  void store(const std::vector<Tensor*>& matrices);
+  // Widens the values of the k-th stored matrix into `to` (f32, its shape).
+  void widen_into(std::size_t k, const Tensor& to) const;
+  bool empty() const { return offsets_.empty(); }
+
+ private:
+  std::unique_ptr<std::uint16_t, void (*)(void*)> data_{nullptr, &std::free};
+  std::vector<std::size_t> offsets_, sizes_;  // per matrix, in elements
+};
 
 // PEFT's initialisation of bound tensors: A (r, in) uniform in +-1/sqrt(in) (kaiming_uniform
 // with a = sqrt(5)), B zero.

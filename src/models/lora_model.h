@@ -135,11 +135,33 @@ class LoraModel final : public Model {
   }
   void load_peft(const std::string& dir) override { read_peft_adapter(dir, Traits::peft_slots(base_.model, lora_)); }
   std::unique_ptr<Model> merged() const override { return std::make_unique<FamilyModel<Traits>>(merged_copy()); }
+  std::size_t store_base_in_bf16() override {
+    if (!bf16_.empty()) return 0;
+    std::vector<Tensor*> matrices;
+    std::size_t index = 0;
+    llmcc::for_each_parameter(base_.model, [&](const std::string&, Tensor& t) {
+      if (t.ndim() == 2) {
+        matrices.push_back(&t);
+        bf16_matrices_.push_back(index);
+      }
+      ++index;
+    });
+    bf16_.store(matrices);
+    std::size_t released = 0;
+    for (std::size_t k = 0; k < matrices.size(); ++k) {
+      base_.params.release_values(bf16_matrices_[k]);
+      released += static_cast<std::size_t>(matrices[k]->numel()) * sizeof(float);
+    }
+    return released;
+  }
 
  private:
+  // A copy of the base's values (matrices stored in bf16 widened back) with every adapter added.
   Weights merged_copy() const {
     Weights merged = Traits::make(base_.model.cfg);
     std::memcpy(merged.params.data(), base_.params.data(), base_.params.size() * sizeof(float));
+    for (std::size_t k = 0; k < bf16_matrices_.size(); ++k)
+      bf16_.widen_into(k, merged.params.tensor(bf16_matrices_[k]));
     Traits::lora_merge(merged.model, lora_);
     return merged;
   }
@@ -153,6 +175,9 @@ class LoraModel final : public Model {
   AdaptedModel<Base, Lora> adapted_{base_.model, lora_, base_.model.cfg};
   LoraInfo info_{lora_cfg_, identity_};
   std::unique_ptr<WithBase<Base>> train_, val_;
+  // With the base's matrices in bf16 (store_base_in_bf16): their values and parameter indices.
+  Bf16Matrices bf16_;
+  std::vector<std::size_t> bf16_matrices_;
 };
 
 // Family::with_lora for a family whose Traits have adapters.

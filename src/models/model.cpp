@@ -26,6 +26,9 @@ void Model::save_peft(const std::string&) const {
   fail("LoRA", "the model has no LoRA adapters to write in PEFT's layout");
 }
 void Model::load_peft(const std::string&) { fail("LoRA", "the model has no LoRA adapters to read PEFT's into"); }
+std::size_t Model::store_base_in_bf16() {
+  fail("LoRA", "only a model with LoRA adapters has a frozen base to store in bf16");
+}
 
 std::vector<std::int32_t> Model::sample(const std::vector<std::int32_t>& prompt, int max_new_tokens,
                                         const SamplingConfig& cfg, Rng& rng,

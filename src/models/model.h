@@ -150,6 +150,11 @@ class Model {
   // from it. Throws llmcc::Error for a model without adapters.
   virtual void save_peft(const std::string& dir) const;
   virtual void load_peft(const std::string& dir);
+  // A model with LoRA adapters: stores the frozen base's matrices (its 2-D weights: the maps,
+  // the embedding, the head) in bf16, rounded once, and gives their fp32 values' memory back;
+  // the products widen them a block at a time (llmcc/ops/linear.h). Returns the bytes given
+  // back. Throws llmcc::Error for a model without adapters.
+  virtual std::size_t store_base_in_bf16();
 };
 
 // A model family, described once (models/<family>/<family>_family.cpp) and listed in the

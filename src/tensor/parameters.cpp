@@ -1,5 +1,8 @@
 #include "llmcc/parameters.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 
 #include <cstdint>
@@ -54,6 +57,15 @@ ParameterStore::ParameterStore(const std::vector<ParameterInfo>& params) : param
   data_.reset(static_cast<float*>(allocate_large(size_ * sizeof(float))));
   if (!data_) fail("parameters", "could not allocate " + std::to_string(size_) + " floats");
   zero();
+}
+
+void ParameterStore::release_values(std::size_t i) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const auto begin = reinterpret_cast<std::uintptr_t>(data_.get() + offsets_.at(i));
+  const auto end = begin + static_cast<std::uintptr_t>(params_.at(i).shape.numel()) * sizeof(float);
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // Private anonymous memory: the released pages are zero-filled if touched again.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 Tensor ParameterStore::tensor(std::size_t i) const { return Tensor(data_.get() + offsets_.at(i), params_.at(i).shape); }
