@@ -179,6 +179,46 @@ TEST_F(TrainLora, AdaptersTrainResumeExactlyAndMergeIntoThePlainModel) {
   EXPECT_GT(with_adapters.size(), 2u);
 }
 
+// --base-dtype bf16: the base's matrices stored rounded (the memory line says so), the run
+// resumes exactly with the setting restored from its checkpoint, and training every weight with
+// it is refused.
+TEST_F(TrainLora, ABf16BaseTrainsResumesExactlyAndIsRefusedWithoutAdapters) {
+  const std::string base = train_base();
+  const std::string a = dir.file("a"), b = dir.file("b");
+  CliResult r = run_llmcc(dir, concat(lora_flags(base, a, 6), {"--base-dtype", "bf16"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("frozen base "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(matrices in bf16) + adapters "), std::string::npos) << r.out;
+  const auto val = logged(a + "/log.jsonl", "val_loss");
+  EXPECT_LT(std::stod(val.at(4)), std::stod(val.at(0)));
+  EXPECT_NE(llmcc::CheckpointReader(a + "/ckpt_000006.bin").blob("config").find("train.base_dtype=bf16\n"),
+            std::string::npos);
+
+  r = run_llmcc(dir, concat(lora_flags(base, b, 6), {"--base-dtype", "bf16", "--stop-after", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("(matrices in bf16)"), std::string::npos) << r.out;
+  EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
+  const llmcc::CheckpointReader done(a + "/ckpt_000006.bin"), resumed(b + "/ckpt_000006.bin");
+  EXPECT_EQ(section_bytes(done, "params"), section_bytes(resumed, "params"));
+
+  // Differs from the f32 base's run (a trained base is not exactly bf16), but not by much.
+  r = run_llmcc(dir, lora_flags(base, dir.file("f"), 6));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const double f32_loss = std::stod(logged(dir.file("f") + "/log.jsonl", "val_loss").at(6));
+  EXPECT_NEAR(std::stod(val.at(6)), f32_loss, 0.05 * f32_loss);
+
+  r = run_llmcc(
+      dir, concat({"train", "--init-from", base, "--steps", "1", "--base-dtype", "bf16", "--out-dir", dir.file("x")},
+                  data_flags()));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--base-dtype bf16 stores a frozen base: give --lora-rank"), std::string::npos) << r.err;
+  r = run_llmcc(dir, concat(lora_flags(base, dir.file("y"), 1), {"--base-dtype", "fp16"}));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--base-dtype must be 'f32' or 'bf16', got 'fp16'"), std::string::npos) << r.err;
+}
+
 // Qwen3 through the same registry path: adapters on every map by default, eval of the adapters
 // equal to eval of the merged model.
 TEST_F(TrainLora, Qwen3AdaptersMergeIntoThePlainModel) {

@@ -143,7 +143,7 @@ int run_bench(int argc, char** argv) {
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
   bool with_profile = true;
   double peak_seconds = 1.0;
-  std::string dtype = "fp32", gemm_tune, lora_targets, init_from;
+  std::string dtype = "fp32", gemm_tune, lora_targets, init_from, base_dtype = "f32";
   int lora_rank = 0;
   float lora_alpha = 16.0f;
   std::uint64_t seed = 1337;
@@ -160,6 +160,8 @@ int run_bench(int argc, char** argv) {
         "time LoRA steps: adapters of this rank trained over the frozen random weights (0: every weight trained)");
   p.add("--lora-alpha", &lora_alpha, "LoRA's alpha (the updates are scaled by alpha / rank)");
   p.add("--lora-targets", &lora_targets, "the maps with adapters, comma-separated [default: all of the family's]");
+  p.add("--base-dtype", &base_dtype,
+        "the frozen base's matrices in f32 or bf16 (rounded once; the products widen them a block at a time)");
   p.section("Run");
   p.add("--threads", &threads, "OpenMP threads (kernels, GEMM library and the FMA peak)");
   p.add("--dtype", &dtype,
@@ -182,8 +184,10 @@ int run_bench(int argc, char** argv) {
     fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
   if (lora_rank < 0) fail(kCmd, "--lora-rank must be >= 0, got " + std::to_string(lora_rank));
-  if (lora_rank == 0 && (p.given("--lora-alpha") || p.given("--lora-targets")))
-    fail(kCmd, "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
+  if (lora_rank == 0 && (p.given("--lora-alpha") || p.given("--lora-targets") || p.given("--base-dtype")))
+    fail(kCmd, "--lora-alpha, --lora-targets and --base-dtype configure adapters: give --lora-rank with them");
+  if (base_dtype != "f32" && base_dtype != "bf16")
+    fail(kCmd, "--base-dtype must be 'f32' or 'bf16', got '" + base_dtype + "'");
   if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
     fail(kCmd, "--dtype must be 'fp32', 'bf16' or 'auto', got '" + dtype + "'");
   if (!gemm_tune.empty() && gemm_tune != "auto" && gemm_tune != "off" && gemm_tune != "redo")
@@ -247,12 +251,15 @@ int run_bench(int argc, char** argv) {
                                        : models::lora_targets_from(lora_targets, "--lora-targets");
     weights = models::add_lora(std::move(weights), init_from.empty() ? "(random weights)" : init_from, cfg);
     weights->init(seed + 1);
+    const std::size_t released = base_dtype == "bf16" ? weights->store_base_in_bf16() : 0;
     std::string names;
     for (const std::string& t : cfg.targets) names += (names.empty() ? "" : ",") + t;
     std::printf("LoRA: rank %d, alpha %g on %s: %.3fM adapter parameters trained, the %.2fM weights frozen\n",
                 lora_rank, static_cast<double>(lora_alpha), names.c_str(),
                 static_cast<double>(weights->params().parameter_count()) * 1e-6,
                 static_cast<double>(model_config.parameter_count()) * 1e-6);
+    if (released > 0)
+      std::printf("frozen base: matrices in bf16, %.1f MiB instead of %.1f MiB\n", mib(released / 2), mib(released));
   }
   const std::unique_ptr<models::BenchStep> step_runner = weights->bench_step(batch, seq_len, seed);
   models::BenchStep& bench = *step_runner;

@@ -7,8 +7,10 @@ namespace llmcc::cli {
 MemoryPlan memory_plan(const ModelConfig& config, int B, int T, std::int64_t trainable) {
   MemoryPlan p;
   p.parameters = config.parameter_count() + (trainable >= 0 ? trainable : 0);
-  p.params_bytes = static_cast<std::size_t>(p.parameters) * sizeof(float);
-  const std::size_t trained = trainable >= 0 ? static_cast<std::size_t>(trainable) * sizeof(float) : p.params_bytes;
+  const std::size_t all = static_cast<std::size_t>(config.parameter_count()) * sizeof(float);
+  const std::size_t trained = trainable >= 0 ? static_cast<std::size_t>(trainable) * sizeof(float) : all;
+  p.frozen_bytes = trainable >= 0 ? all : 0;
+  p.params_bytes = trained;
   p.grads_bytes = trained;
   p.optimizer_bytes = 2 * trained;
   p.B = B;
@@ -29,8 +31,12 @@ std::string describe(const MemoryPlan& p) {
     std::snprintf(count, sizeof count, "%.2fG", n / 1e9);
   else
     std::snprintf(count, sizeof count, "%.2fM", n / 1e6);
-  return std::string(count) + " parameters: weights " + gib(p.params_bytes) + " + gradients " + gib(p.grads_bytes) +
-         " + AdamW " + gib(p.optimizer_bytes) + " + step arena " +
+  const std::string weights = p.frozen_bytes > 0 ? "frozen base " + gib(p.frozen_bytes) +
+                                                       (p.frozen_note.empty() ? "" : " (" + p.frozen_note + ")") +
+                                                       " + adapters " + gib(p.params_bytes)
+                                                 : "weights " + gib(p.params_bytes);
+  return std::string(count) + " parameters: " + weights + " + gradients " + gib(p.grads_bytes) + " + AdamW " +
+         gib(p.optimizer_bytes) + " + step arena " +
          (p.arena_bytes > 0 ? gib(p.arena_bytes) + " (B " + std::to_string(p.B) + " x T " + std::to_string(p.T) +
                                   ") = " + gib(p.total())
                             : std::string("(B ") + std::to_string(p.B) + " x T " + std::to_string(p.T) +

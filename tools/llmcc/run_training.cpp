@@ -192,7 +192,8 @@ class CliTrainer {
   std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
   dist::Communicator& comm_;
   Progress warnings_;
-  std::string dtype_note_;  // why --dtype auto chose what it did
+  std::string dtype_note_;              // why --dtype auto chose what it did
+  std::size_t base_bf16_released_ = 0;  // fp32 bytes of the base's matrices now stored in bf16
   std::unique_ptr<train::TrainLoop> trainer_;
 };
 
@@ -252,6 +253,10 @@ CliTrainer::CliTrainer(TrainOptions options)
   if (origin_.init) {
     model_ = std::move(origin_.init);
     if (origin_.fresh_adapters) model_->init(seeds_.init);
+    if (o_.base_dtype == "bf16") {
+      if (!model_->lora()) fail(kWhere, "--base-dtype bf16 stores a frozen base: the run trains every weight");
+      base_bf16_released_ = model_->store_base_in_bf16();
+    }
   } else {
     model_ = make_model(origin_.config);
     if (!resuming) model_->init(seeds_.init);
@@ -396,8 +401,12 @@ void CliTrainer::print_header(const train::TrainStart& start) {
   s << "  threads " << num_threads() << "; step arena " << format_mib(start.arena_bytes) << " reserved ("
     << format_mib(start.arena_planned) << " measured by a planning step); "
     << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
-  MemoryPlan plan = memory_plan(c, o_.batch_size, o_.seq_len);
+  MemoryPlan plan = memory_plan(c, o_.batch_size, o_.seq_len, model_->lora() ? start.parameters : -1);
   plan.arena_bytes = start.arena_bytes;
+  if (base_bf16_released_ > 0) {
+    plan.frozen_bytes -= base_bf16_released_ / 2;
+    plan.frozen_note = "matrices in bf16";
+  }
   if (const train::DataParallel* dp = trainer_->data_parallel())
     plan.optimizer_bytes = dp->optimizer_floats() * sizeof(float);
   s << "  memory" << (comm_.distributed() ? " per rank" : "") << ": " << describe(plan) << "\n";

@@ -89,6 +89,7 @@ const std::vector<Stored>& stored_options() {
       stored("--seed", "train.seed", &TrainOptions::seed),
       stored("--sampling", "data.sampling", &TrainOptions::sampling),
       stored("--dtype", "train.dtype", &TrainOptions::dtype),
+      stored("--base-dtype", "train.base_dtype", &TrainOptions::base_dtype),
       stored("--lr", "train.lr", &TrainOptions::lr),
       stored("--min-lr", "train.min_lr", &TrainOptions::min_lr),
       stored("--warmup-steps", "train.warmup_steps", &TrainOptions::warmup_steps),
@@ -199,6 +200,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--lora-alpha", &o.lora_alpha, "LoRA's alpha: the adapters' updates are scaled by alpha / rank");
   p.add("--lora-targets", &o.lora_targets,
         "the maps that get adapters, comma-separated: q, k, v, o, gate, up, down for Llama [default: all of them]");
+  p.add("--base-dtype", &o.base_dtype,
+        "with --lora-rank: store the frozen base's matrices in f32 or bf16 (rounded once, half their memory; the "
+        "products widen them a block at a time, so the arithmetic stays --dtype's)");
   p.add("--stop-after", &o.stop_after,
         "end this invocation after N steps, with a checkpoint, as if interrupted (0: run to --steps)");
   p.add("--log", &o.log_path, "JSON-lines log, one line per step (default <out-dir>/log.jsonl)");
@@ -304,6 +308,10 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
        "--lora-rank trains adapters over frozen weights: give them with --init-from");
   need(o.lora_rank > 0 || (!o.was_given("--lora-alpha") && !o.was_given("--lora-targets")),
        "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
+  need(o.base_dtype == "f32" || o.base_dtype == "bf16",
+       "--base-dtype must be 'f32' or 'bf16', got '" + o.base_dtype + "'");
+  need(o.base_dtype == "f32" || o.lora_rank > 0 || !o.resume.empty(),
+       "--base-dtype bf16 stores a frozen base: give --lora-rank (training every weight keeps them in f32)");
   need(o.sampling == "random" || o.sampling == "sequential",
        "--sampling must be 'random' or 'sequential', got '" + o.sampling + "'");
   need(o.steps > 0, "--steps must be positive, got " + n(o.steps));

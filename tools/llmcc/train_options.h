@@ -45,6 +45,9 @@ struct TrainOptions {
   int lora_rank = 0;
   float lora_alpha = 16.0f;
   std::string lora_targets;
+  // How a LoRA run stores the frozen base's matrices: "f32", or "bf16" (rounded once, half the
+  // memory; the products widen them a block at a time). Recorded in checkpoints.
+  std::string base_dtype = "f32";
   std::int64_t steps = 1000;
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this run
   int batch_size = 4;
