@@ -2,6 +2,7 @@
 
 #include <omp.h>
 #include <unistd.h>
+#include <xmmintrin.h>
 
 #include <atomic>
 #include <cstdio>
@@ -25,6 +26,20 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+namespace {
+// MXCSR's flush-to-zero (results) and denormals-are-zero (operands) bits.
+constexpr unsigned kFlushBits = _MM_FLUSH_ZERO_ON | 0x0040u;
+void set_flush_bits(bool on) { _mm_setcsr(on ? (_mm_getcsr() | kFlushBits) : (_mm_getcsr() & ~kFlushBits)); }
+}  // namespace
+
+void set_flush_denormals(bool on) {
+  set_flush_bits(on);
+#pragma omp parallel
+  set_flush_bits(on);
+}
+
+bool flush_denormals() { return (_mm_getcsr() & kFlushBits) == kFlushBits; }
 
 void set_kernel_mode(KernelMode mode) { g_kernel_mode = mode; }
 KernelMode kernel_mode() { return g_kernel_mode; }

@@ -124,6 +124,7 @@ TrainerOptions for_this_rank(TrainerOptions o) {
 
 TrainLoop::TrainLoop(TrainerOptions options, TrainerHooks hooks)
     : o_(for_this_rank(std::move(options))), hooks_(std::move(hooks)), out_(std::make_unique<Output>(o_)) {
+  set_flush_denormals(true);  // llmcc/runtime.h: steps that meet subnormals would slow several times over
   const std::string& w = o_.name;
   if (o_.steps < 1) fail(w, "steps must be at least 1, got " + std::to_string(o_.steps));
   if (o_.grad_accum < 1) fail(w, "grad_accum must be at least 1, got " + std::to_string(o_.grad_accum));

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "llmcc/dist/communicator.h"
 #include "llmcc/error.h"
+#include "llmcc/runtime.h"
 
 namespace {
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
+  llmcc::set_flush_denormals(true);  // llmcc/runtime.h
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(stdout);
