@@ -52,8 +52,8 @@ TEST(Bf16WeightApi, LinearReadsTheWeightAsItsF32Values) {
       if (mode == KernelMode::Reference && s.C > 100) continue;  // triple loops: the small sizes
       SCOPED_TRACE(label(s) + (mode == KernelMode::Fast ? " fast" : " reference"));
       const RoundedWeight w(arena, {s.OC, s.C}, 1);
-      Tensor x = test::tensor_from(arena, {s.N, s.C}, random_vector<float>(s.N * s.C, 2));      // (N, C)
-      Tensor b = test::tensor_from(arena, {s.OC}, random_vector<float>(s.OC, 3));               // (OC)
+      Tensor x = test::tensor_from(arena, {s.N, s.C}, random_vector<float>(s.N * s.C, 2));        // (N, C)
+      Tensor b = test::tensor_from(arena, {s.OC}, random_vector<float>(s.OC, 3));                 // (OC)
       Tensor d_out = test::tensor_from(arena, {s.N, s.OC}, random_vector<float>(s.N * s.OC, 4));  // (N, OC)
       const double atol = 2e-6 * s.C + 1e-6;
       EXPECT_TRUE(all_close("linear_nobias", test::to_vector(linear_nobias(x, w.bf16)),
@@ -92,7 +92,7 @@ TEST(Bf16WeightApi, LoraLinearReadsTheWeightAsItsF32Values) {
     Tensor b = test::tensor_from(arena, {s.OC, R}, random_vector<float>(s.OC * R, 4));          // (OC, R)
     Tensor d_out = test::tensor_from(arena, {s.N, s.OC}, random_vector<float>(s.N * s.OC, 5));  // (N, OC)
     LoraLinearSaved saved, saved_ref;
-    Tensor out = lora_linear_fwd(x, w.bf16, a, b, 0.5f, saved);        // (N, OC)
+    Tensor out = lora_linear_fwd(x, w.bf16, a, b, 0.5f, saved);         // (N, OC)
     Tensor out_ref = lora_linear_fwd(x, w.f32, a, b, 0.5f, saved_ref);  // (N, OC)
     EXPECT_TRUE(all_close("out", test::to_vector(out), test::to_vector(out_ref), 2e-6 * s.C + 1e-6, 1e-5));
     Tensor dx = arena.zeros({s.N, s.C}, "dx"), da = arena.zeros({R, s.C}, "da"), dbb = arena.zeros({s.OC, R}, "db");

@@ -85,7 +85,6 @@ TEST_P(LoraBf16Base, TrainsAndGeneratesAsTheRoundedFp32Base) {
   llmcc::Rng ra(1), rb(1);
   const llmcc::models::SamplingConfig greedy{0.0f, 0};
   EXPECT_EQ(bf16->sample({1, 2, 3}, 8, greedy, rb), ref->sample({1, 2, 3}, 8, greedy, ra));
-
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LoraBf16Base, ::testing::Values("llama-tiny", "qwen3-tiny"));
