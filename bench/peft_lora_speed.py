@@ -57,8 +57,8 @@ for _ in range(steps):
     t0 = time.perf_counter()
     loss = step()
     ms.append((time.perf_counter() - t0) * 1e3)
-ms.sort()
-print(json.dumps(dict(median_ms=ms[len(ms) // 2], min_ms=ms[0], loss=loss,
+import statistics
+print(json.dumps(dict(median_ms=statistics.median(ms), min_ms=min(ms), loss=loss,
                       trainable=sum(p.numel() for p in trainable))))
 """
 
