@@ -244,15 +244,27 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::models::Gpt2& self, const llmcc::Tok
   std::size_t _n0 = 0;
   for (std::size_t _i0 = 0; _i0 < self.h.size(); ++_i0) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
-    _r0.x_1 = x;
-    _r0.t1 = Gpt2Block_forward_fwd(self.h[_i0], _r0.x_1, _r0.h);
-    x = _r0.t1;
+    _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
+    if (_r0.branch1) {
+      _r0.x_1 = x;
+      {
+        // checkpointed: inputs saved, forward re-run in the backward
+        llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
+        llmcc::adgen::Scratch _scratch;
+        _r0.t1 = llmcc::adgen::copy_to(_keep, self.h[_i0].forward(_r0.x_1));
+      }
+      x = _r0.t1;
+    } else {
+      _r0.x_2 = x;
+      _r0.t2 = Gpt2Block_forward_fwd(self.h[_i0], _r0.x_2, _r0.h);
+      x = _r0.t2;
+    }
   }
   _s.loop0.resize(_n0);
-  _s.x_2 = x;
-  _s.t2 = Gpt2LayerNorm_forward_fwd(self.ln_f, _s.x_2, _s.ln_f);
-  _s.t3 = llmcc::linear_nobias(_s.t2, self.wte);
-  return _s.t3;
+  _s.x_3 = x;
+  _s.t3 = Gpt2LayerNorm_forward_fwd(self.ln_f, _s.x_3, _s.ln_f);
+  _s.t4 = llmcc::linear_nobias(_s.t3, self.wte);
+  return _s.t4;
 }
 
 void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
@@ -262,42 +274,63 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
   llmcc::Tensor _d_t3;  // adjoint of t3
+  llmcc::Tensor _d_t4;  // adjoint of t4
   llmcc::Tensor _d_x;   // adjoint of x
-  llmcc::adgen::accumulate(_d_t3, d_out);
-  if (_d_t3.defined()) {
-    llmcc::linear_nobias_pullback(_s.t2, self.wte, _s.t3, _d_t3, llmcc::adgen::acc(&_d_t2, _s.t2),
+  llmcc::adgen::accumulate(_d_t4, d_out);
+  if (_d_t4.defined()) {
+    llmcc::linear_nobias_pullback(_s.t3, self.wte, _s.t4, _d_t4, llmcc::adgen::acc(&_d_t3, _s.t3),
                                   llmcc::adgen::acc((d_self ? &d_self->wte : nullptr), self.wte));
-    _d_t3 = llmcc::Tensor();
+    _d_t4 = llmcc::Tensor();
   }
-  if (_d_t2.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_2);
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_3);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2LayerNorm_forward_bwd(self.ln_f, _s.x_2, _s.ln_f, _d_t2,
+      Gpt2LayerNorm_forward_bwd(self.ln_f, _s.x_3, _s.ln_f, _d_t3,
                                 (d_self ? &d_self->ln_f : nullptr), _a0, _final);
     }
-    _d_t2 = llmcc::Tensor();
+    _d_t3 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->ln_f);
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
-    if (_d_x.defined()) {
-      const llmcc::Tensor _g = _d_x;
-      _d_x = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t1, _g);
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Gpt2Block_forward_bwd(self.h[_i0], _r0.x_1, _r0.h, _d_t1,
-                              (d_self ? &d_self->h[_i0] : nullptr), _a0, _final);
+    if (_r0.branch1) {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t1, _g);
       }
-      _d_t1 = llmcc::Tensor();
+      if (_d_t1.defined()) {
+        // checkpointed: the adjoints that leave the call are allocated in the step arena;
+        // the forward is re-run and reversed in scratch memory freed at the end of the block
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Gpt2Block_forward_Saved _c;
+          Gpt2Block_forward_fwd(self.h[_i0], _r0.x_1, _c);
+          Gpt2Block_forward_bwd(self.h[_i0], _r0.x_1, _c, _d_t1,
+                                (d_self ? &d_self->h[_i0] : nullptr), _a0, false);
+        }
+        _d_t1 = llmcc::Tensor();
+      }
     } else {
-      if (_final && d_self) llmcc::adgen::grad_final(d_self->h[_i0]);
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t2, _g);
+      }
+      if (_d_t2.defined()) {
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Gpt2Block_forward_bwd(self.h[_i0], _r0.x_2, _r0.h, _d_t2,
+                                (d_self ? &d_self->h[_i0] : nullptr), _a0, false);
+        }
+        _d_t2 = llmcc::Tensor();
+      }
     }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->h[_i0]);
   }
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;

@@ -435,35 +435,40 @@ void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Te
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
                            Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:93) reads.
+// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:96) reads.
 struct Gpt2_forward_Saved {
   struct Loop0 {
+    bool branch1;
     llmcc::Tensor x_1;
     llmcc::Tensor t1;
+    llmcc::Tensor x_2;
+    llmcc::Tensor t2;
     Gpt2Block_forward_Saved h;
     // Every tensor this record keeps for the backward (see adgen::saved_bytes).
     template <class F>
     void visit(F&& f) const {
       f(x_1);
       f(t1);
+      f(x_2);
+      f(t2);
       h.visit(f);
     }
   };
   llmcc::Tensor t0;
   std::vector<Loop0> loop0;
-  llmcc::Tensor x_2;
-  llmcc::Tensor t2;
-  Gpt2LayerNorm_forward_Saved ln_f;
+  llmcc::Tensor x_3;
   llmcc::Tensor t3;
+  Gpt2LayerNorm_forward_Saved ln_f;
+  llmcc::Tensor t4;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     for (const auto& r : loop0) r.visit(f);
-    f(x_2);
-    f(t2);
-    ln_f.visit(f);
+    f(x_3);
     f(t3);
+    ln_f.visit(f);
+    f(t4);
   }
 };
 llmcc::Tensor Gpt2_forward_fwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
@@ -472,7 +477,7 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
                       bool _final = false);
 
-// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:115) reads.
+// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:123) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;

@@ -929,43 +929,48 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
                             LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:202) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:206) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     int l;
+    bool branch1;
     llmcc::Tensor x_1;
     llmcc::Tensor t1;
+    llmcc::Tensor x_2;
+    llmcc::Tensor t2;
     LlamaBlock_forward_Saved layers;
     // Every tensor this record keeps for the backward (see adgen::saved_bytes).
     template <class F>
     void visit(F&& f) const {
       f(x_1);
       f(t1);
+      f(x_2);
+      f(t2);
       layers.visit(f);
     }
   };
   llmcc::Tensor t0;
   std::vector<Loop0> loop0;
-  llmcc::Tensor x_2;
-  llmcc::Tensor t2;
-  LlamaRmsNorm_forward_Saved norm;
-  bool branch1;
-  llmcc::Tensor h_3;
+  llmcc::Tensor x_3;
   llmcc::Tensor t3;
+  LlamaRmsNorm_forward_Saved norm;
+  bool branch2;
   llmcc::Tensor h_4;
   llmcc::Tensor t4;
+  llmcc::Tensor h_5;
+  llmcc::Tensor t5;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
     for (const auto& r : loop0) r.visit(f);
-    f(x_2);
-    f(t2);
-    norm.visit(f);
-    f(h_3);
+    f(x_3);
     f(t3);
+    norm.visit(f);
     f(h_4);
     f(t4);
+    f(h_5);
+    f(t5);
   }
 };
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
@@ -975,7 +980,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
                        bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:230) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:239) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -1019,7 +1024,7 @@ struct llama_loss_Entry {
   }
 };
 
-// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:236) reads.
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:245) reads.
 struct llama_lora_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved base;

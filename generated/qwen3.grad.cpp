@@ -904,27 +904,42 @@ llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::T
   for (int l = 0; l < self.cfg.n_layer; ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
     _r0.l = l;
-    _r0.x_1 = x;
-    _r0.a1 = B;
-    _r0.a1_2 = T;
-    _r0.t1 = Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
-                                    _r0.layers);
-    x = _r0.t1;
+    _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
+    if (_r0.branch1) {
+      _r0.x_1 = x;
+      _r0.a1 = B;
+      _r0.a1_2 = T;
+      {
+        // checkpointed: inputs saved, forward re-run in the backward
+        llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
+        llmcc::adgen::Scratch _scratch;
+        _r0.t1 = llmcc::adgen::copy_to(
+            _keep, self.model.layers[l].forward(_r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l]));
+      }
+      x = _r0.t1;
+    } else {
+      _r0.x_2 = x;
+      _r0.a2 = B;
+      _r0.a2_2 = T;
+      _r0.t2 = Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_2, _r0.a2, _r0.a2_2,
+                                      lora.layers[l], _r0.layers);
+      x = _r0.t2;
+    }
   }
   _s.loop0.resize(_n0);
-  _s.x_2 = x;
-  _s.t2 = Qwen3RmsNorm_forward_fwd(self.model.norm, _s.x_2, _s.norm);
-  llmcc::Tensor h = _s.t2;
+  _s.x_3 = x;
+  _s.t3 = Qwen3RmsNorm_forward_fwd(self.model.norm, _s.x_3, _s.norm);
+  llmcc::Tensor h = _s.t3;
   llmcc::Tensor logits = llmcc::Tensor();
-  _s.branch1 = static_cast<bool>(self.cfg.tie_embeddings);
-  if (_s.branch1) {
-    _s.h_3 = h;
-    _s.t3 = llmcc::linear_nobias(_s.h_3, self.model.embed_tokens);
-    logits = _s.t3;
-  } else {
+  _s.branch2 = static_cast<bool>(self.cfg.tie_embeddings);
+  if (_s.branch2) {
     _s.h_4 = h;
-    _s.t4 = llmcc::linear_nobias(_s.h_4, self.lm_head[0].w);
+    _s.t4 = llmcc::linear_nobias(_s.h_4, self.model.embed_tokens);
     logits = _s.t4;
+  } else {
+    _s.h_5 = h;
+    _s.t5 = llmcc::linear_nobias(_s.h_5, self.lm_head[0].w);
+    logits = _s.t5;
   }
   return logits;
 }
@@ -940,22 +955,10 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
   llmcc::Tensor _d_t2;      // adjoint of t2
   llmcc::Tensor _d_t3;      // adjoint of t3
   llmcc::Tensor _d_t4;      // adjoint of t4
+  llmcc::Tensor _d_t5;      // adjoint of t5
   llmcc::Tensor _d_x;       // adjoint of x
   llmcc::adgen::accumulate(_d_logits, d_out);
-  if (_s.branch1) {
-    if (_d_logits.defined()) {
-      const llmcc::Tensor _g = _d_logits;
-      _d_logits = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t3, _g);
-    }
-    if (_d_t3.defined()) {
-      llmcc::linear_nobias_pullback(
-          _s.h_3, self.model.embed_tokens, _s.t3, _d_t3, llmcc::adgen::acc(&_d_h, _s.h_3),
-          llmcc::adgen::acc((d_self ? &d_self->model.embed_tokens : nullptr),
-                            self.model.embed_tokens));
-      _d_t3 = llmcc::Tensor();
-    }
-  } else {
+  if (_s.branch2) {
     if (_d_logits.defined()) {
       const llmcc::Tensor _g = _d_logits;
       _d_logits = llmcc::Tensor();
@@ -963,9 +966,22 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
     }
     if (_d_t4.defined()) {
       llmcc::linear_nobias_pullback(
-          _s.h_4, self.lm_head[0].w, _s.t4, _d_t4, llmcc::adgen::acc(&_d_h, _s.h_4),
-          llmcc::adgen::acc((d_self ? &d_self->lm_head[0].w : nullptr), self.lm_head[0].w));
+          _s.h_4, self.model.embed_tokens, _s.t4, _d_t4, llmcc::adgen::acc(&_d_h, _s.h_4),
+          llmcc::adgen::acc((d_self ? &d_self->model.embed_tokens : nullptr),
+                            self.model.embed_tokens));
       _d_t4 = llmcc::Tensor();
+    }
+  } else {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_5, self.lm_head[0].w, _s.t5, _d_t5, llmcc::adgen::acc(&_d_h, _s.h_5),
+          llmcc::adgen::acc((d_self ? &d_self->lm_head[0].w : nullptr), self.lm_head[0].w));
+      _d_t5 = llmcc::Tensor();
     }
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->lm_head);
@@ -973,36 +989,59 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
     _d_h = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t2, _g);
+    llmcc::adgen::accumulate(_d_t3, _g);
   }
-  if (_d_t2.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_2);
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_3);
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3RmsNorm_forward_bwd(self.model.norm, _s.x_2, _s.norm, _d_t2,
+      Qwen3RmsNorm_forward_bwd(self.model.norm, _s.x_3, _s.norm, _d_t3,
                                (d_self ? &d_self->model.norm : nullptr), _a0, _final);
     }
-    _d_t2 = llmcc::Tensor();
+    _d_t3 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->model.norm);
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
     const int l = _r0.l;
-    if (_d_x.defined()) {
-      const llmcc::Tensor _g = _d_x;
-      _d_x = llmcc::Tensor();
-      llmcc::adgen::accumulate(_d_t1, _g);
-    }
-    if (_d_t1.defined()) {
-      llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
-      {
-        llmcc::adgen::Scratch _scratch;
-        Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
-                               _r0.layers, _d_t1, (d_self ? &d_self->model.layers[l] : nullptr),
-                               _a0, (d_lora ? &d_lora->layers[l] : nullptr), false);
+    if (_r0.branch1) {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t1, _g);
       }
-      _d_t1 = llmcc::Tensor();
+      if (_d_t1.defined()) {
+        // checkpointed: the adjoints that leave the call are allocated in the step arena;
+        // the forward is re-run and reversed in scratch memory freed at the end of the block
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Qwen3Block_forward_Saved _c;
+          Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
+                                 _c);
+          Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l],
+                                 _c, _d_t1, (d_self ? &d_self->model.layers[l] : nullptr), _a0,
+                                 (d_lora ? &d_lora->layers[l] : nullptr), false);
+        }
+        _d_t1 = llmcc::Tensor();
+      }
+    } else {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t2, _g);
+      }
+      if (_d_t2.defined()) {
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_2, _r0.a2, _r0.a2_2, lora.layers[l],
+                                 _r0.layers, _d_t2, (d_self ? &d_self->model.layers[l] : nullptr),
+                                 _a0, (d_lora ? &d_lora->layers[l] : nullptr), false);
+        }
+        _d_t2 = llmcc::Tensor();
+      }
     }
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers);

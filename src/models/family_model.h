@@ -35,6 +35,7 @@ class FamilyModel final : public Model {
   ParameterStore& params() override { return w_.params; }
   const ParameterStore& params() const override { return w_.params; }
   void init(std::uint64_t seed) override { Traits::init(w_, seed); }
+  void set_checkpoint_activations(bool on) override { w_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(w_.model, {x, y}); }
   std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
                                                  train::BatchSource<train::TokenPair>* val,

@@ -100,6 +100,7 @@ class LoraModel final : public Model {
   ParameterStore& params() override { return params_; }
   const ParameterStore& params() const override { return params_; }
   void init(std::uint64_t seed) override { Traits::lora_init(lora_, seed); }
+  void set_checkpoint_activations(bool on) override { base_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(lora_, {base_.model, x, y}); }
   // One trainer at a time: the sources that put the base in front of each batch live here.
   std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,

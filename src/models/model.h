@@ -155,6 +155,9 @@ class Model {
   // the products widen them a block at a time (llmcc/ops/linear.h). Returns the bytes given
   // back. Throws llmcc::Error for a model without adapters.
   virtual std::size_t store_base_in_bf16();
+  // Activation checkpointing per block (adgen's checkpoint): training steps save each block's
+  // input only and run the block's forward again in the backward.
+  virtual void set_checkpoint_activations(bool on) = 0;
 };
 
 // A model family, described once (models/<family>/<family>_family.cpp) and listed in the

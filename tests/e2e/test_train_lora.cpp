@@ -219,6 +219,24 @@ TEST_F(TrainLora, ABf16BaseTrainsResumesExactlyAndIsRefusedWithoutAdapters) {
   EXPECT_NE(r.err.find("--base-dtype must be 'f32' or 'bf16', got 'fp16'"), std::string::npos) << r.err;
 }
 
+// --checkpoint-activations: the same losses and adapters, bit for bit, as the plain run; the
+// header says the blocks' forward runs twice; a resumed run keeps the setting.
+TEST_F(TrainLora, CheckpointedActivationsTrainTheSameAdapters) {
+  const std::string base = train_base();
+  CliResult r = run_llmcc(dir, lora_flags(base, dir.file("a"), 4));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, concat(lora_flags(base, dir.file("b"), 4), {"--checkpoint-activations", "--stop-after", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("activations checkpointed per block: the blocks' forward runs twice"), std::string::npos)
+      << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", dir.file("b"), "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("activations checkpointed per block"), std::string::npos) << r.out;
+  EXPECT_EQ(logged(dir.file("a") + "/log.jsonl", "loss"), logged(dir.file("b") + "/log.jsonl", "loss"));
+  EXPECT_EQ(section_bytes(llmcc::CheckpointReader(dir.file("a") + "/ckpt_000004.bin"), "params"),
+            section_bytes(llmcc::CheckpointReader(dir.file("b") + "/ckpt_000004.bin"), "params"));
+}
+
 // Qwen3 through the same registry path: adapters on every map by default, eval of the adapters
 // equal to eval of the merged model.
 TEST_F(TrainLora, Qwen3AdaptersMergeIntoThePlainModel) {

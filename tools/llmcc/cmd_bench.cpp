@@ -141,7 +141,7 @@ void print_profile(const std::vector<models::BenchStep::Split>& splits) {
 int run_bench(int argc, char** argv) {
   ModelFlags model_flags;
   int batch = 4, seq_len = 64, threads = num_threads(), warmup = 2, steps = 10, profile_steps = 3;
-  bool with_profile = true;
+  bool with_profile = true, checkpoint_activations = false;
   double peak_seconds = 1.0;
   std::string dtype = "fp32", gemm_tune, lora_targets, init_from, base_dtype = "f32";
   int lora_rank = 0;
@@ -170,6 +170,8 @@ int run_bench(int argc, char** argv) {
   p.add("--gemm-tune", &gemm_tune,
         "the GEMM's cache blocking: 'auto' (this CPU's cached measurement, or measure it), 'off' (built in), "
         "'redo' (measure again) [default: $LLMCC_GEMM_TUNE, else auto]");
+  p.add("--checkpoint-activations", &checkpoint_activations,
+        "save each block's input only and run its forward again in the backward (less memory, one more forward)");
   p.add("--warmup", &warmup, "untimed steps first (the first sizes memory and caches)");
   p.add("--steps", &steps, "timed steps");
   p.add("--profile", &with_profile, "after the timed steps, a separate run with the per-op profiler on");
@@ -261,6 +263,7 @@ int run_bench(int argc, char** argv) {
     if (released > 0)
       std::printf("frozen base: matrices in bf16, %.1f MiB instead of %.1f MiB\n", mib(released / 2), mib(released));
   }
+  weights->set_checkpoint_activations(checkpoint_activations);
   const std::unique_ptr<models::BenchStep> step_runner = weights->bench_step(batch, seq_len, seed);
   models::BenchStep& bench = *step_runner;
   float first_loss = 0, loss = 0;

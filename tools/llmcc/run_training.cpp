@@ -261,6 +261,7 @@ CliTrainer::CliTrainer(TrainOptions options)
     model_ = make_model(origin_.config);
     if (!resuming) model_->init(seeds_.init);
   }
+  model_->set_checkpoint_activations(o_.checkpoint_activations);
 
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
   const int V = origin_.config.vocab_size();
@@ -399,8 +400,9 @@ void CliTrainer::print_header(const train::TrainStart& start) {
       << (o_.zero_stage() == 1 ? "ZeRO-1 (AdamW state sharded)" : "AdamW state replicated") << ", "
       << format_number(o_.bucket_mb) << " MiB gradient buckets\n";
   s << "  threads " << num_threads() << "; step arena " << format_mib(start.arena_bytes) << " reserved ("
-    << format_mib(start.arena_planned) << " measured by a planning step); "
-    << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
+    << format_mib(start.arena_planned) << " measured by a planning step"
+    << (o_.checkpoint_activations ? ", activations checkpointed per block: the blocks' forward runs twice" : "")
+    << "); " << fixed(c.flops_per_step(o_.batch_size, o_.seq_len) * o_.grad_accum / 1e9, 1) << " GFLOP per step\n";
   MemoryPlan plan = memory_plan(c, o_.batch_size, o_.seq_len, model_->lora() ? start.parameters : -1);
   plan.arena_bytes = start.arena_bytes;
   if (base_bf16_released_ > 0) {

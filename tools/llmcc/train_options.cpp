@@ -29,6 +29,7 @@ std::string to_text(std::uint64_t v) { return std::to_string(v); }
 std::string to_text(float v) { return format_number(v); }
 std::string to_text(double v) { return format_number(v); }
 std::string to_text(const std::string& v) { return v; }
+std::string to_text(bool v) { return v ? "true" : "false"; }
 
 // Strict parses of stored values (the whole text, nothing else); false when malformed.
 template <class T>
@@ -52,6 +53,11 @@ bool from_text(const std::string& s, T* out) {
 }
 bool from_text(const std::string& s, std::string* out) {
   *out = s;
+  return true;
+}
+bool from_text(const std::string& s, bool* out) {
+  if (s != "true" && s != "false") return false;
+  *out = s == "true";
   return true;
 }
 
@@ -90,6 +96,7 @@ const std::vector<Stored>& stored_options() {
       stored("--sampling", "data.sampling", &TrainOptions::sampling),
       stored("--dtype", "train.dtype", &TrainOptions::dtype),
       stored("--base-dtype", "train.base_dtype", &TrainOptions::base_dtype),
+      stored("--checkpoint-activations", "train.checkpoint_activations", &TrainOptions::checkpoint_activations),
       stored("--lr", "train.lr", &TrainOptions::lr),
       stored("--min-lr", "train.min_lr", &TrainOptions::min_lr),
       stored("--warmup-steps", "train.warmup_steps", &TrainOptions::warmup_steps),
@@ -203,6 +210,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--base-dtype", &o.base_dtype,
         "with --lora-rank: store the frozen base's matrices in f32 or bf16 (rounded once, half their memory; the "
         "products widen them a block at a time, so the arithmetic stays --dtype's)");
+  p.add("--checkpoint-activations", &o.checkpoint_activations,
+        "save each block's input only and run the block's forward again in the backward: the step's activations "
+        "shrink to one block's, for one more forward of the blocks (the same gradients, bit for bit)");
   p.add("--stop-after", &o.stop_after,
         "end this invocation after N steps, with a checkpoint, as if interrupted (0: run to --steps)");
   p.add("--log", &o.log_path, "JSON-lines log, one line per step (default <out-dir>/log.jsonl)");

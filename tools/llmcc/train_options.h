@@ -48,6 +48,9 @@ struct TrainOptions {
   // How a LoRA run stores the frozen base's matrices: "f32", or "bf16" (rounded once, half the
   // memory; the products widen them a block at a time). Recorded in checkpoints.
   std::string base_dtype = "f32";
+  // Activation checkpointing per block: the step's activations shrink to one block's, for one
+  // more forward of the blocks. Recorded in checkpoints.
+  bool checkpoint_activations = false;
   std::int64_t steps = 1000;
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this run
   int batch_size = 4;

@@ -84,6 +84,9 @@ struct Gpt2 {
   Tensor wpe;  // (max_seq_len, C)
   std::vector<Gpt2Block> h;
   Gpt2LayerNorm ln_f;
+  // A run option, not part of the model: the gradient saves each block's input only and runs the
+  // block's forward again in the backward (adgen's checkpoint).
+  bool checkpoint_blocks = false;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Gpt2(const Gpt2Config& config);
@@ -92,8 +95,13 @@ struct Gpt2 {
   // Logits over the padded vocabulary. idx: (B, T) with T <= max_seq_len; returns (B, T, Vp).
   Tensor forward(const Tokens& idx) const {
     Tensor x = llmcc::token_position_embedding(idx, wte, wpe);  // (B, T, C)
-    for (const Gpt2Block& b : h) x = b.forward(x);              // (B, T, C)
-    return llmcc::linear_nobias(ln_f.forward(x), wte);          // (B, T, Vp)
+    for (const Gpt2Block& b : h) {
+      if (checkpoint_blocks)
+        x = llmcc::adgen::checkpoint(b.forward(x));  // (B, T, C)
+      else
+        x = b.forward(x);  // (B, T, C)
+    }
+    return llmcc::linear_nobias(ln_f.forward(x), wte);  // (B, T, Vp)
   }
 
   // Generation (models/kv_cache.h): the logits (1, 1, Vp) after the new tokens idx ((1, T), at

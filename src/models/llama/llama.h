@@ -191,6 +191,10 @@ struct Llama {
   std::vector<LlamaOutput> output LLMCC_ADGEN_OPTIONAL;
   // n_layer empty adapter sets: what forward and decode use for the model alone.
   LlamaLora no_adapters;
+  // A run option, not part of the model: the gradient saves each block's input only and runs the
+  // block's forward again in the backward (adgen's checkpoint): the step's activations shrink to
+  // one block's, for one more forward of the blocks.
+  bool checkpoint_blocks = false;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Llama(const LlamaConfig& config);
@@ -200,10 +204,15 @@ struct Llama {
   // lora.layers[l] for layer l (no_adapters for none).
   Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
   Tensor forward(const Tokens& idx, const LlamaLora& lora) const {
-    Tensor x = llmcc::token_embedding(idx, tok_embeddings);                          // (B, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) x = layers[l].forward(x, lora.layers[l]);  // (B, T, C)
-    Tensor h = norm.forward(x);                                                      // (B, T, C)
-    Tensor logits;                                                                   // (B, T, V)
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      if (checkpoint_blocks)
+        x = llmcc::adgen::checkpoint(layers[l].forward(x, lora.layers[l]));  // (B, T, C)
+      else
+        x = layers[l].forward(x, lora.layers[l]);  // (B, T, C)
+    }
+    Tensor h = norm.forward(x);  // (B, T, C)
+    Tensor logits;               // (B, T, V)
     if (cfg.tie_embeddings)
       logits = llmcc::linear_nobias(h, tok_embeddings);
     else

@@ -205,6 +205,9 @@ struct Qwen3 {
   std::vector<Qwen3LmHead> lm_head;  // one head when untied; none when the embedding is the head
   // n_layer empty adapter sets: what forward and decode use for the model alone.
   Qwen3Lora no_adapters;
+  // A run option, not part of the model: the gradient saves each block's input only and runs the
+  // block's forward again in the backward (adgen's checkpoint).
+  bool checkpoint_blocks = false;
 
   // Declares every parameter's shape (no storage); bind with llmcc::bind_parameters(model).
   explicit Qwen3(const Qwen3Config& config);
@@ -215,10 +218,15 @@ struct Qwen3 {
   Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
   Tensor forward(const Tokens& idx, const Qwen3Lora& lora) const {
     const std::int64_t B = idx.B(), T = idx.T();
-    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);                                  // (B, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) x = model.layers[l].forward(x, B, T, lora.layers[l]);  // (B, T, C)
-    Tensor h = model.norm.forward(x);                                                            // (B, T, C)
-    Tensor logits;                                                                               // (B, T, V)
+    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);  // (B, T, C)
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      if (checkpoint_blocks)
+        x = llmcc::adgen::checkpoint(model.layers[l].forward(x, B, T, lora.layers[l]));  // (B, T, C)
+      else
+        x = model.layers[l].forward(x, B, T, lora.layers[l]);  // (B, T, C)
+    }
+    Tensor h = model.norm.forward(x);  // (B, T, C)
+    Tensor logits;                     // (B, T, V)
     if (cfg.tie_embeddings)
       logits = llmcc::linear_nobias(h, model.embed_tokens);
     else
