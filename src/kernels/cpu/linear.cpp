@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
@@ -10,6 +11,7 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/parallel.h"
 #include "llmcc/decode_weights.h"
+#include "llmcc/error.h"
 #include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
@@ -52,7 +54,9 @@ float* widen_buffer(std::size_t floats) {
   thread_local Buffer buf;
   if (floats > buf.floats) {
     buf.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
-    if (!buf.data) std::abort();
+    if (!buf.data)
+      fail("linear",
+           "could not allocate " + std::to_string(floats * sizeof(float)) + " bytes to widen a block of a bf16 weight");
     buf.floats = floats;
   }
   return buf.data.get();
