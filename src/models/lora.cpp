@@ -70,9 +70,7 @@ void Bf16Matrices::store(const std::vector<Tensor*>& matrices) {
 }
 
 void Bf16Matrices::widen_into(std::size_t k, const Tensor& to) const {
-  const std::uint16_t* from = data_.get() + offsets_.at(k);
-  float* out = to.f32();
-  for (std::size_t e = 0; e < sizes_.at(k); ++e) out[e] = cpu::bf16_to_float(from[e]);
+  cpu::bf16_to_floats(data_.get() + offsets_.at(k), to.f32(), static_cast<std::int64_t>(sizes_.at(k)));
 }
 
 void lora_init(const Tensor& a, const Tensor& b, Rng& rng) {

@@ -14,9 +14,7 @@ namespace llmcc {
 inline Tensor widened(const Tensor& w) {
   if (w.dtype() == DType::F32) return w;
   Tensor wide = new_tensor(w.shape(), "bf16 weight widened");  // shape of w
-  const auto* src = static_cast<const std::uint16_t*>(w.raw());
-  float* dst = wide.f32();
-  for (std::int64_t i = 0; i < w.numel(); ++i) dst[i] = cpu::bf16_to_float(src[i]);
+  cpu::bf16_to_floats(static_cast<const std::uint16_t*>(w.raw()), wide.f32(), w.numel());
   return wide;
 }
 

@@ -55,6 +55,13 @@ inline void floats_to_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
   for (; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
+// out[i] = the float of bf16 bits[i] for i < n (exact). A plain element-wise loop the compiler
+// vectorises at any width.
+inline void bf16_to_floats(const std::uint16_t* bits, float* out, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+}
+
 // x[i] = round_to_bf16(x[i]) for i < n. A loop of integer operations the compiler vectorises.
 inline void round_floats_to_bf16(float* x, std::int64_t n) {
 #pragma omp simd

@@ -1,10 +1,10 @@
 #include "kernels/cpu/gemv.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/parallel.h"
 
 namespace llmcc::cpu {
@@ -71,10 +71,7 @@ void gemv_rows_bf16(int N, int K, const float* x, const std::uint16_t* W, int ld
   // Each row is widened to fp32 a chunk at a time into buffers that stay in L1 (4 rows x 2 KiB),
   // then multiplied as gemv_rows does: both loops are plain element-wise ones the compiler
   // vectorises at any width, where widening inside the dot product's loop made GCC gather.
-  const auto widen = [](const std::uint16_t* w, float* out, int n) {
-#pragma omp simd
-    for (int p = 0; p < n; ++p) out[p] = std::bit_cast<float>(static_cast<std::uint32_t>(w[p]) << 16);
-  };
+  const auto widen = [](const std::uint16_t* w, float* out, int n) { bf16_to_floats(w, out, n); };
   const auto finish = [&](std::int64_t j, float dot) { y[j] = dot + (bias != nullptr ? bias[j] : 0.0f); };
   // As gemv_rows: groups of kRows on ranges aligned to kRows, so a row's sum does not depend on
   // the thread count.

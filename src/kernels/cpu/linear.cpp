@@ -64,10 +64,8 @@ float* widen_buffer(std::size_t floats) {
 
 // dst[i] = the float of bf16 src[i] for i < n, on the team.
 void widen(float* dst, const std::uint16_t* src, std::int64_t n) {
-  parallel_for(n, n > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
-#pragma omp simd
-    for (std::int64_t i = begin; i < end; ++i) dst[i] = bf16_to_float(src[i]);
-  });
+  parallel_for(n, n > kParallelMin,
+               [&](std::int64_t begin, std::int64_t end) { bf16_to_floats(src + begin, dst + begin, end - begin); });
 }
 
 }  // namespace
