@@ -8,7 +8,7 @@ namespace llmcc::models {
 llmcc::Tensor LlamaLoraAdapter_forward_fwd(const llmcc::models::LlamaLoraAdapter& self,
                                            const llmcc::Tensor& x, const llmcc::Tensor& w,
                                            LlamaLoraAdapter_forward_Saved& _s) {
-  _s.t0 = llmcc::lora_linear_fwd(x, w, self.a, self.b, self.scale, _s.lora_linear_0);
+  _s.t0 = llmcc::lora_linear_fwd(x, w, self.a, self.b, self.scale, self.dropout, _s.lora_linear_0);
   return _s.t0;
 }
 
@@ -20,8 +20,9 @@ void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
-    llmcc::lora_linear_pullback(x, w, self.a, self.b, self.scale, _s.t0, _s.lora_linear_0, _d_t0,
-                                llmcc::adgen::acc(d_x, x), llmcc::adgen::acc(d_w, w),
+    llmcc::lora_linear_pullback(x, w, self.a, self.b, self.scale, self.dropout, _s.t0,
+                                _s.lora_linear_0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                llmcc::adgen::acc(d_w, w),
                                 llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a),
                                 llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();

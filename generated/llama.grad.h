@@ -595,7 +595,7 @@ struct Llama_Grad {
 };
 
 // LlamaLoraAdapter_forward: what the backward of llmcc::models::LlamaLoraAdapter::forward
-// (llama.h:48) reads.
+// (llama.h:49) reads.
 struct LlamaLoraAdapter_forward_Saved {
   llmcc::Tensor t0;
   llmcc::LoraLinearSaved lora_linear_0;
@@ -616,7 +616,7 @@ void LlamaLoraAdapter_forward_bwd(const llmcc::models::LlamaLoraAdapter& self,
                                   llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_wq: what the backward of llmcc::models::LlamaBlockLora::apply_wq
-// (llama.h:63) reads.
+// (llama.h:64) reads.
 struct LlamaBlockLora_apply_wq_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -639,7 +639,7 @@ void LlamaBlockLora_apply_wq_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_wk: what the backward of llmcc::models::LlamaBlockLora::apply_wk
-// (llama.h:69) reads.
+// (llama.h:70) reads.
 struct LlamaBlockLora_apply_wk_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -662,7 +662,7 @@ void LlamaBlockLora_apply_wk_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_wv: what the backward of llmcc::models::LlamaBlockLora::apply_wv
-// (llama.h:75) reads.
+// (llama.h:76) reads.
 struct LlamaBlockLora_apply_wv_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -685,7 +685,7 @@ void LlamaBlockLora_apply_wv_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_wo: what the backward of llmcc::models::LlamaBlockLora::apply_wo
-// (llama.h:81) reads.
+// (llama.h:82) reads.
 struct LlamaBlockLora_apply_wo_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -707,7 +707,7 @@ void LlamaBlockLora_apply_wo_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  const llmcc::Tensor& d_out, LlamaBlockLora_Grad* d_self,
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
-// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:122)
+// LlamaAttention_forward: what the backward of llmcc::models::LlamaAttention::forward (llama.h:123)
 // reads.
 struct LlamaAttention_forward_Saved {
   llmcc::Tensor t0;
@@ -780,7 +780,7 @@ void LlamaRmsNorm_forward_bwd(const llmcc::models::LlamaRmsNorm& self, const llm
                               LlamaRmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // LlamaBlockLora_apply_w1: what the backward of llmcc::models::LlamaBlockLora::apply_w1
-// (llama.h:87) reads.
+// (llama.h:88) reads.
 struct LlamaBlockLora_apply_w1_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -803,7 +803,7 @@ void LlamaBlockLora_apply_w1_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_w3: what the backward of llmcc::models::LlamaBlockLora::apply_w3
-// (llama.h:99) reads.
+// (llama.h:100) reads.
 struct LlamaBlockLora_apply_w3_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -826,7 +826,7 @@ void LlamaBlockLora_apply_w3_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaBlockLora_apply_w2: what the backward of llmcc::models::LlamaBlockLora::apply_w2
-// (llama.h:93) reads.
+// (llama.h:94) reads.
 struct LlamaBlockLora_apply_w2_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -849,7 +849,7 @@ void LlamaBlockLora_apply_w2_bwd(const llmcc::models::LlamaBlockLora& self, cons
                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // LlamaFeedForward_forward: what the backward of llmcc::models::LlamaFeedForward::forward
-// (llama.h:151) reads.
+// (llama.h:152) reads.
 struct LlamaFeedForward_forward_Saved {
   llmcc::Tensor t0;
   LlamaBlockLora_apply_w1_Saved lora;
@@ -889,7 +889,7 @@ void LlamaFeedForward_forward_bwd(const llmcc::models::LlamaFeedForward& self,
                                   llmcc::Tensor* d_x, LlamaBlockLora_Grad* d_lora,
                                   bool _final = false);
 
-// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:165) reads.
+// LlamaBlock_forward: what the backward of llmcc::models::LlamaBlock::forward (llama.h:166) reads.
 struct LlamaBlock_forward_Saved {
   llmcc::Tensor t0;
   LlamaRmsNorm_forward_Saved attention_norm;
@@ -929,7 +929,7 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
                             LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:206) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:207) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
     int l;
@@ -980,7 +980,7 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
                        bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:239) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:240) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -1024,7 +1024,7 @@ struct llama_loss_Entry {
   }
 };
 
-// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:245) reads.
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:246) reads.
 struct llama_lora_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved base;

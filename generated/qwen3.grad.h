@@ -649,7 +649,7 @@ struct Qwen3_Grad {
 };
 
 // Qwen3LoraAdapter_forward: what the backward of llmcc::models::Qwen3LoraAdapter::forward
-// (qwen3.h:54) reads.
+// (qwen3.h:55) reads.
 struct Qwen3LoraAdapter_forward_Saved {
   llmcc::Tensor t0;
   llmcc::LoraLinearSaved lora_linear_0;
@@ -670,7 +670,7 @@ void Qwen3LoraAdapter_forward_bwd(const llmcc::models::Qwen3LoraAdapter& self,
                                   llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // Qwen3BlockLora_apply_q_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_q_proj
-// (qwen3.h:69) reads.
+// (qwen3.h:70) reads.
 struct Qwen3BlockLora_apply_q_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -694,7 +694,7 @@ void Qwen3BlockLora_apply_q_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
                                      llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // Qwen3BlockLora_apply_k_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_k_proj
-// (qwen3.h:75) reads.
+// (qwen3.h:76) reads.
 struct Qwen3BlockLora_apply_k_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -718,7 +718,7 @@ void Qwen3BlockLora_apply_k_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
                                      llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // Qwen3BlockLora_apply_v_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_v_proj
-// (qwen3.h:81) reads.
+// (qwen3.h:82) reads.
 struct Qwen3BlockLora_apply_v_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -770,7 +770,7 @@ void Qwen3RmsNorm_forward_heads_bwd(const llmcc::models::Qwen3RmsNorm& self, con
                                     llmcc::Tensor* d_x, bool _final = false);
 
 // Qwen3BlockLora_apply_o_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_o_proj
-// (qwen3.h:87) reads.
+// (qwen3.h:88) reads.
 struct Qwen3BlockLora_apply_o_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -793,7 +793,7 @@ void Qwen3BlockLora_apply_o_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
                                      const llmcc::Tensor& d_out, Qwen3BlockLora_Grad* d_self,
                                      llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
-// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:131)
+// Qwen3Attention_forward: what the backward of llmcc::models::Qwen3Attention::forward (qwen3.h:132)
 // reads.
 struct Qwen3Attention_forward_Saved {
   llmcc::Tensor t0;
@@ -874,7 +874,7 @@ void Qwen3RmsNorm_forward_bwd(const llmcc::models::Qwen3RmsNorm& self, const llm
                               Qwen3RmsNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
 // Qwen3BlockLora_apply_gate_proj: what the backward of
-// llmcc::models::Qwen3BlockLora::apply_gate_proj (qwen3.h:93) reads.
+// llmcc::models::Qwen3BlockLora::apply_gate_proj (qwen3.h:94) reads.
 struct Qwen3BlockLora_apply_gate_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -899,7 +899,7 @@ void Qwen3BlockLora_apply_gate_proj_bwd(const llmcc::models::Qwen3BlockLora& sel
                                         bool _final = false);
 
 // Qwen3BlockLora_apply_up_proj: what the backward of llmcc::models::Qwen3BlockLora::apply_up_proj
-// (qwen3.h:99) reads.
+// (qwen3.h:100) reads.
 struct Qwen3BlockLora_apply_up_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -923,7 +923,7 @@ void Qwen3BlockLora_apply_up_proj_bwd(const llmcc::models::Qwen3BlockLora& self,
                                       llmcc::Tensor* d_x, llmcc::Tensor* d_w, bool _final = false);
 
 // Qwen3BlockLora_apply_down_proj: what the backward of
-// llmcc::models::Qwen3BlockLora::apply_down_proj (qwen3.h:105) reads.
+// llmcc::models::Qwen3BlockLora::apply_down_proj (qwen3.h:106) reads.
 struct Qwen3BlockLora_apply_down_proj_Saved {
   bool branch0;
   llmcc::Tensor t0;
@@ -947,7 +947,7 @@ void Qwen3BlockLora_apply_down_proj_bwd(const llmcc::models::Qwen3BlockLora& sel
                                         llmcc::Tensor* d_x, llmcc::Tensor* d_w,
                                         bool _final = false);
 
-// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:163) reads.
+// Qwen3Mlp_forward: what the backward of llmcc::models::Qwen3Mlp::forward (qwen3.h:164) reads.
 struct Qwen3Mlp_forward_Saved {
   llmcc::Tensor t0;
   Qwen3BlockLora_apply_gate_proj_Saved lora;
@@ -985,7 +985,7 @@ void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tens
                           Qwen3Mlp_Grad* d_self, llmcc::Tensor* d_x, Qwen3BlockLora_Grad* d_lora,
                           bool _final = false);
 
-// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:177) reads.
+// Qwen3Block_forward: what the backward of llmcc::models::Qwen3Block::forward (qwen3.h:178) reads.
 struct Qwen3Block_forward_Saved {
   llmcc::Tensor t0;
   Qwen3RmsNorm_forward_Saved input_layernorm;
@@ -1026,7 +1026,7 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
                             Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
                             Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:219) reads.
+// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:220) reads.
 struct Qwen3_forward_Saved {
   struct Loop0 {
     int l;
@@ -1081,7 +1081,7 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
                        const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
                        bool _final = false);
 
-// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:252) reads.
+// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:253) reads.
 struct qwen3_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved m;
@@ -1125,7 +1125,7 @@ struct qwen3_loss_Entry {
   }
 };
 
-// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:258) reads.
+// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:259) reads.
 struct qwen3_lora_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved base;

@@ -37,6 +37,8 @@ void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
   if (cfg.rank < 1) fail("LoRA", "the rank is " + std::to_string(cfg.rank) + ", expected at least 1");
   if (!std::isfinite(cfg.alpha) || cfg.alpha <= 0.0f)
     fail("LoRA", "alpha is " + std::to_string(cfg.alpha) + ", expected a positive number");
+  if (!(cfg.dropout >= 0.0f && cfg.dropout < 1.0f))
+    fail("LoRA", "dropout is " + std::to_string(cfg.dropout) + ", expected a probability in [0, 1)");
   if (cfg.targets.empty()) fail("LoRA", "no target maps; this family's are " + names);
   for (std::size_t i = 0; i < cfg.targets.size(); ++i) {
     const std::string& t = cfg.targets[i];
@@ -46,6 +48,15 @@ void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known) {
         cfg.targets.begin() + static_cast<std::ptrdiff_t>(i))
       fail("LoRA", "target map '" + t + "' is named twice");
   }
+}
+
+LoraDropout lora_dropout(float p, std::uint64_t draw, std::uint64_t adapter) {
+  // splitmix64's finaliser over a combination of the draw and the adapter: neighbouring draws
+  // and adapters get unrelated seeds.
+  std::uint64_t z = draw * 0x9e3779b97f4a7c15ULL + adapter * 0xd1b54a32d192ed03ULL + 0x632be59bd9b4e019ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return {p, z ^ (z >> 31)};
 }
 
 void Bf16Matrices::store(const std::vector<Tensor*>& matrices) {

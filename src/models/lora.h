@@ -19,6 +19,7 @@
 
 #include "llmcc/adgen.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "llmcc/ops/scale.h"
 #include "llmcc/tensor.h"
 #include "llmcc/train/rng.h"
@@ -31,18 +32,22 @@ namespace llmcc::models {
 //
 //   struct LlamaLoraAdapter {
 //     float scale = 1.0f;                          // alpha / r
+//     LoraDropout dropout;                         // p 0 but in training steps (LoraModel)
 //     Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
 //     Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
 //     // The adapted map of x (..., in) with the frozen w (out, in): x w^T + scale (x A^T) B^T,
 //     // one op (llmcc/ops/lora_linear.h), the update added into the base product.
-//     Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
+//     Tensor forward(const Tensor& x, const Tensor& w) const {
+//       return llmcc::lora_linear(x, w, a, b, scale, dropout);
+//     }
 //   };
 
-// Which maps get an adapter, and its rank and alpha.
+// Which maps get an adapter, its rank and alpha, and the dropout on its input in training.
 struct LoraConfig {
   int rank = 8;
   float alpha = 16.0f;
   std::vector<std::string> targets;  // the family's short names of the maps ("q", "k", "v", "o", ...)
+  float dropout = 0.0f;              // PEFT's lora_dropout: p of each adapter input's mask
 
   float scale() const { return alpha / static_cast<float>(rank); }
   bool targets_map(const std::string& name) const;
@@ -64,9 +69,14 @@ struct LoraInfo {
   LoraBase base;
 };
 
-// Throws llmcc::Error unless cfg.rank >= 1, cfg.alpha is a positive number and every target is
-// one of `known` (the family's names, listed in the message), none twice and at least one.
+// Throws llmcc::Error unless cfg.rank >= 1, cfg.alpha is a positive number, cfg.dropout is in
+// [0, 1) and every target is one of `known` (the family's names, listed in the message), none
+// twice and at least one.
 void lora_check(const LoraConfig& cfg, const std::vector<std::string>& known);
+
+// The dropout of adapter number `adapter` (parameter list order) in the forward of draw `draw`
+// (one per training micro-batch; TrainerHooks::training): its own mask per adapter and draw.
+LoraDropout lora_dropout(float p, std::uint64_t draw, std::uint64_t adapter);
 
 // An adapter of rank cfg.rank for a map with `in` inputs and `out` outputs, its tensors declared
 // (no storage; bind with llmcc::bind_parameters).

@@ -9,6 +9,7 @@
 //   static std::vector<std::string> lora_targets();        // the maps' short names
 //   static Lora lora(const Model&, const LoraConfig&);     // declared adapters
 //   static void lora_init(Lora&, std::uint64_t seed);
+//   static std::vector<Adapter*> lora_adapters(Lora&);     // parameter list order
 //   static void lora_merge(Model&, const Lora&);
 //   static const PeftModuleNames& peft_modules();          // models/lora_peft.h
 //   static std::vector<PeftSlot> peft_slots(const Model&, const Lora&);
@@ -108,6 +109,13 @@ class LoraModel final : public Model {
                                                  train::TrainerOptions options, train::TrainerHooks hooks) override {
     train_ = std::make_unique<WithBase<Base>>(base_.model, train);
     val_ = val != nullptr ? std::make_unique<WithBase<Base>>(base_.model, *val) : nullptr;
+    if (lora_cfg_.dropout > 0.0f) {
+      // Dropout in the training steps' forwards only, a mask of its own per micro-batch.
+      hooks.training = [this, outer = std::move(hooks.training)](bool on, std::uint64_t draw) {
+        set_dropout(on ? lora_cfg_.dropout : 0.0f, draw);
+        if (outer) outer(on, draw);
+      };
+    }
     return std::make_unique<train::Trainer<Entry>>(lora_, params_, *train_, val_.get(), std::move(options),
                                                    std::move(hooks));
   }
@@ -121,6 +129,8 @@ class LoraModel final : public Model {
     Traits::save_as(merged.model, format, path, safetensors);
   }
   std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
+    // Each timed step does a training step's work, dropout's masks included (the same masks).
+    set_dropout(lora_cfg_.dropout, seed);
     return std::make_unique<TrainBenchStep<Entry>>(
         lora_, params_, B, T, config_.vocab_size(), config_.max_seq_len(), seed,
         [this](Tokens x, Tokens y) { return typename Entry::Inputs{base_.model, x, y}; });
@@ -157,6 +167,12 @@ class LoraModel final : public Model {
   }
 
  private:
+  // Every adapter's dropout: probability p, masks of draw `draw` (lora_dropout).
+  void set_dropout(float p, std::uint64_t draw) {
+    std::uint64_t k = 0;
+    for (auto* adapter : Traits::lora_adapters(lora_)) adapter->dropout = lora_dropout(p, draw, k++);
+  }
+
   // A copy of the base's values (matrices stored in bf16 widened back) with every adapter added.
   Weights merged_copy() const {
     Weights merged = Traits::make(base_.model.cfg);

@@ -85,6 +85,11 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftMod
     bad("lora_alpha is not a positive number");
   out.cfg.rank = static_cast<int>(r->integer);
   out.cfg.alpha = static_cast<float>(alpha->number);
+  if (const JsonValue* d = get("lora_dropout"); d != nullptr && d->kind != JsonValue::Kind::Null) {
+    if (d->kind != JsonValue::Kind::Number || !(d->number >= 0.0 && d->number < 1.0))
+      bad("lora_dropout is not a probability in [0, 1)");
+    out.cfg.dropout = static_cast<float>(d->number);
+  }
   const JsonValue* modules = get("target_modules");
   if (modules == nullptr || modules->kind != JsonValue::Kind::Array)
     bad("target_modules is not a list of module names (a pattern string is not read)");
@@ -146,7 +151,7 @@ void write_peft_adapter(const std::string& dir, const LoraInfo& info, const Peft
        << "  \"base_model_name_or_path\": " << json_quote(info.base.path) << ",\n"
        << "  \"r\": " << info.cfg.rank << ",\n"
        << "  \"lora_alpha\": " << json_number(info.cfg.alpha) << ",\n"
-       << "  \"lora_dropout\": 0.0,\n"
+       << "  \"lora_dropout\": " << json_number(info.cfg.dropout) << ",\n"
        << "  \"target_modules\": [" << modules << "],\n"
        << "  \"bias\": \"none\",\n"
        << "  \"fan_in_fan_out\": false,\n"

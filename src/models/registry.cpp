@@ -160,6 +160,7 @@ void lora_to_kv(const LoraInfo& info, KeyValues& kv) {
   kv["lora.rank"] = std::to_string(info.cfg.rank);
   kv["lora.alpha"] = format_float(info.cfg.alpha);
   kv["lora.targets"] = targets;
+  kv["lora.dropout"] = format_float(info.cfg.dropout);
   kv["lora.base"] = info.base.path;
   kv["lora.base_crc32"] = crc;
 }
@@ -186,6 +187,17 @@ std::optional<LoraInfo> lora_from_kv(const KeyValues& kv, const std::string& whe
                      get("lora.alpha") + ", " + get("lora.base_crc32") + ")");
   }
   info.cfg.targets = lora_targets_from(get("lora.targets"), where + " [lora.targets]");
+  // Written since adapters have dropout; without it, none.
+  if (const auto it = kv.find("lora.dropout"); it != kv.end()) {
+    std::size_t used = 0;
+    try {
+      info.cfg.dropout = std::stof(it->second, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used == 0 || used != it->second.size() || !(info.cfg.dropout >= 0.0f && info.cfg.dropout < 1.0f))
+      fail("LoRA", where + ": lora.dropout is '" + it->second + "', expected a probability in [0, 1)");
+  }
   info.base.path = get("lora.base");
   return info;
 }

@@ -50,19 +50,29 @@ Dims check_inputs(const Tensor& x, const Tensor& w, const Tensor& a, const Tenso
   return {N, C, OC, R, out};
 }
 
+cpu::Dropout dropout_of(const LoraDropout& d) {
+  check::that(d.p >= 0.0f && d.p < 1.0f, kOp,
+              [&] { return "dropout.p is " + std::to_string(d.p) + ", expected a probability in [0, 1)"; });
+  return {d.p, d.seed};
+}
+
 cpu::LoraWeight weight_of(const Tensor& w) {
   if (w.dtype() == DType::BF16) return {nullptr, static_cast<const std::uint16_t*>(w.raw())};
   return {w.f32(), nullptr};
 }
 
-Tensor forward(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s, Tensor& xa) {
+Tensor forward(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s, const LoraDropout& dropout,
+               Tensor& xa) {
   const Dims d = check_inputs(x, w, a, b, s);
+  const cpu::Dropout drop = dropout_of(dropout);
   Tensor out = new_tensor(d.out, kOp);  // (N, OC) or (B, T, OC)
   xa = new_tensor({d.N, d.R}, kOp);     // (N, R)
   if (kernel_mode() == KernelMode::Reference) {
-    ref::lora_linear_forward(out.f32(), xa.f32(), x.f32(), widened(w).f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+    ref::lora_linear_forward(out.f32(), xa.f32(), x.f32(), widened(w).f32(), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R,
+                             drop);
   } else {
-    cpu::lora_linear_forward(out.f32(), xa.f32(), x.f32(), weight_of(w), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R);
+    cpu::lora_linear_forward(out.f32(), xa.f32(), x.f32(), weight_of(w), a.f32(), b.f32(), s, d.N, d.C, d.OC, d.R,
+                             drop);
   }
   return out;
 }
@@ -70,23 +80,40 @@ Tensor forward(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& 
 }  // namespace
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s) {
-  LLMCC_PROFILE("lora_linear.fwd");
-  Tensor xa;  // (N, R), dropped with the arena: nothing reads it
-  return forward(x, w, a, b, s, xa);
+  return lora_linear(x, w, a, b, s, LoraDropout{});
 }
 
 Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                        LoraLinearSaved& saved) {
+  return lora_linear_fwd(x, w, a, b, s, LoraDropout{}, saved);
+}
+
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                   const LoraDropout& dropout) {
   LLMCC_PROFILE("lora_linear.fwd");
-  return forward(x, w, a, b, s, saved.xa);
+  Tensor xa;  // (N, R), dropped with the arena: nothing reads it
+  return forward(x, w, a, b, s, dropout, xa);
+}
+
+Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                       const LoraDropout& dropout, LoraLinearSaved& saved) {
+  LLMCC_PROFILE("lora_linear.fwd");
+  return forward(x, w, a, b, s, dropout, saved.xa);
 }
 
 void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                           const Tensor& out, const LoraLinearSaved& saved, const Tensor& d_out, Tensor* d_x,
                           Tensor* d_w, Tensor* d_a, Tensor* d_b) {
+  lora_linear_pullback(x, w, a, b, s, LoraDropout{}, out, saved, d_out, d_x, d_w, d_a, d_b);
+}
+
+void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                          const LoraDropout& dropout, const Tensor& out, const LoraLinearSaved& saved,
+                          const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_a, Tensor* d_b) {
   LLMCC_PROFILE("lora_linear.bwd");
   (void)out;  // the adjoints need the inputs and x A^T only
   const Dims d = check_inputs(x, w, a, b, s);
+  const cpu::Dropout drop = dropout_of(dropout);
   check::that(saved.xa.defined() && saved.xa.shape() == Shape{d.N, d.R}, kOp, [&] {
     return "saved.xa has shape " + (saved.xa.defined() ? saved.xa.shape().str() : std::string("(undefined)")) +
            ", expected " + Shape{d.N, d.R}.str() + " (rows of x, the rank)";
@@ -103,7 +130,7 @@ void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, con
   if (kernel_mode() == KernelMode::Reference) {
     ref::lora_linear_backward(d_x ? d_x->f32() : nullptr, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr,
                               d_b ? d_b->f32() : nullptr, d_out.f32(), x.f32(), widened(w).f32(), a.f32(), b.f32(),
-                              saved.xa.f32(), s, d.N, d.C, d.OC, d.R);
+                              saved.xa.f32(), s, d.N, d.C, d.OC, d.R, drop);
     return;
   }
   // G = d_out B (N, R), in the current arena, when an adjoint reads it.
@@ -112,7 +139,7 @@ void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, con
   float* dx = adjoint_data(d_x, &overwrite_dx);  // like x
   cpu::lora_linear_backward(dx, d_w ? d_w->f32() : nullptr, d_a ? d_a->f32() : nullptr, d_b ? d_b->f32() : nullptr,
                             g.defined() ? g.f32() : nullptr, d_out.f32(), x.f32(), weight_of(w), a.f32(), b.f32(),
-                            saved.xa.f32(), s, d.N, d.C, d.OC, d.R, overwrite_dx);
+                            saved.xa.f32(), s, d.N, d.C, d.OC, d.R, overwrite_dx, drop);
 }
 
 }  // namespace llmcc

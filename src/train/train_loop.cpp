@@ -282,6 +282,13 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     // Data-parallel: the last micro-batch's backward announces final gradients, and their
     // buckets are reduced while it runs.
     const bool last = micro + 1 == o_.grad_accum;
+    if (hooks_.training) {
+      const auto rank = static_cast<std::uint64_t>(dp_ ? dp_->comm().rank() : 0);
+      hooks_.training(true, (static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(o_.grad_accum) +
+                             static_cast<std::uint64_t>(micro)) *
+                                    static_cast<std::uint64_t>(ranks) +
+                                rank);
+    }
     if (dp_ && last) {
       dp_->begin_backward();
       adgen::GradFinalScope notify(dp_.get());
@@ -290,6 +297,7 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
       loss_sum += forward_backward_(d_loss);
     }
   }
+  if (hooks_.training) hooks_.training(false, 0);
   arena_->reset();
   if (dp_) {
     dp_->finish_backward();

@@ -100,9 +100,9 @@ std::string section_bytes(const llmcc::CheckpointReader& r, const std::string& s
   return out;
 }
 
-double eval_loss(const llmcc::test::TempDir& dir, const std::string& ckpt) {
+double eval_loss(const llmcc::test::TempDir& dir, const std::string& ckpt, int batches = 3) {
   const CliResult r = run_llmcc(dir, {"eval", "--ckpt", ckpt, "--val-data", dir.file("val.bin"), "--batch-size", "4",
-                                      "--seq-len", "32", "--steps", "3", "--json"});
+                                      "--seq-len", "32", "--steps", std::to_string(batches), "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   return std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
 }
@@ -177,6 +177,52 @@ TEST_F(TrainLora, AdaptersTrainResumeExactlyAndMergeIntoThePlainModel) {
   const std::string with_adapters = greedy(a + "/ckpt_000008.bin");
   EXPECT_EQ(with_adapters, greedy(dir.file("m.ckpt")));
   EXPECT_GT(with_adapters.size(), 2u);
+}
+
+// --lora-dropout: training steps draw masks (the losses differ from a run without), validation
+// does not (the logged validation loss is eval's of the same checkpoint), the value is recorded in
+// the checkpoint and PEFT's adapter_config.json, a stopped and resumed run equals an uninterrupted
+// one bit for bit, and a probability out of range is refused.
+TEST_F(TrainLora, DropoutTrainsResumesExactlyAndLeavesValidationAlone) {
+  const std::string base = train_base();
+  const std::string plain = dir.file("plain"), a = dir.file("a"), b = dir.file("b");
+  CliResult r = run_llmcc(dir, lora_flags(base, plain, 4));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, concat(lora_flags(base, a, 4), {"--lora-dropout", "0.25"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("LoRA: rank 4, alpha 8, dropout 0.25 on q,v,down"), std::string::npos) << r.out;
+  // The first step's loss is the base's either way (B is zero); the second's differs with masks.
+  const auto with = logged(a + "/log.jsonl", "loss"), without = logged(plain + "/log.jsonl", "loss");
+  ASSERT_EQ(with.size(), 4u);
+  EXPECT_EQ(with.at(1), without.at(1));
+  EXPECT_NE(with.at(2), without.at(2));
+  const auto val = logged(a + "/log.jsonl", "val_loss");
+  EXPECT_NEAR(std::stod(val.at(4)), eval_loss(dir, a + "/ckpt_000004.bin", 2), 1e-4);
+  EXPECT_NE(llmcc::CheckpointReader(a + "/ckpt_000004.bin").blob("config").find("lora.dropout=0.25\n"),
+            std::string::npos);
+  r = run_llmcc(dir, {"export", "--ckpt", a + "/ckpt_000004.bin", "--format", "peft", "--out", dir.file("peft")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(llmcc::test::slurp(dir.file("peft") + "/adapter_config.json").find("\"lora_dropout\": 0.25,"),
+            std::string::npos);
+
+  r = run_llmcc(dir, concat(lora_flags(base, b, 4), {"--lora-dropout", "0.25", "--stop-after", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const llmcc::CheckpointReader whole(a + "/ckpt_000004.bin"), resumed(b + "/ckpt_000004.bin");
+  for (const char* section : {"params", "adamw.m", "adamw.v"})
+    EXPECT_EQ(section_bytes(whole, section), section_bytes(resumed, section)) << section;
+  EXPECT_EQ(logged(a + "/log.jsonl", "loss"), logged(b + "/log.jsonl", "loss"));
+  r = run_llmcc(dir, {"train", "--out-dir", b, "--resume", "auto", "--lora-dropout", "0.1", "--steps", "6"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--lora-dropout 0.1: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("trains its adapters with dropout 0.25"), std::string::npos) << r.err;
+
+  for (const char* p : {"1", "-0.5"}) {
+    r = run_llmcc(dir, concat(lora_flags(base, dir.file("bad"), 2), {"--lora-dropout", p}));
+    EXPECT_EQ(r.code, 1) << p;
+    EXPECT_NE(r.err.find("--lora-dropout must be a probability in [0, 1)"), std::string::npos) << r.err;
+  }
 }
 
 // --base-dtype bf16: the base's matrices stored rounded (the memory line says so), the run

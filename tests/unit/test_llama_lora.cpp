@@ -106,22 +106,34 @@ TEST(LlamaLora, AdaptersNameTheirMapsAndStartAsTheBaseModel) {
             llmcc::models::llama_loss(w.model, idx, targets));
 }
 
+// With dropout on every adapter's input too: the masks are fixed by their seeds, so the loss is a
+// function of the adapters that finite differences can check.
 TEST(LlamaLora, GradientMatchesFiniteDifferences) {
-  for (const bool tied : {false, true}) {
-    SCOPED_TRACE(tied ? "tied" : "untied");
-    const auto w = base_model(tied);
-    Adapters a = adapters(w.model, all_maps(), true);
-    const auto in = llmcc::test::random_ids(2 * 7, 29, 5), out = llmcc::test::random_ids(2 * 7, 29, 6);
-    const llmcc::models::llama_lora_loss_Entry::Inputs inputs{w.model, Tokens(in.data(), 2, 7),
-                                                              Tokens(out.data(), 2, 7)};
-    llmcc::train::GradCheckOptions options;
-    options.per_tensor = 4;
-    options.rtol = 5e-3;
-    const llmcc::train::GradCheckReport r =
-        llmcc::train::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
-    EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
-    EXPECT_EQ(r.tensors.size(), 3u * 7u * 2u);
-  }
+  for (const float dropout : {0.0f, 0.3f})
+    for (const bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(tied ? "tied" : "untied") + " dropout " + std::to_string(dropout));
+      const auto w = base_model(tied);
+      Adapters a = adapters(w.model, all_maps(), true);
+      const auto in = llmcc::test::random_ids(2 * 7, 29, 5), out = llmcc::test::random_ids(2 * 7, 29, 6);
+      const llmcc::models::llama_lora_loss_Entry::Inputs inputs{w.model, Tokens(in.data(), 2, 7),
+                                                                Tokens(out.data(), 2, 7)};
+      if (dropout > 0.0f) {
+        llmcc::Arena arena(64 << 20);
+        llmcc::ArenaScope scope(arena);
+        const float plain = llmcc::models::llama_lora_loss(a.lora, w.model, std::get<1>(inputs), std::get<2>(inputs));
+        std::uint64_t k = 0;
+        for (auto* adapter : llmcc::models::llama_lora_adapters(a.lora))
+          adapter->dropout = llmcc::models::lora_dropout(dropout, 5, k++);
+        EXPECT_NE(llmcc::models::llama_lora_loss(a.lora, w.model, std::get<1>(inputs), std::get<2>(inputs)), plain);
+      }
+      llmcc::train::GradCheckOptions options;
+      options.per_tensor = 4;
+      options.rtol = 5e-3;
+      const llmcc::train::GradCheckReport r =
+          llmcc::train::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
+      EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
+      EXPECT_EQ(r.tensors.size(), 3u * 7u * 2u);
+    }
 }
 
 // Relative max difference of two tensors' values against the larger one's largest magnitude.

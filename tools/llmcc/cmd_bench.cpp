@@ -145,7 +145,7 @@ int run_bench(int argc, char** argv) {
   double peak_seconds = 1.0;
   std::string dtype = "fp32", gemm_tune, lora_targets, init_from, base_dtype = "f32";
   int lora_rank = 0;
-  float lora_alpha = 16.0f;
+  float lora_alpha = 16.0f, lora_dropout = 0.0f;
   std::uint64_t seed = 1337;
   ArgParser p("bench", "Time a model's training steps on random data; print tokens/s, MFU and a per-op profile.");
   add_model_flags(p, model_flags);
@@ -160,6 +160,7 @@ int run_bench(int argc, char** argv) {
         "time LoRA steps: adapters of this rank trained over the frozen random weights (0: every weight trained)");
   p.add("--lora-alpha", &lora_alpha, "LoRA's alpha (the updates are scaled by alpha / rank)");
   p.add("--lora-targets", &lora_targets, "the maps with adapters, comma-separated [default: all of the family's]");
+  p.add("--lora-dropout", &lora_dropout, "dropout on each adapter's input in the timed steps (0: none)");
   p.add("--base-dtype", &base_dtype,
         "the frozen base's matrices in f32 or bf16 (rounded once; the products widen them a block at a time)");
   p.section("Run");
@@ -186,8 +187,11 @@ int run_bench(int argc, char** argv) {
     fail(kCmd, "--profile-steps must be at least 1, got " + std::to_string(profile_steps) + " (or use --no-profile)");
   if (!(peak_seconds > 0)) fail(kCmd, "--peak-seconds must be positive");
   if (lora_rank < 0) fail(kCmd, "--lora-rank must be >= 0, got " + std::to_string(lora_rank));
-  if (lora_rank == 0 && (p.given("--lora-alpha") || p.given("--lora-targets") || p.given("--base-dtype")))
-    fail(kCmd, "--lora-alpha, --lora-targets and --base-dtype configure adapters: give --lora-rank with them");
+  if (lora_rank == 0 &&
+      (p.given("--lora-alpha") || p.given("--lora-targets") || p.given("--lora-dropout") || p.given("--base-dtype")))
+    fail(
+        kCmd,
+        "--lora-alpha, --lora-targets, --lora-dropout and --base-dtype configure adapters: give --lora-rank with them");
   if (base_dtype != "f32" && base_dtype != "bf16")
     fail(kCmd, "--base-dtype must be 'f32' or 'bf16', got '" + base_dtype + "'");
   if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
@@ -249,6 +253,7 @@ int run_bench(int argc, char** argv) {
     models::LoraConfig cfg;
     cfg.rank = lora_rank;
     cfg.alpha = lora_alpha;
+    cfg.dropout = lora_dropout;
     cfg.targets = lora_targets.empty() ? model_config.family().lora_targets()
                                        : models::lora_targets_from(lora_targets, "--lora-targets");
     weights = models::add_lora(std::move(weights), init_from.empty() ? "(random weights)" : init_from, cfg);
@@ -256,8 +261,10 @@ int run_bench(int argc, char** argv) {
     const std::size_t released = base_dtype == "bf16" ? weights->store_base_in_bf16() : 0;
     std::string names;
     for (const std::string& t : cfg.targets) names += (names.empty() ? "" : ",") + t;
-    std::printf("LoRA: rank %d, alpha %g on %s: %.3fM adapter parameters trained, the %.2fM weights frozen\n",
-                lora_rank, static_cast<double>(lora_alpha), names.c_str(),
+    char dropout[32] = "";
+    if (lora_dropout > 0.0f) std::snprintf(dropout, sizeof dropout, ", dropout %g", static_cast<double>(lora_dropout));
+    std::printf("LoRA: rank %d, alpha %g%s on %s: %.3fM adapter parameters trained, the %.2fM weights frozen\n",
+                lora_rank, static_cast<double>(lora_alpha), dropout, names.c_str(),
                 static_cast<double>(weights->params().parameter_count()) * 1e-6,
                 static_cast<double>(model_config.parameter_count()) * 1e-6);
     if (released > 0)

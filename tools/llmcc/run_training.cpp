@@ -115,6 +115,9 @@ Origin resolve_origin(TrainOptions& o) {
       if (o.was_given("--lora-rank") && o.lora_rank != lora->cfg.rank)
         fail(kWhere, "--lora-rank " + std::to_string(o.lora_rank) + ": " + out.resume_path +
                          " holds adapters of rank " + std::to_string(lora->cfg.rank));
+      if (o.was_given("--lora-dropout") && o.lora_dropout != lora->cfg.dropout)
+        fail(kWhere, "--lora-dropout " + format_number(o.lora_dropout) + ": " + out.resume_path +
+                         " trains its adapters with dropout " + format_number(lora->cfg.dropout));
       out.init = load_model(out.resume_path);  // the base, checked against its CRC-32, and the adapters
     }
     return out;
@@ -128,6 +131,9 @@ Origin resolve_origin(TrainOptions& o) {
       LoraConfig cfg;
       cfg.rank = o.lora_rank;
       cfg.alpha = o.lora_alpha;
+      cfg.dropout = o.lora_dropout;
+      if (!(cfg.dropout >= 0.0f && cfg.dropout < 1.0f))
+        fail(kWhere, "--lora-dropout must be a probability in [0, 1), got " + format_number(cfg.dropout));
       cfg.targets = o.lora_targets.empty() ? out.config.family().lora_targets()
                                            : models::lora_targets_from(o.lora_targets, "--lora-targets");
       out.init = add_lora(std::move(out.init), o.init_from, cfg);
@@ -360,8 +366,9 @@ void CliTrainer::print_header(const train::TrainStart& start) {
   if (const LoraInfo* lora = model_->lora()) {
     std::string targets;
     for (const std::string& t : lora->cfg.targets) targets += (targets.empty() ? "" : ",") + t;
-    s << "  LoRA: rank " << lora->cfg.rank << ", alpha " << format_number(lora->cfg.alpha) << " on " << targets
-      << " in every layer: " << format_count(static_cast<double>(start.parameters))
+    s << "  LoRA: rank " << lora->cfg.rank << ", alpha " << format_number(lora->cfg.alpha)
+      << (lora->cfg.dropout > 0.0f ? ", dropout " + format_number(lora->cfg.dropout) : std::string()) << " on "
+      << targets << " in every layer: " << format_count(static_cast<double>(start.parameters))
       << " adapter parameters trained; the base's " << format_count(static_cast<double>(c.parameter_count()))
       << " weights frozen (no weight gradients, no AdamW state)\n";
   }

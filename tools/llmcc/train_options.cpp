@@ -207,6 +207,9 @@ void add_train_flags(ArgParser& p, TrainOptions& o) {
   p.add("--lora-alpha", &o.lora_alpha, "LoRA's alpha: the adapters' updates are scaled by alpha / rank");
   p.add("--lora-targets", &o.lora_targets,
         "the maps that get adapters, comma-separated: q, k, v, o, gate, up, down for Llama [default: all of them]");
+  p.add("--lora-dropout", &o.lora_dropout,
+        "dropout on each adapter's input in training steps (PEFT's lora_dropout; validation and generation run "
+        "without it)");
   p.add("--base-dtype", &o.base_dtype,
         "with --lora-rank: store the frozen base's matrices in f32 or bf16 (rounded once, half their memory; the "
         "products widen them a block at a time, so the arithmetic stays --dtype's)");
@@ -318,6 +321,8 @@ void validate_train_options(const TrainOptions& o, const ModelConfig& config) {
        "--lora-rank trains adapters over frozen weights: give them with --init-from");
   need(o.lora_rank > 0 || (!o.was_given("--lora-alpha") && !o.was_given("--lora-targets")),
        "--lora-alpha and --lora-targets configure adapters: give --lora-rank with them");
+  need(o.lora_rank > 0 || !o.resume.empty() || !o.was_given("--lora-dropout"),
+       "--lora-dropout configures adapters: give --lora-rank with it");
   need(o.base_dtype == "f32" || o.base_dtype == "bf16",
        "--base-dtype must be 'f32' or 'bf16', got '" + o.base_dtype + "'");
   need(o.base_dtype == "f32" || o.lora_rank > 0 || !o.resume.empty(),

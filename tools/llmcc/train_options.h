@@ -44,6 +44,7 @@ struct TrainOptions {
   // frozen --init-from weights. A resumed run takes them from its checkpoint.
   int lora_rank = 0;
   float lora_alpha = 16.0f;
+  float lora_dropout = 0.0f;
   std::string lora_targets;
   // How a LoRA run stores the frozen base's matrices: "f32", or "bf16" (rounded once, half the
   // memory; the products widen them a block at a time). Recorded in checkpoints.

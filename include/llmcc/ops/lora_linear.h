@@ -7,11 +7,24 @@
 // (N, OC) tensors the composition leaves in the arena (the base product, the update and their
 // sum) one remains, and the rank-R intermediate x A^T (N, R) is the only thing saved besides the
 // inputs. With W frozen (a null d_w) the pullback forms no (OC, C) product at all.
+//
+// With dropout (LoRA's, as PEFT's lora_dropout), the update reads x . m instead of x, m (N, C)
+// holding 0 (probability p) or 1 / (1 - p), drawn from a hash of (seed, row, column): the same
+// seed gives the same mask in the forward and the pullback, on any thread count, so nothing is
+// saved for it. The base product reads x.
 #pragma once
+
+#include <cstdint>
 
 #include "llmcc/tensor.h"
 
 namespace llmcc {
+
+// The adapter input's dropout: probability p in [0, 1) (0: none) and the seed of its mask.
+struct LoraDropout {
+  float p = 0.0f;
+  std::uint64_t seed = 0;
+};
 
 // What the pullback reads besides the inputs: the rank-R intermediate.
 struct LoraLinearSaved {
@@ -23,6 +36,11 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tens
 // The same, also filling saved.xa from the current arena.
 Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                        LoraLinearSaved& saved);
+// With dropout on the update's input: out = x W^T + s ((x . m) A^T) B^T.
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                   const LoraDropout& dropout);
+Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                       const LoraDropout& dropout, LoraLinearSaved& saved);
 
 // With G = d_out B (N, R), formed in the current arena when d_x or d_a needs it:
 //   d_x (like x) += d_out W + s G A      d_w (OC, C) += d_out^T x
@@ -31,5 +49,9 @@ Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const 
 void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                           const Tensor& out, const LoraLinearSaved& saved, const Tensor& d_out, Tensor* d_x,
                           Tensor* d_w, Tensor* d_a, Tensor* d_b);
+// With dropout: d_x += d_out W + s (G A) . m, d_a += s G^T (x . m), the others as above.
+void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
+                          const LoraDropout& dropout, const Tensor& out, const LoraLinearSaved& saved,
+                          const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_a, Tensor* d_b);
 
 }  // namespace llmcc

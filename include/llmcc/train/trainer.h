@@ -148,6 +148,11 @@ struct TrainerHooks {
   // Adds to and reads back from each checkpoint's state (named Rng states, say).
   std::function<void(TrainState&)> save_state;
   std::function<void(const TrainState&)> restore_state;
+  // Around the forwards and backwards of a step's micro-batches: training(true, draw) before
+  // each, draw a number of its own for every micro-batch of the run on every rank (the same on a
+  // resumed run: dropout masks are drawn from it), and training(false, 0) after the step's last,
+  // so that validation and everything between steps run the model as for inference.
+  std::function<void(bool on, std::uint64_t draw)> training;
 };
 
 // The loop behind every Trainer<Entry>: schedule, accumulation, clipping, AdamW, validation,

@@ -1,24 +1,93 @@
 #include "kernels/cpu/lora_linear.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/parallel.h"
+#include "llmcc/error.h"
 
 namespace llmcc::cpu {
+namespace {
+
+// Rows of the masked input formed at a time: about 1M floats (4 MB), so the rank-R products of a
+// block keep the GEMM's threads busy while the buffer stays well below the step's arena.
+std::int64_t mask_rows(std::int64_t N, std::int64_t C) {
+  return std::max<std::int64_t>(1, std::min(N, (std::int64_t{1} << 20) / std::max<std::int64_t>(C, 1)));
+}
+
+// The calling thread's buffer for masked rows; grows to the largest block asked of it and is
+// kept, so a training step allocates it on its first product only.
+float* mask_buffer(std::size_t floats) {
+  struct Buffer {
+    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+    std::size_t floats = 0;
+  };
+  thread_local Buffer buf;
+  if (floats > buf.floats) {
+    buf.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+    if (!buf.data)
+      fail("lora_linear", "could not allocate " + std::to_string(floats * sizeof(float)) +
+                              " bytes for a block of the adapter's masked input");
+    buf.floats = floats;
+  }
+  return buf.data.get();
+}
+
+constexpr std::int64_t kParallelMin = 1 << 14;
+
+// dst (rows, C) = x[row0 .. row0 + rows) . m, on the team.
+void masked_rows(float* dst, const float* x, std::int64_t row0, std::int64_t rows, std::int64_t C,
+                 const DropoutMask& mask) {
+  parallel_for(rows, rows * C > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+    dropout_rows(dst + begin * C, x + (row0 + begin) * C, row0 + begin, end - begin, C, mask);
+  });
+}
+
+// d_x[row0 .. row0 + rows) += s t . m for t (rows, C), on the team.
+void add_masked_rows(float* d_x, const float* t, std::int64_t row0, std::int64_t rows, std::int64_t C, float s,
+                     const DropoutMask& mask) {
+  parallel_for(rows, rows * C > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::uint32_t key = mask.row_key(row0 + i);
+      const float* tr = t + i * C;
+      float* dr = d_x + (row0 + i) * C;
+      for (std::int64_t j = 0; j < C; ++j) dr[j] += s * (tr[j] * mask.factor(key, j));
+    }
+  });
+}
+
+}  // namespace
 
 void lora_linear_forward(float* out, float* xa, const float* x, LoraWeight w, const float* a, const float* b, float s,
-                         std::int64_t N, std::int64_t C, std::int64_t OC, std::int64_t R) {
+                         std::int64_t N, std::int64_t C, std::int64_t OC, std::int64_t R, const Dropout& dropout) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC), r = static_cast<int>(R);
   if (w.bf16)
     linear_forward_bf16w(out, x, w.bf16, nullptr, N, C, OC);
   else
     linear_forward(out, x, w.f32, nullptr, N, C, OC);
-  gemm(false, true, n, r, c, 1.0f, x, c, a, c, 0.0f, xa, r);   // xa (N, R) = x . a^T
+  if (!dropout.active()) {
+    gemm(false, true, n, r, c, 1.0f, x, c, a, c, 0.0f, xa, r);  // xa (N, R) = x . a^T
+  } else {
+    const DropoutMask mask(dropout);
+    const std::int64_t block = mask_rows(N, C);
+    float* xm = mask_buffer(static_cast<std::size_t>(block * C));  // (block, C)
+    for (std::int64_t i0 = 0; i0 < N; i0 += block) {
+      const std::int64_t rows = std::min(block, N - i0);
+      masked_rows(xm, x, i0, rows, C, mask);
+      // xa[i0 ..] (rows, R) = (x . m)[i0 ..] . a^T
+      gemm(false, true, static_cast<int>(rows), r, c, 1.0f, xm, c, a, c, 0.0f, xa + i0 * R, r);
+    }
+  }
   gemm(false, true, n, oc, r, s, xa, r, b, r, 1.0f, out, oc);  // out += s xa . b^T
 }
 
 void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float* g, const float* d_out, const float* x,
                           LoraWeight w, const float* a, const float* b, const float* xa, float s, std::int64_t N,
-                          std::int64_t C, std::int64_t OC, std::int64_t R, bool overwrite_dx) {
+                          std::int64_t C, std::int64_t OC, std::int64_t R, bool overwrite_dx, const Dropout& dropout) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC), r = static_cast<int>(R);
   if (g) gemm(false, false, n, r, oc, 1.0f, d_out, oc, b, r, 0.0f, g, r);  // g (N, R) = d_out . b
   if (w.bf16) {
@@ -26,8 +95,28 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
   } else {
     linear_backward(d_x, d_w, nullptr, d_out, x, w.f32, N, C, OC, overwrite_dx);
   }
-  if (d_x) gemm(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);        // d_x += s g . a
-  if (d_a) gemm(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);         // d_a += s g^T . x
+  if (!dropout.active()) {
+    if (d_x) gemm(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);  // d_x += s g . a
+    if (d_a) gemm(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);   // d_a += s g^T . x
+  } else if (d_x || d_a) {
+    const DropoutMask mask(dropout);
+    const std::int64_t block = mask_rows(N, C);
+    float* buf = mask_buffer(static_cast<std::size_t>(block * C));  // (block, C)
+    for (std::int64_t i0 = 0; i0 < N; i0 += block) {
+      const int rows = static_cast<int>(std::min(block, N - i0));
+      const float* g0 = g + i0 * R;  // (rows, R)
+      if (d_x) {
+        // d_x[i0 ..] += s (g . a)[i0 ..] . m (the base product above wrote d_x already).
+        gemm(false, false, rows, c, r, 1.0f, g0, r, a, c, 0.0f, buf, c);
+        add_masked_rows(d_x, buf, i0, rows, C, s, mask);
+      }
+      if (d_a) {
+        // d_a += s g[i0 ..]^T . (x . m)[i0 ..]
+        masked_rows(buf, x, i0, rows, C, mask);
+        gemm(true, false, r, c, rows, s, g0, r, buf, c, 1.0f, d_a, c);
+      }
+    }
+  }
   if (d_b) gemm(true, false, oc, r, n, s, d_out, oc, xa, r, 1.0f, d_b, r);  // d_b += s d_out^T . xa
 }
 

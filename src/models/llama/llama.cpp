@@ -66,11 +66,17 @@ LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg) {
   return lora;
 }
 
-void llama_lora_init(LlamaLora& lora, std::uint64_t seed) {
-  Rng rng(seed);
+std::vector<LlamaLoraAdapter*> llama_lora_adapters(LlamaLora& lora) {
+  std::vector<LlamaLoraAdapter*> out;
   for (LlamaBlockLora& b : lora.layers)
     for (std::vector<LlamaLoraAdapter>* slot : {&b.wq, &b.wk, &b.wv, &b.wo, &b.w1, &b.w2, &b.w3})
-      for (LlamaLoraAdapter& a : *slot) lora_init(a.a, a.b, rng);
+      for (LlamaLoraAdapter& a : *slot) out.push_back(&a);
+  return out;
+}
+
+void llama_lora_init(LlamaLora& lora, std::uint64_t seed) {
+  Rng rng(seed);
+  for (LlamaLoraAdapter* a : llama_lora_adapters(lora)) lora_init(a->a, a->b, rng);
 }
 
 void llama_lora_merge(Llama& base, const LlamaLora& lora) {

@@ -40,12 +40,13 @@ struct LlamaRmsNorm {
 // A LoRA adapter (models/lora.h): the update (alpha / r) (x A^T) B^T of one linear map.
 struct LlamaLoraAdapter {
   float scale = 1.0f;                          // alpha / r
+  LoraDropout dropout;                         // on the update's input: p 0 but in training steps
   Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
   Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
 
   // The adapted map of x (..., in) with the frozen weight w (out, in): x w^T + scale (x A^T) B^T,
   // (..., out), the update added into the base product (llmcc/ops/lora_linear.h).
-  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
+  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale, dropout); }
 };
 
 // LoRA adapters of one block: at most one per linear map, named as the map.
@@ -255,6 +256,8 @@ LlamaLora llama_lora(const Llama& base, const LoraConfig& cfg);
 // The short names llama_lora takes, in the order of the maps in a block.
 const std::vector<std::string>& llama_lora_targets();
 // Every adapter's PEFT initialisation (lora_init), in parameter list order from Rng(seed).
+// Every adapter, in parameter list order.
+std::vector<LlamaLoraAdapter*> llama_lora_adapters(LlamaLora& lora);
 void llama_lora_init(LlamaLora& lora, std::uint64_t seed);
 // Adds every adapter's update into the matrix it adapts (lora_merge): base then computes alone
 // what base with lora did.

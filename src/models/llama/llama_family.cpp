@@ -48,6 +48,7 @@ struct LlamaTraits {
   static Weights make(const LlamaConfig& c) { return make_llama(c); }
   static Lora lora(const Llama& base, const LoraConfig& cfg) { return llama_lora(base, cfg); }
   static void lora_init(Lora& lora, std::uint64_t seed) { llama_lora_init(lora, seed); }
+  static auto lora_adapters(Lora& lora) { return llama_lora_adapters(lora); }
   static void lora_merge(Llama& base, const Lora& lora) { llama_lora_merge(base, lora); }
   static const PeftModuleNames& peft_modules() { return llama_peft_modules(); }
   static std::vector<PeftSlot> peft_slots(const Llama& base, const Lora& lora) { return llama_peft_slots(base, lora); }

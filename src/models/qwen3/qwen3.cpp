@@ -66,12 +66,18 @@ Qwen3Lora qwen3_lora(const Qwen3& base, const LoraConfig& cfg) {
   return lora;
 }
 
-void qwen3_lora_init(Qwen3Lora& lora, std::uint64_t seed) {
-  Rng rng(seed);
+std::vector<Qwen3LoraAdapter*> qwen3_lora_adapters(Qwen3Lora& lora) {
+  std::vector<Qwen3LoraAdapter*> out;
   for (Qwen3BlockLora& b : lora.layers)
     for (std::vector<Qwen3LoraAdapter>* slot :
          {&b.q_proj, &b.k_proj, &b.v_proj, &b.o_proj, &b.gate_proj, &b.up_proj, &b.down_proj})
-      for (Qwen3LoraAdapter& a : *slot) lora_init(a.a, a.b, rng);
+      for (Qwen3LoraAdapter& a : *slot) out.push_back(&a);
+  return out;
+}
+
+void qwen3_lora_init(Qwen3Lora& lora, std::uint64_t seed) {
+  Rng rng(seed);
+  for (Qwen3LoraAdapter* a : qwen3_lora_adapters(lora)) lora_init(a->a, a->b, rng);
 }
 
 void qwen3_lora_merge(Qwen3& base, const Qwen3Lora& lora) {

@@ -46,12 +46,13 @@ struct Qwen3RmsNorm {
 // A LoRA adapter (models/lora.h): the update (alpha / r) (x A^T) B^T of one linear map.
 struct Qwen3LoraAdapter {
   float scale = 1.0f;                          // alpha / r
+  LoraDropout dropout;                         // on the update's input: p 0 but in training steps
   Tensor a LLMCC_ADGEN_NAME("lora_A.weight");  // (r, in)
   Tensor b LLMCC_ADGEN_NAME("lora_B.weight");  // (out, r)
 
   // The adapted map of x (..., in) with the frozen weight w (out, in): x w^T + scale (x A^T) B^T,
   // (..., out), the update added into the base product (llmcc/ops/lora_linear.h).
-  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale); }
+  Tensor forward(const Tensor& x, const Tensor& w) const { return llmcc::lora_linear(x, w, a, b, scale, dropout); }
 };
 
 // LoRA adapters of one block: at most one per linear map, named as the map.
@@ -268,6 +269,8 @@ Qwen3Lora qwen3_lora(const Qwen3& base, const LoraConfig& cfg);
 // The short names qwen3_lora takes, in the order of the maps in a block.
 const std::vector<std::string>& qwen3_lora_targets();
 // Every adapter's PEFT initialisation (lora_init), in parameter list order from Rng(seed).
+// Every adapter, in parameter list order.
+std::vector<Qwen3LoraAdapter*> qwen3_lora_adapters(Qwen3Lora& lora);
 void qwen3_lora_init(Qwen3Lora& lora, std::uint64_t seed);
 // Adds every adapter's update into the matrix it adapts (lora_merge).
 void qwen3_lora_merge(Qwen3& base, const Qwen3Lora& lora);

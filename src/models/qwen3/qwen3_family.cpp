@@ -49,6 +49,7 @@ struct Qwen3Traits {
   static Weights make(const Qwen3Config& c) { return make_qwen3(c); }
   static Lora lora(const Qwen3& base, const LoraConfig& cfg) { return qwen3_lora(base, cfg); }
   static void lora_init(Lora& lora, std::uint64_t seed) { qwen3_lora_init(lora, seed); }
+  static auto lora_adapters(Lora& lora) { return qwen3_lora_adapters(lora); }
   static void lora_merge(Qwen3& base, const Lora& lora) { qwen3_lora_merge(base, lora); }
   static const PeftModuleNames& peft_modules() { return qwen3_peft_modules(); }
   static std::vector<PeftSlot> peft_slots(const Qwen3& base, const Lora& lora) { return qwen3_peft_slots(base, lora); }
