@@ -47,12 +47,31 @@ class DropoutMask {
   }
   // 1 / (1 - p) for a kept element of the row with key `key`, 0 for a dropped one.
   float factor(std::uint32_t key, std::int64_t j) const {
-    const std::uint32_t column = lowbias32(static_cast<std::uint32_t>(j) + 0x632be5abU);
-    return (lowbias32(key ^ column) >> 8) < threshold_ ? 0.0f : scale_;
+    return (lowbias32(key ^ column_hash(j)) >> 8) < threshold_ ? 0.0f : scale_;
   }
   float scale() const { return scale_; }
 
+  // dst[j] = src[j] * factor(key, j) for j < C. The mask's fields are read into locals first:
+  // a store through dst could otherwise alias them, and the loop would reload them and stay
+  // scalar.
+  void times_row(float* __restrict dst, const float* __restrict src, std::int64_t C, std::uint32_t key) const {
+    const std::uint32_t threshold = threshold_;
+    const float scale = scale_;
+    for (std::int64_t j = 0; j < C; ++j)
+      dst[j] = src[j] * ((lowbias32(key ^ column_hash(j)) >> 8) < threshold ? 0.0f : scale);
+  }
+  // dst[j] += s * (src[j] * factor(key, j)) for j < C.
+  void add_times_row(float* __restrict dst, const float* __restrict src, float s, std::int64_t C,
+                     std::uint32_t key) const {
+    const std::uint32_t threshold = threshold_;
+    const float scale = scale_;
+    for (std::int64_t j = 0; j < C; ++j)
+      dst[j] += s * (src[j] * ((lowbias32(key ^ column_hash(j)) >> 8) < threshold ? 0.0f : scale));
+  }
+
  private:
+  static std::uint32_t column_hash(std::int64_t j) { return lowbias32(static_cast<std::uint32_t>(j) + 0x632be5abU); }
+
   std::uint32_t threshold_, seed_lo_, seed_hi_;
   float scale_;
 };
@@ -61,12 +80,7 @@ class DropoutMask {
 // holding those rows only.
 inline void dropout_rows(float* dst, const float* x, std::int64_t row0, std::int64_t rows, std::int64_t C,
                          const DropoutMask& mask) {
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const std::uint32_t key = mask.row_key(row0 + i);
-    const float* xr = x + i * C;
-    float* dr = dst + i * C;
-    for (std::int64_t j = 0; j < C; ++j) dr[j] = xr[j] * mask.factor(key, j);
-  }
+  for (std::int64_t i = 0; i < rows; ++i) mask.times_row(dst + i * C, x + i * C, C, mask.row_key(row0 + i));
 }
 
 }  // namespace llmcc::cpu

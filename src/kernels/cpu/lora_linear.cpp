@@ -51,12 +51,8 @@ void masked_rows(float* dst, const float* x, std::int64_t row0, std::int64_t row
 void add_masked_rows(float* d_x, const float* t, std::int64_t row0, std::int64_t rows, std::int64_t C, float s,
                      const DropoutMask& mask) {
   parallel_for(rows, rows * C > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::uint32_t key = mask.row_key(row0 + i);
-      const float* tr = t + i * C;
-      float* dr = d_x + (row0 + i) * C;
-      for (std::int64_t j = 0; j < C; ++j) dr[j] += s * (tr[j] * mask.factor(key, j));
-    }
+    for (std::int64_t i = begin; i < end; ++i)
+      mask.add_times_row(d_x + (row0 + i) * C, t + i * C, s, C, mask.row_key(row0 + i));
   });
 }
 
