@@ -12,7 +12,11 @@
 namespace llmcc {
 namespace {
 constexpr const char* kWhere = "data_loader";
+
+std::string row_text(std::int32_t row) {
+  return row > 0 ? "one conversation per row of " + std::to_string(row) + " tokens" : "packed conversations";
 }
+}  // namespace
 
 std::string DataLoaderState::to_string() const {
   return "shard=" + std::to_string(shard) + " position=" + std::to_string(position) + " rng=" + std::to_string(rng) +
@@ -117,9 +121,27 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, const DataLo
   if (with_mask != 0) {
     trained_tokens_ = 0;
     for (std::size_t s = 0; s < shards_.size(); ++s) {
-      masks_.push_back(read_loss_mask_file(loss_mask_path(shard_paths[s]), shards_[s].size()));
+      std::int32_t row = 0;
+      masks_.push_back(read_loss_mask_file(loss_mask_path(shard_paths[s]), shards_[s].size(), &row));
       for (const std::uint8_t m : masks_.back()) trained_tokens_ += m;
+      if (s == 0) row_tokens_ = row;
+      if (row != row_tokens_)
+        fail(kWhere, shard_paths[s] + ": " + row_text(row) + ", but " + shard_paths[0] + " has " +
+                         row_text(row_tokens_) + "; give shards of one data set");
     }
+  }
+  if (row_tokens_ > 0) {
+    // One conversation per row from its first token: rows start at multiples of T only.
+    if (T != row_tokens_)
+      fail(kWhere, "the shards hold one conversation per row of " + std::to_string(row_tokens_) +
+                       " tokens (prepare --chat --pad-to " + std::to_string(row_tokens_) +
+                       "): the sequence length must be " + std::to_string(row_tokens_) + ", got " + std::to_string(T));
+    windows = 0;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      window_starts_[s] = windows;
+      windows += (shards_[s].size() - 1) / T;
+    }
+    window_starts_.back() = windows;
   }
   // Every token of every shard against the vocabulary, before the first batch: a bad id fails
   // here, naming file and position, not after hours of training (or never, in an unread tail).
@@ -189,7 +211,7 @@ void DataLoader::next_batch(std::int32_t* inputs, std::int32_t* targets) {
       // The shard whose range of window starts holds r.
       const std::size_t s = static_cast<std::size_t>(std::upper_bound(window_starts_.begin(), window_starts_.end(), r) -
                                                      window_starts_.begin() - 1);
-      const std::int64_t start = r - window_starts_[s];
+      const std::int64_t start = (r - window_starts_[s]) * (row_tokens_ > 0 ? T : 1);
       read_window(s, start, T + 1, w);  // (T + 1)
       std::memcpy(inputs + b * T, w, T * sizeof(std::int32_t));
       std::memcpy(targets + b * T, w + 1, T * sizeof(std::int32_t));

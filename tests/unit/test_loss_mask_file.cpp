@@ -38,6 +38,13 @@ TEST(LossMaskFile, LivesBesideItsTokenFileAndRoundTrips) {
   EXPECT_EQ(read_loss_mask_file(path, 7), mask);
   write_loss_mask_file(dir.file("empty.mask"), {});
   EXPECT_TRUE(read_loss_mask_file(dir.file("empty.mask"), 0).empty());
+  // Packed (row 0) and in rows of 3 (two rows and one more token).
+  std::int32_t row = -1;
+  (void)read_loss_mask_file(path, 7, &row);
+  EXPECT_EQ(row, 0);
+  write_loss_mask_file(path, mask, 3);
+  EXPECT_EQ(read_loss_mask_file(path, 7, &row), mask);
+  EXPECT_EQ(row, 3);
 }
 
 TEST(LossMaskFile, MalformedFilesAreRefusedByName) {
@@ -64,6 +71,15 @@ TEST(LossMaskFile, MalformedFilesAreRefusedByName) {
   EXPECT_NE(rewrite(bad).find("value 2 is 7, not 0 or 1"), std::string::npos);
   EXPECT_NE(rewrite(bytes + "x").find("expected the header and 3 mask bytes"), std::string::npos);
   EXPECT_NE(rewrite(bytes.substr(0, 100)).find("truncated"), std::string::npos);
+  bad = bytes;
+  bad[12] = 2;  // rows of 2: 3 tokens are one row and one more
+  EXPECT_EQ(rewrite(bad), "(no error)");
+  bad[12] = 4;
+  EXPECT_NE(rewrite(bad).find("rows of 4 tokens, but 3 tokens are not whole rows and one more"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              write_loss_mask_file(path, std::vector<std::uint8_t>{0, 1, 0, 0}, 2);
+            }).find("4 tokens are not rows of 2 and one more"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { (void)read_loss_mask_file(dir.file("none.mask"), 3); }).find("none.mask"),
             std::string::npos);
 }

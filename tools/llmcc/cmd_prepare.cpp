@@ -134,7 +134,7 @@ std::string shard_name(const std::string& split, std::size_t index) {
 // With a mask (one per token), each shard gets its loss mask file beside it.
 std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown, const std::string& split,
                                      std::span<const std::int32_t> tokens, std::int64_t shard_tokens, int version,
-                                     std::span<const std::uint8_t> mask = {}) {
+                                     std::span<const std::uint8_t> mask = {}, std::int32_t row_tokens = 0) {
   std::vector<std::string> names;
   for (std::size_t begin = 0, index = 0; begin < tokens.size();
        begin += static_cast<std::size_t>(shard_tokens), ++index) {
@@ -145,7 +145,7 @@ std::vector<std::string> write_split(const fs::path& dir, const fs::path& shown,
       std::printf("  wrote %s (%zu tokens)\n", (shown / name).c_str(), n);
     } else {
       const std::span<const std::uint8_t> part = mask.subspan(begin, n);
-      write_loss_mask_file(loss_mask_path((dir / name).string()), part);
+      write_loss_mask_file(loss_mask_path((dir / name).string()), part, row_tokens);
       std::printf("  wrote %s (%zu tokens, %zu trained) and its loss mask\n", (shown / name).c_str(), n,
                   static_cast<std::size_t>(std::count(part.begin(), part.end(), std::uint8_t{1})));
     }
@@ -274,9 +274,54 @@ void replace_output(WorkDir& work, const fs::path& out, const std::string& out_d
 }  // namespace
 
 // --chat: conversations -> packed token shards with loss masks (see the top of this file).
+// The conversations of one split in rows of `row` tokens (row > 0: each from its first token,
+// cut to `row` tokens or padded with `pad` under mask 0) or packed (row 0), as shards of at most
+// about shard_tokens tokens: a padded split's shards hold whole rows and one more pad token each,
+// so that every row's last target exists in its own shard.
+struct SplitTokens {
+  std::vector<std::int32_t> ids;
+  std::vector<std::uint8_t> mask;
+  std::int64_t shard_tokens = 0;  // tokens per shard (the last may hold fewer)
+  std::size_t cut = 0;            // padded: conversations longer than a row, cut to it
+  std::size_t cut_trained = 0;    // the trained tokens the cuts dropped
+};
+SplitTokens split_tokens(std::span<const ChatTokens> conversations, std::int32_t row, std::int32_t pad,
+                         std::int64_t shard_tokens) {
+  SplitTokens out;
+  out.shard_tokens = shard_tokens;
+  if (row == 0) {
+    for (const ChatTokens& c : conversations) {
+      out.ids.insert(out.ids.end(), c.ids.begin(), c.ids.end());
+      out.mask.insert(out.mask.end(), c.mask.begin(), c.mask.end());
+    }
+    return out;
+  }
+  const std::int64_t rows_per_shard = std::max<std::int64_t>(1, (shard_tokens - 1) / row);
+  out.shard_tokens = rows_per_shard * row + 1;
+  for (std::size_t c = 0; c < conversations.size(); ++c) {
+    const ChatTokens& conv = conversations[c];
+    const std::size_t keep = std::min(conv.ids.size(), static_cast<std::size_t>(row));
+    if (keep < conv.ids.size()) {
+      ++out.cut;
+      out.cut_trained += static_cast<std::size_t>(
+          std::count(conv.mask.begin() + static_cast<std::ptrdiff_t>(keep), conv.mask.end(), std::uint8_t{1}));
+    }
+    out.ids.insert(out.ids.end(), conv.ids.begin(), conv.ids.begin() + static_cast<std::ptrdiff_t>(keep));
+    out.mask.insert(out.mask.end(), conv.mask.begin(), conv.mask.begin() + static_cast<std::ptrdiff_t>(keep));
+    out.ids.insert(out.ids.end(), static_cast<std::size_t>(row) - keep, pad);
+    out.mask.insert(out.mask.end(), static_cast<std::size_t>(row) - keep, std::uint8_t{0});
+    // A shard's last row, or the split's: the one more token.
+    if ((c + 1) % static_cast<std::size_t>(rows_per_shard) == 0 || c + 1 == conversations.size()) {
+      out.ids.push_back(pad);
+      out.mask.push_back(0);
+    }
+  }
+  return out;
+}
+
 void prepare_chat(const std::string& chat_file, const std::string& tokenizer_spec, const std::string& format,
-                  double val_fraction, std::int64_t shard_tokens, const std::string& out_dir, const fs::path& out,
-                  WorkDir& work) {
+                  double val_fraction, std::int64_t shard_tokens, std::int32_t pad_to, const std::string& out_dir,
+                  const fs::path& out, WorkDir& work) {
   const std::string text = read_text_file(chat_file);
   const std::unique_ptr<TextTokenizer> tok_ptr = load_text_tokenizer(tokenizer_spec);
   const TextTokenizer& tok = *tok_ptr;
@@ -308,18 +353,29 @@ void prepare_chat(const std::string& chat_file, const std::string& tokenizer_spe
   const std::size_t n = conversations.size();
   const std::size_t n_val =
       std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(static_cast<double>(n) * val_fraction)), 1, n - 1);
-  std::vector<std::int32_t> ids[2];
-  std::vector<std::uint8_t> mask[2];
-  for (std::size_t c = 0; c < n; ++c) {
-    const int split = c < n - n_val ? 0 : 1;
-    ids[split].insert(ids[split].end(), conversations[c].ids.begin(), conversations[c].ids.end());
-    mask[split].insert(mask[split].end(), conversations[c].mask.begin(), conversations[c].mask.end());
-  }
-  std::printf("%zu conversations: train %zu (%zu tokens), val %zu (the last; %zu tokens)\n", n, n - n_val,
-              ids[0].size(), n_val, ids[1].size());
+  // Pads are never read as targets (mask 0) and come after their row's conversation, so no
+  // trained position attends to them: any id would do; the end of text reads naturally.
+  const std::int32_t pad = tok.eos() >= 0 ? tok.eos() : std::max(tok.document_start(), 0);
+  const std::span<const ChatTokens> all(conversations);
+  const SplitTokens split[2] = {split_tokens(all.first(n - n_val), pad_to, pad, shard_tokens),
+                                split_tokens(all.last(n_val), pad_to, pad, shard_tokens)};
+  std::printf(
+      "%zu conversations: train %zu (%zu tokens), val %zu (the last; %zu tokens)%s\n", n, n - n_val,
+      split[0].ids.size(), n_val, split[1].ids.size(),
+      pad_to > 0
+          ? (", one per row of " + std::to_string(pad_to) + " tokens padded with id " + std::to_string(pad)).c_str()
+          : ", packed");
+  const std::size_t cut = split[0].cut + split[1].cut;
+  if (cut > 0)
+    std::printf(
+        "warning: %zu conversation(s) are longer than --pad-to %d tokens and were cut to it, dropping %zu "
+        "trained token(s)\n",
+        cut, pad_to, split[0].cut_trained + split[1].cut_trained);
   const fs::path shown(out_dir);
-  const auto train_names = write_split(work.path, shown, "train", ids[0], shard_tokens, version, mask[0]);
-  const auto val_names = write_split(work.path, shown, "val", ids[1], shard_tokens, version, mask[1]);
+  const auto train_names =
+      write_split(work.path, shown, "train", split[0].ids, split[0].shard_tokens, version, split[0].mask, pad_to);
+  const auto val_names =
+      write_split(work.path, shown, "val", split[1].ids, split[1].shard_tokens, version, split[1].mask, pad_to);
   write_data_tokenizer(work.path, tok);
   std::printf("  wrote %s (the tokenizer, for llmcc train and generate)\n", (shown / kDataTokenizerRecord).c_str());
   sync_tree(work.path);
@@ -335,6 +391,7 @@ int run_prepare(int argc, char** argv) {
   std::int64_t val_tokens = 0;
   bool ordinary = false;
   std::int64_t shard_tokens = 100'000'000;
+  int pad_to = 0;
 
   ArgParser p("prepare",
               "Tokenize text files (GPT-2 BPE or SentencePiece) into train/val token shards (llm.c format).");
@@ -343,6 +400,9 @@ int run_prepare(int argc, char** argv) {
         "instead of --input: chat data, one conversation per line ({\"messages\": [{\"role\": ..., \"content\": "
         "...}]}), in the tokenizer's chat format with a loss mask on the assistant's tokens (needs a tokenizer.json "
         "with a chat template, --tokenizer hf:...)");
+  p.add("--pad-to", &pad_to,
+        "with --chat: one conversation per row of this many tokens, from its first token, padded (untrained) or "
+        "cut to it; train with --seq-len equal to it (0: conversations packed one after another)");
   p.add("--out", &out_dir,
         "output directory for train_NNNNNN.bin and val_NNNNNN.bin (created if missing; an earlier data set there "
         "is replaced as a whole, only once the new one is complete)");
@@ -384,6 +444,9 @@ int run_prepare(int argc, char** argv) {
 
   if (p.given("--input") == p.given("--chat"))
     fail(kCmd, "give --input (text files) or --chat (a JSON-lines file of conversations), one of them");
+  if (p.given("--pad-to") && !p.given("--chat")) fail(kCmd, "--pad-to pads conversations: give it with --chat");
+  if (pad_to < 0 || pad_to == 1)
+    fail(kCmd, "--pad-to must be at least 2 tokens (or 0: packed), got " + std::to_string(pad_to));
   if (p.given("--chat") && p.given("--val-tokens"))
     fail(kCmd,
          "--val-tokens does not apply to --chat: the last --val-fraction of the conversations is the validation "
@@ -435,7 +498,7 @@ int run_prepare(int argc, char** argv) {
   }
 
   if (p.given("--chat")) {
-    prepare_chat(chat_file, tokenizer_spec, format, val_fraction, shard_tokens, out_dir, out, work);
+    prepare_chat(chat_file, tokenizer_spec, format, val_fraction, shard_tokens, pad_to, out_dir, out, work);
     return 0;
   }
 

@@ -376,7 +376,11 @@ void CliTrainer::print_header(const train::TrainStart& start) {
     << format_count(static_cast<double>(train_data_->loader().num_tokens())) << " tokens"
     << (train_data_->loader().masked()
             ? " (" + format_count(static_cast<double>(train_data_->loader().trained_tokens())) +
-                  " of them trained: loss masks)"
+                  " of them trained: loss masks" +
+                  (train_data_->loader().row_tokens() > 0
+                       ? "; one conversation per row of " + std::to_string(train_data_->loader().row_tokens())
+                       : std::string()) +
+                  ")"
             : std::string())
     << ", " << o_.sampling << " batches";
   if (val_data_)

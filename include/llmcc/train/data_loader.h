@@ -26,6 +26,9 @@
 // target -1, which the loss ignores, wherever the mask of the target token is 0:
 //   targets(b, t) = mask[w + t + 1] ? w[t + 1] : -1      (w: the window's first token)
 // Either every shard has a mask or none; otherwise the constructor throws naming the shard.
+// Masks of padded chat data (rows of R tokens, one conversation each: loss_mask_file.h) make
+// every window start at a multiple of R, and T must be R: Sequential batches are consecutive
+// rows, Random rows are drawn from the shards' rows. The shards must agree on R.
 //
 // Batches go to loader-owned buffers (inputs(), targets()) or caller-owned ones; nothing is
 // allocated per batch. state()/set_state() save and restore the position exactly, so a resumed
@@ -98,6 +101,8 @@ class DataLoader {
   std::int64_t num_tokens() const { return total_tokens_; }
   // Whether the shards have loss masks, and how many tokens they train on (num_tokens without).
   bool masked() const { return !masks_.empty(); }
+  // R when the shards hold one conversation per row of R tokens, else 0.
+  std::int32_t row_tokens() const { return row_tokens_; }
   std::int64_t trained_tokens() const { return trained_tokens_; }
   // Sequential: global batches in one pass over all shards (the tails that do not fill one skipped).
   std::int64_t batches_per_epoch() const;
@@ -112,6 +117,7 @@ class DataLoader {
   std::vector<TokenFile> shards_;
   std::vector<std::vector<std::uint8_t>> masks_;  // per shard, one byte per token; empty: no masks
   std::int64_t trained_tokens_ = 0;
+  std::int32_t row_tokens_ = 0;
   std::vector<std::int64_t> window_starts_;  // Random: prefix sums of start positions per shard
   std::int64_t total_tokens_ = 0;
   std::vector<std::int32_t> inputs_, targets_;  // (B, T) each
