@@ -44,10 +44,11 @@ std::string label(int N, int C, int OC, int R) {
 }
 
 // No dropout, and a dropout (its masked rows span several of the fast kernel's blocks at the
-// widest size: 1M floats per block).
+// widest size: 1M floats per block). The kernel and gradient tests give the map a bias (OC) with
+// the dropout: the two cases are a map as Llama's and one as GPT-2's.
 const cpu::Dropout kDropouts[] = {{}, {0.3f, 0x1234'5678'9abc'def0ULL}};
 
-std::string label(const cpu::Dropout& d) { return d.active() ? " dropout 0.3" : " no dropout"; }
+std::string label(const cpu::Dropout& d) { return d.active() ? " dropout 0.3, a bias" : " no dropout, no bias"; }
 
 TEST(LoraLinearKernel, ForwardMatchesReference) {
   test::for_each_thread_count([](int) {
@@ -88,21 +89,27 @@ TEST(LoraLinearKernel, BackwardMatchesReferenceAccumulatesAndSkipsNulls) {
           auto d_a = random_vector<float>(R * C, 9), d_b = random_vector<float>(OC * R, 10);
           auto d_x_ref = cast_vector<double>(d_x), d_w_ref = cast_vector<double>(d_w),
                d_a_ref = cast_vector<double>(d_a), d_b_ref = cast_vector<double>(d_b);
+          auto d_bias = random_vector<float>(OC, 11);  // (OC), with the dropout case
+          auto d_bias_ref = cast_vector<double>(d_bias);
+          float* d_bias_fast = drop.active() && (which & 4) ? d_bias.data() : nullptr;
+          double* d_bias_slow = drop.active() && (which & 4) ? d_bias_ref.data() : nullptr;
           const bool ox = which & 8, ow = which & 4, oa = which & 2, ob = which & 1;
           std::vector<float> g(N * R);
           cpu::lora_linear_backward(ox ? d_x.data() : nullptr, ow ? d_w.data() : nullptr, oa ? d_a.data() : nullptr,
                                     ob ? d_b.data() : nullptr, ox || oa ? g.data() : nullptr, d_out.data(), x.data(),
-                                    {w.data(), nullptr}, a.data(), b.data(), xa.data(), s, N, C, OC, R, false, drop);
+                                    {w.data(), nullptr}, a.data(), b.data(), xa.data(), s, N, C, OC, R, false, drop,
+                                    d_bias_fast);
           const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
                      bd = cast_vector<double>(b), xad = cast_vector<double>(xa), dod = cast_vector<double>(d_out);
           ref::lora_linear_backward<double>(ox ? d_x_ref.data() : nullptr, ow ? d_w_ref.data() : nullptr,
                                             oa ? d_a_ref.data() : nullptr, ob ? d_b_ref.data() : nullptr, dod.data(),
                                             xd.data(), wd.data(), ad.data(), bd.data(), xad.data(), s, N, C, OC, R,
-                                            drop);
+                                            drop, d_bias_slow);
           EXPECT_TRUE(all_close("d_x", d_x, d_x_ref, atol_for(OC + OC * R), 1e-5));
           EXPECT_TRUE(all_close("d_w", d_w, d_w_ref, atol_for(N), 1e-5));
           EXPECT_TRUE(all_close("d_a", d_a, d_a_ref, atol_for(N * OC), 1e-5));
           EXPECT_TRUE(all_close("d_b", d_b, d_b_ref, atol_for(N), 1e-5));
+          EXPECT_TRUE(all_close("d_bias", d_bias, d_bias_ref, atol_for(N), 1e-5));
         }
       }
   });
@@ -279,6 +286,46 @@ TEST(LoraLinearApi, DropoutEqualsTheMaskedComposition) {
     EXPECT_EQ(test::to_vector(da0), test::to_vector(da1));
   }
   set_kernel_mode(KernelMode::Fast);
+}
+
+// With a bias the op computes linear(x, w, bias) + s * linear_nobias(linear_nobias(x . m, a), b):
+// the bias's adjoint is linear's, and a bias of the wrong shape is refused.
+TEST(LoraLinearApi, ABiasIsAddedAndGetsLinearsGradient) {
+  Arena arena(1 << 24);
+  ArenaScope scope(arena);
+  const int N = 19, C = 10, OC = 7, R = 2;
+  const float s = 0.5f;
+  const LoraDropout drop{0.2f, 3};
+  Tensor x = test::tensor_from(arena, {N, C}, random_vector<float>(N * C, 1));        // (N, C)
+  Tensor w = test::tensor_from(arena, {OC, C}, random_vector<float>(OC * C, 2));      // (OC, C)
+  Tensor bias = test::tensor_from(arena, {OC}, random_vector<float>(OC, 6));          // (OC)
+  Tensor a = test::tensor_from(arena, {R, C}, random_vector<float>(R * C, 3));        // (R, C)
+  Tensor b = test::tensor_from(arena, {OC, R}, random_vector<float>(OC * R, 4));      // (OC, R)
+  Tensor d_out = test::tensor_from(arena, {N, OC}, random_vector<float>(N * OC, 5));  // (N, OC)
+  Tensor plain = lora_linear(x, w, a, b, s, drop), biased_out = linear(x, w, bias);   // (N, OC) each
+  Tensor dbias_want = arena.zeros({OC}, "dbias_want");
+  linear_pullback(x, w, bias, biased_out, d_out, nullptr, nullptr, &dbias_want);
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    SCOPED_TRACE(mode == KernelMode::Reference ? "reference" : "fast");
+    set_kernel_mode(mode);
+    LoraLinearSaved saved;
+    Tensor out = lora_linear_fwd(x, w, bias, a, b, s, drop, saved);  // (N, OC)
+    std::vector<float> want = test::to_vector(plain);
+    for (int i = 0; i < N * OC; ++i) want[i] += bias.f32()[i % OC];
+    EXPECT_TRUE(all_close("out", test::to_vector(out), want, 1e-4, 1e-5));
+    EXPECT_TRUE(all_close("lora_linear", test::to_vector(lora_linear(x, w, bias, a, b, s, drop)), want, 1e-4, 1e-5));
+    Tensor dbias = arena.zeros({OC}, "dbias"), da = arena.zeros({R, C}, "da"), da_plain = arena.zeros({R, C}, "dap");
+    lora_linear_pullback(x, w, bias, a, b, s, drop, out, saved, d_out, nullptr, nullptr, &dbias, &da, nullptr);
+    EXPECT_TRUE(all_close("d_bias", test::to_vector(dbias), test::to_vector(dbias_want), 1e-4, 1e-5));
+    LoraLinearSaved plain_saved;
+    Tensor again = lora_linear_fwd(x, w, a, b, s, drop, plain_saved);
+    lora_linear_pullback(x, w, a, b, s, drop, again, plain_saved, d_out, nullptr, nullptr, &da_plain, nullptr);
+    EXPECT_EQ(test::to_vector(da), test::to_vector(da_plain));
+  }
+  set_kernel_mode(KernelMode::Fast);
+  Tensor bias6 = arena.zeros({6}, "bias6");
+  EXPECT_TRUE(test::throws_error([&] { (void)lora_linear(x, w, bias6, a, b, s, drop); },
+                                 {"[lora_linear]", "bias has shape (6)", "expected (7) f32 (dim 0 of w)"}));
 }
 
 TEST(LoraLinearApi, RejectsADropoutThatIsNotAProbability) {

@@ -16,7 +16,7 @@ TEST(OpsHeader, DeclaresEveryRule) {
   EXPECT_NE(&layernorm_pullback, nullptr);
   EXPECT_NE(&linear_pullback, nullptr);
   EXPECT_NE(&linear_nobias_pullback, nullptr);
-  // lora_linear has two overloads: without and with dropout.
+  // lora_linear has three overloads: without dropout, with dropout, with dropout and a bias.
   using LoraPullback = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&,
                                 const LoraLinearSaved&, const Tensor&, Tensor*, Tensor*, Tensor*, Tensor*);
   using LoraDropoutPullback =
@@ -24,6 +24,10 @@ TEST(OpsHeader, DeclaresEveryRule) {
                const LoraLinearSaved&, const Tensor&, Tensor*, Tensor*, Tensor*, Tensor*);
   EXPECT_NE(static_cast<LoraPullback>(&lora_linear_pullback), nullptr);
   EXPECT_NE(static_cast<LoraDropoutPullback>(&lora_linear_pullback), nullptr);
+  using LoraBiasPullback =
+      void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, const LoraDropout&,
+               const Tensor&, const LoraLinearSaved&, const Tensor&, Tensor*, Tensor*, Tensor*, Tensor*, Tensor*);
+  EXPECT_NE(static_cast<LoraBiasPullback>(&lora_linear_pullback), nullptr);
   EXPECT_NE(&mean_pool_pullback, nullptr);
   EXPECT_NE(&mse_loss_pullback, nullptr);
   EXPECT_NE(&mul_pullback, nullptr);

@@ -41,6 +41,12 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& a, const Tens
                    const LoraDropout& dropout);
 Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                        const LoraDropout& dropout, LoraLinearSaved& saved);
+// A map with a bias (OC, f32), added by the base product's GEMM: out = x W^T + bias + s ((x . m)
+// A^T) B^T (GPT-2's maps).
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float s,
+                   const LoraDropout& dropout);
+Tensor lora_linear_fwd(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float s,
+                       const LoraDropout& dropout, LoraLinearSaved& saved);
 
 // With G = d_out B (N, R), formed in the current arena when d_x or d_a needs it:
 //   d_x (like x) += d_out W + s G A      d_w (OC, C) += d_out^T x
@@ -53,5 +59,9 @@ void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, con
 void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b, float s,
                           const LoraDropout& dropout, const Tensor& out, const LoraLinearSaved& saved,
                           const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_a, Tensor* d_b);
+// With a bias: d_bias (OC) += column sums of d_out, the others as above.
+void lora_linear_pullback(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                          float s, const LoraDropout& dropout, const Tensor& out, const LoraLinearSaved& saved,
+                          const Tensor& d_out, Tensor* d_x, Tensor* d_w, Tensor* d_bias, Tensor* d_a, Tensor* d_b);
 
 }  // namespace llmcc

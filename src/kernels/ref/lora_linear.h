@@ -24,10 +24,11 @@ std::vector<T> dropout_factors(std::int64_t N, std::int64_t C, const cpu::Dropou
   return m;
 }
 
-// xa (N, R) = (x . m) A^T; out (N, OC) = x W^T + s xa B^T.
+// xa (N, R) = (x . m) A^T; out (N, OC) = x W^T (+ bias) + s xa B^T.
 template <class T>
 void lora_linear_forward(T* out, T* xa, const T* x, const T* w, const T* a, const T* b, T s, std::int64_t N,
-                         std::int64_t C, std::int64_t OC, std::int64_t R, const cpu::Dropout& dropout = {}) {
+                         std::int64_t C, std::int64_t OC, std::int64_t R, const cpu::Dropout& dropout = {},
+                         const T* bias = nullptr) {
   const std::vector<T> m = dropout_factors<T>(N, C, dropout);
   for (std::int64_t n = 0; n < N; ++n) {
     for (std::int64_t r = 0; r < R; ++r) {
@@ -39,19 +40,26 @@ void lora_linear_forward(T* out, T* xa, const T* x, const T* w, const T* a, cons
       T base = T(0), update = T(0);
       for (std::int64_t c = 0; c < C; ++c) base += x[n * C + c] * w[o * C + c];
       for (std::int64_t r = 0; r < R; ++r) update += xa[n * R + r] * b[o * R + r];
-      out[n * OC + o] = base + s * update;
+      out[n * OC + o] = base + (bias ? bias[o] : T(0)) + s * update;
     }
   }
 }
 
 // With G = d_out B (N, R): d_x += d_out W + s (G A) . m; d_w += d_out^T x; d_a += s G^T (x . m);
-// d_b += s d_out^T xa. Null adjoints are skipped. Only primals, xa and d_out are read, so
-// adjoints that alias stay correct.
+// d_b += s d_out^T xa; d_bias += column sums of d_out. Null adjoints are skipped. Only primals, xa and d_out are read,
+// so adjoints that alias stay correct.
 template <class T>
 void lora_linear_backward(T* d_x, T* d_w, T* d_a, T* d_b, const T* d_out, const T* x, const T* w, const T* a,
                           const T* b, const T* xa, T s, std::int64_t N, std::int64_t C, std::int64_t OC, std::int64_t R,
-                          const cpu::Dropout& dropout = {}) {
+                          const cpu::Dropout& dropout = {}, T* d_bias = nullptr) {
   const std::vector<T> m = dropout_factors<T>(N, C, dropout);
+  if (d_bias) {
+    for (std::int64_t o = 0; o < OC; ++o) {
+      T acc = T(0);
+      for (std::int64_t n = 0; n < N; ++n) acc += d_out[n * OC + o];
+      d_bias[o] += acc;
+    }
+  }
   std::vector<T> g(static_cast<std::size_t>(N * R), T(0));  // (N, R)
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t r = 0; r < R; ++r) {

@@ -134,9 +134,9 @@ class Gen:
     # ---- leaves ----------------------------------------------------------------------------
     def lin(self, kind):
         """The program's shared linear module of one kind: linear, linear_nobias or lora_linear
-        (a frozen-looking weight with a rank-2 adapter, half the time with dropout on the
-        adapter's input: a fixed seed makes its mask a constant; every tensor is a parameter
-        here). Placeholders $OC, $IC for its shape."""
+        (a frozen-looking weight with a rank-2 adapter, half the time with a bias, half the time
+        with dropout on the adapter's input: a fixed seed makes its mask a constant; every tensor
+        is a parameter here). Placeholders $OC, $IC for its shape."""
         if kind not in self.lins:
             sc = Scope(self.rng, self.plain)
             mod = self.new_mod({"linear": "Lin", "linear_nobias": "LinNb", "lora_linear": "LinLora"}[kind], sc)
@@ -148,17 +148,22 @@ class Gen:
             elif kind == "lora_linear":
                 a, b, scale = sc.pick("a"), sc.pick("b"), sc.pick("s")
                 mod.fields += [("tensor", a, "(2, IC)"), ("tensor", b, "(OC, 2)"), ("float", scale, "0.75f")]
-                drop = None
+                drop = lb = None
                 if self.rng.random() < 0.5:
+                    lb = sc.pick("bias")
+                    mod.fields.append(("tensor", lb, "(OC)"))
+                if self.rng.random() < 0.5 or lb:
                     drop = sc.pick("drop")
-                    mod.fields.append(("dropout", drop, "0.3f, %d" % self.rng.randrange(1 << 30)))
+                    p = "0.3f" if self.rng.random() < 0.5 or not lb else "0.0f"
+                    mod.fields.append(("dropout", drop, "%s, %d" % (p, self.rng.randrange(1 << 30))))
             x, _, sig = self.sig(mod, sc)
             if kind == "linear":
                 call = "llmcc::linear(%s, %s, %s)" % (x, w, b)
             elif kind == "linear_nobias":
                 call = "llmcc::linear_nobias(%s, %s)" % (x, w)
             else:
-                call = "llmcc::lora_linear(%s, %s, %s, %s, %s%s)" % (x, w, a, b, scale, ", " + drop if drop else "")
+                wb = "%s, %s" % (w, lb) if lb else w
+                call = "llmcc::lora_linear(%s, %s, %s, %s, %s%s)" % (x, wb, a, b, scale, ", " + drop if drop else "")
             self.emit_struct(mod, "  %s { return %s; }" % (sig, call))
             self.lins[kind] = mod
         return self.lins[kind]
