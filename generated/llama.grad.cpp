@@ -805,11 +805,11 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
 }
 
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                                const llmcc::models::LlamaLora& lora, Llama_forward_Saved& _s) {
+                                Llama_forward_Saved& _s) {
   _s.t0 = llmcc::token_embedding(idx, self.tok_embeddings);
   llmcc::Tensor x = _s.t0;
   std::size_t _n0 = 0;
-  for (int l = 0; l < self.cfg.n_layer; ++l) {
+  for (std::size_t l = 0; l < self.layers.size(); ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
     _r0.l = l;
     _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
@@ -819,12 +819,14 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::T
         // checkpointed: inputs saved, forward re-run in the backward
         llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
         llmcc::adgen::Scratch _scratch;
-        _r0.t1 = llmcc::adgen::copy_to(_keep, self.layers[l].forward(_r0.x_1, lora.layers[l]));
+        _r0.t1 = llmcc::adgen::copy_to(_keep,
+                                       self.layers[l].forward(_r0.x_1, self.no_adapters.layers[l]));
       }
       x = _r0.t1;
     } else {
       _r0.x_2 = x;
-      _r0.t2 = LlamaBlock_forward_fwd(self.layers[l], _r0.x_2, lora.layers[l], _r0.layers);
+      _r0.t2 =
+          LlamaBlock_forward_fwd(self.layers[l], _r0.x_2, self.no_adapters.layers[l], _r0.layers);
       x = _r0.t2;
     }
   }
@@ -847,9 +849,8 @@ llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::T
 }
 
 void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                       const llmcc::models::LlamaLora& lora, const Llama_forward_Saved& _s,
-                       const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
-                       bool _final) {
+                       const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
+                       Llama_Grad* d_self, bool _final) {
   llmcc::Tensor _d_h;       // adjoint of h
   llmcc::Tensor _d_logits;  // adjoint of logits
   llmcc::Tensor _d_t0;      // adjoint of t0
@@ -905,7 +906,207 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
-    const int l = _r0.l;
+    const std::size_t l = _r0.l;
+    if (_r0.branch1) {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t1, _g);
+      }
+      if (_d_t1.defined()) {
+        // checkpointed: the adjoints that leave the call are allocated in the step arena;
+        // the forward is re-run and reversed in scratch memory freed at the end of the block
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
+        {
+          llmcc::adgen::Scratch _scratch;
+          LlamaBlock_forward_Saved _c;
+          LlamaBlock_forward_fwd(self.layers[l], _r0.x_1, self.no_adapters.layers[l], _c);
+          LlamaBlock_forward_bwd(self.layers[l], _r0.x_1, self.no_adapters.layers[l], _c, _d_t1,
+                                 (d_self ? &d_self->layers[l] : nullptr), _a0,
+                                 (d_self ? &d_self->no_adapters.layers[l] : nullptr), false);
+        }
+        _d_t1 = llmcc::Tensor();
+      }
+    } else {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t2, _g);
+      }
+      if (_d_t2.defined()) {
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
+        {
+          llmcc::adgen::Scratch _scratch;
+          LlamaBlock_forward_bwd(self.layers[l], _r0.x_2, self.no_adapters.layers[l], _r0.layers,
+                                 _d_t2, (d_self ? &d_self->layers[l] : nullptr), _a0,
+                                 (d_self ? &d_self->no_adapters.layers[l] : nullptr), false);
+        }
+        _d_t2 = llmcc::Tensor();
+      }
+    }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->layers[l]);
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters.layers);
+  if (_d_x.defined()) {
+    const llmcc::Tensor _g = _d_x;
+    _d_x = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
+  }
+  if (_d_t0.defined()) {
+    llmcc::token_embedding_pullback(
+        idx, self.tok_embeddings, _s.t0, _d_t0,
+        llmcc::adgen::acc((d_self ? &d_self->tok_embeddings : nullptr), self.tok_embeddings));
+    _d_t0 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->tok_embeddings);
+}
+
+float llama_loss_fwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
+                     const llmcc::Tokens& targets, llama_loss_Saved& _s) {
+  _s.t0 = Llama_forward_fwd(m, idx, _s.m);
+  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
+  return _s.t1;
+}
+
+void llama_loss_bwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
+                    const llmcc::Tokens& targets, const llama_loss_Saved& _s, float d_out,
+                    Llama_Grad* d_m, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  float _d_t1 = 0.0f;
+  _d_t1 += d_out;
+  {
+    llmcc::cross_entropy_pullback(_s.t0, targets, m.cfg.vocab_size, -1, _s.t1, _s.cross_entropy_1,
+                                  _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
+    _d_t1 = 0.0f;
+  }
+  if (_d_t0.defined()) {
+    {
+      llmcc::adgen::Scratch _scratch;
+      Llama_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
+    }
+    _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
+  }
+}
+
+float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
+                      const llmcc::Tokens& targets, Llama_Grad& d_m) {
+  llama_loss_Saved _s;
+  return llama_loss_grad(m, idx, targets, d_m, _s);
+}
+
+float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
+                      const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_m, m, "llama_loss_grad", "d_m");
+  const float _value = llama_loss_fwd(m, idx, targets, _s);
+  llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
+  return _value;
+}
+
+llmcc::Tensor Llama_forward_15_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
+                                   const llmcc::models::LlamaLora& lora,
+                                   Llama_forward_15_Saved& _s) {
+  _s.t0 = llmcc::token_embedding(idx, self.tok_embeddings);
+  llmcc::Tensor x = _s.t0;
+  std::size_t _n0 = 0;
+  for (std::size_t l = 0; l < self.layers.size(); ++l) {
+    auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
+    _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
+    if (_r0.branch1) {
+      _r0.x_1 = x;
+      {
+        // checkpointed: inputs saved, forward re-run in the backward
+        llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
+        llmcc::adgen::Scratch _scratch;
+        _r0.t1 = llmcc::adgen::copy_to(_keep, self.layers[l].forward(_r0.x_1, lora.layers[l]));
+      }
+      x = _r0.t1;
+    } else {
+      _r0.x_2 = x;
+      _r0.t2 = LlamaBlock_forward_fwd(self.layers[l], _r0.x_2, lora.layers[l], _r0.layers);
+      x = _r0.t2;
+    }
+  }
+  _s.loop0.resize(_n0);
+  _s.x_3 = x;
+  _s.t3 = LlamaRmsNorm_forward_fwd(self.norm, _s.x_3, _s.norm);
+  llmcc::Tensor h = _s.t3;
+  llmcc::Tensor logits = llmcc::Tensor();
+  _s.branch2 = static_cast<bool>(self.cfg.tie_embeddings);
+  if (_s.branch2) {
+    _s.h_4 = h;
+    _s.t4 = llmcc::linear_nobias(_s.h_4, self.tok_embeddings);
+    logits = _s.t4;
+  } else {
+    _s.h_5 = h;
+    _s.t5 = llmcc::linear_nobias(_s.h_5, self.output[0].w);
+    logits = _s.t5;
+  }
+  return logits;
+}
+
+void Llama_forward_15_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
+                          const llmcc::models::LlamaLora& lora, const Llama_forward_15_Saved& _s,
+                          const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
+                          bool _final) {
+  llmcc::Tensor _d_h;       // adjoint of h
+  llmcc::Tensor _d_logits;  // adjoint of logits
+  llmcc::Tensor _d_t0;      // adjoint of t0
+  llmcc::Tensor _d_t1;      // adjoint of t1
+  llmcc::Tensor _d_t2;      // adjoint of t2
+  llmcc::Tensor _d_t3;      // adjoint of t3
+  llmcc::Tensor _d_t4;      // adjoint of t4
+  llmcc::Tensor _d_t5;      // adjoint of t5
+  llmcc::Tensor _d_x;       // adjoint of x
+  llmcc::adgen::accumulate(_d_logits, d_out);
+  if (_s.branch2) {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t4, _g);
+    }
+    if (_d_t4.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_4, self.tok_embeddings, _s.t4, _d_t4, llmcc::adgen::acc(&_d_h, _s.h_4),
+          llmcc::adgen::acc((d_self ? &d_self->tok_embeddings : nullptr), self.tok_embeddings));
+      _d_t4 = llmcc::Tensor();
+    }
+  } else {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_5, self.output[0].w, _s.t5, _d_t5, llmcc::adgen::acc(&_d_h, _s.h_5),
+          llmcc::adgen::acc((d_self ? &d_self->output[0].w : nullptr), self.output[0].w));
+      _d_t5 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->output);
+  _d_logits = llmcc::Tensor();
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t3, _g);
+  }
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_3);
+    {
+      llmcc::adgen::Scratch _scratch;
+      LlamaRmsNorm_forward_bwd(self.norm, _s.x_3, _s.norm, _d_t3,
+                               (d_self ? &d_self->norm : nullptr), _a0, _final);
+    }
+    _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->norm);
+  }
+  for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
+    const auto& _r0 = _s.loop0[_i0];
+    const std::size_t l = _r0.l;
     if (_r0.branch1) {
       if (_d_x.defined()) {
         const llmcc::Tensor _g = _d_x;
@@ -943,8 +1144,8 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
         _d_t2 = llmcc::Tensor();
       }
     }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->layers[l]);
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->layers);
   if (_final && d_lora) llmcc::adgen::grad_final(d_lora->layers);
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;
@@ -961,53 +1162,10 @@ void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& id
   if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters);
 }
 
-float llama_loss_fwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
-                     const llmcc::Tokens& targets, llama_loss_Saved& _s) {
-  _s.t0 = Llama_forward_fwd(m, idx, m.no_adapters, _s.m);
-  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
-  return _s.t1;
-}
-
-void llama_loss_bwd(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
-                    const llmcc::Tokens& targets, const llama_loss_Saved& _s, float d_out,
-                    Llama_Grad* d_m, bool _final) {
-  llmcc::Tensor _d_t0;  // adjoint of t0
-  float _d_t1 = 0.0f;
-  _d_t1 += d_out;
-  {
-    llmcc::cross_entropy_pullback(_s.t0, targets, m.cfg.vocab_size, -1, _s.t1, _s.cross_entropy_1,
-                                  _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
-    _d_t1 = 0.0f;
-  }
-  if (_d_t0.defined()) {
-    {
-      llmcc::adgen::Scratch _scratch;
-      Llama_forward_bwd(m, idx, m.no_adapters, _s.m, _d_t0, d_m,
-                        (d_m ? &d_m->no_adapters : nullptr), false);
-    }
-    _d_t0 = llmcc::Tensor();
-  }
-  if (_final && d_m) llmcc::adgen::grad_final(*d_m);
-}
-
-float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
-                      const llmcc::Tokens& targets, Llama_Grad& d_m) {
-  llama_loss_Saved _s;
-  return llama_loss_grad(m, idx, targets, d_m, _s);
-}
-
-float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
-                      const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s) {
-  llmcc::adgen::check_grad(d_m, m, "llama_loss_grad", "d_m");
-  const float _value = llama_loss_fwd(m, idx, targets, _s);
-  llama_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
-  return _value;
-}
-
 float llama_lora_loss_fwd(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
                           llama_lora_loss_Saved& _s) {
-  _s.t0 = Llama_forward_fwd(base, idx, lora, _s.base);
+  _s.t0 = Llama_forward_15_fwd(base, idx, lora, _s.base);
   _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, base.cfg.vocab_size, -1, _s.cross_entropy_1);
   return _s.t1;
 }
@@ -1027,7 +1185,7 @@ void llama_lora_loss_bwd(const llmcc::models::LlamaLora& lora, const llmcc::mode
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Llama_forward_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
+      Llama_forward_15_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
     }
     _d_t0 = llmcc::Tensor();
   } else {

@@ -929,10 +929,10 @@ void LlamaBlock_forward_bwd(const llmcc::models::LlamaBlock& self, const llmcc::
                             LlamaBlock_Grad* d_self, llmcc::Tensor* d_x,
                             LlamaBlockLora_Grad* d_lora, bool _final = false);
 
-// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:207) reads.
+// Llama_forward: what the backward of llmcc::models::Llama::forward (llama.h:213) reads.
 struct Llama_forward_Saved {
   struct Loop0 {
-    int l;
+    std::size_t l;
     bool branch1;
     llmcc::Tensor x_1;
     llmcc::Tensor t1;
@@ -974,13 +974,12 @@ struct Llama_forward_Saved {
   }
 };
 llmcc::Tensor Llama_forward_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                                const llmcc::models::LlamaLora& lora, Llama_forward_Saved& _s);
+                                Llama_forward_Saved& _s);
 void Llama_forward_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
-                       const llmcc::models::LlamaLora& lora, const Llama_forward_Saved& _s,
-                       const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
-                       bool _final = false);
+                       const Llama_forward_Saved& _s, const llmcc::Tensor& d_out,
+                       Llama_Grad* d_self, bool _final = false);
 
-// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:240) reads.
+// llama_loss: what the backward of llmcc::models::llama_loss (llama.h:262) reads.
 struct llama_loss_Saved {
   llmcc::Tensor t0;
   Llama_forward_Saved m;
@@ -1024,10 +1023,62 @@ struct llama_loss_Entry {
   }
 };
 
-// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:246) reads.
+// Llama_forward_15: what the backward of llmcc::models::Llama::forward (llama.h:229) reads.
+struct Llama_forward_15_Saved {
+  struct Loop0 {
+    std::size_t l;
+    bool branch1;
+    llmcc::Tensor x_1;
+    llmcc::Tensor t1;
+    llmcc::Tensor x_2;
+    llmcc::Tensor t2;
+    LlamaBlock_forward_Saved layers;
+    // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+    template <class F>
+    void visit(F&& f) const {
+      f(x_1);
+      f(t1);
+      f(x_2);
+      f(t2);
+      layers.visit(f);
+    }
+  };
+  llmcc::Tensor t0;
+  std::vector<Loop0> loop0;
+  llmcc::Tensor x_3;
+  llmcc::Tensor t3;
+  LlamaRmsNorm_forward_Saved norm;
+  bool branch2;
+  llmcc::Tensor h_4;
+  llmcc::Tensor t4;
+  llmcc::Tensor h_5;
+  llmcc::Tensor t5;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    for (const auto& r : loop0) r.visit(f);
+    f(x_3);
+    f(t3);
+    norm.visit(f);
+    f(h_4);
+    f(t4);
+    f(h_5);
+    f(t5);
+  }
+};
+llmcc::Tensor Llama_forward_15_fwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
+                                   const llmcc::models::LlamaLora& lora,
+                                   Llama_forward_15_Saved& _s);
+void Llama_forward_15_bwd(const llmcc::models::Llama& self, const llmcc::Tokens& idx,
+                          const llmcc::models::LlamaLora& lora, const Llama_forward_15_Saved& _s,
+                          const llmcc::Tensor& d_out, Llama_Grad* d_self, LlamaLora_Grad* d_lora,
+                          bool _final = false);
+
+// llama_lora_loss: what the backward of llmcc::models::llama_lora_loss (llama.h:268) reads.
 struct llama_lora_loss_Saved {
   llmcc::Tensor t0;
-  Llama_forward_Saved base;
+  Llama_forward_15_Saved base;
   float t1;
   llmcc::CrossEntropySaved cross_entropy_1;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).

@@ -896,13 +896,13 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
 }
 
 llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                                const llmcc::models::Qwen3Lora& lora, Qwen3_forward_Saved& _s) {
+                                Qwen3_forward_Saved& _s) {
   const int64_t B = idx.B();
   const int64_t T = idx.T();
   _s.t0 = llmcc::token_embedding(idx, self.model.embed_tokens);
   llmcc::Tensor x = _s.t0;
   std::size_t _n0 = 0;
-  for (int l = 0; l < self.cfg.n_layer; ++l) {
+  for (std::size_t l = 0; l < self.model.layers.size(); ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
     _r0.l = l;
     _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
@@ -915,7 +915,8 @@ llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::T
         llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
         llmcc::adgen::Scratch _scratch;
         _r0.t1 = llmcc::adgen::copy_to(
-            _keep, self.model.layers[l].forward(_r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l]));
+            _keep,
+            self.model.layers[l].forward(_r0.x_1, _r0.a1, _r0.a1_2, self.no_adapters.layers[l]));
       }
       x = _r0.t1;
     } else {
@@ -923,7 +924,7 @@ llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::T
       _r0.a2 = B;
       _r0.a2_2 = T;
       _r0.t2 = Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_2, _r0.a2, _r0.a2_2,
-                                      lora.layers[l], _r0.layers);
+                                      self.no_adapters.layers[l], _r0.layers);
       x = _r0.t2;
     }
   }
@@ -946,9 +947,8 @@ llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::T
 }
 
 void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                       const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_Saved& _s,
-                       const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
-                       bool _final) {
+                       const Qwen3_forward_Saved& _s, const llmcc::Tensor& d_out,
+                       Qwen3_Grad* d_self, bool _final) {
   llmcc::Tensor _d_h;       // adjoint of h
   llmcc::Tensor _d_logits;  // adjoint of logits
   llmcc::Tensor _d_t0;      // adjoint of t0
@@ -1005,7 +1005,220 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
-    const int l = _r0.l;
+    const std::size_t l = _r0.l;
+    if (_r0.branch1) {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t1, _g);
+      }
+      if (_d_t1.defined()) {
+        // checkpointed: the adjoints that leave the call are allocated in the step arena;
+        // the forward is re-run and reversed in scratch memory freed at the end of the block
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Qwen3Block_forward_Saved _c;
+          Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2,
+                                 self.no_adapters.layers[l], _c);
+          Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_1, _r0.a1, _r0.a1_2,
+                                 self.no_adapters.layers[l], _c, _d_t1,
+                                 (d_self ? &d_self->model.layers[l] : nullptr), _a0,
+                                 (d_self ? &d_self->no_adapters.layers[l] : nullptr), false);
+        }
+        _d_t1 = llmcc::Tensor();
+      }
+    } else {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t2, _g);
+      }
+      if (_d_t2.defined()) {
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Qwen3Block_forward_bwd(self.model.layers[l], _r0.x_2, _r0.a2, _r0.a2_2,
+                                 self.no_adapters.layers[l], _r0.layers, _d_t2,
+                                 (d_self ? &d_self->model.layers[l] : nullptr), _a0,
+                                 (d_self ? &d_self->no_adapters.layers[l] : nullptr), false);
+        }
+        _d_t2 = llmcc::Tensor();
+      }
+    }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers[l]);
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters.layers);
+  if (_d_x.defined()) {
+    const llmcc::Tensor _g = _d_x;
+    _d_x = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
+  }
+  if (_d_t0.defined()) {
+    llmcc::token_embedding_pullback(
+        idx, self.model.embed_tokens, _s.t0, _d_t0,
+        llmcc::adgen::acc((d_self ? &d_self->model.embed_tokens : nullptr),
+                          self.model.embed_tokens));
+    _d_t0 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->model.embed_tokens);
+}
+
+float qwen3_loss_fwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
+                     const llmcc::Tokens& targets, qwen3_loss_Saved& _s) {
+  _s.t0 = Qwen3_forward_fwd(m, idx, _s.m);
+  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
+  return _s.t1;
+}
+
+void qwen3_loss_bwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
+                    const llmcc::Tokens& targets, const qwen3_loss_Saved& _s, float d_out,
+                    Qwen3_Grad* d_m, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  float _d_t1 = 0.0f;
+  _d_t1 += d_out;
+  {
+    llmcc::cross_entropy_pullback(_s.t0, targets, m.cfg.vocab_size, -1, _s.t1, _s.cross_entropy_1,
+                                  _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
+    _d_t1 = 0.0f;
+  }
+  if (_d_t0.defined()) {
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3_forward_bwd(m, idx, _s.m, _d_t0, d_m, _final);
+    }
+    _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_m) llmcc::adgen::grad_final(*d_m);
+  }
+}
+
+float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
+                      const llmcc::Tokens& targets, Qwen3_Grad& d_m) {
+  qwen3_loss_Saved _s;
+  return qwen3_loss_grad(m, idx, targets, d_m, _s);
+}
+
+float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
+                      const llmcc::Tokens& targets, Qwen3_Grad& d_m, qwen3_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_m, m, "qwen3_loss_grad", "d_m");
+  const float _value = qwen3_loss_fwd(m, idx, targets, _s);
+  qwen3_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
+  return _value;
+}
+
+llmcc::Tensor Qwen3_forward_16_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
+                                   const llmcc::models::Qwen3Lora& lora,
+                                   Qwen3_forward_16_Saved& _s) {
+  const int64_t B = idx.B();
+  const int64_t T = idx.T();
+  _s.t0 = llmcc::token_embedding(idx, self.model.embed_tokens);
+  llmcc::Tensor x = _s.t0;
+  std::size_t _n0 = 0;
+  for (std::size_t l = 0; l < self.model.layers.size(); ++l) {
+    auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
+    _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
+    if (_r0.branch1) {
+      _r0.x_1 = x;
+      _r0.a1 = B;
+      _r0.a1_2 = T;
+      {
+        // checkpointed: inputs saved, forward re-run in the backward
+        llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
+        llmcc::adgen::Scratch _scratch;
+        _r0.t1 = llmcc::adgen::copy_to(
+            _keep, self.model.layers[l].forward(_r0.x_1, _r0.a1, _r0.a1_2, lora.layers[l]));
+      }
+      x = _r0.t1;
+    } else {
+      _r0.x_2 = x;
+      _r0.a2 = B;
+      _r0.a2_2 = T;
+      _r0.t2 = Qwen3Block_forward_fwd(self.model.layers[l], _r0.x_2, _r0.a2, _r0.a2_2,
+                                      lora.layers[l], _r0.layers);
+      x = _r0.t2;
+    }
+  }
+  _s.loop0.resize(_n0);
+  _s.x_3 = x;
+  _s.t3 = Qwen3RmsNorm_forward_fwd(self.model.norm, _s.x_3, _s.norm);
+  llmcc::Tensor h = _s.t3;
+  llmcc::Tensor logits = llmcc::Tensor();
+  _s.branch2 = static_cast<bool>(self.cfg.tie_embeddings);
+  if (_s.branch2) {
+    _s.h_4 = h;
+    _s.t4 = llmcc::linear_nobias(_s.h_4, self.model.embed_tokens);
+    logits = _s.t4;
+  } else {
+    _s.h_5 = h;
+    _s.t5 = llmcc::linear_nobias(_s.h_5, self.lm_head[0].w);
+    logits = _s.t5;
+  }
+  return logits;
+}
+
+void Qwen3_forward_16_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
+                          const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_16_Saved& _s,
+                          const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
+                          bool _final) {
+  llmcc::Tensor _d_h;       // adjoint of h
+  llmcc::Tensor _d_logits;  // adjoint of logits
+  llmcc::Tensor _d_t0;      // adjoint of t0
+  llmcc::Tensor _d_t1;      // adjoint of t1
+  llmcc::Tensor _d_t2;      // adjoint of t2
+  llmcc::Tensor _d_t3;      // adjoint of t3
+  llmcc::Tensor _d_t4;      // adjoint of t4
+  llmcc::Tensor _d_t5;      // adjoint of t5
+  llmcc::Tensor _d_x;       // adjoint of x
+  llmcc::adgen::accumulate(_d_logits, d_out);
+  if (_s.branch2) {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t4, _g);
+    }
+    if (_d_t4.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_4, self.model.embed_tokens, _s.t4, _d_t4, llmcc::adgen::acc(&_d_h, _s.h_4),
+          llmcc::adgen::acc((d_self ? &d_self->model.embed_tokens : nullptr),
+                            self.model.embed_tokens));
+      _d_t4 = llmcc::Tensor();
+    }
+  } else {
+    if (_d_logits.defined()) {
+      const llmcc::Tensor _g = _d_logits;
+      _d_logits = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t5, _g);
+    }
+    if (_d_t5.defined()) {
+      llmcc::linear_nobias_pullback(
+          _s.h_5, self.lm_head[0].w, _s.t5, _d_t5, llmcc::adgen::acc(&_d_h, _s.h_5),
+          llmcc::adgen::acc((d_self ? &d_self->lm_head[0].w : nullptr), self.lm_head[0].w));
+      _d_t5 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->lm_head);
+  _d_logits = llmcc::Tensor();
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t3, _g);
+  }
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_3);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Qwen3RmsNorm_forward_bwd(self.model.norm, _s.x_3, _s.norm, _d_t3,
+                               (d_self ? &d_self->model.norm : nullptr), _a0, _final);
+    }
+    _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->model.norm);
+  }
+  for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
+    const auto& _r0 = _s.loop0[_i0];
+    const std::size_t l = _r0.l;
     if (_r0.branch1) {
       if (_d_x.defined()) {
         const llmcc::Tensor _g = _d_x;
@@ -1044,8 +1257,8 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
         _d_t2 = llmcc::Tensor();
       }
     }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers[l]);
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->model.layers);
   if (_final && d_lora) llmcc::adgen::grad_final(d_lora->layers);
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;
@@ -1063,53 +1276,10 @@ void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& id
   if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters);
 }
 
-float qwen3_loss_fwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
-                     const llmcc::Tokens& targets, qwen3_loss_Saved& _s) {
-  _s.t0 = Qwen3_forward_fwd(m, idx, m.no_adapters, _s.m);
-  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, m.cfg.vocab_size, -1, _s.cross_entropy_1);
-  return _s.t1;
-}
-
-void qwen3_loss_bwd(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
-                    const llmcc::Tokens& targets, const qwen3_loss_Saved& _s, float d_out,
-                    Qwen3_Grad* d_m, bool _final) {
-  llmcc::Tensor _d_t0;  // adjoint of t0
-  float _d_t1 = 0.0f;
-  _d_t1 += d_out;
-  {
-    llmcc::cross_entropy_pullback(_s.t0, targets, m.cfg.vocab_size, -1, _s.t1, _s.cross_entropy_1,
-                                  _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
-    _d_t1 = 0.0f;
-  }
-  if (_d_t0.defined()) {
-    {
-      llmcc::adgen::Scratch _scratch;
-      Qwen3_forward_bwd(m, idx, m.no_adapters, _s.m, _d_t0, d_m,
-                        (d_m ? &d_m->no_adapters : nullptr), false);
-    }
-    _d_t0 = llmcc::Tensor();
-  }
-  if (_final && d_m) llmcc::adgen::grad_final(*d_m);
-}
-
-float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
-                      const llmcc::Tokens& targets, Qwen3_Grad& d_m) {
-  qwen3_loss_Saved _s;
-  return qwen3_loss_grad(m, idx, targets, d_m, _s);
-}
-
-float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
-                      const llmcc::Tokens& targets, Qwen3_Grad& d_m, qwen3_loss_Saved& _s) {
-  llmcc::adgen::check_grad(d_m, m, "qwen3_loss_grad", "d_m");
-  const float _value = qwen3_loss_fwd(m, idx, targets, _s);
-  qwen3_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
-  return _value;
-}
-
 float qwen3_lora_loss_fwd(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
                           qwen3_lora_loss_Saved& _s) {
-  _s.t0 = Qwen3_forward_fwd(base, idx, lora, _s.base);
+  _s.t0 = Qwen3_forward_16_fwd(base, idx, lora, _s.base);
   _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, base.cfg.vocab_size, -1, _s.cross_entropy_1);
   return _s.t1;
 }
@@ -1129,7 +1299,7 @@ void qwen3_lora_loss_bwd(const llmcc::models::Qwen3Lora& lora, const llmcc::mode
   if (_d_t0.defined()) {
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3_forward_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
+      Qwen3_forward_16_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
     }
     _d_t0 = llmcc::Tensor();
   } else {

@@ -1026,10 +1026,10 @@ void Qwen3Block_forward_bwd(const llmcc::models::Qwen3Block& self, const llmcc::
                             Qwen3Block_Grad* d_self, llmcc::Tensor* d_x,
                             Qwen3BlockLora_Grad* d_lora, bool _final = false);
 
-// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:220) reads.
+// Qwen3_forward: what the backward of llmcc::models::Qwen3::forward (qwen3.h:225) reads.
 struct Qwen3_forward_Saved {
   struct Loop0 {
-    int l;
+    std::size_t l;
     bool branch1;
     llmcc::Tensor x_1;
     long a1;
@@ -1075,13 +1075,12 @@ struct Qwen3_forward_Saved {
   }
 };
 llmcc::Tensor Qwen3_forward_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                                const llmcc::models::Qwen3Lora& lora, Qwen3_forward_Saved& _s);
+                                Qwen3_forward_Saved& _s);
 void Qwen3_forward_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
-                       const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_Saved& _s,
-                       const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
-                       bool _final = false);
+                       const Qwen3_forward_Saved& _s, const llmcc::Tensor& d_out,
+                       Qwen3_Grad* d_self, bool _final = false);
 
-// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:253) reads.
+// qwen3_loss: what the backward of llmcc::models::qwen3_loss (qwen3.h:275) reads.
 struct qwen3_loss_Saved {
   llmcc::Tensor t0;
   Qwen3_forward_Saved m;
@@ -1125,10 +1124,66 @@ struct qwen3_loss_Entry {
   }
 };
 
-// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:259) reads.
+// Qwen3_forward_16: what the backward of llmcc::models::Qwen3::forward (qwen3.h:242) reads.
+struct Qwen3_forward_16_Saved {
+  struct Loop0 {
+    std::size_t l;
+    bool branch1;
+    llmcc::Tensor x_1;
+    long a1;
+    long a1_2;
+    llmcc::Tensor t1;
+    llmcc::Tensor x_2;
+    long a2;
+    long a2_2;
+    llmcc::Tensor t2;
+    Qwen3Block_forward_Saved layers;
+    // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+    template <class F>
+    void visit(F&& f) const {
+      f(x_1);
+      f(t1);
+      f(x_2);
+      f(t2);
+      layers.visit(f);
+    }
+  };
+  llmcc::Tensor t0;
+  std::vector<Loop0> loop0;
+  llmcc::Tensor x_3;
+  llmcc::Tensor t3;
+  Qwen3RmsNorm_forward_Saved norm;
+  bool branch2;
+  llmcc::Tensor h_4;
+  llmcc::Tensor t4;
+  llmcc::Tensor h_5;
+  llmcc::Tensor t5;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    for (const auto& r : loop0) r.visit(f);
+    f(x_3);
+    f(t3);
+    norm.visit(f);
+    f(h_4);
+    f(t4);
+    f(h_5);
+    f(t5);
+  }
+};
+llmcc::Tensor Qwen3_forward_16_fwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
+                                   const llmcc::models::Qwen3Lora& lora,
+                                   Qwen3_forward_16_Saved& _s);
+void Qwen3_forward_16_bwd(const llmcc::models::Qwen3& self, const llmcc::Tokens& idx,
+                          const llmcc::models::Qwen3Lora& lora, const Qwen3_forward_16_Saved& _s,
+                          const llmcc::Tensor& d_out, Qwen3_Grad* d_self, Qwen3Lora_Grad* d_lora,
+                          bool _final = false);
+
+// qwen3_lora_loss: what the backward of llmcc::models::qwen3_lora_loss (qwen3.h:281) reads.
 struct qwen3_lora_loss_Saved {
   llmcc::Tensor t0;
-  Qwen3_forward_Saved base;
+  Qwen3_forward_16_Saved base;
   float t1;
   llmcc::CrossEntropySaved cross_entropy_1;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).

@@ -1,7 +1,9 @@
 // The generated backward's gradient-final notifications (llmcc::adgen::GradFinalListener) for
 // GPT-2 and Llama: every parameter gradient is notified exactly once per gradient call, holding
-// its final value when notified (also when gradients accumulate over a second call), and GPT-2's
-// are notified in backward order: the last block's before the first block's and the embeddings'.
+// its final value when notified (also when gradients accumulate over a second call), and each
+// block's are notified in backward order, as soon as its backward is done: the last block's
+// before the first block's and the embeddings' (so data-parallel training reduces them while the
+// blocks below run).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -91,7 +93,7 @@ TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
   }
 }
 
-TEST(GradFinal, LlamaEachGradientOnceFinal) {
+TEST(GradFinal, LlamaEachGradientOnceFinalInBackwardOrder) {
   llmcc::models::LlamaConfig c = llmcc::models::llama_preset("llama-tiny");
   c.vocab_size = 256;
   auto w = llmcc::models::make_llama(c);
@@ -99,7 +101,17 @@ TEST(GradFinal, LlamaEachGradientOnceFinal) {
   const int B = 2, T = 16;
   const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  check_two_calls(w.model, [&](const auto& m, auto& grad) { llmcc::models::llama_loss_grad(m, x, y, grad); }, "llama");
+  auto g = llmcc::adgen::make_grad(w.model);
+  const auto order = check_two_calls(
+      w.model, [&](const auto& m, auto& grad) { llmcc::models::llama_loss_grad(m, x, y, grad); }, "llama");
+  ASSERT_EQ(order.size(), g.store.count());
+  const auto embedding = notified_span(order, g.store, "tok_embeddings");
+  for (int k = c.n_layer - 1; k > 0; --k) {
+    const auto upper = notified_span(order, g.store, "layers." + std::to_string(k) + ".");
+    const auto lower = notified_span(order, g.store, "layers." + std::to_string(k - 1) + ".");
+    EXPECT_LT(upper.second, lower.first) << "block " << k;
+  }
+  EXPECT_LT(notified_span(order, g.store, "layers.0.").second, embedding.first);
 }
 
 // Scopes nest: the inner listener gets the notifications, the outer one is restored after.

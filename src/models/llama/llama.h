@@ -202,11 +202,33 @@ struct Llama {
   Llama() = default;
 
   // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V). lora: adapters with
-  // lora.layers[l] for layer l (no_adapters for none).
-  Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
+  // lora.layers[l] for layer l.
+  //
+  // Both loops run over layers.size(): adgen then knows each iteration's block is its own, and the
+  // backward reports each block's gradients final as soon as its iteration is done (data-parallel
+  // training reduces them while the blocks below run). The model alone has a loop of its own:
+  // forward(idx, no_adapters) would hand the blocks' backward both the model and a part of it, and
+  // adgen then reports the model's gradients only at the end (so would a method for the shared
+  // head, which takes the whole model).
+  Tensor forward(const Tokens& idx) const {
+    Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      if (checkpoint_blocks)
+        x = llmcc::adgen::checkpoint(layers[l].forward(x, no_adapters.layers[l]));  // (B, T, C)
+      else
+        x = layers[l].forward(x, no_adapters.layers[l]);  // (B, T, C)
+    }
+    Tensor h = norm.forward(x);  // (B, T, C)
+    Tensor logits;               // (B, T, V)
+    if (cfg.tie_embeddings)
+      logits = llmcc::linear_nobias(h, tok_embeddings);
+    else
+      logits = llmcc::linear_nobias(h, output[0].w);
+    return logits;
+  }
   Tensor forward(const Tokens& idx, const LlamaLora& lora) const {
     Tensor x = llmcc::token_embedding(idx, tok_embeddings);  // (B, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
       if (checkpoint_blocks)
         x = llmcc::adgen::checkpoint(layers[l].forward(x, lora.layers[l]));  // (B, T, C)
       else
@@ -238,7 +260,7 @@ struct Llama {
 // Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
 // idx, targets: (B, T).
 LLMCC_ADGEN_ENTRY inline float llama_loss(const Llama& m, const Tokens& idx, const Tokens& targets) {
-  return llmcc::cross_entropy(m.forward(idx, m.no_adapters), targets, m.cfg.vocab_size, -1);
+  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
 }
 
 // The same loss of `base` with adapters, differentiated with respect to the adapters only: base

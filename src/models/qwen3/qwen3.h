@@ -215,12 +215,34 @@ struct Qwen3 {
   Qwen3() = default;
 
   // Logits. idx: (B, T) with T <= max_seq_len; returns (B, T, V). lora: adapters with
-  // lora.layers[l] for layer l (no_adapters for none).
-  Tensor forward(const Tokens& idx) const { return forward(idx, no_adapters); }
+  // lora.layers[l] for layer l.
+  //
+  // Both loops run over model.layers.size(): adgen then knows each iteration's block is its own,
+  // and the backward reports each block's gradients final as soon as its iteration is done
+  // (data-parallel training reduces them while the blocks below run). The model alone has a loop
+  // of its own: forward(idx, no_adapters) would hand the blocks' backward both the model and a part
+  // of it, and adgen then reports the model's gradients only at the end.
+  Tensor forward(const Tokens& idx) const {
+    const std::int64_t B = idx.B(), T = idx.T();
+    Tensor x = llmcc::token_embedding(idx, model.embed_tokens);  // (B, T, C)
+    for (std::size_t l = 0; l < model.layers.size(); ++l) {
+      if (checkpoint_blocks)
+        x = llmcc::adgen::checkpoint(model.layers[l].forward(x, B, T, no_adapters.layers[l]));  // (B, T, C)
+      else
+        x = model.layers[l].forward(x, B, T, no_adapters.layers[l]);  // (B, T, C)
+    }
+    Tensor h = model.norm.forward(x);  // (B, T, C)
+    Tensor logits;                     // (B, T, V)
+    if (cfg.tie_embeddings)
+      logits = llmcc::linear_nobias(h, model.embed_tokens);
+    else
+      logits = llmcc::linear_nobias(h, lm_head[0].w);
+    return logits;
+  }
   Tensor forward(const Tokens& idx, const Qwen3Lora& lora) const {
     const std::int64_t B = idx.B(), T = idx.T();
     Tensor x = llmcc::token_embedding(idx, model.embed_tokens);  // (B, T, C)
-    for (int l = 0; l < cfg.n_layer; ++l) {
+    for (std::size_t l = 0; l < model.layers.size(); ++l) {
       if (checkpoint_blocks)
         x = llmcc::adgen::checkpoint(model.layers[l].forward(x, B, T, lora.layers[l]));  // (B, T, C)
       else
@@ -251,7 +273,7 @@ struct Qwen3 {
 // Mean cross-entropy of next-token prediction; targets equal to -1 are ignored.
 // idx, targets: (B, T).
 LLMCC_ADGEN_ENTRY inline float qwen3_loss(const Qwen3& m, const Tokens& idx, const Tokens& targets) {
-  return llmcc::cross_entropy(m.forward(idx, m.no_adapters), targets, m.cfg.vocab_size, -1);
+  return llmcc::cross_entropy(m.forward(idx), targets, m.cfg.vocab_size, -1);
 }
 
 // The same loss of `base` with adapters, differentiated with respect to the adapters only: base
