@@ -5,42 +5,176 @@
 
 namespace llmcc::models {
 
-llmcc::Tensor Gpt2Linear_forward_fwd(const llmcc::models::Gpt2Linear& self, const llmcc::Tensor& x,
-                                     Gpt2Linear_forward_Saved& _s) {
-  _s.t0 = llmcc::linear(x, self.w, self.b);
+llmcc::Tensor Gpt2LoraAdapter_forward_fwd(const llmcc::models::Gpt2LoraAdapter& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          const llmcc::Tensor& bias,
+                                          Gpt2LoraAdapter_forward_Saved& _s) {
+  _s.t0 = llmcc::lora_linear_fwd(x, w, bias, self.a, self.b, self.scale, self.dropout,
+                                 _s.lora_linear_0);
   return _s.t0;
 }
 
-void Gpt2Linear_forward_bwd(const llmcc::models::Gpt2Linear& self, const llmcc::Tensor& x,
-                            const Gpt2Linear_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+void Gpt2LoraAdapter_forward_bwd(const llmcc::models::Gpt2LoraAdapter& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                 const Gpt2LoraAdapter_forward_Saved& _s,
+                                 const llmcc::Tensor& d_out, Gpt2LoraAdapter_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, llmcc::Tensor* d_bias,
+                                 bool _final) {
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::adgen::accumulate(_d_t0, d_out);
   if (_d_t0.defined()) {
-    llmcc::linear_pullback(x, self.w, self.b, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
-                           llmcc::adgen::acc((d_self ? &d_self->w : nullptr), self.w),
-                           llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
+    llmcc::lora_linear_pullback(x, w, bias, self.a, self.b, self.scale, self.dropout, _s.t0,
+                                _s.lora_linear_0, _d_t0, llmcc::adgen::acc(d_x, x),
+                                llmcc::adgen::acc(d_w, w), llmcc::adgen::acc(d_bias, bias),
+                                llmcc::adgen::acc((d_self ? &d_self->a : nullptr), self.a),
+                                llmcc::adgen::acc((d_self ? &d_self->b : nullptr), self.b));
     _d_t0 = llmcc::Tensor();
   }
-  if (_final && d_self) llmcc::adgen::grad_final(d_self->w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->a);
   if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
 }
 
+llmcc::Tensor Gpt2AttentionLora_apply_c_attn_fwd(const llmcc::models::Gpt2AttentionLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 const llmcc::Tensor& bias,
+                                                 Gpt2AttentionLora_apply_c_attn_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.c_attn.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear(x, w, bias);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Gpt2LoraAdapter_forward_fwd(self.c_attn[0], x, w, bias, _s.c_attn);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Gpt2AttentionLora_apply_c_attn_bwd(const llmcc::models::Gpt2AttentionLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const llmcc::Tensor& bias,
+                                        const Gpt2AttentionLora_apply_c_attn_Saved& _s,
+                                        const llmcc::Tensor& d_out, Gpt2AttentionLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        llmcc::Tensor* d_bias, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_pullback(x, w, bias, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                             llmcc::adgen::acc(d_w, w), llmcc::adgen::acc(d_bias, bias));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      llmcc::Tensor* _a2 = llmcc::adgen::acc(d_bias, bias);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Gpt2LoraAdapter_forward_bwd(self.c_attn[0], x, w, bias, _s.c_attn, _d_t1,
+                                    (d_self ? &d_self->c_attn[0] : nullptr), _a0, _a1, _a2, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
+}
+
+llmcc::Tensor Gpt2AttentionLora_apply_c_proj_fwd(const llmcc::models::Gpt2AttentionLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 const llmcc::Tensor& bias,
+                                                 Gpt2AttentionLora_apply_c_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.c_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear(x, w, bias);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Gpt2LoraAdapter_forward_fwd(self.c_proj[0], x, w, bias, _s.c_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Gpt2AttentionLora_apply_c_proj_bwd(const llmcc::models::Gpt2AttentionLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const llmcc::Tensor& bias,
+                                        const Gpt2AttentionLora_apply_c_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Gpt2AttentionLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        llmcc::Tensor* d_bias, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_pullback(x, w, bias, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                             llmcc::adgen::acc(d_w, w), llmcc::adgen::acc(d_bias, bias));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      llmcc::Tensor* _a2 = llmcc::adgen::acc(d_bias, bias);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Gpt2LoraAdapter_forward_bwd(self.c_proj[0], x, w, bias, _s.c_proj, _d_t1,
+                                    (d_self ? &d_self->c_proj[0] : nullptr), _a0, _a1, _a2, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn);
+}
+
 llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::models::Gpt2Attention& self,
-                                        const llmcc::Tensor& x, Gpt2Attention_forward_Saved& _s) {
-  _s.t0 = Gpt2Linear_forward_fwd(self.c_attn, x, _s.c_attn);
+                                        const llmcc::Tensor& x,
+                                        const llmcc::models::Gpt2AttentionLora& lora,
+                                        Gpt2Attention_forward_Saved& _s) {
+  _s.t0 = Gpt2AttentionLora_apply_c_attn_fwd(lora, x, self.c_attn.w, self.c_attn.b, _s.lora);
   llmcc::Tensor qkv = _s.t0;
   _s.qkv_1 = qkv;
   _s.t1 = llmcc::attention_qkv_fwd(_s.qkv_1, self.n_head, self.n_head, _s.attention_qkv_1);
   llmcc::Tensor y = _s.t1;
   _s.y_2 = y;
-  _s.t2 = Gpt2Linear_forward_fwd(self.c_proj, _s.y_2, _s.c_proj);
+  _s.t2 = Gpt2AttentionLora_apply_c_proj_fwd(lora, _s.y_2, self.c_proj.w, self.c_proj.b, _s.lora_2);
   return _s.t2;
 }
 
 void Gpt2Attention_forward_bwd(const llmcc::models::Gpt2Attention& self, const llmcc::Tensor& x,
+                               const llmcc::models::Gpt2AttentionLora& lora,
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x,
+                               Gpt2AttentionLora_Grad* d_lora, bool _final) {
   llmcc::Tensor _d_qkv;  // adjoint of qkv
   llmcc::Tensor _d_t0;   // adjoint of t0
   llmcc::Tensor _d_t1;   // adjoint of t1
@@ -49,15 +183,17 @@ void Gpt2Attention_forward_bwd(const llmcc::models::Gpt2Attention& self, const l
   llmcc::adgen::accumulate(_d_t2, d_out);
   if (_d_t2.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_y, _s.y_2);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->c_proj.w : nullptr), self.c_proj.w);
+    llmcc::Tensor* _a2 = llmcc::adgen::acc((d_self ? &d_self->c_proj.b : nullptr), self.c_proj.b);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_proj, _s.y_2, _s.c_proj, _d_t2,
-                             (d_self ? &d_self->c_proj : nullptr), _a0, _final);
+      Gpt2AttentionLora_apply_c_proj_bwd(lora, _s.y_2, self.c_proj.w, self.c_proj.b, _s.lora_2,
+                                         _d_t2, d_lora, _a0, _a1, _a2, false);
     }
     _d_t2 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj.w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj.b);
   if (_d_y.defined()) {
     const llmcc::Tensor _g = _d_y;
     _d_y = llmcc::Tensor();
@@ -75,15 +211,19 @@ void Gpt2Attention_forward_bwd(const llmcc::models::Gpt2Attention& self, const l
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->c_attn.w : nullptr), self.c_attn.w);
+    llmcc::Tensor* _a2 = llmcc::adgen::acc((d_self ? &d_self->c_attn.b : nullptr), self.c_attn.b);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_attn, x, _s.c_attn, _d_t0, (d_self ? &d_self->c_attn : nullptr),
-                             _a0, _final);
+      Gpt2AttentionLora_apply_c_attn_bwd(lora, x, self.c_attn.w, self.c_attn.b, _s.lora, _d_t0,
+                                         d_lora, _a0, _a1, _a2, _final);
     }
     _d_t0 = llmcc::Tensor();
   } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn);
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn.w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_attn.b);
 }
 
 llmcc::Tensor Gpt2LayerNorm_forward_fwd(const llmcc::models::Gpt2LayerNorm& self,
@@ -108,31 +248,162 @@ void Gpt2LayerNorm_forward_bwd(const llmcc::models::Gpt2LayerNorm& self, const l
   if (_final && d_self) llmcc::adgen::grad_final(d_self->b);
 }
 
+llmcc::Tensor Gpt2MlpLora_apply_c_fc_fwd(const llmcc::models::Gpt2MlpLora& self,
+                                         const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                         const llmcc::Tensor& bias,
+                                         Gpt2MlpLora_apply_c_fc_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.c_fc.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear(x, w, bias);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Gpt2LoraAdapter_forward_fwd(self.c_fc[0], x, w, bias, _s.c_fc);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Gpt2MlpLora_apply_c_fc_bwd(const llmcc::models::Gpt2MlpLora& self, const llmcc::Tensor& x,
+                                const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                const Gpt2MlpLora_apply_c_fc_Saved& _s, const llmcc::Tensor& d_out,
+                                Gpt2MlpLora_Grad* d_self, llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                llmcc::Tensor* d_bias, bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_pullback(x, w, bias, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                             llmcc::adgen::acc(d_w, w), llmcc::adgen::acc(d_bias, bias));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      llmcc::Tensor* _a2 = llmcc::adgen::acc(d_bias, bias);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Gpt2LoraAdapter_forward_bwd(self.c_fc[0], x, w, bias, _s.c_fc, _d_t1,
+                                    (d_self ? &d_self->c_fc[0] : nullptr), _a0, _a1, _a2, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
+}
+
+llmcc::Tensor Gpt2MlpLora_apply_c_proj_fwd(const llmcc::models::Gpt2MlpLora& self,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                           const llmcc::Tensor& bias,
+                                           Gpt2MlpLora_apply_c_proj_Saved& _s) {
+  llmcc::Tensor _ret = llmcc::Tensor();
+  _s.branch0 = static_cast<bool>(self.c_proj.empty());
+  if (_s.branch0) {
+    _s.t0 = llmcc::linear(x, w, bias);
+    _ret = _s.t0;
+  } else {
+    _s.t1 = Gpt2LoraAdapter_forward_fwd(self.c_proj[0], x, w, bias, _s.c_proj);
+    _ret = _s.t1;
+  }
+  return _ret;
+}
+
+void Gpt2MlpLora_apply_c_proj_bwd(const llmcc::models::Gpt2MlpLora& self, const llmcc::Tensor& x,
+                                  const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                  const Gpt2MlpLora_apply_c_proj_Saved& _s,
+                                  const llmcc::Tensor& d_out, Gpt2MlpLora_Grad* d_self,
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, llmcc::Tensor* d_bias,
+                                  bool _final) {
+  llmcc::Tensor _d__ret;  // adjoint of _ret
+  llmcc::Tensor _d_t0;    // adjoint of t0
+  llmcc::Tensor _d_t1;    // adjoint of t1
+  llmcc::adgen::accumulate(_d__ret, d_out);
+  if (_s.branch0) {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t0, _g);
+    }
+    if (_d_t0.defined()) {
+      llmcc::linear_pullback(x, w, bias, _s.t0, _d_t0, llmcc::adgen::acc(d_x, x),
+                             llmcc::adgen::acc(d_w, w), llmcc::adgen::acc(d_bias, bias));
+      _d_t0 = llmcc::Tensor();
+    }
+  } else {
+    if (_d__ret.defined()) {
+      const llmcc::Tensor _g = _d__ret;
+      _d__ret = llmcc::Tensor();
+      llmcc::adgen::accumulate(_d_t1, _g);
+    }
+    if (_d_t1.defined()) {
+      llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+      llmcc::Tensor* _a1 = llmcc::adgen::acc(d_w, w);
+      llmcc::Tensor* _a2 = llmcc::adgen::acc(d_bias, bias);
+      {
+        llmcc::adgen::Scratch _scratch;
+        Gpt2LoraAdapter_forward_bwd(self.c_proj[0], x, w, bias, _s.c_proj, _d_t1,
+                                    (d_self ? &d_self->c_proj[0] : nullptr), _a0, _a1, _a2, false);
+      }
+      _d_t1 = llmcc::Tensor();
+    }
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
+  _d__ret = llmcc::Tensor();
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc);
+}
+
 llmcc::Tensor Gpt2Mlp_forward_fwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor& x,
+                                  const llmcc::models::Gpt2MlpLora& lora,
                                   Gpt2Mlp_forward_Saved& _s) {
-  _s.t0 = Gpt2Linear_forward_fwd(self.c_fc, x, _s.c_fc);
+  _s.t0 = Gpt2MlpLora_apply_c_fc_fwd(lora, x, self.c_fc.w, self.c_fc.b, _s.lora);
   _s.t1 = llmcc::gelu(_s.t0);
-  _s.t2 = Gpt2Linear_forward_fwd(self.c_proj, _s.t1, _s.c_proj);
+  llmcc::Tensor h = _s.t1;
+  _s.h_2 = h;
+  _s.t2 = Gpt2MlpLora_apply_c_proj_fwd(lora, _s.h_2, self.c_proj.w, self.c_proj.b, _s.lora_2);
   return _s.t2;
 }
 
 void Gpt2Mlp_forward_bwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor& x,
-                         const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+                         const llmcc::models::Gpt2MlpLora& lora, const Gpt2Mlp_forward_Saved& _s,
+                         const llmcc::Tensor& d_out, Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x,
+                         Gpt2MlpLora_Grad* d_lora, bool _final) {
+  llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
   llmcc::Tensor _d_t2;  // adjoint of t2
   llmcc::adgen::accumulate(_d_t2, d_out);
   if (_d_t2.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t1, _s.t1);
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_2);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->c_proj.w : nullptr), self.c_proj.w);
+    llmcc::Tensor* _a2 = llmcc::adgen::acc((d_self ? &d_self->c_proj.b : nullptr), self.c_proj.b);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_proj, _s.t1, _s.c_proj, _d_t2,
-                             (d_self ? &d_self->c_proj : nullptr), _a0, _final);
+      Gpt2MlpLora_apply_c_proj_bwd(lora, _s.h_2, self.c_proj.w, self.c_proj.b, _s.lora_2, _d_t2,
+                                   d_lora, _a0, _a1, _a2, false);
     }
     _d_t2 = llmcc::Tensor();
-  } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj);
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj.w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_proj.b);
+  if (_d_h.defined()) {
+    const llmcc::Tensor _g = _d_h;
+    _d_h = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t1, _g);
   }
   if (_d_t1.defined()) {
     llmcc::gelu_pullback(_s.t0, _s.t1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
@@ -140,34 +411,41 @@ void Gpt2Mlp_forward_bwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
+    llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->c_fc.w : nullptr), self.c_fc.w);
+    llmcc::Tensor* _a2 = llmcc::adgen::acc((d_self ? &d_self->c_fc.b : nullptr), self.c_fc.b);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Linear_forward_bwd(self.c_fc, x, _s.c_fc, _d_t0, (d_self ? &d_self->c_fc : nullptr), _a0,
-                             _final);
+      Gpt2MlpLora_apply_c_fc_bwd(lora, x, self.c_fc.w, self.c_fc.b, _s.lora, _d_t0, d_lora, _a0,
+                                 _a1, _a2, _final);
     }
     _d_t0 = llmcc::Tensor();
   } else {
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc);
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc.w);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->c_fc.b);
 }
 
 llmcc::Tensor Gpt2Block_forward_fwd(const llmcc::models::Gpt2Block& self, const llmcc::Tensor& x,
+                                    const llmcc::models::Gpt2BlockLora& lora,
                                     Gpt2Block_forward_Saved& _s) {
   _s.t0 = Gpt2LayerNorm_forward_fwd(self.ln_1, x, _s.ln_1);
-  _s.t1 = Gpt2Attention_forward_fwd(self.attn, _s.t0, _s.attn);
+  _s.t1 = Gpt2Attention_forward_fwd(self.attn, _s.t0, lora.attn, _s.attn);
   _s.t2 = llmcc::add(x, _s.t1);
   llmcc::Tensor h = _s.t2;
   _s.h_3 = h;
   _s.t3 = Gpt2LayerNorm_forward_fwd(self.ln_2, _s.h_3, _s.ln_2);
-  _s.t4 = Gpt2Mlp_forward_fwd(self.mlp, _s.t3, _s.mlp);
+  _s.t4 = Gpt2Mlp_forward_fwd(self.mlp, _s.t3, lora.mlp, _s.mlp);
   _s.h_5 = h;
   _s.t5 = llmcc::add(_s.h_5, _s.t4);
   return _s.t5;
 }
 
 void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Tensor& x,
+                           const llmcc::models::Gpt2BlockLora& lora,
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
-                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final) {
+                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, Gpt2BlockLora_Grad* d_lora,
+                           bool _final) {
   llmcc::Tensor _d_h;   // adjoint of h
   llmcc::Tensor _d_t0;  // adjoint of t0
   llmcc::Tensor _d_t1;  // adjoint of t1
@@ -185,12 +463,14 @@ void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Te
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t3, _s.t3);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Mlp_forward_bwd(self.mlp, _s.t3, _s.mlp, _d_t4, (d_self ? &d_self->mlp : nullptr), _a0,
+      Gpt2Mlp_forward_bwd(self.mlp, _s.t3, lora.mlp, _s.mlp, _d_t4,
+                          (d_self ? &d_self->mlp : nullptr), _a0, (d_lora ? &d_lora->mlp : nullptr),
                           _final);
     }
     _d_t4 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->mlp);
+    if (_final && d_lora) llmcc::adgen::grad_final(d_lora->mlp);
   }
   if (_d_t3.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
@@ -217,12 +497,14 @@ void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Te
     llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_t0, _s.t0);
     {
       llmcc::adgen::Scratch _scratch;
-      Gpt2Attention_forward_bwd(self.attn, _s.t0, _s.attn, _d_t1,
-                                (d_self ? &d_self->attn : nullptr), _a0, _final);
+      Gpt2Attention_forward_bwd(self.attn, _s.t0, lora.attn, _s.attn, _d_t1,
+                                (d_self ? &d_self->attn : nullptr), _a0,
+                                (d_lora ? &d_lora->attn : nullptr), _final);
     }
     _d_t1 = llmcc::Tensor();
   } else {
     if (_final && d_self) llmcc::adgen::grad_final(d_self->attn);
+    if (_final && d_lora) llmcc::adgen::grad_final(d_lora->attn);
   }
   if (_d_t0.defined()) {
     llmcc::Tensor* _a0 = llmcc::adgen::acc(d_x, x);
@@ -242,8 +524,9 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::models::Gpt2& self, const llmcc::Tok
   _s.t0 = llmcc::token_position_embedding(idx, self.wte, self.wpe);
   llmcc::Tensor x = _s.t0;
   std::size_t _n0 = 0;
-  for (std::size_t _i0 = 0; _i0 < self.h.size(); ++_i0) {
+  for (std::size_t l = 0; l < self.h.size(); ++l) {
     auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
     _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
     if (_r0.branch1) {
       _r0.x_1 = x;
@@ -251,12 +534,12 @@ llmcc::Tensor Gpt2_forward_fwd(const llmcc::models::Gpt2& self, const llmcc::Tok
         // checkpointed: inputs saved, forward re-run in the backward
         llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
         llmcc::adgen::Scratch _scratch;
-        _r0.t1 = llmcc::adgen::copy_to(_keep, self.h[_i0].forward(_r0.x_1));
+        _r0.t1 = llmcc::adgen::copy_to(_keep, self.h[l].forward(_r0.x_1, self.no_adapters.h[l]));
       }
       x = _r0.t1;
     } else {
       _r0.x_2 = x;
-      _r0.t2 = Gpt2Block_forward_fwd(self.h[_i0], _r0.x_2, _r0.h);
+      _r0.t2 = Gpt2Block_forward_fwd(self.h[l], _r0.x_2, self.no_adapters.h[l], _r0.h);
       x = _r0.t2;
     }
   }
@@ -295,6 +578,7 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
   }
   for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
     const auto& _r0 = _s.loop0[_i0];
+    const std::size_t l = _r0.l;
     if (_r0.branch1) {
       if (_d_x.defined()) {
         const llmcc::Tensor _g = _d_x;
@@ -308,9 +592,10 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
         {
           llmcc::adgen::Scratch _scratch;
           Gpt2Block_forward_Saved _c;
-          Gpt2Block_forward_fwd(self.h[_i0], _r0.x_1, _c);
-          Gpt2Block_forward_bwd(self.h[_i0], _r0.x_1, _c, _d_t1,
-                                (d_self ? &d_self->h[_i0] : nullptr), _a0, false);
+          Gpt2Block_forward_fwd(self.h[l], _r0.x_1, self.no_adapters.h[l], _c);
+          Gpt2Block_forward_bwd(self.h[l], _r0.x_1, self.no_adapters.h[l], _c, _d_t1,
+                                (d_self ? &d_self->h[l] : nullptr), _a0,
+                                (d_self ? &d_self->no_adapters.h[l] : nullptr), false);
         }
         _d_t1 = llmcc::Tensor();
       }
@@ -324,14 +609,16 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
         llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
         {
           llmcc::adgen::Scratch _scratch;
-          Gpt2Block_forward_bwd(self.h[_i0], _r0.x_2, _r0.h, _d_t2,
-                                (d_self ? &d_self->h[_i0] : nullptr), _a0, false);
+          Gpt2Block_forward_bwd(self.h[l], _r0.x_2, self.no_adapters.h[l], _r0.h, _d_t2,
+                                (d_self ? &d_self->h[l] : nullptr), _a0,
+                                (d_self ? &d_self->no_adapters.h[l] : nullptr), false);
         }
         _d_t2 = llmcc::Tensor();
       }
     }
-    if (_final && d_self) llmcc::adgen::grad_final(d_self->h[_i0]);
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->h[l]);
   }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters.h);
   if (_d_x.defined()) {
     const llmcc::Tensor _g = _d_x;
     _d_x = llmcc::Tensor();
@@ -388,6 +675,172 @@ float gpt2_loss_grad(const llmcc::models::Gpt2& m, const llmcc::Tokens& idx,
   llmcc::adgen::check_grad(d_m, m, "gpt2_loss_grad", "d_m");
   const float _value = gpt2_loss_fwd(m, idx, targets, _s);
   gpt2_loss_bwd(m, idx, targets, _s, 1.0f, &d_m, true);
+  return _value;
+}
+
+llmcc::Tensor Gpt2_forward_12_fwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
+                                  const llmcc::models::Gpt2Lora& lora, Gpt2_forward_12_Saved& _s) {
+  _s.t0 = llmcc::token_position_embedding(idx, self.wte, self.wpe);
+  llmcc::Tensor x = _s.t0;
+  std::size_t _n0 = 0;
+  for (std::size_t l = 0; l < self.h.size(); ++l) {
+    auto& _r0 = llmcc::adgen::next_record(_s.loop0, _n0);
+    _r0.l = l;
+    _r0.branch1 = static_cast<bool>(self.checkpoint_blocks);
+    if (_r0.branch1) {
+      _r0.x_1 = x;
+      {
+        // checkpointed: inputs saved, forward re-run in the backward
+        llmcc::Arena& _keep = llmcc::current_arena("adgen checkpoint");
+        llmcc::adgen::Scratch _scratch;
+        _r0.t1 = llmcc::adgen::copy_to(_keep, self.h[l].forward(_r0.x_1, lora.h[l]));
+      }
+      x = _r0.t1;
+    } else {
+      _r0.x_2 = x;
+      _r0.t2 = Gpt2Block_forward_fwd(self.h[l], _r0.x_2, lora.h[l], _r0.h);
+      x = _r0.t2;
+    }
+  }
+  _s.loop0.resize(_n0);
+  _s.x_3 = x;
+  _s.t3 = Gpt2LayerNorm_forward_fwd(self.ln_f, _s.x_3, _s.ln_f);
+  _s.t4 = llmcc::linear_nobias(_s.t3, self.wte);
+  return _s.t4;
+}
+
+void Gpt2_forward_12_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
+                         const llmcc::models::Gpt2Lora& lora, const Gpt2_forward_12_Saved& _s,
+                         const llmcc::Tensor& d_out, Gpt2_Grad* d_self, Gpt2Lora_Grad* d_lora,
+                         bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  llmcc::Tensor _d_t1;  // adjoint of t1
+  llmcc::Tensor _d_t2;  // adjoint of t2
+  llmcc::Tensor _d_t3;  // adjoint of t3
+  llmcc::Tensor _d_t4;  // adjoint of t4
+  llmcc::Tensor _d_x;   // adjoint of x
+  llmcc::adgen::accumulate(_d_t4, d_out);
+  if (_d_t4.defined()) {
+    llmcc::linear_nobias_pullback(_s.t3, self.wte, _s.t4, _d_t4, llmcc::adgen::acc(&_d_t3, _s.t3),
+                                  llmcc::adgen::acc((d_self ? &d_self->wte : nullptr), self.wte));
+    _d_t4 = llmcc::Tensor();
+  }
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _s.x_3);
+    {
+      llmcc::adgen::Scratch _scratch;
+      Gpt2LayerNorm_forward_bwd(self.ln_f, _s.x_3, _s.ln_f, _d_t3,
+                                (d_self ? &d_self->ln_f : nullptr), _a0, _final);
+    }
+    _d_t3 = llmcc::Tensor();
+  } else {
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->ln_f);
+  }
+  for (std::size_t _i0 = _s.loop0.size(); _i0-- > 0;) {
+    const auto& _r0 = _s.loop0[_i0];
+    const std::size_t l = _r0.l;
+    if (_r0.branch1) {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t1, _g);
+      }
+      if (_d_t1.defined()) {
+        // checkpointed: the adjoints that leave the call are allocated in the step arena;
+        // the forward is re-run and reversed in scratch memory freed at the end of the block
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_1);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Gpt2Block_forward_Saved _c;
+          Gpt2Block_forward_fwd(self.h[l], _r0.x_1, lora.h[l], _c);
+          Gpt2Block_forward_bwd(self.h[l], _r0.x_1, lora.h[l], _c, _d_t1,
+                                (d_self ? &d_self->h[l] : nullptr), _a0,
+                                (d_lora ? &d_lora->h[l] : nullptr), false);
+        }
+        _d_t1 = llmcc::Tensor();
+      }
+    } else {
+      if (_d_x.defined()) {
+        const llmcc::Tensor _g = _d_x;
+        _d_x = llmcc::Tensor();
+        llmcc::adgen::accumulate(_d_t2, _g);
+      }
+      if (_d_t2.defined()) {
+        llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_x, _r0.x_2);
+        {
+          llmcc::adgen::Scratch _scratch;
+          Gpt2Block_forward_bwd(self.h[l], _r0.x_2, lora.h[l], _r0.h, _d_t2,
+                                (d_self ? &d_self->h[l] : nullptr), _a0,
+                                (d_lora ? &d_lora->h[l] : nullptr), false);
+        }
+        _d_t2 = llmcc::Tensor();
+      }
+    }
+    if (_final && d_self) llmcc::adgen::grad_final(d_self->h[l]);
+  }
+  if (_final && d_lora) llmcc::adgen::grad_final(d_lora->h);
+  if (_d_x.defined()) {
+    const llmcc::Tensor _g = _d_x;
+    _d_x = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t0, _g);
+  }
+  if (_d_t0.defined()) {
+    llmcc::token_position_embedding_pullback(
+        idx, self.wte, self.wpe, _s.t0, _d_t0,
+        llmcc::adgen::acc((d_self ? &d_self->wte : nullptr), self.wte),
+        llmcc::adgen::acc((d_self ? &d_self->wpe : nullptr), self.wpe));
+    _d_t0 = llmcc::Tensor();
+  }
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wte);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->wpe);
+  if (_final && d_self) llmcc::adgen::grad_final(d_self->no_adapters);
+}
+
+float gpt2_lora_loss_fwd(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         gpt2_lora_loss_Saved& _s) {
+  _s.t0 = Gpt2_forward_12_fwd(base, idx, lora, _s.base);
+  _s.t1 = llmcc::cross_entropy_fwd(_s.t0, targets, base.cfg.vocab_size, -1, _s.cross_entropy_1);
+  return _s.t1;
+}
+
+void gpt2_lora_loss_bwd(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                        const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                        const gpt2_lora_loss_Saved& _s, float d_out, Gpt2Lora_Grad* d_lora,
+                        Gpt2_Grad* d_base, bool _final) {
+  llmcc::Tensor _d_t0;  // adjoint of t0
+  float _d_t1 = 0.0f;
+  _d_t1 += d_out;
+  {
+    llmcc::cross_entropy_pullback(_s.t0, targets, base.cfg.vocab_size, -1, _s.t1,
+                                  _s.cross_entropy_1, _d_t1, llmcc::adgen::acc(&_d_t0, _s.t0));
+    _d_t1 = 0.0f;
+  }
+  if (_d_t0.defined()) {
+    {
+      llmcc::adgen::Scratch _scratch;
+      Gpt2_forward_12_bwd(base, idx, lora, _s.base, _d_t0, d_base, d_lora, _final);
+    }
+    _d_t0 = llmcc::Tensor();
+  } else {
+    if (_final && d_lora) llmcc::adgen::grad_final(*d_lora);
+    if (_final && d_base) llmcc::adgen::grad_final(*d_base);
+  }
+}
+
+float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          Gpt2Lora_Grad& d_lora) {
+  gpt2_lora_loss_Saved _s;
+  return gpt2_lora_loss_grad(lora, base, idx, targets, d_lora, _s);
+}
+
+float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          Gpt2Lora_Grad& d_lora, gpt2_lora_loss_Saved& _s) {
+  llmcc::adgen::check_grad(d_lora, lora, "gpt2_lora_loss_grad", "d_lora");
+  const float _value = gpt2_lora_loss_fwd(lora, base, idx, targets, _s);
+  gpt2_lora_loss_bwd(lora, base, idx, targets, _s, 1.0f, &d_lora, nullptr, true);
   return _value;
 }
 

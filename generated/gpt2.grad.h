@@ -14,6 +14,7 @@
 #include "llmcc/ops/gelu.h"
 #include "llmcc/ops/layernorm.h"
 #include "llmcc/ops/linear.h"
+#include "llmcc/ops/lora_linear.h"
 #include "models/gpt2/gpt2.h"
 
 namespace llmcc::models {
@@ -249,12 +250,278 @@ struct Gpt2Block_Grad {
   }
 };
 
+// Gradient mirror of llmcc::models::Gpt2LoraAdapter: one adjoint per parameter, accumulated (+=).
+struct Gpt2LoraAdapter_Grad {
+  llmcc::Tensor a;
+  llmcc::Tensor b;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Gpt2LoraAdapter& m) {
+    this->a = llmcc::Tensor(nullptr, m.a.shape());
+    this->b = llmcc::Tensor(nullptr, m.b.shape());
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Gpt2LoraAdapter& m) const {
+    if (!this->a.defined() || this->a.shape() != m.a.shape()) return false;
+    if (!this->b.defined() || this->b.shape() != m.b.shape()) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Gpt2LoraAdapter& m, const std::string& prefix, F&& f) {
+    f(prefix + "lora_A.weight", m.a, this->a);
+    f(prefix + "lora_B.weight", m.b, this->b);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    f(this->a);
+    f(this->b);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Gpt2LoraAdapter& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Gpt2LoraAdapter& m, const std::string& prefix,
+                                 F&& f) {
+    f(prefix + "lora_A.weight", m.a);
+    f(prefix + "lora_B.weight", m.b);
+  }
+};
+
+// Gradient mirror of llmcc::models::Gpt2AttentionLora: one adjoint per parameter, accumulated (+=).
+struct Gpt2AttentionLora_Grad {
+  std::vector<Gpt2LoraAdapter_Grad> c_attn;
+  std::vector<Gpt2LoraAdapter_Grad> c_proj;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Gpt2AttentionLora& m) {
+    this->c_attn.resize(m.c_attn.size());
+    for (std::size_t i = 0; i < this->c_attn.size(); ++i) this->c_attn[i].shape_like(m.c_attn[i]);
+    this->c_proj.resize(m.c_proj.size());
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i) this->c_proj[i].shape_like(m.c_proj[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Gpt2AttentionLora& m) const {
+    if (this->c_attn.size() != m.c_attn.size()) return false;
+    for (std::size_t i = 0; i < this->c_attn.size(); ++i)
+      if (!this->c_attn[i].bound_like(m.c_attn[i])) return false;
+    if (this->c_proj.size() != m.c_proj.size()) return false;
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i)
+      if (!this->c_proj[i].bound_like(m.c_proj[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Gpt2AttentionLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->c_attn.size(); ++i)
+      this->c_attn[i].for_each_pair(m.c_attn[i], prefix + "c_attn.", f);
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i)
+      this->c_proj[i].for_each_pair(m.c_proj[i], prefix + "c_proj.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->c_attn) g.for_each_grad(f);
+    for (const auto& g : this->c_proj) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Gpt2AttentionLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.c_attn.size() > 1)
+      llmcc::fail("adgen", prefix + "c_attn holds " + std::to_string(m.c_attn.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_attn.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_attn[i], prefix + "c_attn.", f);
+    if (m.c_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "c_proj holds " + std::to_string(m.c_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_proj.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_proj[i], prefix + "c_proj.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Gpt2AttentionLora& m,
+                                 const std::string& prefix, F&& f) {
+    if (m.c_attn.size() > 1)
+      llmcc::fail("adgen", prefix + "c_attn holds " + std::to_string(m.c_attn.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_attn.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_attn[i], prefix + "c_attn.", f);
+    if (m.c_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "c_proj holds " + std::to_string(m.c_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_proj.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_proj[i], prefix + "c_proj.", f);
+  }
+};
+
+// Gradient mirror of llmcc::models::Gpt2MlpLora: one adjoint per parameter, accumulated (+=).
+struct Gpt2MlpLora_Grad {
+  std::vector<Gpt2LoraAdapter_Grad> c_fc;
+  std::vector<Gpt2LoraAdapter_Grad> c_proj;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Gpt2MlpLora& m) {
+    this->c_fc.resize(m.c_fc.size());
+    for (std::size_t i = 0; i < this->c_fc.size(); ++i) this->c_fc[i].shape_like(m.c_fc[i]);
+    this->c_proj.resize(m.c_proj.size());
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i) this->c_proj[i].shape_like(m.c_proj[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Gpt2MlpLora& m) const {
+    if (this->c_fc.size() != m.c_fc.size()) return false;
+    for (std::size_t i = 0; i < this->c_fc.size(); ++i)
+      if (!this->c_fc[i].bound_like(m.c_fc[i])) return false;
+    if (this->c_proj.size() != m.c_proj.size()) return false;
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i)
+      if (!this->c_proj[i].bound_like(m.c_proj[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Gpt2MlpLora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->c_fc.size(); ++i)
+      this->c_fc[i].for_each_pair(m.c_fc[i], prefix + "c_fc.", f);
+    for (std::size_t i = 0; i < this->c_proj.size(); ++i)
+      this->c_proj[i].for_each_pair(m.c_proj[i], prefix + "c_proj.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->c_fc) g.for_each_grad(f);
+    for (const auto& g : this->c_proj) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Gpt2MlpLora& m, const std::string& prefix, F&& f) {
+    if (m.c_fc.size() > 1)
+      llmcc::fail("adgen", prefix + "c_fc holds " + std::to_string(m.c_fc.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_fc.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_fc[i], prefix + "c_fc.", f);
+    if (m.c_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "c_proj holds " + std::to_string(m.c_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_proj.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_proj[i], prefix + "c_proj.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Gpt2MlpLora& m, const std::string& prefix,
+                                 F&& f) {
+    if (m.c_fc.size() > 1)
+      llmcc::fail("adgen", prefix + "c_fc holds " + std::to_string(m.c_fc.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_fc.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_fc[i], prefix + "c_fc.", f);
+    if (m.c_proj.size() > 1)
+      llmcc::fail("adgen", prefix + "c_proj holds " + std::to_string(m.c_proj.size()) +
+                               " modules; an LLMCC_ADGEN_OPTIONAL field holds at most one");
+    for (std::size_t i = 0; i < m.c_proj.size(); ++i)
+      Gpt2LoraAdapter_Grad::for_each_parameter(m.c_proj[i], prefix + "c_proj.", f);
+  }
+};
+
+// Gradient mirror of llmcc::models::Gpt2BlockLora: one adjoint per parameter, accumulated (+=).
+struct Gpt2BlockLora_Grad {
+  Gpt2AttentionLora_Grad attn;
+  Gpt2MlpLora_Grad mlp;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Gpt2BlockLora& m) {
+    this->attn.shape_like(m.attn);
+    this->mlp.shape_like(m.mlp);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Gpt2BlockLora& m) const {
+    if (!this->attn.bound_like(m.attn)) return false;
+    if (!this->mlp.bound_like(m.mlp)) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Gpt2BlockLora& m, const std::string& prefix, F&& f) {
+    this->attn.for_each_pair(m.attn, prefix + "attn.", f);
+    this->mlp.for_each_pair(m.mlp, prefix + "mlp.", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    this->attn.for_each_grad(f);
+    this->mlp.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Gpt2BlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    Gpt2AttentionLora_Grad::for_each_parameter(m.attn, prefix + "attn.", f);
+    Gpt2MlpLora_Grad::for_each_parameter(m.mlp, prefix + "mlp.", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Gpt2BlockLora& m, const std::string& prefix,
+                                 F&& f) {
+    Gpt2AttentionLora_Grad::for_each_parameter(m.attn, prefix + "attn.", f);
+    Gpt2MlpLora_Grad::for_each_parameter(m.mlp, prefix + "mlp.", f);
+  }
+};
+
+// Gradient mirror of llmcc::models::Gpt2Lora: one adjoint per parameter, accumulated (+=).
+struct Gpt2Lora_Grad {
+  std::vector<Gpt2BlockLora_Grad> h;
+
+  // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
+  void shape_like(const llmcc::models::Gpt2Lora& m) {
+    this->h.resize(m.h.size());
+    for (std::size_t i = 0; i < this->h.size(); ++i) this->h[i].shape_like(m.h[i]);
+  }
+  // Whether every gradient is bound to storage with its parameter's shape.
+  bool bound_like(const llmcc::models::Gpt2Lora& m) const {
+    if (this->h.size() != m.h.size()) return false;
+    for (std::size_t i = 0; i < this->h.size(); ++i)
+      if (!this->h[i].bound_like(m.h[i])) return false;
+    return true;
+  }
+  // Calls f(name, parameter, gradient) for every parameter, in field order.
+  template <class F>
+  void for_each_pair(const llmcc::models::Gpt2Lora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < this->h.size(); ++i)
+      this->h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+  }
+  // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
+  template <class F>
+  void for_each_grad(F&& f) const {
+    for (const auto& g : this->h) g.for_each_grad(f);
+  }
+  // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(llmcc::models::Gpt2Lora& m, const std::string& prefix, F&& f) {
+    for (std::size_t i = 0; i < m.h.size(); ++i)
+      Gpt2BlockLora_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+  }
+  // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
+  template <class F>
+  static void for_each_parameter(const llmcc::models::Gpt2Lora& m, const std::string& prefix,
+                                 F&& f) {
+    for (std::size_t i = 0; i < m.h.size(); ++i)
+      Gpt2BlockLora_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
+  }
+};
+
 // Gradient mirror of llmcc::models::Gpt2: one adjoint per parameter, accumulated (+=).
 struct Gpt2_Grad {
   llmcc::Tensor wte;
   llmcc::Tensor wpe;
   std::vector<Gpt2Block_Grad> h;
   Gpt2LayerNorm_Grad ln_f;
+  Gpt2Lora_Grad no_adapters;
 
   // Declares every gradient with its parameter's shape (no storage; see adgen::make_grad).
   void shape_like(const llmcc::models::Gpt2& m) {
@@ -263,6 +530,7 @@ struct Gpt2_Grad {
     this->h.resize(m.h.size());
     for (std::size_t i = 0; i < this->h.size(); ++i) this->h[i].shape_like(m.h[i]);
     this->ln_f.shape_like(m.ln_f);
+    this->no_adapters.shape_like(m.no_adapters);
   }
   // Whether every gradient is bound to storage with its parameter's shape.
   bool bound_like(const llmcc::models::Gpt2& m) const {
@@ -272,6 +540,7 @@ struct Gpt2_Grad {
     for (std::size_t i = 0; i < this->h.size(); ++i)
       if (!this->h[i].bound_like(m.h[i])) return false;
     if (!this->ln_f.bound_like(m.ln_f)) return false;
+    if (!this->no_adapters.bound_like(m.no_adapters)) return false;
     return true;
   }
   // Calls f(name, parameter, gradient) for every parameter, in field order.
@@ -282,6 +551,7 @@ struct Gpt2_Grad {
     for (std::size_t i = 0; i < this->h.size(); ++i)
       this->h[i].for_each_pair(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
     this->ln_f.for_each_pair(m.ln_f, prefix + "ln_f.", f);
+    this->no_adapters.for_each_pair(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(const Tensor&) for every gradient, in field order (see adgen::grad_final).
   template <class F>
@@ -290,6 +560,7 @@ struct Gpt2_Grad {
     f(this->wpe);
     for (const auto& g : this->h) g.for_each_grad(f);
     this->ln_f.for_each_grad(f);
+    this->no_adapters.for_each_grad(f);
   }
   // Calls f(name, Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -299,6 +570,7 @@ struct Gpt2_Grad {
     for (std::size_t i = 0; i < m.h.size(); ++i)
       Gpt2Block_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
     Gpt2LayerNorm_Grad::for_each_parameter(m.ln_f, prefix + "ln_f.", f);
+    Gpt2Lora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
   // Calls f(name, const Tensor&) for every parameter of m, in field order, with its full name.
   template <class F>
@@ -308,55 +580,122 @@ struct Gpt2_Grad {
     for (std::size_t i = 0; i < m.h.size(); ++i)
       Gpt2Block_Grad::for_each_parameter(m.h[i], prefix + "h." + std::to_string(i) + ".", f);
     Gpt2LayerNorm_Grad::for_each_parameter(m.ln_f, prefix + "ln_f.", f);
+    Gpt2Lora_Grad::for_each_parameter(m.no_adapters, prefix + "no_adapters.", f);
   }
 };
 
-// Gpt2Linear_forward: what the backward of llmcc::models::Gpt2Linear::forward (gpt2.h:36) reads.
-struct Gpt2Linear_forward_Saved {
+// Gpt2LoraAdapter_forward: what the backward of llmcc::models::Gpt2LoraAdapter::forward (gpt2.h:51)
+// reads.
+struct Gpt2LoraAdapter_forward_Saved {
   llmcc::Tensor t0;
+  llmcc::LoraLinearSaved lora_linear_0;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
+    f(lora_linear_0.xa);
   }
 };
-llmcc::Tensor Gpt2Linear_forward_fwd(const llmcc::models::Gpt2Linear& self, const llmcc::Tensor& x,
-                                     Gpt2Linear_forward_Saved& _s);
-void Gpt2Linear_forward_bwd(const llmcc::models::Gpt2Linear& self, const llmcc::Tensor& x,
-                            const Gpt2Linear_forward_Saved& _s, const llmcc::Tensor& d_out,
-                            Gpt2Linear_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+llmcc::Tensor Gpt2LoraAdapter_forward_fwd(const llmcc::models::Gpt2LoraAdapter& self,
+                                          const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                          const llmcc::Tensor& bias,
+                                          Gpt2LoraAdapter_forward_Saved& _s);
+void Gpt2LoraAdapter_forward_bwd(const llmcc::models::Gpt2LoraAdapter& self, const llmcc::Tensor& x,
+                                 const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                 const Gpt2LoraAdapter_forward_Saved& _s,
+                                 const llmcc::Tensor& d_out, Gpt2LoraAdapter_Grad* d_self,
+                                 llmcc::Tensor* d_x, llmcc::Tensor* d_w, llmcc::Tensor* d_bias,
+                                 bool _final = false);
 
-// Gpt2Attention_forward: what the backward of llmcc::models::Gpt2Attention::forward (gpt2.h:43)
+// Gpt2AttentionLora_apply_c_attn: what the backward of
+// llmcc::models::Gpt2AttentionLora::apply_c_attn (gpt2.h:63) reads.
+struct Gpt2AttentionLora_apply_c_attn_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Gpt2LoraAdapter_forward_Saved c_attn;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    c_attn.visit(f);
+  }
+};
+llmcc::Tensor Gpt2AttentionLora_apply_c_attn_fwd(const llmcc::models::Gpt2AttentionLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 const llmcc::Tensor& bias,
+                                                 Gpt2AttentionLora_apply_c_attn_Saved& _s);
+void Gpt2AttentionLora_apply_c_attn_bwd(const llmcc::models::Gpt2AttentionLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const llmcc::Tensor& bias,
+                                        const Gpt2AttentionLora_apply_c_attn_Saved& _s,
+                                        const llmcc::Tensor& d_out, Gpt2AttentionLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        llmcc::Tensor* d_bias, bool _final = false);
+
+// Gpt2AttentionLora_apply_c_proj: what the backward of
+// llmcc::models::Gpt2AttentionLora::apply_c_proj (gpt2.h:69) reads.
+struct Gpt2AttentionLora_apply_c_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Gpt2LoraAdapter_forward_Saved c_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
+    c_proj.visit(f);
+  }
+};
+llmcc::Tensor Gpt2AttentionLora_apply_c_proj_fwd(const llmcc::models::Gpt2AttentionLora& self,
+                                                 const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                                 const llmcc::Tensor& bias,
+                                                 Gpt2AttentionLora_apply_c_proj_Saved& _s);
+void Gpt2AttentionLora_apply_c_proj_bwd(const llmcc::models::Gpt2AttentionLora& self,
+                                        const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                        const llmcc::Tensor& bias,
+                                        const Gpt2AttentionLora_apply_c_proj_Saved& _s,
+                                        const llmcc::Tensor& d_out, Gpt2AttentionLora_Grad* d_self,
+                                        llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                        llmcc::Tensor* d_bias, bool _final = false);
+
+// Gpt2Attention_forward: what the backward of llmcc::models::Gpt2Attention::forward (gpt2.h:107)
 // reads.
 struct Gpt2Attention_forward_Saved {
   llmcc::Tensor t0;
-  Gpt2Linear_forward_Saved c_attn;
+  Gpt2AttentionLora_apply_c_attn_Saved lora;
   llmcc::Tensor qkv_1;
   llmcc::Tensor t1;
   llmcc::AttentionSaved attention_qkv_1;
   llmcc::Tensor y_2;
   llmcc::Tensor t2;
-  Gpt2Linear_forward_Saved c_proj;
+  Gpt2AttentionLora_apply_c_proj_Saved lora_2;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
-    c_attn.visit(f);
+    lora.visit(f);
     f(qkv_1);
     f(t1);
     f(attention_qkv_1.lse);
     f(y_2);
     f(t2);
-    c_proj.visit(f);
+    lora_2.visit(f);
   }
 };
 llmcc::Tensor Gpt2Attention_forward_fwd(const llmcc::models::Gpt2Attention& self,
-                                        const llmcc::Tensor& x, Gpt2Attention_forward_Saved& _s);
+                                        const llmcc::Tensor& x,
+                                        const llmcc::models::Gpt2AttentionLora& lora,
+                                        Gpt2Attention_forward_Saved& _s);
 void Gpt2Attention_forward_bwd(const llmcc::models::Gpt2Attention& self, const llmcc::Tensor& x,
+                               const llmcc::models::Gpt2AttentionLora& lora,
                                const Gpt2Attention_forward_Saved& _s, const llmcc::Tensor& d_out,
-                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+                               Gpt2Attention_Grad* d_self, llmcc::Tensor* d_x,
+                               Gpt2AttentionLora_Grad* d_lora, bool _final = false);
 
-// Gpt2LayerNorm_forward: what the backward of llmcc::models::Gpt2LayerNorm::forward (gpt2.h:30)
+// Gpt2LayerNorm_forward: what the backward of llmcc::models::Gpt2LayerNorm::forward (gpt2.h:32)
 // reads.
 struct Gpt2LayerNorm_forward_Saved {
   llmcc::Tensor t0;
@@ -375,30 +714,85 @@ void Gpt2LayerNorm_forward_bwd(const llmcc::models::Gpt2LayerNorm& self, const l
                                const Gpt2LayerNorm_forward_Saved& _s, const llmcc::Tensor& d_out,
                                Gpt2LayerNorm_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
 
-// Gpt2Mlp_forward: what the backward of llmcc::models::Gpt2Mlp::forward (gpt2.h:59) reads.
-struct Gpt2Mlp_forward_Saved {
+// Gpt2MlpLora_apply_c_fc: what the backward of llmcc::models::Gpt2MlpLora::apply_c_fc (gpt2.h:79)
+// reads.
+struct Gpt2MlpLora_apply_c_fc_Saved {
+  bool branch0;
   llmcc::Tensor t0;
-  Gpt2Linear_forward_Saved c_fc;
   llmcc::Tensor t1;
-  llmcc::Tensor t2;
-  Gpt2Linear_forward_Saved c_proj;
+  Gpt2LoraAdapter_forward_Saved c_fc;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
   void visit(F&& f) const {
     f(t0);
-    c_fc.visit(f);
     f(t1);
-    f(t2);
+    c_fc.visit(f);
+  }
+};
+llmcc::Tensor Gpt2MlpLora_apply_c_fc_fwd(const llmcc::models::Gpt2MlpLora& self,
+                                         const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                         const llmcc::Tensor& bias,
+                                         Gpt2MlpLora_apply_c_fc_Saved& _s);
+void Gpt2MlpLora_apply_c_fc_bwd(const llmcc::models::Gpt2MlpLora& self, const llmcc::Tensor& x,
+                                const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                const Gpt2MlpLora_apply_c_fc_Saved& _s, const llmcc::Tensor& d_out,
+                                Gpt2MlpLora_Grad* d_self, llmcc::Tensor* d_x, llmcc::Tensor* d_w,
+                                llmcc::Tensor* d_bias, bool _final = false);
+
+// Gpt2MlpLora_apply_c_proj: what the backward of llmcc::models::Gpt2MlpLora::apply_c_proj
+// (gpt2.h:85) reads.
+struct Gpt2MlpLora_apply_c_proj_Saved {
+  bool branch0;
+  llmcc::Tensor t0;
+  llmcc::Tensor t1;
+  Gpt2LoraAdapter_forward_Saved c_proj;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    f(t1);
     c_proj.visit(f);
   }
 };
+llmcc::Tensor Gpt2MlpLora_apply_c_proj_fwd(const llmcc::models::Gpt2MlpLora& self,
+                                           const llmcc::Tensor& x, const llmcc::Tensor& w,
+                                           const llmcc::Tensor& bias,
+                                           Gpt2MlpLora_apply_c_proj_Saved& _s);
+void Gpt2MlpLora_apply_c_proj_bwd(const llmcc::models::Gpt2MlpLora& self, const llmcc::Tensor& x,
+                                  const llmcc::Tensor& w, const llmcc::Tensor& bias,
+                                  const Gpt2MlpLora_apply_c_proj_Saved& _s,
+                                  const llmcc::Tensor& d_out, Gpt2MlpLora_Grad* d_self,
+                                  llmcc::Tensor* d_x, llmcc::Tensor* d_w, llmcc::Tensor* d_bias,
+                                  bool _final = false);
+
+// Gpt2Mlp_forward: what the backward of llmcc::models::Gpt2Mlp::forward (gpt2.h:123) reads.
+struct Gpt2Mlp_forward_Saved {
+  llmcc::Tensor t0;
+  Gpt2MlpLora_apply_c_fc_Saved lora;
+  llmcc::Tensor t1;
+  llmcc::Tensor h_2;
+  llmcc::Tensor t2;
+  Gpt2MlpLora_apply_c_proj_Saved lora_2;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    lora.visit(f);
+    f(t1);
+    f(h_2);
+    f(t2);
+    lora_2.visit(f);
+  }
+};
 llmcc::Tensor Gpt2Mlp_forward_fwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor& x,
+                                  const llmcc::models::Gpt2MlpLora& lora,
                                   Gpt2Mlp_forward_Saved& _s);
 void Gpt2Mlp_forward_bwd(const llmcc::models::Gpt2Mlp& self, const llmcc::Tensor& x,
-                         const Gpt2Mlp_forward_Saved& _s, const llmcc::Tensor& d_out,
-                         Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+                         const llmcc::models::Gpt2MlpLora& lora, const Gpt2Mlp_forward_Saved& _s,
+                         const llmcc::Tensor& d_out, Gpt2Mlp_Grad* d_self, llmcc::Tensor* d_x,
+                         Gpt2MlpLora_Grad* d_lora, bool _final = false);
 
-// Gpt2Block_forward: what the backward of llmcc::models::Gpt2Block::forward (gpt2.h:67) reads.
+// Gpt2Block_forward: what the backward of llmcc::models::Gpt2Block::forward (gpt2.h:134) reads.
 struct Gpt2Block_forward_Saved {
   llmcc::Tensor t0;
   Gpt2LayerNorm_forward_Saved ln_1;
@@ -430,14 +824,18 @@ struct Gpt2Block_forward_Saved {
   }
 };
 llmcc::Tensor Gpt2Block_forward_fwd(const llmcc::models::Gpt2Block& self, const llmcc::Tensor& x,
+                                    const llmcc::models::Gpt2BlockLora& lora,
                                     Gpt2Block_forward_Saved& _s);
 void Gpt2Block_forward_bwd(const llmcc::models::Gpt2Block& self, const llmcc::Tensor& x,
+                           const llmcc::models::Gpt2BlockLora& lora,
                            const Gpt2Block_forward_Saved& _s, const llmcc::Tensor& d_out,
-                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, bool _final = false);
+                           Gpt2Block_Grad* d_self, llmcc::Tensor* d_x, Gpt2BlockLora_Grad* d_lora,
+                           bool _final = false);
 
-// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:96) reads.
+// Gpt2_forward: what the backward of llmcc::models::Gpt2::forward (gpt2.h:172) reads.
 struct Gpt2_forward_Saved {
   struct Loop0 {
+    std::size_t l;
     bool branch1;
     llmcc::Tensor x_1;
     llmcc::Tensor t1;
@@ -477,7 +875,7 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
                       bool _final = false);
 
-// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:123) reads.
+// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:210) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;
@@ -521,6 +919,100 @@ struct gpt2_loss_Entry {
   }
 };
 
+// Gpt2_forward_12: what the backward of llmcc::models::Gpt2::forward (gpt2.h:182) reads.
+struct Gpt2_forward_12_Saved {
+  struct Loop0 {
+    std::size_t l;
+    bool branch1;
+    llmcc::Tensor x_1;
+    llmcc::Tensor t1;
+    llmcc::Tensor x_2;
+    llmcc::Tensor t2;
+    Gpt2Block_forward_Saved h;
+    // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+    template <class F>
+    void visit(F&& f) const {
+      f(x_1);
+      f(t1);
+      f(x_2);
+      f(t2);
+      h.visit(f);
+    }
+  };
+  llmcc::Tensor t0;
+  std::vector<Loop0> loop0;
+  llmcc::Tensor x_3;
+  llmcc::Tensor t3;
+  Gpt2LayerNorm_forward_Saved ln_f;
+  llmcc::Tensor t4;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    for (const auto& r : loop0) r.visit(f);
+    f(x_3);
+    f(t3);
+    ln_f.visit(f);
+    f(t4);
+  }
+};
+llmcc::Tensor Gpt2_forward_12_fwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
+                                  const llmcc::models::Gpt2Lora& lora, Gpt2_forward_12_Saved& _s);
+void Gpt2_forward_12_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
+                         const llmcc::models::Gpt2Lora& lora, const Gpt2_forward_12_Saved& _s,
+                         const llmcc::Tensor& d_out, Gpt2_Grad* d_self, Gpt2Lora_Grad* d_lora,
+                         bool _final = false);
+
+// gpt2_lora_loss: what the backward of llmcc::models::gpt2_lora_loss (gpt2.h:216) reads.
+struct gpt2_lora_loss_Saved {
+  llmcc::Tensor t0;
+  Gpt2_forward_12_Saved base;
+  float t1;
+  llmcc::CrossEntropySaved cross_entropy_1;
+  // Every tensor this record keeps for the backward (see adgen::saved_bytes).
+  template <class F>
+  void visit(F&& f) const {
+    f(t0);
+    base.visit(f);
+    f(cross_entropy_1.lse);
+  }
+};
+float gpt2_lora_loss_fwd(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                         const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                         gpt2_lora_loss_Saved& _s);
+void gpt2_lora_loss_bwd(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                        const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                        const gpt2_lora_loss_Saved& _s, float d_out, Gpt2Lora_Grad* d_lora,
+                        Gpt2_Grad* d_base, bool _final = false);
+// Returns the value and accumulates the gradient into the d_ arguments.
+float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          Gpt2Lora_Grad& d_lora);
+// The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
+float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
+                          const llmcc::Tokens& idx, const llmcc::Tokens& targets,
+                          Gpt2Lora_Grad& d_lora, gpt2_lora_loss_Saved& _s);
+// What llmcc::train::Trainer needs to train with gpt2_lora_loss: the model type, its gradient
+// mirror, the record the forward fills, the inputs after the model, and the three calls.
+struct gpt2_lora_loss_Entry {
+  using Model = llmcc::models::Gpt2Lora;
+  using Grad = Gpt2Lora_Grad;
+  using Saved = gpt2_lora_loss_Saved;
+  using Inputs = std::tuple<llmcc::models::Gpt2, llmcc::Tokens,
+                            llmcc::Tokens>;  // the arguments after the model
+  static constexpr const char* name = "gpt2_lora_loss";
+  static float fwd(const Model& m, const Inputs& in, Saved& s) {
+    return gpt2_lora_loss_fwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s);
+  }
+  static void bwd(const Model& m, const Inputs& in, const Saved& s, float d_loss, Grad* g) {
+    gpt2_lora_loss_bwd(m, std::get<0>(in), std::get<1>(in), std::get<2>(in), s, d_loss, g, nullptr,
+                       true);
+  }
+  static float loss(const Model& m, const Inputs& in) {
+    return llmcc::models::gpt2_lora_loss(m, std::get<0>(in), std::get<1>(in), std::get<2>(in));
+  }
+};
+
 }  // namespace llmcc::models
 
 namespace llmcc::adgen {
@@ -543,6 +1035,26 @@ struct GradOf<llmcc::models::Gpt2Mlp> {
 template <>
 struct GradOf<llmcc::models::Gpt2Block> {
   using type = llmcc::models::Gpt2Block_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Gpt2LoraAdapter> {
+  using type = llmcc::models::Gpt2LoraAdapter_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Gpt2AttentionLora> {
+  using type = llmcc::models::Gpt2AttentionLora_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Gpt2MlpLora> {
+  using type = llmcc::models::Gpt2MlpLora_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Gpt2BlockLora> {
+  using type = llmcc::models::Gpt2BlockLora_Grad;
+};
+template <>
+struct GradOf<llmcc::models::Gpt2Lora> {
+  using type = llmcc::models::Gpt2Lora_Grad;
 };
 template <>
 struct GradOf<llmcc::models::Gpt2> {

@@ -190,9 +190,20 @@ llmcc::models::Gpt2Block gpt2_block(std::int64_t C, std::int64_t n_head) {
   return b;
 }
 
-using Gpt2Ops =
-    BlockOps<llmcc::models::Gpt2Block, llmcc::models::Gpt2Block_Grad, llmcc::models::Gpt2Block_forward_Saved,
-             &llmcc::models::Gpt2Block_forward_fwd, &llmcc::models::Gpt2Block_forward_bwd>;
+// A block's generated forward and backward take its LoRA adapters; the extension's blocks have
+// none (every weight is the caller's parameter), so they pass an empty set.
+const llmcc::models::Gpt2BlockLora kNoGpt2Adapters;
+llmcc::Tensor gpt2_block_fwd(const llmcc::models::Gpt2Block& block, const llmcc::Tensor& x,
+                             llmcc::models::Gpt2Block_forward_Saved& saved) {
+  return llmcc::models::Gpt2Block_forward_fwd(block, x, kNoGpt2Adapters, saved);
+}
+void gpt2_block_bwd(const llmcc::models::Gpt2Block& block, const llmcc::Tensor& x,
+                    const llmcc::models::Gpt2Block_forward_Saved& saved, const llmcc::Tensor& d_y,
+                    llmcc::models::Gpt2Block_Grad* grad, llmcc::Tensor* d_x, bool final) {
+  llmcc::models::Gpt2Block_forward_bwd(block, x, kNoGpt2Adapters, saved, d_y, grad, d_x, nullptr, final);
+}
+using Gpt2Ops = BlockOps<llmcc::models::Gpt2Block, llmcc::models::Gpt2Block_Grad,
+                         llmcc::models::Gpt2Block_forward_Saved, &gpt2_block_fwd, &gpt2_block_bwd>;
 
 // ---- Llama ---------------------------------------------------------------------------------
 
@@ -229,8 +240,7 @@ llmcc::models::LlamaBlock llama_block(const LlamaShape& s) {
   return b;
 }
 
-// A block's generated forward and backward take its LoRA adapters; the extension's blocks have
-// none (every weight is the caller's parameter), so they pass an empty set.
+// As GPT-2's.
 const llmcc::models::LlamaBlockLora kNoAdapters;
 llmcc::Tensor llama_block_fwd(const llmcc::models::LlamaBlock& block, const llmcc::Tensor& x,
                               llmcc::models::LlamaBlock_forward_Saved& saved) {

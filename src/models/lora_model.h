@@ -142,7 +142,8 @@ class LoraModel final : public Model {
            6.0 * static_cast<double>(params_.parameter_count()) * tokens;
   }
   void save_peft(const std::string& dir) const override {
-    write_peft_adapter(dir, info_, Traits::peft_modules(), Traits::peft_slots(base_.model, lora_));
+    write_peft_adapter(dir, info_, Traits::peft_modules(), Traits::peft_slots(base_.model, lora_),
+                       config_.family().lora_hf_conv1d());
   }
   void load_peft(const std::string& dir) override { read_peft_adapter(dir, Traits::peft_slots(base_.model, lora_)); }
   std::unique_ptr<Model> merged() const override { return std::make_unique<FamilyModel<Traits>>(merged_copy()); }

@@ -49,7 +49,7 @@ std::string peft_adapter_base(const std::string& dir) {
   return base != nullptr && base->kind == JsonValue::Kind::String ? base->string : std::string();
 }
 
-PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftModuleNames& names) {
+PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftModuleNames& names, bool conv1d) {
   const std::string path = (std::filesystem::path(dir) / "adapter_config.json").string();
   const JsonValue root = parse_json(read_text(path), path, kWhere);
   if (root.kind != JsonValue::Kind::Object) fail(kWhere, path + ": not a JSON object");
@@ -70,7 +70,10 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftMod
     bad("peft_type is not \"LORA\"; llmcc reads LoRA adapters only");
   if (is_true("use_rslora")) bad("use_rslora is true; llmcc scales adapters by lora_alpha / r only");
   if (is_true("use_dora")) bad("use_dora is true; llmcc has no DoRA");
-  if (is_true("fan_in_fan_out")) bad("fan_in_fan_out is true; llmcc reads adapters of Linear layers only");
+  // fan_in_fan_out says how the base's weights are stored, not the adapters': PEFT sets it for
+  // Conv1D layers (and turns it off for Linear ones), so a Conv1D family reads either value.
+  if (is_true("fan_in_fan_out") && !conv1d)
+    bad("fan_in_fan_out is true; this family's maps are Linear layers, whose weights are not stored (in, out)");
   if (is_true("lora_bias")) bad("lora_bias is true; llmcc's adapters have no biases");
   if (const JsonValue* b = get("bias"); b != nullptr && !(b->kind == JsonValue::Kind::String && b->string == "none"))
     bad("bias is not \"none\"; llmcc's adapters have no biases");
@@ -136,7 +139,7 @@ void read_peft_tensors(const std::string& path, const std::vector<PeftSlot>& slo
 }
 
 void write_peft_adapter(const std::string& dir, const LoraInfo& info, const PeftModuleNames& names,
-                        const std::vector<PeftSlot>& slots) {
+                        const std::vector<PeftSlot>& slots, bool conv1d) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail(kWhere, dir + ": cannot create the directory (" + ec.message() + ")");
@@ -154,7 +157,7 @@ void write_peft_adapter(const std::string& dir, const LoraInfo& info, const Peft
        << "  \"lora_dropout\": " << json_number(info.cfg.dropout) << ",\n"
        << "  \"target_modules\": [" << modules << "],\n"
        << "  \"bias\": \"none\",\n"
-       << "  \"fan_in_fan_out\": false,\n"
+       << "  \"fan_in_fan_out\": " << (conv1d ? "true" : "false") << ",\n"
        << "  \"use_rslora\": false,\n"
        << "  \"use_dora\": false,\n"
        << "  \"inference_mode\": true\n"

@@ -45,10 +45,10 @@ struct PeftAdapterConfig {
 };
 // Reads dir/adapter_config.json. Throws llmcc::Error naming the file and the key for what llmcc
 // does not compute: a peft_type other than LORA, use_rslora, use_dora, a bias other than none,
-// fan_in_fan_out, lora_bias, rank_pattern or alpha_pattern entries, layers_to_transform,
-// layer_replication, modules_to_save,
+// fan_in_fan_out on a family of Linear layers (conv1d false), lora_bias, rank_pattern or
+// alpha_pattern entries, layers_to_transform, layer_replication, modules_to_save,
 // target_modules as a pattern string or naming a module `names` does not have.
-PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftModuleNames& names);
+PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const PeftModuleNames& names, bool conv1d = false);
 
 // Fills every slot's A and B from dir/adapter_model.safetensors (F32, BF16 or F16). Throws
 // llmcc::Error naming the tensor that is missing, of another shape, or left over.
@@ -57,9 +57,9 @@ void read_peft_adapter(const std::string& dir, const std::vector<PeftSlot>& slot
 void read_peft_tensors(const std::string& path, const std::vector<PeftSlot>& slots);
 
 // Writes dir (created) with adapter_config.json for `info` (its base path as
-// base_model_name_or_path, its targets by their module names) and adapter_model.safetensors
-// (F32) of the slots.
+// base_model_name_or_path, its targets by their module names, fan_in_fan_out = conv1d) and
+// adapter_model.safetensors (F32) of the slots.
 void write_peft_adapter(const std::string& dir, const LoraInfo& info, const PeftModuleNames& names,
-                        const std::vector<PeftSlot>& slots);
+                        const std::vector<PeftSlot>& slots, bool conv1d = false);
 
 }  // namespace llmcc::models

@@ -190,6 +190,9 @@ class Family {
   virtual std::vector<std::string> lora_targets() const { return {}; }
   // lora_targets()' Hugging Face module names ({"q", "q_proj"}, ...), for PEFT's adapter files.
   virtual PeftModuleNames lora_hf_modules() const { return {}; }
+  // True when transformers' layers for those modules are Conv1D (weights stored (in, out); GPT-2),
+  // which PEFT's adapter_config.json marks with fan_in_fan_out.
+  virtual bool lora_hf_conv1d() const { return false; }
   // `base` (a model of this family without adapters) under new adapters of `cfg`, storage
   // zeroed (init() draws them). Throws llmcc::Error when the family has no adapters.
   virtual std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity, const LoraConfig& cfg) const;

@@ -240,7 +240,8 @@ std::unique_ptr<Model> load_peft_directory(const std::string& dir) {
                      "' is not a local model; the adapters need the weights they were trained on");
   std::unique_ptr<Model> model = load_model(base);
   if (model->lora() != nullptr) fail("LoRA", dir + ": the adapters' base " + base + " has adapters itself");
-  const PeftAdapterConfig cfg = read_peft_adapter_config(dir, model->config().family().lora_hf_modules());
+  const Family& family = model->config().family();
+  const PeftAdapterConfig cfg = read_peft_adapter_config(dir, family.lora_hf_modules(), family.lora_hf_conv1d());
   model = add_lora(std::move(model), base, cfg.cfg);
   model->load_peft(dir);
   return model;

@@ -305,6 +305,74 @@ TEST_F(TrainLora, Qwen3AdaptersMergeIntoThePlainModel) {
   EXPECT_NEAR(adapted, eval_loss(dir, dir.file("qm.ckpt")), 1e-5 * adapted);
 }
 
+// GPT-2's adapters (c_attn, c_proj, c_fc; each map keeps its bias): train with dropout, resume
+// exactly, merge into the plain model, export in PEFT's layout (Conv1D maps: fan_in_fan_out) and
+// read that back as a model path, and generate as the merged model does.
+TEST_F(TrainLora, Gpt2AdaptersTrainResumeMergeAndExport) {
+  const std::vector<std::string> shape = {"--model",       "gpt2-tiny",
+                                          "--n-layer",     "2",
+                                          "--n-embd",      "48",
+                                          "--n-head",      "4",
+                                          "--vocab-size",  std::to_string(kVocab),
+                                          "--max-seq-len", "64"};
+  CliResult r =
+      run_llmcc(dir, concat(concat({"train", "--steps", "3", "--out-dir", dir.file("gbase")}, shape), data_flags()));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const std::string base = dir.file("gbase") + "/ckpt_000003.bin";
+  const auto lora = [&](const std::string& out, std::vector<std::string> extra) {
+    return concat(concat({"train", "--init-from", base, "--lora-rank", "4", "--lora-dropout", "0.1", "--steps", "4",
+                          "--lr", "1e-2", "--out-dir", out},
+                         extra),
+                  data_flags());
+  };
+  r = run_llmcc(dir, lora(dir.file("g"), {}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("LoRA: rank 4, alpha 16, dropout 0.1 on c_attn,c_proj,c_fc in every layer"), std::string::npos)
+      << r.out;
+  const std::string ckpt = dir.file("g") + "/ckpt_000004.bin";
+  const llmcc::CheckpointReader reader(ckpt);
+  const auto tensors = reader.tensors("params");
+  ASSERT_EQ(tensors.size(), 16u);  // 2 layers x 4 maps x (A, B)
+  EXPECT_EQ(tensors[0].name, "h.0.attn.c_attn.lora_A.weight");
+  EXPECT_EQ(tensors[1].shape, llmcc::Shape({144, 4}));
+  EXPECT_EQ(tensors[7].name, "h.0.mlp.c_proj.lora_B.weight");
+
+  r = run_llmcc(dir, lora(dir.file("g2"), {"--stop-after", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  r = run_llmcc(dir, {"train", "--out-dir", dir.file("g2"), "--resume", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* section : {"params", "adamw.m", "adamw.v"})
+    EXPECT_EQ(section_bytes(reader, section),
+              section_bytes(llmcc::CheckpointReader(dir.file("g2") + "/ckpt_000004.bin"), section))
+        << section;
+
+  r = run_llmcc(dir, {"export", "--ckpt", ckpt, "--merge-lora", "--format", "llmcc", "--out", dir.file("gm.ckpt")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double adapted = eval_loss(dir, ckpt);
+  EXPECT_NEAR(adapted, eval_loss(dir, dir.file("gm.ckpt")), 1e-5 * adapted);
+  EXPECT_GT(std::abs(adapted - eval_loss(dir, base)), 1e-4);
+  r = run_llmcc(dir, {"export", "--ckpt", ckpt, "--format", "peft", "--out", dir.file("gpeft")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string config = llmcc::test::slurp(dir.file("gpeft") + "/adapter_config.json");
+  EXPECT_NE(config.find("\"fan_in_fan_out\": true,"), std::string::npos) << config;
+  EXPECT_NE(config.find("\"target_modules\": [\"c_attn\", \"c_proj\", \"c_fc\"]"), std::string::npos) << config;
+  EXPECT_NEAR(eval_loss(dir, dir.file("gpeft")), adapted, 1e-6 * adapted);
+
+  if (!llmcc::test::have_data("gpt2/encoder.json")) {
+    llmcc::test::note_missing_data("gpt2/encoder.json", "the generate part of this test");
+    return;
+  }
+  const auto greedy = [&](const std::string& model) {
+    const CliResult g = run_llmcc(dir, {"generate", "--ckpt", model, "--prompt", "a", "--max-tokens", "60",
+                                        "--temperature", "0", "--no-stop-at-eot"});
+    EXPECT_EQ(g.code, 0) << g.err;
+    return g.out;
+  };
+  const std::string with_adapters = greedy(ckpt);
+  EXPECT_EQ(with_adapters, greedy(dir.file("gm.ckpt")));
+  EXPECT_GT(with_adapters.size(), 2u);
+}
+
 // llmcc bench times LoRA steps: its FLOP count is the base's forward and input gradients (4 per
 // matrix weight per token) plus the adapters' 6, against training every weight (6 per weight).
 TEST_F(TrainLora, BenchCountsNoWeightGradientsOfTheBase) {

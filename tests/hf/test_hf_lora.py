@@ -1,8 +1,9 @@
 """LoRA adapters between llmcc and PEFT, on randomly initialised transformers models of real
-architectures (a SmolLM2-style Llama with tied embeddings, an untied Llama, Qwen3).
+architectures (a SmolLM2-style Llama with tied embeddings, an untied Llama, Qwen3, GPT-2).
 
-* `llmcc train --init-from <folder> --lora-rank 4` trains adapters on q, k, v, o, gate, up and
-  down; `llmcc export --format peft` writes them; peft.PeftModel.from_pretrained loads them onto
+* `llmcc train --init-from <folder> --lora-rank 4` trains adapters on every map the family has
+  (q, k, v, o, gate, up and down; GPT-2's c_attn, c_proj and c_fc, Conv1D layers in transformers,
+  each with its bias); `llmcc export --format peft` writes them; peft.PeftModel.from_pretrained loads them onto
   transformers' model of the folder and its loss on held-out tokens equals `llmcc eval` of the
   adapter checkpoint (transformers + PEFT in float64), and differs from the base's;
 * `llmcc eval` of that PEFT directory itself (the base found through base_model_name_or_path)
@@ -53,7 +54,14 @@ def qwen3_like():
         tie_word_embeddings=True))
 
 
-MODELS = {"smollm2-like": smollm2_like, "llama-untied": llama_untied, "qwen3": qwen3_like}
+def gpt2_like():
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=256, n_embd=48, n_layer=2, n_head=4, n_positions=64))
+
+
+MODELS = {"smollm2-like": smollm2_like, "llama-untied": llama_untied, "qwen3": qwen3_like, "gpt2": gpt2_like}
+MODULES = {name: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] for name in MODELS}
+MODULES["gpt2"] = ["c_attn", "c_proj", "c_fc"]
 
 
 def write_tokens(path, tokens):
@@ -103,8 +111,8 @@ def test_adapters_round_trip_between_llmcc_and_peft(name, tmp_path):
     with open(os.path.join(adapter, "adapter_config.json")) as f:
         config = json.load(f)
     assert config["r"] == 4 and config["lora_alpha"] == 8
-    assert sorted(config["target_modules"]) == sorted(
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    assert sorted(config["target_modules"]) == sorted(MODULES[name])
+    assert config["fan_in_fan_out"] == (name == "gpt2")
 
     reference = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float64).eval()
     base_loss = loss_of(reference, held_out, vocab)

@@ -76,7 +76,7 @@ long op_allocations_per_step(const llmcc::models::Gpt2& m) {
     const Tensor a = b.ln_1.forward(x);  // (1, 1, C)
     (void)b.attn.c_attn.forward(a);
     const Tensor h = x + b.attn.c_proj.forward(a);  // (1, 1, C)
-    (void)(h + b.mlp.forward(b.ln_2.forward(h)));
+    (void)(h + b.mlp.forward(b.ln_2.forward(h), m.no_adapters.h[0].mlp));
   }
   (void)llmcc::linear_nobias(m.ln_f.forward(x), m.wte);
   return llmcc::test::allocations() - before;

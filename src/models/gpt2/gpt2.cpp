@@ -41,6 +41,58 @@ Gpt2::Gpt2(const Gpt2Config& config) : cfg(config) {
     b.mlp.c_proj = linear_shape(C, 4 * C);
   }
   ln_f = layernorm_shape(C);
+  no_adapters.h.resize(static_cast<std::size_t>(cfg.n_layer));
+}
+
+const std::vector<std::string>& gpt2_lora_targets() {
+  static const std::vector<std::string> names = {"c_attn", "c_proj", "c_fc"};
+  return names;
+}
+
+Gpt2Lora gpt2_lora(const Gpt2& base, const LoraConfig& cfg) {
+  lora_check(cfg, gpt2_lora_targets());
+  const std::int64_t C = base.cfg.n_embd;
+  Gpt2Lora lora;
+  lora.h.resize(static_cast<std::size_t>(base.cfg.n_layer));
+  for (Gpt2BlockLora& b : lora.h) {
+    const auto add = [&](std::vector<Gpt2LoraAdapter>& slot, const char* name, std::int64_t in, std::int64_t out) {
+      if (cfg.targets_map(name)) slot.push_back(lora_adapter<Gpt2LoraAdapter>(cfg, in, out));
+    };
+    add(b.attn.c_attn, "c_attn", C, 3 * C);
+    add(b.attn.c_proj, "c_proj", C, C);
+    add(b.mlp.c_fc, "c_fc", C, 4 * C);
+    add(b.mlp.c_proj, "c_proj", 4 * C, C);
+  }
+  return lora;
+}
+
+std::vector<Gpt2LoraAdapter*> gpt2_lora_adapters(Gpt2Lora& lora) {
+  std::vector<Gpt2LoraAdapter*> out;
+  for (Gpt2BlockLora& b : lora.h)
+    for (std::vector<Gpt2LoraAdapter>* slot : {&b.attn.c_attn, &b.attn.c_proj, &b.mlp.c_fc, &b.mlp.c_proj})
+      for (Gpt2LoraAdapter& a : *slot) out.push_back(&a);
+  return out;
+}
+
+void gpt2_lora_init(Gpt2Lora& lora, std::uint64_t seed) {
+  Rng rng(seed);
+  for (Gpt2LoraAdapter* a : gpt2_lora_adapters(lora)) lora_init(a->a, a->b, rng);
+}
+
+void gpt2_lora_merge(Gpt2& base, const Gpt2Lora& lora) {
+  if (lora.h.size() != base.h.size())
+    fail("gpt2_lora_merge",
+         "adapters for " + std::to_string(lora.h.size()) + " layers, the model has " + std::to_string(base.h.size()));
+  for (std::size_t l = 0; l < lora.h.size(); ++l) {
+    const Gpt2BlockLora& a = lora.h[l];
+    Gpt2Block& b = base.h[l];
+    const std::pair<const std::vector<Gpt2LoraAdapter>*, Tensor*> maps[] = {{&a.attn.c_attn, &b.attn.c_attn.w},
+                                                                            {&a.attn.c_proj, &b.attn.c_proj.w},
+                                                                            {&a.mlp.c_fc, &b.mlp.c_fc.w},
+                                                                            {&a.mlp.c_proj, &b.mlp.c_proj.w}};
+    for (const auto& [slot, w] : maps)
+      for (const Gpt2LoraAdapter& adapter : *slot) lora_merge(*w, adapter.a, adapter.b, adapter.scale);
+  }
 }
 
 void gpt2_init(Gpt2& model, std::uint64_t seed) {

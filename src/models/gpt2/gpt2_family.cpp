@@ -7,6 +7,7 @@
 #include "gpt2.grad.h"
 #include "llmcc/error.h"
 #include "models/family_model.h"
+#include "models/lora_model.h"
 #include "models/gpt2/gpt2_generate.h"
 #include "models/gpt2/gpt2_hf.h"
 #include "models/gpt2/gpt2_llmc.h"
@@ -46,6 +47,15 @@ ModelConfig config_of(const Gpt2Config& c) { return ModelConfig(std::make_unique
 struct Gpt2Traits {
   using Entry = gpt2_loss_Entry;
   using Weights = Gpt2Weights;
+  using Lora = Gpt2Lora;
+  using LoraEntry = gpt2_lora_loss_Entry;
+  static Weights make(const Gpt2Config& c) { return make_gpt2(c); }
+  static Lora lora(const Gpt2& base, const LoraConfig& cfg) { return gpt2_lora(base, cfg); }
+  static void lora_init(Lora& lora, std::uint64_t seed) { gpt2_lora_init(lora, seed); }
+  static auto lora_adapters(Lora& lora) { return gpt2_lora_adapters(lora); }
+  static void lora_merge(Gpt2& base, const Lora& lora) { gpt2_lora_merge(base, lora); }
+  static const PeftModuleNames& peft_modules() { return gpt2_peft_modules(); }
+  static std::vector<PeftSlot> peft_slots(const Gpt2& base, const Lora& lora) { return gpt2_peft_slots(base, lora); }
   static ModelConfig config(const Gpt2Config& c) { return config_of(c); }
   static void init(Weights& w, std::uint64_t seed) { gpt2_init(w.model, seed); }
   static std::unique_ptr<Generator> generator(const Gpt2& m, ContextFull when_full) {
@@ -89,6 +99,13 @@ class Gpt2Family final : public Family {
     return {{"llmc", "llm.c's GPT-2 model file, fp32 (version 3)"},
             {"llmc-bf16", "llm.c's GPT-2 model file, bf16 (version 5)"},
             {"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};
+  }
+  PeftModuleNames lora_hf_modules() const override { return gpt2_peft_modules(); }
+  bool lora_hf_conv1d() const override { return true; }
+  std::vector<std::string> lora_targets() const override { return gpt2_lora_targets(); }
+  std::unique_ptr<Model> with_lora(std::unique_ptr<Model> base, LoraBase identity,
+                                   const LoraConfig& cfg) const override {
+    return lora_model_of<Gpt2Traits>(std::move(base), std::move(identity), cfg);
   }
 };
 

@@ -231,4 +231,25 @@ Gpt2Weights load_gpt2_hf(const std::string& path) {
   return w;
 }
 
+const PeftModuleNames& gpt2_peft_modules() {
+  static const PeftModuleNames names = {{"c_attn", "c_attn"}, {"c_proj", "c_proj"}, {"c_fc", "c_fc"}};
+  return names;
+}
+
+std::vector<PeftSlot> gpt2_peft_slots(const Gpt2&, const Gpt2Lora& lora) {
+  std::vector<PeftSlot> slots;
+  for (std::size_t l = 0; l < lora.h.size(); ++l) {
+    const Gpt2BlockLora& b = lora.h[l];
+    const std::string layer = "transformer.h." + std::to_string(l) + ".";
+    const auto add = [&](const std::vector<Gpt2LoraAdapter>& slot, const char* module) {
+      for (const Gpt2LoraAdapter& a : slot) slots.push_back({layer + module, a.a, a.b, 0, 0});
+    };
+    add(b.attn.c_attn, "attn.c_attn");
+    add(b.attn.c_proj, "attn.c_proj");
+    add(b.mlp.c_fc, "mlp.c_fc");
+    add(b.mlp.c_proj, "mlp.c_proj");
+  }
+  return slots;
+}
+
 }  // namespace llmcc::models

@@ -22,9 +22,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "llmcc/io/safetensors.h"
 #include "models/gpt2/gpt2_weights.h"
+#include "models/lora_peft.h"
 
 namespace llmcc::models {
 
@@ -38,5 +40,13 @@ Gpt2Weights load_gpt2_hf(const std::string& path);
 // config.json for GPT2LMHeadModel, and back.
 std::string gpt2_hf_config_json(const Gpt2Config& config, const char* torch_dtype = "float32");
 Gpt2Config gpt2_config_from_hf(const std::string& config_json_path);
+
+// LoRA adapters as PEFT names them (models/lora_peft.h): the short names are transformers'
+// module names (c_attn, c_proj, c_fc; PEFT's "c_proj" matches the attention's and the MLP's),
+// and the slots of `lora` ("transformer.h.0.attn.c_attn", ...). transformers' GPT-2 maps are
+// Conv1D layers (weights stored (in, out)), which PEFT's adapters mark with fan_in_fan_out; the
+// adapters' own A (r, in) and B (out, r) are as for a Linear layer.
+const PeftModuleNames& gpt2_peft_modules();
+std::vector<PeftSlot> gpt2_peft_slots(const Gpt2& base, const Gpt2Lora& lora);
 
 }  // namespace llmcc::models
