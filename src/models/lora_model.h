@@ -19,6 +19,7 @@
 // it was trained on.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -42,11 +43,16 @@ struct AdaptedModel {
   const M& base;
   const L& lora;
   decltype(M::cfg) cfg;
+  // What one layer's adapters allocate beyond the base's decode: each adapter's (rows, r)
+  // intermediate x A^T (llmcc/ops/lora_linear.h), at the most rows a prefill runs.
+  std::size_t layer_bytes = 0;
   Tensor decode(const Tokens& idx, KvCache& cache) const { return base.decode(idx, cache, lora); }
 };
 template <class M, class L>
 KvCacheShape kv_cache_shape(const AdaptedModel<M, L>& m) {
-  return kv_cache_shape(m.base);
+  KvCacheShape shape = kv_cache_shape(m.base);
+  shape.scratch_bytes += m.layer_bytes;
+  return shape;
 }
 template <class M, class L>
 GeneratorLabels generator_labels(const AdaptedModel<M, L>& m) {
@@ -168,6 +174,14 @@ class LoraModel final : public Model {
   }
 
  private:
+  // AdaptedModel::layer_bytes: the most adapters a layer has (the adapters, spread over the
+  // layers, rounded up) times one (max_seq_len, rank) intermediate.
+  std::size_t adapter_layer_bytes() {
+    const auto layers = static_cast<std::size_t>(std::max(base_.model.cfg.n_layer, 1));
+    const std::size_t per_layer = (Traits::lora_adapters(lora_).size() + layers - 1) / layers;
+    return per_layer * arena_floats_bytes(std::int64_t{config_.max_seq_len()} * lora_cfg_.rank);
+  }
+
   // Every adapter's dropout: probability p, masks of draw `draw` (lora_dropout).
   void set_dropout(float p, std::uint64_t draw) {
     std::uint64_t k = 0;
@@ -190,7 +204,7 @@ class LoraModel final : public Model {
   LoraBase identity_;
   Lora lora_;
   ParameterStore params_;
-  AdaptedModel<Base, Lora> adapted_{base_.model, lora_, base_.model.cfg};
+  AdaptedModel<Base, Lora> adapted_{base_.model, lora_, base_.model.cfg, adapter_layer_bytes()};
   LoraInfo info_{lora_cfg_, identity_};
   std::unique_ptr<WithBase<Base>> train_, val_;
   // With the base's matrices in bf16 (store_base_in_bf16): their values and parameter indices.
