@@ -469,6 +469,18 @@ bool Planner::resolve_module(Scope& sc, const Expr* e, ModPath& path, bool repor
 }
 
 Operand Planner::lower_expr(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>& out) {
+  // adgen reads an expression as written: its operands' text is copied and its calls are matched
+  // to rules by their source. A macro's expansion has no text of its own there (TWICE(x) would be
+  // copied as TWICE(x) where x's saved value belongs), so it is refused where it is used.
+  for (const SourceLocation loc : {e0->getBeginLoc(), e0->getEndLoc()}) {
+    if (!loc.isMacroID()) continue;
+    const SourceManager& sm = ctx_.getSourceManager();
+    const std::string name = Lexer::getImmediateMacroName(loc, sm, ctx_.getLangOpts()).str();
+    diag_.error(sm.getExpansionLoc(loc), "the macro '" + name +
+                                             "' expands inside a differentiated expression: adgen reads the code "
+                                             "as written, so write the expression out (or call an inline function)");
+    return inactive(sc, e0);
+  }
   const Expr* e = strip(e0);
   if (!act_.active(e)) return inactive(sc, e);
   const QualType t = e->getType();
