@@ -1,17 +1,14 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
-#include <string>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/thread_buffer.h"
 #include "llmcc/decode_weights.h"
-#include "llmcc/error.h"
 #include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
@@ -44,22 +41,10 @@ std::int64_t widen_rows(std::int64_t rows, std::int64_t cols) {
   return std::min(rows, target / 32 * 32);
 }
 
-// The calling thread's widening buffer; grows to the largest block asked of it and is kept, so a
-// training step allocates it on its first product only.
+// The calling thread's widening buffer (thread_buffer.h).
+struct WidenTag;
 float* widen_buffer(std::size_t floats) {
-  struct Buffer {
-    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-    std::size_t floats = 0;
-  };
-  thread_local Buffer buf;
-  if (floats > buf.floats) {
-    buf.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
-    if (!buf.data)
-      fail("linear",
-           "could not allocate " + std::to_string(floats * sizeof(float)) + " bytes to widen a block of a bf16 weight");
-    buf.floats = floats;
-  }
-  return buf.data.get();
+  return thread_buffer<WidenTag>(floats, "linear", "to widen a block of a bf16 weight");
 }
 
 // dst[i] = the float of bf16 src[i] for i < n, on the team.

@@ -1,14 +1,11 @@
 #include "kernels/cpu/lora_linear.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
-#include <string>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/parallel.h"
-#include "llmcc/error.h"
+#include "kernels/cpu/thread_buffer.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -19,22 +16,10 @@ std::int64_t mask_rows(std::int64_t N, std::int64_t C) {
   return std::max<std::int64_t>(1, std::min(N, (std::int64_t{1} << 20) / std::max<std::int64_t>(C, 1)));
 }
 
-// The calling thread's buffer for masked rows; grows to the largest block asked of it and is
-// kept, so a training step allocates it on its first product only.
+// The calling thread's buffer for masked rows (thread_buffer.h).
+struct MaskTag;
 float* mask_buffer(std::size_t floats) {
-  struct Buffer {
-    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-    std::size_t floats = 0;
-  };
-  thread_local Buffer buf;
-  if (floats > buf.floats) {
-    buf.data.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
-    if (!buf.data)
-      fail("lora_linear", "could not allocate " + std::to_string(floats * sizeof(float)) +
-                              " bytes for a block of the adapter's masked input");
-    buf.floats = floats;
-  }
-  return buf.data.get();
+  return thread_buffer<MaskTag>(floats, "lora_linear", "for a block of the adapter's masked input");
 }
 
 constexpr std::int64_t kParallelMin = 1 << 14;
