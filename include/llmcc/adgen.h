@@ -51,8 +51,29 @@
 #define LLMCC_ADGEN_RULE(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.rule:" name)
 #define LLMCC_ADGEN_NAME(name) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.name:" name)
 #define LLMCC_ADGEN_OPTIONAL LLMCC_ADGEN_ANNOTATE("llmcc.adgen.optional")
+// On a declaration `Dual f_jvp(<f's parameters>, <one tangent per Tensor or float parameter>)`:
+// adgen defines it as the forward-mode derivative of `f` (docs/adgen.md, "Forward mode"); `f`
+// may itself be a jvp declaration (its jvp then returns a Dual2).
+#define LLMCC_ADGEN_JVP(of) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.jvp:" of)
+// The same with tangents for the named arguments only (`LLMCC_ADGEN_JVP_WRT("u_jvp", "x")`).
+#define LLMCC_ADGEN_JVP_WRT(of, names) LLMCC_ADGEN_ANNOTATE("llmcc.adgen.jvp:" of "|" names)
 
 namespace llmcc::adgen {
+
+// What a jvp function returns: the function's value and its directional derivative along the
+// tangents passed in (the same shape as the value). A differentiated function may bind one
+// (`const Dual r = u_jvp(net, x, dx);`) and read `r.value` and `r.tangent`.
+struct Dual {
+  Tensor value;
+  Tensor tangent;
+};
+// What the jvp of a jvp returns: the inner Dual and its directional derivative along the outer
+// tangents. For u_jvp(net, x, v) differentiated along x in direction w: value = (u, u'v),
+// tangent = (u'w, u''[v, w]); with v = w = e_x, tangent.tangent is u_xx.
+struct Dual2 {
+  Dual value;
+  Dual tangent;
+};
 
 // Identity at run time; to adgen, "checkpoint this call": save its inputs only and re-run its
 // forward in the backward.

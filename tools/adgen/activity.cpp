@@ -23,6 +23,10 @@ bool Activity::is_double(QualType t) const {
   return bare(t)->isSpecificBuiltinType(BuiltinType::Double) || bare(t)->isSpecificBuiltinType(BuiltinType::LongDouble);
 }
 
+bool Activity::is_dual(QualType t) const {
+  return record_named(t, "llmcc::adgen::Dual") || record_named(t, "llmcc::adgen::Dual2");
+}
+
 bool Activity::in_system_header(const Decl* d) const {
   return ctx_.getSourceManager().isInSystemHeader(ctx_.getSourceManager().getExpansionLoc(d->getLocation()));
 }
@@ -45,7 +49,9 @@ bool Activity::module_uncached(const CXXRecordDecl* rd) const {
   if (in_system_header(rd) || rd->getQualifiedNameAsString().rfind("llmcc::", 0) == 0) {
     // Library types (Tensor, Tokens, rule Saved structs) are not modules.
     const std::string n = rd->getQualifiedNameAsString();
-    if (n == "llmcc::Tensor" || n == "llmcc::Tokens" || in_system_header(rd)) return false;
+    if (n == "llmcc::Tensor" || n == "llmcc::Tokens" || n == "llmcc::adgen::Dual" || n == "llmcc::adgen::Dual2" ||
+        in_system_header(rd))
+      return false;
     if (n.find("Saved") != std::string::npos) return false;
   }
   if (rd->isLambda()) return false;
@@ -81,13 +87,13 @@ const CXXRecordDecl* Activity::module_vec_elem(QualType t) const {
 bool Activity::active(const Expr* e) const {
   if (e == nullptr) return false;
   const QualType t = e->getType();
-  const bool carrier = is_tensor(t) || is_float(t) || is_double(t) || is_module_like(t);
+  const bool carrier = is_tensor(t) || is_float(t) || is_double(t) || is_dual(t) || is_module_like(t);
   if (!carrier) return false;
   e = e->IgnoreParens();
   if (const auto* me = dyn_cast<MemberExpr>(e)) {
     if (const auto* fd = dyn_cast<FieldDecl>(me->getMemberDecl())) {
       const QualType ft = fd->getType();
-      if (!is_tensor(ft) && !is_module_like(ft)) return false;  // a config field
+      if (!is_tensor(ft) && !is_dual(ft) && !is_module_like(ft)) return false;  // a config field
     }
   }
   if (const auto* dre = dyn_cast<DeclRefExpr>(e)) {
@@ -128,7 +134,7 @@ void Activity::scan(const Stmt* s, bool& changed) {
       const auto* vd = dyn_cast<VarDecl>(d);
       if (vd == nullptr || active_var(vd)) continue;
       const QualType t = vd->getType();
-      if (!(is_tensor(t) || is_float(t) || is_double(t))) continue;
+      if (!(is_tensor(t) || is_float(t) || is_double(t) || is_dual(t))) continue;
       if (vd->getInit() != nullptr && active(vd->getInit())) {
         active_vars_.insert(vd);
         changed = true;

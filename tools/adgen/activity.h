@@ -30,6 +30,7 @@ class Activity {
   bool is_tokens(clang::QualType t) const;
   bool is_float(clang::QualType t) const;
   bool is_double(clang::QualType t) const;
+  bool is_dual(clang::QualType t) const;                               // llmcc::adgen::Dual or Dual2: a jvp's results
   const clang::CXXRecordDecl* module_record(clang::QualType t) const;  // null: not a module
   // Whether a value of type t contains a Tensor or a module anywhere: directly, through a pointer,
   // in an array or as a template argument (std::array<Block, 2>, std::map<int, Tensor>).

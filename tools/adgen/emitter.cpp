@@ -18,6 +18,13 @@ namespace {
 
 const char* kTensor = "llmcc::Tensor";
 
+// Where result k of a jvp's return value is: a Dual's value and tangent, a Dual2's four tensors.
+std::string result_path(int results, int k) {
+  static const char* const kDual[] = {".value", ".tangent"};
+  static const char* const kDual2[] = {".value.value", ".value.tangent", ".tangent.value", ".tangent.tangent"};
+  return results == 2 ? kDual[k] : kDual2[k];
+}
+
 // Whether `word` is used as a variable in `text`: as a whole identifier, not as a member or a
 // qualified name (`_s.acc`, `p->acc`, `llmcc::adgen::acc`).
 bool contains_word(const std::string& text, const std::string& word) {
@@ -390,6 +397,8 @@ class FuncEmitter {
     s += "const " + f_.id + "_Saved& " + name_if_used("_s", body);
     s += f_.ret == VKind::Tensor ? ", const llmcc::Tensor& " : ", float ";
     s += name_if_used("d_out", body);
+    for (int k = 1; k < f_.results; ++k)
+      s += ", const llmcc::Tensor& " + name_if_used("d_out" + std::to_string(k), body);
     if (f_.is_method) s += ", " + f_.self_grad_type + "* " + name_if_used("d_self", body);
     for (const auto& p : f_.params) {
       if (p.is_module)
@@ -409,7 +418,12 @@ class FuncEmitter {
   }
 
  private:
-  std::string ret_type() const { return f_.ret == VKind::Tensor ? kTensor : "float"; }
+  std::string ret_type() const {
+    return f_.results == 4           ? "llmcc::adgen::Dual2"
+           : f_.results == 2         ? "llmcc::adgen::Dual"
+           : f_.ret == VKind::Tensor ? kTensor
+                                     : "float";
+  }
 
   static std::string name_if_used(const std::string& name, const std::string* body) {
     if (body == nullptr || contains_word(*body, name)) return name;
@@ -658,7 +672,22 @@ class FuncEmitter {
             std::string base = c.has_object && !c.object.last.empty() ? c.object.last : g.id;
             ss.saved = r.slot(g.id + "_Saved", base);
             r.visit.push_back(ss.saved + ".visit(f);");
-            fwd_.line(lhs + g.id + "_fwd(" + args + (args.empty() ? "" : ", ") + r.var + "." + ss.saved + ");");
+            const std::string call = g.id + "_fwd(" + args + (args.empty() ? "" : ", ") + r.var + "." + ss.saved + ")";
+            if (c.results > 1) {
+              // A jvp: each of its results is a temporary.
+              fwd_.open("");
+              fwd_.line("const auto _jvp = " + call + ";");
+              fwd_.line(lhs + "_jvp" + result_path(c.results, 0) + ";");
+              for (std::size_t k = 0; k < s.more_temps.size(); ++k) {
+                const std::string slot = r.slot(kTensor, s.more_temps[k]);
+                temp_slot_[s.more_temps[k]] = slot;
+                r.visit.push_back("f(" + slot + ");");
+                fwd_.line(r.var + "." + slot + " = _jvp" + result_path(c.results, static_cast<int>(k) + 1) + ";");
+              }
+              fwd_.close();
+            } else {
+              fwd_.line(lhs + call + ";");
+            }
           }
         }
         break;
@@ -726,7 +755,16 @@ class FuncEmitter {
         break;
       }
       case Stmt::Kind::Return:
-        fwd_.line("return " + fwd_text(s.value, r, nullptr, -1) + ";");
+        if (f_.results == 1) {
+          fwd_.line("return " + fwd_text(s.value, r, nullptr, -1) + ";");
+        } else {
+          std::vector<std::string> v{fwd_text(s.value, r, nullptr, -1)};
+          for (const auto& m : s.more_values) v.push_back(fwd_text(m, r, nullptr, -1));
+          if (f_.results == 2)
+            fwd_.line("return llmcc::adgen::Dual{" + v[0] + ", " + v[1] + "};");
+          else
+            fwd_.line("return llmcc::adgen::Dual2{{" + v[0] + ", " + v[1] + "}, {" + v[2] + ", " + v[3] + "}};");
+        }
         break;
     }
   }
@@ -749,6 +787,10 @@ class FuncEmitter {
         if (f_.ret == VKind::Tensor) {
           note_adjoint(s.value);
           tensor_contrib(o, s.value, "d_out");
+          for (std::size_t k = 0; k < s.more_values.size(); ++k) {
+            note_adjoint(s.more_values[k]);
+            tensor_contrib(o, s.more_values[k], "d_out" + std::to_string(k + 1));
+          }
         } else {
           note_adjoint(s.value);
           float_contrib(o, s.value, "d_out");
@@ -779,6 +821,8 @@ class FuncEmitter {
       case Stmt::Kind::Verbatim:
         break;
       case Stmt::Kind::Arith: {
+        // Arithmetic on constants only (a tangent's `-1.0f * k`) passes nothing back.
+        if (s.lhs.kind != VKind::Float && (s.op == 'n' || s.rhs.kind != VKind::Float)) break;
         adjoints_[s.temp] = VKind::Float;
         note_adjoint(s.lhs);
         if (s.op != 'n') note_adjoint(s.rhs);
@@ -853,9 +897,16 @@ class FuncEmitter {
     const Call& c = s.call;
     const bool tensor = c.ret == VKind::Tensor;
     adjoints_[s.temp] = c.ret;
+    for (const auto& t : s.more_temps) adjoints_[t] = VKind::Tensor;
     for (std::size_t i = 0; i < c.args.size(); ++i) note_adjoint(c.args[i]);
     const std::string d = "_d_" + s.temp;
-    o.open(tensor ? "if (" + d + ".defined())" : "");
+    // A jvp call's backward runs when any of its results got a contribution.
+    std::string cond = d + ".defined()", more;
+    for (const auto& t : s.more_temps) {
+      cond += " || _d_" + t + ".defined()";
+      more += ", _d_" + t;
+    }
+    o.open(tensor ? "if (" + cond + ")" : "");
     const std::string args = callee_args_rev(s, r, ss);
     const std::string sep = args.empty() ? "" : ", ";
     if (c.kind == Call::Kind::Math) {
@@ -938,11 +989,12 @@ class FuncEmitter {
         for (const auto& e : escaping) o.line(e);
         o.open("");
         o.line("llmcc::adgen::Scratch _scratch;");
-        o.line(g.id + "_bwd(" + args + sep + r.var + "." + ss.saved + ", " + d + tail + ");");
+        o.line(g.id + "_bwd(" + args + sep + r.var + "." + ss.saved + ", " + d + more + tail + ");");
         o.close();
       }
     }
     o.line(tensor ? d + " = llmcc::Tensor();" : d + " = 0.0f;");
+    for (const auto& t : s.more_temps) o.line("_d_" + t + " = llmcc::Tensor();");
     auto skipped = final_.skipped.find(&s);
     if (tensor && skipped != final_.skipped.end()) {
       // The callee did not run: its gradients got nothing more, so they are final now.
@@ -1243,6 +1295,18 @@ void emit_module(Out& o, const ModulePlan& m) {
 
 }  // namespace
 
+// A plan adgen made (a jvp, a slope) as a plain function: its forward into a record that is dropped.
+std::string primal_definition(const FuncPlan& f, const std::string& decl, const std::string& ns) {
+  std::string args;
+  for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
+  Out o;
+  o.open(decl);
+  o.line(ns + f.id + "_Saved _s;");
+  o.line("return " + ns + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
+  o.close();
+  return o.str();
+}
+
 Generated emit(const Program& p, const std::string& header_name) {
   Generated g;
   const std::string banner =
@@ -1264,6 +1328,10 @@ Generated emit(const Program& p, const std::string& header_name) {
   for (const auto& m : p.modules) emit_module(h, m);
   for (std::size_t i = 0; i < p.funcs.size(); ++i) {
     const FuncPlan& f = *p.funcs[i];
+    if (!f.primal_decl.empty()) {
+      h.line("// " + f.source + ", defined by adgen.");
+      h.line(f.primal_decl + ";");
+    }
     h.line("// " + f.id + ": what the backward of " + f.source + " reads.");
     h.raw(fe[i]->saved_struct());
     h.line(fe[i]->fwd_signature(false) + ";");
@@ -1298,8 +1366,12 @@ Generated emit(const Program& p, const std::string& header_name) {
     s.raw(fe[i]->bwd_definition());
     s.raw("\n");
     if (p.funcs[i]->entry) s.raw(entry_definition(*p.funcs[i]) + "\n");
+    if (!p.funcs[i]->primal_decl.empty()) s.raw(primal_definition(*p.funcs[i], p.funcs[i]->primal_decl, "") + "\n");
   }
   if (!p.ns.empty()) s.raw("}  // namespace " + p.ns + "\n");
+  // The jvp functions the user declared (LLMCC_ADGEN_JVP), by their qualified names.
+  for (const auto& f : p.funcs)
+    for (const auto& decl : f->primal_decls) s.raw("\n" + primal_definition(*f, decl, p.ns.empty() ? "" : p.ns + "::"));
   g.source = s.str();
   return g;
 }

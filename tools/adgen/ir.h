@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,13 +73,17 @@ struct Call {
   std::vector<ModPath> module_args;  // Func: module arguments, by position (others empty root)
   bool checkpoint = false;
   VKind ret = VKind::Tensor;
+  int results = 1;                   // Func: 1, or a jvp's 2 (adgen::Dual) or 4 (adgen::Dual2)
+  const FuncPlan* scalar = nullptr;  // map_unary: the scalar function's plan
 };
 
 struct Stmt {
   enum class Kind { Call, Arith, Assign, Verbatim, If, Loop, Return };
   Kind kind = Kind::Verbatim;
-  // Call / Arith: the temporary written ("t3")
+  // Call / Arith: the temporary written ("t3"); a jvp call's further results go to more_temps
+  // (Dual: the tangent; Dual2: value.tangent, tangent.value, tangent.tangent)
   std::string temp;
+  std::vector<std::string> more_temps;
   Call call;
   // Arith: op is one of + - * / or 'n' (negate); unary uses lhs only
   char op = '+';
@@ -88,6 +93,8 @@ struct Stmt {
   std::string local;
   VKind local_kind = VKind::Tensor;
   Operand value;
+  // Return of a jvp: its results after `value`, in more_temps' order
+  std::vector<Operand> more_values;
   // Verbatim: forward-only text (inactive code)
   std::string text;
   // If: condition (forward text); then/else bodies
@@ -129,6 +136,17 @@ struct FuncPlan {
   std::vector<std::string> wrt;  // entry: LLMCC_ADGEN_WRT names (empty: every differentiable argument)
   bool checkpoint = false;       // LLMCC_ADGEN_CHECKPOINT on the function
   std::string source;            // "file:line" for comments
+  // Forward mode (tangent.cpp): 1, or 2 for a jvp returning adgen::Dual (value, tangent), 4 for
+  // the jvp of a jvp returning adgen::Dual2 (the Dual and its tangent).
+  int results = 1;
+  // A plan made by adgen has no primal in the user's code; adgen defines it as
+  // `<declaration> { <id>_Saved _s; return <id>_fwd(...); }`: a scalar slope function in the
+  // generated namespace (primal_decl, declared in the generated header), a jvp the user declared
+  // with LLMCC_ADGEN_JVP by its qualified name (primal_decls).
+  std::string primal_decl;
+  std::vector<std::string> primal_decls;
+  std::set<std::string> used_names;  // every name the body binds (for names adgen adds)
+  int temps = 0;                     // temporaries t0..t<temps-1> are taken
 };
 
 struct ModuleField {

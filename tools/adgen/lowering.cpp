@@ -165,6 +165,16 @@ void Planner::lower_decl(Scope& sc, const DeclStmt* ds, std::vector<adgen::Stmt>
       }
       continue;
     }
+    if (act_.is_dual(t)) {
+      // `const Dual r = u_jvp(...);`: names for the call's results, no statement of its own.
+      std::vector<Operand> results;
+      if (vd->getInit() == nullptr) {
+        diag_.error(vd->getLocation(), "Dual local '" + name + "' without a value: bind a jvp call's result");
+        continue;
+      }
+      if (lower_results(sc, vd->getInit(), out, results)) sc.duals[vd] = results;
+      continue;
+    }
     if (act_.is_double(t) && act_.active_var(vd)) {
       diag_.error(vd->getLocation(),
                   "double local '" + name + "' holds a differentiable value: adgen differentiates float scalars");
@@ -219,6 +229,11 @@ void Planner::lower_assign(Scope& sc, const Expr* whole, const Expr* lhs, const 
   const int before = diag_.errors();
   check_mutation(sc, lhs);
   if (diag_.errors() > before) return;
+  if (vd != nullptr && act_.is_dual(vd->getType())) {
+    diag_.error(whole->getExprLoc(),
+                "assignment to the Dual local '" + text(sc, lhs) + "': a Dual is bound once, where it is declared");
+    return;
+  }
   if (vd == nullptr || isa<ParmVarDecl>(vd) || !vd->isLocalVarDecl()) {
     if (carrier || act_.is_double(lhs->getType())) {
       diag_.error(whole->getExprLoc(), "mutation of a saved tensor or parameter: assignment to '" + text(sc, lhs) +
@@ -503,6 +518,11 @@ Operand Planner::lower_expr(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>&
       return op;
     }
   }
+  if (const auto* me = dyn_cast<MemberExpr>(e); me != nullptr && act_.is_dual(me->getBase()->getType())) {
+    std::vector<Operand> results;  // the base is a Dual here: (value, tangent)
+    if (!lower_results(sc, me->getBase(), out, results) || results.size() != 2) return inactive(sc, e);
+    return results[me->getMemberDecl()->getName() == "tangent" ? 1 : 0];
+  }
   if (const auto* me = dyn_cast<MemberExpr>(e)) {
     const auto* fd = dyn_cast<FieldDecl>(me->getMemberDecl());
     if (fd != nullptr && act_.is_tensor(fd->getType()) && act_.module_record(me->getBase()->getType())) {
@@ -585,6 +605,10 @@ Operand Planner::lower_call(Scope& sc, const CallExpr* ce, std::vector<adgen::St
     return lower_call(sc, ic, out, true);
   }
   if (callee->getQualifiedNameAsString() == "llmcc::adgen::map_unary") return lower_map_unary(sc, ce, callee, out);
+  if (!jvp_target(callee).empty()) {
+    if (checkpoint) diag_.error(ce->getExprLoc(), "checkpoint() of a jvp call is not supported");
+    return lower_jvp_call(sc, ce, callee, out);
+  }
   Call call;
   call.checkpoint = checkpoint;
   call.ret = act_.is_tensor(ce->getType()) ? VKind::Tensor : VKind::Float;
@@ -739,9 +763,72 @@ Operand Planner::lower_map_unary(Scope& sc, const CallExpr* ce, const FunctionDe
   call.name = "llmcc::adgen::map_unary<" + def->getQualifiedNameAsString() + ">";
   call.pullback = "llmcc::adgen::map_unary_pullback<" + g->id + "_grad>";
   call.adjoint_of = {1, 0};
+  call.scalar = g;
   call.args.push_back(lower_expr(sc, ce->getArg(0), out));
   call.args.push_back(lower_expr(sc, ce->getArg(1), out));
   return push_call(sc, std::move(call), out);
+}
+
+// A call of a function declared LLMCC_ADGEN_JVP: a generated callee returning a Dual (Dual2), its
+// results in temporaries (the value returned here, the others in the statement's more_temps).
+Operand Planner::lower_jvp_call(Scope& sc, const CallExpr* ce, const FunctionDecl* callee,
+                                std::vector<adgen::Stmt>& out) {
+  FuncPlan* g = plan_jvp(callee, ce->getExprLoc());
+  if (g == nullptr) return inactive(sc, ce);
+  Call call;
+  call.kind = Call::Kind::Func;
+  call.func = g;
+  call.results = g->results;
+  call.ret = VKind::Tensor;
+  call.module_args.resize(ce->getNumArgs());
+  for (unsigned i = 0; i < ce->getNumArgs(); ++i) {
+    if (act_.module_record(callee->getParamDecl(i)->getType())) {
+      if (!resolve_module(sc, ce->getArg(i), call.module_args[i], true)) return inactive(sc, ce);
+      call.args.emplace_back();
+    } else {
+      call.args.push_back(lower_expr(sc, ce->getArg(i), out));
+    }
+  }
+  const int results = call.results;
+  Operand value = push_call(sc, std::move(call), out);
+  for (int k = 1; k < results; ++k) out.back().more_temps.push_back("t" + std::to_string(sc.temps++));
+  return value;
+}
+
+bool Planner::lower_results(Scope& sc, const Expr* e0, std::vector<adgen::Stmt>& out, std::vector<Operand>& results) {
+  const Expr* e = strip(e0);
+  if (const auto* dre = dyn_cast<DeclRefExpr>(e)) {
+    const auto* vd = dyn_cast<VarDecl>(dre->getDecl());
+    if (auto it = vd ? sc.duals.find(vd) : sc.duals.end(); it != sc.duals.end()) {
+      results = it->second;
+      return true;
+    }
+  }
+  if (const auto* ce = dyn_cast<CallExpr>(e)) {
+    const FunctionDecl* callee = ce->getDirectCallee();
+    if (callee != nullptr && !jvp_target(callee).empty()) {
+      const Operand value = lower_jvp_call(sc, ce, callee, out);
+      if (value.src != Operand::Src::Temp) return false;
+      results = {value};
+      for (const auto& t : out.back().more_temps) {
+        Operand o = value;
+        o.name = t;
+        results.push_back(o);
+      }
+      return true;
+    }
+  }
+  if (const auto* me = dyn_cast<MemberExpr>(e); me != nullptr && act_.is_dual(me->getBase()->getType())) {
+    std::vector<Operand> all;  // a Dual2's .value (its first two results) or .tangent (the last two)
+    if (!lower_results(sc, me->getBase(), out, all) || all.size() != 4) return false;
+    const std::size_t at = me->getMemberDecl()->getName() == "tangent" ? 2 : 0;
+    results.assign(all.begin() + static_cast<long>(at), all.begin() + static_cast<long>(at) + 2);
+    return true;
+  }
+  diag_.error(e0->getExprLoc(),
+              "an adgen::Dual here must be a call of a function declared LLMCC_ADGEN_JVP or a Dual local bound "
+              "to one");
+  return false;
 }
 
 }  // namespace adgen

@@ -89,9 +89,16 @@ class Consumer : public clang::ASTConsumer {
     adgen::Planner planner(ctx, diag);
     struct Finder : clang::RecursiveASTVisitor<Finder> {
       std::vector<const clang::FunctionDecl*> entries;
+      std::vector<const clang::FunctionDecl*> jvps;  // LLMCC_ADGEN_JVP declarations (adgen defines them)
       clang::SourceManager* sm = nullptr;
       bool VisitFunctionDecl(clang::FunctionDecl* f) {
         if (sm->isInSystemHeader(sm->getExpansionLoc(f->getLocation()))) return true;
+        if (!adgen::Planner::jvp_target(f).empty()) {
+          for (const auto* j : jvps)
+            if (j->getCanonicalDecl() == f->getCanonicalDecl()) return true;
+          jvps.push_back(f);
+          return true;
+        }
         if (!f->isThisDeclarationADefinition() && f->getDefinition() != nullptr) return true;  // seen there
         for (const auto* e : entries)
           if (e->getCanonicalDecl() == f->getCanonicalDecl()) return true;
@@ -106,16 +113,19 @@ class Consumer : public clang::ASTConsumer {
     } finder;
     finder.sm = &ctx.getSourceManager();
     finder.TraverseDecl(ctx.getTranslationUnitDecl());
-    if (finder.entries.empty()) {
+    if (finder.entries.empty() && finder.jvps.empty()) {
       diag.error(ctx.getSourceManager().getLocForStartOfFile(ctx.getSourceManager().getMainFileID()),
-                 "no function is marked LLMCC_ADGEN_ENTRY (from llmcc/adgen.h) in this translation unit");
+                 "no function is marked LLMCC_ADGEN_ENTRY or LLMCC_ADGEN_JVP (from llmcc/adgen.h) in this "
+                 "translation unit");
       return;
     }
     for (const auto* e : finder.entries) planner.plan_entry(e);
+    for (const auto* j : finder.jvps) planner.plan_jvp(j, j->getLocation());
     if (diag.failed()) return;
 
     adgen::Program& prog = planner.program();
-    const auto* ns = llvm::dyn_cast<clang::NamespaceDecl>(finder.entries.front()->getDeclContext());
+    const clang::FunctionDecl* first = finder.entries.empty() ? finder.jvps.front() : finder.entries.front();
+    const auto* ns = llvm::dyn_cast<clang::NamespaceDecl>(first->getDeclContext());
     prog.ns = ns ? ns->getQualifiedNameAsString() : "";
     const clang::SourceManager& sm = ctx.getSourceManager();
     const auto main = sm.getFileEntryRefForID(sm.getMainFileID());

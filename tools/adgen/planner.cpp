@@ -22,7 +22,10 @@ std::string Planner::Scope::bind_name(const VarDecl* vd, bool parameter) {
   // `_s` becomes `s_v`, not `_s_v`: its adjoint `d_s_v` must not hold a reserved `__`.
   const std::string source = vd->getNameAsString();
   const std::string stripped = source.substr(std::min(source.find_first_not_of('_'), source.size()));
-  const bool reserved = generated_code_may_use(source) || (parameter && source == "out");
+  // A parameter `out` (`out1`, `out2`, `out3`) would have the adjoint `d_out` (`d_out1`, ...),
+  // the names of a backward's incoming adjoints.
+  const bool out_name = source == "out" || source == "out1" || source == "out2" || source == "out3";
+  const bool reserved = generated_code_may_use(source) || (parameter && out_name);
   const std::string base = !reserved ? source : stripped.empty() ? "v" : stripped + "_v";
   // Unique, and never one name's adjoint `d_<name>` another's name (`d_out` becomes `d_out_v`,
   // so a parameter `out` must not become `out_v`).
@@ -279,6 +282,9 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
         diag_.error(p->getLocation(), "module parameter '" + pp.name + "' must be a const reference");
     } else if (act_.is_double(t)) {
       diag_.error(p->getLocation(), "parameter '" + pp.name + "' is double: adgen differentiates float scalars");
+    } else if (act_.is_dual(t)) {
+      diag_.error(p->getLocation(),
+                  "parameter '" + pp.name + "' is an adgen::Dual: pass its tensors (`r.value`, `r.tangent`) instead");
     }
     fp->params.push_back(pp);
   }
@@ -330,6 +336,8 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
     }
   }
   in_progress_.erase(f);
+  fp->used_names = sc.used_names;
+  fp->temps = sc.temps;
   planned_[f] = fp;
   program_.funcs.push_back(std::move(owned));
   return fp;

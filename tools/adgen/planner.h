@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "activity.h"
@@ -23,12 +24,24 @@ class Planner {
   Planner(clang::ASTContext& ctx, Diagnostics& diag);
 
   void plan_entry(const clang::FunctionDecl* entry);
+  // A declaration marked LLMCC_ADGEN_JVP("f"): plans f and its tangent function (tangent.cpp).
+  FuncPlan* plan_jvp(const clang::FunctionDecl* decl, clang::SourceLocation use);
+  // The function named by LLMCC_ADGEN_JVP on f, or "" when f is not a jvp declaration.
+  static std::string jvp_target(const clang::FunctionDecl* f);
   Program& program() { return program_; }
   // Files whose declarations the generated code needs (modules, rules, entries).
   const std::set<std::string>& needed_files() const { return files_; }
 
  private:
   struct Scope;  // per-function lowering state (planner.cpp)
+  friend class TangentBuilder;
+  // Dual: the value and its tangent along every tangent argument; Slope: a scalar function's
+  // derivative (the tangent along 1), as a function of its argument.
+  enum class TangentMode { Dual, Slope };
+  FuncPlan* tangent_plan(const FuncPlan& f, const std::vector<bool>& mask, TangentMode mode, const std::string& id,
+                         clang::SourceLocation loc, bool top);
+  const clang::FunctionDecl* library_function(const std::string& name, std::size_t params);
+  FuncPlan* plan_jvp_uncached(const clang::FunctionDecl* decl);
 
   FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
   std::string ensure_module(const clang::CXXRecordDecl* rd);
@@ -50,6 +63,11 @@ class Planner {
   Operand lower_map_unary(Scope& sc, const clang::CallExpr* ce, const clang::FunctionDecl* callee,
                           std::vector<adgen::Stmt>& out);
   Operand inactive(Scope& sc, const clang::Expr* e);
+  Operand lower_jvp_call(Scope& sc, const clang::CallExpr* ce, const clang::FunctionDecl* callee,
+                         std::vector<adgen::Stmt>& out);
+  // The results of a Dual or Dual2 expression (2 or 4): a local bound to one, a jvp call (lowered
+  // here) or a Dual2's `.value` / `.tangent`.
+  bool lower_results(Scope& sc, const clang::Expr* e, std::vector<adgen::Stmt>& out, std::vector<Operand>& results);
   bool resolve_module(Scope& sc, const clang::Expr* e, ModPath& path, bool report);
 
   // text of inactive code with `self.` and renamed locals
@@ -69,6 +87,9 @@ class Planner {
   std::map<const clang::CXXRecordDecl*, std::string> modules_;
   std::set<std::string> func_ids_;
   std::set<std::string> files_;
+  std::map<const clang::FunctionDecl*, FuncPlan*> jvps_;
+  std::set<const clang::FunctionDecl*> in_jvp_;
+  std::map<std::tuple<const FuncPlan*, std::vector<bool>, int>, FuncPlan*> tangents_;
 };
 
 }  // namespace adgen

@@ -24,8 +24,9 @@ struct Planner::Scope {
   const CXXRecordDecl* self = nullptr;          // module of a member function
   std::map<const VarDecl*, std::string> names;  // unique names of locals
   std::set<std::string> used_names;
-  std::map<const VarDecl*, ModPath> aliases;  // module references (range-for element, ...)
-  std::set<const VarDecl*> loop_vars;         // counted-loop variables (restored backwards)
+  std::map<const VarDecl*, ModPath> aliases;             // module references (range-for element, ...)
+  std::map<const VarDecl*, std::vector<Operand>> duals;  // Dual / Dual2 locals: their results
+  std::set<const VarDecl*> loop_vars;                    // counted-loop variables (restored backwards)
   std::set<std::string> active_locals;
   int temps = 0;
   int blocks = 0;  // If/Loop ids

@@ -1,0 +1,86 @@
+// Forward mode: jvp functions adgen defines (LLMCC_ADGEN_JVP) and losses whose value holds them,
+// differentiated again in reverse (nested differentiation, as a physics-informed loss needs).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "llmcc/adgen.h"
+#include "llmcc/ops.h"
+
+namespace jvpm {
+
+using llmcc::Tensor;
+using llmcc::adgen::Dual;
+
+inline float act(float x) { return tanhf(x); }
+// A slope with products, a quotient and two maths calls, so its own derivative has all of them.
+inline float soft(float x) {
+  const float e = expf(-x * x);
+  return x * tanhf(x) + 0.5f * e / (1.0f + x * x) + sinf(x) * 0.1f;
+}
+
+struct Dense {
+  Tensor w, b;  // (OC, C), (OC)
+  Tensor forward(const Tensor& x) const { return llmcc::adgen::map_unary<act>(llmcc::linear(x, w, b), "act"); }
+};
+
+struct Net {
+  std::vector<Dense> hidden;  // (H, 2), then (H, H) each
+  Tensor gain;                // (H): a row vector, broadcast over the points
+  Tensor w_out, b_out;        // (1, H), (1)
+  float shift = 0.25f;        // configuration
+};
+
+// u(x): points (N, 2) -> (N, 1); residual blocks in a loop, a broadcast gain, two activations.
+inline Tensor u(const Net& net, const Tensor& x) {
+  Tensor h = net.hidden[0].forward(x);
+  for (std::size_t i = 1; i < net.hidden.size(); ++i) h = h + net.hidden[i].forward(h);
+  h = llmcc::adgen::map_unary<soft>(h * net.gain, "soft");
+  return llmcc::linear(h, net.w_out, net.b_out);
+}
+LLMCC_ADGEN_JVP("u") Dual u_jvp(const Net& net, const Tensor& x, const Tensor& x_tangent);
+
+// Second order: u_jvp's tangent along x only (u''[v, w] in .tangent.tangent), and along both of
+// u_jvp's tensors.
+LLMCC_ADGEN_JVP_WRT("u_jvp", "x")
+llmcc::adgen::Dual2 u_jvp_jvp(const Net& net, const Tensor& x, const Tensor& x_tangent, const Tensor& w);
+LLMCC_ADGEN_JVP("u_jvp")
+llmcc::adgen::Dual2 u_jvp_full(const Net& net, const Tensor& x, const Tensor& v, const Tensor& dx, const Tensor& dv);
+
+// Tangents along three arguments at once: x (N, 2), y (N, H) and a float s.
+inline Tensor mix(const Net& net, const Tensor& x, const Tensor& y, float s) {
+  const Tensor a = (s * s) * net.hidden[0].forward(x);
+  Tensor b = 1.0f - y;
+  if (net.shift > 0.0f) b = b + net.shift * a;
+  return a * b - (-a) + llmcc::scale(y, s) - net.gain;
+}
+LLMCC_ADGEN_JVP("mix")
+Dual mix_jvp(const Net& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx, const Tensor& dy, float ds);
+
+// A residual of u and its directional derivative, as a physics-informed loss has: the gradient
+// with respect to the parameters (and to the points and the direction) goes through the tangent.
+LLMCC_ADGEN_ENTRY inline float residual_loss(const Net& net, const Tensor& x, const Tensor& dir,
+                                             const Tensor& target) {
+  const Dual r = u_jvp(net, x, dir);
+  const Tensor res = r.tangent + r.value * r.tangent - 0.3f * r.value;
+  return llmcc::mse_loss(res, target) + 0.1f * llmcc::mse_loss(u_jvp(net, x, r.value * dir).tangent, target);
+}
+
+// A Laplacian-style residual: the second derivative along dir, plus first-order terms.
+LLMCC_ADGEN_ENTRY inline float second_order_loss(const Net& net, const Tensor& x, const Tensor& dir,
+                                                 const Tensor& target) {
+  const llmcc::adgen::Dual2 r = u_jvp_jvp(net, x, dir, dir);
+  const Tensor res = r.tangent.tangent + r.value.value * r.value.tangent - 0.5f * r.tangent.value;
+  return llmcc::mse_loss(res, target);
+}
+
+// The same with mix's three tangents, read through a Dual local.
+LLMCC_ADGEN_ENTRY inline float mix_loss(const Net& net, const Tensor& x, const Tensor& y, float s,
+                                        const Tensor& dx, const Tensor& dy, const Tensor& target) {
+  const Dual r = mix_jvp(net, x, y, s, dx, dy, 0.5f * s);
+  return llmcc::mse_loss(r.tangent * r.value, target);
+}
+
+}  // namespace jvpm

@@ -1,0 +1,257 @@
+// Forward mode: the jvp functions adgen defines (LLMCC_ADGEN_JVP) give the directional
+// derivative that central differences of the function give, and losses holding jvps get, from
+// one generated backward, the gradients that central differences of the loss give.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "adgen_test_util.h"
+#include "jvp.grad.h"
+#include "llmcc/runtime.h"
+
+namespace {
+
+using llmcc::Tensor;
+
+// A net of awkward sizes: H hidden channels, L hidden layers (the first takes the 2 inputs).
+jvpm::Net make_net(int H, int L) {
+  jvpm::Net net;
+  net.hidden.resize(static_cast<std::size_t>(L));
+  for (int i = 0; i < L; ++i) {
+    net.hidden[static_cast<std::size_t>(i)].w = Tensor(nullptr, {H, i == 0 ? 2 : H});
+    net.hidden[static_cast<std::size_t>(i)].b = Tensor(nullptr, {H});
+  }
+  net.gain = Tensor(nullptr, {H});
+  net.w_out = Tensor(nullptr, {1, H});
+  net.b_out = Tensor(nullptr, {1});
+  return net;
+}
+
+// Richardson-extrapolated central differences of f along v at x (f: tensor -> tensor), element
+// by element against `tangent`: |a - n| <= 2e-3 * (1 + max |n|).
+::testing::AssertionResult tangent_matches(const std::string& name, const Tensor& tangent, const Tensor& x,
+                                           const Tensor& v, const std::function<std::vector<float>()>& f) {
+  float* xs = x.f32();
+  const std::vector<float> x0(xs, xs + x.numel());
+  auto diff = [&](double h) {
+    std::vector<double> d;
+    for (const double sgn : {1.0, -1.0}) {
+      for (std::int64_t i = 0; i < x.numel(); ++i) xs[i] = x0[static_cast<std::size_t>(i)] + static_cast<float>(sgn * h) * v.f32()[i];
+      const std::vector<float> y = f();
+      if (d.empty()) d.assign(y.size(), 0.0);
+      for (std::size_t k = 0; k < y.size(); ++k) d[k] += sgn * y[k] / (2.0 * h);
+    }
+    for (std::int64_t i = 0; i < x.numel(); ++i) xs[i] = x0[static_cast<std::size_t>(i)];
+    return d;
+  };
+  const std::vector<double> d1 = diff(2e-2), d2 = diff(1e-2);
+  if (static_cast<std::int64_t>(d1.size()) != tangent.numel())
+    return ::testing::AssertionFailure() << name << ": tangent has " << tangent.numel() << " elements, value " << d1.size();
+  double max_n = 0.0, worst = 0.0;
+  std::vector<double> n(d1.size());
+  for (std::size_t k = 0; k < d1.size(); ++k) {
+    n[k] = (4.0 * d2[k] - d1[k]) / 3.0;
+    max_n = std::max(max_n, std::fabs(n[k]));
+  }
+  for (std::size_t k = 0; k < d1.size(); ++k) {
+    const double e = std::fabs(tangent.f32()[k] - n[k]);
+    if (!(e <= 2e-3 * (1.0 + max_n)))
+      return ::testing::AssertionFailure() << name << "[" << k << "]: adgen " << tangent.f32()[k] << ", numeric "
+                                           << n[k] << " (max |numeric| " << max_n << ")";
+    worst = std::max(worst, e);
+  }
+  return ::testing::AssertionSuccess() << name << ": max error " << worst;
+}
+
+std::vector<float> values(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
+
+struct Sizes {
+  int N, H, L;
+};
+class AdgenJvp : public ::testing::TestWithParam<Sizes> {};
+
+TEST_P(AdgenJvp, TangentMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, vs;
+  adgen_test::bind_random(net, params, 3, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 4);
+  const Tensor v = adgen_test::random_tensor(vs, {N, 2}, 5);
+  const llmcc::adgen::Dual r = jvpm::u_jvp(net, x, v);
+  const std::vector<float> u0 = values(jvpm::u(net, x));
+  ASSERT_EQ(r.value.numel(), N);
+  for (int i = 0; i < N; ++i) EXPECT_EQ(r.value.f32()[i], u0[static_cast<std::size_t>(i)]) << "value " << i;
+  EXPECT_TRUE(tangent_matches("u_jvp", r.tangent, x, v, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return values(jvpm::u(net, x));
+  }));
+}
+
+// Second order: u_jvp_jvp's results against u_jvp's, and its last one (u''[v, w]) against central
+// differences of u_jvp's tangent along w; u_jvp_full (along x and v) against differences moving both.
+TEST_P(AdgenJvp, SecondOrderTangentsMatchFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, vs, ws, dvs;
+  adgen_test::bind_random(net, params, 21, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 22);
+  const Tensor v = adgen_test::random_tensor(vs, {N, 2}, 23);
+  const Tensor w = adgen_test::random_tensor(ws, {N, 2}, 24);
+  const Tensor dv = adgen_test::random_tensor(dvs, {N, 2}, 25);
+  const llmcc::adgen::Dual2 r = jvpm::u_jvp_jvp(net, x, v, w);
+  const llmcc::adgen::Dual first = jvpm::u_jvp(net, x, v);
+  const llmcc::adgen::Dual along_w = jvpm::u_jvp(net, x, w);
+  for (int i = 0; i < N; ++i) {
+    EXPECT_EQ(r.value.value.f32()[i], first.value.f32()[i]) << i;
+    EXPECT_EQ(r.value.tangent.f32()[i], first.tangent.f32()[i]) << i;
+    EXPECT_NEAR(r.tangent.value.f32()[i], along_w.tangent.f32()[i], 1e-5f * (1.0f + std::fabs(along_w.tangent.f32()[i])));
+  }
+  EXPECT_TRUE(tangent_matches("u_jvp_jvp", r.tangent.tangent, x, w, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return values(jvpm::u_jvp(net, x, v).tangent);
+  }));
+  // Along x and v together: d/de u_jvp(x + e dx, v + e dv).tangent.
+  std::vector<float> all(xs), dall(ws);
+  all.insert(all.end(), vs.begin(), vs.end());
+  dall.insert(dall.end(), dvs.begin(), dvs.end());
+  const Tensor stacked(all.data(), {static_cast<std::int64_t>(all.size())});
+  const Tensor dstacked(dall.data(), {static_cast<std::int64_t>(dall.size())});
+  const llmcc::adgen::Dual2 full = jvpm::u_jvp_full(net, x, v, w, dv);
+  EXPECT_TRUE(tangent_matches("u_jvp_full", full.tangent.tangent, stacked, dstacked, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return values(jvpm::u_jvp(net, Tensor(all.data(), {N, 2}), Tensor(all.data() + 2 * N, {N, 2})).tangent);
+  }));
+}
+
+// Tangents along x, y and the float s together: the differences move all three.
+TEST_P(AdgenJvp, TangentOfSeveralArgumentsMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, ys, dxs, dys;
+  adgen_test::bind_random(net, params, 6, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 7);
+  const Tensor y = adgen_test::random_tensor(ys, {N, H}, 8);
+  const Tensor dx = adgen_test::random_tensor(dxs, {N, 2}, 9);
+  const Tensor dy = adgen_test::random_tensor(dys, {N, H}, 10);
+  const float s = 0.8f, ds = -0.6f;
+  const llmcc::adgen::Dual r = jvpm::mix_jvp(net, x, y, s, dx, dy, ds);
+  // One input of (N*2 + N*H + 1) values stacked, moved along (dx, dy, ds).
+  std::vector<float> all(xs), dall(dxs);
+  all.insert(all.end(), ys.begin(), ys.end());
+  dall.insert(dall.end(), dys.begin(), dys.end());
+  all.push_back(s);
+  dall.push_back(ds);
+  const Tensor stacked(all.data(), {static_cast<std::int64_t>(all.size())});
+  const Tensor dstacked(dall.data(), {static_cast<std::int64_t>(dall.size())});
+  EXPECT_TRUE(tangent_matches("mix_jvp", r.tangent, stacked, dstacked, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    const Tensor xx(all.data(), {N, 2});
+    const Tensor yy(all.data() + 2 * N, {N, H});
+    return values(jvpm::mix(net, xx, yy, all.back()));
+  }));
+}
+
+// Nested: the gradient of a loss holding u's tangent (twice, the second along a direction that
+// depends on the parameters), for every parameter, the points and the direction.
+TEST_P(AdgenJvp, GradientThroughTangentsMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, ts;
+  adgen_test::bind_random(net, params, 11, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 12);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 13);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 14, 0.3f);
+  auto g = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_dir, d_target;
+  const float value = jvpm::residual_loss_grad(net, x, dir, target, g.grad, &d_x, &d_dir, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::residual_loss(net, x, dir, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  adgen_test::expect_grad_matches_fd(net, g.grad, loss);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("dir", dir, d_dir, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("target", target, d_target, loss));
+}
+
+// Nested to the second order: the parameters' gradient of a residual holding u''[d, d].
+TEST_P(AdgenJvp, GradientThroughSecondOrderMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, ts;
+  adgen_test::bind_random(net, params, 26, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 27);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 28);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 29, 0.3f);
+  auto g = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_dir, d_target;
+  const float value = jvpm::second_order_loss_grad(net, x, dir, target, g.grad, &d_x, &d_dir, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::second_order_loss(net, x, dir, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  // A second derivative in the loss curves it more: steps of 1e-2 leave differences off by a few
+  // percent on the larger sizes (they shrink as h^2 with the step), 5e-3 does not.
+  constexpr double h = 5e-3;
+  adgen_test::expect_grad_matches_fd(net, g.grad, loss, h);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("dir", dir, d_dir, loss, h));
+}
+
+TEST_P(AdgenJvp, GradientThroughSeveralTangentsMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, ys, dxs, dys, ts;
+  adgen_test::bind_random(net, params, 15, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 16);
+  const Tensor y = adgen_test::random_tensor(ys, {N, H}, 17);
+  const Tensor dx = adgen_test::random_tensor(dxs, {N, 2}, 18);
+  const Tensor dy = adgen_test::random_tensor(dys, {N, H}, 19);
+  const Tensor target = adgen_test::random_tensor(ts, {N, H}, 20, 0.3f);
+  float s = 0.7f;
+  auto g = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_y, d_dx, d_dy, d_target;
+  float d_s = 0.0f;
+  jvpm::mix_loss_grad(net, x, y, s, dx, dy, target, g.grad, &d_x, &d_y, &d_s, &d_dx, &d_dy, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return static_cast<double>(jvpm::mix_loss(net, x, y, s, dx, dy, target));
+  };
+  adgen_test::expect_grad_matches_fd(net, g.grad, loss);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("y", y, d_y, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("dx", dx, d_dx, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("dy", dy, d_dy, loss));
+  EXPECT_TRUE(adgen_test::fd_float_matches("s", s, d_s, loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, AdgenJvp, ::testing::Values(Sizes{1, 1, 1}, Sizes{5, 3, 2}, Sizes{9, 7, 3}, Sizes{17, 16, 4}),
+                         [](const auto& info) {
+                           return "N" + std::to_string(info.param.N) + "_H" + std::to_string(info.param.H) + "_L" +
+                                  std::to_string(info.param.L);
+                         });
+
+}  // namespace

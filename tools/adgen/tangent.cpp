@@ -1,0 +1,699 @@
+// Forward mode: from a planned function's IR to the IR of its tangent (JVP) function.
+//
+// The tangent function runs the primal statements unchanged and, after each one whose value
+// depends on a tangent input, statements computing that value's tangent: calls of rules that
+// have pullbacks (linear's tangent is linear_nobias with the same weight, an element-wise op's
+// is a mul by its slope) and float arithmetic. Its IR is therefore of the same kind as a
+// lowered user function, so the reverse emitter differentiates it like any other: a loss that
+// calls a jvp gets the parameters' gradient of the whole from one generated backward.
+//
+// Each function called with tangent-carrying arguments gets a tangent function of its own (one
+// per set of such arguments) returning a Dual; a map_unary's scalar function gets a slope
+// function (`f_slope(x)` = f'(x), itself differentiable, so the nested backward gets f'').
+#include <tuple>
+
+#include "planner_internal.h"
+
+namespace adgen {
+
+using namespace clang;
+using namespace planner_detail;
+
+class TangentBuilder {
+ public:
+  TangentBuilder(Planner& p, const FuncPlan& f, FuncPlan& j, Planner::TangentMode mode, SourceLocation loc,
+                 bool top)
+      : p_(p), f_(f), j_(j), mode_(mode), loc_(loc), top_(top), temps_(f.temps) {}
+
+  bool run(const std::vector<bool>& mask) {
+    for (std::size_t i = 0; i < f_.params.size(); ++i) {
+      if (!mask[i]) continue;
+      const Param& p = f_.params[i];
+      act_.insert(p.name);
+      if (mode_ == Planner::TangentMode::Slope) {
+        tan_[p.name] = literal("1.0f");
+        continue;
+      }
+      Param t;
+      t.name = fresh(p.name);
+      t.source_name = t.name;
+      t.kind = p.kind;
+      t.type = p.kind == VKind::Tensor ? "const llmcc::Tensor &" : "float";
+      t.value_type = p.kind == VKind::Tensor ? "llmcc::Tensor" : "float";
+      j_.params.push_back(t);
+      tan_[p.name] = named(Operand::Src::Param, t.kind, t.name);
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      scan(f_.body, changed);
+    }
+    xform(f_.body, j_.body);
+    j_.temps = temps_;
+    return ok_;
+  }
+
+ private:
+  // ---- names and operands ----------------------------------------------------------------------
+  std::string fresh(const std::string& base) {
+    std::string stem = base;
+    while (!stem.empty() && stem[0] == '_') stem.erase(0, 1);
+    stem = (stem.empty() ? "v" : stem) + "_dot";
+    auto taken = [&](const std::string& n) {
+      return j_.used_names.count(n) || j_.used_names.count("d_" + n) ||
+             (n.rfind("d_", 0) == 0 && j_.used_names.count(n.substr(2)));
+    };
+    std::string name = stem;
+    for (int k = 2; taken(name); ++k) name = stem + "_" + std::to_string(k);
+    j_.used_names.insert(name);
+    return name;
+  }
+  static Operand named(Operand::Src src, VKind kind, const std::string& name) {
+    Operand o;
+    o.src = src;
+    o.kind = kind;
+    o.name = name;
+    return o;
+  }
+  static Operand literal(const std::string& text) {
+    Operand o;
+    o.fwd_text = o.rev_text = text;
+    o.type = "float";
+    o.is_literal = true;
+    return o;
+  }
+  static bool is_literal(const Operand& o, const char* text) {
+    return o.src == Operand::Src::Inactive && o.is_literal && o.fwd_text == text;
+  }
+  bool active(const Operand& o) const {
+    return (o.src == Operand::Src::Param || o.src == Operand::Src::Local || o.src == Operand::Src::Temp) &&
+           act_.count(o.name) > 0;
+  }
+  std::optional<Operand> tangent(const Operand& o) const {
+    if (!active(o)) return std::nullopt;
+    if (o.src == Operand::Src::Local) {
+      auto it = tan_local_.find(o.name);
+      if (it == tan_local_.end()) return std::nullopt;
+      return named(Operand::Src::Local, o.kind, it->second);
+    }
+    auto it = tan_.find(o.name);
+    if (it == tan_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void error(const std::string& what) {
+    if (ok_) p_.diag_.error(loc_, "forward mode (the tangent of " + f_.source + "): " + what);
+    ok_ = false;
+  }
+
+  // ---- statements adgen adds -----------------------------------------------------------------
+  Operand rule(const std::string& name, const std::vector<Operand>& args, std::vector<Stmt>& out) {
+    const FunctionDecl* fd = p_.library_function(name, args.size());
+    bool broken = false;
+    const RuleInfo* info = fd != nullptr ? p_.rules_.lookup(fd, loc_, &broken) : nullptr;
+    if (info == nullptr) {
+      if (!broken)
+        error("the tangent needs the rule 'llmcc::" + name +
+              "', which this translation unit does not declare: include \"llmcc/ops.h\"");
+      ok_ = false;
+      return literal("0.0f");
+    }
+    Call c;
+    c.kind = Call::Kind::Rule;
+    c.name = info->primal->getQualifiedNameAsString();
+    c.pullback = info->pullback->getQualifiedNameAsString();
+    if (info->fwd != nullptr) {
+      c.fwd_name = info->fwd->getQualifiedNameAsString();
+      c.saved_type = info->saved_type;
+      c.saved_tensor_fields = info->saved_tensor_fields;
+    }
+    c.adjoint_of = info->adjoint_of;
+    c.args = args;
+    c.ret = VKind::Tensor;
+    p_.need_file(info->primal);
+    p_.need_file(info->pullback);
+    return push(std::move(c), out);
+  }
+  Operand push(Call c, std::vector<Stmt>& out) {
+    Stmt st;
+    st.kind = Stmt::Kind::Call;
+    st.temp = "t" + std::to_string(temps_++);
+    st.call = std::move(c);
+    const Operand r = named(Operand::Src::Temp, st.call.ret, st.temp);
+    out.push_back(std::move(st));
+    return r;
+  }
+  Operand arith(char op, const Operand& a, const Operand& b, std::vector<Stmt>& out) {
+    if (op == '*' && is_literal(a, "1.0f")) return b;
+    if (op == '*' && is_literal(b, "1.0f")) return a;
+    if (a.is_literal && (op == 'n' || b.is_literal))  // constants fold into one literal
+      return literal(op == 'n' ? "(-" + a.fwd_text + ")" : "(" + a.fwd_text + " " + op + " " + b.fwd_text + ")");
+    Stmt st;
+    st.kind = Stmt::Kind::Arith;
+    st.op = op;
+    st.lhs = a;
+    st.rhs = b;
+    st.temp = "t" + std::to_string(temps_++);
+    out.push_back(st);
+    return named(Operand::Src::Temp, VKind::Float, st.temp);
+  }
+  Operand math(const std::string& name, const std::vector<Operand>& args, std::vector<Stmt>& out) {
+    Call c;
+    c.kind = Call::Kind::Math;
+    c.name = name;
+    c.args = args;
+    c.ret = VKind::Float;
+    return push(std::move(c), out);
+  }
+  std::optional<Operand> sum(const std::optional<Operand>& a, const std::optional<Operand>& b, VKind kind,
+                             std::vector<Stmt>& out) {
+    if (!a) return b;
+    if (!b) return a;
+    return kind == VKind::Tensor ? rule("add", {*a, *b}, out) : arith('+', *a, *b, out);
+  }
+  // A zero tangent of the value v: scale(v, 0) has v's shape and a pullback (that adds zero).
+  Operand zero(const Operand& v, VKind kind, std::vector<Stmt>& out) {
+    if (kind == VKind::Float) return literal("0.0f");
+    return rule("scale", {v, literal("0.0f")}, out);
+  }
+
+  // ---- which values carry a tangent (a fixpoint: loops carry locals around) -----------------------
+  void scan(const std::vector<Stmt>& body, bool& changed) {
+    auto mark = [&](const std::string& n) {
+      if (!n.empty() && act_.insert(n).second) changed = true;
+    };
+    for (const Stmt& s : body) {
+      switch (s.kind) {
+        case Stmt::Kind::Call:
+          for (const auto& a : s.call.args)
+            if (active(a)) {
+              mark(s.temp);
+              for (const auto& t : s.more_temps) mark(t);
+            }
+          break;
+        case Stmt::Kind::Arith:
+          if (active(s.lhs) || (s.op != 'n' && active(s.rhs))) mark(s.temp);
+          break;
+        case Stmt::Kind::Assign:
+          if (active(s.value)) mark(s.local);
+          break;
+        case Stmt::Kind::If:
+          scan(s.then_body, changed);
+          scan(s.else_body, changed);
+          break;
+        case Stmt::Kind::Loop:
+          scan(s.body, changed);
+          break;
+        case Stmt::Kind::Verbatim:
+        case Stmt::Kind::Return:
+          break;
+      }
+    }
+  }
+
+  // ---- the transformation ------------------------------------------------------------------------
+  void xform(const std::vector<Stmt>& in, std::vector<Stmt>& out) {
+    for (const Stmt& s : in) {
+      switch (s.kind) {
+        case Stmt::Kind::Verbatim:
+          out.push_back(s);
+          break;
+        case Stmt::Kind::If: {
+          Stmt n = s;
+          n.then_body.clear();
+          n.else_body.clear();
+          xform(s.then_body, n.then_body);
+          xform(s.else_body, n.else_body);
+          out.push_back(std::move(n));
+          break;
+        }
+        case Stmt::Kind::Loop: {
+          Stmt n = s;
+          n.body.clear();
+          xform(s.body, n.body);
+          out.push_back(std::move(n));
+          break;
+        }
+        case Stmt::Kind::Assign:
+          assign(s, out);
+          break;
+        case Stmt::Kind::Arith:
+          out.push_back(s);
+          if (act_.count(s.temp)) tan_[s.temp] = arith_tangent(s, out);
+          break;
+        case Stmt::Kind::Call:
+          call(s, out);
+          break;
+        case Stmt::Kind::Return:
+          ret(s, out);
+          break;
+      }
+    }
+  }
+
+  void assign(const Stmt& s, std::vector<Stmt>& out) {
+    out.push_back(s);
+    if (!act_.count(s.local)) return;
+    if (s.declare) tan_local_[s.local] = fresh(s.local);
+    auto it = tan_local_.find(s.local);
+    if (it == tan_local_.end()) return error("local '" + s.local + "' is assigned before it is declared");
+    Operand v;
+    if (auto t = tangent(s.value)) {
+      v = *t;
+    } else if (s.declare && s.value.src == Operand::Src::Inactive &&
+               (s.value.fwd_text == "llmcc::Tensor()" || s.value.fwd_text == "0.0f")) {
+      v = s.value;  // declared empty, assigned later
+    } else {
+      v = zero(s.value, s.local_kind, out);
+    }
+    Stmt a;
+    a.kind = Stmt::Kind::Assign;
+    a.declare = s.declare;
+    a.local = it->second;
+    a.local_kind = s.local_kind;
+    a.value = v;
+    out.push_back(a);
+    if (s.declare) j_.locals.push_back({a.local, a.local_kind});
+  }
+
+  // The results, then their tangents: (u) -> (u, u'); (u, u'v) -> ((u, u'v), (u'w, u''[v, w])).
+  void ret(const Stmt& s, std::vector<Stmt>& out) {
+    std::vector<Operand> values{s.value};
+    values.insert(values.end(), s.more_values.begin(), s.more_values.end());
+    std::vector<Operand> tangents;
+    for (const Operand& v : values) {
+      std::optional<Operand> t = tangent(v);
+      if (!t && top_ && v.name == s.value.name) {
+        error("the returned value does not depend on the arguments the tangent is taken along: it would be zero");
+        t = literal("0.0f");
+      }
+      tangents.push_back(t ? *t : zero(v, f_.ret, out));
+    }
+    Stmt r = s;
+    if (mode_ == Planner::TangentMode::Slope) {
+      r.value = tangents[0];
+    } else {
+      r.more_values.assign(values.begin() + 1, values.end());
+      r.more_values.insert(r.more_values.end(), tangents.begin(), tangents.end());
+    }
+    out.push_back(r);
+  }
+
+  Operand arith_tangent(const Stmt& s, std::vector<Stmt>& out) {
+    const std::optional<Operand> ta = tangent(s.lhs);
+    const std::optional<Operand> tb = s.op == 'n' ? std::nullopt : tangent(s.rhs);
+    const Operand y = named(Operand::Src::Temp, VKind::Float, s.temp);
+    switch (s.op) {
+      case '+':
+        return *sum(ta, tb, VKind::Float, out);
+      case '-':
+        if (ta && tb) return arith('-', *ta, *tb, out);
+        if (ta) return *ta;
+        return arith('n', *tb, Operand(), out);
+      case '*': {
+        std::optional<Operand> pa, pb;
+        if (ta) pa = arith('*', *ta, s.rhs, out);
+        if (tb) pb = arith('*', s.lhs, *tb, out);
+        return *sum(pa, pb, VKind::Float, out);
+      }
+      case '/': {
+        // (a / b)' = (a' - y b') / b
+        Operand num;
+        if (ta && tb)
+          num = arith('-', *ta, arith('*', y, *tb, out), out);
+        else if (ta)
+          num = *ta;
+        else
+          num = arith('n', arith('*', y, *tb, out), Operand(), out);
+        return arith('/', num, s.rhs, out);
+      }
+      case 'n':
+        return arith('n', *ta, Operand(), out);
+    }
+    return literal("0.0f");
+  }
+
+  void call(const Stmt& s, std::vector<Stmt>& out) {
+    const Call& c = s.call;
+    if (!act_.count(s.temp)) {
+      out.push_back(s);
+      return;
+    }
+    if (c.kind == Call::Kind::Math) {
+      out.push_back(s);
+      tan_[s.temp] = math_tangent(s, out);
+      return;
+    }
+    if (c.kind == Call::Kind::Rule) {
+      out.push_back(s);
+      tan_[s.temp] = rule_tangent(s, out);
+      return;
+    }
+    const FuncPlan& g = *c.func;
+    if (g.results > 2)
+      return error("a call of " + g.source + " (a second derivative) on the tangent's path: adgen's forward mode " +
+                   "goes to the second order");
+    if (c.checkpoint) return error("a checkpointed call (" + g.source + ") on the tangent's path");
+    if (g.ret != VKind::Tensor)
+      return error("the call of " + g.source + ", which returns a float, on the tangent's path: return a Tensor");
+    std::vector<bool> mask(c.args.size(), false);
+    for (std::size_t i = 0; i < c.args.size(); ++i)
+      mask[i] = !g.params[i].is_module && g.params[i].kind != VKind::Inactive && active(c.args[i]);
+    FuncPlan* tj = p_.tangent_plan(g, mask, Planner::TangentMode::Dual, "", loc_, false);
+    if (tj == nullptr) {
+      ok_ = false;
+      out.push_back(s);
+      return;
+    }
+    Stmt n = s;
+    n.call.func = tj;
+    n.call.results = tj->results;
+    n.call.module_args.resize(c.args.size());
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      if (!mask[i]) continue;
+      n.call.args.push_back(*tangent(c.args[i]));
+      n.call.module_args.emplace_back();
+    }
+    // The callee's results keep their temporaries; their tangents follow, in the same order.
+    std::vector<std::string> results{s.temp};
+    results.insert(results.end(), s.more_temps.begin(), s.more_temps.end());
+    for (const auto& r : results) {
+      n.more_temps.push_back("t" + std::to_string(temps_++));
+      tan_[r] = named(Operand::Src::Temp, VKind::Tensor, n.more_temps.back());
+    }
+    out.push_back(std::move(n));
+  }
+
+  Operand math_tangent(const Stmt& s, std::vector<Stmt>& out) {
+    const Call& c = s.call;
+    std::string n = c.name;
+    if (n.rfind("std::", 0) == 0) n = n.substr(5);
+    if (!n.empty() && n.back() == 'f' && n != "erf") n.pop_back();  // expf -> exp
+    const Operand& a = c.args[0];
+    const std::optional<Operand> ta = tangent(a);
+    const Operand y = named(Operand::Src::Temp, VKind::Float, s.temp);
+    const std::string sfx = c.name.back() == 'f' ? "f" : "";
+    if (n == "pow") {
+      const Operand& e = c.args[1];
+      const std::optional<Operand> te = tangent(e);
+      std::optional<Operand> pa, pe;
+      if (ta) {
+        const Operand em1 = arith('-', e, literal("1.0f"), out);
+        pa = arith('*', arith('*', e, math(c.name, {a, em1}, out), out), *ta, out);
+      }
+      if (te) pe = arith('*', arith('*', y, math("log" + sfx, {a}, out), out), *te, out);
+      return *sum(pa, pe, VKind::Float, out);
+    }
+    if (!ta) return literal("0.0f");
+    if (n == "exp") return arith('*', y, *ta, out);
+    if (n == "tanh") return arith('*', arith('-', literal("1.0f"), arith('*', y, y, out), out), *ta, out);
+    if (n == "log") return arith('/', *ta, a, out);
+    if (n == "sqrt") return arith('/', arith('*', literal("0.5f"), *ta, out), y, out);
+    if (n == "sin") return arith('*', math("cos" + sfx, {a}, out), *ta, out);
+    if (n == "cos") return arith('n', arith('*', math("sin" + sfx, {a}, out), *ta, out), Operand(), out);
+    error("no tangent rule for '" + c.name + "' (exp, tanh, log, sqrt, sin, cos and pow have one)");
+    return literal("0.0f");
+  }
+
+  Operand rule_tangent(const Stmt& s, std::vector<Stmt>& out) {
+    const Call& c = s.call;
+    const Operand y = named(Operand::Src::Temp, VKind::Tensor, s.temp);
+    auto t = [&](std::size_t i) { return i < c.args.size() ? tangent(c.args[i]) : std::nullopt; };
+    if (c.scalar != nullptr) {
+      // map_unary<f>(x): x' * f'(x), with f' a generated scalar function (differentiable too).
+      FuncPlan* slope = p_.tangent_plan(*c.scalar, {true}, Planner::TangentMode::Slope, "", loc_, false);
+      if (slope == nullptr) {
+        ok_ = false;
+        return literal("0.0f");
+      }
+      Call m;
+      m.kind = Call::Kind::Rule;
+      m.ret = VKind::Tensor;
+      m.name = "llmcc::adgen::map_unary<" + slope->id + ">";
+      m.pullback = "llmcc::adgen::map_unary_pullback<" + slope->id + "_grad>";
+      m.adjoint_of = {1, 0};
+      m.scalar = slope;
+      m.args = {c.args[0], literal("\"" + slope->id + "\"")};
+      const Operand d = push(std::move(m), out);
+      return rule("mul", {*t(0), d}, out);
+    }
+    const std::string n = c.name.rfind("llmcc::", 0) == 0 ? c.name.substr(7) : c.name;
+    if (n == "add" || n == "sub") {
+      // A broadcast operand's tangent has its shape, not the output's: alone, it is broadcast by
+      // adding it to (or subtracting it from) a zero of the output's shape.
+      const auto ta = t(0), tb = t(1);
+      if (ta && tb) return rule(n, {*ta, *tb}, out);
+      const Operand z = zero(y, VKind::Tensor, out);
+      return ta ? rule("add", {z, *ta}, out) : rule(n, {z, *tb}, out);
+    }
+    if (n == "neg") return rule("neg", {*t(0)}, out);
+    if (n == "rsub") {
+      const auto ts = t(0), tx = t(1);
+      if (ts && tx) return rule("rsub", {*ts, *tx}, out);
+      if (tx) return rule("neg", {*tx}, out);
+      return rule("rsub", {*ts, zero(y, VKind::Tensor, out)}, out);
+    }
+    if (n == "mul") {
+      std::optional<Operand> pa, pb;
+      if (auto ta = t(0)) pa = rule("mul", {*ta, c.args[1]}, out);
+      if (auto tb = t(1)) pb = rule("mul", {c.args[0], *tb}, out);
+      return *sum(pa, pb, VKind::Tensor, out);
+    }
+    if (n == "scale") {
+      std::optional<Operand> px, ps;
+      if (auto tx = t(0)) px = rule("scale", {*tx, c.args[1]}, out);
+      if (auto ts = t(1)) ps = rule("scale", {c.args[0], *ts}, out);
+      return *sum(px, ps, VKind::Tensor, out);
+    }
+    if (n == "linear" || n == "linear_nobias") {
+      std::optional<Operand> px, pw;
+      if (auto tx = t(0)) px = rule("linear_nobias", {*tx, c.args[1]}, out);
+      if (auto tw = t(1)) pw = rule("linear_nobias", {c.args[0], *tw}, out);
+      std::optional<Operand> p = sum(px, pw, VKind::Tensor, out);
+      if (n == "linear")
+        if (auto tb = t(2)) p = rule("add", {p ? *p : zero(y, VKind::Tensor, out), *tb}, out);
+      return *p;
+    }
+    if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
+    if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
+    error("no tangent rule for '" + c.name +
+          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, view, mean_pool and map_unary have one)");
+    return literal("0.0f");
+  }
+
+  Planner& p_;
+  const FuncPlan& f_;
+  FuncPlan& j_;
+  Planner::TangentMode mode_;
+  SourceLocation loc_;
+  bool top_;
+  int temps_;
+  bool ok_ = true;
+  std::set<std::string> act_;                           // names whose value carries a tangent
+  std::map<std::string, Operand> tan_;                  // tangent of a parameter or temporary
+  std::map<std::string, std::string> tan_local_;        // tangent local of a local
+};
+
+const FunctionDecl* Planner::library_function(const std::string& name, std::size_t params) {
+  const TranslationUnitDecl* tu = ctx_.getTranslationUnitDecl();
+  for (const NamedDecl* nd : tu->lookup(DeclarationName(&ctx_.Idents.get("llmcc")))) {
+    const auto* ns = dyn_cast<NamespaceDecl>(nd);
+    if (ns == nullptr) continue;
+    for (const NamedDecl* d : ns->lookup(DeclarationName(&ctx_.Idents.get(name))))
+      if (const auto* fd = dyn_cast<FunctionDecl>(d); fd != nullptr && fd->getNumParams() == params) return fd;
+  }
+  return nullptr;
+}
+
+FuncPlan* Planner::tangent_plan(const FuncPlan& f, const std::vector<bool>& mask, TangentMode mode,
+                                const std::string& id, SourceLocation loc, bool top) {
+  const auto key = std::make_tuple(&f, mask, static_cast<int>(mode));
+  if (auto it = tangents_.find(key); it != tangents_.end()) return it->second;
+  tangents_[key] = nullptr;  // a function on its own tangent's path is recursion, reported there
+  if (f.results > 2) {
+    diag_.error(loc, "forward mode goes to the second order: the tangent of " + f.source + " would be a third one");
+    return nullptr;
+  }
+  auto owned = std::make_unique<FuncPlan>();
+  FuncPlan* j = owned.get();
+  j->id = !id.empty() ? id : f.id + (mode == TangentMode::Slope ? "_slope" : "_jvp");
+  if (id.empty() && mode == TangentMode::Dual && std::find(mask.begin(), mask.end(), false) != mask.end()) {
+    // Tangents for some arguments only: the id says which ("_jvp_1_3": arguments 1 and 3).
+    for (std::size_t i = 0; i < mask.size(); ++i)
+      if (mask[i] && !f.params[i].is_module && f.params[i].kind != VKind::Inactive) j->id += "_" + std::to_string(i);
+  }
+  for (std::string base = j->id; func_ids_.count(j->id);) j->id = base + "_" + std::to_string(func_ids_.size());
+  func_ids_.insert(j->id);
+  j->primal = f.primal;
+  j->is_method = f.is_method;
+  j->self_type = f.self_type;
+  j->self_grad_type = f.self_grad_type;
+  j->params = f.params;
+  j->ret = f.ret;
+  j->ret_type = f.ret_type;
+  j->locals = f.locals;
+  j->source = "the " + std::string(mode == TangentMode::Slope ? "slope" : "tangent") + " of " + f.source;
+  j->used_names = f.used_names;
+  j->results = mode == TangentMode::Dual ? 2 * f.results : 1;
+  TangentBuilder b(*this, f, *j, mode, loc, top);
+  if (!b.run(mask)) return nullptr;
+  if (mode == TangentMode::Slope) {
+    // `float f_slope(float x)`, the derivative map_unary's pullback of the tangent needs.
+    j->entry = true;
+    j->primal_decl = "float " + j->id + "(" + j->params[0].type + " " + j->params[0].name + ")";
+  }
+  tangents_[key] = j;
+  program_.funcs.push_back(std::move(owned));
+  return j;
+}
+
+std::string Planner::jvp_target(const FunctionDecl* f) {
+  for (const Decl* r : f->redecls())
+    for (const auto* a : r->specific_attrs<AnnotateAttr>())
+      if (a->getAnnotation().starts_with("llmcc.adgen.jvp:")) {
+        const std::string spec = a->getAnnotation().substr(16).str();
+        return spec.substr(0, spec.find('|'));
+      }
+  return "";
+}
+
+namespace {
+// LLMCC_ADGEN_JVP_WRT's names ("x, y"), empty for LLMCC_ADGEN_JVP (every Tensor and float).
+std::vector<std::string> jvp_wrt(const FunctionDecl* f) {
+  std::vector<std::string> names;
+  for (const Decl* r : f->redecls())
+    for (const auto* a : r->specific_attrs<AnnotateAttr>()) {
+      const std::string spec = a->getAnnotation().str();
+      if (spec.rfind("llmcc.adgen.jvp:", 0) != 0 || spec.find('|') == std::string::npos) continue;
+      std::string list = spec.substr(spec.find('|') + 1);
+      for (std::size_t pos = 0; pos <= list.size();) {
+        std::size_t end = std::min(list.find(',', pos), list.size());
+        std::string n = list.substr(pos, end - pos);
+        n.erase(0, n.find_first_not_of(' '));
+        n.erase(n.find_last_not_of(' ') + 1);
+        if (!n.empty()) names.push_back(n);
+        pos = end + 1;
+      }
+    }
+  return names;
+}
+}  // namespace
+
+FuncPlan* Planner::plan_jvp(const FunctionDecl* decl, SourceLocation use) {
+  decl = decl->getCanonicalDecl();
+  if (auto it = jvps_.find(decl); it != jvps_.end()) {
+    if (it->second == nullptr && in_jvp_.count(decl))
+      diag_.error(use, "'" + decl->getNameAsString() + "' is the jvp of itself");
+    return it->second;
+  }
+  jvps_[decl] = nullptr;  // reported once
+  in_jvp_.insert(decl);
+  FuncPlan* j = plan_jvp_uncached(decl);
+  in_jvp_.erase(decl);
+  jvps_[decl] = j;
+  return j;
+}
+
+FuncPlan* Planner::plan_jvp_uncached(const FunctionDecl* decl) {
+  const std::string name = decl->getNameAsString();
+  const std::string target = jvp_target(decl);
+  const std::vector<std::string> wrt = jvp_wrt(decl);
+  const SourceLocation at = decl->getLocation();
+  const std::string marker = "LLMCC_ADGEN_JVP(\"" + target + "\") on '" + name + "'";
+  for (const FunctionDecl* r : decl->redecls())
+    if (r->doesThisDeclarationHaveABody()) {
+      diag_.error(r->getLocation(), "'" + name + "' is marked LLMCC_ADGEN_JVP and has a body: adgen defines it");
+      return nullptr;
+    }
+  if (const auto* md = dyn_cast<CXXMethodDecl>(decl); md != nullptr && !md->isStatic()) {
+    diag_.error(at, "LLMCC_ADGEN_JVP on the member function '" + name +
+                        "': declare the jvp as a free function (taking the module as its first argument)");
+    return nullptr;
+  }
+  // The target: a free function in the same scope with a body, or declared LLMCC_ADGEN_JVP itself
+  // (a second derivative), whose parameters are the declaration's first ones; the declaration
+  // adds one tangent per Tensor or float parameter (or per one named in LLMCC_ADGEN_JVP_WRT).
+  const FunctionDecl* def = nullptr;
+  std::string expected;
+  std::vector<bool> mask;
+  for (const NamedDecl* nd : decl->getDeclContext()->getRedeclContext()->lookup(&ctx_.Idents.get(target))) {
+    const auto* fd = dyn_cast<FunctionDecl>(nd);
+    if (fd == nullptr) continue;
+    const bool is_jvp = !jvp_target(fd).empty();
+    if (!is_jvp) {
+      if (fd->getDefinition() == nullptr) continue;
+      fd = fd->getDefinition();
+    }
+    std::vector<QualType> want;
+    std::vector<bool> m;
+    std::string sig;
+    for (const ParmVarDecl* p : fd->parameters()) {
+      want.push_back(p->getType());
+      sig += (sig.empty() ? "" : ", ") + rules_.type_name(p->getType()) + " " + p->getNameAsString();
+    }
+    for (const ParmVarDecl* p : fd->parameters()) {
+      const bool carrier = act_.is_tensor(p->getType()) || act_.is_float(p->getType());
+      const bool named = wrt.empty() || std::find(wrt.begin(), wrt.end(), p->getNameAsString()) != wrt.end();
+      m.push_back(carrier && named);
+      if (!m.back()) continue;
+      want.push_back(act_.is_tensor(p->getType()) ? p->getType() : ctx_.FloatTy);
+      sig += ", " + std::string(act_.is_tensor(p->getType()) ? "const llmcc::Tensor& " : "float ") +
+             p->getNameAsString() + "_tangent";
+    }
+    const std::string ret = is_jvp ? "llmcc::adgen::Dual2" : "llmcc::adgen::Dual";
+    expected = ret + " " + name + "(" + sig + ")";
+    bool match = want.size() == decl->getNumParams();
+    for (std::size_t i = 0; match && i < want.size(); ++i) {
+      const QualType have = decl->getParamDecl(static_cast<unsigned>(i))->getType();
+      match = i < fd->getNumParams() ? ctx_.hasSameType(have, want[i])
+                                     : Activity::bare(have) == Activity::bare(want[i]) &&
+                                           (!have->isReferenceType() || have.getNonReferenceType().isConstQualified());
+    }
+    for (const std::string& w : wrt) {
+      bool found = false;
+      for (const ParmVarDecl* p : fd->parameters())
+        found = found || (p->getNameAsString() == w && (act_.is_tensor(p->getType()) || act_.is_float(p->getType())));
+      if (!found) {
+        diag_.error(at, marker + ": '" + w + "' is not a Tensor or float parameter of '" + target + "'");
+        return nullptr;
+      }
+    }
+    if (match) {
+      const auto* rd = Activity::bare(decl->getReturnType())->getAsCXXRecordDecl();
+      if (rd == nullptr || "llmcc::adgen::" + rd->getNameAsString() != ret || !act_.is_dual(decl->getReturnType())) {
+        diag_.error(at, marker + ": the declaration must return " + ret + " (`" + expected + "`)");
+        return nullptr;
+      }
+      def = fd;
+      mask = m;
+      break;
+    }
+  }
+  if (def == nullptr) {
+    diag_.error(at, expected.empty() ? marker + ": no function '" + target + "' with a body in the same scope"
+                                     : marker + ": the declaration must be `" + expected + "`");
+    return nullptr;
+  }
+  FuncPlan* f = nullptr;
+  if (!jvp_target(def).empty()) {
+    f = plan_jvp(def, at);
+  } else {
+    if (!act_.is_tensor(def->getReturnType())) {
+      diag_.error(at, marker + ": '" + target + "' returns '" + def->getReturnType().getAsString() +
+                          "'; a jvp is taken of a function returning a Tensor");
+      return nullptr;
+    }
+    f = plan_function(def, at);
+  }
+  if (f == nullptr) return nullptr;
+  need_file(decl);
+  FuncPlan* j = tangent_plan(*f, mask, TangentMode::Dual, name, at, true);
+  if (j == nullptr) return nullptr;
+  std::string params;
+  for (unsigned i = 0; i < decl->getNumParams(); ++i)
+    params += (i ? ", " : "") + rules_.type_name(decl->getParamDecl(i)->getType()) + " " + j->params[i].name;
+  j->primal_decls.push_back(rules_.type_name(Activity::bare(decl->getReturnType())) + " " +
+                            decl->getQualifiedNameAsString() + "(" + params + ")");
+  return j;
+}
+
+}  // namespace adgen
