@@ -41,5 +41,6 @@ TEST(OpsHeader, DeclaresEveryRule) {
       nullptr);
   EXPECT_NE(&scale_pullback, nullptr);
   EXPECT_NE(&silu_pullback, nullptr);
+  EXPECT_NE(&tanh_pullback, nullptr);
   EXPECT_NE(&view_pullback, nullptr);
 }

@@ -21,8 +21,7 @@ using namespace planner_detail;
 
 class TangentBuilder {
  public:
-  TangentBuilder(Planner& p, const FuncPlan& f, FuncPlan& j, Planner::TangentMode mode, SourceLocation loc,
-                 bool top)
+  TangentBuilder(Planner& p, const FuncPlan& f, FuncPlan& j, Planner::TangentMode mode, SourceLocation loc, bool top)
       : p_(p), f_(f), j_(j), mode_(mode), loc_(loc), top_(top), temps_(f.temps) {}
 
   bool run(const std::vector<bool>& mask) {
@@ -473,10 +472,15 @@ class TangentBuilder {
         if (auto tb = t(2)) p = rule("add", {p ? *p : zero(y, VKind::Tensor, out), *tb}, out);
       return *p;
     }
+    if (n == "tanh") {
+      // x' (1 - y^2)
+      const Operand slope = rule("rsub", {literal("1.0f"), rule("mul", {y, y}, out)}, out);
+      return rule("mul", {*t(0), slope}, out);
+    }
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
     error("no tangent rule for '" + c.name +
-          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, view, mean_pool and map_unary have one)");
+          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, view, mean_pool and map_unary have one)");
     return literal("0.0f");
   }
 
@@ -488,9 +492,9 @@ class TangentBuilder {
   bool top_;
   int temps_;
   bool ok_ = true;
-  std::set<std::string> act_;                           // names whose value carries a tangent
-  std::map<std::string, Operand> tan_;                  // tangent of a parameter or temporary
-  std::map<std::string, std::string> tan_local_;        // tangent local of a local
+  std::set<std::string> act_;                     // names whose value carries a tangent
+  std::map<std::string, Operand> tan_;            // tangent of a parameter or temporary
+  std::map<std::string, std::string> tan_local_;  // tangent local of a local
 };
 
 const FunctionDecl* Planner::library_function(const std::string& name, std::size_t params) {

@@ -1,4 +1,4 @@
-// Branch-free float exp and sigmoid for the fast kernels' vectorised loops (silu, gelu,
+// Branch-free float exp and sigmoid for the fast kernels' vectorised loops (silu, gelu, tanh,
 // cross-entropy, attention's softmax).
 #pragma once
 

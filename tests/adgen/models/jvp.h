@@ -23,7 +23,7 @@ inline float soft(float x) {
 
 struct Dense {
   Tensor w, b;  // (OC, C), (OC)
-  Tensor forward(const Tensor& x) const { return llmcc::adgen::map_unary<act>(llmcc::linear(x, w, b), "act"); }
+  Tensor forward(const Tensor& x) const { return llmcc::tanh(llmcc::linear(x, w, b)); }
 };
 
 struct Net {
@@ -51,7 +51,7 @@ llmcc::adgen::Dual2 u_jvp_full(const Net& net, const Tensor& x, const Tensor& v,
 
 // Tangents along three arguments at once: x (N, 2), y (N, H) and a float s.
 inline Tensor mix(const Net& net, const Tensor& x, const Tensor& y, float s) {
-  const Tensor a = (s * s) * net.hidden[0].forward(x);
+  const Tensor a = (s * s) * llmcc::adgen::map_unary<act>(llmcc::linear(x, net.hidden[0].w, net.hidden[0].b), "act");
   Tensor b = 1.0f - y;
   if (net.shift > 0.0f) b = b + net.shift * a;
   return a * b - (-a) + llmcc::scale(y, s) - net.gain;
