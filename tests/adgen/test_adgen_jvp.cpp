@@ -196,18 +196,20 @@ TEST_P(AdgenJvp, GradientThroughSecondOrderMatchesFiniteDifferences) {
   llmcc::Arena arena(1 << 22);
   llmcc::ArenaScope scope(arena);
   jvpm::Net net = make_net(H, L);
-  std::vector<float> params, xs, dirs, ts;
+  std::vector<float> params, xs, dirs, others, ts;
   adgen_test::bind_random(net, params, 26, 0.7f);
   const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 27);
   const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 28);
+  const Tensor other = adgen_test::random_tensor(others, {N, 2}, 30);
   const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 29, 0.3f);
   auto g = llmcc::adgen::make_grad(net);
-  Tensor d_x, d_dir, d_target;
-  const float value = jvpm::second_order_loss_grad(net, x, dir, target, g.grad, &d_x, &d_dir, &d_target);
+  Tensor d_x, d_dir, d_other, d_target;
+  const float value =
+      jvpm::second_order_loss_grad(net, x, dir, other, target, g.grad, &d_x, &d_dir, &d_other, &d_target);
   auto loss = [&] {
     llmcc::Arena a(1 << 20);
     llmcc::ArenaScope s(a);
-    return static_cast<double>(jvpm::second_order_loss(net, x, dir, target));
+    return static_cast<double>(jvpm::second_order_loss(net, x, dir, other, target));
   };
   EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
   // A second derivative in the loss curves it more: steps of 1e-2 leave differences off by a few
@@ -216,6 +218,7 @@ TEST_P(AdgenJvp, GradientThroughSecondOrderMatchesFiniteDifferences) {
   adgen_test::expect_grad_matches_fd(net, g.grad, loss, h);
   EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss, h));
   EXPECT_TRUE(adgen_test::fd_matches("dir", dir, d_dir, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("other", other, d_other, loss, h));
 }
 
 TEST_P(AdgenJvp, GradientThroughSeveralTangentsMatchesFiniteDifferences) {

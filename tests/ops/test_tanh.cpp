@@ -25,8 +25,8 @@ const test::UnaryOp kTanh{
     1e-5,
     12.0,  // both saturated tails
     // Beyond exp's float range, zero, denormals and both sides of the switch at |x| = 1/4.
-    {-1e30f, -1e4f, -150.0f, -88.5f, -44.5f, -20.0f, -0.25f, -0.2499999f, -1e-3f, -1e-40f, 0.0f, 1e-40f, 1e-3f,
-     0.2499999f, 0.25f, 20.0f, 44.5f, 88.5f, 150.0f, 1e4f, 1e30f}};
+    {-1e30f, -1e4f, -150.0f,    -88.5f, -44.5f, -20.0f, -0.25f, -0.2499999f, -1e-3f, -1e-40f, 0.0f,
+     1e-40f, 1e-3f, 0.2499999f, 0.25f,  20.0f,  44.5f,  88.5f,  150.0f,      1e4f,   1e30f}};
 
 TEST(TanhKernel, ForwardAndBackwardMatchReference) { test::unary_kernel_matches_reference(kTanh); }
 TEST(TanhKernel, ExtremeInputsMatchReference) { test::unary_extreme_inputs_match_reference(kTanh); }

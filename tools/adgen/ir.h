@@ -8,6 +8,7 @@
 // the Saved record) and where its adjoint goes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -146,7 +147,13 @@ struct FuncPlan {
   std::string primal_decl;
   std::vector<std::string> primal_decls;
   std::set<std::string> used_names;  // every name the body binds (for names adgen adds)
-  int temps = 0;                     // temporaries t0..t<temps-1> are taken
+  // A tangent plan (Dual mode): the plan it is the tangent of, and the tangent of each of that
+  // plan's values along the tangent parameters (parameters, temporaries and locals by name), so
+  // that its own tangent along the same direction (Taylor mode) reuses them.
+  const FuncPlan* jvp_of = nullptr;
+  std::vector<int> tangent_param;  // per parameter of jvp_of: its tangent parameter's index, or -1
+  std::map<std::string, Operand> tangent_of;
+  int temps = 0;  // temporaries t0..t<temps-1> are taken
 };
 
 struct ModuleField {

@@ -122,6 +122,7 @@ class Consumer : public clang::ASTConsumer {
     for (const auto* e : finder.entries) planner.plan_entry(e);
     for (const auto* j : finder.jvps) planner.plan_jvp(j, j->getLocation());
     if (diag.failed()) return;
+    planner.finish();
 
     adgen::Program& prog = planner.program();
     const clang::FunctionDecl* first = finder.entries.empty() ? finder.jvps.front() : finder.entries.front();

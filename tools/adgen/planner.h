@@ -26,6 +26,9 @@ class Planner {
   void plan_entry(const clang::FunctionDecl* entry);
   // A declaration marked LLMCC_ADGEN_JVP("f"): plans f and its tangent function (tangent.cpp).
   FuncPlan* plan_jvp(const clang::FunctionDecl* decl, clang::SourceLocation use);
+  // After planning: calls of jvps with repeated arguments specialised, common subexpressions of
+  // the plans adgen made removed, plans ordered callees first.
+  void finish();
   // The function named by LLMCC_ADGEN_JVP on f, or "" when f is not a jvp declaration.
   static std::string jvp_target(const clang::FunctionDecl* f);
   Program& program() { return program_; }
@@ -36,12 +39,17 @@ class Planner {
   struct Scope;  // per-function lowering state (planner.cpp)
   friend class TangentBuilder;
   // Dual: the value and its tangent along every tangent argument; Slope: a scalar function's
-  // derivative (the tangent along 1), as a function of its argument.
-  enum class TangentMode { Dual, Slope };
+  // derivative (the tangent along 1), as a function of its argument; Taylor: the tangent of a
+  // Dual plan along its own direction (its primal values' tangents are the ones it computes, so
+  // only its tangent statements get tangents: the second derivative along that direction).
+  enum class TangentMode { Dual, Slope, Taylor };
   FuncPlan* tangent_plan(const FuncPlan& f, const std::vector<bool>& mask, TangentMode mode, const std::string& id,
                          clang::SourceLocation loc, bool top);
   const clang::FunctionDecl* library_function(const std::string& name, std::size_t params);
   FuncPlan* plan_jvp_uncached(const clang::FunctionDecl* decl);
+  FuncPlan* specialized(const FuncPlan& g, const std::vector<int>& alias);
+  void specialize_calls(FuncPlan& f);
+  FuncPlan* taylor_for(const FuncPlan& g, const std::vector<Operand>& args);
 
   FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
   std::string ensure_module(const clang::CXXRecordDecl* rd);
@@ -89,6 +97,7 @@ class Planner {
   std::set<std::string> files_;
   std::map<const clang::FunctionDecl*, FuncPlan*> jvps_;
   std::set<const clang::FunctionDecl*> in_jvp_;
+  std::map<std::pair<const FuncPlan*, std::vector<int>>, FuncPlan*> specials_;
   std::map<std::tuple<const FuncPlan*, std::vector<bool>, int>, FuncPlan*> tangents_;
 };
 

@@ -10,8 +10,10 @@
 // Each function called with tangent-carrying arguments gets a tangent function of its own (one
 // per set of such arguments) returning a Dual; a map_unary's scalar function gets a slope
 // function (`f_slope(x)` = f'(x), itself differentiable, so the nested backward gets f'').
+#include <functional>
 #include <tuple>
 
+#include "cse.h"
 #include "planner_internal.h"
 
 namespace adgen {
@@ -25,6 +27,20 @@ class TangentBuilder {
       : p_(p), f_(f), j_(j), mode_(mode), loc_(loc), top_(top), temps_(f.temps) {}
 
   bool run(const std::vector<bool>& mask) {
+    if (mode_ == Planner::TangentMode::Taylor) {
+      // The primal values of f (a Dual plan) move along the direction f follows: their tangents
+      // are the ones f computes.
+      std::set<std::string> locals;
+      for (const auto& [name, kind] : f_.locals) locals.insert(name);
+      for (const auto& [name, t] : f_.tangent_of) {
+        act_.insert(name);
+        primal_.insert(name);
+        if (locals.count(name) && t.src == Operand::Src::Local)
+          tan_local_[name] = t.name;
+        else
+          tan_[name] = t;
+      }
+    }
     for (std::size_t i = 0; i < f_.params.size(); ++i) {
       if (!mask[i]) continue;
       const Param& p = f_.params[i];
@@ -39,6 +55,7 @@ class TangentBuilder {
       t.kind = p.kind;
       t.type = p.kind == VKind::Tensor ? "const llmcc::Tensor &" : "float";
       t.value_type = p.kind == VKind::Tensor ? "llmcc::Tensor" : "float";
+      j_.tangent_param[i] = static_cast<int>(j_.params.size());
       j_.params.push_back(t);
       tan_[p.name] = named(Operand::Src::Param, t.kind, t.name);
     }
@@ -48,6 +65,16 @@ class TangentBuilder {
     }
     xform(f_.body, j_.body);
     j_.temps = temps_;
+    if (mode_ == Planner::TangentMode::Dual) {
+      // What the Taylor mode of this plan reads: every value's tangent.
+      for (const auto& [name, t] : tan_) j_.tangent_of[name] = t;
+      for (const auto& [name, local] : tan_local_) {
+        VKind kind = VKind::Tensor;
+        for (const auto& [n, k] : f_.locals)
+          if (n == name) kind = k;
+        j_.tangent_of[name] = named(Operand::Src::Local, kind, local);
+      }
+    }
     return ok_;
   }
 
@@ -237,7 +264,7 @@ class TangentBuilder {
           break;
         case Stmt::Kind::Arith:
           out.push_back(s);
-          if (act_.count(s.temp)) tan_[s.temp] = arith_tangent(s, out);
+          if (act_.count(s.temp) && !primal_.count(s.temp)) tan_[s.temp] = arith_tangent(s, out);
           break;
         case Stmt::Kind::Call:
           call(s, out);
@@ -251,7 +278,7 @@ class TangentBuilder {
 
   void assign(const Stmt& s, std::vector<Stmt>& out) {
     out.push_back(s);
-    if (!act_.count(s.local)) return;
+    if (!act_.count(s.local) || primal_.count(s.local)) return;
     if (s.declare) tan_local_[s.local] = fresh(s.local);
     auto it = tan_local_.find(s.local);
     if (it == tan_local_.end()) return error("local '" + s.local + "' is assigned before it is declared");
@@ -333,7 +360,8 @@ class TangentBuilder {
 
   void call(const Stmt& s, std::vector<Stmt>& out) {
     const Call& c = s.call;
-    if (!act_.count(s.temp)) {
+    if (primal_.count(s.temp) && c.kind == Call::Kind::Func && c.results == 2) return taylor_call(s, out);
+    if (!act_.count(s.temp) || primal_.count(s.temp)) {
       out.push_back(s);
       return;
     }
@@ -380,6 +408,39 @@ class TangentBuilder {
       tan_[r] = named(Operand::Src::Temp, VKind::Tensor, n.more_temps.back());
     }
     out.push_back(std::move(n));
+  }
+
+  // Taylor mode, a call of a callee's jvp (value, tangent): the callee's Taylor plan gives the
+  // same two and the tangent's tangent; the value's tangent is the tangent it already had.
+  void taylor_call(const Stmt& s, std::vector<Stmt>& out) {
+    const Call& c = s.call;
+    const FuncPlan& g = *c.func;
+    std::vector<bool> mask(c.args.size(), false);  // the callee's direction arguments that move
+    for (std::size_t i = 0; i < c.args.size(); ++i)
+      mask[i] = !g.params[i].is_module && g.params[i].kind != VKind::Inactive && active(c.args[i]) &&
+                !primal_operand(c.args[i]);
+    FuncPlan* tj = p_.tangent_plan(g, mask, Planner::TangentMode::Taylor, "", loc_, false);
+    if (tj == nullptr) {
+      ok_ = false;
+      out.push_back(s);
+      return;
+    }
+    Stmt n = s;
+    n.call.func = tj;
+    n.call.results = 4;
+    n.call.module_args.resize(c.args.size());
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      if (!mask[i]) continue;
+      n.call.args.push_back(*tangent(c.args[i]));
+      n.call.module_args.emplace_back();
+    }
+    n.more_temps = {s.more_temps[0], "t" + std::to_string(temps_++), "t" + std::to_string(temps_++)};
+    tan_[s.more_temps[0]] = named(Operand::Src::Temp, VKind::Tensor, n.more_temps[2]);
+    out.push_back(std::move(n));
+  }
+  bool primal_operand(const Operand& o) const {
+    return (o.src == Operand::Src::Param || o.src == Operand::Src::Local || o.src == Operand::Src::Temp) &&
+           primal_.count(o.name) > 0;
   }
 
   Operand math_tangent(const Stmt& s, std::vector<Stmt>& out) {
@@ -472,10 +533,13 @@ class TangentBuilder {
         if (auto tb = t(2)) p = rule("add", {p ? *p : zero(y, VKind::Tensor, out), *tb}, out);
       return *p;
     }
-    if (n == "tanh") {
-      // x' (1 - y^2)
-      const Operand slope = rule("rsub", {literal("1.0f"), rule("mul", {y, y}, out)}, out);
-      return rule("mul", {*t(0), slope}, out);
+    if (n == "tanh") return rule("tanh_tangent", {y, *t(0)}, out);  // x' (1 - y^2), one pass
+    if (n == "tanh_tangent") {
+      // t (1 - y^2) along (y', t'): t' (1 - y^2) - 2 y y' t, one pass when both move.
+      const auto ty = t(0), tt = t(1);
+      if (ty && tt) return rule("tanh_tangent2", {c.args[0], c.args[1], *ty, *tt}, out);
+      if (tt) return rule("tanh_tangent", {c.args[0], *tt}, out);
+      return rule("mul", {*ty, rule("scale", {rule("mul", {c.args[0], c.args[1]}, out), literal("-2.0f")}, out)}, out);
     }
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
@@ -493,6 +557,7 @@ class TangentBuilder {
   int temps_;
   bool ok_ = true;
   std::set<std::string> act_;                     // names whose value carries a tangent
+  std::set<std::string> primal_;                  // Taylor mode: f's primal values (tangents known)
   std::map<std::string, Operand> tan_;            // tangent of a parameter or temporary
   std::map<std::string, std::string> tan_local_;  // tangent local of a local
 };
@@ -519,7 +584,10 @@ FuncPlan* Planner::tangent_plan(const FuncPlan& f, const std::vector<bool>& mask
   }
   auto owned = std::make_unique<FuncPlan>();
   FuncPlan* j = owned.get();
-  j->id = !id.empty() ? id : f.id + (mode == TangentMode::Slope ? "_slope" : "_jvp");
+  j->id = !id.empty() ? id
+                      : f.id + (mode == TangentMode::Slope    ? "_slope"
+                                : mode == TangentMode::Taylor ? "_taylor"
+                                                              : "_jvp");
   if (id.empty() && mode == TangentMode::Dual && std::find(mask.begin(), mask.end(), false) != mask.end()) {
     // Tangents for some arguments only: the id says which ("_jvp_1_3": arguments 1 and 3).
     for (std::size_t i = 0; i < mask.size(); ++i)
@@ -535,9 +603,18 @@ FuncPlan* Planner::tangent_plan(const FuncPlan& f, const std::vector<bool>& mask
   j->ret = f.ret;
   j->ret_type = f.ret_type;
   j->locals = f.locals;
-  j->source = "the " + std::string(mode == TangentMode::Slope ? "slope" : "tangent") + " of " + f.source;
+  j->source = std::string(mode == TangentMode::Slope    ? "the slope of "
+                          : mode == TangentMode::Taylor ? "the tangent along its own direction of "
+                                                        : "the tangent of ") +
+              f.source;
   j->used_names = f.used_names;
-  j->results = mode == TangentMode::Dual ? 2 * f.results : 1;
+  j->results = mode == TangentMode::Dual ? 2 * f.results : mode == TangentMode::Taylor ? 4 : 1;
+  j->jvp_of = &f;
+  j->tangent_param.assign(f.params.size(), -1);
+  if (mode == TangentMode::Taylor && (f.results != 2 || f.jvp_of == nullptr)) {
+    diag_.error(loc, "internal: the Taylor mode of " + f.source + ", which is not a jvp");
+    return nullptr;
+  }
   TangentBuilder b(*this, f, *j, mode, loc, top);
   if (!b.run(mask)) return nullptr;
   if (mode == TangentMode::Slope) {
@@ -698,6 +775,201 @@ FuncPlan* Planner::plan_jvp_uncached(const FunctionDecl* decl) {
   j->primal_decls.push_back(rules_.type_name(Activity::bare(decl->getReturnType())) + " " +
                             decl->getQualifiedNameAsString() + "(" + params + ")");
   return j;
+}
+
+// ---- specialisation on repeated arguments, then common subexpressions -------------------------
+
+namespace {
+
+void for_each_operand(std::vector<Stmt>& body, const std::function<void(Operand&)>& f) {
+  for (Stmt& s : body) {
+    for (auto& a : s.call.args) f(a);
+    f(s.lhs);
+    f(s.rhs);
+    f(s.value);
+    for (auto& v : s.more_values) f(v);
+    for_each_operand(s.then_body, f);
+    for_each_operand(s.else_body, f);
+    for_each_operand(s.body, f);
+  }
+}
+
+// Whether inactive text of the body (copied statements, inactive operands) reads `name`.
+bool text_reads(std::vector<Stmt>& body, const std::string& name) {
+  auto reads = [&](const std::string& text) {
+    for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+      const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      const bool left = at == 0 || !word(text[at - 1]);
+      const bool right = at + name.size() >= text.size() || !word(text[at + name.size()]);
+      if (left && right) return true;
+    }
+    return false;
+  };
+  bool found = false;
+  for_each_operand(body, [&](Operand& o) {
+    if (o.src == Operand::Src::Inactive) found = found || reads(o.fwd_text) || reads(o.rev_text);
+  });
+  std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
+    for (const Stmt& s : b) {
+      if (s.kind == Stmt::Kind::Verbatim) found = found || reads(s.text);
+      if (s.kind == Stmt::Kind::If) found = found || reads(s.cond);
+      if (s.kind == Stmt::Kind::Loop) found = found || reads(s.header);
+      walk(s.then_body);
+      walk(s.else_body);
+      walk(s.body);
+    }
+  };
+  walk(body);
+  return found;
+}
+
+std::string same_value(const Operand& o) {
+  switch (o.src) {
+    case Operand::Src::Param:
+    case Operand::Src::Local:
+    case Operand::Src::Temp:
+      return std::to_string(static_cast<int>(o.src)) + ":" + o.name;
+    case Operand::Src::Field:
+      return "f:" + o.mod.primal() + "." + o.field;
+    case Operand::Src::Inactive:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+// A copy of g in which parameter j reads parameter alias[j] (for alias[j] >= 0) and is gone: a
+// jvp of a jvp called with the same direction twice, whose repeated statements CSE then removes.
+FuncPlan* Planner::specialized(const FuncPlan& g, const std::vector<int>& alias) {
+  const auto key = std::make_pair(&g, alias);
+  if (auto it = specials_.find(key); it != specials_.end()) return it->second;
+  auto owned = std::make_unique<FuncPlan>(g);
+  FuncPlan* f = owned.get();
+  f->primal_decl.clear();
+  f->primal_decls.clear();
+  f->entry = false;
+  std::string suffix = "_same";
+  for (std::size_t j = 0; j < alias.size(); ++j)
+    if (alias[j] >= 0) suffix += "_" + std::to_string(j);
+  f->id = g.id + suffix;
+  for (std::string base = f->id; func_ids_.count(f->id);) f->id = base + "_" + std::to_string(func_ids_.size());
+  func_ids_.insert(f->id);
+  for (std::size_t j = 0; j < alias.size(); ++j) {
+    if (alias[j] < 0) continue;
+    const std::string from = g.params[j].name, to = g.params[static_cast<std::size_t>(alias[j])].name;
+    for_each_operand(f->body, [&](Operand& o) {
+      if (o.src == Operand::Src::Param && o.name == from) o.name = to;
+    });
+  }
+  for (std::size_t j = alias.size(); j-- > 0;)
+    if (alias[j] >= 0) f->params.erase(f->params.begin() + static_cast<long>(j));
+  f->source = g.source + ", called with repeated arguments";
+  specials_[key] = f;
+  program_.funcs.push_back(std::move(owned));
+  specialize_calls(*f);
+  eliminate_common_subexpressions(*f);
+  return f;
+}
+
+// g = the jvp (along w) of f = the jvp (along v) of f0, called with w = v for every argument
+// that moves: the Taylor plan of f, or null.
+FuncPlan* Planner::taylor_for(const FuncPlan& g, const std::vector<Operand>& args) {
+  const FuncPlan* f = g.jvp_of;
+  if (g.results != 4 || f == nullptr || f->results != 2 || f->jvp_of == nullptr) return nullptr;
+  const std::size_t n0 = f->jvp_of->params.size();
+  bool any = false;
+  for (std::size_t i = 0; i < f->params.size(); ++i) {
+    const int w = g.tangent_param[i];
+    if (w < 0) continue;
+    if (i >= n0) return nullptr;  // a direction that moves too
+    const int v = f->tangent_param[i];
+    if (v < 0) return nullptr;  // the inner jvp holds i constant: not its direction
+    const std::string a = same_value(args[static_cast<std::size_t>(v)]);
+    if (a.empty() || a != same_value(args[static_cast<std::size_t>(w)])) return nullptr;
+    any = true;
+  }
+  if (!any) return nullptr;
+  return tangent_plan(*f, std::vector<bool>(f->params.size(), false), TangentMode::Taylor, "", SourceLocation(), false);
+}
+
+void Planner::specialize_calls(FuncPlan& f) {
+  std::function<void(std::vector<Stmt>&)> walk = [&](std::vector<Stmt>& body) {
+    for (Stmt& s : body) {
+      walk(s.then_body);
+      walk(s.else_body);
+      walk(s.body);
+      if (s.kind != Stmt::Kind::Call || s.call.kind != Call::Kind::Func || s.call.checkpoint) continue;
+      const FuncPlan& g = *s.call.func;
+      if (g.results < 2) continue;  // only jvps: user functions keep the calls as written
+      if (FuncPlan* taylor = taylor_for(g, s.call.args)) {
+        // The jvp of a jvp along the direction the inner one follows: its Taylor plan, which
+        // takes the inner jvp's arguments only.
+        s.call.args.resize(g.jvp_of->params.size());
+        s.call.module_args.resize(std::min(s.call.module_args.size(), s.call.args.size()));
+        s.call.func = taylor;
+        continue;
+      }
+      std::vector<int> alias(s.call.args.size(), -1);
+      bool any = false;
+      for (std::size_t j = 0; j < alias.size(); ++j) {
+        const Param& pj = g.params[j];
+        if (pj.is_module || pj.kind == VKind::Inactive || same_value(s.call.args[j]).empty()) continue;
+        for (std::size_t i = 0; i < j && alias[j] < 0; ++i) {
+          const Param& pi = g.params[i];
+          if (pi.is_module || pi.kind != pj.kind || alias[i] >= 0) continue;
+          if (same_value(s.call.args[i]) == same_value(s.call.args[j])) alias[j] = static_cast<int>(i);
+        }
+        if (alias[j] >= 0) {
+          // Inactive text naming the parameter would lose it: keep such calls as they are.
+          std::vector<Stmt> body_copy = g.body;
+          if (text_reads(body_copy, pj.name)) alias[j] = -1;
+        }
+        any = any || alias[j] >= 0;
+      }
+      if (!any) continue;
+      FuncPlan* sp = specialized(g, alias);
+      Call& c = s.call;
+      for (std::size_t j = alias.size(); j-- > 0;) {
+        if (alias[j] < 0) continue;
+        c.args.erase(c.args.begin() + static_cast<long>(j));
+        if (j < c.module_args.size()) c.module_args.erase(c.module_args.begin() + static_cast<long>(j));
+      }
+      c.func = sp;
+    }
+  };
+  walk(f.body);
+}
+
+void Planner::finish() {
+  // Calls of jvps with a repeated argument go to specialised copies; the plans adgen made lose
+  // their repeated statements.
+  for (std::size_t k = 0; k < program_.funcs.size(); ++k) specialize_calls(*program_.funcs[k]);
+  for (const auto& [key, plan] : tangents_)
+    if (plan != nullptr) eliminate_common_subexpressions(*plan);
+  // Callees first (a caller's record holds its callees'): a depth-first order over the calls.
+  std::vector<std::unique_ptr<FuncPlan>> sorted;
+  std::map<const FuncPlan*, std::size_t> index;
+  for (std::size_t k = 0; k < program_.funcs.size(); ++k) index[program_.funcs[k].get()] = k;
+  std::vector<int> state(program_.funcs.size(), 0);
+  std::function<void(std::size_t)> visit = [&](std::size_t k) {
+    if (state[k] != 0) return;
+    state[k] = 1;
+    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
+      for (const Stmt& s : body) {
+        if (s.kind == Stmt::Kind::Call && s.call.kind == Call::Kind::Func) visit(index.at(s.call.func));
+        if (s.kind == Stmt::Kind::Call && s.call.scalar != nullptr) visit(index.at(s.call.scalar));
+        walk(s.then_body);
+        walk(s.else_body);
+        walk(s.body);
+      }
+    };
+    walk(program_.funcs[k]->body);
+    state[k] = 2;
+    sorted.push_back(std::move(program_.funcs[k]));
+  };
+  for (std::size_t k = 0; k < state.size(); ++k) visit(k);
+  program_.funcs = std::move(sorted);
 }
 
 }  // namespace adgen

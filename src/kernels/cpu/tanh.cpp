@@ -60,4 +60,88 @@ void tanh_backward(float* d_x, const float* x, const float* d_out, std::int64_t 
       kLineFloats);
 }
 
+// The tangents are memory-bound: one pass over their operands each (the chain of mul and rsub
+// they replace takes three to seven). Adjoints may alias d_out (same index, read then write), so
+// nothing here is __restrict but the forward's output.
+void tanh_tangent_forward(float* __restrict out, const float* y, const float* t, std::int64_t n) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) out[i] = t[i] * (1.0f - y[i] * y[i]);
+      },
+      kLineFloats);
+}
+
+void tanh_tangent_backward(float* d_y, float* d_t, const float* y, const float* t, const float* d_out, std::int64_t n) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+        if (d_y != nullptr && d_t != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) {
+            const float g = d_out[i];
+            d_y[i] += -2.0f * y[i] * t[i] * g;
+            d_t[i] += (1.0f - y[i] * y[i]) * g;
+          }
+        } else if (d_y != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_y[i] += -2.0f * y[i] * t[i] * d_out[i];
+        } else if (d_t != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_t[i] += (1.0f - y[i] * y[i]) * d_out[i];
+        }
+      },
+      kLineFloats);
+}
+
+void tanh_tangent2_forward(float* __restrict out, const float* y, const float* t, const float* ty, const float* tt,
+                           std::int64_t n) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) out[i] = tt[i] * (1.0f - y[i] * y[i]) - 2.0f * y[i] * ty[i] * t[i];
+      },
+      kLineFloats);
+}
+
+void tanh_tangent2_backward(float* d_y, float* d_t, float* d_ty, float* d_tt, const float* y, const float* t,
+                            const float* ty, const float* tt, const float* d_out, std::int64_t n) {
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+        if (d_y != nullptr && d_t != nullptr && d_ty != nullptr && d_tt != nullptr) {
+      // The usual case (every operand carries a derivative): one pass over the operands.
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) {
+            const float g = d_out[i], yy = y[i], a = t[i], b = ty[i];
+            d_y[i] += -2.0f * (yy * tt[i] + b * a) * g;
+            d_t[i] += -2.0f * yy * b * g;
+            d_ty[i] += -2.0f * yy * a * g;
+            d_tt[i] += (1.0f - yy * yy) * g;
+          }
+          return;
+        }
+        // Otherwise one loop per adjoint keeps each vectorised without a branch inside.
+        if (d_y != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_y[i] += -2.0f * (y[i] * tt[i] + ty[i] * t[i]) * d_out[i];
+        }
+        if (d_t != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_t[i] += -2.0f * y[i] * ty[i] * d_out[i];
+        }
+        if (d_ty != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_ty[i] += -2.0f * y[i] * t[i] * d_out[i];
+        }
+        if (d_tt != nullptr) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_tt[i] += (1.0f - y[i] * y[i]) * d_out[i];
+        }
+      },
+      kLineFloats);
+}
+
 }  // namespace llmcc::cpu

@@ -69,11 +69,14 @@ LLMCC_ADGEN_ENTRY inline float residual_loss(const Net& net, const Tensor& x, co
 }
 
 // A Laplacian-style residual: the second derivative along dir, plus first-order terms.
+// The same direction twice takes the Taylor path (one second-order stream); a mixed derivative
+// along two directions the general jvp of the jvp.
 LLMCC_ADGEN_ENTRY inline float second_order_loss(const Net& net, const Tensor& x, const Tensor& dir,
-                                                 const Tensor& target) {
+                                                 const Tensor& other, const Tensor& target) {
   const llmcc::adgen::Dual2 r = u_jvp_jvp(net, x, dir, dir);
   const Tensor res = r.tangent.tangent + r.value.value * r.value.tangent - 0.5f * r.tangent.value;
-  return llmcc::mse_loss(res, target);
+  const Tensor mixed = u_jvp_jvp(net, x, dir, other).tangent.tangent;
+  return llmcc::mse_loss(res, target) + 0.5f * llmcc::mse_loss(mixed * r.value.value, target);
 }
 
 // The same with mix's three tangents, read through a Dual local.
