@@ -342,14 +342,16 @@ class TangentBuilder {
         return *sum(pa, pb, VKind::Float, out);
       }
       case '/': {
-        // (a / b)' = (a' - y b') / b
+        // (a / b)' = (a' - (a / b) b') / b, the quotient recomputed: a statement computing this
+        // tangent does not read the value it is the tangent of (whose own tangent, in Taylor
+        // mode, comes from that tangent's last statement).
         Operand num;
-        if (ta && tb)
-          num = arith('-', *ta, arith('*', y, *tb, out), out);
-        else if (ta)
+        if (tb) {
+          const Operand q = arith('*', arith('/', s.lhs, s.rhs, out), *tb, out);
+          num = ta ? arith('-', *ta, q, out) : arith('n', q, Operand(), out);
+        } else {
           num = *ta;
-        else
-          num = arith('n', arith('*', y, *tb, out), Operand(), out);
+        }
         return arith('/', num, s.rhs, out);
       }
       case 'n':
@@ -460,12 +462,15 @@ class TangentBuilder {
         const Operand em1 = arith('-', e, literal("1.0f"), out);
         pa = arith('*', arith('*', e, math(c.name, {a, em1}, out), out), *ta, out);
       }
-      if (te) pe = arith('*', arith('*', y, math("log" + sfx, {a}, out), out), *te, out);
+      if (te) pe = arith('*', arith('*', math(c.name, {a, e}, out), math("log" + sfx, {a}, out), out), *te, out);
       return *sum(pa, pe, VKind::Float, out);
     }
     if (!ta) return literal("0.0f");
     if (n == "exp") return arith('*', y, *ta, out);
-    if (n == "tanh") return arith('*', arith('-', literal("1.0f"), arith('*', y, y, out), out), *ta, out);
+    if (n == "tanh") {
+      const Operand again = math(c.name, {a}, out);  // tanh(a) again: see '/' in arith_tangent
+      return arith('*', arith('-', literal("1.0f"), arith('*', again, again, out), out), *ta, out);
+    }
     if (n == "log") return arith('/', *ta, a, out);
     if (n == "sqrt") return arith('/', arith('*', literal("0.5f"), *ta, out), y, out);
     if (n == "sin") return arith('*', math("cos" + sfx, {a}, out), *ta, out);
@@ -518,6 +523,7 @@ class TangentBuilder {
       if (auto tb = t(1)) pb = rule("mul", {c.args[0], *tb}, out);
       return *sum(pa, pb, VKind::Tensor, out);
     }
+    if (n == "scale" && is_literal(c.args[1], "0.0f")) return y;  // a zero's tangent is a zero (itself)
     if (n == "scale") {
       std::optional<Operand> px, ps;
       if (auto tx = t(0)) px = rule("scale", {*tx, c.args[1]}, out);
