@@ -70,8 +70,7 @@ double reference(double x, double t, double nu) {
 // per batch; the buffers are allocated once and each batch overwrites them.
 class Collocation {
  public:
-  Collocation(int N, int M)
-      : N_(N), M_(M), p_(2 * N), ex_(2 * N), et_(2 * N), zero_(N, 0.0f), pd_(2 * M), gd_(M) {
+  Collocation(int N, int M) : N_(N), M_(M), p_(2 * N), ex_(2 * N), et_(2 * N), zero_(N, 0.0f), pd_(2 * M), gd_(M) {
     for (int i = 0; i < N; ++i) {
       ex_[2 * i] = 1.0f;
       et_[2 * i + 1] = 1.0f;
@@ -146,8 +145,8 @@ bool check_gradient(std::uint64_t seed) {
   llmcc::ParameterStore params = llmcc::bind_parameters(m);
   llmcc::Rng rng(seed);
   rng.fill_normal(params.data(), params.size(), 0.0f, 0.5f);
-  std::printf("gradient check on a random network: %d tanh layers of %d, 6 collocation and 4 data points\n",
-              cfg.layers, cfg.H);
+  std::printf("gradient check on a random network: %d tanh layers of %d, 6 collocation and 4 data points\n", cfg.layers,
+              cfg.H);
   Collocation points(6, 4);
   Batch batch;
   points.make(batch, rng);
@@ -194,8 +193,9 @@ int main(int argc, char** argv) {
     o.rate_unit = "pt";
     o.rate_field = "points_per_s";
     o.quiet = args.check;
-    o.config = {{"H", std::to_string(cfg.H)}, {"layers", std::to_string(cfg.layers)}, {"N", std::to_string(N)},
-                {"M", std::to_string(M)},     {"nu", std::to_string(kNu)},            {"seed", std::to_string(args.seed)}};
+    o.config = {{"H", std::to_string(cfg.H)}, {"layers", std::to_string(cfg.layers)},
+                {"N", std::to_string(N)},     {"M", std::to_string(M)},
+                {"nu", std::to_string(kNu)},  {"seed", std::to_string(args.seed)}};
     llmcc::train::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"relative_l2", grid.relative_l2(model)}};
@@ -211,10 +211,10 @@ int main(int argc, char** argv) {
       std::printf("check: %s (%.1f s)\n", ok ? "passed" : "FAILED", example::seconds_since(t0));
       return ok ? 0 : 1;
     }
-    std::printf("validation loss %.3e -> %.3e; relative L2 error against the Cole-Hopf solution %.2e -> %.2e after "
-                "%lld steps (%.0f s)\n",
-                before, r.val_loss, err_before, err_after, static_cast<long long>(o.steps),
-                example::seconds_since(t0));
+    std::printf(
+        "validation loss %.3e -> %.3e; relative L2 error against the Cole-Hopf solution %.2e -> %.2e after "
+        "%lld steps (%.0f s)\n",
+        before, r.val_loss, err_before, err_after, static_cast<long long>(o.steps), example::seconds_since(t0));
     return 0;
   } catch (const llmcc::Error& e) {
     std::fprintf(stderr, "pinn_burgers: %s\n", e.what());

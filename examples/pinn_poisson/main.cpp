@@ -40,8 +40,7 @@ double exact(double x, double y) { return std::sin(kPi * x) * std::sin(kPi * y);
 // batch overwrites them.
 class Collocation {
  public:
-  Collocation(int N, int M)
-      : N_(N), M_(M), p_(2 * N), minus_f_(N), ex_(2 * N), ey_(2 * N), pb_(2 * M), g_(M, 0.0f) {
+  Collocation(int N, int M) : N_(N), M_(M), p_(2 * N), minus_f_(N), ex_(2 * N), ey_(2 * N), pb_(2 * M), g_(M, 0.0f) {
     for (int i = 0; i < N; ++i) {
       ex_[2 * i] = 1.0f;
       ey_[2 * i + 1] = 1.0f;
@@ -155,8 +154,11 @@ int main(int argc, char** argv) {
     o.rate_unit = "pt";
     o.rate_field = "points_per_s";
     o.quiet = args.check;
-    o.config = {{"H", std::to_string(cfg.H)}, {"layers", std::to_string(cfg.layers)}, {"N", std::to_string(N)},
-                {"M", std::to_string(M)},     {"seed", std::to_string(args.seed)}};
+    o.config = {{"H", std::to_string(cfg.H)},
+                {"layers", std::to_string(cfg.layers)},
+                {"N", std::to_string(N)},
+                {"M", std::to_string(M)},
+                {"seed", std::to_string(args.seed)}};
     llmcc::train::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"relative_l2", relative_l2(model)}};
@@ -172,10 +174,10 @@ int main(int argc, char** argv) {
       std::printf("check: %s (%.1f s)\n", ok ? "passed" : "FAILED", example::seconds_since(t0));
       return ok ? 0 : 1;
     }
-    std::printf("validation loss %.3e -> %.3e; relative L2 error against the exact solution %.2e -> %.2e after %lld "
-                "steps (%.0f s)\n",
-                before, r.val_loss, err_before, err_after, static_cast<long long>(o.steps),
-                example::seconds_since(t0));
+    std::printf(
+        "validation loss %.3e -> %.3e; relative L2 error against the exact solution %.2e -> %.2e after %lld "
+        "steps (%.0f s)\n",
+        before, r.val_loss, err_before, err_after, static_cast<long long>(o.steps), example::seconds_since(t0));
     return 0;
   } catch (const llmcc::Error& e) {
     std::fprintf(stderr, "pinn_poisson: %s\n", e.what());

@@ -35,7 +35,8 @@ struct Mlp {
   Mlp() = default;
   // Declares every parameter's shape (no storage); llmcc::bind_parameters(model) binds them.
   explicit Mlp(const Config& c) : cfg(c) {
-    for (int i = 0; i < c.layers; ++i) hidden.push_back(Dense{Tensor(nullptr, {c.H, i == 0 ? 2 : c.H}), Tensor(nullptr, {c.H})});
+    for (int i = 0; i < c.layers; ++i)
+      hidden.push_back(Dense{Tensor(nullptr, {c.H, i == 0 ? 2 : c.H}), Tensor(nullptr, {c.H})});
     out = Dense{Tensor(nullptr, {1, c.H}), Tensor(nullptr, {1})};
   }
 };
@@ -59,8 +60,8 @@ llmcc::adgen::Dual2 u_jvp2(const Mlp& net, const Tensor& p, const Tensor& v, con
 // points, g (M, 1) the boundary values.
 LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("net") inline float poisson_loss(const Mlp& net, const Tensor& p,
                                                                    const Tensor& minus_f, const Tensor& ex,
-                                                                   const Tensor& ey, const Tensor& pb,
-                                                                   const Tensor& g, float bc_weight) {
+                                                                   const Tensor& ey, const Tensor& pb, const Tensor& g,
+                                                                   float bc_weight) {
   const Tensor u_xx = u_jvp2(net, p, ex, ex).tangent.tangent;  // (N, 1)
   const Tensor u_yy = u_jvp2(net, p, ey, ey).tangent.tangent;  // (N, 1)
   return llmcc::mse_loss(u_xx + u_yy, minus_f) + bc_weight * llmcc::mse_loss(u(net, pb), g);
