@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "adgen_test_util.h"
 #include "jvp.grad.h"
+#include "llmcc/profile.h"
 #include "llmcc/runtime.h"
 
 namespace {
@@ -249,6 +251,41 @@ TEST_P(AdgenJvp, GradientThroughSeveralTangentsMatchesFiniteDifferences) {
   EXPECT_TRUE(adgen_test::fd_matches("dx", dx, d_dx, loss));
   EXPECT_TRUE(adgen_test::fd_matches("dy", dy, d_dy, loss));
   EXPECT_TRUE(adgen_test::fd_float_matches("s", s, d_s, loss));
+}
+
+// Forward mode runs each primal op once per jvp call, and the nested backward adds none: in the
+// gradient of a loss holding u's second derivative along one direction, every linear and tanh of
+// u runs once (the Taylor plan's value stream), the tangent products are linear_nobias (first and
+// second derivative) and tanh's tangents one op each.
+TEST(AdgenJvpCount, EachPrimalOpRunsOncePerGradientCall) {
+  constexpr int N = 5, H = 4, L = 3;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, ts;
+  adgen_test::bind_random(net, params, 31, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 32);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 33);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 34);
+  auto g = llmcc::adgen::make_grad(net);
+  llmcc::profile::reset();
+  llmcc::profile::enable(true);
+  jvpm::taylor_loss_grad(net, x, dir, target, g.grad);
+  llmcc::profile::enable(false);
+  std::map<std::string, std::int64_t> calls;
+  for (const auto& e : llmcc::profile::snapshot()) calls[e.name] = e.calls;
+  // u: L hidden linears + tanh, one output linear (with bias: `linear`), a gain mul and map_unary.
+  EXPECT_EQ(calls["linear.fwd"], L + 1) << llmcc::profile::report();
+  EXPECT_EQ(calls["tanh.fwd"], L);
+  // First and second derivative streams, but the first layer's input direction is constant, so
+  // its second derivative starts at its tanh (-2 y y' t, no product of a zero tensor).
+  EXPECT_EQ(calls["linear_nobias.fwd"], 2 * (L + 1) - 1);
+  EXPECT_EQ(calls["tanh_tangent.fwd"], L);
+  EXPECT_EQ(calls["tanh_tangent2.fwd"], L - 1);
+  EXPECT_EQ(calls["map_unary.fwd"], 3);  // soft, its slope, the slope's slope
+  // The backward: one pullback per forward op that got an adjoint (the value stream's linears too).
+  EXPECT_EQ(calls["linear.bwd"], L + 1);
+  EXPECT_EQ(calls["linear_nobias.bwd"], 2 * (L + 1) - 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, AdgenJvp, ::testing::Values(Sizes{1, 1, 1}, Sizes{5, 3, 2}, Sizes{9, 7, 3}, Sizes{17, 16, 4}),

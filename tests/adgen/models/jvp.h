@@ -65,7 +65,10 @@ LLMCC_ADGEN_ENTRY inline float residual_loss(const Net& net, const Tensor& x, co
                                              const Tensor& target) {
   const Dual r = u_jvp(net, x, dir);
   const Tensor res = r.tangent + r.value * r.tangent - 0.3f * r.value;
-  return llmcc::mse_loss(res, target) + 0.1f * llmcc::mse_loss(u_jvp(net, x, r.value * dir).tangent, target);
+  // u_jvp(net, x, x): the direction is the point itself (a call adgen specialises: one argument
+  // feeds both parameters).
+  return llmcc::mse_loss(res, target) + 0.1f * llmcc::mse_loss(u_jvp(net, x, r.value * dir).tangent, target) +
+         0.2f * llmcc::mse_loss(u_jvp(net, x, x).tangent, target);
 }
 
 // A Laplacian-style residual: the second derivative along dir, plus first-order terms.
@@ -77,6 +80,13 @@ LLMCC_ADGEN_ENTRY inline float second_order_loss(const Net& net, const Tensor& x
   const Tensor res = r.tangent.tangent + r.value.value * r.value.tangent - 0.5f * r.tangent.value;
   const Tensor mixed = u_jvp_jvp(net, x, dir, other).tangent.tangent;
   return llmcc::mse_loss(res, target) + 0.5f * llmcc::mse_loss(mixed * r.value.value, target);
+}
+
+// Only the second derivative along dir (the Taylor path): the counting test's entry.
+LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("net") inline float taylor_loss(const Net& net, const Tensor& x, const Tensor& dir,
+                                                                  const Tensor& target) {
+  const llmcc::adgen::Dual2 r = u_jvp_jvp(net, x, dir, dir);
+  return llmcc::mse_loss(r.tangent.tangent + r.value.tangent * r.value.value, target);
 }
 
 // The same with mix's three tangents, read through a Dual local.
