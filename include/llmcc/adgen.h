@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -116,6 +117,14 @@ void map_unary_pullback(const Tensor& x, const Tensor& d_out, Tensor* d_x) {
 template <float (*FGrad)(float, float*)>
 void map_unary_pullback(const Tensor& x, const char* /*op*/, const Tensor& /*out*/, const Tensor& d_out, Tensor* d_x) {
   map_unary_pullback<FGrad>(x, d_out, d_x);
+}
+
+// Scalar forms of the library's activations, for adgen's forward mode: the tangent of silu(x) is
+// x' * map_unary<f_slope>(x), with the slope (and, nested, its own slope) generated from these.
+inline float silu_scalar(float x) { return x / (1.0f + expf(-x)); }
+inline float gelu_scalar(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
+  return 0.5f * x * (1.0f + tanhf(u));
 }
 
 // ---- used by generated code --------------------------------------------------------------

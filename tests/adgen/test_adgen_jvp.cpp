@@ -282,7 +282,10 @@ TEST(AdgenJvpCount, EachPrimalOpRunsOncePerGradientCall) {
   EXPECT_EQ(calls["linear_nobias.fwd"], 2 * (L + 1) - 1);
   EXPECT_EQ(calls["tanh_tangent.fwd"], L);
   EXPECT_EQ(calls["tanh_tangent2.fwd"], L - 1);
-  EXPECT_EQ(calls["map_unary.fwd"], 3);  // soft, its slope, the slope's slope
+  EXPECT_EQ(calls["silu.fwd"], 1);
+  // soft, its slope and the slope's slope; silu's tangents are map_unary of its scalar form's
+  // slope and that slope's slope.
+  EXPECT_EQ(calls["map_unary.fwd"], 5);
   // The backward: one pullback per forward op that got an adjoint (the value stream's linears too).
   EXPECT_EQ(calls["linear.bwd"], L + 1);
   EXPECT_EQ(calls["linear_nobias.bwd"], 2 * (L + 1) - 1);

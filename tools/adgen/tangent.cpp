@@ -483,9 +483,20 @@ class TangentBuilder {
     const Call& c = s.call;
     const Operand y = named(Operand::Src::Temp, VKind::Tensor, s.temp);
     auto t = [&](std::size_t i) { return i < c.args.size() ? tangent(c.args[i]) : std::nullopt; };
-    if (c.scalar != nullptr) {
+    const std::string n = c.name.rfind("llmcc::", 0) == 0 ? c.name.substr(7) : c.name;
+    const FuncPlan* scalar = c.scalar;
+    if (n == "silu" || n == "gelu") {
+      // Through the activation's scalar form (llmcc::adgen::<op>_scalar), as map_unary.
+      const FunctionDecl* fd = p_.library_function("adgen::" + n + "_scalar", 1);
+      scalar = fd != nullptr && fd->getDefinition() != nullptr ? p_.plan_function(fd->getDefinition(), loc_) : nullptr;
+      if (scalar == nullptr) {
+        error("the tangent of '" + c.name + "' needs llmcc::adgen::" + n + "_scalar (llmcc/adgen.h)");
+        return literal("0.0f");
+      }
+    }
+    if (scalar != nullptr) {
       // map_unary<f>(x): x' * f'(x), with f' a generated scalar function (differentiable too).
-      FuncPlan* slope = p_.tangent_plan(*c.scalar, {true}, Planner::TangentMode::Slope, "", loc_, false);
+      FuncPlan* slope = p_.tangent_plan(*scalar, {true}, Planner::TangentMode::Slope, "", loc_, false);
       if (slope == nullptr) {
         ok_ = false;
         return literal("0.0f");
@@ -501,7 +512,6 @@ class TangentBuilder {
       const Operand d = push(std::move(m), out);
       return rule("mul", {*t(0), d}, out);
     }
-    const std::string n = c.name.rfind("llmcc::", 0) == 0 ? c.name.substr(7) : c.name;
     if (n == "add" || n == "sub") {
       // A broadcast operand's tangent has its shape, not the output's: alone, it is broadcast by
       // adding it to (or subtracting it from) a zero of the output's shape.
@@ -550,7 +560,9 @@ class TangentBuilder {
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
     error("no tangent rule for '" + c.name +
-          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, view, mean_pool and map_unary have one)");
+          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool and map_unary "
+          "have "
+          "one)");
     return literal("0.0f");
   }
 
@@ -568,14 +580,19 @@ class TangentBuilder {
   std::map<std::string, std::string> tan_local_;  // tangent local of a local
 };
 
+// `name` ("mul", "adgen::silu_scalar") in namespace llmcc, with `params` parameters, or null.
 const FunctionDecl* Planner::library_function(const std::string& name, std::size_t params) {
-  const TranslationUnitDecl* tu = ctx_.getTranslationUnitDecl();
-  for (const NamedDecl* nd : tu->lookup(DeclarationName(&ctx_.Idents.get("llmcc")))) {
-    const auto* ns = dyn_cast<NamespaceDecl>(nd);
-    if (ns == nullptr) continue;
-    for (const NamedDecl* d : ns->lookup(DeclarationName(&ctx_.Idents.get(name))))
-      if (const auto* fd = dyn_cast<FunctionDecl>(d); fd != nullptr && fd->getNumParams() == params) return fd;
+  const DeclContext* dc = ctx_.getTranslationUnitDecl();
+  std::string rest = "llmcc::" + name;
+  for (std::size_t sep; (sep = rest.find("::")) != std::string::npos; rest = rest.substr(sep + 2)) {
+    const NamespaceDecl* next = nullptr;
+    for (const NamedDecl* nd : dc->lookup(DeclarationName(&ctx_.Idents.get(rest.substr(0, sep)))))
+      if ((next = dyn_cast<NamespaceDecl>(nd)) != nullptr) break;
+    if (next == nullptr) return nullptr;
+    dc = next;
   }
+  for (const NamedDecl* d : dc->lookup(DeclarationName(&ctx_.Idents.get(rest))))
+    if (const auto* fd = dyn_cast<FunctionDecl>(d); fd != nullptr && fd->getNumParams() == params) return fd;
   return nullptr;
 }
 

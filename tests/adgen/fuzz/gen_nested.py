@@ -30,13 +30,13 @@ class Gen:
         """A layer's member function body: x (N, C) -> (N, C); w (C, C), b (C), g (C)."""
         r = self.rng
         lin = r.choice(["llmcc::linear(x, w, b)", "llmcc::linear_nobias(x, w)"])
-        act = r.choice(["tanh", "map", "none"])
+        act = r.choice(["tanh", "map", "none", "silu", "gelu"])
         if act == "map":
             if self.scalar is None:
                 self.scalar = r.choice(SCALAR)
             core = "llmcc::adgen::map_unary<act>(%s, \"act\")" % lin
-        elif act == "tanh":
-            core = "llmcc::tanh(%s)" % lin
+        elif act in ("tanh", "silu", "gelu"):
+            core = "llmcc::%s(%s)" % (act, lin)
         else:
             core = lin
         form = r.choice(["plain", "res", "gate", "rsub", "neg", "gain", "scale", "sub_row", "square"])

@@ -33,11 +33,12 @@ struct Net {
   float shift = 0.25f;        // configuration
 };
 
-// u(x): points (N, 2) -> (N, 1); residual blocks in a loop, a broadcast gain, two activations.
+// u(x): points (N, 2) -> (N, 1); residual blocks in a loop, a broadcast gain, silu and a scalar
+// activation.
 inline Tensor u(const Net& net, const Tensor& x) {
   Tensor h = net.hidden[0].forward(x);
   for (std::size_t i = 1; i < net.hidden.size(); ++i) h = h + net.hidden[i].forward(h);
-  h = llmcc::adgen::map_unary<soft>(h * net.gain, "soft");
+  h = llmcc::adgen::map_unary<soft>(llmcc::silu(h * net.gain), "soft");
   return llmcc::linear(h, net.w_out, net.b_out);
 }
 LLMCC_ADGEN_JVP("u") Dual u_jvp(const Net& net, const Tensor& x, const Tensor& x_tangent);
@@ -54,7 +55,7 @@ inline Tensor mix(const Net& net, const Tensor& x, const Tensor& y, float s) {
   const Tensor a = (s * s) * llmcc::adgen::map_unary<act>(llmcc::linear(x, net.hidden[0].w, net.hidden[0].b), "act");
   Tensor b = 1.0f - y;
   if (net.shift > 0.0f) b = b + net.shift * a;
-  return a * b - (-a) + llmcc::scale(y, s) - net.gain;
+  return a * b - (-llmcc::gelu(a)) + llmcc::scale(y, s) - net.gain;
 }
 LLMCC_ADGEN_JVP("mix")
 Dual mix_jvp(const Net& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx, const Tensor& dy, float ds);
