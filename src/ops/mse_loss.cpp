@@ -46,4 +46,37 @@ void mse_loss_pullback(const Tensor& pred, const Tensor& target, float out, floa
   }
 }
 
+float mse_loss_tangent(const Tensor& pred, const Tensor& target, const Tensor& tp, const Tensor& tt) {
+  LLMCC_PROFILE("mse_loss_tangent.fwd");
+  check_inputs(pred, target);
+  check::same_shape("mse_loss_tangent", "pred", pred, "tp", tp);
+  check::same_shape("mse_loss_tangent", "pred", pred, "tt", tt);
+  if (kernel_mode() == KernelMode::Reference)
+    return ref::mse_loss_tangent_forward(pred.f32(), target.f32(), tp.f32(), tt.f32(), pred.numel());
+  return cpu::mse_loss_tangent_forward(pred.f32(), target.f32(), tp.f32(), tt.f32(), pred.numel());
+}
+
+void mse_loss_tangent_pullback(const Tensor& pred, const Tensor& target, const Tensor& tp, const Tensor& tt, float out,
+                               float d_out, Tensor* d_pred, Tensor* d_target, Tensor* d_tp, Tensor* d_tt) {
+  LLMCC_PROFILE("mse_loss_tangent.bwd");
+  (void)out;
+  check_inputs(pred, target);
+  check::same_shape("mse_loss_tangent", "pred", pred, "tp", tp);
+  check::same_shape("mse_loss_tangent", "pred", pred, "tt", tt);
+  check::adjoint("mse_loss_tangent", "d_pred", d_pred, pred);
+  check::adjoint("mse_loss_tangent", "d_target", d_target, target);
+  check::adjoint("mse_loss_tangent", "d_tp", d_tp, tp);
+  check::adjoint("mse_loss_tangent", "d_tt", d_tt, tt);
+  auto data = [](Tensor* d) { return d ? d->f32() : nullptr; };  // pending zeros filled on first access
+  float* dp = data(d_pred);
+  float* dt = data(d_target);
+  float* dtp = data(d_tp);
+  float* dtt = data(d_tt);
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::mse_loss_tangent_backward(dp, dt, dtp, dtt, pred.f32(), target.f32(), tp.f32(), tt.f32(), d_out, pred.numel());
+  } else {
+    cpu::mse_loss_tangent_backward(dp, dt, dtp, dtt, pred.f32(), target.f32(), tp.f32(), tt.f32(), d_out, pred.numel());
+  }
+}
+
 }  // namespace llmcc

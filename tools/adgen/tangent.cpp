@@ -132,7 +132,8 @@ class TangentBuilder {
   }
 
   // ---- statements adgen adds -----------------------------------------------------------------
-  Operand rule(const std::string& name, const std::vector<Operand>& args, std::vector<Stmt>& out) {
+  Operand rule(const std::string& name, const std::vector<Operand>& args, std::vector<Stmt>& out,
+               VKind ret = VKind::Tensor) {
     const FunctionDecl* fd = p_.library_function(name, args.size());
     bool broken = false;
     const RuleInfo* info = fd != nullptr ? p_.rules_.lookup(fd, loc_, &broken) : nullptr;
@@ -154,7 +155,7 @@ class TangentBuilder {
     }
     c.adjoint_of = info->adjoint_of;
     c.args = args;
-    c.ret = VKind::Tensor;
+    c.ret = ret;
     p_.need_file(info->primal);
     p_.need_file(info->pullback);
     return push(std::move(c), out);
@@ -557,12 +558,35 @@ class TangentBuilder {
       if (tt) return rule("tanh_tangent", {c.args[0], *tt}, out);
       return rule("mul", {*ty, rule("scale", {rule("mul", {c.args[0], c.args[1]}, out), literal("-2.0f")}, out)}, out);
     }
+    if (n == "mse_loss") {
+      // (2 / N) sum (p - t)(p' - t'); a difference with one side still gets a zero for the other.
+      const auto tp = t(0), tt = t(1);
+      return rule(
+          "mse_loss_tangent",
+          {c.args[0], c.args[1], tp ? *tp : zero(*tt, VKind::Tensor, out), tt ? *tt : zero(*tp, VKind::Tensor, out)},
+          out, VKind::Float);
+    }
+    if (n == "mse_loss_tangent") {
+      // Bilinear in (p - t) and (tp - tt): the tangent is the sum of the form with each pair moved.
+      std::optional<Operand> first, second;
+      const auto a = t(0), b = t(1), c2 = t(2), d = t(3);
+      if (a || b)
+        first =
+            rule("mse_loss_tangent",
+                 {a ? *a : zero(*b, VKind::Tensor, out), b ? *b : zero(*a, VKind::Tensor, out), c.args[2], c.args[3]},
+                 out, VKind::Float);
+      if (c2 || d)
+        second = rule(
+            "mse_loss_tangent",
+            {c.args[0], c.args[1], c2 ? *c2 : zero(*d, VKind::Tensor, out), d ? *d : zero(*c2, VKind::Tensor, out)},
+            out, VKind::Float);
+      return *sum(first, second, VKind::Float, out);
+    }
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
     error("no tangent rule for '" + c.name +
-          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool and map_unary "
-          "have "
-          "one)");
+          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool, mse_loss "
+          "and map_unary have one)");
     return literal("0.0f");
   }
 

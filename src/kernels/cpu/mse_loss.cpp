@@ -50,4 +50,39 @@ void mse_loss_backward(float* d_pred, float* d_target, const float* pred, const 
       kLineFloats);
 }
 
+float mse_loss_tangent_forward(const float* pred, const float* target, const float* tp, const float* tt,
+                               std::int64_t n) {
+  const double sum = parallel_ordered_sum<double>(n, n >= kParallelMin, [&](std::int64_t i) {
+    return (static_cast<double>(pred[i]) - target[i]) * (static_cast<double>(tp[i]) - tt[i]);
+  });
+  return static_cast<float>(2.0 * sum / static_cast<double>(n));
+}
+
+// One loop per adjoint: any two of them may be the same tensor (each adds its own term).
+void mse_loss_tangent_backward(float* d_pred, float* d_target, float* d_tp, float* d_tt, const float* pred,
+                               const float* target, const float* tp, const float* tt, float d_out, std::int64_t n) {
+  const float g = d_out * 2.0f / static_cast<float>(n);
+  parallel_for(
+      n, n >= kParallelMin,
+      [&](std::int64_t begin, std::int64_t end) {
+        if (d_pred) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_pred[i] += g * (tp[i] - tt[i]);
+        }
+        if (d_target) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_target[i] -= g * (tp[i] - tt[i]);
+        }
+        if (d_tp) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_tp[i] += g * (pred[i] - target[i]);
+        }
+        if (d_tt) {
+#pragma omp simd
+          for (std::int64_t i = begin; i < end; ++i) d_tt[i] -= g * (pred[i] - target[i]);
+        }
+      },
+      kLineFloats);
+}
+
 }  // namespace llmcc::cpu

@@ -30,4 +30,28 @@ void mse_loss_backward(Real* d_pred, Real* d_target, const Real* pred, const Rea
   }
 }
 
+// (2 / n) sum_i (pred[i] - target[i]) (tp[i] - tt[i]), summed in order in at least double.  (n)
+template <class Real>
+Real mse_loss_tangent_forward(const Real* pred, const Real* target, const Real* tp, const Real* tt, std::int64_t n) {
+  std::common_type_t<Real, double> sum = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    sum += (static_cast<decltype(sum)>(pred[i]) - target[i]) * (static_cast<decltype(sum)>(tp[i]) - tt[i]);
+  return static_cast<Real>(2 * sum / static_cast<double>(n));
+}
+
+// g = d_out * 2 / n: d_pred += g (tp - tt), d_target -= the same, d_tp += g (pred - target),
+// d_tt -= the same.  (n) Null adjoints are skipped.
+template <class Real>
+void mse_loss_tangent_backward(Real* d_pred, Real* d_target, Real* d_tp, Real* d_tt, const Real* pred,
+                               const Real* target, const Real* tp, const Real* tt, Real d_out, std::int64_t n) {
+  const Real g = d_out * Real(2) / static_cast<Real>(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Real a = g * (tp[i] - tt[i]), b = g * (pred[i] - target[i]);
+    if (d_pred) d_pred[i] += a;
+    if (d_target) d_target[i] -= a;
+    if (d_tp) d_tp[i] += b;
+    if (d_tt) d_tt[i] -= b;
+  }
+}
+
 }  // namespace llmcc::ref
