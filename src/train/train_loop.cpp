@@ -232,6 +232,14 @@ void TrainLoop::plan_arena() {
   arena_planned_ = measure_step_arena([&] { forward_backward_(1.0f); }, o_.name + ": planning the step arena");
   data_.set_state(where);
   grads_->zero();
+  // Validation runs the plain forward in the same arena, and it can take more than a training step
+  // (a loss holding jvps: the gradient may call a cheaper specialised plan than the plain call).
+  // evaluate() starts the validation data from its beginning each time, so nothing to put back.
+  if (data_.has_val) {
+    data_.reset_val();
+    arena_planned_ = std::max(arena_planned_, measure_step_arena([&] { (void)forward_validation_(); },
+                                                                 o_.name + ": planning the step arena"));
+  }
   if (o_.arena_bytes > 0 && o_.arena_bytes < arena_planned_)
     fail(o_.name, "arena_bytes " + format_mib(o_.arena_bytes) + " is less than the " + format_mib(arena_planned_) +
                       " one step uses (measured by a planning step); give 0 to reserve what is measured");

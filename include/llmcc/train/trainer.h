@@ -22,7 +22,8 @@
 //
 // Memory: weights, gradients and AdamW's moments are allocated before the first step; so is the
 // step arena, whose size a planning step measures (one forward and backward of the first batch,
-// the data position put back and the gradients zeroed after) and reserves with a sixteenth more.
+// the data position put back and the gradients zeroed after, and, with a validation source, the
+// larger of that and one validation forward) and reserves with a sixteenth more.
 // A step allocates nothing from the heap.
 //
 // Exact resume: checkpoints hold the weights, AdamW's state, the step, the training source's
