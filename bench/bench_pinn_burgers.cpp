@@ -46,14 +46,22 @@ Options parse(int argc, char** argv) {
     const long v = std::strtol(argv[++i], &end, 10);
     if (*end != '\0' || v < 1) throw llmcc::Error("bench_pinn_burgers: " + a + " expects a positive integer");
     const int n = static_cast<int>(v);
-    if (a == "--points") o.points = n;
-    else if (a == "--data") o.data = n;
-    else if (a == "--hidden") o.hidden = n;
-    else if (a == "--layers") o.layers = n;
-    else if (a == "--steps") o.steps = n;
-    else if (a == "--warmup") o.warmup = n;
-    else if (a == "--threads") o.threads = n;
-    else throw llmcc::Error("bench_pinn_burgers: unknown flag '" + a + "'");
+    if (a == "--points")
+      o.points = n;
+    else if (a == "--data")
+      o.data = n;
+    else if (a == "--hidden")
+      o.hidden = n;
+    else if (a == "--layers")
+      o.layers = n;
+    else if (a == "--steps")
+      o.steps = n;
+    else if (a == "--warmup")
+      o.warmup = n;
+    else if (a == "--threads")
+      o.threads = n;
+    else
+      throw llmcc::Error("bench_pinn_burgers: unknown flag '" + a + "'");
   }
   return o;
 }
@@ -65,7 +73,7 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     llmcc::set_num_threads(o.threads);
     const int N = o.points, M = o.data;
-    pinn_burgers::Mlp net({.H = o.hidden, .layers = o.layers});
+    pinn::Mlp net({.H = o.hidden, .layers = o.layers});
     llmcc::ParameterStore params = llmcc::bind_parameters(net);
     llmcc::Rng rng(1337);
     for (auto& d : net.hidden) {

@@ -33,7 +33,7 @@
 
 namespace {
 
-using pinn_burgers::Mlp;
+using pinn::Mlp;
 using Entry = pinn_burgers::burgers_loss_Entry;
 using Batch = Entry::Inputs;  // (p, ex, et, zero, pd, gd, nu, data_weight)
 
@@ -99,17 +99,6 @@ class Collocation {
   std::vector<float> p_, ex_, et_, zero_, pd_, gd_;  // (N, 2), (N, 2), (N, 2), (N, 1), (M, 2), (M, 1)
 };
 
-// Glorot-normal weights (the usual start for tanh networks), zero biases.
-void init(Mlp& m, std::uint64_t seed) {
-  llmcc::Rng rng(seed);
-  auto glorot = [&](llmcc::Tensor& w) {
-    const double fan = static_cast<double>(w.dim(0) + w.dim(1));
-    rng.fill_normal(w.f32(), static_cast<std::size_t>(w.numel()), 0.0f, static_cast<float>(std::sqrt(2.0 / fan)));
-  };
-  for (auto& d : m.hidden) glorot(d.w);
-  glorot(m.out.w);
-}
-
 // The evaluation grid (x, t) and the reference there, computed once.
 struct Grid {
   std::vector<float> pts;  // (X * T, 2)
@@ -128,7 +117,7 @@ struct Grid {
     llmcc::Arena arena(std::size_t{64} << 20);
     llmcc::ArenaScope scope(arena);
     const auto n = static_cast<std::int64_t>(ref.size());
-    const llmcc::Tensor u = pinn_burgers::u(m, llmcc::Tensor(const_cast<float*>(pts.data()), {n, 2}));  // (n, 1)
+    const llmcc::Tensor u = pinn::u(m, llmcc::Tensor(const_cast<float*>(pts.data()), {n, 2}));  // (n, 1)
     double err = 0.0, norm = 0.0;
     for (std::int64_t k = 0; k < n; ++k) {
       err += (u.f32()[k] - ref[static_cast<std::size_t>(k)]) * (u.f32()[k] - ref[static_cast<std::size_t>(k)]);
@@ -140,7 +129,7 @@ struct Grid {
 
 // (a) of --check: the generated gradient (through u_t, u_x and u_xx) of a small random network.
 bool check_gradient(std::uint64_t seed) {
-  const pinn_burgers::Config cfg{.H = 5, .layers = 2};
+  const pinn::Config cfg{.H = 5, .layers = 2};
   Mlp m(cfg);
   llmcc::ParameterStore params = llmcc::bind_parameters(m);
   llmcc::Rng rng(seed);
@@ -162,11 +151,11 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (args.check) ok = check_gradient(args.seed);
 
-    const pinn_burgers::Config cfg{.H = 64, .layers = 3};
+    const pinn::Config cfg{.H = 64, .layers = 3};
     const int N = 2048, M = 512;
     Mlp model(cfg);
     llmcc::ParameterStore params = llmcc::bind_parameters(model);
-    init(model, args.seed);
+    pinn::glorot_init(model, args.seed);
     std::printf("problem: u_t + u u_x = %.3g u_xx on (-1, 1) x (0, 1], u(x, 0) = -sin(pi x), u(+-1, t) = 0\n",
                 static_cast<double>(kNu));
     std::string shape = "2";

@@ -27,7 +27,7 @@
 
 namespace {
 
-using pinn_poisson::Mlp;
+using pinn::Mlp;
 using Entry = pinn_poisson::poisson_loss_Entry;
 using Batch = Entry::Inputs;  // (p, minus_f, ex, ey, pb, g, bc_weight)
 
@@ -69,17 +69,6 @@ class Collocation {
   std::vector<float> p_, minus_f_, ex_, ey_, pb_, g_;  // (N, 2), (N, 1), (N, 2), (N, 2), (M, 2), (M, 1)
 };
 
-// Glorot-normal weights (the usual start for tanh networks), zero biases.
-void init(Mlp& m, std::uint64_t seed) {
-  llmcc::Rng rng(seed);
-  auto glorot = [&](llmcc::Tensor& w) {
-    const double fan = static_cast<double>(w.dim(0) + w.dim(1));
-    rng.fill_normal(w.f32(), static_cast<std::size_t>(w.numel()), 0.0f, static_cast<float>(std::sqrt(2.0 / fan)));
-  };
-  for (auto& d : m.hidden) glorot(d.w);
-  glorot(m.out.w);
-}
-
 // ||u - u*|| / ||u*|| over a G x G grid of the closed square.
 double relative_l2(const Mlp& m, int G = 101) {
   llmcc::Arena arena(std::size_t{64} << 20);
@@ -90,7 +79,7 @@ double relative_l2(const Mlp& m, int G = 101) {
       pts[2 * (static_cast<std::size_t>(i) * G + j)] = static_cast<float>(i) / (G - 1);
       pts[2 * (static_cast<std::size_t>(i) * G + j) + 1] = static_cast<float>(j) / (G - 1);
     }
-  const llmcc::Tensor u = pinn_poisson::u(m, llmcc::Tensor(pts.data(), {G * G, 2}));  // (G*G, 1)
+  const llmcc::Tensor u = pinn::u(m, llmcc::Tensor(pts.data(), {G * G, 2}));  // (G*G, 1)
   double err = 0.0, norm = 0.0;
   for (int k = 0; k < G * G; ++k) {
     const double ref = exact(pts[2 * static_cast<std::size_t>(k)], pts[2 * static_cast<std::size_t>(k) + 1]);
@@ -103,7 +92,7 @@ double relative_l2(const Mlp& m, int G = 101) {
 // (a) of --check: the generated gradient (through the second derivatives) of a small random
 // network at random points.
 bool check_gradient(std::uint64_t seed) {
-  const pinn_poisson::Config cfg{.H = 5, .layers = 2};
+  const pinn::Config cfg{.H = 5, .layers = 2};
   Mlp m(cfg);
   llmcc::ParameterStore params = llmcc::bind_parameters(m);
   llmcc::Rng rng(seed);
@@ -125,11 +114,11 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (args.check) ok = check_gradient(args.seed);
 
-    const pinn_poisson::Config cfg{.H = 32, .layers = 3};
+    const pinn::Config cfg{.H = 32, .layers = 3};
     const int N = 1024, M = 256;
     Mlp model(cfg);
     llmcc::ParameterStore params = llmcc::bind_parameters(model);
-    init(model, args.seed);
+    pinn::glorot_init(model, args.seed);
     std::printf("problem: -(u_xx + u_yy) = 2 pi^2 sin(pi x) sin(pi y) in (0, 1)^2, u = 0 on the edges\n");
     std::string shape = "2";
     for (int i = 0; i < cfg.layers; ++i) shape += "-" + std::to_string(cfg.H);
