@@ -385,24 +385,8 @@ class TangentBuilder {
     if (c.checkpoint) return error("a checkpointed call (" + g.source + ") on the tangent's path");
     if (g.ret != VKind::Tensor)
       return error("the call of " + g.source + ", which returns a float, on the tangent's path: return a Tensor");
-    std::vector<bool> mask(c.args.size(), false);
-    for (std::size_t i = 0; i < c.args.size(); ++i)
-      mask[i] = !g.params[i].is_module && g.params[i].kind != VKind::Inactive && active(c.args[i]);
-    FuncPlan* tj = p_.tangent_plan(g, mask, Planner::TangentMode::Dual, "", loc_, false);
-    if (tj == nullptr) {
-      ok_ = false;
-      out.push_back(s);
-      return;
-    }
     Stmt n = s;
-    n.call.func = tj;
-    n.call.results = tj->results;
-    n.call.module_args.resize(c.args.size());
-    for (std::size_t i = 0; i < c.args.size(); ++i) {
-      if (!mask[i]) continue;
-      n.call.args.push_back(*tangent(c.args[i]));
-      n.call.module_args.emplace_back();
-    }
+    if (!call_tangent_plan(s, Planner::TangentMode::Dual, false, n)) return out.push_back(s);
     // The callee's results keep their temporaries; their tangents follow, in the same order.
     std::vector<std::string> results{s.temp};
     results.insert(results.end(), s.more_temps.begin(), s.more_temps.end());
@@ -416,30 +400,36 @@ class TangentBuilder {
   // Taylor mode, a call of a callee's jvp (value, tangent): the callee's Taylor plan gives the
   // same two and the tangent's tangent; the value's tangent is the tangent it already had.
   void taylor_call(const Stmt& s, std::vector<Stmt>& out) {
+    Stmt n = s;
+    if (!call_tangent_plan(s, Planner::TangentMode::Taylor, true, n)) return out.push_back(s);
+    n.more_temps = {s.more_temps[0], "t" + std::to_string(temps_++), "t" + std::to_string(temps_++)};
+    tan_[s.more_temps[0]] = named(Operand::Src::Temp, VKind::Tensor, n.more_temps[2]);
+    out.push_back(std::move(n));
+  }
+  // The call statement s redirected into n: to the callee's tangent plan in `mode`, along the
+  // arguments that carry a tangent (in Taylor mode, of those, the ones that are not primal values,
+  // whose tangents the callee computes), with those tangents appended as arguments.
+  bool call_tangent_plan(const Stmt& s, Planner::TangentMode mode, bool skip_primal, Stmt& n) {
     const Call& c = s.call;
     const FuncPlan& g = *c.func;
-    std::vector<bool> mask(c.args.size(), false);  // the callee's direction arguments that move
+    std::vector<bool> mask(c.args.size(), false);
     for (std::size_t i = 0; i < c.args.size(); ++i)
       mask[i] = !g.params[i].is_module && g.params[i].kind != VKind::Inactive && active(c.args[i]) &&
-                !primal_operand(c.args[i]);
-    FuncPlan* tj = p_.tangent_plan(g, mask, Planner::TangentMode::Taylor, "", loc_, false);
+                !(skip_primal && primal_operand(c.args[i]));
+    FuncPlan* tj = p_.tangent_plan(g, mask, mode, "", loc_, false);
     if (tj == nullptr) {
       ok_ = false;
-      out.push_back(s);
-      return;
+      return false;
     }
-    Stmt n = s;
     n.call.func = tj;
-    n.call.results = 4;
+    n.call.results = tj->results;
     n.call.module_args.resize(c.args.size());
     for (std::size_t i = 0; i < c.args.size(); ++i) {
       if (!mask[i]) continue;
       n.call.args.push_back(*tangent(c.args[i]));
       n.call.module_args.emplace_back();
     }
-    n.more_temps = {s.more_temps[0], "t" + std::to_string(temps_++), "t" + std::to_string(temps_++)};
-    tan_[s.more_temps[0]] = named(Operand::Src::Temp, VKind::Tensor, n.more_temps[2]);
-    out.push_back(std::move(n));
+    return true;
   }
   bool primal_operand(const Operand& o) const {
     return (o.src == Operand::Src::Param || o.src == Operand::Src::Local || o.src == Operand::Src::Temp) &&
