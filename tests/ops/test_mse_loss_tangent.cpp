@@ -31,7 +31,8 @@ TEST(MseLossTangentKernel, ForwardAndBackwardMatchDoubleReference) {
     const auto p = draw(un, 1), t = draw(un, 2), tp = draw(un, 3), tt = draw(un, 4);
     const double ref =
         ref::mse_loss_tangent_forward(widen(p).data(), widen(t).data(), widen(tp).data(), widen(tt).data(), n);
-    EXPECT_NEAR(cpu::mse_loss_tangent_forward(p.data(), t.data(), tp.data(), tt.data(), n), ref, 1e-5 * (1 + std::fabs(ref)));
+    EXPECT_NEAR(cpu::mse_loss_tangent_forward(p.data(), t.data(), tp.data(), tt.data(), n), ref,
+                1e-5 * (1 + std::fabs(ref)));
     for (int mask = 1; mask < 16; ++mask) {
       std::vector<std::vector<float>> d(4, std::vector<float>(un, 0.5f));
       std::vector<std::vector<double>> dr(4, std::vector<double>(un, 0.5));
