@@ -101,7 +101,7 @@ inline void compare(Report& rep, const std::string& kind, const std::vector<doub
     const double err = std::fabs(got[i] - numeric[i]);
     if (err > rtol * std::max(std::fabs(got[i]), std::fabs(numeric[i])) + 2e-3 * (1 + scale) + noise)
       return rep.fail(kind, "element " + std::to_string(i) + ": adgen " + std::to_string(got[i]) + ", numeric " +
-                                std::to_string(numeric[i]));
+                                std::to_string(numeric[i]) + " (noise " + std::to_string(noise) + ")");
   }
 }
 
@@ -199,8 +199,14 @@ void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool sq
     std::vector<std::pair<std::vector<float>, const float*>> grads;
     std::vector<float> pv(params.data(), params.data() + params.size());
     (void)pv;
-    // 16 float roundings of the loss over the step h / 2 of the finer difference.
-    const double noise = 16.0 * std::fabs(scoped([&] { return loss(); })) * 1.1920929e-7 / 1e-2;
+    // The loss's rounding over the step h / 2 of the finer difference: 16 float roundings of its
+    // value, or four times the fast and reference kernels' disagreement on it, whichever is larger
+    // (a loss holding second derivatives rounds at many more places than its last operation).
+    const double l_fast = scoped([&] { return loss(); });
+    llmcc::set_kernel_mode(llmcc::KernelMode::Reference);
+    const double l_ref = scoped([&] { return loss(); });
+    llmcc::set_kernel_mode(llmcc::KernelMode::Fast);
+    const double noise = std::max(16.0 * std::fabs(l_fast) * 1.1920929e-7, 4.0 * std::fabs(l_fast - l_ref)) / 1e-2;
     auto check_vec = [&](const std::string& name, float* data, std::size_t n, const float* gdata) {
       if (gdata == nullptr) return rep.fail(kind, name + ": no gradient");
       std::normal_distribution<float> nd;
