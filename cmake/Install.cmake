@@ -3,7 +3,6 @@
 #   include/llmcc/...             the public headers (llmcc::core)
 #   include/llmcc_models/models/...  the model headers, spelled "models/gpt2/gpt2.h" as in the tree (llmcc::models)
 #   include/llmcc_models/*.grad.h     their generated gradients, spelled "gpt2.grad.h" (llmcc::models)
-#   include/llmcc_models/io/json_reader.h   the src/ header a model header includes
 #   lib/libllmcc_core.a, lib/libllmcc_models.a
 #   bin/adgen, bin/llmcc
 #   lib/cmake/llmcc/              llmccConfig.cmake, llmccConfigVersion.cmake, llmccTargets.cmake,

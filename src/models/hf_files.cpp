@@ -10,6 +10,7 @@
 
 #include "llmcc/error.h"
 #include "io/file_io.h"
+#include "io/json_reader.h"
 
 namespace llmcc::models {
 
@@ -64,16 +65,24 @@ HfConfig HfConfig::read(const std::string& path, const std::string& where) {
   if (!in) fail(where, path + ": cannot open for reading");
   std::ostringstream s;
   s << in.rdbuf();
-  HfConfig c{path, where, parse_json(s.str(), path, where)};
-  if (c.json.kind != JsonValue::Kind::Object) {
+  HfConfig c{path, where, std::make_shared<const JsonValue>(parse_json(s.str(), path, where))};
+  c.json = c.file.get();
+  if (c.json->kind != JsonValue::Kind::Object) {
     fail(where,
-         path + ": is " + std::string(c.json.kind_name()) + ", expected a JSON object (a Hugging Face config.json)");
+         path + ": is " + std::string(c.json->kind_name()) + ", expected a JSON object (a Hugging Face config.json)");
   }
   return c;
 }
 
+HfConfig HfConfig::member(const std::string& key) const {
+  const JsonValue* o = json->find(key);
+  if (o == nullptr || o->kind != JsonValue::Kind::Object)
+    fail_key(key, "must be an object, got " + std::string(o == nullptr ? "nothing" : o->kind_name()));
+  return HfConfig{path, where, file, o};
+}
+
 bool HfConfig::has(const std::string& key) const {
-  const JsonValue* v = json.find(key);
+  const JsonValue* v = json->find(key);
   return v != nullptr && v->kind != JsonValue::Kind::Null;
 }
 
@@ -166,7 +175,7 @@ void HfConfig::check_known_keys(std::initializer_list<std::string_view> known) c
     fail_key("quantization_config", "is present: quantized checkpoints are not read (llmcc reads F32, BF16 and F16)");
   for (const char* key : {"is_encoder_decoder", "add_cross_attention"})
     if (has(key) && boolean(key)) fail_key(key, "is true; llmcc reads decoder-only causal language models");
-  for (const auto& [key, value] : json.object) {
+  for (const auto& [key, value] : json->object) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     if (std::find(std::begin(kHfIgnoredKeys), std::end(kHfIgnoredKeys), key) != std::end(kHfIgnoredKeys)) continue;
     std::string keys;
@@ -179,7 +188,7 @@ void HfConfig::check_known_keys(std::initializer_list<std::string_view> known) c
 }
 
 void HfConfig::check_architecture(std::initializer_list<std::string_view> accepted) const {
-  const JsonValue* a = json.find("architectures");
+  const JsonValue* a = json->find("architectures");
   if (a == nullptr || a->kind == JsonValue::Kind::Null) return;
   if (a->kind != JsonValue::Kind::Array) fail_key("architectures", "must be a list of class names");
   std::string names, expected;
@@ -193,7 +202,7 @@ void HfConfig::check_architecture(std::initializer_list<std::string_view> accept
 }
 
 std::int64_t HfConfig::integer(const std::string& key) const {
-  const JsonValue* v = json.find(key);
+  const JsonValue* v = json->find(key);
   if (v == nullptr || v->kind == JsonValue::Kind::Null) fail_key(key, "is missing (a positive integer is required)");
   if (!v->is_integer || v->integer <= 0 || v->integer > (std::int64_t{1} << 30)) {
     fail_key(key, "must be a positive integer, got " + std::string(v->kind_name()) +
@@ -203,7 +212,7 @@ std::int64_t HfConfig::integer(const std::string& key) const {
 }
 
 double HfConfig::number(const std::string& key) const {
-  const JsonValue* v = json.find(key);
+  const JsonValue* v = json->find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::Number) {
     fail_key(key, v == nullptr ? "is missing (a number is required)"
                                : "must be a number, got " + std::string(v->kind_name()));
@@ -212,7 +221,7 @@ double HfConfig::number(const std::string& key) const {
 }
 
 std::string HfConfig::string(const std::string& key) const {
-  const JsonValue* v = json.find(key);
+  const JsonValue* v = json->find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::String) {
     fail_key(key, v == nullptr ? "is missing (a string is required)"
                                : "must be a string, got " + std::string(v->kind_name()));
@@ -221,7 +230,7 @@ std::string HfConfig::string(const std::string& key) const {
 }
 
 bool HfConfig::boolean(const std::string& key) const {
-  const JsonValue* v = json.find(key);
+  const JsonValue* v = json->find(key);
   if (v == nullptr || v->kind != JsonValue::Kind::Bool) {
     fail_key(key, v == nullptr ? "is missing (true or false is required)"
                                : "must be true or false, got " + std::string(v->kind_name()));
@@ -236,7 +245,7 @@ std::string hf_model_type(const std::string& path) {
     const fs::path config = (dir.empty() ? fs::path(".") : dir) / kHfConfigFile;
     if (!fs::exists(config, ec)) return "";
     const HfConfig c = HfConfig::read(config.string(), "hf");
-    const JsonValue* t = c.json.find("model_type");
+    const JsonValue* t = c.json->find("model_type");
     return t != nullptr && t->kind == JsonValue::Kind::String ? t->string : "";
   } catch (const Error&) {
     return "";

@@ -6,12 +6,16 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "llmcc/io/safetensors.h"
-#include "io/json_reader.h"
+
+namespace llmcc {
+struct JsonValue;  // io/json_reader.h, which only the .cpp files that read config.json include
+}  // namespace llmcc
 
 namespace llmcc::models {
 
@@ -45,7 +49,11 @@ void write_hf_model(const std::string& dir, const std::vector<SafetensorsTensor>
 struct HfConfig {
   std::string path;
   std::string where;
-  JsonValue json;
+  std::shared_ptr<const JsonValue> file;  // the whole parsed file, kept alive by every view of it
+  const JsonValue* json = nullptr;        // the object read: the file's top level, or one object in it
+
+  // Typed access to the object at `key` (errors still name this file).
+  HfConfig member(const std::string& key) const;
 
   static HfConfig read(const std::string& path, const std::string& where);
   bool has(const std::string& key) const;              // present and not null

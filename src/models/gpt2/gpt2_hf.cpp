@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpt2.grad.h"  // the generated parameter list
+#include "io/json_reader.h"
 #include "llmcc/error.h"
 #include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"

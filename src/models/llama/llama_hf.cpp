@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "llama.grad.h"  // the generated parameter list
+#include "io/json_reader.h"
 #include "llmcc/error.h"
 #include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
@@ -91,10 +92,10 @@ std::string rope_scaling_json(const RopeScaling& r) {
 // The rope scaling object at config.json's `key` (rope_scaling or rope_parameters): its rope_type
 // (or the older "type"), and for llama3 its four numbers; a rope_theta inside it sets *theta.
 RopeScaling rope_scaling_from_json(const HfConfig& j, const std::string& key, float* theta) {
-  const JsonValue& o = *j.json.find(key);
+  const JsonValue& o = *j.json->find(key);
   if (o.kind != JsonValue::Kind::Object)
     j.fail_key(key, "must be an object or null, got " + std::string(o.kind_name()));
-  const HfConfig sub{j.path, j.where, o};  // typed access to its members; errors name the file
+  const HfConfig sub = j.member(key);  // typed access to its members; errors name the file
   const char* type_key = sub.has("rope_type") ? "rope_type" : sub.has("type") ? "type" : nullptr;
   if (type_key == nullptr) j.fail_key(key, "has no rope_type (expected 'default' or 'llama3')");
   RopeScaling r;

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <vector>
 
+#include "io/json_reader.h"
 #include "llmcc/error.h"
 #include "llmcc/io/safetensors.h"
 #include "models/hf_files.h"
@@ -92,7 +93,7 @@ Qwen3Config qwen3_config_from_hf(const std::string& path) {
                       "sliding_window", "max_window_layers", "layer_types", "tie_word_embeddings"});
   // sliding_window and max_window_layers only act with use_sliding_window (checked below);
   // transformers 5 lists each layer's kind.
-  if (const JsonValue* types = j.json.find("layer_types"); types != nullptr && types->kind != JsonValue::Kind::Null) {
+  if (const JsonValue* types = j.json->find("layer_types"); types != nullptr && types->kind != JsonValue::Kind::Null) {
     if (types->kind != JsonValue::Kind::Array) j.fail_key("layer_types", "must be a list");
     for (const JsonValue& t : types->array)
       if (t.kind != JsonValue::Kind::String || t.string != "full_attention")
@@ -115,7 +116,7 @@ Qwen3Config qwen3_config_from_hf(const std::string& path) {
   // transformers 5 writes rope_parameters {"rope_type": "default", "rope_theta": ...}.
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     if (!j.has(key)) continue;
-    const JsonValue* r = j.json.find(key);
+    const JsonValue* r = j.json->find(key);
     if (r == nullptr || r->kind != JsonValue::Kind::Object) j.fail_key(key, "must be an object or null");
     if (const JsonValue* t = r->find("rope_type");
         t != nullptr && t->kind == JsonValue::Kind::String && t->string != "default")
