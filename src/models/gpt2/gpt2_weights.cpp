@@ -12,6 +12,7 @@
 #include "models/gpt2/gpt2_llmc.h"
 #include "models/config_keys.h"
 #include "models/hf_files.h"
+#include "models/registry.h"
 
 namespace llmcc::models {
 
@@ -48,23 +49,32 @@ Gpt2Config gpt2_config_from_kv(const KeyValues& kv, const std::string& where) {
 }
 
 Gpt2Weights load_gpt2(const std::string& path) {
-  // A Hugging Face directory or .safetensors file (models/gpt2/gpt2_hf.h).
-  if (is_hf_model(path)) return load_gpt2_hf(path);
-  // Told apart by the first bytes: "LLMCCKPT" (docs/data-format.md) or llm.c's int32 magic.
-  char head[8] = {};
-  std::size_t got = 0;
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    got = std::fread(head, 1, sizeof head, f);
-    std::fclose(f);
-  }
-  std::int32_t magic = 0;
-  std::memcpy(&magic, head, sizeof magic);
-  if (got >= 4 && magic == kLlmcModelMagic) return load_gpt2_llmc(path);
-  if (got == sizeof head && std::memcmp(head, "LLMCCKPT", 8) != 0) {
-    const std::string name = llmc_magic_name(magic);
-    fail("gpt2", path + ": neither an llmcc checkpoint (magic \"LLMCCKPT\") nor an llm.c GPT-2 model file " +
-                     "(int32 magic 20240326); its first int32 is " + std::to_string(magic) +
-                     (name.empty() ? "" : ", the magic of " + name));
+  // What the path holds is told in one place, the registry (models/registry.h).
+  switch (identify_model_file(path).kind) {
+    case ModelFile::Kind::HuggingFace:
+      return load_gpt2_hf(path);  // models/gpt2/gpt2_hf.h
+    case ModelFile::Kind::FamilyFile:
+      return load_gpt2_llmc(path);
+    case ModelFile::Kind::LlmccCheckpoint:
+      break;
+    case ModelFile::Kind::Other: {
+      // Neither format: name both, and the file's magic when another format's.
+      char head[8] = {};
+      std::size_t got = 0;
+      if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+        got = std::fread(head, 1, sizeof head, f);
+        std::fclose(f);
+      }
+      std::int32_t magic = 0;
+      std::memcpy(&magic, head, sizeof magic);
+      if (got == sizeof head) {
+        const std::string name = llmc_magic_name(magic);
+        fail("gpt2", path + ": neither an llmcc checkpoint (magic \"LLMCCKPT\") nor an llm.c GPT-2 model file " +
+                         "(int32 magic 20240326); its first int32 is " + std::to_string(magic) +
+                         (name.empty() ? "" : ", the magic of " + name));
+      }
+      break;
+    }
   }
   // An llmcc checkpoint, or a file too short or unreadable: the reader says what is wrong.
   CheckpointReader reader(path);

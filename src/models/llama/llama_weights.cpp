@@ -7,6 +7,7 @@
 #include "llmcc/runtime.h"
 #include "models/config_keys.h"
 #include "models/hf_files.h"
+#include "models/registry.h"
 #include "models/llama/llama_hf.h"
 
 namespace llmcc::models {
@@ -78,8 +79,9 @@ LlamaConfig llama_config_from_kv(const KeyValues& kv, const std::string& where) 
 }
 
 LlamaWeights load_llama(const std::string& path) {
-  // A Hugging Face directory or .safetensors file (models/llama/llama_hf.h).
-  if (is_hf_model(path)) return load_llama_hf(path);
+  // A Hugging Face directory or .safetensors file (models/llama/llama_hf.h); what the path holds is
+  // told in one place, the registry (models/registry.h).
+  if (identify_model_file(path).kind == ModelFile::Kind::HuggingFace) return load_llama_hf(path);
   CheckpointReader reader(path);  // says what is wrong with a file that is not a checkpoint
   if (!reader.has("config")) fail("llama", path + ": checkpoint has no config section");
   const LlamaConfig config = llama_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);

@@ -6,6 +6,7 @@
 #include "llmcc/runtime.h"
 #include "models/config_keys.h"
 #include "models/hf_files.h"
+#include "models/registry.h"
 #include "models/qwen3/qwen3_hf.h"
 #include "qwen3.grad.h"  // the generated parameter list (bind_parameters)
 
@@ -62,8 +63,9 @@ Qwen3Config qwen3_config_from_kv(const KeyValues& kv, const std::string& where) 
 }
 
 Qwen3Weights load_qwen3(const std::string& path) {
-  // A Hugging Face directory or .safetensors file (qwen3_hf.h).
-  if (is_hf_model(path)) return load_qwen3_hf(path);
+  // A Hugging Face directory or .safetensors file (qwen3_hf.h); what the path holds is told in
+  // one place, the registry (models/registry.h).
+  if (identify_model_file(path).kind == ModelFile::Kind::HuggingFace) return load_qwen3_hf(path);
   CheckpointReader reader(path);  // says what is wrong with a file that is not a checkpoint
   if (!reader.has("config")) fail("qwen3", path + ": checkpoint has no config section");
   const Qwen3Config config = qwen3_config_from_kv(parse_key_values(reader.blob("config"), path + " [config]"), path);
