@@ -162,7 +162,7 @@ float classifier_loss_grad(const test_train::Classifier& m, const llmcc::Tensor&
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float classifier_loss_grad(const test_train::Classifier& m, const llmcc::Tensor& x,
                            const llmcc::Tokens& y, Classifier_Grad& d_m, classifier_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with classifier_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with classifier_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct classifier_loss_Entry {
   using Model = test_train::Classifier;

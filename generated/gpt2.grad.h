@@ -900,7 +900,7 @@ float gpt2_loss_grad(const llmcc::models::Gpt2& m, const llmcc::Tokens& idx,
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float gpt2_loss_grad(const llmcc::models::Gpt2& m, const llmcc::Tokens& idx,
                      const llmcc::Tokens& targets, Gpt2_Grad& d_m, gpt2_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with gpt2_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with gpt2_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct gpt2_loss_Entry {
   using Model = llmcc::models::Gpt2;
@@ -992,7 +992,7 @@ float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::mode
 float gpt2_lora_loss_grad(const llmcc::models::Gpt2Lora& lora, const llmcc::models::Gpt2& base,
                           const llmcc::Tokens& idx, const llmcc::Tokens& targets,
                           Gpt2Lora_Grad& d_lora, gpt2_lora_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with gpt2_lora_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with gpt2_lora_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct gpt2_lora_loss_Entry {
   using Model = llmcc::models::Gpt2Lora;

@@ -1004,7 +1004,7 @@ float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float llama_loss_grad(const llmcc::models::Llama& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Llama_Grad& d_m, llama_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with llama_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with llama_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct llama_loss_Entry {
   using Model = llmcc::models::Llama;
@@ -1104,7 +1104,7 @@ float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::mo
 float llama_lora_loss_grad(const llmcc::models::LlamaLora& lora, const llmcc::models::Llama& base,
                            const llmcc::Tokens& idx, const llmcc::Tokens& targets,
                            LlamaLora_Grad& d_lora, llama_lora_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with llama_lora_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with llama_lora_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct llama_lora_loss_Entry {
   using Model = llmcc::models::LlamaLora;

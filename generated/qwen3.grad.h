@@ -1105,7 +1105,7 @@ float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
 // The same, reusing the record `_s` (kept across steps: no heap allocation once warm).
 float qwen3_loss_grad(const llmcc::models::Qwen3& m, const llmcc::Tokens& idx,
                       const llmcc::Tokens& targets, Qwen3_Grad& d_m, qwen3_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with qwen3_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with qwen3_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct qwen3_loss_Entry {
   using Model = llmcc::models::Qwen3;
@@ -1209,7 +1209,7 @@ float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::mo
 float qwen3_lora_loss_grad(const llmcc::models::Qwen3Lora& lora, const llmcc::models::Qwen3& base,
                            const llmcc::Tokens& idx, const llmcc::Tokens& targets,
                            Qwen3Lora_Grad& d_lora, qwen3_lora_loss_Saved& _s);
-// What llmcc::train::Trainer needs to train with qwen3_lora_loss: the model type, its gradient
+// What llmcc::Trainer needs to train with qwen3_lora_loss: the model type, its gradient
 // mirror, the record the forward fills, the inputs after the model, and the three calls.
 struct qwen3_lora_loss_Entry {
   using Model = llmcc::models::Qwen3Lora;

@@ -155,7 +155,7 @@ bool check_gradient(std::uint64_t seed) {
   for (auto& c : next) c = static_cast<std::int32_t>(rng.below(cfg.V));
   std::printf("gradient check on a random model: V %d, K %d, C %d, H %d, batch %d\n", cfg.V, cfg.K, cfg.C, cfg.H, B);
   const Batch batch(llmcc::Tokens(ctx.data(), B, cfg.K), llmcc::Tokens(next.data(), B, 1));
-  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
+  return llmcc::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace
@@ -185,12 +185,11 @@ int main(int argc, char** argv) {
                 cfg.K, cfg.C, cfg.H, static_cast<long long>(params.parameter_count()), B);
 
     Windows train_windows(train_ids, B, cfg.K), val_windows(val_ids, B, cfg.K);
-    llmcc::train::GeneratedBatches<Batch> train(
+    llmcc::GeneratedBatches<Batch> train(
         args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_windows.make(b, r); }, B);
-    llmcc::train::GeneratedBatches<Batch> val(
-        args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_windows.make(b, r); }, B);
+    llmcc::GeneratedBatches<Batch> val(args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_windows.make(b, r); }, B);
 
-    llmcc::train::TrainerOptions o;
+    llmcc::TrainerOptions o;
     o.steps = args.check ? 60 : args.steps;
     o.schedule = {.max_lr = 3e-3, .min_lr = 3e-4, .warmup_steps = std::min<std::int64_t>(50, o.steps / 10)};
     o.val_every = args.check ? 0 : 1000;
@@ -203,16 +202,16 @@ int main(int argc, char** argv) {
     o.quiet = args.check;
     o.config = {{"V", std::to_string(cfg.V)}, {"K", std::to_string(cfg.K)}, {"C", std::to_string(cfg.C)},
                 {"H", std::to_string(cfg.H)}, {"B", std::to_string(B)},     {"seed", std::to_string(args.seed)}};
-    llmcc::train::TrainerHooks hooks;
+    llmcc::TrainerHooks hooks;
     llmcc::Rng sample_rng(args.seed + 300);
     const std::string prompt = text.substr(split, 40);
     hooks.sample = [&](std::int64_t step) {
       std::printf("step %lld: sample after \"%s\":\n%s\n", static_cast<long long>(step), prompt.c_str(),
                   sample(model, vocab, prompt, 300, sample_rng).c_str());
     };
-    llmcc::train::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
+    llmcc::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
     const double before = trainer.evaluate(o.val_batches);
-    const llmcc::train::TrainResult r = trainer.run();
+    const llmcc::TrainResult r = trainer.run();
     if (args.check) {
       ok = example::loss_fell("validation loss", before, r.val_loss, 0.8) && ok;
       std::printf("check: %s (%.1f s)\n", ok ? "passed" : "FAILED", example::seconds_since(t0));

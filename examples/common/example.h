@@ -2,7 +2,7 @@
 // --check (its gradient check is the library's, llmcc/train/grad_check.h).
 //
 //   example::Args args = example::parse_args(argc, argv, "char_mlp", 3000);
-//   bool ok = llmcc::train::check_gradients<char_mlp_loss_Entry>(model, batch).ok();  // --check (a)
+//   bool ok = llmcc::check_gradients<char_mlp_loss_Entry>(model, batch).ok();  // --check (a)
 //   ok = example::loss_fell("validation loss", before, after, 0.9) && ok;              // --check (b)
 #pragma once
 

@@ -75,7 +75,7 @@ void init(Encoder& m, std::uint64_t seed) {
 }
 
 // Fraction of `batches` batches of `source` (reset first) whose argmax class is the label.
-double accuracy(const Encoder& m, llmcc::train::GeneratedBatches<Batch>& source, int batches) {
+double accuracy(const Encoder& m, llmcc::GeneratedBatches<Batch>& source, int batches) {
   llmcc::Arena arena(std::size_t{64} << 20);
   source.reset();
   std::int64_t right = 0, total = 0;
@@ -110,7 +110,7 @@ bool check_gradient(std::uint64_t seed) {
   std::printf("gradient check on a random encoder: V %d, T %d, C %d, %d heads, %d blocks, %d classes, batch %d\n",
               cfg.V, cfg.T, cfg.C, cfg.n_head, cfg.L, cfg.classes, B);
   const Batch batch(llmcc::Tokens(idx.data(), B, cfg.T), llmcc::Tokens(label.data(), B, 1));
-  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
+  return llmcc::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace
@@ -137,13 +137,11 @@ int main(int argc, char** argv) {
         cfg.L, cfg.C, cfg.n_head, static_cast<long long>(params.parameter_count()), B);
 
     OrderTask train_task(B, cfg.T, cfg.V), val_task(B, cfg.T, cfg.V);
-    llmcc::train::GeneratedBatches<Batch> train(
-        args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_task.make(b, r); }, B);
-    llmcc::train::GeneratedBatches<Batch> val(
-        args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_task.make(b, r); }, B);
+    llmcc::GeneratedBatches<Batch> train(args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_task.make(b, r); }, B);
+    llmcc::GeneratedBatches<Batch> val(args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_task.make(b, r); }, B);
     const int val_batches = 16;  // 1024 sequences, the same ones at every validation
 
-    llmcc::train::TrainerOptions o;
+    llmcc::TrainerOptions o;
     o.steps = args.check ? 150 : args.steps;
     o.schedule = {.max_lr = 2e-3, .min_lr = 2e-4, .warmup_steps = std::min<std::int64_t>(100, o.steps / 10)};
     o.val_every = args.check ? 0 : 250;
@@ -157,14 +155,14 @@ int main(int argc, char** argv) {
                 {"C", std::to_string(cfg.C)}, {"n_head", std::to_string(cfg.n_head)},
                 {"L", std::to_string(cfg.L)}, {"classes", std::to_string(cfg.classes)},
                 {"B", std::to_string(B)},     {"seed", std::to_string(args.seed)}};
-    llmcc::train::TrainerHooks hooks;
+    llmcc::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"val_accuracy", accuracy(model, val, val_batches)}};
     };
-    llmcc::train::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
+    llmcc::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
     const double before = trainer.evaluate(val_batches);
     const double acc_before = accuracy(model, val, val_batches);
-    const llmcc::train::TrainResult r = trainer.run();
+    const llmcc::TrainResult r = trainer.run();
     const double acc_after = accuracy(model, val, val_batches);
     if (args.check) {
       ok = example::loss_fell("validation loss", before, r.val_loss, 0.9) && ok;

@@ -126,7 +126,7 @@ bool check_gradient(std::uint64_t seed) {
   std::printf("gradient check on a random model: D %d, H %d, dt %.2f, %d RK4 steps, batch %d\n", cfg.D, cfg.H,
               static_cast<double>(cfg.dt), S, B);
   const Batch batch(llmcc::Tensor(x0.data(), {B, D}), llmcc::Tensor(traj.data(), {S, B, D}));
-  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
+  return llmcc::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace
@@ -151,15 +151,13 @@ int main(int argc, char** argv) {
                 D, static_cast<long long>(params.parameter_count()));
 
     Trajectories train_traj(B, S, cfg.dt), val_traj(B, S, cfg.dt), long_traj(64, 3 * S, cfg.dt);
-    llmcc::train::GeneratedBatches<Batch> train(
-        args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_traj.make(b, r); }, B);
-    llmcc::train::GeneratedBatches<Batch> val(
-        args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_traj.make(b, r); }, B);
+    llmcc::GeneratedBatches<Batch> train(args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_traj.make(b, r); }, B);
+    llmcc::GeneratedBatches<Batch> val(args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_traj.make(b, r); }, B);
     Batch long_batch;  // held-out starting states, 3x the training horizon
     llmcc::Rng long_rng(args.seed + 300);
     long_traj.make(long_batch, long_rng);
 
-    llmcc::train::TrainerOptions o;
+    llmcc::TrainerOptions o;
     o.steps = args.check ? 60 : args.steps;
     o.schedule = {.max_lr = 3e-3, .min_lr = 3e-4, .warmup_steps = std::min<std::int64_t>(50, o.steps / 10)};
     o.val_every = args.check ? 0 : 250;
@@ -171,14 +169,14 @@ int main(int argc, char** argv) {
     o.quiet = args.check;
     o.config = {{"D", std::to_string(cfg.D)}, {"H", std::to_string(cfg.H)}, {"dt", std::to_string(cfg.dt)},
                 {"S", std::to_string(S)},     {"B", std::to_string(B)},     {"seed", std::to_string(args.seed)}};
-    llmcc::train::TrainerHooks hooks;
+    llmcc::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"rollout_rmse", rollout_rmse(model, long_batch)}};
     };
-    llmcc::train::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
+    llmcc::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
     const double before = trainer.evaluate(o.val_batches);
     const double rmse_before = rollout_rmse(model, long_batch);
-    const llmcc::train::TrainResult r = trainer.run();
+    const llmcc::TrainResult r = trainer.run();
     const double rmse_after = rollout_rmse(model, long_batch);
     if (args.check) {
       ok = example::loss_fell("validation loss", before, r.val_loss, 0.5) && ok;

@@ -139,7 +139,7 @@ bool check_gradient(std::uint64_t seed) {
   Collocation points(6, 4);
   Batch batch;
   points.make(batch, rng);
-  return llmcc::train::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
+  return llmcc::check_gradients<Entry>(m, batch, {.seed = seed + 1}).ok();
 }
 
 }  // namespace
@@ -165,12 +165,10 @@ int main(int argc, char** argv) {
     const Grid grid = args.check ? Grid(21, 11) : Grid();
 
     Collocation train_points(N, M), val_points(N, M);
-    llmcc::train::GeneratedBatches<Batch> train(
-        args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_points.make(b, r); }, N);
-    llmcc::train::GeneratedBatches<Batch> val(
-        args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_points.make(b, r); }, N);
+    llmcc::GeneratedBatches<Batch> train(args.seed + 100, [&](Batch& b, llmcc::Rng& r) { train_points.make(b, r); }, N);
+    llmcc::GeneratedBatches<Batch> val(args.seed + 200, [&](Batch& b, llmcc::Rng& r) { val_points.make(b, r); }, N);
 
-    llmcc::train::TrainerOptions o;
+    llmcc::TrainerOptions o;
     o.steps = args.check ? 150 : args.steps;
     o.schedule = {.max_lr = 2e-3, .min_lr = 2e-5, .warmup_steps = std::min<std::int64_t>(100, o.steps / 10)};
     o.adamw.weight_decay = 0.0f;
@@ -185,14 +183,14 @@ int main(int argc, char** argv) {
     o.config = {{"H", std::to_string(cfg.H)}, {"layers", std::to_string(cfg.layers)},
                 {"N", std::to_string(N)},     {"M", std::to_string(M)},
                 {"nu", std::to_string(kNu)},  {"seed", std::to_string(args.seed)}};
-    llmcc::train::TrainerHooks hooks;
+    llmcc::TrainerHooks hooks;
     hooks.metrics = [&](std::int64_t) {
       return std::vector<std::pair<std::string, double>>{{"relative_l2", grid.relative_l2(model)}};
     };
-    llmcc::train::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
+    llmcc::Trainer<Entry> trainer(model, params, train, &val, o, hooks);
     const double before = trainer.evaluate(o.val_batches);
     const double err_before = grid.relative_l2(model);
-    const llmcc::train::TrainResult r = trainer.run();
+    const llmcc::TrainResult r = trainer.run();
     const double err_after = grid.relative_l2(model);
     if (args.check) {
       ok = example::loss_fell("validation loss", before, r.val_loss, 0.5) && ok;

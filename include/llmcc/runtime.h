@@ -16,7 +16,7 @@ int num_threads();
 // per instruction: a fine-tuned model whose softmax puts probabilities below 1e-38 on most of the
 // vocabulary fills its gradients with them, and a training step of a small Llama went from 72 to
 // over 800 ms. Flushing changes only values no fp32 training result depends on. On by default in
-// the command line and in every training loop (llmcc::train::TrainLoop).
+// the command line and in every training loop (llmcc::TrainLoop).
 void set_flush_denormals(bool on);
 bool flush_denormals();  // the calling thread's setting
 

@@ -82,9 +82,9 @@ class TrainBenchStep final : public BenchStep {
     in_ = make(Tokens(inputs_.data(), B_, T_), Tokens(targets_.data(), B_, T_));
     // The step arena: one forward and backward measured, a sixteenth more reserved; the planning
     // step's gradient is zeroed again.
-    const std::size_t high_water = train::measure_step_arena([&] { fwd_bwd(); }, "llmcc bench");
+    const std::size_t high_water = measure_step_arena([&] { fwd_bwd(); }, "llmcc bench");
     grads_.zero();
-    arena_ = std::make_unique<Arena>(train::arena_capacity_for(high_water));
+    arena_ = std::make_unique<Arena>(arena_capacity_for(high_water));
   }
   TrainBenchStep(const TrainBenchStep&) = delete;
   TrainBenchStep& operator=(const TrainBenchStep&) = delete;

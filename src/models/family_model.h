@@ -37,11 +37,9 @@ class FamilyModel final : public Model {
   void init(std::uint64_t seed) override { Traits::init(w_, seed); }
   void set_checkpoint_activations(bool on) override { w_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(w_.model, {x, y}); }
-  std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
-                                                 train::BatchSource<train::TokenPair>* val,
-                                                 train::TrainerOptions options, train::TrainerHooks hooks) override {
-    return std::make_unique<train::Trainer<Entry>>(w_.model, w_.params, train, val, std::move(options),
-                                                   std::move(hooks));
+  std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
+                                          TrainerOptions options, TrainerHooks hooks) override {
+    return std::make_unique<Trainer<Entry>>(w_.model, w_.params, train, val, std::move(options), std::move(hooks));
   }
   std::unique_ptr<Generator> generator(ContextFull when_full) const override {
     return Traits::generator(w_.model, when_full);

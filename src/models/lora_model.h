@@ -61,12 +61,12 @@ GeneratorLabels generator_labels(const AdaptedModel<M, L>& m) {
 
 // Token batches with the base model in front: the inputs of a family's LoRA entry.
 template <class Base>
-class WithBase final : public train::BatchSource<std::tuple<Base, Tokens, Tokens>> {
+class WithBase final : public BatchSource<std::tuple<Base, Tokens, Tokens>> {
  public:
   using Batch = std::tuple<Base, Tokens, Tokens>;
-  WithBase(const Base& base, train::BatchSource<train::TokenPair>& tokens) : tokens_(tokens), batch_(base, {}, {}) {}
+  WithBase(const Base& base, BatchSource<TokenPair>& tokens) : tokens_(tokens), batch_(base, {}, {}) {}
   const Batch& next() override {
-    const train::TokenPair& p = tokens_.next();
+    const TokenPair& p = tokens_.next();
     std::get<1>(batch_) = std::get<0>(p);
     std::get<2>(batch_) = std::get<1>(p);
     return batch_;
@@ -78,7 +78,7 @@ class WithBase final : public train::BatchSource<std::tuple<Base, Tokens, Tokens
   double items_per_batch() const override { return tokens_.items_per_batch(); }
 
  private:
-  train::BatchSource<train::TokenPair>& tokens_;
+  BatchSource<TokenPair>& tokens_;
   Batch batch_;
 };
 
@@ -110,9 +110,8 @@ class LoraModel final : public Model {
   void set_checkpoint_activations(bool on) override { base_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(lora_, {base_.model, x, y}); }
   // One trainer at a time: the sources that put the base in front of each batch live here.
-  std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
-                                                 train::BatchSource<train::TokenPair>* val,
-                                                 train::TrainerOptions options, train::TrainerHooks hooks) override {
+  std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
+                                          TrainerOptions options, TrainerHooks hooks) override {
     train_ = std::make_unique<WithBase<Base>>(base_.model, train);
     val_ = val != nullptr ? std::make_unique<WithBase<Base>>(base_.model, *val) : nullptr;
     if (lora_cfg_.dropout > 0.0f) {
@@ -122,8 +121,7 @@ class LoraModel final : public Model {
         if (outer) outer(on, draw);
       };
     }
-    return std::make_unique<train::Trainer<Entry>>(lora_, params_, *train_, val_.get(), std::move(options),
-                                                   std::move(hooks));
+    return std::make_unique<Trainer<Entry>>(lora_, params_, *train_, val_.get(), std::move(options), std::move(hooks));
   }
   std::unique_ptr<Generator> generator(ContextFull when_full) const override {
     return std::make_unique<CachedGenerator<AdaptedModel<Base, Lora>>>(adapted_, when_full);

@@ -120,9 +120,8 @@ class Model {
   virtual float loss(const Tokens& x, const Tokens& y) const = 0;
   // A Trainer (llmcc/train/trainer.h) for the family's adgen entry over these weights: the
   // weights are shared, the Trainer owns its gradients and record.
-  virtual std::unique_ptr<train::TrainLoop> make_trainer(train::BatchSource<train::TokenPair>& train,
-                                                         train::BatchSource<train::TokenPair>* val,
-                                                         train::TrainerOptions options, train::TrainerHooks hooks) = 0;
+  virtual std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
+                                                  TrainerOptions options, TrainerHooks hooks) = 0;
   // The family's KV-cache decoder over these weights (they must outlive it).
   virtual std::unique_ptr<Generator> generator(ContextFull when_full) const = 0;
   // New tokens after `prompt` (empty: starts from cfg.eot) on generator(Slide): on_token sees

@@ -12,7 +12,7 @@
 #include "llmcc/train/grad_clip.h"
 #include "kernels/cpu/parallel.h"
 
-namespace llmcc::train {
+namespace llmcc {
 namespace {
 
 constexpr const char* kWhere = "data_parallel";
@@ -392,4 +392,4 @@ void DataParallel::scatter_optimizer(const AdamW& whole) {
   }
 }
 
-}  // namespace llmcc::train
+}  // namespace llmcc

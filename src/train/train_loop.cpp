@@ -16,7 +16,7 @@
 #include "io/crc32.h"
 #include "llmcc/train/trainer.h"
 
-namespace llmcc::train {
+namespace llmcc {
 
 namespace {
 
@@ -719,4 +719,4 @@ TrainResult TrainLoop::run() {
   return result;
 }
 
-}  // namespace llmcc::train
+}  // namespace llmcc

@@ -1,4 +1,4 @@
-// llmcc::train::Trainer on a model of the user's own (classifier.h), as a user's program drives
+// llmcc::Trainer on a model of the user's own (classifier.h), as a user's program drives
 // it: the loss falls on a learnable task; stopping and resuming gives the run an uninterrupted
 // one gives, bit for bit; the planning step changes nothing (same run as a given arena size);
 // the arena it reserves is within 1.2x of the step's high-water mark; metrics and state hooks
@@ -82,8 +82,8 @@ struct Learner {
   Classifier model{D, H, K};
   llmcc::ParameterStore params = llmcc::bind_parameters(model);
   Task train_task, val_task;
-  llmcc::train::GeneratedBatches<Batch> train{11, [this](Batch& b, Rng& r) { train_task.make(b, r); }, B};
-  llmcc::train::GeneratedBatches<Batch> val{12, [this](Batch& b, Rng& r) { val_task.make(b, r); }, B};
+  llmcc::GeneratedBatches<Batch> train{11, [this](Batch& b, Rng& r) { train_task.make(b, r); }, B};
+  llmcc::GeneratedBatches<Batch> val{12, [this](Batch& b, Rng& r) { val_task.make(b, r); }, B};
   Learner() {
     Rng rng(5);
     for (std::size_t i = 0; i < params.count(); ++i) {
@@ -93,8 +93,8 @@ struct Learner {
   }
 };
 
-llmcc::train::TrainerOptions options(const std::string& out_dir) {
-  llmcc::train::TrainerOptions o;
+llmcc::TrainerOptions options(const std::string& out_dir) {
+  llmcc::TrainerOptions o;
   o.steps = 40;
   o.grad_accum = 2;
   o.schedule = {.max_lr = 3e-2, .min_lr = 3e-3, .warmup_steps = 4};
@@ -135,11 +135,10 @@ TEST(TrainerApi, GradientCheckPassesAndCatchesAWrongGradient) {
   Batch batch;
   Rng rng(3);
   r.train_task.make(batch, rng);
-  const llmcc::train::GradCheckReport good = llmcc::train::check_gradients<Entry>(r.model, batch, {.out = nullptr});
+  const llmcc::GradCheckReport good = llmcc::check_gradients<Entry>(r.model, batch, {.out = nullptr});
   EXPECT_TRUE(good.ok());
   EXPECT_EQ(good.tensors.size(), 4u);
-  const llmcc::train::GradCheckReport bad =
-      llmcc::train::check_gradients<OffByFivePercent>(r.model, batch, {.out = nullptr});
+  const llmcc::GradCheckReport bad = llmcc::check_gradients<OffByFivePercent>(r.model, batch, {.out = nullptr});
   EXPECT_FALSE(bad.ok());
   ASSERT_EQ(bad.failed(), 1);
   for (const auto& t : bad.tensors) EXPECT_EQ(t.ok, t.name != "head.weight") << t.name << " " << t.first_bad;
@@ -149,15 +148,15 @@ TEST(TrainerApi, LossFallsAndHooksAreCalled) {
   const llmcc::test::TempDir dir;
   Learner r;
   int metric_calls = 0;
-  llmcc::train::TrainerHooks hooks;
+  llmcc::TrainerHooks hooks;
   hooks.metrics = [&](std::int64_t) {
     ++metric_calls;
     return std::vector<std::pair<std::string, double>>{{"calls", metric_calls}};
   };
   hooks.save_state = [](llmcc::TrainState& s) { s.rngs["mine"] = 42; };
-  llmcc::train::Trainer<Entry> trainer(r.model, r.params, r.train, &r.val, options(dir.file("run")), hooks);
+  llmcc::Trainer<Entry> trainer(r.model, r.params, r.train, &r.val, options(dir.file("run")), hooks);
   const double before = trainer.evaluate(4);
-  const llmcc::train::TrainResult result = trainer.run();
+  const llmcc::TrainResult result = trainer.run();
   EXPECT_EQ(result.step, 40);
   EXPECT_LT(result.val_loss, 0.6 * before) << "validation loss " << before << " -> " << result.val_loss;
   EXPECT_EQ(metric_calls, 5);  // steps 0, 10, 20, 30, 40
@@ -175,18 +174,18 @@ TEST(TrainerApi, LossFallsAndHooksAreCalled) {
 TEST(TrainerApi, StopAndResumeEqualsOneRun) {
   const llmcc::test::TempDir dir;
   Learner a;
-  llmcc::train::Trainer<Entry>(a.model, a.params, a.train, &a.val, options(dir.file("a"))).run();
+  llmcc::Trainer<Entry>(a.model, a.params, a.train, &a.val, options(dir.file("a"))).run();
 
   {
     Learner b;
     auto o = options(dir.file("b"));
     o.stop_after = 17;  // stops at 17 with a checkpoint, mid-way between scheduled ones
-    const auto r = llmcc::train::Trainer<Entry>(b.model, b.params, b.train, &b.val, o).run();
+    const auto r = llmcc::Trainer<Entry>(b.model, b.params, b.train, &b.val, o).run();
     EXPECT_EQ(r.step, 17);
     EXPECT_EQ(r.checkpoint, dir.file("b") + "/ckpt_000017.bin");
   }
   Learner c;  // a new process would start from scratch like this
-  llmcc::train::Trainer<Entry> resumed(c.model, c.params, c.train, &c.val, options(dir.file("b")));
+  llmcc::Trainer<Entry> resumed(c.model, c.params, c.train, &c.val, options(dir.file("b")));
   resumed.resume(dir.file("b") + "/ckpt_000017.bin");
   EXPECT_EQ(resumed.run().step, 40);
   EXPECT_TRUE(same_bytes(a.params, c.params));
@@ -199,11 +198,11 @@ TEST(TrainerApi, SigintCheckpointsAndStops) {
   Learner r;
   auto o = options(dir.file("run"));
   o.sample_every = 1;
-  llmcc::train::TrainerHooks hooks;
+  llmcc::TrainerHooks hooks;
   hooks.sample = [](std::int64_t step) {
     if (step == 5) std::raise(SIGINT);  // as a user's Ctrl-C during step 5
   };
-  const auto result = llmcc::train::Trainer<Entry>(r.model, r.params, r.train, &r.val, o, hooks).run();
+  const auto result = llmcc::Trainer<Entry>(r.model, r.params, r.train, &r.val, o, hooks).run();
   // The signal comes after step 5 looked for one: step 6 is finished, checkpointed, and the run ends.
   EXPECT_TRUE(result.interrupted);
   EXPECT_EQ(result.step, 6);
@@ -216,8 +215,8 @@ TEST(TrainerApi, PlanningChangesNothing) {
   auto oa = options(""), ob = options("");
   oa.ckpt_every = ob.ckpt_every = 0;
   ob.arena_bytes = 4 << 20;  // given: still checked against a planning step, which must not show
-  const auto ra = llmcc::train::Trainer<Entry>(a.model, a.params, a.train, &a.val, oa).run();
-  const auto rb = llmcc::train::Trainer<Entry>(b.model, b.params, b.train, &b.val, ob).run();
+  const auto ra = llmcc::Trainer<Entry>(a.model, a.params, a.train, &a.val, oa).run();
+  const auto rb = llmcc::Trainer<Entry>(b.model, b.params, b.train, &b.val, ob).run();
   EXPECT_EQ(ra.last_loss, rb.last_loss);
   EXPECT_TRUE(same_bytes(a.params, b.params));
   EXPECT_EQ(a.train.state(), b.train.state());
@@ -241,15 +240,14 @@ TEST(TrainerApi, ARollbackDropsTheTrippingBatchesAndEqualsARunWithoutThem) {
   Learner reference;
   reference.train_task.marked = marked;
   reference.train_task.drop_marked_step = true;
-  llmcc::train::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
-                               options(dir.file("reference")))
+  llmcc::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
+                        options(dir.file("reference")))
       .run();
 
   Learner stopped;
   stopped.train_task.marked = marked;
   try {
-    llmcc::train::Trainer<Entry>(stopped.model, stopped.params, stopped.train, &stopped.val,
-                                 options(dir.file("stopped")))
+    llmcc::Trainer<Entry>(stopped.model, stopped.params, stopped.train, &stopped.val, options(dir.file("stopped")))
         .run();
     ADD_FAILURE() << "a NaN batch did not stop the run";
   } catch (const llmcc::Error& e) {
@@ -260,7 +258,7 @@ TEST(TrainerApi, ARollbackDropsTheTrippingBatchesAndEqualsARunWithoutThem) {
   rolled.train_task.marked = marked;
   auto o = options(dir.file("rolled"));
   o.rollbacks = 1;
-  const auto r = llmcc::train::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
+  const auto r = llmcc::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
   EXPECT_EQ(r.step, 40);
   EXPECT_TRUE(same_bytes(reference.params, rolled.params));
   const std::string log = file_text(dir.file("rolled") + "/log.jsonl");
@@ -286,8 +284,8 @@ TEST(TrainerApi, ALossSpikeIsRolledBackPastAndEqualsARunWithoutTheBatch) {
   Learner reference;
   reference.train_task.marked = marked;
   reference.train_task.drop_marked_step = true;
-  llmcc::train::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
-                               options(dir.file("reference")))
+  llmcc::Trainer<Entry>(reference.model, reference.params, reference.train, &reference.val,
+                        options(dir.file("reference")))
       .run();
 
   Learner rolled;
@@ -295,7 +293,7 @@ TEST(TrainerApi, ALossSpikeIsRolledBackPastAndEqualsARunWithoutTheBatch) {
   rolled.train_task.spike_marked = true;
   auto o = options(dir.file("rolled"));
   o.rollbacks = 1;
-  const auto r = llmcc::train::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
+  const auto r = llmcc::Trainer<Entry>(rolled.model, rolled.params, rolled.train, &rolled.val, o).run();
   EXPECT_EQ(r.step, 40);
   EXPECT_TRUE(same_bytes(reference.params, rolled.params));
   const std::string log = file_text(dir.file("rolled") + "/log.jsonl");
@@ -316,7 +314,7 @@ TEST(TrainerApi, RollbacksRunOutAndTheRunStops) {
   o.grad_clip = 0;
   o.rollbacks = 2;
   try {
-    llmcc::train::Trainer<Entry>(r.model, r.params, r.train, &r.val, o).run();
+    llmcc::Trainer<Entry>(r.model, r.params, r.train, &r.val, o).run();
     ADD_FAILURE() << "lr 3e38 did not stop the run";
   } catch (const llmcc::Error& e) {
     EXPECT_NE(std::string(e.what()).find("after 2 rollbacks"), std::string::npos) << e.what();
@@ -331,9 +329,9 @@ TEST(TrainerApi, RollbacksRunOutAndTheRunStops) {
 
 TEST(TrainerApi, BadOptionsAreClearErrors) {
   Learner r;
-  auto expect_error = [&](llmcc::train::TrainerOptions o, const std::string& text) {
+  auto expect_error = [&](llmcc::TrainerOptions o, const std::string& text) {
     try {
-      llmcc::train::Trainer<Entry> t(r.model, r.params, r.train, &r.val, o);
+      llmcc::Trainer<Entry> t(r.model, r.params, r.train, &r.val, o);
       t.run();
       ADD_FAILURE() << "no error; expected one containing: " << text;
     } catch (const llmcc::Error& e) {

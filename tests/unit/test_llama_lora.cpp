@@ -127,11 +127,11 @@ TEST(LlamaLora, GradientMatchesFiniteDifferences) {
           adapter->dropout = llmcc::models::lora_dropout(dropout, 5, k++);
         EXPECT_NE(llmcc::models::llama_lora_loss(a.lora, w.model, std::get<1>(inputs), std::get<2>(inputs)), plain);
       }
-      llmcc::train::GradCheckOptions options;
+      llmcc::GradCheckOptions options;
       options.per_tensor = 4;
       options.rtol = 5e-3;
-      const llmcc::train::GradCheckReport r =
-          llmcc::train::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
+      const llmcc::GradCheckReport r =
+          llmcc::check_gradients<llmcc::models::llama_lora_loss_Entry>(a.lora, inputs, options);
       EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
       EXPECT_EQ(r.tensors.size(), 3u * 7u * 2u);
     }

@@ -76,11 +76,10 @@ TEST(Qwen3Lora, AdaptersStartAsTheBaseAndTheirGradientMatchesFiniteDifferences) 
     }
     llmcc::Rng rng(7);
     rng.fill_normal(params.data(), params.size(), 0.0f, 0.1f);
-    llmcc::train::GradCheckOptions options;
+    llmcc::GradCheckOptions options;
     options.per_tensor = 4;
     options.rtol = 5e-3;
-    const auto r =
-        llmcc::train::check_gradients<llmcc::models::qwen3_lora_loss_Entry>(lora, {w.model, idx, targets}, options);
+    const auto r = llmcc::check_gradients<llmcc::models::qwen3_lora_loss_Entry>(lora, {w.model, idx, targets}, options);
     EXPECT_TRUE(r.ok()) << r.failed() << " adapter tensors failed";
 
     // Merged into a copy of the base: the same loss, and the base untouched by the gradient.

@@ -1164,7 +1164,7 @@ std::string entry_trait(const FuncPlan& f) {
   // The primal is called by its qualified name: unqualified, `loss` would find the member.
   const std::string primal = f.primal.find("::") == std::string::npos ? "::" + f.primal : f.primal;
   Out o;
-  o.line("// What llmcc::train::Trainer needs to train with " + f.id + ": the model type, its gradient");
+  o.line("// What llmcc::Trainer needs to train with " + f.id + ": the model type, its gradient");
   o.line("// mirror, the record the forward fills, the inputs after the model, and the three calls.");
   o.open("struct " + f.id + "_Entry");
   o.line("using Model = " + trait_type(model.module_type) + ";");

@@ -115,11 +115,10 @@ int run_eval(int argc, char** argv) {
   const std::int64_t batches = steps > 0 ? steps : epoch;
   // The arena a forward of one batch needs, measured on the first batch.
   loader.next_batch();
-  Arena arena(train::arena_capacity_for(
-      train::measure_step_arena([&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
+  Arena arena(arena_capacity_for(measure_step_arena([&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
   // From the first batch again, in order.
   loader.reset();
-  const double sum = train::sum_of_losses(batches, arena, [&] {
+  const double sum = sum_of_losses(batches, arena, [&] {
     loader.next_batch();
     return model->loss(loader.inputs(), loader.targets());
   });

@@ -182,7 +182,7 @@ class CliTrainer {
   TrainResult run();
 
  private:
-  void print_header(const train::TrainStart& start);
+  void print_header(const TrainStart& start);
   void choose_gemm_blocking();
   void sample(std::int64_t step);
 
@@ -192,7 +192,7 @@ class CliTrainer {
   KeyValues config_kv_;
   Seeds seeds_{};
   std::unique_ptr<Model> model_;  // weights of its family (the Trainer owns gradients and record)
-  std::unique_ptr<train::TokenBatches> train_data_, val_data_;
+  std::unique_ptr<TokenBatches> train_data_, val_data_;
   Rng sample_rng_;
   RunTokenizer tokenizer_;                              // tok null: none known
   std::map<std::string, std::string> tokenizer_files_;  // stored in every checkpoint
@@ -200,7 +200,7 @@ class CliTrainer {
   Progress warnings_;
   std::string dtype_note_;              // why --dtype auto chose what it did
   std::size_t base_bf16_released_ = 0;  // fp32 bytes of the base's matrices now stored in bf16
-  std::unique_ptr<train::TrainLoop> trainer_;
+  std::unique_ptr<TrainLoop> trainer_;
 };
 
 CliTrainer::CliTrainer(TrainOptions options)
@@ -272,7 +272,7 @@ CliTrainer::CliTrainer(TrainOptions options)
   // Data: shards are opened (and checked) here, so a bad file fails before any training.
   const int V = origin_.config.vocab_size();
   // Each rank reads its rows of every global batch (N ranks x B = one process with N*B).
-  train_data_ = std::make_unique<train::TokenBatches>(
+  train_data_ = std::make_unique<TokenBatches>(
       train_files_, DataLoaderConfig{.B = o_.batch_size,
                                      .T = o_.seq_len,
                                      .mode = o_.sampling == "random" ? SampleMode::Random : SampleMode::Sequential,
@@ -282,18 +282,18 @@ CliTrainer::CliTrainer(TrainOptions options)
                                      .ranks = comm_.size()});
   std::int64_t val_batches = 0;
   if (!val_files_.empty()) {
-    val_data_ = std::make_unique<train::TokenBatches>(val_files_, DataLoaderConfig{.B = o_.batch_size,
-                                                                                   .T = o_.seq_len,
-                                                                                   .mode = SampleMode::Sequential,
-                                                                                   .vocab_size = V,
-                                                                                   .rank = comm_.rank(),
-                                                                                   .ranks = comm_.size()});
+    val_data_ = std::make_unique<TokenBatches>(val_files_, DataLoaderConfig{.B = o_.batch_size,
+                                                                            .T = o_.seq_len,
+                                                                            .mode = SampleMode::Sequential,
+                                                                            .vocab_size = V,
+                                                                            .rank = comm_.rank(),
+                                                                            .ranks = comm_.size()});
     const std::int64_t epoch = val_data_->batches_per_epoch();
     val_batches = o_.val_steps > 0 ? std::min<std::int64_t>(o_.val_steps, epoch) : epoch;
   }
   sample_rng_ = Rng(seeds_.sample);
 
-  train::TrainerOptions t;
+  TrainerOptions t;
   t.steps = o_.steps;
   t.stop_after = o_.stop_after;
   t.grad_accum = o_.grad_accum;
@@ -322,8 +322,8 @@ CliTrainer::CliTrainer(TrainOptions options)
   t.name = kWhere;
   t.nonfinite_hint = "Try a lower --lr, more --warmup-steps or --grad-clip 1, and resume from a checkpoint";
   t.continue_hint = "continue with --resume auto --out-dir " + o_.out_dir;
-  train::TrainerHooks hooks;
-  hooks.header = [this](const train::TrainStart& start) { print_header(start); };
+  TrainerHooks hooks;
+  hooks.header = [this](const TrainStart& start) { print_header(start); };
   hooks.sample = [this](std::int64_t step) { sample(step); };
   hooks.save_state = [this](TrainState& state) { state.rngs["sample"] = sample_rng_.state(); };
   hooks.restore_state = [this](const TrainState& state) {
@@ -352,7 +352,7 @@ void CliTrainer::choose_gemm_blocking() {
   gemm_blocking_info();
 }
 
-void CliTrainer::print_header(const train::TrainStart& start) {
+void CliTrainer::print_header(const TrainStart& start) {
   const ModelConfig& c = origin_.config;
   std::ostringstream s;
   const char* origin = !origin_.resume_path.empty() ? "resumed from " : (!o_.init_from.empty() ? "weights from " : "");
@@ -420,8 +420,7 @@ void CliTrainer::print_header(const train::TrainStart& start) {
     plan.frozen_bytes -= base_bf16_released_ / 2;
     plan.frozen_note = "matrices in bf16";
   }
-  if (const train::DataParallel* dp = trainer_->data_parallel())
-    plan.optimizer_bytes = dp->optimizer_floats() * sizeof(float);
+  if (const DataParallel* dp = trainer_->data_parallel()) plan.optimizer_bytes = dp->optimizer_floats() * sizeof(float);
   s << "  memory" << (comm_.distributed() ? " per rank" : "") << ": " << describe(plan) << "\n";
   s << "  out: " << o_.out_dir << " (checkpoints "
     << (o_.ckpt_every > 0 ? "every " + std::to_string(o_.ckpt_every) + " steps and at the end"

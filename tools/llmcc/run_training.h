@@ -5,7 +5,7 @@
 // One optimizer step (0-based index s, learning rate schedule.lr(s)):
 //   zero the gradient buffer
 //   for each of grad_accum micro-batches: next (B, T) batch, forward + generated backward
-//       (llmcc::train::Trainer<Entry> on the family's adgen entry, made by
+//       (llmcc::Trainer<Entry> on the family's adgen entry, made by
 //       Model::make_trainer, with d_loss = 1 / grad_accum, so the accumulated gradient is the
 //       mean over micro-batches), step arena reset after each
 //   global-norm clipping (or just the norm, with --grad-clip 0), AdamW
@@ -30,7 +30,7 @@
 
 namespace llmcc::cli {
 
-using TrainResult = train::TrainResult;
+using TrainResult = TrainResult;
 
 // Resolves the model (fresh, --init-from or --resume), validates, trains and checkpoints.
 // Throws llmcc::Error for bad options or data.

@@ -21,7 +21,7 @@
 #include "llmcc/train/data_loader.h"
 #include "llmcc/train/rng.h"
 
-namespace llmcc::train {
+namespace llmcc {
 
 template <class Batch>
 class BatchSource {
@@ -108,4 +108,4 @@ class GeneratedBatches final : public BatchSource<Batch> {
   std::int64_t batches_ = 0;
 };
 
-}  // namespace llmcc::train
+}  // namespace llmcc

@@ -50,7 +50,7 @@
 #include "llmcc/parameters.h"
 #include "llmcc/train/adamw.h"
 
-namespace llmcc::train {
+namespace llmcc {
 
 struct DataParallelOptions {
   int zero_stage = 1;                                // 0 or 1 (see above)
@@ -156,4 +156,4 @@ class DataParallel final : public adgen::GradFinalListener {
   double backward_end_ms_ = 0.0;
 };
 
-}  // namespace llmcc::train
+}  // namespace llmcc

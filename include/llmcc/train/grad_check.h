@@ -1,4 +1,4 @@
-// Checking a generated gradient against finite differences: llmcc::train::check_gradients.
+// Checking a generated gradient against finite differences: llmcc::check_gradients.
 //
 // For every parameter tensor of the model, a few elements: adgen's gradient (Entry::fwd +
 // Entry::bwd, as the Trainer runs them) against central differences of the forward loss
@@ -36,7 +36,7 @@
 #include "llmcc/train/rng.h"
 #include "llmcc/train/trainer.h"
 
-namespace llmcc::train {
+namespace llmcc {
 
 struct GradCheckOptions {
   std::uint64_t seed = 1;  // which elements
@@ -165,4 +165,4 @@ GradCheckReport check_gradients(const typename Entry::Model& model, const typena
   return report;
 }
 
-}  // namespace llmcc::train
+}  // namespace llmcc

@@ -1,4 +1,4 @@
-// Training any adgen-differentiated model: llmcc::train::Trainer<Entry>.
+// Training any adgen-differentiated model: llmcc::Trainer<Entry>.
 //
 // A model is a struct of Tensor parameters (and modules of them) with a forward, and a loss
 // marked LLMCC_ADGEN_ENTRY whose first argument is the model. adgen generates the backward and a
@@ -53,7 +53,7 @@
 #include "llmcc/train/data_parallel.h"
 #include "llmcc/train/schedule.h"
 
-namespace llmcc::train {
+namespace llmcc {
 
 struct TrainerOptions {
   std::int64_t steps = 1000;    // optimizer steps of the whole run (the schedule's length)
@@ -335,4 +335,4 @@ std::size_t arena_capacity_for(std::size_t high_water);
 // each call and after the last). The caller divides (and sums over ranks first).
 double sum_of_losses(std::int64_t batches, Arena& arena, const std::function<float()>& next_loss);
 
-}  // namespace llmcc::train
+}  // namespace llmcc
