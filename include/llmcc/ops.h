@@ -15,6 +15,7 @@
 #include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
+#include "llmcc/ops/row_mean.h"
 #include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "llmcc/ops/sub.h"
