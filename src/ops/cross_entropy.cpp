@@ -1,5 +1,5 @@
 // cross_entropy: front end, forward and pullback (the loss rule: fused softmax + NLL over the
-// real vocab columns, mean over non-ignored targets).
+// real vocab columns, mean over non-ignored targets), and of its tangent.
 #include "llmcc/ops/cross_entropy.h"
 
 #include <string>
@@ -114,6 +114,48 @@ void cross_entropy_pullback(const Tensor& logits, const Tokens& targets, int voc
   } else {
     cpu::cross_entropy_backward(dl, logits.f32(), saved.lse.f32(), targets.data(), scale, r.N, r.V, r.Vp, ignore_index,
                                 overwrite);
+  }
+}
+
+float cross_entropy_tangent(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index,
+                            const Tensor& tangent) {
+  LLMCC_PROFILE("cross_entropy_tangent.fwd");
+  const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
+  check::same_shape(kOp, "logits", logits, "tangent", tangent);
+  std::int64_t count = 0;
+  double value = 0.0;
+  if (kernel_mode() == KernelMode::Reference) {
+    value = ref::cross_entropy_tangent_forward(&count, logits.f32(), tangent.f32(), targets.data(), r.N, r.V, r.Vp,
+                                               ignore_index);
+  } else {
+    auto* terms = static_cast<double*>(current_arena(kOp).allocate(static_cast<std::size_t>(r.N) * sizeof(double),
+                                                                   "cross_entropy_tangent row terms"));  // (N)
+    value = cpu::cross_entropy_tangent_forward(terms, logits.f32(), tangent.f32(), targets.data(), r.N, r.V, r.Vp,
+                                               ignore_index);
+  }
+  return static_cast<float>(value);
+}
+
+void cross_entropy_tangent_pullback(const Tensor& logits, const Tokens& targets, int vocab_size, int ignore_index,
+                                    const Tensor& tangent, float out, float d_out, Tensor* d_logits,
+                                    Tensor* d_tangent) {
+  LLMCC_PROFILE("cross_entropy_tangent.bwd");
+  (void)out;
+  const Rows r = check_inputs(logits, targets, vocab_size, ignore_index);
+  check::same_shape(kOp, "logits", logits, "tangent", tangent);
+  check::adjoint(kOp, "d_logits", d_logits, logits);
+  check::adjoint(kOp, "d_tangent", d_tangent, tangent);
+  if ((d_logits == nullptr && d_tangent == nullptr) || r.count == 0) return;
+  const float g = d_out / static_cast<float>(r.count);
+  bool overwrite_l = false, overwrite_t = false;
+  float* dl = adjoint_data(d_logits, &overwrite_l);   // shape of logits
+  float* dt = adjoint_data(d_tangent, &overwrite_t);  // shape of logits
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::cross_entropy_tangent_backward(dl, dt, logits.f32(), tangent.f32(), targets.data(), g, r.N, r.V, r.Vp,
+                                        ignore_index);
+  } else {
+    cpu::cross_entropy_tangent_backward(dl, dt, logits.f32(), tangent.f32(), targets.data(), g, r.N, r.V, r.Vp,
+                                        ignore_index, overwrite_l, overwrite_t);
   }
 }
 

@@ -21,4 +21,16 @@ void cross_entropy_backward(float* d_logits, const float* logits, const float* l
                             float scale, std::int64_t N, std::int64_t V, std::int64_t Vp, std::int32_t ignore_index,
                             bool overwrite = false);
 
+// The loss's tangent along t (ref::cross_entropy_tangent_forward), per-row sums in a fixed order,
+// the rows summed in double in row order (`row_terms`, N doubles, is the caller's scratch).
+double cross_entropy_tangent_forward(double* row_terms, const float* logits, const float* t,
+                                     const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                                     std::int32_t ignore_index);
+// Its pullback (ref::cross_entropy_tangent_backward); d_logits or d_t may be null. With
+// overwrite_*, = instead of +=, and ignored rows and padded columns are written 0.
+void cross_entropy_tangent_backward(float* d_logits, float* d_t, const float* logits, const float* t,
+                                    const std::int32_t* targets, float g, std::int64_t N, std::int64_t V,
+                                    std::int64_t Vp, std::int32_t ignore_index, bool overwrite_logits,
+                                    bool overwrite_t);
+
 }  // namespace llmcc::cpu
