@@ -126,6 +126,8 @@ inline float gelu_scalar(float x) {
   const float u = 0.7978845608f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
   return 0.5f * x * (1.0f + tanhf(u));
 }
+// 1 / sqrt(v): the norms' tangents apply it to each row's mean square plus eps.
+inline float rsqrt_scalar(float v) { return 1.0f / sqrtf(v); }
 
 // ---- used by generated code --------------------------------------------------------------
 

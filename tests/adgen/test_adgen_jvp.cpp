@@ -253,6 +253,171 @@ TEST_P(AdgenJvp, GradientThroughSeveralTangentsMatchesFiniteDifferences) {
   EXPECT_TRUE(adgen_test::fd_float_matches("s", s, d_s, loss));
 }
 
+jvpm::Norms make_norms(int C) {
+  jvpm::Norms n;
+  n.g = Tensor(nullptr, {C});
+  n.lw = Tensor(nullptr, {C});
+  n.lb = Tensor(nullptr, {C});
+  return n;
+}
+
+// rmsnorm's and layernorm's tangents along the input and a weight (first order), and to the
+// second order along both and along the input twice (the Taylor plan).
+TEST_P(AdgenJvp, NormTangentsMatchFiniteDifferences) {
+  const auto [N, C, L] = GetParam();
+  (void)L;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Norms n = make_norms(C);
+  std::vector<float> params, xs, ws, dxs, dws, ddxs, ddws;
+  adgen_test::bind_random(n, params, 31, 1.0f);
+  (void)adgen_test::random_tensor(xs, {N, C}, 32);
+  (void)adgen_test::random_tensor(ws, {C}, 33);
+  const Tensor dx = adgen_test::random_tensor(dxs, {N, C}, 34);
+  const Tensor dw = adgen_test::random_tensor(dws, {C}, 35);
+  const Tensor ddx = adgen_test::random_tensor(ddxs, {N, C}, 36);
+  const Tensor ddw = adgen_test::random_tensor(ddws, {C}, 37);
+  // x and w stacked in one input, so that one difference moves both.
+  std::vector<float> all(xs), d1(dxs), d2(ddxs);
+  all.insert(all.end(), ws.begin(), ws.end());
+  d1.insert(d1.end(), dws.begin(), dws.end());
+  d2.insert(d2.end(), ddws.begin(), ddws.end());
+  const Tensor stacked(all.data(), {static_cast<std::int64_t>(all.size())});
+  const Tensor dstacked(d1.data(), {static_cast<std::int64_t>(d1.size())});
+  const Tensor ddstacked(d2.data(), {static_cast<std::int64_t>(d2.size())});
+  const Tensor xx(all.data(), {N, C}), ww(all.data() + std::size_t(N) * C, {C});
+
+  const llmcc::adgen::Dual r = jvpm::normed_jvp(n, xx, ww, dx, dw);
+  EXPECT_EQ(values(r.value), values(jvpm::normed(n, xx, ww)));
+  EXPECT_TRUE(tangent_matches("normed_jvp", r.tangent, stacked, dstacked, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::normed(n, xx, ww));
+  }));
+  const llmcc::adgen::Dual2 full = jvpm::normed_jvp_full(n, xx, ww, dx, dw, ddx, ddw);
+  EXPECT_TRUE(tangent_matches("normed_jvp_full", full.tangent.tangent, stacked, ddstacked, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::normed_jvp(n, xx, ww, dx, dw).tangent);
+  }));
+  const llmcc::adgen::Dual2 xx2 = jvpm::normed_jvp_xx(n, xx, ww, dx, ddx);
+  EXPECT_TRUE(tangent_matches("normed_jvp_xx", xx2.tangent.tangent, xx, ddx, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::normed_jvp_x(n, xx, ww, dx).tangent);
+  }));
+}
+
+// Nested through the norms: the gradient of a loss holding their second derivative.
+TEST_P(AdgenJvp, GradientThroughNormTangentsMatchesFiniteDifferences) {
+  const auto [N, C, L] = GetParam();
+  (void)L;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Norms n = make_norms(C);
+  std::vector<float> params, xs, ws, dirs, ts;
+  adgen_test::bind_random(n, params, 41, 1.0f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, C}, 42);
+  const Tensor w = adgen_test::random_tensor(ws, {C}, 43);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, C}, 44);
+  const Tensor target = adgen_test::random_tensor(ts, {N, C}, 45, 0.3f);
+  auto g = llmcc::adgen::make_grad(n);
+  Tensor d_x, d_w, d_dir, d_target;
+  const float value = jvpm::norm_loss_grad(n, x, w, dir, target, g.grad, &d_x, &d_w, &d_dir, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::norm_loss(n, x, w, dir, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  constexpr double h = 5e-3;  // a second derivative in the loss, as above
+  adgen_test::expect_grad_matches_fd(n, g.grad, loss, h);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("w", w, d_w, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("dir", dir, d_dir, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("target", target, d_target, loss, h));
+}
+
+// rope, token_embedding and token_position_embedding: tangents along x and the tables (first
+// order), and along x and wte again (second order), against differences moving all of them.
+TEST_P(AdgenJvp, EmbeddingAndRopeTangentsMatchFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  const int B = L, T = N, V = 5, C = 4 * H;  // rope: 2 heads of 2H channels
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B) * T);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7 + 3) % V);
+  const llmcc::Tokens idx(ids.data(), B, T);
+  std::vector<float> vals, d1, d2;
+  const std::size_t nx = std::size_t(B) * T * C, nte = std::size_t(V) * C, npe = std::size_t(T) * C;
+  (void)adgen_test::random_tensor(vals, {static_cast<std::int64_t>(nx + nte + npe)}, 51);
+  (void)adgen_test::random_tensor(d1, {static_cast<std::int64_t>(nx + nte + npe)}, 52);
+  (void)adgen_test::random_tensor(d2, {static_cast<std::int64_t>(nx + nte + npe)}, 53);
+  auto x = [&](std::vector<float>& v) { return Tensor(v.data(), {B, T, C}); };
+  auto wte = [&](std::vector<float>& v) { return Tensor(v.data() + nx, {V, C}); };
+  auto wpe = [&](std::vector<float>& v) { return Tensor(v.data() + nx + nte, {T, C}); };
+  const Tensor all(vals.data(), {static_cast<std::int64_t>(vals.size())});
+  const Tensor dall(d1.data(), {static_cast<std::int64_t>(d1.size())});
+  auto value = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::embedded(x(vals), wte(vals), wpe(vals), idx));
+  };
+
+  const llmcc::adgen::Dual r = jvpm::embedded_jvp(x(vals), wte(vals), wpe(vals), idx, x(d1), wte(d1), wpe(d1));
+  EXPECT_EQ(values(r.value), value());
+  EXPECT_TRUE(tangent_matches("embedded_jvp", r.tangent, all, dall, value));
+  // Along x and wte only (wpe's tangent is zero): the differences leave wpe where it is.
+  std::vector<float> d1_xw(d1);
+  std::fill(d1_xw.begin() + static_cast<std::ptrdiff_t>(nx + nte), d1_xw.end(), 0.0f);
+  const Tensor dxw(d1_xw.data(), {static_cast<std::int64_t>(d1_xw.size())});
+  const llmcc::adgen::Dual q = jvpm::embedded_jvp_xw(x(vals), wte(vals), wpe(vals), idx, x(d1), wte(d1));
+  EXPECT_TRUE(tangent_matches("embedded_jvp_xw", q.tangent, all, dxw, value));
+  std::vector<float> d2_xw(d2);
+  std::fill(d2_xw.begin() + static_cast<std::ptrdiff_t>(nx + nte), d2_xw.end(), 0.0f);
+  const Tensor exw(d2_xw.data(), {static_cast<std::int64_t>(d2_xw.size())});
+  const llmcc::adgen::Dual2 r2 =
+      jvpm::embedded_jvp2(x(vals), wte(vals), wpe(vals), idx, x(d1), wte(d1), x(d2), wte(d2));
+  EXPECT_TRUE(tangent_matches("embedded_jvp2", r2.tangent.tangent, all, exw, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::embedded_jvp_xw(x(vals), wte(vals), wpe(vals), idx, x(d1), wte(d1)).tangent);
+  }));
+}
+
+// cross_entropy on the tangent's path: the tangent against differences, and the gradient of a
+// loss holding it (the pullback of cross_entropy's tangent) against differences of the loss.
+TEST_P(AdgenJvp, CrossEntropyTangentMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  const int B = L, T = N, Vp = 6 + H;  // 5 real classes, padded columns
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B) * T);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i % 3 == 2 ? -1 : static_cast<std::int32_t>((i * 3 + 1) % 5);
+  const llmcc::Tokens targets(ids.data(), B, T);
+  std::vector<float> zs, dzs, ts;
+  const Tensor z = adgen_test::random_tensor(zs, {B, T, Vp}, 61, 1.5f);
+  const Tensor dz = adgen_test::random_tensor(dzs, {B, T, Vp}, 62);
+  const Tensor target = adgen_test::random_tensor(ts, {B, T, Vp}, 63, 0.3f);
+  const llmcc::adgen::Dual r = jvpm::classified_jvp(z, targets, dz);
+  EXPECT_TRUE(tangent_matches("classified_jvp", r.tangent, z, dz, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::classified(z, targets));
+  }));
+  Tensor d_z, d_dir, d_target;
+  const float value = jvpm::classified_loss_grad(z, targets, dz, target, &d_z, &d_dir, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::classified_loss(z, targets, dz, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  EXPECT_TRUE(adgen_test::fd_matches("z", z, d_z, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("dir", dz, d_dir, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("target", target, d_target, loss));
+}
+
 // Forward mode runs each primal op once per jvp call, and the nested backward adds none: in the
 // gradient of a loss holding u's second derivative along one direction, every linear and tanh of
 // u runs once (the Taylor plan's value stream), the tangent products are linear_nobias (first and

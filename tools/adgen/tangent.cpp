@@ -572,12 +572,100 @@ class TangentBuilder {
             out, VKind::Float);
       return *sum(first, second, VKind::Float, out);
     }
+    if (n == "cross_entropy")
+      return rule("cross_entropy_tangent", {c.args[0], c.args[1], c.args[2], c.args[3], *t(0)}, out, VKind::Float);
+    if (n == "cross_entropy_tangent") {
+      error(
+          "a second derivative of cross_entropy: forward mode takes cross_entropy to the first order (its "
+          "tangent, cross_entropy_tangent, has a pullback but no tangent rule)");
+      return literal("0.0f");
+    }
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
+    if (n == "row_mean") return rule("row_mean", {*t(0)}, out);
+    // Linear in the argument that carries the tangent: the same call with the tangent in its place.
+    if (n == "rope") return same_op(c, {{0, *t(0)}}, out);
+    if (n == "token_embedding") return same_op(c, {{1, *t(1)}}, out);
+    if (n == "token_position_embedding") {
+      const auto te = t(1), tp = t(2);
+      return same_op(
+          c, {{1, te ? *te : zero(c.args[1], VKind::Tensor, out)}, {2, tp ? *tp : zero(c.args[2], VKind::Tensor, out)}},
+          out);
+    }
+    if (n == "rmsnorm") return rmsnorm_tangent(c.args[0], c.args[1], c.args[2], t(0), t(1), out);
+    if (n == "layernorm") return layernorm_tangent(c.args[0], c.args[1], t(0), t(1), t(2), y, out);
     error("no tangent rule for '" + c.name +
-          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool, mse_loss "
-          "and map_unary have one)");
+          "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool, row_mean, "
+          "rmsnorm, layernorm, rope, token_embedding, token_position_embedding, mse_loss, cross_entropy and map_unary "
+          "have one)");
     return literal("0.0f");
+  }
+
+  // The call c again with some arguments replaced (index, operand).
+  Operand same_op(const Call& c, const std::vector<std::pair<std::size_t, Operand>>& with, std::vector<Stmt>& out) {
+    Call m = c;
+    for (const auto& [i, o] : with) m.args[i] = o;
+    return push(std::move(m), out);
+  }
+
+  // The norms' tangents are compositions of ops that have tangent rules themselves (row_mean,
+  // mul and sub with a column broadcast, map_unary of a scalar function), so a tangent of a tangent
+  // needs nothing more. With r = 1 / sqrt(mean(xc^2) + eps) per row:
+  //   (xc r)' = xc' r - xc r^3 mean(xc xc'),
+  // rmsnorm: xc = x; layernorm: xc = x - mean(x), xc' = x' - mean(x').
+
+  // 1 / sqrt(m + eps), element-wise, through llmcc::adgen::rsqrt_scalar.
+  Operand rsqrt_plus(const Operand& m, const Operand& eps, std::vector<Stmt>& out) {
+    const Operand v = rule("rsub", {eps, rule("neg", {m}, out)}, out);  // eps - (-m)
+    const FunctionDecl* fd = p_.library_function("adgen::rsqrt_scalar", 1);
+    FuncPlan* g =
+        fd != nullptr && fd->getDefinition() != nullptr ? p_.plan_function(fd->getDefinition(), loc_) : nullptr;
+    if (g == nullptr) {
+      error("the tangent of a norm needs llmcc::adgen::rsqrt_scalar (llmcc/adgen.h)");
+      return literal("0.0f");
+    }
+    g->entry = true;  // its _grad is the pullback's derivative
+    Call m2;
+    m2.kind = Call::Kind::Rule;
+    m2.ret = VKind::Tensor;
+    m2.name = "llmcc::adgen::map_unary<llmcc::adgen::rsqrt_scalar>";
+    m2.pullback = "llmcc::adgen::map_unary_pullback<" + g->id + "_grad>";
+    m2.adjoint_of = {1, 0};
+    m2.scalar = g;
+    m2.args = {v, literal("\"rsqrt\"")};
+    return push(std::move(m2), out);
+  }
+  // (xc r)' for a centred (or raw) xc and its tangent txc; r = rsqrt_plus(mean(xc^2), eps).
+  Operand normalized_tangent(const Operand& xc, const Operand& txc, const Operand& r, std::vector<Stmt>& out) {
+    const Operand d = rule("row_mean", {rule("mul", {xc, txc}, out)}, out);                      // (..., 1)
+    const Operand r3d = rule("mul", {rule("mul", {rule("mul", {r, r}, out), r}, out), d}, out);  // (..., 1)
+    return rule("sub", {rule("mul", {txc, r}, out), rule("mul", {xc, r3d}, out)}, out);
+  }
+  Operand rmsnorm_tangent(const Operand& x, const Operand& w, const Operand& eps, const std::optional<Operand>& tx,
+                          const std::optional<Operand>& tw, std::vector<Stmt>& out) {
+    std::optional<Operand> px, pw;
+    if (tx) {
+      const Operand r = rsqrt_plus(rule("row_mean", {rule("mul", {x, x}, out)}, out), eps, out);
+      px = rule("mul", {normalized_tangent(x, *tx, r, out), w}, out);
+    }
+    if (tw) pw = rule("rmsnorm", {x, *tw, eps}, out);  // x r w'
+    return *sum(px, pw, VKind::Tensor, out);
+  }
+  Operand layernorm_tangent(const Operand& x, const Operand& w, const std::optional<Operand>& tx,
+                            const std::optional<Operand>& tw, const std::optional<Operand>& tb, const Operand& y,
+                            std::vector<Stmt>& out) {
+    std::optional<Operand> px, pw, pb;
+    if (tx || tw) {
+      const Operand xc = rule("sub", {x, rule("row_mean", {x}, out)}, out);
+      const Operand r = rsqrt_plus(rule("row_mean", {rule("mul", {xc, xc}, out)}, out), literal("1e-5f"), out);
+      if (tx) {
+        const Operand txc = rule("sub", {*tx, rule("row_mean", {*tx}, out)}, out);
+        px = rule("mul", {normalized_tangent(xc, txc, r, out), w}, out);
+      }
+      if (tw) pw = rule("mul", {rule("mul", {xc, r}, out), *tw}, out);
+    }
+    if (tb) pb = rule("add", {zero(y, VKind::Tensor, out), *tb}, out);
+    return *sum(sum(px, pw, VKind::Tensor, out), pb, VKind::Tensor, out);
   }
 
   Planner& p_;

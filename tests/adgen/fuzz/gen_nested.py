@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Random nested-differentiation programs for adgen: forward mode (jvp functions adgen defines)
 inside losses it differentiates in reverse. Each program has a module tree (a network with a vector
-of layers, each layer's member function drawn from the ops that have tangent rules), a function
+of layers, each layer's member function drawn from the ops that have tangent rules, the norms
+among them), a function
 f(net, x, y, s) -> (N, D), its jvp along every argument, its jvp along x, that jvp's jvp along x
 (second order), and three entries using them: one on the first-order tangent, one on the second
 derivative along the same direction (adgen's Taylor path) and one on a mixed second derivative
@@ -39,7 +40,8 @@ class Gen:
             core = "llmcc::%s(%s)" % (act, lin)
         else:
             core = lin
-        form = r.choice(["plain", "res", "gate", "rsub", "neg", "gain", "scale", "sub_row", "square"])
+        form = r.choice(["plain", "res", "gate", "rsub", "neg", "gain", "scale", "sub_row", "square", "rms", "ln",
+                         "center"])
         return {
             "plain": core,
             "res": "x + %s" % core,
@@ -50,6 +52,9 @@ class Gen:
             "scale": "%s * %.2ff" % (core, r.choice([0.5, 1.5, -0.75])),
             "sub_row": "%s - g" % core,
             "square": "%s * %s" % (core, core),
+            "rms": "x + llmcc::rmsnorm(%s, g, 1e-2f)" % core,
+            "ln": "x + llmcc::layernorm(%s, g, b)" % core,
+            "center": "%s - llmcc::row_mean(%s)" % (core, lin),
         }[form]
 
     def f_body(self):

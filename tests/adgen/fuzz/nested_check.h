@@ -195,10 +195,6 @@ void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool sq
     std::vector<Tensor> d(args.size());
     float d_s = 0;
     grad_call(g.grad, d, d_s);
-    std::vector<std::pair<std::string, std::vector<float>*>> targets;  // every parameter and argument
-    std::vector<std::pair<std::vector<float>, const float*>> grads;
-    std::vector<float> pv(params.data(), params.data() + params.size());
-    (void)pv;
     // The loss's rounding over the step h / 2 of the finer difference: 16 float roundings of its
     // value, or four times the fast and reference kernels' disagreement on it, whichever is larger
     // (a loss holding second derivatives rounds at many more places than its last operation).

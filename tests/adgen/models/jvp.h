@@ -99,4 +99,61 @@ LLMCC_ADGEN_ENTRY inline float mix_loss(const Net& net, const Tensor& x, const T
   return llmcc::mse_loss(r.tangent * r.value, target);
 }
 
+// The norms: rmsnorm and layernorm with the module's weights, and with a weight w that is an
+// argument, so that tangents move a norm's input, weight and bias.
+struct Norms {
+  Tensor g, lw, lb;  // (C) each
+};
+inline Tensor normed(const Norms& n, const Tensor& x, const Tensor& w) {
+  const Tensor a = llmcc::rmsnorm(x, n.g, 1e-3f);
+  const Tensor b = llmcc::layernorm(llmcc::tanh(a) + 0.5f * x, n.lw, n.lb) * a;
+  return b + llmcc::rmsnorm(b, w, 1e-2f) + llmcc::layernorm(x, w, w);
+}
+LLMCC_ADGEN_JVP("normed")
+Dual normed_jvp(const Norms& n, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw);
+LLMCC_ADGEN_JVP_WRT("normed", "x") Dual normed_jvp_x(const Norms& n, const Tensor& x, const Tensor& w, const Tensor& dx);
+LLMCC_ADGEN_JVP_WRT("normed_jvp_x", "x")
+llmcc::adgen::Dual2 normed_jvp_xx(const Norms& n, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& v);
+LLMCC_ADGEN_JVP_WRT("normed_jvp", "x, w")
+llmcc::adgen::Dual2 normed_jvp_full(const Norms& n, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                                    const Tensor& ddx, const Tensor& ddw);
+
+// A residual through the norms: the second derivative along dir (the Taylor path) and a first
+// derivative along dir and w together.
+LLMCC_ADGEN_ENTRY inline float norm_loss(const Norms& n, const Tensor& x, const Tensor& w, const Tensor& dir,
+                                         const Tensor& target) {
+  const llmcc::adgen::Dual2 r = normed_jvp_xx(n, x, w, dir, dir);
+  const Dual q = normed_jvp(n, x, w, dir, w);
+  return llmcc::mse_loss(r.tangent.tangent + r.value.tangent * r.value.value, target) +
+         0.5f * llmcc::mse_loss(q.tangent, target);
+}
+
+// rope and the embeddings, linear in what carries the tangent (x, the tables).
+inline Tensor embedded(const Tensor& x, const Tensor& wte, const Tensor& wpe, const llmcc::Tokens& idx) {
+  const Tensor e = llmcc::token_position_embedding(idx, wte, wpe) * llmcc::token_embedding(idx, wte);  // (B, T, C)
+  return llmcc::rope(llmcc::tanh(e * x), 2, 50.0f, 1) * x;
+}
+LLMCC_ADGEN_JVP("embedded")
+Dual embedded_jvp(const Tensor& x, const Tensor& wte, const Tensor& wpe, const llmcc::Tokens& idx, const Tensor& dx,
+                  const Tensor& dwte, const Tensor& dwpe);
+LLMCC_ADGEN_JVP_WRT("embedded", "x, wte")
+Dual embedded_jvp_xw(const Tensor& x, const Tensor& wte, const Tensor& wpe, const llmcc::Tokens& idx, const Tensor& dx,
+                     const Tensor& dwte);
+LLMCC_ADGEN_JVP_WRT("embedded_jvp_xw", "x, wte")
+llmcc::adgen::Dual2 embedded_jvp2(const Tensor& x, const Tensor& wte, const Tensor& wpe, const llmcc::Tokens& idx,
+                                  const Tensor& dx, const Tensor& dwte, const Tensor& ex, const Tensor& ewte);
+
+// cross_entropy inside the tangent's path (a float scaling the output): its tangent along the
+// logits; targets with an ignored one, and padded columns (V < Vp).
+inline Tensor classified(const Tensor& z, const llmcc::Tokens& targets) {
+  const float ce = llmcc::cross_entropy(llmcc::tanh(z) * z, targets, 5, -1);
+  return z * (1.0f + ce * ce);
+}
+LLMCC_ADGEN_JVP("classified") Dual classified_jvp(const Tensor& z, const llmcc::Tokens& targets, const Tensor& dz);
+LLMCC_ADGEN_ENTRY inline float classified_loss(const Tensor& z, const llmcc::Tokens& targets, const Tensor& dir,
+                                               const Tensor& target) {
+  const Dual r = classified_jvp(z, targets, dir);
+  return llmcc::mse_loss(r.tangent * r.value, target);
+}
+
 }  // namespace jvpm
