@@ -2,7 +2,7 @@
 # the choice of library").
 # Default: llmcc's own packed GEMM (src/kernels/cpu/gemm_packed.cpp), the only backend that
 # allocates nothing after a thread's first call, so a steady-state training step allocates
-# nothing (tests/unit/test_no_alloc_steady_state.cpp holds it to zero), and at least as fast as
+# nothing (tests/models/test_no_alloc_steady_state.cpp holds it to zero), and at least as fast as
 # the libraries on a training step's shapes. Its micro-kernel is picked at compile time for the
 # instruction set -march allows (src/kernels/cpu/gemm_microkernel.h): 14 x 32 with AVX-512,
 # 6 x 16 with AVX2 + FMA, a portable one otherwise.

@@ -1,6 +1,8 @@
-# Every tests/<dir>/test_*.cpp is one GoogleTest executable; <dir> is its CTest label
-# (unit, kernels, grad, adgen, model, e2e, slow). Op tests (tests/ops) hold three kinds of
-# suites, told apart by name, so each kind gets its own label:
+# Every tests/<dir>/test_*.cpp is one GoogleTest executable. Folders that mirror the sources
+# (io, text, tensor, train, models; cli for tools/llmcc) hold unit tests, label `unit`, except
+# the model-against-reference tests named *_parity.cpp, label `model`; the other folders are
+# named for their kind, which is their label (kernels, e2e, adgen, mpi). Op tests (tests/ops)
+# hold three kinds of suites, told apart by name, so each kind gets its own label:
 #   <Op>Kernel.*  fast kernel against the reference kernel        -> label kernels
 #   <Op>Grad.*    reference backward against finite differences   -> label grad
 #   <Op>Api.*     front-end validation, accumulation, null skips  -> label unit
@@ -78,6 +80,7 @@ function(llmcc_test_program name)
   endforeach()
 endfunction()
 
+set(LLMCC_SOURCE_MIRROR_TEST_DIRS io text tensor train models cli)
 # A test directory with its own CMakeLists.txt (tests that need generated code, fixtures or
 # extra libraries) is added as a subdirectory and globbed no further.
 file(GLOB LLMCC_TEST_DIRS LIST_DIRECTORIES true ${PROJECT_SOURCE_DIR}/tests/*)
@@ -98,6 +101,13 @@ foreach(test_file ${LLMCC_TEST_FILES})
   get_filename_component(test_name ${test_file} NAME_WE)
   get_filename_component(test_dir ${test_file} DIRECTORY)
   get_filename_component(test_label ${test_dir} NAME)
+  if(test_label IN_LIST LLMCC_SOURCE_MIRROR_TEST_DIRS)
+    if(test_name MATCHES "_parity$")
+      set(test_label model)
+    else()
+      set(test_label unit)
+    endif()
+  endif()
   llmcc_test_program(${test_name} ${test_file})
   if(TARGET llmcc)
     add_dependencies(${test_name} llmcc)  # tests that run the binary must not see a stale one

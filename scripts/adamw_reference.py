@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-computed AdamW reference values for tests/unit/test_adamw.cpp (plain Python floats).
+"""Hand-computed AdamW reference values for tests/train/test_adamw.cpp (plain Python floats).
 
 Follows torch.optim.AdamW's update (amsgrad=False) for step t = 1, 2, 3:
     p <- p * (1 - lr * wd)                         (weight decay only on the 2-D tensor)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for the GPT-2 parity test (tests/model/test_gpt2_parity.cpp).
+"""PyTorch reference for the GPT-2 parity test (tests/models/test_gpt2_parity.cpp).
 
 Builds a small GPT-2 in PyTorch, independently of llmcc's C++ (a nanoGPT-style module written
 here), and writes the fixtures in tests/fixtures/gpt2/ (format: tests/fixtures/gpt2/README.md):

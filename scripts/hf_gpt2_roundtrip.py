@@ -5,7 +5,7 @@
    (tests/fixtures/gpt2/model.bin, an llm.c file) into a Hugging Face directory.
 2. transformers' GPT2LMHeadModel.from_pretrained loads it (float64 compute) and its logits and
    loss on the fixture batch are compared with the fixture's (tests/fixtures/gpt2/logits.bin and
-   reference.txt, the float64 PyTorch reference that tests/model/test_gpt2_parity.cpp holds
+   reference.txt, the float64 PyTorch reference that tests/models/test_gpt2_parity.cpp holds
    llmcc to): the export must give transformers the same model llmcc computes.
 3. save_pretrained writes the loaded model back (transformers' own safetensors: its names, its
    tied-weight handling); `llmcc export --format llmc` reads that directory and must reproduce

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugging Face transformers reference for the Llama parity test (tests/model/test_llama_parity.cpp).
+"""Hugging Face transformers reference for the Llama parity test (tests/models/test_llama_parity.cpp).
 
 Builds a small grouped-query Llama as transformers' own LlamaForCausalLM and writes the fixtures
 in tests/fixtures/llama/ (format: tests/fixtures/llama/README.md): the weights as a Hugging Face

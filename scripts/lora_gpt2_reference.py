@@ -3,7 +3,7 @@
 GPT-2 parity model's weights, their loss and gradients.
 
 Writes tests/fixtures/lora_gpt2/ (format in its README.md), read by
-tests/model/test_lora_gpt2_parity.cpp. The base is tests/fixtures/gpt2/model.bin (scripts/
+tests/models/test_lora_gpt2_parity.cpp. The base is tests/fixtures/gpt2/model.bin (scripts/
 gpt2_reference.py's model, an llm.c file) loaded into transformers' GPT2LMHeadModel (its maps are
 Conv1D layers, weights stored (in, out)); PEFT (from PyPI) puts LoRA adapters of rank 3 and alpha
 5 on c_attn, c_proj (the attention's and the MLP's) and c_fc of both layers, with A and B drawn

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LoRA parity fixtures: PEFT's adapters on the Llama parity model, their loss and gradients.
 
-Writes tests/fixtures/lora/ (format in its README.md), read by tests/model/test_lora_parity.cpp.
+Writes tests/fixtures/lora/ (format in its README.md), read by tests/models/test_lora_parity.cpp.
 The base is tests/fixtures/llama (scripts/llama_reference.py's model, loaded from its files); PEFT
 (from PyPI) puts LoRA adapters of rank 3 and alpha 5 on every projection (q, k, v, o, gate, up,
 down) of both layers, with A and B drawn from numpy's RandomState(20241129) so that B is not zero

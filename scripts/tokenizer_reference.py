@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/tokenizer/gpt2_reference.txt: an independent reference for llmcc's C++
-GPT-2 tokenizer (src/text/gpt2_tokenizer.cpp), checked by tests/unit/test_tokenizer.cpp.
+GPT-2 tokenizer (src/text/gpt2_tokenizer.cpp), checked by tests/text/test_tokenizer.cpp.
 
 The reference is tiktoken (OpenAI's Rust BPE) built from the same two local files the C++ code
 reads, so nothing is downloaded at run time (tiktoken.get_encoding would fetch them):

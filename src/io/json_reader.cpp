@@ -79,7 +79,7 @@ class Reader {
     LLMCC_ASSERT(ok, "nlohmann-json's SAX parser stopped without reporting an error");
   }
 
-  // nlohmann's errors, in the words llmcc uses (tests/unit/test_json.cpp pins the common ones).
+  // nlohmann's errors, in the words llmcc uses (tests/io/test_json.cpp pins the common ones).
   bool parse_error(std::size_t position, const std::string& last_token, const Json::exception& ex) {
     const std::size_t read =
         std::clamp<std::size_t>(position, 1, s_.size() + 1);  // bytes read, the failing one included

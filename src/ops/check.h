@@ -2,7 +2,7 @@
 // expected and what was got. Front ends validate once; kernels assume valid input.
 //
 // Front ends run on every training step, and a steady-state step allocates nothing
-// (tests/unit/test_no_alloc_steady_state.cpp), so a message is built only when its check fails:
+// (tests/models/test_no_alloc_steady_state.cpp), so a message is built only when its check fails:
 // messages are string literals, or lambdas returning the std::string to throw with.
 #pragma once
 

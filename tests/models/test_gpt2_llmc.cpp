@@ -94,7 +94,7 @@ TEST(Gpt2Llmc, Fp32FileFollowsLlmcsTensorTable) {
       {"ln1w", C, [&](auto l, auto e) { return layer(l).ln_1.w.f32()[e]; }},
       {"ln1b", C, [&](auto l, auto e) { return layer(l).ln_1.b.f32()[e]; }},
       // c_attn (3C, C) is qkvw's slice as it is: rows q, k, v in both (the row order the
-      // attention op reads is checked against PyTorch by tests/model/test_gpt2_parity.cpp).
+      // attention op reads is checked against PyTorch by tests/models/test_gpt2_parity.cpp).
       {"qkvw", 3 * C * C, [&](auto l, auto e) { return layer(l).attn.c_attn.w.f32()[e]; }},
       {"qkvb", 3 * C, [&](auto l, auto e) { return layer(l).attn.c_attn.b.f32()[e]; }},
       {"attprojw", C * C, [&](auto l, auto e) { return layer(l).attn.c_proj.w.f32()[e]; }},

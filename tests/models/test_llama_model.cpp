@@ -102,7 +102,7 @@ TEST(LlamaModel, Llama32OneBBuildsWithItsShape) {
   EXPECT_EQ(declared_elements(untied), untied.parameter_count());
   EXPECT_NE(c.str().find(" tied"), std::string::npos);
   EXPECT_EQ(untied.str().find("tied"), std::string::npos);
-  // What the trainer prints about it: MemoryPlan.Llama32OneB (tests/unit/test_train_flags.cpp).
+  // What the trainer prints about it: MemoryPlan.Llama32OneB (tests/cli/test_train_flags.cpp).
 }
 
 TEST(LlamaModel, PresetsAndValidation) {

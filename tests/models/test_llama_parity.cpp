@@ -10,7 +10,7 @@
 // (models/llama/llama_hf.h), so the rotary permutation and the config.json reader are under test too; the
 // gradients (grads.safetensors, same names and layout) come in through the same import.
 //
-// Tolerances, as GPT-2's (tests/model/test_gpt2_parity.cpp): for the logits and for every
+// Tolerances, as GPT-2's (tests/models/test_gpt2_parity.cpp): for the logits and for every
 // parameter gradient, the max abs error relative to that tensor's max magnitude is at most 1e-4;
 // each AdamW loss within 1e-4. The checks GPT-2's parity shares are model_parity_suite.h's.
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // suite (loss at initialisation, the generated gradient memorises a batch and matches finite
 // differences) and the generation suite (KV-cache logits equal the full forward, context limit,
 // end of text, bad input, allocations), each for a tied and an untied head, with head_dim
-// independent of n_embd / n_head. Parity with transformers is tests/model/test_qwen3_parity.cpp.
+// independent of n_embd / n_head. Parity with transformers is tests/models/test_qwen3_parity.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>

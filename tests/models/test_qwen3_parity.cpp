@@ -9,7 +9,7 @@
 // are nobody's default) stored as transformers writes it, read through llmcc's Hugging Face
 // import (models/qwen3/qwen3_hf.h), so the rotary permutation of q_proj/k_proj rows and of the
 // q/k norm gains and the config.json reader are under test too; the gradients come in through
-// the same import. Tolerances are Llama's (tests/model/test_llama_parity.cpp): 1e-4 relative to
+// the same import. Tolerances are Llama's (tests/models/test_llama_parity.cpp): 1e-4 relative to
 // each tensor's largest magnitude, each AdamW loss within 1e-4.
 #include <gtest/gtest.h>
 

@@ -36,14 +36,15 @@ std::vector<std::int32_t> targets_for(std::int64_t N, std::int64_t V) {
 
 TEST(CrossEntropyTangentKernel, ForwardAndBackwardMatchDoubleReference) {
   test::for_each_thread_count([](int) {
-    for (const auto& [N, V, Vp] : std::vector<std::array<std::int64_t, 3>>{{1, 1, 1}, {5, 7, 9}, {33, 65, 65}, {64, 1000, 1024}}) {
+    for (const auto& [N, V, Vp] :
+         std::vector<std::array<std::int64_t, 3>>{{1, 1, 1}, {5, 7, 9}, {33, 65, 65}, {64, 1000, 1024}}) {
       SCOPED_TRACE("N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp));
       const auto n = static_cast<std::size_t>(N * Vp);
       const auto z = draw(n, 1), t = draw(n, 2);
       const auto tg = targets_for(N, V);
       std::int64_t count = 0;
-      const double want = ref::cross_entropy_tangent_forward(&count, widen(z).data(), widen(t).data(), tg.data(), N, V,
-                                                             Vp, -1);
+      const double want =
+          ref::cross_entropy_tangent_forward(&count, widen(z).data(), widen(t).data(), tg.data(), N, V, Vp, -1);
       std::vector<double> terms(static_cast<std::size_t>(N));
       EXPECT_NEAR(cpu::cross_entropy_tangent_forward(terms.data(), z.data(), t.data(), tg.data(), N, V, Vp, -1), want,
                   1e-5 * (1 + std::fabs(want)));
@@ -77,7 +78,9 @@ TEST(CrossEntropyTangentGrad, ReferenceMatchesFiniteDifferences) {
   std::int64_t count = 0;
   std::vector<double> lse(static_cast<std::size_t>(N));
   auto loss = [&] { return ref::cross_entropy_forward(lse.data(), &count, z.data(), tg.data(), N, V, Vp, -1); };
-  auto tangent = [&] { return ref::cross_entropy_tangent_forward(&count, z.data(), t.data(), tg.data(), N, V, Vp, -1); };
+  auto tangent = [&] {
+    return ref::cross_entropy_tangent_forward(&count, z.data(), t.data(), tg.data(), N, V, Vp, -1);
+  };
   // The tangent is the directional derivative of the loss along t.
   const double h = 1e-5;
   std::vector<double> z0 = z;
@@ -136,8 +139,9 @@ TEST(CrossEntropyTangentApi, AccumulatesTakesPendingZerosAndRejectsBadArguments)
                                  {"[cross_entropy]", "tangent", "(2, 2, 5)"}));
   EXPECT_TRUE(test::throws_error([&] { (void)cross_entropy_tangent(z, targets, 5, -1, t); },
                                  {"[cross_entropy]", "vocab_size is 5"}));
-  EXPECT_TRUE(test::throws_error([&] { cross_entropy_tangent_pullback(z, targets, 3, -1, t, 0.0f, 1.0f, &wrong, nullptr); },
-                                 {"[cross_entropy]", "d_logits has shape (2, 2, 5)"}));
+  EXPECT_TRUE(
+      test::throws_error([&] { cross_entropy_tangent_pullback(z, targets, 3, -1, t, 0.0f, 1.0f, &wrong, nullptr); },
+                         {"[cross_entropy]", "d_logits has shape (2, 2, 5)"}));
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-TEST(OpsHeader, DeclaresEveryRule) {
+TEST(OpsHeaderApi, DeclaresEveryRule) {
   using namespace llmcc;
   EXPECT_NE(&add_pullback, nullptr);
   EXPECT_NE(&attention_pullback, nullptr);

@@ -51,7 +51,7 @@ TEST(RowMeanKernel, OneAndTwoThreadsGiveTheSameBits) {
 
 TEST(RowMeanGrad, ReferenceBackwardMatchesFiniteDifferences) {
   const int R = 4, C = 5;
-  auto x = test::random_vector<double>(R * C, 11);   // (R, C)
+  auto x = test::random_vector<double>(R * C, 11);    // (R, C)
   const auto w = test::random_vector<double>(R, 12);  // (R) adjoint of out
   auto loss = [&] {
     std::vector<double> out(R);
@@ -66,8 +66,10 @@ TEST(RowMeanGrad, ReferenceBackwardMatchesFiniteDifferences) {
 TEST(RowMeanApi, OutputIsAColumnOfXForEveryRank) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {Shape{5}, Shape{1}}, {Shape{3, 5}, Shape{3, 1}}, {Shape{2, 3, 5}, Shape{2, 3, 1}}, {Shape{2, 1, 3, 5}, Shape{2, 1, 3, 1}}};
+  const std::vector<std::pair<Shape, Shape>> cases = {{Shape{5}, Shape{1}},
+                                                      {Shape{3, 5}, Shape{3, 1}},
+                                                      {Shape{2, 3, 5}, Shape{2, 3, 1}},
+                                                      {Shape{2, 1, 3, 5}, Shape{2, 1, 3, 1}}};
   for (const auto& [in, want] : cases) {
     Tensor x = test::tensor_from(arena, in, test::random_vector<float>(in.numel(), 1));
     Tensor out = row_mean(x);

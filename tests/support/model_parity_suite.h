@@ -1,4 +1,4 @@
-// The parity checks GPT-2 and Llama share (tests/model/test_*_parity.cpp): a model's logits,
+// The parity checks GPT-2 and Llama share (tests/models/test_*_parity.cpp): a model's logits,
 // loss and every parameter gradient against a reference script's fixtures, and a 10-step AdamW
 // loss curve, with the fast and the reference kernels on 1 and 2 threads (parity.h). A test
 // file describes its family with a struct and derives its suite from ModelParity:

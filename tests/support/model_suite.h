@@ -91,7 +91,7 @@ struct GradientSpread {
 // Central differences of the (float) forward with step 1e-2, accumulated in double, on a spread
 // of elements of every parameter of `w` (drawn by the caller so that every path carries signal)
 // against the generated gradient, on a batch (B = 2, T = 5) with one ignored target. Each
-// sampled tensor must show signal (max |fd| > 1e-4). The PyTorch parity tests in tests/model are
+// sampled tensor must show signal (max |fd| > 1e-4). The PyTorch parity tests in tests/models (*_parity.cpp) are
 // the tight check.
 template <class Family>
 void model_generated_gradient_matches_finite_differences(typename Family::Weights& w, const GradientSpread& spread) {

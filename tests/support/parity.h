@@ -1,4 +1,4 @@
-// What the model parity tests (tests/model/test_*_parity.cpp) share: reading a fixture directory
+// What the model parity tests (tests/models/test_*_parity.cpp) share: reading a fixture directory
 // written by a reference script in scripts/ (raw little-endian arrays, batch.bin, the key=value
 // reference.txt), the relative-error measure the tolerances are stated in, AdamW's settings from
 // the reference, and a parameterised test base that runs each check with the fast and the

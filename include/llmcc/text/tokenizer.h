@@ -5,7 +5,7 @@
 // text with GPT-2's pre-tokenisation pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // (\p{L}, \p{N} from Unicode 16.0, as in tiktoken's regex engine) and runs BPE on the UTF-8 bytes
-// of each piece. It matches tiktoken's "gpt2" encoding token for token: tests/unit/test_tokenizer.cpp
+// of each piece. It matches tiktoken's "gpt2" encoding token for token: tests/text/test_tokenizer.cpp
 // checks all of Tiny Shakespeare and a set of tricky strings against a fixture written by
 // scripts/tokenizer_reference.py.
 //

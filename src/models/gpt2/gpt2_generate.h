@@ -8,7 +8,7 @@
 //   for (int i = 0; i < n && !gen.full(); ++i) logits = gen.step(sampler.sample(logits, cfg, rng));
 //
 // or one call: gpt2_sample(model, prompt, 64, cfg, rng). The cache holds K and V, (L, maxT, C)
-// each; logits equal Gpt2::forward over the whole sequence (tests/unit/test_gpt2_generate.cpp).
+// each; logits equal Gpt2::forward over the whole sequence (tests/models/test_gpt2_generate.cpp).
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 // (cached_generator.h), which says how the prompt, the cache and a full context are handled. The
 // cache holds the rotated keys and the values, (L, maxT, NKV * HS) each (NKV * HS = n_kv_head *
 // head size); RoPE rotates by absolute position, so a slide re-runs the prefill. Logits equal
-// Llama::forward over the whole sequence (tests/unit/test_llama_generate.cpp).
+// Llama::forward over the whole sequence (tests/models/test_llama_generate.cpp).
 //
 //   LlamaGenerator gen(model, ContextFull::Slide);  // plans the cache and scratch memory once
 //   GenerateStats st = generate(gen, prompt, 200, cfg, rng, on_token);   // models/generate.h
