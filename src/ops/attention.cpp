@@ -6,6 +6,8 @@
 #include <string>
 
 #include "kernels/attention_layout.h"
+#include "kernels/cpu/attention_tangent.h"
+#include "kernels/ref/attention_tangent.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/ref/attention.h"
 #include "llmcc/arena.h"
@@ -168,6 +170,100 @@ void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const 
   float* d = adjoint_data(d_qkv, &overwrite);  // (B, T, (NH + 2 NKV) * HS)
   backward(L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), out, saved, d_out, d, d + L.packed_k_offset(),
            d + L.packed_v_offset(), overwrite, overwrite, overwrite);
+}
+
+namespace {
+
+// Checks what the tangents' pullbacks read besides their inputs: out and d_out (B, T, NH*HS).
+void check_out(const char* op, const AttentionLayout& L, const Tensor& out, const Tensor& d_out) {
+  check::ndim(op, "out", out, 3, "(B, T, n_head * HS)");
+  check::dim(op, "out", out, 0, L.B, "B");
+  check::dim(op, "out", out, 1, L.T, "T");
+  check::dim(op, "out", out, 2, std::int64_t{L.NH} * L.HS, "n_head * HS");
+  check::same_shape(op, "out", out, "d_out", d_out);
+}
+
+Tensor tangent_forward(const char* op, const AttentionLayout& L, const float* q, const float* k, const float* v,
+                       const float* tq, const float* tk, const float* tv) {
+  Tensor out = new_tensor({L.B, L.T, std::int64_t{L.NH} * L.HS}, op);  // (B, T, NH * HS)
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::attention_tangent_forward(out.f32(), q, k, v, tq, tk, tv, L);
+  } else {
+    cpu::attention_tangent_forward(out.f32(), q, k, v, tq, tk, tv, L);
+  }
+  return out;
+}
+
+void tangent_backward(const AttentionLayout& L, float* dq, float* dk, float* dv, float* dtq, float* dtk, float* dtv,
+                      const Tensor& d_out, const float* q, const float* k, const float* v, const float* tq,
+                      const float* tk, const float* tv) {
+  if (kernel_mode() == KernelMode::Reference) {
+    ref::attention_tangent_backward(dq, dk, dv, dtq, dtk, dtv, d_out.f32(), q, k, v, tq, tk, tv, L);
+  } else {
+    cpu::attention_tangent_backward(dq, dk, dv, dtq, dtk, dtv, d_out.f32(), q, k, v, tq, tk, tv, L);
+  }
+}
+
+float* data_of(Tensor* d) { return d ? d->f32() : nullptr; }  // pending zeros filled on first access
+
+}  // namespace
+
+Tensor attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                         const Tensor& tv, int n_head, int n_kv_head) {
+  LLMCC_PROFILE("attention_tangent.fwd");
+  const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
+  check::same_shape(kOp, "q", q, "tq", tq);
+  check::same_shape(kOp, "k", k, "tk", tk);
+  check::same_shape(kOp, "v", v, "tv", tv);
+  return tangent_forward(kOp, L, q.f32(), k.f32(), v.f32(), tq.f32(), tk.f32(), tv.f32());
+}
+
+void attention_tangent_pullback(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                                const Tensor& tv, int n_head, int n_kv_head, const Tensor& out, const Tensor& d_out,
+                                Tensor* d_q, Tensor* d_k, Tensor* d_v, Tensor* d_tq, Tensor* d_tk, Tensor* d_tv) {
+  LLMCC_PROFILE("attention_tangent.bwd");
+  const AttentionLayout L = check_inputs(q, k, v, n_head, n_kv_head);
+  check::same_shape(kOp, "q", q, "tq", tq);
+  check::same_shape(kOp, "k", k, "tk", tk);
+  check::same_shape(kOp, "v", v, "tv", tv);
+  check_out(kOp, L, out, d_out);
+  check::adjoint(kOp, "d_q", d_q, q);
+  check::adjoint(kOp, "d_k", d_k, k);
+  check::adjoint(kOp, "d_v", d_v, v);
+  check::adjoint(kOp, "d_tq", d_tq, tq);
+  check::adjoint(kOp, "d_tk", d_tk, tk);
+  check::adjoint(kOp, "d_tv", d_tv, tv);
+  if (!d_q && !d_k && !d_v && !d_tq && !d_tk && !d_tv) return;
+  tangent_backward(L, data_of(d_q), data_of(d_k), data_of(d_v), data_of(d_tq), data_of(d_tk), data_of(d_tv), d_out,
+                   q.f32(), k.f32(), v.f32(), tq.f32(), tk.f32(), tv.f32());
+}
+
+Tensor attention_qkv_tangent(const Tensor& qkv, const Tensor& tqkv, int n_head, int n_kv_head) {
+  LLMCC_PROFILE("attention_tangent.fwd");
+  const AttentionLayout L = check_packed(qkv, n_head, n_kv_head);
+  check::same_shape(kOpQkv, "qkv", qkv, "tqkv", tqkv);
+  const float* p = qkv.f32();
+  const float* t = tqkv.f32();
+  return tangent_forward(kOpQkv, L, p, p + L.packed_k_offset(), p + L.packed_v_offset(), t, t + L.packed_k_offset(),
+                         t + L.packed_v_offset());
+}
+
+void attention_qkv_tangent_pullback(const Tensor& qkv, const Tensor& tqkv, int n_head, int n_kv_head, const Tensor& out,
+                                    const Tensor& d_out, Tensor* d_qkv, Tensor* d_tqkv) {
+  LLMCC_PROFILE("attention_tangent.bwd");
+  const AttentionLayout L = check_packed(qkv, n_head, n_kv_head);
+  check::same_shape(kOpQkv, "qkv", qkv, "tqkv", tqkv);
+  check_out(kOpQkv, L, out, d_out);
+  check::adjoint(kOpQkv, "d_qkv", d_qkv, qkv);
+  check::adjoint(kOpQkv, "d_tqkv", d_tqkv, tqkv);
+  if (!d_qkv && !d_tqkv) return;
+  const float* p = qkv.f32();
+  const float* t = tqkv.f32();
+  float* dp = data_of(d_qkv);
+  float* dt = data_of(d_tqkv);
+  const std::int64_t ko = L.packed_k_offset(), vo = L.packed_v_offset();
+  tangent_backward(L, dp, dp ? dp + ko : nullptr, dp ? dp + vo : nullptr, dt, dt ? dt + ko : nullptr,
+                   dt ? dt + vo : nullptr, d_out, p, p + ko, p + vo, t, t + ko, t + vo);
 }
 
 }  // namespace llmcc

@@ -53,4 +53,20 @@ Tensor attention_qkv_fwd(const Tensor& qkv, int n_head, int n_kv_head, Attention
 void attention_qkv_pullback(const Tensor& qkv, int n_head, int n_kv_head, const Tensor& out,
                             const AttentionSaved& saved, const Tensor& d_out, Tensor* d_qkv);
 
+// The tangent of attention(q, k, v, ...) along (tq, tk, tv), for adgen's forward mode: with
+// s_ij the scores, s'_ij = (tq_i . k_j + q_i . tk_j) / sqrt(HS) their tangents and p_ij the
+// probabilities, out'_i = sum_{j<=i} p_ij (s'_ij - sum_l p_il s'_il) v_j + p_ij tv_j.
+// tq, tk, tv: the shapes of q, k, v; out: (B, T, n_head * HS).
+Tensor attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                         const Tensor& tv, int n_head, int n_kv_head);
+// Adds dL/d(each of the six) given d_out = dL/dout; a null adjoint is skipped, and adjoints may
+// alias each other. `out` is not read.
+void attention_tangent_pullback(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                                const Tensor& tv, int n_head, int n_kv_head, const Tensor& out, const Tensor& d_out,
+                                Tensor* d_q, Tensor* d_k, Tensor* d_v, Tensor* d_tq, Tensor* d_tk, Tensor* d_tv);
+// The same on packed qkv and its tangent tqkv (qkv's shape).
+Tensor attention_qkv_tangent(const Tensor& qkv, const Tensor& tqkv, int n_head, int n_kv_head);
+void attention_qkv_tangent_pullback(const Tensor& qkv, const Tensor& tqkv, int n_head, int n_kv_head, const Tensor& out,
+                                    const Tensor& d_out, Tensor* d_qkv, Tensor* d_tqkv);
+
 }  // namespace llmcc
