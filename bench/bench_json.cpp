@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/data_files.h"
 #include "llmcc/text/tokenizer.h"
 #include "io/json_reader.h"
 

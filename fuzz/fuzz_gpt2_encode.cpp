@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/data_files.h"
 #include "fuzz_common.h"
 #include "llmcc/text/text_tokenizer.h"
 #include "llmcc/text/tokenizer.h"

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "io/data_files.h"
 #include "fuzz_common.h"
 #include "llmcc/text/sp_tokenizer.h"
 #include "llmcc/text/text_tokenizer.h"

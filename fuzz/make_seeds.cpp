@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/data_files.h"
 #include "fuzz_common.h"
 #include "llmcc/error.h"
 #include "llmcc/train/adamw.h"

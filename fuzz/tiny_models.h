@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/data_files.h"
 #include "models/gpt2/gpt2_config.h"
 #include "models/llama/llama_config.h"
 

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
@@ -23,7 +25,6 @@
 #include "llmcc/parameters.h"
 #include "llmcc/train/grad_check.h"
 #include "llmcc/train/rng.h"
-#include "llmcc/text/tokenizer.h"
 #include "llmcc/train/trainer.h"
 #include "model.grad.h"
 
@@ -43,20 +44,23 @@ std::string read_file(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Tiny Shakespeare when the shared data has it, else the text shipped with the example.
+// Tiny Shakespeare where scripts/fetch_data.sh puts it ($LLMCC_SHARED_DATA, else ../shared/data
+// from the working directory), else the text shipped with the example.
 std::string load_text() {
-  std::vector<std::string> tried;
-  if (auto path = llmcc::find_data_file("tinyshakespeare/input.txt", &tried)) {
-    std::string text = read_file(*path);
-    std::printf("data: Tiny Shakespeare, %zu characters, from %s\n", text.size(), path->string().c_str());
+  const char* shared = std::getenv("LLMCC_SHARED_DATA");
+  const std::filesystem::path path =
+      std::filesystem::path(shared != nullptr ? shared : "../shared/data") / "tinyshakespeare" / "input.txt";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    std::string text = read_file(path);
+    std::printf("data: Tiny Shakespeare, %zu characters, from %s\n", text.size(), path.string().c_str());
     return text;
   }
   std::string text = read_file(CHAR_MLP_FALLBACK_TEXT);
   std::printf(
-      "data: tinyshakespeare/input.txt not found (looked in %zu places, first %s); using the "
-      "fallback text %s, %zu characters (small: a long run memorises it, and the validation "
-      "loss rises again)\n",
-      tried.size(), tried.empty() ? "-" : tried.front().c_str(), CHAR_MLP_FALLBACK_TEXT, text.size());
+      "data: %s not found; using the fallback text %s, %zu characters (small: a long run memorises it, and "
+      "the validation loss rises again)\n",
+      path.string().c_str(), CHAR_MLP_FALLBACK_TEXT, text.size());
   return text;
 }
 

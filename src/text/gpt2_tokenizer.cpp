@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "llmcc/error.h"
-#include "llmcc/train/data_files.h"
+#include "io/data_files.h"
 #include "llmcc/text/tokenizer.h"
 #include "text/gpt2_pretokenize.h"
 #include "io/json_reader.h"

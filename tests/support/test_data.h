@@ -1,5 +1,5 @@
 // Tests that need data llmcc does not ship (GPT-2's tokenizer, Tiny Shakespeare): found as
-// llmcc finds it (llmcc/train/data_files.h; never downloaded by a test). When it is missing the
+// llmcc finds it (io/data_files.h; never downloaded by a test). When it is missing the
 // test says so in its output and skips, or fails when LLMCC_TEST_REQUIRE_DATA=1: scripts/test.sh
 // sets that when the shared data directory is present, so a run that has the data (CI) never
 // skips these tests.
@@ -12,7 +12,7 @@
 #include <iterator>
 #include <string>
 
-#include "llmcc/train/data_files.h"
+#include "io/data_files.h"
 
 namespace llmcc::test {
 

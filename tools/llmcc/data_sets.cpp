@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "llmcc/error.h"
-#include "llmcc/train/data_files.h"
+#include "io/data_files.h"
 
 namespace llmcc::cli {
 

@@ -1,5 +1,5 @@
 // Text data sets llmcc knows by name, for `--input`: "tinyshakespeare" is Tiny Shakespeare,
-// found or fetched like every data file llmcc does not ship (llmcc/train/data_files.h).
+// found or fetched like every data file llmcc does not ship (io/data_files.h).
 #pragma once
 
 #include <string>

@@ -9,7 +9,7 @@
 // checks all of Tiny Shakespeare and a set of tricky strings against a fixture written by
 // scripts/tokenizer_reference.py.
 //
-//   auto tok = llmcc::Gpt2Tokenizer::load_default();  // found or fetched (data_files.h)
+//   auto tok = llmcc::Gpt2Tokenizer::load_default();  // found or fetched (see load_default)
 //   std::vector<int32_t> ids = tok.encode("Hello world<|endoftext|>");  // {15496, 995, 50256}
 //   std::string text = tok.decode(ids);
 //
@@ -28,8 +28,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "llmcc/train/data_files.h"  // find_data_file, where load_default looks
-
 namespace llmcc {
 
 class Gpt2Tokenizer {
@@ -39,7 +37,7 @@ class Gpt2Tokenizer {
   // could never emit it: a truncated vocab.bpe).
   static Gpt2Tokenizer load(const std::string& encoder_json, const std::string& vocab_bpe);
   // Loads encoder.json and vocab.bpe from $LLMCC_GPT2_TOKENIZER_DIR if set, otherwise from where
-  // llmcc/train/data_files.h finds GPT-2's tokenizer (a shared data directory, the download
+  // llmcc finds its data files (docs/data-format.md: a shared data directory, the download
   // cache), downloading it into the cache when it is in neither; throws llmcc::Error saying what
   // to fetch and how when it cannot.
   static Gpt2Tokenizer load_default();

@@ -15,7 +15,7 @@
 
 #include "cli_run.h"
 #include "llmcc/error.h"
-#include "llmcc/train/data_files.h"
+#include "io/data_files.h"
 #include "llmcc/text/tokenizer.h"
 #include "temp_dir.h"
 #include "test_support.h"

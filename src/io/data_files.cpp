@@ -1,4 +1,4 @@
-#include "llmcc/train/data_files.h"
+#include "io/data_files.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
