@@ -126,6 +126,9 @@ inline float gelu_scalar(float x) {
   const float u = 0.7978845608f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
   return 0.5f * x * (1.0f + tanhf(u));
 }
+// Whether a and b are the same tensor (storage and shape): a jvp of a jvp called with the same
+// direction twice takes its Taylor plan.
+inline bool same_tensor(const Tensor& a, const Tensor& b) { return a.raw() == b.raw() && a.shape() == b.shape(); }
 // 1 / sqrt(v): the norms' tangents apply it to each row's mean square plus eps.
 inline float rsqrt_scalar(float v) { return 1.0f / sqrtf(v); }
 

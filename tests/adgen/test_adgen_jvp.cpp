@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -416,6 +417,126 @@ TEST_P(AdgenJvp, CrossEntropyTangentMatchesFiniteDifferences) {
   EXPECT_TRUE(adgen_test::fd_matches("z", z, d_z, loss));
   EXPECT_TRUE(adgen_test::fd_matches("dir", dz, d_dir, loss));
   EXPECT_TRUE(adgen_test::fd_matches("target", target, d_target, loss));
+}
+
+// attention and attention_qkv on the tangent's path: the tangent along all three inputs against
+// differences, and the gradient of a loss holding it (the tangent's pullback) against
+// differences of the loss.
+TEST_P(AdgenJvp, AttentionTangentMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  const int B = L, T = N, HS = 1 + H % 3;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  const std::size_t nx = std::size_t(B) * T * 4 * HS, ny = std::size_t(B) * T * 2 * HS, nz = std::size_t(B) * T * 8 * HS;
+  std::vector<float> vals, d1, ts;
+  (void)adgen_test::random_tensor(vals, {static_cast<std::int64_t>(nx + ny + nz)}, 71);
+  (void)adgen_test::random_tensor(d1, {static_cast<std::int64_t>(nx + ny + nz)}, 72);
+  auto x = [&](std::vector<float>& v) { return Tensor(v.data(), {B, T, 4 * HS}); };
+  auto y = [&](std::vector<float>& v) { return Tensor(v.data() + nx, {B, T, 2 * HS}); };
+  auto z = [&](std::vector<float>& v) { return Tensor(v.data() + nx + ny, {B, T, 8 * HS}); };
+  const Tensor all(vals.data(), {static_cast<std::int64_t>(vals.size())});
+  const Tensor dall(d1.data(), {static_cast<std::int64_t>(d1.size())});
+  const llmcc::adgen::Dual r = jvpm::attended_jvp(x(vals), y(vals), z(vals), x(d1), y(d1), z(d1));
+  EXPECT_TRUE(tangent_matches("attended_jvp", r.tangent, all, dall, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::attended(x(vals), y(vals), z(vals)));
+  }));
+  const Tensor target = adgen_test::random_tensor(ts, {B, T, 4 * HS}, 73, 0.3f);
+  const Tensor xx = x(vals), yy = y(vals), zz = z(vals), dx = x(d1);
+  Tensor d_x, d_y, d_z, d_dx, d_target;
+  const float value = jvpm::attended_loss_grad(xx, yy, zz, dx, target, &d_x, &d_y, &d_z, &d_dx, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::attended_loss(xx, yy, zz, dx, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  EXPECT_TRUE(adgen_test::fd_matches("x", xx, d_x, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("y", yy, d_y, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("z", zz, d_z, loss));
+  EXPECT_TRUE(adgen_test::fd_matches("dx", dx, d_dx, loss));
+}
+
+// The outer jvp moves fewer arguments than the inner one: the same tensor as both x directions
+// must not take the Taylor plan (which would move y and s twice). The value against the second
+// derivative by differences, in the gradient's call and in the plain one; the gradient against
+// differences of the loss.
+TEST_P(AdgenJvp, OuterJvpAlongFewerArgumentsIsNotTaylor) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, ys, dxs, dys, ts;
+  adgen_test::bind_random(net, params, 81, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 82);
+  const Tensor y = adgen_test::random_tensor(ys, {N, H}, 83);
+  const Tensor dx = adgen_test::random_tensor(dxs, {N, 2}, 84);
+  const Tensor dy = adgen_test::random_tensor(dys, {N, H}, 85);
+  const Tensor target = adgen_test::random_tensor(ts, {N, H}, 86, 0.3f);
+  const float s = 0.7f;
+  const llmcc::adgen::Dual2 r = jvpm::mix_jvp_jx(net, x, y, s, dx, dy, 0.5f * s, dx);
+  EXPECT_TRUE(tangent_matches("mix_jvp_jx", r.tangent.tangent, x, dx, [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return values(jvpm::mix_jvp(net, x, y, s, dx, dy, 0.5f * s).tangent);
+  }));
+  auto g = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_y, d_dx, d_dy, d_target;
+  float d_s = 0.0f, s2 = s;
+  const float value =
+      jvpm::mix_second_loss_grad(net, x, y, s2, dx, dy, target, g.grad, &d_x, &d_y, &d_s, &d_dx, &d_dy, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope sc(a);
+    return static_cast<double>(jvpm::mix_second_loss(net, x, y, s2, dx, dy, target));
+  };
+  EXPECT_NEAR(value, loss(), 1e-5 * (1.0 + std::fabs(loss())));
+  constexpr double h = 5e-3;
+  adgen_test::expect_grad_matches_fd(net, g.grad, loss, h);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("y", y, d_y, loss, h));
+  EXPECT_TRUE(adgen_test::fd_float_matches("s", s2, d_s, loss));
+}
+
+// A plain call of a jvp of a jvp with the same tensor as both directions runs the Taylor plan:
+// the same results as with a copy of the direction (the general plan), fewer products.
+TEST(AdgenJvpTaylor, PlainCallWithOneDirectionTwiceTakesTheTaylorPlan) {
+  constexpr int N = 5, H = 4, L = 3;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, vs;
+  adgen_test::bind_random(net, params, 91, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 92);
+  const Tensor v = adgen_test::random_tensor(vs, {N, 2}, 93);
+  std::vector<float> copy(vs);
+  const Tensor w(copy.data(), {N, 2});
+  auto counted = [](const std::function<llmcc::adgen::Dual2()>& call, llmcc::adgen::Dual2& out) {
+    llmcc::profile::reset();
+    llmcc::profile::enable(true);
+    out = call();
+    llmcc::profile::enable(false);
+    std::map<std::string, std::int64_t> calls;
+    for (const auto& e : llmcc::profile::snapshot()) calls[e.name] = e.calls;
+    return calls;
+  };
+  llmcc::adgen::Dual2 taylor, general;
+  auto taylor_calls = counted([&] { return jvpm::u_jvp_jvp(net, x, v, v); }, taylor);
+  auto general_calls = counted([&] { return jvpm::u_jvp_jvp(net, x, v, w); }, general);
+  for (int i = 0; i < N; ++i) {
+    EXPECT_EQ(taylor.value.value.f32()[i], general.value.value.f32()[i]) << i;
+    EXPECT_NEAR(taylor.value.tangent.f32()[i], general.value.tangent.f32()[i], 1e-5f) << i;
+    EXPECT_NEAR(taylor.tangent.value.f32()[i], general.tangent.value.f32()[i], 1e-5f) << i;
+    EXPECT_NEAR(taylor.tangent.tangent.f32()[i], general.tangent.tangent.f32()[i],
+                1e-4f * (1.0f + std::fabs(general.tangent.tangent.f32()[i])))
+        << i;
+  }
+  // Three streams of products after the first layer instead of four.
+  EXPECT_EQ(taylor_calls["linear_nobias.fwd"], 2 * (L + 1) - 1);
+  EXPECT_EQ(general_calls["linear_nobias.fwd"], 3 * (L + 1) - 1);
+  EXPECT_EQ(taylor_calls["linear.fwd"], L + 1);
+  EXPECT_EQ(general_calls["linear.fwd"], L + 1);
 }
 
 // Forward mode runs each primal op once per jvp call, and the nested backward adds none: in the

@@ -1301,6 +1301,22 @@ std::string primal_definition(const FuncPlan& f, const std::string& decl, const 
   for (const auto& p : f.params) args += (args.empty() ? "" : ", ") + p.name;
   Out o;
   o.open(decl);
+  if (f.taylor_alt != nullptr) {
+    std::string same, inner;
+    for (const auto& [v, w] : f.taylor_same) {
+      const std::string &a = f.params[static_cast<std::size_t>(v)].name,
+                        &b = f.params[static_cast<std::size_t>(w)].name;
+      same += (same.empty() ? "" : " && ") + (f.params[static_cast<std::size_t>(v)].kind == VKind::Float
+                                                  ? a + " == " + b
+                                                  : "llmcc::adgen::same_tensor(" + a + ", " + b + ")");
+    }
+    for (std::size_t i = 0; i < f.taylor_alt->params.size(); ++i) inner += (i ? ", " : "") + f.params[i].name;
+    o.line("// Along the inner directions again: the Taylor plan (value, first and second derivative).");
+    o.open("if (" + same + ")");
+    o.line(ns + f.taylor_alt->id + "_Saved _t;");
+    o.line("return " + ns + f.taylor_alt->id + "_fwd(" + inner + ", _t);");
+    o.close();
+  }
   o.line(ns + f.id + "_Saved _s;");
   o.line("return " + ns + f.id + "_fwd(" + args + (args.empty() ? "" : ", ") + "_s);");
   o.close();

@@ -152,6 +152,11 @@ struct FuncPlan {
   // that its own tangent along the same direction (Taylor mode) reuses them.
   const FuncPlan* jvp_of = nullptr;
   std::vector<int> tangent_param;  // per parameter of jvp_of: its tangent parameter's index, or -1
+  // A user-declared jvp of a jvp whose outer directions may be the inner ones (u_xx): its plain
+  // definition runs this Taylor plan when each pair (inner, outer) of parameters holds the same
+  // tensor at run time.
+  const FuncPlan* taylor_alt = nullptr;
+  std::vector<std::pair<int, int>> taylor_same;
   std::map<std::string, Operand> tangent_of;
   int temps = 0;  // temporaries t0..t<temps-1> are taken
 };

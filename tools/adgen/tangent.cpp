@@ -572,14 +572,23 @@ class TangentBuilder {
             out, VKind::Float);
       return *sum(first, second, VKind::Float, out);
     }
-    if (n == "cross_entropy")
-      return rule("cross_entropy_tangent", {c.args[0], c.args[1], c.args[2], c.args[3], *t(0)}, out, VKind::Float);
-    if (n == "cross_entropy_tangent") {
-      error(
-          "a second derivative of cross_entropy: forward mode takes cross_entropy to the first order (its "
-          "tangent, cross_entropy_tangent, has a pullback but no tangent rule)");
+    if (n == "attention") {
+      const auto tq = t(0), tk = t(1), tv = t(2);
+      const Operand &q = c.args[0], &k = c.args[1], &v = c.args[2];
+      return rule("attention_tangent",
+                  {q, k, v, tq ? *tq : zero(q, VKind::Tensor, out), tk ? *tk : zero(k, VKind::Tensor, out),
+                   tv ? *tv : zero(v, VKind::Tensor, out), c.args[3], c.args[4]},
+                  out);
+    }
+    if (n == "attention_qkv") return rule("attention_qkv_tangent", {c.args[0], *t(0), c.args[1], c.args[2]}, out);
+    if (n == "attention_tangent" || n == "attention_qkv_tangent" || n == "cross_entropy_tangent") {
+      const std::string op = n.rfind("attention", 0) == 0 ? "attention" : "cross_entropy";
+      error("a second derivative of " + op + ": forward mode takes " + op + " to the first order (its tangent, " + n +
+            ", has a pullback but no tangent rule)");
       return literal("0.0f");
     }
+    if (n == "cross_entropy")
+      return rule("cross_entropy_tangent", {c.args[0], c.args[1], c.args[2], c.args[3], *t(0)}, out, VKind::Float);
     if (n == "view") return rule("view", {*t(0), c.args[1], c.args[2]}, out);
     if (n == "mean_pool") return rule("mean_pool", {*t(0)}, out);
     if (n == "row_mean") return rule("row_mean", {*t(0)}, out);
@@ -596,8 +605,8 @@ class TangentBuilder {
     if (n == "layernorm") return layernorm_tangent(c.args[0], c.args[1], t(0), t(1), t(2), y, out);
     error("no tangent rule for '" + c.name +
           "' (add, sub, neg, rsub, mul, scale, linear, linear_nobias, tanh, gelu, silu, view, mean_pool, row_mean, "
-          "rmsnorm, layernorm, rope, token_embedding, token_position_embedding, mse_loss, cross_entropy and map_unary "
-          "have one)");
+          "rmsnorm, layernorm, rope, token_embedding, token_position_embedding, attention, attention_qkv, mse_loss, "
+          "cross_entropy and map_unary have one)");
     return literal("0.0f");
   }
 
@@ -763,6 +772,25 @@ std::string Planner::jvp_target(const FunctionDecl* f) {
 }
 
 namespace {
+// g = the jvp (along w) of f = the jvp (along v) of f0: the pairs (v, w) of g's parameters when g
+// moves exactly the arguments of f0 that f moves, and none of f's directions; given the same
+// tensor (or float) as each pair, g's results are f's Taylor plan's (value, first and second
+// derivative along v). Empty otherwise: a g that moves fewer arguments than f (or other ones)
+// takes a second derivative along another direction than v.
+std::vector<std::pair<int, int>> taylor_pairs(const FuncPlan& g) {
+  const FuncPlan* f = g.jvp_of;
+  if (g.results != 4 || f == nullptr || f->results != 2 || f->jvp_of == nullptr) return {};
+  const std::size_t n0 = f->jvp_of->params.size();
+  std::vector<std::pair<int, int>> pairs;
+  for (std::size_t i = 0; i < f->params.size(); ++i) {
+    const int w = g.tangent_param[i];
+    const int v = i < n0 ? f->tangent_param[i] : -1;
+    if ((v >= 0) != (w >= 0)) return {};
+    if (v >= 0) pairs.emplace_back(v, w);
+  }
+  return pairs;
+}
+
 // LLMCC_ADGEN_JVP_WRT's names ("x, y"), empty for LLMCC_ADGEN_JVP (every Tensor and float).
 std::vector<std::string> jvp_wrt(const FunctionDecl* f) {
   std::vector<std::string> names;
@@ -899,6 +927,14 @@ FuncPlan* Planner::plan_jvp_uncached(const FunctionDecl* decl) {
     params += (i ? ", " : "") + rules_.type_name(decl->getParamDecl(i)->getType()) + " " + j->params[i].name;
   j->primal_decls.push_back(rules_.type_name(Activity::bare(decl->getReturnType())) + " " +
                             decl->getQualifiedNameAsString() + "(" + params + ")");
+  // Called with the same tensors as both directions (u_xx), the plain definition of a jvp of a
+  // jvp takes the Taylor plan (three streams instead of four).
+  if (j->taylor_alt == nullptr) {
+    if (std::vector<std::pair<int, int>> same = taylor_pairs(*j); !same.empty()) {
+      j->taylor_alt = tangent_plan(*f, std::vector<bool>(f->params.size(), false), TangentMode::Taylor, "", at, false);
+      j->taylor_same = std::move(same);
+    }
+  }
   return j;
 }
 
@@ -1000,22 +1036,14 @@ FuncPlan* Planner::specialized(const FuncPlan& g, const std::vector<int>& alias)
 // g = the jvp (along w) of f = the jvp (along v) of f0, called with w = v for every argument
 // that moves: the Taylor plan of f, or null.
 FuncPlan* Planner::taylor_for(const FuncPlan& g, const std::vector<Operand>& args) {
-  const FuncPlan* f = g.jvp_of;
-  if (g.results != 4 || f == nullptr || f->results != 2 || f->jvp_of == nullptr) return nullptr;
-  const std::size_t n0 = f->jvp_of->params.size();
-  bool any = false;
-  for (std::size_t i = 0; i < f->params.size(); ++i) {
-    const int w = g.tangent_param[i];
-    if (w < 0) continue;
-    if (i >= n0) return nullptr;  // a direction that moves too
-    const int v = f->tangent_param[i];
-    if (v < 0) return nullptr;  // the inner jvp holds i constant: not its direction
+  const std::vector<std::pair<int, int>> pairs = taylor_pairs(g);
+  if (pairs.empty()) return nullptr;
+  for (const auto& [v, w] : pairs) {
     const std::string a = same_value(args[static_cast<std::size_t>(v)]);
     if (a.empty() || a != same_value(args[static_cast<std::size_t>(w)])) return nullptr;
-    any = true;
   }
-  if (!any) return nullptr;
-  return tangent_plan(*f, std::vector<bool>(f->params.size(), false), TangentMode::Taylor, "", SourceLocation(), false);
+  return tangent_plan(*g.jvp_of, std::vector<bool>(g.jvp_of->params.size(), false), TangentMode::Taylor, "",
+                      SourceLocation(), false);
 }
 
 void Planner::specialize_calls(FuncPlan& f) {

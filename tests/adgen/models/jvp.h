@@ -62,6 +62,18 @@ inline Tensor mix(const Net& net, const Tensor& x, const Tensor& y, float s) {
 LLMCC_ADGEN_JVP("mix")
 Dual mix_jvp(const Net& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx, const Tensor& dy, float ds);
 
+// The jvp of mix_jvp along x only, while mix_jvp moves x, y and s: called with the same tensor as
+// both x directions, its second derivative is still along (dx, dy, ds) then (dx, 0, 0), not the
+// Taylor plan's (dx, dy, ds) twice.
+LLMCC_ADGEN_JVP_WRT("mix_jvp", "x")
+llmcc::adgen::Dual2 mix_jvp_jx(const Net& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx,
+                               const Tensor& dy, float ds, const Tensor& ex);
+LLMCC_ADGEN_ENTRY inline float mix_second_loss(const Net& net, const Tensor& x, const Tensor& y, float s,
+                                               const Tensor& dx, const Tensor& dy, const Tensor& target) {
+  const llmcc::adgen::Dual2 r = mix_jvp_jx(net, x, y, s, dx, dy, 0.5f * s, dx);
+  return llmcc::mse_loss(r.tangent.tangent + r.value.tangent, target);
+}
+
 // A residual of u and its directional derivative, as a physics-informed loss has: the gradient
 // with respect to the parameters (and to the points and the direction) goes through the tangent.
 LLMCC_ADGEN_ENTRY inline float residual_loss(const Net& net, const Tensor& x, const Tensor& dir,
@@ -153,6 +165,21 @@ LLMCC_ADGEN_JVP("classified") Dual classified_jvp(const Tensor& z, const llmcc::
 LLMCC_ADGEN_ENTRY inline float classified_loss(const Tensor& z, const llmcc::Tokens& targets, const Tensor& dir,
                                                const Tensor& target) {
   const Dual r = classified_jvp(z, targets, dir);
+  return llmcc::mse_loss(r.tangent * r.value, target);
+}
+
+// attention on the tangent's path, dense with grouped heads (4 query heads, 2 kv heads of size
+// HS) and packed: x (B, T, 4 HS), y (B, T, 2 HS), z (B, T, 8 HS).
+inline Tensor attended(const Tensor& x, const Tensor& y, const Tensor& z) {
+  const Tensor a = llmcc::attention(llmcc::tanh(x), y, y * y, 4, 2);
+  return a * x + llmcc::attention_qkv(z, 4, 2);
+}
+LLMCC_ADGEN_JVP("attended")
+Dual attended_jvp(const Tensor& x, const Tensor& y, const Tensor& z, const Tensor& dx, const Tensor& dy,
+                  const Tensor& dz);
+LLMCC_ADGEN_ENTRY inline float attended_loss(const Tensor& x, const Tensor& y, const Tensor& z, const Tensor& dx,
+                                             const Tensor& target) {
+  const Dual r = attended_jvp(x, y, z, dx, y, z);
   return llmcc::mse_loss(r.tangent * r.value, target);
 }
 
