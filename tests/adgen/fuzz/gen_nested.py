@@ -2,11 +2,12 @@
 """Random nested-differentiation programs for adgen: forward mode (jvp functions adgen defines)
 inside losses it differentiates in reverse. Each program has a module tree (a network with a vector
 of layers, each layer's member function drawn from the ops that have tangent rules, the norms
-among them), a function
-f(net, x, y, s) -> (N, D), its jvp along every argument, its jvp along x, that jvp's jvp along x
-(second order), and three entries using them: one on the first-order tangent, one on the second
-derivative along the same direction (adgen's Taylor path) and one on a mixed second derivative
-(the general jvp of a jvp). The driver (nested_check.h) checks the tangents against central
+among them), a function f(net, x, y, s) -> (N, D), its jvp along every argument, its jvp along x,
+that jvp's jvp along x (second order), the jvp along x of the jvp along every argument (an outer
+jvp that moves fewer arguments than the inner one), and four entries using them: one on the
+first-order tangent, one on the second derivative along the same direction (adgen's Taylor
+path), one on a mixed second derivative (the general jvp of a jvp) and one on the partial one
+with dx as both x directions (which must not take the Taylor path). The driver (nested_check.h) checks the tangents against central
 differences of the function and the entries' gradients against central differences of the loss.
 
   gen_nested.py --seed S --count K --out-dir DIR     writes batch.h and batch_main.cpp
@@ -115,6 +116,10 @@ LLMCC_ADGEN_JVP_WRT("f{k}", "x") llmcc::adgen::Dual f{k}_jx(const Net{k}& net, c
 LLMCC_ADGEN_JVP_WRT("f{k}_jx", "x")
 llmcc::adgen::Dual2 f{k}_jxx(const Net{k}& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx,
                           const Tensor& ex);
+// The jvp along x of the jvp along every argument: it moves fewer arguments than the inner jvp.
+LLMCC_ADGEN_JVP_WRT("f{k}_jvp", "x")
+llmcc::adgen::Dual2 f{k}_jvpx(const Net{k}& net, const Tensor& x, const Tensor& y, float s, const Tensor& dx,
+                           const Tensor& dy, float ds, const Tensor& ex);
 LLMCC_ADGEN_ENTRY inline float loss_first{k}(const Net{k}& net, const Tensor& x, const Tensor& y, float s,
                                           const Tensor& dx, const Tensor& dy, const Tensor& t) {{
   const llmcc::adgen::Dual r = f{k}_jvp(net, x, y, s, dx, dy, 0.5f * s);
@@ -125,6 +130,11 @@ LLMCC_ADGEN_ENTRY inline float loss_taylor{k}(const Net{k}& net, const Tensor& x
   const llmcc::adgen::Dual2 q = f{k}_jxx(net, x, y, s, dx, dx);
   return llmcc::mse_loss(q.tangent.tangent + q.value.value * q.value.tangent, t) +
          0.5f * llmcc::mse_loss(q.tangent.value, t);
+}}
+LLMCC_ADGEN_ENTRY inline float loss_partial{k}(const Net{k}& net, const Tensor& x, const Tensor& y, float s,
+                                            const Tensor& dx, const Tensor& dy, const Tensor& t) {{
+  const llmcc::adgen::Dual2 q = f{k}_jvpx(net, x, y, s, dx, dy, 0.5f * s, dx);
+  return llmcc::mse_loss(q.tangent.tangent + q.value.tangent, t);
 }}
 LLMCC_ADGEN_ENTRY inline float loss_mixed{k}(const Net{k}& net, const Tensor& x, const Tensor& y, float s,
                                           const Tensor& dx, const Tensor& ex, const Tensor& t) {{

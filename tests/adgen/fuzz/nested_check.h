@@ -1,13 +1,14 @@
 // The run-time checks of the nested-differentiation fuzzer (gen_nested.py): for one program at
 // two size sets, the jvps' values against the function's, their tangents (first and second order)
 // against Richardson central differences of the function (or of the first-order jvp), and the
-// gradients of the three entries against central differences of the loss, along random
+// gradients of the four entries against central differences of the loss, along random
 // directions and at single elements of every parameter and argument.
 //
 // A difference counts only where it settles (the two step sizes agree to 10%: the loss is smooth
 // at that scale); one that disagrees at the step 1e-2 is taken again at 1e-3 and 3e-4
-// (compare_differences) before it fails; a NaN always fails. Output: `FAIL seed=S program=i kind=<check> ...` lines,
-// then `nested: P programs, C checks (U unsettled), F failed`; exit 1 if anything failed.
+// (compare_differences) before it fails; a NaN always fails. Output: `FAIL seed=S program=i
+// kind=<check> ...` lines, then `nested: P programs, C checks (U unsettled), F failed`; exit 1
+// if anything failed.
 #pragma once
 
 #include <cmath>
@@ -30,7 +31,10 @@
       [](auto&&... a) { return ns::loss_first##k##_grad(a...); },                                            \
       [](auto&&... a) { return ns::loss_taylor##k(a...); },                                                  \
       [](auto&&... a) { return ns::loss_taylor##k##_grad(a...); },                                           \
-      [](auto&&... a) { return ns::loss_mixed##k(a...); }, [](auto&&... a) { return ns::loss_mixed##k##_grad(a...); }
+      [](auto&&... a) { return ns::loss_mixed##k(a...); },                                                   \
+      [](auto&&... a) { return ns::loss_mixed##k##_grad(a...); },                                            \
+      [](auto&&... a) { return ns::f##k##_jvpx(a...); }, [](auto&&... a) { return ns::loss_partial##k(a...); }, \
+      [](auto&&... a) { return ns::loss_partial##k##_grad(a...); }
 
 namespace nested {
 
@@ -149,10 +153,10 @@ inline void same(Report& rep, const std::string& kind, const Tensor& a, const Te
 }
 
 template <class Net, class F, class FJvp, class FJx, class FJxx, class L1, class G1, class L2, class G2, class L3,
-          class G3>
+          class G3, class FJvpx, class L4, class G4>
 void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool squash, F f, FJvp f_jvp, FJx f_jx,
                  FJxx f_jxx, L1 loss_first, G1 loss_first_grad, L2 loss_taylor, G2 loss_taylor_grad, L3 loss_mixed,
-                 G3 loss_mixed_grad) {
+                 G3 loss_mixed_grad, FJvpx f_jvpx, L4 loss_partial, G4 loss_partial_grad) {
   rep.sizes = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " D=" + std::to_string(D) +
               " L=" + std::to_string(L) + (squash ? " squash" : "");
   std::mt19937 rng(seed);
@@ -216,6 +220,19 @@ void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool sq
       compare_differences(rep, dir == &ex ? "second-mixed" : "second-same",
                           values(dir == &ex ? q.tangent.tangent : qq.tangent.tangent), moved);
     }
+  }
+  {
+    // The jvp along x of the jvp along every argument, dx as both x directions: a second
+    // derivative along (dx, dy, ds) then (dx, 0, 0), which the Taylor plan does not compute.
+    const llmcc::adgen::Dual2 q = f_jvpx(net, x.t, y.t, s, dx.t, dy.t, ds, dx.t);
+    auto moved = [&](double e) {
+      return scoped([&] {
+        std::vector<float> xv(x.v);
+        for (std::size_t i = 0; i < xv.size(); ++i) xv[i] += static_cast<float>(e) * dx.v[i];
+        return values(f_jvp(net, Tensor(xv.data(), {N, 2}), y.t, s, dx.t, dy.t, ds).tangent);
+      });
+    };
+    compare_differences(rep, "second-partial", values(q.tangent.tangent), moved);
   }
   // ---- gradients of the entries -----------------------------------------------------------------
   auto check_grad = [&](const std::string& kind, const std::function<double()>& loss, auto&& grad_call,
@@ -290,6 +307,12 @@ void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool sq
         loss_mixed_grad(net, x.t, y.t, s, dx.t, ex.t, t.t, g, &d[0], &d[1], &d_s, &d[2], &d[3], &d[4]);
       },
       {{"x", &x}, {"y", &y}, {"dx", &dx}, {"ex", &ex}, {"t", &t}});
+  check_grad(
+      "loss_partial", [&] { return static_cast<double>(loss_partial(net, x.t, y.t, s, dx.t, dy.t, t.t)); },
+      [&](auto& g, std::vector<Tensor>& d, float& d_s) {
+        loss_partial_grad(net, x.t, y.t, s, dx.t, dy.t, t.t, g, &d[0], &d[1], &d_s, &d[2], &d[3], &d[4]);
+      },
+      {{"x", &x}, {"y", &y}, {"dx", &dx}, {"dy", &dy}, {"t", &t}});
 }
 
 // One program at two size sets drawn from awkward values.
