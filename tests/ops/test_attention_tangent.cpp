@@ -39,7 +39,8 @@ Operands sizes_of(const AttentionLayout& L) {
 
 TEST(AttentionTangentKernel, ForwardAndBackwardMatchReference) {
   test::for_each_thread_count([](int) {
-    for (const auto& [B, T, NH, NKV, HS] : std::vector<std::array<int, 5>>{{1, 1, 1, 1, 1}, {2, 7, 4, 2, 3}, {3, 33, 6, 1, 8}}) {
+    for (const auto& [B, T, NH, NKV, HS] :
+         std::vector<std::array<int, 5>>{{1, 1, 1, 1, 1}, {2, 7, 4, 2, 3}, {3, 33, 6, 1, 8}}) {
       for (const bool packed : {false, true}) {
         SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                      " NKV=" + std::to_string(NKV) + " HS=" + std::to_string(HS) + (packed ? " packed" : " dense"));
@@ -48,7 +49,8 @@ TEST(AttentionTangentKernel, ForwardAndBackwardMatchReference) {
         const Operands n = sizes_of(L);
         const std::size_t ko = packed ? L.packed_k_offset() : 0, vo = packed ? L.packed_v_offset() : 0;
         // Packed: one buffer per operand kind holds q, k and v at their offsets.
-        const auto q = draw<float>(n.nq, 1), k = packed ? q : draw<float>(n.nkv, 2), v = packed ? q : draw<float>(n.nkv, 3);
+        const auto q = draw<float>(n.nq, 1), k = packed ? q : draw<float>(n.nkv, 2),
+                   v = packed ? q : draw<float>(n.nkv, 3);
         const auto tq = draw<float>(n.nq, 4), tk = packed ? tq : draw<float>(n.nkv, 5),
                    tv = packed ? tq : draw<float>(n.nkv, 6);
         std::vector<float> out(n.nout), out_ref(n.nout);
@@ -68,7 +70,8 @@ TEST(AttentionTangentKernel, ForwardAndBackwardMatchReference) {
         ref::attention_tangent_backward(at(dr, 0), at(dr, 1), at(dr, 2), at(dr, 3), at(dr, 4), at(dr, 5), g.data(),
                                         q.data(), k.data() + ko, v.data() + vo, tq.data(), tk.data() + ko,
                                         tv.data() + vo, L);
-        for (int a = 0; a < 6; ++a) EXPECT_TRUE(test::all_close(("adjoint " + std::to_string(a)).c_str(), d[a], dr[a], 1e-6, 1e-5));
+        for (int a = 0; a < 6; ++a)
+          EXPECT_TRUE(test::all_close(("adjoint " + std::to_string(a)).c_str(), d[a], dr[a], 1e-6, 1e-5));
       }
     }
   });
@@ -156,7 +159,10 @@ TEST(AttentionTangentApi, FrontEndsAgreeAcrossFormsAndCheckShapes) {
   EXPECT_TRUE(test::throws_error([&] { (void)attention_qkv_tangent(qkv, wrong, NH, NKV); }, {"tqkv", "(2, 3, 3)"}));
   const Tensor g = arena.zeros({B, T, NH * HS}, "g");
   EXPECT_TRUE(test::throws_error(
-      [&] { attention_tangent_pullback(q, k, v, tq, tk, tv, NH, NKV, g, g, nullptr, &wrong, nullptr, nullptr, nullptr, nullptr); },
+      [&] {
+        attention_tangent_pullback(q, k, v, tq, tk, tv, NH, NKV, g, g, nullptr, &wrong, nullptr, nullptr, nullptr,
+                                   nullptr);
+      },
       {"d_k has shape (2, 3, 3)"}));
 }
 

@@ -14,7 +14,7 @@ void attention_tangent_forward(float* out_t, const float* q, const float* k, con
 
 // As ref::attention_tangent_backward: null adjoints skipped, the others added to.
 void attention_tangent_backward(float* d_q, float* d_k, float* d_v, float* d_tq, float* d_tk, float* d_tv,
-                                const float* d_out_t, const float* q, const float* k, const float* v,
-                                const float* tq, const float* tk, const float* tv, const AttentionLayout& L);
+                                const float* d_out_t, const float* q, const float* k, const float* v, const float* tq,
+                                const float* tk, const float* tv, const AttentionLayout& L);
 
 }  // namespace llmcc::cpu

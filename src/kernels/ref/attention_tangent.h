@@ -86,9 +86,9 @@ void attention_tangent_forward_group(Real* out_t, const Real* q, const Real* k, 
 // scratch: 4 T values.
 template <class Real>
 void attention_tangent_backward_group(Real* d_q, Real* d_k, Real* d_v, Real* d_tq, Real* d_tk, Real* d_tv,
-                                      const Real* d_out_t, const Real* q, const Real* k, const Real* v,
-                                      const Real* tq, const Real* tk, const Real* tv, const AttentionLayout& L, int b,
-                                      int g, Real* scratch) {
+                                      const Real* d_out_t, const Real* q, const Real* k, const Real* v, const Real* tq,
+                                      const Real* tk, const Real* tv, const AttentionLayout& L, int b, int g,
+                                      Real* scratch) {
   const int T = L.T, HS = L.HS, group = L.NH / L.NKV;
   const Real scale = Real(1) / std::sqrt(Real(HS));
   Real *s = scratch, *st = scratch + T, *p = scratch + 2 * T, *dp = scratch + 3 * T;
