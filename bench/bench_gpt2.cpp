@@ -1,5 +1,5 @@
-// One training step (Model::bench_step, models/bench_step.h: forward + backward through the
-// generated gradient with the kept Saved record, AdamW zeroing the gradient in its pass) for the
+// One training step (Model::bench_step, models/bench_step.h: a Trainer's step, forward, generated
+// backward, clipping and AdamW, on one fixed batch) for the
 // presets gpt2-tiny and gpt2 (124M) at B=4, T=64, on 1 and 2 threads. Counters: tokens/s and
 // GFLOP/s (ModelConfig::flops_per_step over wall time). `llmcc bench` prints the same step with MFU and
 // the per-op profile; this is the Google Benchmark view for regression tracking.

@@ -5,7 +5,8 @@ LoRA settings, in the same run.
 The folder is bench/hf_load_memory.py's (a randomly initialised model of a real configuration,
 bf16 shards), made there if missing. Both sides train adapters of rank --rank (alpha --alpha, no
 dropout) on every attention and MLP projection over the frozen base, on one fixed random batch of
-B sequences of T tokens, with AdamW; each runs in a process of its own, and its peak resident size
+B sequences of T tokens, with AdamW and the gradient's norm clipped to 1 (a training step as
+`llmcc train` takes it); each runs in a process of its own, and its peak resident size
 is that child's ru_maxrss. PyTorch runs eager (transformers + peft.get_peft_model) with the base
 in fp32 or, with --dtype bf16, under CPU autocast to bf16; llmcc runs `llmcc bench --init-from`
 with the same --dtype. Each configuration runs once per round, in turn; its best round counts.
@@ -47,6 +48,7 @@ def step():
         logits = model(input_ids=inputs).logits
     loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
     loss.backward()
+    torch.nn.utils.clip_grad_norm_(trainable, 1.0)
     opt.step()
     opt.zero_grad(set_to_none=False)
     return float(loss)

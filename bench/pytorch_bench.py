@@ -6,8 +6,9 @@ token embedding, tanh GELU, pre-LN blocks) and src/models/llama/llama.h (RMSNorm
 (x[2i], x[2i+1]), grouped-query attention, SwiGLU, untied LM head; --model llama-tiny,
 stories15m, stories42m, stories110m), the same batch (one fixed batch of random
 tokens, targets shifted by one), the same optimizer (AdamW, betas 0.9/0.95, eps 1e-8, weight
-decay 0.1 on 2-D tensors, lr 3e-4) and the same thread count. Runs warm-up steps, then timed
-steps of zero_grad + forward + backward + AdamW, and prints median/min ms per step, tokens/s and
+decay 0.1 on 2-D tensors, lr 3e-4, the gradient's norm clipped to 1 as `llmcc train` and nanoGPT
+do) and the same thread count. Runs warm-up steps, then timed steps of zero_grad + forward +
+backward + clipping + AdamW, and prints median/min ms per step, tokens/s and
 peak RSS, ending with a "result: key=value ..." line like llmcc bench's (bench/compare.sh reads
 it).
 
@@ -288,6 +289,7 @@ def main():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
             loss = step_model(x, y)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.item()
 

@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "llmcc/train/trainer.h"
-#include "models/bench_step.h"
 #include "models/model.h"
 
 namespace llmcc::models {
@@ -47,10 +46,6 @@ class FamilyModel final : public Model {
   void save_as(const std::string& format, const std::string& path,
                const SafetensorsModelOptions& safetensors) const override {
     Traits::save_as(w_.model, format, path, safetensors);
-  }
-  std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
-    return std::make_unique<TrainBenchStep<Entry>>(w_.model, w_.params, B, T, config_.vocab_size(),
-                                                   config_.max_seq_len(), seed);
   }
 
   const Weights& weights() const { return w_; }

@@ -132,13 +132,6 @@ class LoraModel final : public Model {
     Weights merged = merged_copy();
     Traits::save_as(merged.model, format, path, safetensors);
   }
-  std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) override {
-    // Each timed step does a training step's work, dropout's masks included (the same masks).
-    set_dropout(lora_cfg_.dropout, seed);
-    return std::make_unique<TrainBenchStep<Entry>>(
-        lora_, params_, B, T, config_.vocab_size(), config_.max_seq_len(), seed,
-        [this](Tokens x, Tokens y) { return typename Entry::Inputs{base_.model, x, y}; });
-  }
   const LoraInfo* lora() const override { return &info_; }
   double flops_per_step(int B, int T) const override {
     const double tokens = static_cast<double>(B) * T;

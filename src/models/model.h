@@ -133,9 +133,11 @@ class Model {
   // `safetensors` (the dtype and the shard size) applies to the format of that name.
   virtual void save_as(const std::string& format, const std::string& path,
                        const SafetensorsModelOptions& safetensors = {}) const = 0;
-  // `llmcc bench`'s step over these weights (bench_step.h): one fixed batch of (B, T) random
-  // tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
-  virtual std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) = 0;
+  // `llmcc bench`'s step over these weights (bench_step.h): a Trainer's step on one fixed batch
+  // of (B, T) random tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
+  std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) {
+    return std::make_unique<BenchStep>(*this, B, T, seed);
+  }
   // FLOPs of one training step over B x T tokens: the config's (every weight trained), or with
   // LoRA adapters the base's forward and input gradients (no weight gradients: 4 FLOPs per
   // matrix weight per token instead of 6) plus the adapters' 6 per weight.

@@ -159,7 +159,7 @@ void TrainLoop::log_text(std::int64_t step, const std::string& key, const std::s
   if (out_->log) out_->log->write(out_->line.begin().field("step", step).field(key, text).end());
 }
 
-void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
+void TrainLoop::attach(ParameterStore& params, ParameterStore& grads, ForwardBackward forward_backward,
                        std::function<float()> forward_validation, Data data, RebindTensors rebind) {
   params_ = &params;
   grads_ = &grads;
@@ -229,7 +229,7 @@ void TrainLoop::plan_arena() {
   // position (the run then sees that batch again) and the gradients (zero again). A capacity
   // given in the options is checked against it, so a too-small one fails here, not mid-step.
   const DataLoaderState where = data_.state();
-  arena_planned_ = measure_step_arena([&] { forward_backward_(1.0f); }, o_.name + ": planning the step arena");
+  arena_planned_ = measure_step_arena([&] { forward_backward_(1.0f, nullptr); }, o_.name + ": planning the step arena");
   data_.set_state(where);
   grads_->zero();
   // Validation runs the plain forward in the same arena, and it can take more than a training step
@@ -268,7 +268,7 @@ double TrainLoop::evaluate(std::int64_t batches) {
   return batches > 0 ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
 }
 
-float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
+float TrainLoop::train_step(std::int64_t step, double* grad_norm, StepTimes* times) {
   const float lr = o_.schedule.lr(step);
   // Data-parallel ranks' gradients are summed, so each scales its own by 1 / ranks too.
   const int ranks = dp_ ? dp_->comm().size() : 1;
@@ -300,12 +300,20 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
     if (dp_ && last) {
       dp_->begin_backward();
       adgen::GradFinalScope notify(dp_.get());
-      loss_sum += forward_backward_(d_loss);
+      loss_sum += forward_backward_(d_loss, times);
     } else {
-      loss_sum += forward_backward_(d_loss);
+      loss_sum += forward_backward_(d_loss, times);
     }
   }
   if (hooks_.training) hooks_.training(false, 0);
+  // The update's time: whatever the step does after its last backward, on every return path.
+  struct UpdateTimer {
+    StepTimes* times;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~UpdateTimer() {
+      if (times != nullptr) times->update += seconds_since(t0);
+    }
+  } update_timer{times};
   arena_->reset();
   if (dp_) {
     dp_->finish_backward();
@@ -340,6 +348,16 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm) {
   recent_losses_[recent_next_] = loss;
   recent_next_ = (recent_next_ + 1) % kLossWindow;
   if (recent_count_ < kLossWindow) ++recent_count_;
+  return loss;
+}
+
+float TrainLoop::step_once(StepTimes* times) {
+  arena();
+  double norm = 0.0;
+  const float loss = train_step(step_, &norm, times);
+  if (!trip_.empty())
+    fail(o_.name, "step " + std::to_string(step_ + 1) + ": " + trip_ + (trip_after_update_ ? "" : "; nothing updated"));
+  ++step_;
   return loss;
 }
 

@@ -1,6 +1,7 @@
 // A steady-state training step allocates nothing from the heap: steps 2..5 of a tiny GPT-2's
-// training (the step `llmcc bench` times: arena reset, gpt2_loss_grad with the kept Saved
-// record, AdamW zeroing the gradient; Model::bench_step) make zero allocations, on every thread.
+// training (a Trainer's step, the one `llmcc bench` times: arena reset, the forward and generated
+// backward with the kept Saved record, clipping, AdamW zeroing the gradient; Model::bench_step)
+// make zero allocations, on every thread.
 //
 // Counting: this executable defines malloc, calloc, realloc, aligned_alloc, posix_memalign and
 // memalign (forwarding to glibc's __libc_* entry points), so every allocation in the process is

@@ -222,6 +222,44 @@ TEST(TrainerApi, PlanningChangesNothing) {
   EXPECT_EQ(a.train.state(), b.train.state());
 }
 
+// step_once is run()'s step without what surrounds it: the same weights, bit for bit, with or
+// without timing; a step the guard trips updates nothing and says why.
+TEST(TrainerApi, StepOnceTakesRunsStep) {
+  Learner a, b, c;
+  auto o = options("");
+  o.ckpt_every = 0;
+  o.steps = 12;
+  const auto ra = llmcc::Trainer<Entry>(a.model, a.params, a.train, &a.val, o).run();
+  llmcc::Trainer<Entry> tb(b.model, b.params, b.train, &b.val, o);
+  float last = 0.0f;
+  llmcc::TrainLoop::StepTimes times;
+  for (int i = 0; i < 12; ++i) last = i % 2 == 0 ? tb.step_once() : tb.step_once(&times);
+  EXPECT_EQ(tb.step(), 12);
+  EXPECT_EQ(last, ra.last_loss);
+  EXPECT_TRUE(same_bytes(a.params, b.params));
+  EXPECT_GT(times.forward, 0.0);
+  EXPECT_GT(times.backward, 0.0);
+  EXPECT_GT(times.update, 0.0);
+
+  llmcc::Trainer<Entry> tc(c.model, c.params, c.train, &c.val, o);
+  tc.step_once();
+  const std::vector<float> before(c.params.data(), c.params.data() + c.params.size());
+  c.train_task.marked = [&] {  // the first value of the next training batch poisons it
+    const llmcc::DataLoaderState at = c.train.state();
+    const float first = std::get<0>(c.train.next()).f32()[0];
+    c.train.set_state(at);
+    return first;
+  }();
+  try {
+    tc.step_once();
+    ADD_FAILURE() << "a step on NaN inputs did not throw";
+  } catch (const llmcc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step 2: the loss is not finite; nothing updated"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), c.params.data()));
+}
+
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -6,8 +6,8 @@
 //
 // Model flags are the trainer's (model_flags.h: a preset and per-field overrides).
 // Measures this machine's fp32 FMA peak (bench_peak.h), builds the model with random weights,
-// runs warm-up steps then timed steps (Model::bench_step, models/bench_step.h: forward + backward
-// through the generated gradient, AdamW with gradient zeroing; no allocation once warm), and
+// runs warm-up steps then timed steps (Model::bench_step, models/bench_step.h: a Trainer's step,
+// as `llmcc train` takes it, on one fixed batch; no allocation once warm), and
 // prints median and min ms per step, tokens/s, achieved GFLOP/s (ModelConfig::flops_per_step),
 // MFU against the measured peak, peak RSS, page faults per timed step and the arenas' high-water marks. Then,
 // unless --no-profile, a separate run with the per-op profiler on (llmcc/profile.h): forward

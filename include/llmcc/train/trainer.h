@@ -32,6 +32,7 @@
 // (a second signal ends the process).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -160,11 +161,22 @@ struct TrainerHooks {
 // logging, checkpoints, resume, signals. Written once; Trainer<Entry> supplies the model side.
 class TrainLoop {
  public:
+  // Where one step's time went (step_once): its forwards, its backwards, and the update
+  // (clipping, AdamW and the gradient's zeroing), in seconds.
+  struct StepTimes {
+    double forward = 0, backward = 0, update = 0;
+  };
   // Continue the run in `checkpoint` (before run()): weights, AdamW, step, data position, hooks.
   // A checkpoint with a non-finite weight or moment, or a negative second moment, is refused
   // (unless options.force_resume): training on from it could only produce NaN.
   void resume(const std::string& checkpoint);
   TrainResult run();
+  // One optimizer step as run() takes it (the schedule's rate at step(), every micro-batch,
+  // clipping, the divergence guard, AdamW) and nothing around it: no validation, log, progress
+  // line or checkpoint. step() advances. Benchmarks time training with it; `times`, when given,
+  // receives where the time went. Returns the step's loss; a step the guard trips updates
+  // nothing and throws llmcc::Error saying why.
+  float step_once(StepTimes* times = nullptr);
   // The mean forward loss over `batches` batches of the validation source (reset first; 0: one
   // pass); NaN without one.
   double evaluate(std::int64_t batches);
@@ -201,12 +213,15 @@ class TrainLoop {
   // Called by Trainer<Entry> once its members exist.
   // rebind moves the model's parameter and gradient tensors when a data-parallel run moves their
   // stores (RebindTensors, data_parallel.h).
-  void attach(ParameterStore& params, ParameterStore& grads, std::function<float(float)> forward_backward,
+  // forward_backward(d_loss, times): the next batch's forward and backward (the loss's gradient
+  // d_loss), adding their seconds to *times when it is not null; returns the loss.
+  using ForwardBackward = std::function<float(float d_loss, StepTimes* times)>;
+  void attach(ParameterStore& params, ParameterStore& grads, ForwardBackward forward_backward,
               std::function<float()> forward_validation, Data data, RebindTensors rebind);
 
  private:
   void plan_arena();
-  float train_step(std::int64_t step, double* grad_norm);
+  float train_step(std::int64_t step, double* grad_norm, StepTimes* times = nullptr);
   // Loads weights, AdamW, step, data position and hook state from `checkpoint`; refuses
   // non-finite values unless force_resume.
   void restore(const std::string& checkpoint);
@@ -248,7 +263,7 @@ class TrainLoop {
   TrainerHooks hooks_;
   ParameterStore* params_ = nullptr;
   ParameterStore* grads_ = nullptr;
-  std::function<float(float)> forward_backward_;
+  ForwardBackward forward_backward_;
   std::function<float()> forward_validation_;
   Data data_;
   std::unique_ptr<AdamW> opt_;        // one process
@@ -291,10 +306,19 @@ class Trainer final : public TrainLoop {
     }
     attach(
         params, grad_.store,
-        [this](float d_loss) {
+        [this](float d_loss, StepTimes* times) {
           const Inputs& in = train_.next();
+          if (times == nullptr) {
+            const float loss = Entry::fwd(model_, in, saved_);
+            Entry::bwd(model_, in, saved_, d_loss, &grad_.grad);
+            return loss;
+          }
+          const auto t0 = std::chrono::steady_clock::now();
           const float loss = Entry::fwd(model_, in, saved_);
+          const auto t1 = std::chrono::steady_clock::now();
           Entry::bwd(model_, in, saved_, d_loss, &grad_.grad);
+          times->forward += std::chrono::duration<double>(t1 - t0).count();
+          times->backward += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
           return loss;
         },
         [this] { return Entry::loss(model_, val_->next()); }, std::move(d),
