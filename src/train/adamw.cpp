@@ -14,8 +14,9 @@ namespace {
 // The step's constants, the same for every element but the decay factor.
 struct Coefficients {
   float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  float step_size;  // lr / (1 - beta1^t)
-  float bc2_sqrt;   // sqrt(1 - beta2^t)
+  float step_size;   // lr / (1 - beta1^t)
+  float bc2_sqrt;    // sqrt(1 - beta2^t)
+  float grad_scale;  // each gradient is read as grad_scale * g (1: as it is)
 };
 
 // Elements [begin, end) of the flat buffers, with one decay factor (1 - lr * weight_decay, or 1
@@ -32,7 +33,8 @@ bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __rest
                 std::int64_t begin, std::int64_t end, const Coefficients& k, float decay_factor,
                 UpdateSize* size = nullptr) {
   const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1,
-              one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size, bc2_sqrt = k.bc2_sqrt;
+              one_minus_beta2 = k.one_minus_beta2, eps = k.eps, step_size = k.step_size, bc2_sqrt = k.bc2_sqrt,
+              grad_scale = k.grad_scale;
   // x - x is 0 for every finite x and NaN for NaN and +-Inf: one subtraction and compare per
   // value, in the same pass, tells whether the step left anything non-finite.
   // Only the zeroing variant writes the gradient.
@@ -41,7 +43,8 @@ bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __rest
   float update_sq = 0.0f, weight_sq = 0.0f;
 #pragma omp simd reduction(| : nonfinite) reduction(+ : update_sq, weight_sq)
   for (std::int64_t i = begin; i < end; ++i) {
-    const float gi = g[i];
+    // g * 1 is g, bit for bit (NaN stays NaN): the unscaled step pays one multiply, not a branch.
+    const float gi = g[i] * grad_scale;
     const float mi = beta1 * m[i] + one_minus_beta1 * gi;
     const float vi = beta2 * v[i] + one_minus_beta2 * gi * gi;
     m[i] = mi;
@@ -67,7 +70,7 @@ bool adamw_span(float* __restrict p, const float* __restrict g_in, float* __rest
 }
 
 // The step's constants for step t (bias corrections in double).
-Coefficients coefficients(const AdamWConfig& config, float lr, std::int64_t t) {
+Coefficients coefficients(const AdamWConfig& config, float lr, std::int64_t t, float grad_scale = 1.0f) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t));
   const Coefficients k{config.beta1,
@@ -76,7 +79,8 @@ Coefficients coefficients(const AdamWConfig& config, float lr, std::int64_t t) {
                        1.0f - config.beta2,
                        config.eps,
                        static_cast<float>(lr / bc1),
-                       static_cast<float>(std::sqrt(bc2))};
+                       static_cast<float>(std::sqrt(bc2)),
+                       grad_scale};
   return k;
 }
 
@@ -94,8 +98,8 @@ float decay_factor(const AdamWConfig& config, float lr) {
 // it finishes (in no fixed order; the sums only judge the step).
 template <bool zero_grads>
 bool adamw_walk(ParameterStore& params, std::size_t begin, std::size_t end, const float* g, float* m, float* v,
-                const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size) {
-  const Coefficients k = coefficients(config, lr, t);
+                const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size, float grad_scale) {
+  const Coefficients k = coefficients(config, lr, t, grad_scale);
   const float decay = decay_factor(config, lr);
   const std::size_t count = params.count();
   const auto lo_of = [&](std::size_t i) { return params.offset(i); };
@@ -173,14 +177,14 @@ bool adamw_step(ParameterStore& params, const ParameterStore& grads, ParameterSt
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
   // Only the zeroing variant writes the gradient.
-  return adamw_walk<false>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, nullptr);
+  return adamw_walk<false>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, nullptr, 1.0f);
 }
 
 bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
-                           const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size) {
+                           const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size, float grad_scale) {
   LLMCC_PROFILE("adamw.step");
   check_step(params, grads, m, v, t);
-  return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, size);
+  return adamw_walk<true>(params, 0, params.size(), grads.data(), m.data(), v.data(), config, lr, t, size, grad_scale);
 }
 
 bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_t n, bool decay,
@@ -199,14 +203,15 @@ bool adamw_step_tensor(float* p, const float* g, float* m, float* v, std::int64_
 }
 
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
-                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads, UpdateSize* size) {
+                      const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads, UpdateSize* size,
+                      float grad_scale) {
   LLMCC_PROFILE("adamw.step");
   check_t(t);
   if (begin > end || end > params.size())
     fail("adamw", "range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside the " +
                       std::to_string(params.size()) + " floats of the parameters");
-  return zero_grads ? adamw_walk<true>(params, begin, end, g, m, v, config, lr, t, size)
-                    : adamw_walk<false>(params, begin, end, g, m, v, config, lr, t, size);
+  return zero_grads ? adamw_walk<true>(params, begin, end, g, m, v, config, lr, t, size, grad_scale)
+                    : adamw_walk<false>(params, begin, end, g, m, v, config, lr, t, size, grad_scale);
 }
 
 double UpdateSize::ratio() const { return weight_sq > 0.0 ? std::sqrt(update_sq / weight_sq) : 0.0; }
@@ -220,8 +225,9 @@ bool AdamW::step(ParameterStore& params, const ParameterStore& grads, float lr) 
   return finite;
 }
 
-bool AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr, UpdateSize* size) {
-  const bool finite = adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1, size);
+bool AdamW::step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr, UpdateSize* size,
+                            float grad_scale) {
+  const bool finite = adamw_step_zero_grads(params, grads, m_, v_, config_, lr, t_ + 1, size, grad_scale);
   ++t_;
   return finite;
 }

@@ -276,7 +276,7 @@ void DataParallel::finish_backward() {
   times_.exposed_ms += ms_since(t0);
 }
 
-double DataParallel::clip_grad_norm(double max_norm) {
+double DataParallel::grad_norm() {
   LLMCC_PROFILE("grad_norm");
   if (shares_memory()) {
     // The sums are the communication here, done by this rank's thread instead of its compute:
@@ -285,29 +285,19 @@ double DataParallel::clip_grad_norm(double max_norm) {
     const double norm = std::sqrt(comm_.sum(reduce_shared_slices()));
     times_.in_flight_ms += ms_since(t0);
     times_.exposed_ms += ms_since(t0);
-    // This rank's slices of the summed gradient, in its own store.
-    const auto me = static_cast<std::size_t>(comm_.rank());
-    if (const float factor = clip_factor(norm, max_norm); factor != 1.0f)
-      for (const Bucket& b : buckets_)
-        scale_floats(grads_.data() + b.lo + static_cast<std::size_t>(b.displs[me]),
-                     static_cast<std::size_t>(b.counts[me]), factor);
     return norm;
   }
   // ZeRO-1: this rank's shard of the summed gradient; otherwise the whole, on every rank.
-  float* g = options_.zero_stage == 1 ? shard_grad_.data() : grads_.data();
-  const std::size_t n = options_.zero_stage == 1 ? shard_grad_.size() : grads_.size();
-  const double squares = sum_of_squares(g, n);
-  const double norm = std::sqrt(options_.zero_stage == 1 ? comm_.sum(squares) : squares);
-  if (const float factor = clip_factor(norm, max_norm); factor != 1.0f) scale_floats(g, n, factor);
-  return norm;
+  if (options_.zero_stage == 1) return std::sqrt(comm_.sum(sum_of_squares(shard_grad_.data(), shard_grad_.size())));
+  return std::sqrt(sum_of_squares(grads_.data(), grads_.size()));
 }
 
-bool DataParallel::step(float lr, UpdateSize* size) {
+bool DataParallel::step(float lr, UpdateSize* size, float grad_scale) {
   ++t_;
   if (options_.zero_stage == 0) {
     // Every rank updates the whole store: its size is the step's.
     replicated_->set_t(t_ - 1);
-    const bool finite = replicated_->step_zero_grads(params_, grads_, lr, size);
+    const bool finite = replicated_->step_zero_grads(params_, grads_, lr, size, grad_scale);
     return comm_.all(finite);
   }
   bool finite = true;
@@ -320,7 +310,7 @@ bool DataParallel::step(float lr, UpdateSize* size) {
     // Shared memory: the summed gradient is in this rank's store, zeroed in the same pass.
     float* g = shares_memory() ? grads_.data() + from : shard_grad_.data() + b.shard_off;
     finite &= adamw_step_range(params_, from, to, g, shard_m_.data() + b.shard_off, shard_v_.data() + b.shard_off,
-                               adamw_, lr, t_, shares_memory(), size ? &mine : nullptr);
+                               adamw_, lr, t_, shares_memory(), size ? &mine : nullptr, grad_scale);
   }
   // Whether every rank's slices are finite and, when asked, the step's size: one collective, a
   // sum of (non-finite ranks, the two sums of squares).

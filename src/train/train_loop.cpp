@@ -320,10 +320,9 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm, StepTimes* tim
     loss_sum = dp_->comm().sum(loss_sum) / ranks;
   }
   const float loss = static_cast<float>(loss_sum / o_.grad_accum);
-  if (dp_)
-    *grad_norm = dp_->clip_grad_norm(o_.grad_clip);
-  else
-    *grad_norm = o_.grad_clip > 0 ? clip_grad_norm(*grads_, o_.grad_clip) : llmcc::grad_norm(*grads_);
+  // Clipping is a factor AdamW applies as it reads each gradient, in the update's pass.
+  *grad_norm = dp_ ? dp_->grad_norm() : llmcc::grad_norm(*grads_);
+  const float clip = clip_factor(*grad_norm, o_.grad_clip);
   // The guard, before the update: a non-finite loss or norm, or a spike.
   if (!std::isfinite(loss) || !std::isfinite(*grad_norm)) {
     trip_ = std::string("the ") + (std::isfinite(loss) ? "gradient norm" : "loss") + " is not finite";
@@ -339,7 +338,7 @@ float TrainLoop::train_step(std::int64_t step, double* grad_norm, StepTimes* tim
   // and how far it moved the weights (what a checkpoint of the new state is judged by).
   UpdateSize size;
   UpdateSize* measure = o_.max_update > 0 ? &size : nullptr;
-  if (!(dp_ ? dp_->step(lr, measure) : opt_->step_zero_grads(*params_, *grads_, lr, measure))) {
+  if (!(dp_ ? dp_->step(lr, measure, clip) : opt_->step_zero_grads(*params_, *grads_, lr, measure, clip))) {
     trip_ = "the update made weights or AdamW moments non-finite";
     trip_after_update_ = true;
   }

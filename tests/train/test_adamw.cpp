@@ -1,6 +1,7 @@
 // AdamW against values computed by hand (scripts/adamw_reference.py, PyTorch's formula in plain
 // Python floats) and against a double-precision scalar reference over awkward sizes.
 #include "llmcc/train/adamw.h"
+#include "llmcc/train/grad_clip.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,8 +108,9 @@ TEST(AdamW, MatchesScalarReferenceOverAwkwardSizesAndThreads) {
 }
 
 TEST(AdamW, StepZeroGradsEqualsStepAndLeavesTheWholeGradientZero) {
-  // The zeroing variant updates parameters and moments bit for bit as the plain step, and leaves
-  // every float of the gradient store zero, alignment padding included (as ParameterStore::zero).
+  // The zeroing variant updates parameters and moments bit for bit as the plain step (with a
+  // gradient scale, as the plain step after scale_grads), and leaves every float of the gradient
+  // store zero, alignment padding included (as ParameterStore::zero).
   std::vector<ParameterInfo> infos;
   for (int n : test::awkward_sizes()) {
     infos.push_back({"w" + std::to_string(n), Shape{3, n}});  // (3, n)
@@ -131,8 +133,11 @@ TEST(AdamW, StepZeroGradsEqualsStepAndLeavesTheWholeGradientZero) {
         set_values(grads, i, g);
         set_values(grads_z, i, g);
       }
+      // Step 2 clips: the zeroing step's grad_scale gives the bits of scaling the gradient first.
+      const float scale = step == 2 ? 0.37f : 1.0f;
+      if (step == 2) scale_grads(grads, scale);
       plain.step(params, grads, 1e-3f);
-      zeroing.step_zero_grads(params_z, grads_z, 1e-3f);
+      zeroing.step_zero_grads(params_z, grads_z, 1e-3f, nullptr, scale);
       EXPECT_EQ(zeroing.t(), step);
       const std::size_t n = params.size();
       EXPECT_TRUE(std::equal(params.data(), params.data() + n, params_z.data()));

@@ -51,18 +51,21 @@ struct UpdateSize {
 
 // adamw_step, then grads are zero (in the same pass over memory). The parameters, m and v are
 // bit-for-bit those of adamw_step. With size non-null, the step's sums are added to it.
+// grad_scale multiplies each gradient as it is read (in float, as scale_grads would before the
+// step, to the same bits): clipping (grad_clip.h's clip_factor) costs no pass of its own.
 bool adamw_step_zero_grads(ParameterStore& params, ParameterStore& grads, ParameterStore& m, ParameterStore& v,
-                           const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size = nullptr);
+                           const AdamWConfig& config, float lr, std::int64_t t, UpdateSize* size = nullptr,
+                           float grad_scale = 1.0f);
 
 // One AdamW step t on a part of the flat buffers: elements [begin, end) of params' layout, whose
 // gradients and moments are g, m and v (end - begin floats each, g[0] for element begin). A
 // data-parallel rank updates its shard of the parameters this way (ZeRO-1). Each element's
 // arithmetic is adamw_step's, so the shards of N ranks give adamw_step's bits.
 // With zero_grads, g is left zero (in the same pass); with size non-null, the range's sums are
-// added to it.
+// added to it; grad_scale is adamw_step_zero_grads'.
 bool adamw_step_range(ParameterStore& params, std::size_t begin, std::size_t end, float* g, float* m, float* v,
                       const AdamWConfig& config, float lr, std::int64_t t, bool zero_grads = false,
-                      UpdateSize* size = nullptr);
+                      UpdateSize* size = nullptr, float grad_scale = 1.0f);
 
 // One AdamW step t on one tensor of n elements, for optimizers that keep each tensor apart (the
 // PyTorch extension's): p, g, m and v hold n floats each, p is decayed when `decay` (adamw_step
@@ -79,8 +82,10 @@ class AdamW {
   // Takes step t() + 1 and counts it; returns whether parameters and moments are all finite.
   bool step(ParameterStore& params, const ParameterStore& grads, float lr);
   // The same step, leaving grads zero for the next step's backward to accumulate into; with size
-  // non-null, the step's size is added to it.
-  bool step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr, UpdateSize* size = nullptr);
+  // non-null, the step's size is added to it; the gradient read as grad_scale times its value
+  // (adamw_step_zero_grads).
+  bool step_zero_grads(ParameterStore& params, ParameterStore& grads, float lr, UpdateSize* size = nullptr,
+                       float grad_scale = 1.0f);
 
   std::int64_t t() const { return t_; }   // steps taken
   void set_t(std::int64_t t) { t_ = t; }  // for resuming

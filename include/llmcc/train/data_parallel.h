@@ -96,13 +96,13 @@ class DataParallel final : public adgen::GradFinalListener {
   void grad_final(const Tensor& grad) override;
   void finish_backward();
 
-  // After finish_backward(): the norm of the global batch's gradient, and clipping as
-  // clip_grad_norm does (returns the norm before clipping).
-  double clip_grad_norm(double max_norm);  // max_norm <= 0: the norm only
-  // The AdamW step (t counts from 1) and the gradient store zeroed; whether every rank's weights
-  // and moments are finite. With size non-null it receives the whole step's size (every rank's
-  // slices), at no extra collective.
-  bool step(float lr, UpdateSize* size = nullptr);
+  // After finish_backward(): the norm of the global batch's gradient.
+  double grad_norm();
+  // The AdamW step (t counts from 1) on the gradient times grad_scale (clipping: clip_factor of
+  // grad_norm()), and the gradient store zeroed; whether every rank's weights and moments are
+  // finite. With size non-null it receives the whole step's size (every rank's slices), at no
+  // extra collective.
+  bool step(float lr, UpdateSize* size = nullptr, float grad_scale = 1.0f);
 
   std::int64_t t() const { return t_; }
   void set_t(std::int64_t t) { t_ = t; }
