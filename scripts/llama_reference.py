@@ -32,19 +32,16 @@ bench/setup_pytorch.sh makes (build/venv-torch) has them.
 --check compares against the committed ones, which use the defaults).
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import transformers
-from safetensors.numpy import load_file as load_safetensors
-from safetensors.torch import save_file as save_safetensors
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+import hf_reference as hr
+from hf_reference import compare, loss_of, max_rel  # noqa: F401 (loss_of: lora_reference.py's)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,8 +49,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 V, MAX_T, L, NH, NKV, C = 64, 16, 2, 4, 2, 48  # head size 12: six rotary pairs per head
 B, T = 3, 13  # T < MAX_T
 SEED = 20241123
-LR, BETAS, EPS, WEIGHT_DECAY = 3e-3, (0.9, 0.95), 1e-8, 0.1
-STEPS = 10
 IGNORED = (1, 4)  # (b, t) of one target set to -1 (ignored by the loss)
 ROPE_THETA, NORM_EPS = 1000.0, 1e-6  # neither is a default anywhere, so a dropped value shows
 
@@ -103,104 +98,33 @@ def init_weights(rng):
     return w
 
 
-def rmsnorm_float64(module, x):
-    """LlamaRMSNorm.forward without its round trip through float32."""
-    return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
-
-
 def make_exact(model):
     """Replaces, on this model's instances only, the float32 parts of transformers' Llama."""
-    cfg = model.config
-    hs = cfg.head_dim
-    inv_freq = 1.0 / cfg.rope_parameters["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
-
-    def rotary(x, position_ids):  # LlamaRotaryEmbedding.forward (default rope type) in float64
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    assert cfg.rope_parameters["rope_type"] == "default", cfg.rope_parameters
-    assert cfg._attn_implementation == "sdpa", cfg._attn_implementation  # eager's softmax is float32
-    model.model.rotary_emb.forward = rotary
-    norms = [m for m in model.modules() if isinstance(m, LlamaRMSNorm)]
-    assert len(norms) == 2 * L + 1, len(norms)
-    for m in norms:
-        m.forward = rmsnorm_float64.__get__(m)
-    return model
+    return hr.make_exact(model, LlamaRMSNorm, 2 * L + 1)
 
 
 def build(weights, dtype, rope_theta, norm_eps, exact):
     model = transformers.LlamaForCausalLM(hf_config(rope_theta, norm_eps, "sdpa" if exact else "eager"))
-    params = dict(model.named_parameters())
-    assert set(params) == set(weights), sorted(set(params) ^ set(weights))
-    with torch.no_grad():
-        for name, p in params.items():
-            p.copy_(torch.from_numpy(weights[name]))
-    model = model.to(dtype).train()  # no dropout in Llama; train() only enables autograd bookkeeping
+    model = hr.load_weights(model, weights, dtype)
     return make_exact(model) if exact else model
-
-
-def loss_of(logits, targets):
-    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=-1)
 
 
 def run(weights, idx, targets, dtype, rope_theta, norm_eps, exact=True):
     """Logits, loss and gradients at the initial weights, then 10 AdamW steps on the same batch."""
-    model = build(weights, dtype, rope_theta, norm_eps, exact)
-    logits = model(idx).logits  # (B, T, V)
-    loss = loss_of(logits, targets)
-    loss.backward()
-    out = {"logits": logits.detach().clone(), "loss": loss.item(),
-           "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()}}
-
-    model = build(weights, dtype, rope_theta, norm_eps, exact)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    assert len(no_decay) == 2 * L + 1  # the RMSNorm gains
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=BETAS, eps=EPS)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_of(model(idx).logits, targets)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    with torch.no_grad():
-        out["final_loss"] = loss_of(model(idx).logits, targets).item()
-    out["losses"] = losses
-    return out
-
-
-def max_rel(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
-def compare(name, a, b):
-    """Worst relative difference between two runs: logits, each gradient, losses."""
-    grad = max((max_rel(a["grads"][n].double(), b["grads"][n]), n) for n in b["grads"])
-    print(f"{name}: logits max rel {max_rel(a['logits'].double(), b['logits']):.3g}, "
-          f"loss {abs(a['loss'] - b['loss']):.3g}, worst gradient max rel {grad[0]:.3g} ({grad[1]}), "
-          f"worst AdamW loss {max(abs(x - y) for x, y in zip(a['losses'], b['losses'])):.3g}")
+    # 2 L + 1 undecayed parameters: the RMSNorm gains
+    return hr.run(lambda: build(weights, dtype, rope_theta, norm_eps, exact), idx, targets, 2 * L + 1)
 
 
 def hf_logits(model_dir, idx):
     """Logits of a model directory as transformers loads it (float64, sdpa)."""
-    model = transformers.LlamaForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa")
-    model = make_exact(model.double().eval())
-    with torch.no_grad():
-        return model(idx).logits
+    return hr.hf_logits(transformers.LlamaForCausalLM, make_exact, model_dir, idx)
 
 
 def llmcc_export_check(llmcc, out_dir, idx, want_logits):
     """llmcc's export of the fixture model, loaded by transformers, gives the fixture's logits."""
-    with tempfile.TemporaryDirectory() as tmp:
-        exported = os.path.join(tmp, "exported")
-        subprocess.run([llmcc, "export", "--ckpt", out_dir, "--format", "safetensors", "--out", exported],
-                       check=True, capture_output=True)
-        got = hf_logits(exported, idx)
-        err = max_rel(got.to(torch.float32).double(), want_logits.double())
-        theta = transformers.AutoConfig.from_pretrained(exported).rope_parameters["rope_theta"]
+    got, cfg = hr.exported_logits(llmcc, out_dir, transformers.LlamaForCausalLM, make_exact, idx)
+    err = max_rel(got.to(torch.float32).double(), want_logits.double())
+    theta = cfg.rope_parameters["rope_theta"]
     ok = err <= 1e-6 and theta == ROPE_THETA
     print(f"llmcc export --format safetensors -> LlamaForCausalLM: logits max rel {err:.3g}, "
           f"rope_theta {theta} ({'OK' if ok else 'FAILED'})")
@@ -239,19 +163,6 @@ def main():
             run(weights, idx, targets, torch.float64, args.rope_theta, args.norm_eps, exact=False), ref)
     compare("float32 vs written", run(weights, idx, targets, torch.float32, args.rope_theta, args.norm_eps), ref)
 
-    # config.json as save_pretrained writes it (non-default keys), less the transformers version.
-    hf = hf_config(args.rope_theta, args.norm_eps, "sdpa")
-    hf.architectures, hf.dtype = ["LlamaForCausalLM"], "float32"
-    config = json.loads(hf.to_json_string(use_diff=True))
-    config.pop("transformers_version", None)
-    files = {
-        "config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
-        "model.safetensors": weights,
-        "grads.safetensors": {n: g.to(torch.float32).numpy() for n, g in ref["grads"].items()},
-        "batch.bin": np.array([B, T], dtype="<i4").tobytes() + idx_np.astype("<i4").tobytes()
-                     + tgt_np.astype("<i4").tobytes(),
-        "logits.bin": ref["logits"].to(torch.float32).numpy().astype("<f4").tobytes(),
-    }
     kv = {
         # the model's shape in llmcc's checkpoint config keys (models::llama_config_from_kv reads them)
         "model.family": "llama", "model.vocab_size": str(V), "model.max_seq_len": str(MAX_T),
@@ -259,60 +170,13 @@ def main():
         "model.hidden_dim": str(F_HIDDEN), "model.rope_theta": repr(args.rope_theta),
         "model.norm_eps": repr(args.norm_eps),
         "batch.B": str(B), "batch.T": str(T), "seed": str(SEED),
-        "loss": repr(ref["loss"]),
-        "adamw.lr": repr(LR), "adamw.beta1": repr(BETAS[0]), "adamw.beta2": repr(BETAS[1]),
-        "adamw.eps": repr(EPS), "adamw.weight_decay": repr(WEIGHT_DECAY),
-        "adamw.losses": " ".join(repr(x) for x in ref["losses"]),
-        "adamw.final_loss": repr(ref["final_loss"]),
         "generator": "scripts/llama_reference.py (transformers LlamaForCausalLM, float64)",
     }
-    files["reference.txt"] = "".join(f"{k}={kv[k]}\n" for k in sorted(kv)).encode()
-
-    ok = True
-    if args.check:
-        # Another torch version may round the last float64 bit differently: numbers must agree to
-        # 1e-6 relative (far below the test's 1e-4), token ids and weights exactly.
-        for name, data in files.items():
-            path = os.path.join(out_dir, name)
-            if name.endswith(".safetensors"):
-                old = load_safetensors(path)
-                same = old.keys() == data.keys() and all(
-                    old[n].shape == data[n].shape and old[n].dtype == np.float32 for n in data)
-                exact = same and all(np.array_equal(old[n], data[n]) for n in data)
-                same = exact or (same and name == "grads.safetensors" and all(
-                    np.abs(old[n] - data[n]).max() <= 1e-6 * np.abs(data[n]).max() for n in data))
-            else:
-                with open(path, "rb") as f:
-                    old = f.read()
-                exact = old == data
-                if name == "config.json":
-                    same = json.loads(old) == json.loads(data)
-                elif name == "reference.txt":
-                    a = dict(line.split("=", 1) for line in old.decode().splitlines())
-                    b = dict(line.split("=", 1) for line in data.decode().splitlines())
-                    same = a.keys() == b.keys() and all(
-                        a[k] == b[k] or np.allclose(np.array(a[k].split(), dtype=float),
-                                                    np.array(b[k].split(), dtype=float), rtol=1e-6, atol=0)
-                        for k in a if k not in ("model.family", "generator"))
-                elif name == "batch.bin":
-                    same = exact
-                else:
-                    x, y = np.frombuffer(old, dtype="<f4"), np.frombuffer(data, dtype="<f4")
-                    same = x.shape == y.shape and np.abs(x - y).max() <= 1e-6 * np.abs(y).max()
-            print(f"{name}: {'identical' if exact else 'agrees' if same else 'DIFFERS'}")
-            ok = ok and same
-    else:
-        os.makedirs(out_dir, exist_ok=True)
-        total = 0
-        for name, data in files.items():
-            path = os.path.join(out_dir, name)
-            if name.endswith(".safetensors"):
-                save_safetensors({n: torch.from_numpy(a) for n, a in data.items()}, path, metadata={"format": "pt"})
-            else:
-                with open(path, "wb") as f:
-                    f.write(data)
-            total += os.path.getsize(path)
-        print(f"wrote {len(files)} files, {total} bytes, to {out_dir}")
+    config = hr.config_json(hf_config(args.rope_theta, args.norm_eps, "sdpa"), "LlamaForCausalLM")
+    files = hr.fixture_files(config, weights, idx_np, tgt_np, ref, kv)
+    ok = hr.check_files(out_dir, files) if args.check else True
+    if not args.check:
+        hr.write_files(out_dir, files)
 
     # The directory is a Hugging Face model: transformers loads it and computes the written logits.
     err = max_rel(hf_logits(out_dir, idx), ref["logits"])

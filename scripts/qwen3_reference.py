@@ -35,19 +35,16 @@ that bench/setup_pytorch.sh makes (build/venv-torch) has them.
 --out names the directory that holds qwen3/ and qwen3_tied/ (default tests/fixtures).
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import transformers
-from safetensors.numpy import load_file as load_safetensors
-from safetensors.torch import save_file as save_safetensors
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+import hf_reference as hr
+from hf_reference import compare, max_rel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -57,8 +54,6 @@ HEAD_DIM = 16  # not C / NH = 12: Qwen3's head size is its own setting (eight ro
 F_HIDDEN = 96  # intermediate_size
 B, T = 3, 13  # T < MAX_T
 SEED = 20241128
-LR, BETAS, EPS, WEIGHT_DECAY = 3e-3, (0.9, 0.95), 1e-8, 0.1
-STEPS = 10
 IGNORED = (1, 4)  # (b, t) of one target set to -1 (ignored by the loss)
 ROPE_THETA, NORM_EPS = 1000.0, 1e-5  # neither transformers' defaults (1e4, 1e-6) nor llmcc's (1e6, 1e-6)
 DIRS = {False: "qwen3", True: "qwen3_tied"}  # tie_word_embeddings -> directory under --out
@@ -109,109 +104,35 @@ def model_weights(weights, tied):
     return {n: a for n, a in weights.items() if not (tied and n == "lm_head.weight")}
 
 
-def rmsnorm_float64(module, x):
-    """Qwen3RMSNorm.forward without its round trip through float32."""
-    return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
-
-
 def make_exact(model):
     """Replaces, on this model's instances only, the float32 parts of transformers' Qwen3."""
-    cfg = model.config
-    hs = cfg.head_dim
-    inv_freq = 1.0 / cfg.rope_parameters["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
-
-    def rotary(x, position_ids):  # Qwen3RotaryEmbedding.forward (default rope type, scaling 1) in float64
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    assert cfg.rope_parameters["rope_type"] == "default", cfg.rope_parameters
-    assert model.model.rotary_emb.attention_scaling == 1.0, model.model.rotary_emb.attention_scaling
-    assert cfg._attn_implementation == "sdpa", cfg._attn_implementation  # eager's softmax is float32
-    assert cfg.layer_types == ["full_attention"] * L, cfg.layer_types  # no sliding window
-    model.model.rotary_emb.forward = rotary
-    # Two per block and the final norm, plus each attention's q_norm and k_norm.
-    norms = [m for m in model.modules() if isinstance(m, Qwen3RMSNorm)]
-    assert len(norms) == 4 * L + 1, len(norms)
-    for m in norms:
-        m.forward = rmsnorm_float64.__get__(m)
-    return model
+    # Two norms per block and the final one, plus each attention's q_norm and k_norm.
+    return hr.make_exact(model, Qwen3RMSNorm, 4 * L + 1)
 
 
 def build(weights, dtype, tied, exact):
     model = transformers.Qwen3ForCausalLM(hf_config(tied, "sdpa" if exact else "eager"))
-    params = dict(model.named_parameters())  # a tied head is embed_tokens, listed once under that name
-    assert set(params) == set(weights), sorted(set(params) ^ set(weights))
     assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied
-    with torch.no_grad():
-        for name, p in params.items():
-            p.copy_(torch.from_numpy(weights[name]))
-    model = model.to(dtype).train()  # no dropout in Qwen3; train() only enables autograd bookkeeping
+    model = hr.load_weights(model, weights, dtype)
     return make_exact(model) if exact else model
-
-
-def loss_of(logits, targets):
-    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=-1)
 
 
 def run(weights, idx, targets, dtype, tied, exact=True):
     """Logits, loss and gradients at the initial weights, then 10 AdamW steps on the same batch."""
-    model = build(weights, dtype, tied, exact)
-    logits = model(idx).logits  # (B, T, V)
-    loss = loss_of(logits, targets)
-    loss.backward()
-    out = {"logits": logits.detach().clone(), "loss": loss.item(),
-           "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()}}
-
-    model = build(weights, dtype, tied, exact)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    assert len(no_decay) == 4 * L + 1  # the RMSNorm gains, q_norm and k_norm included
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=BETAS, eps=EPS)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_of(model(idx).logits, targets)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    with torch.no_grad():
-        out["final_loss"] = loss_of(model(idx).logits, targets).item()
-    out["losses"] = losses
-    return out
-
-
-def max_rel(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
-def compare(name, a, b):
-    """Worst relative difference between two runs: logits, each gradient, losses."""
-    grad = max((max_rel(a["grads"][n].double(), b["grads"][n]), n) for n in b["grads"])
-    print(f"{name}: logits max rel {max_rel(a['logits'].double(), b['logits']):.3g}, "
-          f"loss {abs(a['loss'] - b['loss']):.3g}, worst gradient max rel {grad[0]:.3g} ({grad[1]}), "
-          f"worst AdamW loss {max(abs(x - y) for x, y in zip(a['losses'], b['losses'])):.3g}")
+    # 4 L + 1 undecayed parameters: the RMSNorm gains, q_norm and k_norm included
+    return hr.run(lambda: build(weights, dtype, tied, exact), idx, targets, 4 * L + 1)
 
 
 def hf_logits(model_dir, idx):
     """Logits of a model directory as transformers loads it (float64, sdpa)."""
-    model = transformers.Qwen3ForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa")
-    model = make_exact(model.double().eval())
-    with torch.no_grad():
-        return model(idx).logits
+    return hr.hf_logits(transformers.Qwen3ForCausalLM, make_exact, model_dir, idx)
 
 
 def llmcc_export_check(llmcc, out_dir, tied, idx, want_logits):
     """llmcc's export of the fixture model, loaded by transformers, gives the fixture's logits."""
-    with tempfile.TemporaryDirectory() as tmp:
-        exported = os.path.join(tmp, "exported")
-        subprocess.run([llmcc, "export", "--ckpt", out_dir, "--format", "safetensors", "--out", exported],
-                       check=True, capture_output=True)
-        got = hf_logits(exported, idx)
-        err = max_rel(got.to(torch.float32).double(), want_logits.double())
-        cfg = transformers.AutoConfig.from_pretrained(exported)
-        theta, exported_tied = cfg.rope_parameters["rope_theta"], cfg.tie_word_embeddings
+    got, cfg = hr.exported_logits(llmcc, out_dir, transformers.Qwen3ForCausalLM, make_exact, idx)
+    err = max_rel(got.to(torch.float32).double(), want_logits.double())
+    theta, exported_tied = cfg.rope_parameters["rope_theta"], cfg.tie_word_embeddings
     ok = err <= 1e-6 and theta == ROPE_THETA and exported_tied == tied
     print(f"llmcc export --format safetensors of {out_dir} -> Qwen3ForCausalLM: logits max rel {err:.3g}, "
           f"rope_theta {theta}, tie_word_embeddings {exported_tied} ({'OK' if ok else 'FAILED'})")
@@ -220,19 +141,6 @@ def llmcc_export_check(llmcc, out_dir, tied, idx, want_logits):
 
 def fixture_files(weights, tied, idx_np, tgt_np, ref):
     """File name -> contents (bytes, or name -> array for the safetensors files)."""
-    # config.json as save_pretrained writes it (non-default keys), less the transformers version.
-    hf = hf_config(tied, "sdpa")
-    hf.architectures, hf.dtype = ["Qwen3ForCausalLM"], "float32"
-    config = json.loads(hf.to_json_string(use_diff=True))
-    config.pop("transformers_version", None)
-    files = {
-        "config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
-        "model.safetensors": weights,
-        "grads.safetensors": {n: g.to(torch.float32).numpy() for n, g in ref["grads"].items()},
-        "batch.bin": np.array([B, T], dtype="<i4").tobytes() + idx_np.astype("<i4").tobytes()
-                     + tgt_np.astype("<i4").tobytes(),
-        "logits.bin": ref["logits"].to(torch.float32).numpy().astype("<f4").tobytes(),
-    }
     kv = {
         # the model's shape in llmcc's checkpoint config keys (Qwen3Config's fields)
         "model.family": "qwen3", "model.vocab_size": str(V), "model.max_seq_len": str(MAX_T),
@@ -240,66 +148,10 @@ def fixture_files(weights, tied, idx_np, tgt_np, ref):
         "model.head_dim": str(HEAD_DIM), "model.hidden_dim": str(F_HIDDEN), "model.rope_theta": repr(ROPE_THETA),
         "model.norm_eps": repr(NORM_EPS), "model.tie_embeddings": "true" if tied else "false",
         "batch.B": str(B), "batch.T": str(T), "seed": str(SEED),
-        "loss": repr(ref["loss"]),
-        "adamw.lr": repr(LR), "adamw.beta1": repr(BETAS[0]), "adamw.beta2": repr(BETAS[1]),
-        "adamw.eps": repr(EPS), "adamw.weight_decay": repr(WEIGHT_DECAY),
-        "adamw.losses": " ".join(repr(x) for x in ref["losses"]),
-        "adamw.final_loss": repr(ref["final_loss"]),
         "generator": "scripts/qwen3_reference.py (transformers Qwen3ForCausalLM, float64)",
     }
-    files["reference.txt"] = "".join(f"{k}={kv[k]}\n" for k in sorted(kv)).encode()
-    return files
-
-
-def check_files(out_dir, files):
-    """Compares the files with those in out_dir; prints one line per file. True when all agree."""
-    # Another torch version may round the last float64 bit differently: numbers must agree to
-    # 1e-6 relative (far below the test's 1e-4), token ids and weights exactly.
-    ok = True
-    for name, data in files.items():
-        path = os.path.join(out_dir, name)
-        if name.endswith(".safetensors"):
-            old = load_safetensors(path)
-            same = old.keys() == data.keys() and all(
-                old[n].shape == data[n].shape and old[n].dtype == np.float32 for n in data)
-            exact = same and all(np.array_equal(old[n], data[n]) for n in data)
-            same = exact or (same and name == "grads.safetensors" and all(
-                np.abs(old[n] - data[n]).max() <= 1e-6 * np.abs(data[n]).max() for n in data))
-        else:
-            with open(path, "rb") as f:
-                old = f.read()
-            exact = old == data
-            if name == "config.json":
-                same = json.loads(old) == json.loads(data)
-            elif name == "reference.txt":
-                a = dict(line.split("=", 1) for line in old.decode().splitlines())
-                b = dict(line.split("=", 1) for line in data.decode().splitlines())
-                same = a.keys() == b.keys() and a["model.tie_embeddings"] == b["model.tie_embeddings"] and all(
-                    a[k] == b[k] or np.allclose(np.array(a[k].split(), dtype=float),
-                                                np.array(b[k].split(), dtype=float), rtol=1e-6, atol=0)
-                    for k in a if k not in ("model.family", "model.tie_embeddings", "generator"))
-            elif name == "batch.bin":
-                same = exact
-            else:
-                x, y = np.frombuffer(old, dtype="<f4"), np.frombuffer(data, dtype="<f4")
-                same = x.shape == y.shape and np.abs(x - y).max() <= 1e-6 * np.abs(y).max()
-        print(f"{name}: {'identical' if exact else 'agrees' if same else 'DIFFERS'}")
-        ok = ok and same
-    return ok
-
-
-def write_files(out_dir, files):
-    os.makedirs(out_dir, exist_ok=True)
-    total = 0
-    for name, data in files.items():
-        path = os.path.join(out_dir, name)
-        if name.endswith(".safetensors"):
-            save_safetensors({n: torch.from_numpy(a) for n, a in data.items()}, path, metadata={"format": "pt"})
-        else:
-            with open(path, "wb") as f:
-                f.write(data)
-        total += os.path.getsize(path)
-    print(f"wrote {len(files)} files, {total} bytes, to {out_dir}")
+    config = hr.config_json(hf_config(tied, "sdpa"), "Qwen3ForCausalLM")
+    return hr.fixture_files(config, weights, idx_np, tgt_np, ref, kv)
 
 
 def main():
@@ -332,9 +184,9 @@ def main():
 
         files = fixture_files(weights, tied, idx_np, tgt_np, ref)
         if args.check:
-            ok = check_files(out_dir, files) and ok
+            ok = hr.check_files(out_dir, files, ("model.family", "model.tie_embeddings", "generator")) and ok
         else:
-            write_files(out_dir, files)
+            hr.write_files(out_dir, files)
 
         # The directory is a Hugging Face model: transformers loads it and computes the written logits.
         err = max_rel(hf_logits(out_dir, idx), ref["logits"])
