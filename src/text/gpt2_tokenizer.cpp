@@ -332,4 +332,56 @@ std::string Gpt2Tokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+namespace {
+
+// A code point as UTF-8 (GPT-2's alphabet stays below U+0800: one or two bytes).
+void append_utf8(std::string& out, int cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// Raw bytes in GPT-2's printable byte alphabet (unicode_to_byte's inverse).
+std::string to_alphabet(const std::string& bytes, const std::vector<int>& byte_to_code) {
+  std::string out;
+  for (unsigned char b : bytes) append_utf8(out, byte_to_code[b]);
+  return out;
+}
+
+std::vector<int> byte_to_unicode() {
+  const std::vector<int> inv = unicode_to_byte();
+  std::vector<int> fwd(256, -1);
+  for (std::size_t cp = 0; cp < inv.size(); ++cp)
+    if (inv[cp] >= 0) fwd[static_cast<std::size_t>(inv[cp])] = static_cast<int>(cp);
+  return fwd;
+}
+
+}  // namespace
+
+std::vector<std::string> Gpt2Tokenizer::token_texts() const {
+  const std::vector<int> fwd = byte_to_unicode();
+  std::vector<std::string> out;
+  out.reserve(token_bytes_.size());
+  for (std::size_t id = 0; id < token_bytes_.size(); ++id)
+    out.push_back(static_cast<int32_t>(id) == eot_ ? token_bytes_[id] : to_alphabet(token_bytes_[id], fwd));
+  return out;
+}
+
+std::vector<std::string> Gpt2Tokenizer::merge_texts() const {
+  const std::vector<int> fwd = byte_to_unicode();
+  std::vector<std::pair<int32_t, std::uint64_t>> by_rank;
+  by_rank.reserve(merges_.size());
+  for (const auto& [pair, rank_and_id] : merges_) by_rank.emplace_back(rank_and_id.first, pair);
+  std::sort(by_rank.begin(), by_rank.end());
+  std::vector<std::string> out;
+  out.reserve(by_rank.size());
+  for (const auto& [rank, pair] : by_rank)
+    out.push_back(to_alphabet(token_bytes_[static_cast<std::size_t>(pair >> 32)], fwd) + " " +
+                  to_alphabet(token_bytes_[static_cast<std::size_t>(pair & 0xFFFFFFFFu)], fwd));
+  return out;
+}
+
 }  // namespace llmcc

@@ -263,6 +263,20 @@ std::string SpTokenizer::decode(std::span<const std::int32_t> ids) const {
   return out;
 }
 
+float SpTokenizer::score(std::int32_t id) const {
+  piece(id);  // throws for an id out of range
+  return sp_->GetScore(id);
+}
+
+SpTokenizer::PieceKind SpTokenizer::kind(std::int32_t id) const {
+  piece(id);
+  if (sp_->IsUnknown(id)) return PieceKind::Unknown;
+  if (sp_->IsControl(id)) return PieceKind::Control;
+  if (sp_->IsByte(id)) return PieceKind::Byte;
+  if (sp_->IsUnused(id)) return PieceKind::Unused;
+  return PieceKind::Normal;
+}
+
 std::string SpTokenizer::piece(std::int32_t id) const {
   if (id < 0 || id >= vocab_size()) {
     fail(kWhere, path_ + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +

@@ -34,6 +34,17 @@ class Gpt2Text final : public TextTokenizer {
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return {}; }
   std::map<std::string, std::string> files() const override { return {}; }
+  Vocabulary vocabulary() const override {
+    Vocabulary v;
+    v.model = "gpt2";
+    v.pre = "gpt-2";
+    v.tokens = tok_.token_texts();
+    v.merges = tok_.merge_texts();
+    v.kinds.assign(v.tokens.size(), Vocabulary::Kind::Normal);
+    v.kinds[static_cast<std::size_t>(tok_.eot())] = Vocabulary::Kind::Control;
+    v.bos = v.eos = tok_.eot();
+    return v;
+  }
 
  private:
   Gpt2Tokenizer tok_;
@@ -77,8 +88,40 @@ class SpText final : public TextTokenizer {
   std::string spec() const override { return "sp:" + tok_.path(); }
   std::string model_bytes() const override { return tok_.serialized(); }
   std::map<std::string, std::string> files() const override { return {{"tokenizer.model", tok_.serialized()}}; }
+  Vocabulary vocabulary() const override {
+    Vocabulary v;
+    v.model = "llama";
+    const int n = tok_.vocab_size();
+    for (int id = 0; id < n; ++id) {
+      v.tokens.push_back(tok_.piece(id));
+      v.scores.push_back(tok_.score(id));
+      v.kinds.push_back(kind_of(tok_.kind(id)));
+    }
+    v.bos = tok_.bos();
+    v.eos = tok_.eos();
+    v.unk = tok_.unk();
+    v.add_bos = v.bos >= 0;  // encode_prompt puts bos first
+    return v;
+  }
 
  private:
+  static Vocabulary::Kind kind_of(SpTokenizer::PieceKind k) {
+    switch (k) {
+      case SpTokenizer::PieceKind::Unknown:
+        return Vocabulary::Kind::Unknown;
+      case SpTokenizer::PieceKind::Control:
+        return Vocabulary::Kind::Control;
+      case SpTokenizer::PieceKind::UserDefined:
+        return Vocabulary::Kind::UserDefined;
+      case SpTokenizer::PieceKind::Unused:
+        return Vocabulary::Kind::Unused;
+      case SpTokenizer::PieceKind::Byte:
+        return Vocabulary::Kind::Byte;
+      case SpTokenizer::PieceKind::Normal:
+        break;
+    }
+    return Vocabulary::Kind::Normal;
+  }
   SpTokenizer tok_;
 };
 
@@ -127,6 +170,11 @@ class HfText final : public TextTokenizer {
   std::string spec() const override { return spec_; }
   std::string model_bytes() const override { return ""; }
   std::map<std::string, std::string> files() const override { return files_; }
+  Vocabulary vocabulary() const override {
+    fail("tokenizer", describe() +
+                          ": writing a tokenizer.json's vocabulary into another format is not supported yet; "
+                          "GPT-2 BPE and SentencePiece vocabularies are");
+  }
   ChatTemplate chat_template() const override {
     if (chat_template_.empty())
       fail("hf_tokenizer", "the folder of " + tok_.path() +

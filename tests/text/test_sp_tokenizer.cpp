@@ -267,6 +267,42 @@ TEST(SpTokenizer, OtherModelsKeepWhatSentencePieceKeeps) {
   EXPECT_EQ(nfkc.decode(nfkc.encode("  the \xef\xbd\x8bing   said \xff ")), "the king said \xff");
 }
 
+TEST(SpTokenizer, TheVocabularyListsEveryPieceWithItsScoreAndKind) {
+  REQUIRE_SHAKESPEARE();
+  const TempDir dir;
+  const std::string model = train_small(dir);
+  const auto tok = llmcc::load_text_tokenizer("sp:" + model);
+  const SpTokenizer sp = SpTokenizer::load(model);
+  const llmcc::Vocabulary v = tok->vocabulary();
+  EXPECT_EQ(v.model, "llama");
+  ASSERT_EQ(v.tokens.size(), 400u);
+  ASSERT_EQ(v.scores.size(), 400u);
+  ASSERT_EQ(v.kinds.size(), 400u);
+  EXPECT_TRUE(v.merges.empty());
+  EXPECT_EQ(v.bos, sp.bos());
+  EXPECT_EQ(v.eos, sp.eos());
+  EXPECT_EQ(v.unk, sp.unk());
+  EXPECT_TRUE(v.add_bos);
+  EXPECT_EQ(v.kinds[static_cast<std::size_t>(sp.unk())], llmcc::Vocabulary::Kind::Unknown);
+  EXPECT_EQ(v.kinds[static_cast<std::size_t>(sp.bos())], llmcc::Vocabulary::Kind::Control);
+  int bytes = 0;
+  for (int id = 0; id < 400; ++id) {
+    EXPECT_EQ(v.tokens[static_cast<std::size_t>(id)], sp.piece(id));
+    EXPECT_EQ(v.scores[static_cast<std::size_t>(id)], sp.score(id));
+    if (v.kinds[static_cast<std::size_t>(id)] == llmcc::Vocabulary::Kind::Byte) {
+      ++bytes;
+      EXPECT_EQ(v.tokens[static_cast<std::size_t>(id)].rfind("<0x", 0), 0u) << v.tokens[static_cast<std::size_t>(id)];
+    }
+  }
+  EXPECT_EQ(bytes, 256);  // byte fallback: every byte has its piece
+  const std::size_t newline =
+      static_cast<std::size_t>(std::find(v.tokens.begin(), v.tokens.end(), "<0x0A>") - v.tokens.begin());
+  ASSERT_LT(newline, v.tokens.size());
+  EXPECT_EQ(v.kinds[newline], llmcc::Vocabulary::Kind::Byte);
+  // Scores rank the learned pieces: BPE's come from their merge order, highest first.
+  EXPECT_GT(v.scores[300], v.scores[399]);
+}
+
 TEST(SpTokenizer, SpecStringsChooseTheTokenizer) {
   REQUIRE_SHAKESPEARE();
   TempDir dir;

@@ -294,6 +294,44 @@ TEST(Tokenizer, LoadsSmallFilesAndMergesByRank) {
   EXPECT_EQ(tok.encode("xbcx<|endoftext|>"), (std::vector<int32_t>{'x', 257, 'x', 259}));
 }
 
+TEST(Tokenizer, TokenAndMergeTextsAreTheFilesOwn) {
+  // Bytes outside GPT-2's printable set are spelled as code points from U+0100 ("\xc4\xa0" is
+  // U+0120, the space); merges come back in rank order as vocab.bpe lists them.
+  TempFiles tmp;
+  const std::string enc = tmp.encoder("\"\u0120a\": 256, \"\u0120ab\": 257, \"<|endoftext|>\": 258");
+  const std::string bpe = tmp.write("vocab.bpe",
+                                    "#version: 0.2\n\xc4\xa0 a\n\xc4\xa0"
+                                    "a b\n");
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(enc, bpe);
+  const std::vector<std::string> texts = tok.token_texts();
+  ASSERT_EQ(texts.size(), 259u);
+  EXPECT_EQ(texts['a'], "a");
+  EXPECT_EQ(texts[' '], "\xc4\xa0");
+  EXPECT_EQ(texts[10], "\xc4\x8a");  // '\n' -> U+010A
+  EXPECT_EQ(texts[256],
+            "\xc4\xa0"
+            "a");
+  EXPECT_EQ(texts[258], "<|endoftext|>");
+  EXPECT_EQ(tok.merge_texts(), (std::vector<std::string>{"\xc4\xa0 a",
+                                                         "\xc4\xa0"
+                                                         "a b"}));
+}
+
+TEST(Tokenizer, Gpt2sTokenAndMergeTextsAreEncoderJsonAndVocabBpe) {
+  REQUIRE_TOKENIZER(tok);
+  const std::vector<std::string> texts = tok->token_texts();
+  ASSERT_EQ(texts.size(), 50257u);
+  EXPECT_EQ(texts[15496], "Hello");
+  EXPECT_EQ(texts[995], "\xc4\xa0world");
+  const std::vector<std::string> merges = tok->merge_texts();
+  ASSERT_EQ(merges.size(), 50000u);
+  // vocab.bpe's lines after its version header, in order.
+  std::ifstream in(llmcc::find_data_file("gpt2/vocab.bpe")->string());
+  std::string line;
+  std::getline(in, line);
+  for (std::size_t i = 0; i < merges.size() && std::getline(in, line); ++i) ASSERT_EQ(merges[i], line) << "merge " << i;
+}
+
 TEST(Tokenizer, LoadErrorsNameTheFileAndTheProblem) {
   TempFiles tmp;
   const std::string bpe = tmp.write("vocab.bpe", "#version: 0.2\na b\n");

@@ -59,6 +59,11 @@ class SpTokenizer {
   // outside [0, vocab_size()) throws llmcc::Error naming it.
   std::string decode(std::span<const std::int32_t> ids) const;
   std::string piece(std::int32_t id) const;  // the vocabulary entry ("▁the", "<0x0A>", "<s>")
+  // The piece's score (a unigram's log probability, BPE's negated merge rank) and kind, for ids in
+  // [0, vocab_size()). Debian's SentencePiece cannot tell user-defined pieces: they are Normal.
+  float score(std::int32_t id) const;
+  enum class PieceKind { Normal, Unknown, Control, UserDefined, Unused, Byte };
+  PieceKind kind(std::int32_t id) const;
 
   int vocab_size() const;
   int bos() const;  // -1 if the model has none

@@ -54,6 +54,10 @@ class Gpt2Tokenizer {
 
   int vocab_size() const { return static_cast<int>(token_bytes_.size()); }  // 50257 for GPT-2
   int eot() const { return eot_; }                                          // 50256 for GPT-2
+  // Each token as encoder.json spells it (in GPT-2's printable byte alphabet; eot as
+  // "<|endoftext|>"), by id, and vocab.bpe's merges as "left right" lines in rank order.
+  std::vector<std::string> token_texts() const;
+  std::vector<std::string> merge_texts() const;
 
   Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept;
   Gpt2Tokenizer& operator=(Gpt2Tokenizer&&) noexcept;
