@@ -43,6 +43,12 @@ class FamilyModel final : public Model {
   std::unique_ptr<Generator> generator(ContextFull when_full) const override {
     return Traits::generator(w_.model, when_full);
   }
+  GgufModelParts gguf_parts() const override {
+    if constexpr (requires { Traits::gguf_parts(w_.model); })
+      return Traits::gguf_parts(w_.model);
+    else
+      return Model::gguf_parts();
+  }
   void save_as(const std::string& format, const std::string& path,
                const SafetensorsModelOptions& safetensors) const override {
     Traits::save_as(w_.model, format, path, safetensors);

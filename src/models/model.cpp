@@ -22,6 +22,11 @@ std::unique_ptr<Model> Family::with_lora(std::unique_ptr<Model>, LoraBase, const
   fail("LoRA", std::string(display_name()) + " models have no LoRA adapters");
 }
 
+GgufModelParts Model::gguf_parts() const {
+  if (lora() != nullptr) fail("llmcc export", "a GGUF file holds a plain model: merge the LoRA adapters first");
+  fail("llmcc export", std::string("llama.cpp has no architecture for ") + config().display_name() + " models");
+}
+
 void Model::save_peft(const std::string&) const {
   fail("LoRA", "the model has no LoRA adapters to write in PEFT's layout");
 }

@@ -31,6 +31,7 @@
 #include "llmcc/train/trainer.h"
 #include "models/bench_step.h"
 #include "models/generate.h"
+#include "models/gguf_export.h"
 #include "models/lora.h"
 #include "models/lora_peft.h"
 
@@ -133,6 +134,10 @@ class Model {
   // `safetensors` (the dtype and the shard size) applies to the format of that name.
   virtual void save_as(const std::string& format, const std::string& path,
                        const SafetensorsModelOptions& safetensors = {}) const = 0;
+  // The model as llama.cpp's architecture for the family reads it (models/gguf_export.h). Throws
+  // llmcc::Error for a family llama.cpp has no architecture for, and for a model with LoRA
+  // adapters (merged() first).
+  virtual GgufModelParts gguf_parts() const;
   // `llmcc bench`'s step over these weights (bench_step.h): a Trainer's step on one fixed batch
   // of (B, T) random tokens drawn from `seed`. Throws llmcc::Error for B or T out of range.
   std::unique_ptr<BenchStep> bench_step(int B, int T, std::uint64_t seed) {

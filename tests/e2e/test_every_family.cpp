@@ -2,7 +2,8 @@
 // it, with nothing here naming a family: a new family is covered by registering it. For each, its
 // smallest preset shrunk to 2 layers and a 67-token vocabulary trains with checkpoints, resumes
 // exactly, evaluates, generates with its KV cache, exports to Hugging Face safetensors and back
-// with the same evaluation loss, and rejects a config key it does not have.
+// with the same evaluation loss, refuses GGUF flags it cannot honour, and rejects a config key it
+// does not have.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -100,6 +101,18 @@ TEST(EveryFamily, TrainsResumesEvaluatesGeneratesAndExports) {
       ASSERT_EQ(r.code, 0) << r.out << r.err;
       EXPECT_EQ(val_loss(r.out), loss) << weights;
     }
+
+    // GGUF's flags: --quant only with --format gguf, and one of llama.cpp's names (the files
+    // themselves: tests/models/test_gguf_export.cpp, tests/hf/test_gguf_export.py).
+    r = run_llmcc(dir,
+                  {"export", "--ckpt", ckpt, "--format", "safetensors", "--quant", "q8_0", "--out", dir.file("x")});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("--quant and --tokenizer apply to --format gguf, not safetensors"), std::string::npos)
+        << r.err;
+    r = run_llmcc(dir, {"export", "--ckpt", ckpt, "--format", "gguf", "--quant", "q3_k", "--out", dir.file("x.gguf")});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("--quant must be f32, f16, bf16, q8_0, q4_0, q4_k_m, got 'q3_k'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("x.gguf")));
 
     // Generation on the KV cache, from ids the model knows (the run stored no tokenizer: GPT-2's
     // decodes, and its "a" is id 64).

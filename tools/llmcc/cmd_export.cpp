@@ -52,7 +52,7 @@ void print_written(const std::string& out, const char* kind) {
 
 // Every format any family writes, with llmcc's own first: "llmcc, llmc, llmc-bf16, safetensors".
 std::vector<std::string> all_formats() {
-  std::vector<std::string> out = {"llmcc"};
+  std::vector<std::string> out = {"llmcc", "gguf"};
   for (const models::Family* f : models::model_families())
     for (const models::ExportFormat& e : f->export_formats())
       if (std::find(out.begin(), out.end(), e.name) == out.end()) out.push_back(e.name);
@@ -67,9 +67,11 @@ std::string joined(const std::vector<std::string>& v) {
 
 // The --format help: each format and the families that write it.
 std::string format_help() {
-  std::string h = "output format: llmcc (a weights-only llmcc checkpoint, every family)";
+  std::string h =
+      "output format: llmcc (a weights-only llmcc checkpoint, every family), gguf (one file for llama.cpp: every "
+      "family llama.cpp has an architecture for, quantized by --quant, with the tokenizer)";
   for (const std::string& name : all_formats()) {
-    if (name == "llmcc") continue;
+    if (name == "llmcc" || name == "gguf") continue;
     std::string families, help;
     for (const models::Family* f : models::model_families())
       for (const models::ExportFormat& e : f->export_formats())
@@ -147,10 +149,36 @@ void print_hf_written(const std::string& dir, const std::string& kind) {
               static_cast<unsigned long long>(bytes));
 }
 
+// --format gguf: the model with its tokenizer (--tokenizer, else the checkpoint's, else GPT-2's),
+// each matrix as `quant` makes it.
+void write_gguf_export(const std::string& ckpt, const std::string& out, const Model& model, models::GgufQuant quant,
+                       const std::string& tokenizer_spec) {
+  RunTokenizer tok;
+  if (!tokenizer_spec.empty()) {
+    tok = {load_text_tokenizer(tokenizer_spec), "--tokenizer " + tokenizer_spec};
+  } else if (std::optional<RunTokenizer> stored = checkpoint_tokenizer(ckpt)) {
+    tok = std::move(*stored);
+  } else {
+    tok = {load_text_tokenizer("gpt2"), "GPT-2's default files"};
+    std::printf(
+        "note: %s stores no tokenizer; the file carries GPT-2's (give --tokenizer if the model was trained "
+        "with another)\n",
+        ckpt.c_str());
+  }
+  check_tokenizer_fits(tok, model.config().vocab_size(), "the model " + ckpt, kCmd);
+  models::GgufExportOptions options;
+  options.quant = quant;
+  options.tokenizer = tok.tok.get();
+  options.name = std::filesystem::path(ckpt).stem().string();
+  models::write_model_gguf(model.gguf_parts(), options, out);
+  std::printf("tokenizer: %s (%s)\n", tok.tok->describe().c_str(), tok.source.c_str());
+  print_written(out, (std::string("GGUF for llama.cpp, ") + models::gguf_quant_name(quant)).c_str());
+}
+
 }  // namespace
 
 int run_export(int argc, char** argv) {
-  std::string ckpt, out, format = "auto", max_shard_size, weights_dtype = "f32";
+  std::string ckpt, out, format = "auto", max_shard_size, weights_dtype = "f32", quant_name, tokenizer_spec;
   bool merge_lora = false;
   ArgParser p("export",
               "Convert weights between llmcc checkpoints, Hugging Face safetensors and the formats a "
@@ -164,6 +192,13 @@ int run_export(int argc, char** argv) {
   p.add("--max-shard-size", &max_shard_size,
         "--format safetensors: split the weights into shards of at most this size (2GB, 500MB, 4GiB, ...) "
         "listed by model.safetensors.index.json, as save_pretrained does; empty: one model.safetensors");
+  p.add("--quant", &quant_name,
+        "--format gguf: what the matrices become, " + models::gguf_quant_names() +
+            " (norms and biases stay f32; q4_0 and q4_k_m keep the head and, for q4_k_m, some attn_v and ffn_down "
+            "in q6_K, as llama.cpp's quantizer does) [default: f16]");
+  p.add("--tokenizer", &tokenizer_spec,
+        "--format gguf: the tokenizer the file carries, as llmcc generate takes it (gpt2, sp:MODEL, ...) [default: "
+        "the one the checkpoint stored, else GPT-2's]");
   p.add("--merge-lora", &merge_lora,
         "--ckpt holds LoRA adapters (llmcc train --lora-rank): write their base with every adapter added in, "
         "a plain model of the base's family");
@@ -181,7 +216,8 @@ int run_export(int argc, char** argv) {
       "      --max-shard-size 2GB                                            # sharded bf16\n"
       "  llmcc export --ckpt hf/ --out model.ckpt --format llmcc                  # Hugging Face -> llmcc\n"
       "  llmcc export --ckpt lora/ckpt_000200.bin --merge-lora --format safetensors --out merged/   # LoRA\n"
-      "  llmcc export --ckpt lora/ckpt_000200.bin --format peft --out adapter/   # for peft.PeftModel");
+      "  llmcc export --ckpt lora/ckpt_000200.bin --format peft --out adapter/   # for peft.PeftModel\n"
+      "  llmcc export --ckpt run/ckpt_001000.bin --format gguf --quant q8_0 --out model.gguf   # for llama.cpp");
   if (!p.parse(argc, argv)) return 0;
 
   if (format == "peft") {
@@ -220,10 +256,11 @@ int run_export(int argc, char** argv) {
       in.kind != models::ModelFile::Kind::HuggingFace && in.kind != models::ModelFile::Kind::FamilyFile;
   if (format == "auto") format = from_llmcc ? family.export_formats().front().name : "llmcc";
   const std::vector<models::ExportFormat> own = family.export_formats();
-  const bool known = format == "llmcc" || std::any_of(own.begin(), own.end(),
-                                                      [&](const models::ExportFormat& e) { return format == e.name; });
+  const bool known =
+      format == "llmcc" || format == "gguf" ||
+      std::any_of(own.begin(), own.end(), [&](const models::ExportFormat& e) { return format == e.name; });
   if (!known) {
-    std::vector<std::string> names = {"llmcc"};
+    std::vector<std::string> names = {"llmcc", "gguf"};
     for (const models::ExportFormat& e : own) names.push_back(e.name);
     fail(kCmd,
          ckpt + " holds a " + family.display_name() + " model, which exports as " + joined(names) + ", not " + format);
@@ -235,6 +272,11 @@ int run_export(int argc, char** argv) {
   if (!max_shard_size.empty()) safetensors.max_shard_bytes = parse_shard_size(max_shard_size);
   if (!to_dir && (safetensors.dtype != SafetensorsDType::F32 || !max_shard_size.empty()))
     fail(kCmd, "--weights-dtype and --max-shard-size apply to --format safetensors, not " + format);
+  if (format != "gguf" && (!quant_name.empty() || !tokenizer_spec.empty()))
+    fail(kCmd, "--quant and --tokenizer apply to --format gguf, not " + format);
+  models::GgufQuant quant = models::GgufQuant::F16;
+  if (!quant_name.empty() && !models::parse_gguf_quant(quant_name, &quant))
+    fail(kCmd, "--quant must be " + models::gguf_quant_names() + ", got '" + quant_name + "'");
   {
     std::error_code ec;
     if (to_dir && std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
@@ -262,6 +304,10 @@ int run_export(int argc, char** argv) {
   std::printf("read %s (%s, %s %s, %lld parameters)\n", ckpt.c_str(), source, family.display_name(),
               model->config().str().c_str(), static_cast<long long>(model->config().parameter_count()));
 
+  if (format == "gguf") {
+    write_gguf_export(ckpt, out, *model, quant, tokenizer_spec);
+    return 0;
+  }
   if (format == "llmcc") {
     TrainState state;  // step 0: a starting point, not a resumable run
     model->config().to_kv(state.config);

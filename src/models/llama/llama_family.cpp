@@ -1,3 +1,4 @@
+#include "models/llama/llama_gguf.h"
 #include "models/llama/llama_family.h"
 
 #include <string>
@@ -57,6 +58,7 @@ struct LlamaTraits {
   static std::unique_ptr<Generator> generator(const Llama& m, ContextFull when_full) {
     return std::make_unique<LlamaGenerator>(m, when_full);
   }
+  static GgufModelParts gguf_parts(const Llama& m) { return llama_gguf_parts(m); }
   static void save_as(const Llama& m, const std::string& format, const std::string& path,
                       const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("llama", "no export format '" + format + "' (expected safetensors)");

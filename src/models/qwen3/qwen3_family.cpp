@@ -1,3 +1,4 @@
+#include "models/qwen3/qwen3_gguf.h"
 #include "models/qwen3/qwen3_family.h"
 
 #include <string>
@@ -58,6 +59,7 @@ struct Qwen3Traits {
   static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
     return std::make_unique<Qwen3Generator>(m, when_full);
   }
+  static GgufModelParts gguf_parts(const Qwen3& m) { return qwen3_gguf_parts(m); }
   static void save_as(const Qwen3& m, const std::string& format, const std::string& path,
                       const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("qwen3", "no export format '" + format + "' (expected safetensors)");

@@ -1,0 +1,46 @@
+#include "models/gpt2/gpt2_gguf.h"
+
+#include <string>
+
+namespace llmcc::models {
+
+GgufModelParts gpt2_gguf_parts(const Gpt2& m) {
+  const Gpt2Config& c = m.cfg;
+  GgufModelParts p;
+  p.arch = "gpt2";
+  p.n_layer = c.n_layer;
+  p.vocab_rows = c.vocab_size;
+  GgufMetadata& md = p.metadata;
+  md.set("gpt2.context_length", static_cast<std::uint32_t>(c.max_seq_len));
+  md.set("gpt2.embedding_length", static_cast<std::uint32_t>(c.n_embd));
+  md.set("gpt2.block_count", static_cast<std::uint32_t>(c.n_layer));
+  md.set("gpt2.feed_forward_length", static_cast<std::uint32_t>(4 * c.n_embd));
+  md.set("gpt2.attention.head_count", static_cast<std::uint32_t>(c.n_head));
+  md.set("gpt2.attention.layer_norm_epsilon", 1e-5f);  // llmcc's layernorm and GPT-2's
+
+  auto& t = p.tensors;
+  t.push_back(gguf_tensor("token_embd.weight", m.wte, c.vocab_size));
+  t.push_back(gguf_tensor("position_embd.weight", m.wpe));
+  const auto linear = [&](const std::string& at, const Gpt2Linear& l) {
+    t.push_back(gguf_tensor(at + ".weight", l.w));
+    t.push_back(gguf_tensor(at + ".bias", l.b));
+  };
+  const auto norm = [&](const std::string& at, const Gpt2LayerNorm& n) {
+    t.push_back(gguf_tensor(at + ".weight", n.w));
+    t.push_back(gguf_tensor(at + ".bias", n.b));
+  };
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Gpt2Block& b = m.h[static_cast<std::size_t>(l)];
+    const std::string at = "blk." + std::to_string(l) + ".";
+    norm(at + "attn_norm", b.ln_1);
+    linear(at + "attn_qkv", b.attn.c_attn);
+    linear(at + "attn_output", b.attn.c_proj);
+    norm(at + "ffn_norm", b.ln_2);
+    linear(at + "ffn_up", b.mlp.c_fc);
+    linear(at + "ffn_down", b.mlp.c_proj);
+  }
+  norm("output_norm", m.ln_f);  // no output.weight: llama.cpp's GPT-2 takes the head from token_embd
+  return p;
+}
+
+}  // namespace llmcc::models
