@@ -45,7 +45,8 @@ void quantize_q8_0(const float* x, std::uint8_t* b) {
   const float d = f16_round(amax / 127.0f);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16(b, d);
-  for (int i = 0; i < 32; ++i) b[2 + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(nearest(x[i] * id), -127, 127)));
+  for (int i = 0; i < 32; ++i)
+    b[2 + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(nearest(x[i] * id), -127, 127)));
 }
 
 void dequantize_q8_0(const std::uint8_t* b, float* y) {
@@ -227,13 +228,11 @@ void quantize_q4_k(const float* x, std::uint8_t* b) {
     int sc, m;
     k4_scale_min(scales, s, &sc, &m);
     const float ds = d * static_cast<float>(sc), dm = dmin * static_cast<float>(m);
-    for (int i = 0; i < 32; ++i)
-      q[32 * s + i] = ds != 0.0f ? std::clamp(nearest((x[32 * s + i] + dm) / ds), 0, 15) : 0;
+    for (int i = 0; i < 32; ++i) q[32 * s + i] = ds != 0.0f ? std::clamp(nearest((x[32 * s + i] + dm) / ds), 0, 15) : 0;
   }
   std::uint8_t* qs = b + 16;
   for (int c = 0; c < 4; ++c)
-    for (int i = 0; i < 32; ++i)
-      qs[32 * c + i] = static_cast<std::uint8_t>(q[64 * c + i] | (q[64 * c + 32 + i] << 4));
+    for (int i = 0; i < 32; ++i) qs[32 * c + i] = static_cast<std::uint8_t>(q[64 * c + i] | (q[64 * c + 32 + i] << 4));
 }
 
 void dequantize_q4_k(const std::uint8_t* b, float* y) {
@@ -245,10 +244,10 @@ void dequantize_q4_k(const std::uint8_t* b, float* y) {
     k4_scale_min(scales, 2 * c, &sc0, &m0);
     k4_scale_min(scales, 2 * c + 1, &sc1, &m1);
     for (int i = 0; i < 32; ++i) {
-      y[64 * c + i] = d * static_cast<float>(sc0) * static_cast<float>(qs[32 * c + i] & 0xF) -
-                      dmin * static_cast<float>(m0);
-      y[64 * c + 32 + i] = d * static_cast<float>(sc1) * static_cast<float>(qs[32 * c + i] >> 4) -
-                           dmin * static_cast<float>(m1);
+      y[64 * c + i] =
+          d * static_cast<float>(sc0) * static_cast<float>(qs[32 * c + i] & 0xF) - dmin * static_cast<float>(m0);
+      y[64 * c + 32 + i] =
+          d * static_cast<float>(sc1) * static_cast<float>(qs[32 * c + i] >> 4) - dmin * static_cast<float>(m1);
     }
   }
 }
@@ -349,14 +348,22 @@ void dequantize_q6_k(const std::uint8_t* b, float* y) {
 
 const char* ggml_type_name(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return "f32";
-    case GgmlType::F16: return "f16";
-    case GgmlType::BF16: return "bf16";
-    case GgmlType::Q8_0: return "q8_0";
-    case GgmlType::Q4_0: return "q4_0";
-    case GgmlType::Q5_0: return "q5_0";
-    case GgmlType::Q4_K: return "q4_K";
-    case GgmlType::Q6_K: return "q6_K";
+    case GgmlType::F32:
+      return "f32";
+    case GgmlType::F16:
+      return "f16";
+    case GgmlType::BF16:
+      return "bf16";
+    case GgmlType::Q8_0:
+      return "q8_0";
+    case GgmlType::Q4_0:
+      return "q4_0";
+    case GgmlType::Q5_0:
+      return "q5_0";
+    case GgmlType::Q4_K:
+      return "q4_K";
+    case GgmlType::Q6_K:
+      return "q6_K";
   }
   return "?";
 }
@@ -365,26 +372,36 @@ int ggml_block_size(GgmlType t) {
   switch (t) {
     case GgmlType::F32:
     case GgmlType::F16:
-    case GgmlType::BF16: return 1;
+    case GgmlType::BF16:
+      return 1;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
-    case GgmlType::Q5_0: return 32;
+    case GgmlType::Q5_0:
+      return 32;
     case GgmlType::Q4_K:
-    case GgmlType::Q6_K: return 256;
+    case GgmlType::Q6_K:
+      return 256;
   }
   return 1;
 }
 
 int ggml_block_bytes(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return 4;
+    case GgmlType::F32:
+      return 4;
     case GgmlType::F16:
-    case GgmlType::BF16: return 2;
-    case GgmlType::Q8_0: return 34;
-    case GgmlType::Q4_0: return 18;
-    case GgmlType::Q5_0: return 22;
-    case GgmlType::Q4_K: return 144;
-    case GgmlType::Q6_K: return 210;
+    case GgmlType::BF16:
+      return 2;
+    case GgmlType::Q8_0:
+      return 34;
+    case GgmlType::Q4_0:
+      return 18;
+    case GgmlType::Q5_0:
+      return 22;
+    case GgmlType::Q4_K:
+      return 144;
+    case GgmlType::Q6_K:
+      return 210;
   }
   return 4;
 }
@@ -400,7 +417,9 @@ std::size_t ggml_row_bytes(GgmlType t, std::int64_t n) {
 void ggml_quantize_row(GgmlType t, const float* x, std::int64_t n, std::uint8_t* out) {
   const std::size_t bytes = ggml_row_bytes(t, n);
   switch (t) {
-    case GgmlType::F32: std::memcpy(out, x, bytes); return;
+    case GgmlType::F32:
+      std::memcpy(out, x, bytes);
+      return;
     case GgmlType::F16:
       for (std::int64_t i = 0; i < n; ++i) put_f16(out + 2 * i, x[i]);
       return;
@@ -410,19 +429,31 @@ void ggml_quantize_row(GgmlType t, const float* x, std::int64_t n, std::uint8_t*
         std::memcpy(out + 2 * i, &h, 2);
       }
       return;
-    default: break;
+    default:
+      break;
   }
   const int block = ggml_block_size(t), block_bytes = ggml_block_bytes(t);
   for (std::int64_t i = 0; i < n / block; ++i) {
     const float* xb = x + i * block;
     std::uint8_t* b = out + i * block_bytes;
     switch (t) {
-      case GgmlType::Q8_0: quantize_q8_0(xb, b); break;
-      case GgmlType::Q4_0: quantize_q4_0(xb, b); break;
-      case GgmlType::Q5_0: quantize_q5_0(xb, b); break;
-      case GgmlType::Q4_K: quantize_q4_k(xb, b); break;
-      case GgmlType::Q6_K: quantize_q6_k(xb, b); break;
-      default: break;
+      case GgmlType::Q8_0:
+        quantize_q8_0(xb, b);
+        break;
+      case GgmlType::Q4_0:
+        quantize_q4_0(xb, b);
+        break;
+      case GgmlType::Q5_0:
+        quantize_q5_0(xb, b);
+        break;
+      case GgmlType::Q4_K:
+        quantize_q4_k(xb, b);
+        break;
+      case GgmlType::Q6_K:
+        quantize_q6_k(xb, b);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -430,7 +461,9 @@ void ggml_quantize_row(GgmlType t, const float* x, std::int64_t n, std::uint8_t*
 void ggml_dequantize_row(GgmlType t, const std::uint8_t* in, std::int64_t n, float* out) {
   const std::size_t bytes = ggml_row_bytes(t, n);
   switch (t) {
-    case GgmlType::F32: std::memcpy(out, in, bytes); return;
+    case GgmlType::F32:
+      std::memcpy(out, in, bytes);
+      return;
     case GgmlType::F16:
       for (std::int64_t i = 0; i < n; ++i) out[i] = get_f16(in + 2 * i);
       return;
@@ -441,19 +474,31 @@ void ggml_dequantize_row(GgmlType t, const std::uint8_t* in, std::int64_t n, flo
         out[i] = bf16_bits_to_f32(h);
       }
       return;
-    default: break;
+    default:
+      break;
   }
   const int block = ggml_block_size(t), block_bytes = ggml_block_bytes(t);
   for (std::int64_t i = 0; i < n / block; ++i) {
     const std::uint8_t* b = in + i * block_bytes;
     float* y = out + i * block;
     switch (t) {
-      case GgmlType::Q8_0: dequantize_q8_0(b, y); break;
-      case GgmlType::Q4_0: dequantize_q4_0(b, y); break;
-      case GgmlType::Q5_0: dequantize_q5_0(b, y); break;
-      case GgmlType::Q4_K: dequantize_q4_k(b, y); break;
-      case GgmlType::Q6_K: dequantize_q6_k(b, y); break;
-      default: break;
+      case GgmlType::Q8_0:
+        dequantize_q8_0(b, y);
+        break;
+      case GgmlType::Q4_0:
+        dequantize_q4_0(b, y);
+        break;
+      case GgmlType::Q5_0:
+        dequantize_q5_0(b, y);
+        break;
+      case GgmlType::Q4_K:
+        dequantize_q4_k(b, y);
+        break;
+      case GgmlType::Q6_K:
+        dequantize_q6_k(b, y);
+        break;
+      default:
+        break;
     }
   }
 }

@@ -117,7 +117,8 @@ Layout plan(const std::vector<GgufTensor>& tensors) {
     } else if (t.ne.empty() || t.ne.size() > 4) {
       l.error = "tensor " + t.name + " must have 1 to 4 dimensions";
     } else if (std::any_of(t.ne.begin(), t.ne.end(), [](std::int64_t n) { return n < 1; })) {
-      l.error = "tensor " + t.name + " has a dimension of " + std::to_string(*std::min_element(t.ne.begin(), t.ne.end()));
+      l.error =
+          "tensor " + t.name + " has a dimension of " + std::to_string(*std::min_element(t.ne.begin(), t.ne.end()));
     } else if (t.ne[0] % ggml_block_size(t.type) != 0) {
       l.error = "tensor " + t.name + ": a row of " + std::to_string(t.ne[0]) + " values cannot be stored as " +
                 ggml_type_name(t.type) + " (blocks of " + std::to_string(ggml_block_size(t.type)) + ")";

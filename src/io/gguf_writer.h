@@ -29,7 +29,7 @@ using GgufValue = std::variant<std::uint32_t, std::int32_t, float, bool, std::st
 
 struct GgufMetadata {
   std::vector<std::pair<std::string, GgufValue>> entries;  // in the order written
-  void set(std::string key, GgufValue value);             // replaces an earlier value of the key
+  void set(std::string key, GgufValue value);              // replaces an earlier value of the key
 };
 
 struct GgufTensor {

@@ -51,7 +51,8 @@ std::vector<std::pair<std::string, std::vector<float>>> rows() {
   out.emplace_back("tiny", tiny);
   // Blocks of very different scales side by side.
   std::vector<float> mixed = llmcc::test::random_vector<float>(1024, 16, -1.0, 1.0);
-  for (std::size_t i = 0; i < mixed.size(); ++i) mixed[i] *= (i / 32 % 3 == 0) ? 100.0f : (i / 32 % 3 == 1) ? 1.0f : 0.01f;
+  for (std::size_t i = 0; i < mixed.size(); ++i)
+    mixed[i] *= (i / 32 % 3 == 0) ? 100.0f : (i / 32 % 3 == 1) ? 1.0f : 0.01f;
   out.emplace_back("mixed scales", mixed);
   return out;
 }
@@ -61,15 +62,23 @@ std::vector<std::pair<std::string, std::vector<float>>> rows() {
 // one-sided, a whole step on the clamped side.
 double bound(GgmlType t, double value, double amax, double sub_range) {
   switch (t) {
-    case GgmlType::F32: return 0.0;
-    case GgmlType::F16: return std::fabs(value) * 0x1p-11 + 0x1p-25;
-    case GgmlType::BF16: return std::fabs(value) * 0x1p-8;
-    case GgmlType::Q8_0: return amax / 127.0 * 0.51 + 1e-30;
-    case GgmlType::Q4_0: return amax / 8.0 * 1.01 + 1e-30;
-    case GgmlType::Q5_0: return amax / 16.0 * 1.01 + 1e-30;
+    case GgmlType::F32:
+      return 0.0;
+    case GgmlType::F16:
+      return std::fabs(value) * 0x1p-11 + 0x1p-25;
+    case GgmlType::BF16:
+      return std::fabs(value) * 0x1p-8;
+    case GgmlType::Q8_0:
+      return amax / 127.0 * 0.51 + 1e-30;
+    case GgmlType::Q4_0:
+      return amax / 8.0 * 1.01 + 1e-30;
+    case GgmlType::Q5_0:
+      return amax / 16.0 * 1.01 + 1e-30;
     // K types: a step of the sub-block's own range, the 6-bit scale's rounding included.
-    case GgmlType::Q4_K: return sub_range / 15.0 * 1.5 + amax * 2e-3;
-    case GgmlType::Q6_K: return sub_range / 63.0 * 1.5 + amax * 2e-3;
+    case GgmlType::Q4_K:
+      return sub_range / 15.0 * 1.5 + amax * 2e-3;
+    case GgmlType::Q6_K:
+      return sub_range / 63.0 * 1.5 + amax * 2e-3;
   }
   return 0.0;
 }

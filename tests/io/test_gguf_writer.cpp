@@ -127,8 +127,7 @@ TEST(GgufWriterApi, HeaderMetadataInfosAndAlignedDataReadBack) {
   ASSERT_EQ(r.size(), data + 224 + 32);  // the last tensor padded too
   // The q8_0 rows decode to the values; the f32 tensor is its bytes.
   std::vector<float> back(m.size());
-  llmcc::ggml_dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::uint8_t*>(r.data() + data), 192,
-                             back.data());
+  llmcc::ggml_dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::uint8_t*>(r.data() + data), 192, back.data());
   for (std::size_t i = 0; i < m.size(); ++i) EXPECT_NEAR(back[i], m[i], 0.51 * 95.5 / 127) << i;
   EXPECT_EQ(std::memcmp(r.data() + data + 224, v.data(), 5 * sizeof(float)), 0);
 }
@@ -138,16 +137,14 @@ TEST(GgufWriterApi, BadRequestsAreRefusedByNameAndLeaveNoFile) {
   const auto zeros = [](float*) {};
   const std::string path = dir.file("bad.gguf");
   EXPECT_TRUE(throws_error(
-      [&] {
-        llmcc::write_gguf(path, {}, {{"a", {32}, GgmlType::F32, zeros}, {"a", {32}, GgmlType::F32, zeros}});
-      },
+      [&] { llmcc::write_gguf(path, {}, {{"a", {32}, GgmlType::F32, zeros}, {"a", {32}, GgmlType::F32, zeros}}); },
       {"[gguf]", "tensor a is given twice"}));
   EXPECT_TRUE(throws_error([&] { llmcc::write_gguf(path, {}, {{"w", {64, 2}, GgmlType::Q4_K, zeros}}); },
                            {"[gguf]", "tensor w", "64", "q4_K"}));
   EXPECT_TRUE(throws_error([&] { llmcc::write_gguf(path, {}, {{"w", {0, 2}, GgmlType::F32, zeros}}); },
                            {"[gguf]", "tensor w", "dimension of 0"}));
-  EXPECT_TRUE(throws_error([&] { llmcc::write_gguf(path, {}, {{"", {1}, GgmlType::F32, zeros}}); },
-                           {"[gguf]", "no name"}));
+  EXPECT_TRUE(
+      throws_error([&] { llmcc::write_gguf(path, {}, {{"", {1}, GgmlType::F32, zeros}}); }, {"[gguf]", "no name"}));
   EXPECT_FALSE(std::filesystem::exists(path));
   // A fill that throws midway leaves no file either (the write is atomic).
   EXPECT_THROW(llmcc::write_gguf(path, {}, {{"t", {32}, GgmlType::F32, [](float*) { throw std::runtime_error("x"); }}}),
