@@ -41,7 +41,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 torch_version="${LLMCC_TORCH_VERSION:-2.15.0}"
-hf_packages=(transformers==5.23.0 safetensors==0.8.0 peft==0.21.2)  # transformers: what tests/fixtures/llama was made with
+# transformers: what tests/fixtures/llama was made with; gguf: llama.cpp's reader (tests/hf/test_gguf_export.py)
+hf_packages=(transformers==5.23.0 safetensors==0.8.0 peft==0.21.2 gguf==0.19.0)
 base_python="${LLMCC_TORCH_PYTHON:-/usr/bin/python3}"
 case "${1:-}" in
   -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -55,7 +56,7 @@ installed_version() { "$py" -c 'import torch; print(torch.__version__.split("+")
 install_hf() {
   "$py" -m pip install --quiet "${hf_packages[@]}"
   "$py" -m pip check
-  "$py" -c 'import safetensors, transformers; print(f"setup_pytorch: transformers {transformers.__version__}, safetensors {safetensors.__version__}")'
+  "$py" -c 'import gguf, safetensors, transformers; print(f"setup_pytorch: transformers {transformers.__version__}, safetensors {safetensors.__version__}")'
 }
 
 if [[ -x "$py" && "$(installed_version)" == "$torch_version" ]]; then
