@@ -15,7 +15,7 @@ struct QuantName {
   std::uint32_t file_type;  // general.file_type: llama.cpp's llama_ftype
 };
 constexpr QuantName kQuants[] = {
-    {GgufQuant::F32, "f32", 0},  {GgufQuant::F16, "f16", 1},  {GgufQuant::BF16, "bf16", 32},
+    {GgufQuant::F32, "f32", 0},   {GgufQuant::F16, "f16", 1},   {GgufQuant::BF16, "bf16", 32},
     {GgufQuant::Q8_0, "q8_0", 7}, {GgufQuant::Q4_0, "q4_0", 2}, {GgufQuant::Q4_K_M, "q4_k_m", 15},
 };
 
@@ -44,21 +44,30 @@ bool more_bits(int layer, int n_layer) {
 GgmlType fitting(GgmlType t, std::int64_t row) {
   if (row % ggml_block_size(t) == 0) return t;
   switch (t) {
-    case GgmlType::Q4_K: return fitting(GgmlType::Q5_0, row);
-    case GgmlType::Q6_K: return fitting(GgmlType::Q8_0, row);
-    default: return GgmlType::F16;  // 32-value blocks that do not fit: rows of odd lengths
+    case GgmlType::Q4_K:
+      return fitting(GgmlType::Q5_0, row);
+    case GgmlType::Q6_K:
+      return fitting(GgmlType::Q8_0, row);
+    default:
+      return GgmlType::F16;  // 32-value blocks that do not fit: rows of odd lengths
   }
 }
 
 // GGUF's token types (llama.cpp's llama_token_type).
 std::int32_t token_type(Vocabulary::Kind k) {
   switch (k) {
-    case Vocabulary::Kind::Normal: return 1;
-    case Vocabulary::Kind::Unknown: return 2;
-    case Vocabulary::Kind::Control: return 3;
-    case Vocabulary::Kind::UserDefined: return 4;
-    case Vocabulary::Kind::Unused: return 5;
-    case Vocabulary::Kind::Byte: return 6;
+    case Vocabulary::Kind::Normal:
+      return 1;
+    case Vocabulary::Kind::Unknown:
+      return 2;
+    case Vocabulary::Kind::Control:
+      return 3;
+    case Vocabulary::Kind::UserDefined:
+      return 4;
+    case Vocabulary::Kind::Unused:
+      return 5;
+    case Vocabulary::Kind::Byte:
+      return 6;
   }
   return 1;
 }
@@ -68,7 +77,8 @@ void add_tokenizer(GgufMetadata& md, const TextTokenizer& tok, int vocab_rows) {
   const int n = static_cast<int>(v.tokens.size());
   if (n > vocab_rows)
     fail(kWhere, "the tokenizer (" + tok.describe() + ") has " + std::to_string(n) + " tokens but the model reads " +
-                     std::to_string(vocab_rows) + "; export with the tokenizer the model was trained with (--tokenizer)");
+                     std::to_string(vocab_rows) +
+                     "; export with the tokenizer the model was trained with (--tokenizer)");
   // Rows the tokenizer never produces (a vocabulary padded for speed) get unused placeholder
   // tokens, as llama.cpp's converter writes them: its loader wants one token per row.
   for (int id = n; id < vocab_rows; ++id) {
@@ -131,11 +141,20 @@ GgmlType gguf_tensor_type(GgufQuant quant, const std::string& name, const std::v
   const bool head = name == "output.weight" || (!has_output && name == "token_embd.weight");
   GgmlType t = GgmlType::F32;
   switch (quant) {
-    case GgufQuant::F32: return GgmlType::F32;
-    case GgufQuant::F16: t = GgmlType::F16; break;
-    case GgufQuant::BF16: t = GgmlType::BF16; break;
-    case GgufQuant::Q8_0: t = GgmlType::Q8_0; break;
-    case GgufQuant::Q4_0: t = head ? GgmlType::Q6_K : GgmlType::Q4_0; break;
+    case GgufQuant::F32:
+      return GgmlType::F32;
+    case GgufQuant::F16:
+      t = GgmlType::F16;
+      break;
+    case GgufQuant::BF16:
+      t = GgmlType::BF16;
+      break;
+    case GgufQuant::Q8_0:
+      t = GgmlType::Q8_0;
+      break;
+    case GgufQuant::Q4_0:
+      t = head ? GgmlType::Q6_K : GgmlType::Q4_0;
+      break;
     case GgufQuant::Q4_K_M: {
       const int layer = block_of(name);
       if (head)

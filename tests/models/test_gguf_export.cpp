@@ -20,8 +20,8 @@
 namespace {
 
 using llmcc::GgmlType;
-using llmcc::models::GgufQuant;
 using llmcc::models::gguf_tensor_type;
+using llmcc::models::GgufQuant;
 using llmcc::test::TempDir;
 using llmcc::test::throws_error;
 
@@ -48,8 +48,8 @@ TEST(GgufExportApi, TypesFollowLlamaCppsQuantizer) {
   std::string more;
   for (int l = 0; l < 12; ++l)
     for (const char* t : {"attn_v", "attn_qkv", "ffn_down"}) {
-      const GgmlType ty = gguf_tensor_type(GgufQuant::Q4_K_M, "blk." + std::to_string(l) + "." + t + ".weight",
-                                           matrix, 12, true);
+      const GgmlType ty =
+          gguf_tensor_type(GgufQuant::Q4_K_M, "blk." + std::to_string(l) + "." + t + ".weight", matrix, 12, true);
       EXPECT_TRUE(ty == GgmlType::Q6_K || ty == GgmlType::Q4_K);
       if (ty == GgmlType::Q6_K && std::string(t) == "attn_v") more += std::to_string(l) + " ";
     }

@@ -70,8 +70,10 @@ GgufModelParts llama_gguf_parts(const Llama& m) {
   if (!c.tie_embeddings) t.push_back(gguf_tensor("output.weight", m.output[0].w));
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
     const std::vector<float> factors = llama3_rope_factors(c);
-    t.push_back({"rope_freqs.weight", {static_cast<std::int64_t>(factors.size())}, GgmlType::F32,
-                 [factors](float* out) { std::copy(factors.begin(), factors.end(), out); }});
+    t.push_back(
+        {"rope_freqs.weight", {static_cast<std::int64_t>(factors.size())}, GgmlType::F32, [factors](float* out) {
+           std::copy(factors.begin(), factors.end(), out);
+         }});
   }
   return p;
 }

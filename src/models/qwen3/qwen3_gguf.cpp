@@ -18,8 +18,8 @@ struct Rename {
 };
 // Within a block: transformers' name after "model.layers.<i>." -> llama.cpp's after "blk.<i>.".
 constexpr Rename kBlock[] = {
-    {"input_layernorm.weight", "attn_norm.weight", 0},   {"self_attn.q_proj.weight", "attn_q.weight", 1},
-    {"self_attn.k_proj.weight", "attn_k.weight", 2},     {"self_attn.v_proj.weight", "attn_v.weight", 0},
+    {"input_layernorm.weight", "attn_norm.weight", 0},    {"self_attn.q_proj.weight", "attn_q.weight", 1},
+    {"self_attn.k_proj.weight", "attn_k.weight", 2},      {"self_attn.v_proj.weight", "attn_v.weight", 0},
     {"self_attn.o_proj.weight", "attn_output.weight", 0}, {"self_attn.q_norm.weight", "attn_q_norm.weight", 3},
     {"self_attn.k_norm.weight", "attn_k_norm.weight", 3}, {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
     {"mlp.gate_proj.weight", "ffn_gate.weight", 0},       {"mlp.up_proj.weight", "ffn_up.weight", 0},
