@@ -36,6 +36,7 @@ class FamilyModel final : public Model {
   void init(std::uint64_t seed) override { Traits::init(w_, seed); }
   void set_checkpoint_activations(bool on) override { w_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(w_.model, {x, y}); }
+  Tensor logits(const Tokens& x) const override { return w_.model.forward(x); }
   std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
                                           TrainerOptions options, TrainerHooks hooks) override {
     return std::make_unique<Trainer<Entry>>(w_.model, w_.params, train, val, std::move(options), std::move(hooks));

@@ -109,6 +109,7 @@ class LoraModel final : public Model {
   void init(std::uint64_t seed) override { Traits::lora_init(lora_, seed); }
   void set_checkpoint_activations(bool on) override { base_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(lora_, {base_.model, x, y}); }
+  Tensor logits(const Tokens& x) const override { return base_.model.forward(x, lora_); }
   // One trainer at a time: the sources that put the base in front of each batch live here.
   std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
                                           TrainerOptions options, TrainerHooks hooks) override {

@@ -119,6 +119,9 @@ class Model {
   virtual void init(std::uint64_t seed) = 0;
   // The forward's mean cross-entropy on (x, y), both (B, T). Ops allocate from the current arena.
   virtual float loss(const Tokens& x, const Tokens& y) const = 0;
+  // The forward's logits on x (B, T): (B, T, rows of the LM head), which may be more than
+  // vocab_size() (GPT-2's padded vocabulary). Ops allocate from the current arena.
+  virtual Tensor logits(const Tokens& x) const = 0;
   // A Trainer (llmcc/train/trainer.h) for the family's adgen entry over these weights: the
   // weights are shared, the Trainer owns its gradients and record.
   virtual std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,

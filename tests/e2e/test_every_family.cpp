@@ -6,12 +6,15 @@
 // does not have.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli_run.h"
+#include "llmcc/train/data_loader.h"
 #include "models/registry.h"
 #include "temp_dir.h"
 #include "train_run.h"
@@ -100,6 +103,34 @@ TEST(EveryFamily, TrainsResumesEvaluatesGeneratesAndExports) {
                           "--batch-size", "2", "--seq-len", "16"});
       ASSERT_EQ(r.code, 0) << r.out << r.err;
       EXPECT_EQ(val_loss(r.out), loss) << weights;
+    }
+
+    // --logits-out: the first batch's logits as .npy, (2, 16, 67) float32, whose cross-entropy on
+    // the batch's targets is the loss eval reports for that batch.
+    r = run_llmcc(dir, {"eval", "--ckpt", ckpt, "--val-data", dir.file("val.bin"), "--threads", "1", "--batch-size",
+                        "2", "--seq-len", "16", "--steps", "1", "--json", "--logits-out", dir.file("logits.npy")});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    {
+      const std::string npy = llmcc::test::slurp(dir.file("logits.npy"));
+      ASSERT_GT(npy.size(), 10u);
+      const std::size_t header = 10 + static_cast<unsigned char>(npy[8]) + 256u * static_cast<unsigned char>(npy[9]);
+      EXPECT_EQ(npy.substr(0, 6), "\x93NUMPY");
+      EXPECT_EQ(header % 64, 0u);
+      EXPECT_NE(npy.find("'descr': '<f4', 'fortran_order': False, 'shape': (2, 16, 67), }"), std::string::npos);
+      ASSERT_EQ(npy.size(), header + 2 * 16 * 67 * sizeof(float));
+      llmcc::DataLoader loader({dir.file("val.bin")}, {.B = 2, .T = 16});
+      loader.next_batch();
+      const auto* logits = reinterpret_cast<const float*>(npy.data() + header);
+      double nll = 0;
+      for (int i = 0; i < 32; ++i) {
+        const float* row = logits + i * 67;
+        double max = row[0], sum = 0;
+        for (int v = 1; v < 67; ++v) max = std::max(max, static_cast<double>(row[v]));
+        for (int v = 0; v < 67; ++v) sum += std::exp(row[v] - max);
+        nll += max + std::log(sum) - row[loader.targets().data()[i]];
+      }
+      const double loss = std::stod(r.out.substr(r.out.find("\"loss\": ") + 8));
+      EXPECT_NEAR(nll / 32, loss, 1e-5 * loss);
     }
 
     // GGUF's flags: --quant only with --format gguf, and one of llama.cpp's names (the files

@@ -19,6 +19,7 @@
 #include "llmcc/train/train_log.h"
 #include "llmcc/train/trainer.h"
 #include "model_report.h"
+#include "models/hf_files.h"
 #include "model_flags.h"
 #include "run_tokenizer.h"
 #include "train_options.h"
@@ -51,6 +52,31 @@ void defaults_from_checkpoint(const std::string& path, int* B, int* T) {
 
 }  // namespace
 
+namespace {
+
+// logits (B, T, rows), rows >= V, as NumPy's .npy format 1.0: float32 (B, T, V), little-endian.
+void write_logits_npy(const std::string& path, const Tensor& logits, int B, int T, int V) {
+  const std::int64_t rows = logits.shape()[2];
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(B) + ", " +
+                       std::to_string(T) + ", " + std::to_string(V) + "), }";
+  // Magic, version, header length, then the header padded with spaces to a multiple of 64 bytes
+  // and ended by a newline.
+  const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  const auto len = static_cast<std::uint16_t>(header.size());
+  bytes += static_cast<char>(len & 0xFF);
+  bytes += static_cast<char>(len >> 8);
+  bytes += header;
+  const float* src = logits.f32();
+  for (std::int64_t bt = 0; bt < static_cast<std::int64_t>(B) * T; ++bt)
+    bytes.append(reinterpret_cast<const char*>(src + bt * rows), static_cast<std::size_t>(V) * sizeof(float));
+  models::write_text_file(path, bytes, kWhere);
+}
+
+}  // namespace
+
 int run_eval(int argc, char** argv) {
   std::string ckpt;
   std::vector<std::string> val_data;
@@ -58,6 +84,7 @@ int run_eval(int argc, char** argv) {
   std::string dtype = "fp32";
   std::int64_t steps = 0;
   bool json = false;
+  std::string logits_out;
   ArgParser p("eval", "Mean next-token loss (and perplexity) of a checkpoint's weights on token shards.");
   p.add("--ckpt", &ckpt, "weights: " + models::model_path_help());
   p.add("--val-data", &val_data, "token shards: files or glob patterns (llm.c format)");
@@ -67,6 +94,9 @@ int run_eval(int argc, char** argv) {
   p.add("--threads", &threads, "worker threads (0: all cores)");
   p.add("--dtype", &dtype, "matrix products in fp32 or bf16 (bf16 operands, fp32 sums), or 'auto' (the faster here)");
   p.add("--json", &json, "print one JSON object instead of text");
+  p.add("--logits-out", &logits_out,
+        "also write the first batch's logits to this .npy file: float32 (batch, seq, vocab), for comparing llmcc "
+        "with other runtimes");
   p.require("--ckpt");
   p.require("--val-data");
   p.epilogue(
@@ -116,6 +146,16 @@ int run_eval(int argc, char** argv) {
   // The arena a forward of one batch needs, measured on the first batch.
   loader.next_batch();
   Arena arena(arena_capacity_for(measure_step_arena([&] { model->loss(loader.inputs(), loader.targets()); }, kWhere)));
+  if (!logits_out.empty()) {
+    loader.reset();
+    loader.next_batch();
+    arena.reset();
+    {
+      ArenaScope scope(arena);
+      write_logits_npy(logits_out, model->logits(loader.inputs()), B, T, cfg.vocab_size());
+    }
+    arena.reset();
+  }
   // From the first batch again, in order.
   loader.reset();
   const double sum = sum_of_losses(batches, arena, [&] {
