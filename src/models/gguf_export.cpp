@@ -72,22 +72,50 @@ std::int32_t token_type(Vocabulary::Kind k) {
   return 1;
 }
 
+// The pre-tokenizers llama.cpp knows, by the regex a tokenizer.json splits with (llama.cpp's
+// llama-vocab.cpp names each and carries its own spelling of the regex).
+struct PreTokenizer {
+  const char* pattern;
+  const char* name;
+};
+constexpr PreTokenizer kPreTokenizers[] = {
+    {kGpt2SplitPattern, "gpt-2"},
+    // Llama 3's: digits in runs of up to three.
+    {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     "llama-bpe"},
+    // Qwen2's and Qwen3's: single digits.
+    {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     "qwen2"},
+};
+
+std::string pre_tokenizer_name(const Vocabulary& v, const TextTokenizer& tok) {
+  for (const PreTokenizer& p : kPreTokenizers)
+    if (v.split_pattern == p.pattern) return p.name;
+  fail(kWhere, "the tokenizer (" + tok.describe() + ") splits text with the regex " + v.split_pattern +
+                   ", which none of llama.cpp's pre-tokenizers that llmcc knows (GPT-2's, Llama 3's, Qwen2's) uses");
+}
+
 void add_tokenizer(GgufMetadata& md, const TextTokenizer& tok, int vocab_rows) {
   Vocabulary v = tok.vocabulary();
+  const std::string pre = v.model == "gpt2" ? pre_tokenizer_name(v, tok) : std::string();
   const int n = static_cast<int>(v.tokens.size());
   if (n > vocab_rows)
     fail(kWhere, "the tokenizer (" + tok.describe() + ") has " + std::to_string(n) + " tokens but the model reads " +
                      std::to_string(vocab_rows) +
                      "; export with the tokenizer the model was trained with (--tokenizer)");
-  // Rows the tokenizer never produces (a vocabulary padded for speed) get unused placeholder
-  // tokens, as llama.cpp's converter writes them: its loader wants one token per row.
+  // Rows the tokenizer never produces (a vocabulary padded for speed, ids a tokenizer.json
+  // leaves unused) get unused placeholder tokens, as llama.cpp's converter writes them: its loader
+  // wants one token per row.
+  for (int id = 0; id < n; ++id)
+    if (v.tokens[static_cast<std::size_t>(id)].empty())
+      v.tokens[static_cast<std::size_t>(id)] = "[PAD" + std::to_string(id) + "]";
   for (int id = n; id < vocab_rows; ++id) {
     v.tokens.push_back("[PAD" + std::to_string(id) + "]");
     if (!v.scores.empty()) v.scores.push_back(-1000.0f);
     v.kinds.push_back(Vocabulary::Kind::Unused);
   }
   md.set("tokenizer.ggml.model", v.model);
-  if (!v.pre.empty()) md.set("tokenizer.ggml.pre", v.pre);
+  if (!pre.empty()) md.set("tokenizer.ggml.pre", pre);
   md.set("tokenizer.ggml.tokens", std::move(v.tokens));
   if (!v.scores.empty()) md.set("tokenizer.ggml.scores", std::move(v.scores));
   std::vector<std::int32_t> types;
@@ -101,6 +129,7 @@ void add_tokenizer(GgufMetadata& md, const TextTokenizer& tok, int vocab_rows) {
   if (v.pad >= 0) md.set("tokenizer.ggml.padding_token_id", static_cast<std::uint32_t>(v.pad));
   md.set("tokenizer.ggml.add_bos_token", v.add_bos);
   md.set("tokenizer.ggml.add_eos_token", false);
+  if (!v.chat_template.empty()) md.set("tokenizer.chat_template", v.chat_template);
 }
 
 }  // namespace

@@ -29,8 +29,7 @@ namespace {
 constexpr const char* kWhere = "hf_tokenizer";
 
 // GPT-2's ByteLevel pre-tokenizer pattern (use_regex: true).
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt2Pattern = kGpt2SplitPattern;
 
 // Ids a file may leave unused below its largest (every known vocabulary leaves none).
 constexpr std::int64_t kMaxIdGap = 65536;
@@ -89,6 +88,7 @@ struct HfTokenizer::Impl {
   std::string path, json;
   bool nfc = false;
   std::unique_ptr<Pcre2Code> split;  // the pre-tokenizer's pattern
+  std::string split_pattern;         // its source
   bool ignore_merges = false;
   std::unordered_map<std::string, std::int32_t> vocab;
   std::vector<std::string> id_to_token;  // by id: vocab entries and added tokens ("" for a gap)
@@ -386,6 +386,7 @@ void HfTokenizer::Impl::parse_byte_level(const JsonValue& root) {
   } else {
     bad("pre_tokenizer.type is " + pre_type + "; llmcc implements ByteLevel and Sequence[Split, ByteLevel]");
   }
+  split_pattern = pattern;
   int error = 0;
   PCRE2_SIZE offset = 0;
   split = std::make_unique<Pcre2Code>();
@@ -908,6 +909,30 @@ std::string HfTokenizer::decode(std::span<const std::int32_t> ids) const {
 }
 
 int HfTokenizer::vocab_size() const { return static_cast<int>(impl_->id_to_token.size()); }
+
+Vocabulary HfTokenizer::vocabulary() const {
+  const Impl& t = *impl_;
+  if (t.metaspace)
+    t.bad("a SentencePiece-style (Metaspace) tokenizer.json's vocabulary cannot be written; byte-level BPE ones can");
+  Vocabulary v;
+  v.model = "gpt2";
+  v.split_pattern = t.split_pattern;
+  v.tokens = t.id_to_token;
+  v.kinds.assign(v.tokens.size(), Vocabulary::Kind::Normal);
+  for (std::size_t id = 0; id < v.tokens.size(); ++id)
+    if (v.tokens[id].empty()) v.kinds[id] = Vocabulary::Kind::Unused;
+  for (const Impl::Added& a : t.added)
+    v.kinds[static_cast<std::size_t>(a.id)] = a.special ? Vocabulary::Kind::Control : Vocabulary::Kind::UserDefined;
+  std::vector<std::pair<std::int32_t, std::uint64_t>> by_rank;
+  by_rank.reserve(t.merges.size());
+  for (const auto& [pair, rank_and_id] : t.merges) by_rank.emplace_back(rank_and_id.first, pair);
+  std::sort(by_rank.begin(), by_rank.end());
+  v.merges.reserve(by_rank.size());
+  for (const auto& [rank, pair] : by_rank)
+    v.merges.push_back(t.id_to_token[static_cast<std::size_t>(pair >> 32)] + " " +
+                       t.id_to_token[static_cast<std::size_t>(pair & 0xFFFFFFFFu)]);
+  return v;
+}
 
 std::optional<std::int32_t> HfTokenizer::token_id(std::string_view token) const {
   for (const Impl::Added& a : impl_->added)

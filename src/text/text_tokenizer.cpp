@@ -37,7 +37,7 @@ class Gpt2Text final : public TextTokenizer {
   Vocabulary vocabulary() const override {
     Vocabulary v;
     v.model = "gpt2";
-    v.pre = "gpt-2";
+    v.split_pattern = kGpt2SplitPattern;
     v.tokens = tok_.token_texts();
     v.merges = tok_.merge_texts();
     v.kinds.assign(v.tokens.size(), Vocabulary::Kind::Normal);
@@ -171,9 +171,12 @@ class HfText final : public TextTokenizer {
   std::string model_bytes() const override { return ""; }
   std::map<std::string, std::string> files() const override { return files_; }
   Vocabulary vocabulary() const override {
-    fail("tokenizer", describe() +
-                          ": writing a tokenizer.json's vocabulary into another format is not supported yet; "
-                          "GPT-2 BPE and SentencePiece vocabularies are");
+    Vocabulary v = tok_.vocabulary();
+    v.bos = bos_;
+    v.eos = eos_;
+    v.add_bos = bos_ >= 0;  // encode_prompt puts bos first
+    v.chat_template = chat_template_;
+    return v;
   }
   ChatTemplate chat_template() const override {
     if (chat_template_.empty())

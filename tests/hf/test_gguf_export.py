@@ -321,3 +321,54 @@ def test_bad_requests_are_refused_and_leave_no_file(tokenizer, tmp_path):
                         "--tokenizer", f"gpt2:{tok_dir}", "--out", str(out)], capture_output=True, text=True)
     assert r.returncode != 0 and "297" in r.stderr and "200" in r.stderr, r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name,pre", [("gpt2", "gpt-2"), ("llama3-style", "llama-bpe"), ("qwen2-style", "qwen2")])
+def test_a_tokenizer_json_travels_with_its_pre_tokenizer_specials_and_chat_template(name, pre, tmp_path):
+    """tokenizer.json (the `tokenizers` library's files, as test_hf_tokenizers.py makes them): the
+    vocabulary by id, the merges in rank order, special tokens as control tokens and other added
+    ones as user-defined, the regex it splits with as llama.cpp's pre-tokenizer name, and
+    tokenizer_config.json's chat template."""
+    import test_hf_tokenizers as th
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    tok = th.TOKENIZERS[name](str(folder))
+    tok.save(str(folder / "tokenizer.json"))
+    template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    with open(folder / "tokenizer_config.json", "w") as f:
+        json.dump({"chat_template": template}, f)
+    n = tok.get_vocab_size(with_added_tokens=True)
+    model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        vocab_size=n + 5, hidden_size=96, intermediate_size=160, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24))
+    model.save_pretrained(tmp_path / "hf")
+    out = tmp_path / "m.gguf"
+    r = subprocess.run([LLMCC, "export", "--ckpt", str(tmp_path / "hf"), "--format", "gguf", "--tokenizer",
+                        f"hf:{folder / 'tokenizer.json'}", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    g = GGUFReader(str(out))
+    spec = json.loads(tok.to_str())
+    assert field(g, "tokenizer.ggml.model") == "gpt2"
+    assert field(g, "tokenizer.ggml.pre") == pre
+    tokens = field(g, "tokenizer.ggml.tokens")
+    assert tokens == [tok.id_to_token(i) for i in range(n)] + [f"[PAD{i}]" for i in range(n, n + 5)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    assert field(g, "tokenizer.ggml.merges") == merges
+    types = field(g, "tokenizer.ggml.token_type")
+    added = {a["id"]: a["special"] for a in spec["added_tokens"]}
+    assert added and types == [(3 if added[i] else 4) if i in added else 1 for i in range(n)] + [5] * 5
+    assert field(g, "tokenizer.chat_template") == template
+
+
+def test_a_sentencepiece_style_tokenizer_json_is_refused_by_name(tmp_path):
+    import test_hf_tokenizers as th
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    tok = th.TOKENIZERS["sentencepiece-style"](str(folder))
+    tok.save(str(folder / "tokenizer.json"))
+    qwen3_narrow().save_pretrained(tmp_path / "hf")
+    out = tmp_path / "m.gguf"
+    r = subprocess.run([LLMCC, "export", "--ckpt", str(tmp_path / "hf"), "--format", "gguf", "--tokenizer",
+                        f"hf:{folder / 'tokenizer.json'}", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode != 0 and "Metaspace" in r.stderr and "tokenizer.json" in r.stderr, r.stderr
+    assert not out.exists()

@@ -36,6 +36,8 @@
 #include <string_view>
 #include <vector>
 
+#include "llmcc/text/vocabulary.h"
+
 namespace llmcc {
 
 class HfTokenizer {
@@ -62,6 +64,11 @@ class HfTokenizer {
   const std::string& path() const;
   // The file's bytes, so that a data directory or checkpoint can carry the tokenizer itself.
   const std::string& json() const;
+  // The vocabulary of a byte-level BPE model (vocabulary.h): vocab entries and added tokens by id
+  // (special ones Control, others UserDefined), merges in rank order, the split pattern; bos, eos
+  // and the chat template are tokenizer_config.json's, which the caller adds. Throws
+  // llmcc::Error naming the file for a SentencePiece-style (Metaspace) model.
+  Vocabulary vocabulary() const;
   // Loads from bytes already read (json()); `label` names the source in errors.
   static HfTokenizer from_json(std::string json, const std::string& label);
 

@@ -25,25 +25,9 @@
 #include <vector>
 
 #include "llmcc/text/chat_template.h"
+#include "llmcc/text/vocabulary.h"
 
 namespace llmcc {
-
-// A tokenizer's whole vocabulary, for files that carry it (a GGUF export): each token's text as
-// the tokenizer's files spell it, its kind, and for the two kinds of model:
-//   "gpt2"   byte-level BPE: tokens in GPT-2's printable byte alphabet ("\u0120the" for " the"),
-//            merges "left right" in rank order; `pre` names the pre-tokenizer ("gpt-2")
-//   "llama"  SentencePiece: pieces ("\u2581the", "<0x0A>") with their scores
-struct Vocabulary {
-  enum class Kind { Normal, Unknown, Control, UserDefined, Unused, Byte };
-  std::string model;
-  std::string pre;
-  std::vector<std::string> tokens;  // by id
-  std::vector<float> scores;        // by id; empty for BPE
-  std::vector<Kind> kinds;          // by id
-  std::vector<std::string> merges;
-  int bos = -1, eos = -1, unk = -1, pad = -1;  // -1: none
-  bool add_bos = false;                        // whether encoding a prompt puts bos first
-};
 
 class TextTokenizer {
  public:
