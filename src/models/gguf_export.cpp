@@ -134,14 +134,24 @@ void add_tokenizer(GgufMetadata& md, const TextTokenizer& tok, int vocab_rows) {
 
 }  // namespace
 
-GgufTensor gguf_tensor(std::string name, const Tensor& t, std::int64_t rows) {
+TensorReader read_loaded() {
+  return [](const Tensor& t, float* out) { std::copy(t.f32(), t.f32() + t.numel(), out); };
+}
+
+GgufTensor gguf_tensor(std::string name, const Tensor& t, const TensorReader& read, std::int64_t rows) {
   std::vector<std::int64_t> ne;
   for (int d = t.shape().ndim() - 1; d >= 0; --d) ne.push_back(t.shape()[d]);
-  if (rows >= 0) ne.back() = rows;
-  std::int64_t n = 1;
-  for (std::int64_t e : ne) n *= e;
-  const float* src = t.f32();
-  return {std::move(name), std::move(ne), GgmlType::F32, [src, n](float* out) { std::copy(src, src + n, out); }};
+  const Tensor* declared = &t;
+  if (rows < 0 || rows == ne.back())
+    return {std::move(name), std::move(ne), GgmlType::F32, [declared, read](float* out) { read(*declared, out); }};
+  // The first rows only: the whole tensor read aside, its first rows kept.
+  ne.back() = rows;
+  const std::int64_t kept = rows * t.shape()[t.shape().ndim() - 1];
+  return {std::move(name), std::move(ne), GgmlType::F32, [declared, read, kept](float* out) {
+            std::vector<float> all(static_cast<std::size_t>(declared->numel()));
+            read(*declared, all.data());
+            std::copy(all.begin(), all.begin() + kept, out);
+          }};
 }
 
 bool parse_gguf_quant(std::string_view name, GgufQuant* out) {

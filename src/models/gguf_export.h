@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,10 +28,17 @@ struct GgufModelParts {
   int vocab_rows = 0;  // rows of token_embd: the vocabulary the file's tokenizer must have
 };
 
+// Where a parameter's values come from when its GGUF tensor is written: `declared` is the model's
+// tensor (its shape; its storage when the model is loaded), `out` takes its fp32 values in
+// llmcc's layout. read_loaded() copies a loaded model's; a family's Hugging Face reader reads the
+// folder's tensor then, one at a time, so an export never holds the whole model.
+using TensorReader = std::function<void(const Tensor& declared, float* out)>;
+TensorReader read_loaded();
+
 // An llmcc tensor as ggml lays it out: the same values, the shape's order reversed (a (rows, cols)
 // matrix is ne {cols, rows}). `rows`, when given, keeps only the first rows (a padded
-// vocabulary's real ones). The tensor must outlive the write.
-GgufTensor gguf_tensor(std::string name, const Tensor& t, std::int64_t rows = -1);
+// vocabulary's real ones). The tensor (and whatever `read` uses) must outlive the write.
+GgufTensor gguf_tensor(std::string name, const Tensor& t, const TensorReader& read, std::int64_t rows = -1);
 
 // What the 2-D weights become (1-D tensors, norms and biases, always stay f32).
 enum class GgufQuant { F32, F16, BF16, Q8_0, Q4_0, Q4_K_M };

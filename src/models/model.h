@@ -194,6 +194,11 @@ class Family {
   // What owns_file accepts, for help texts ("an llm.c GPT-2 model file (...)"); empty for none.
   virtual std::string own_files_help() const { return ""; }
   virtual std::vector<ExportFormat> export_formats() const = 0;
+  // A Hugging Face folder of this family as llama.cpp reads it (gguf_export.h), its tensors read
+  // from the files one at a time as the GGUF file is written, so the export never holds the whole
+  // model; nullopt for a family that loads the model first (Model::gguf_parts). Throws
+  // llmcc::Error for a folder load() would refuse.
+  virtual std::optional<GgufModelParts> hf_gguf_parts(const std::string& /*path*/) const { return std::nullopt; }
   // The short names of the maps LoRA adapters can go on ("q", "k", ...); empty when the family
   // has no adapters.
   virtual std::vector<std::string> lora_targets() const { return {}; }

@@ -151,8 +151,8 @@ void print_hf_written(const std::string& dir, const std::string& kind) {
 
 // --format gguf: the model with its tokenizer (--tokenizer, else the checkpoint's, else GPT-2's),
 // each matrix as `quant` makes it.
-void write_gguf_export(const std::string& ckpt, const std::string& out, const Model& model, models::GgufQuant quant,
-                       const std::string& tokenizer_spec) {
+void write_gguf_export(const std::string& ckpt, const std::string& out, models::GgufModelParts parts,
+                       models::GgufQuant quant, const std::string& tokenizer_spec) {
   RunTokenizer tok;
   if (!tokenizer_spec.empty()) {
     tok = {load_text_tokenizer(tokenizer_spec), "--tokenizer " + tokenizer_spec};
@@ -171,7 +171,7 @@ void write_gguf_export(const std::string& ckpt, const std::string& out, const Mo
   options.quant = quant;
   options.tokenizer = tok.tok.get();
   options.name = std::filesystem::path(ckpt).stem().string();
-  models::write_model_gguf(model.gguf_parts(), options, out);
+  models::write_model_gguf(std::move(parts), options, out);
   std::printf("tokenizer: %s (%s)\n", tok.tok->describe().c_str(), tok.source.c_str());
   print_written(out, (std::string("GGUF for llama.cpp, ") + models::gguf_quant_name(quant)).c_str());
 }
@@ -287,6 +287,14 @@ int run_export(int argc, char** argv) {
       fail(kCmd, "--out " + out + " is a directory, expected a file name");
   }
 
+  if (format == "gguf" && in.kind == models::ModelFile::Kind::HuggingFace && !merge_lora) {
+    if (std::optional<models::GgufModelParts> parts = family.hf_gguf_parts(ckpt)) {
+      std::printf("read %s (Hugging Face safetensors, %s; each tensor read as it is written)\n", ckpt.c_str(),
+                  family.display_name());
+      write_gguf_export(ckpt, out, std::move(*parts), quant, tokenizer_spec);
+      return 0;
+    }
+  }
   std::unique_ptr<Model> model = load_model(ckpt);
   if (model->lora() == nullptr && merge_lora)
     fail(kCmd, "--merge-lora: " + ckpt + " holds a model without LoRA adapters");
@@ -306,7 +314,7 @@ int run_export(int argc, char** argv) {
               model->config().str().c_str(), static_cast<long long>(model->config().parameter_count()));
 
   if (format == "gguf") {
-    write_gguf_export(ckpt, out, *model, quant, tokenizer_spec);
+    write_gguf_export(ckpt, out, model->gguf_parts(), quant, tokenizer_spec);
     return 0;
   }
   if (format == "llmcc") {

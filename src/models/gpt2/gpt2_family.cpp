@@ -62,7 +62,7 @@ struct Gpt2Traits {
   static std::unique_ptr<Generator> generator(const Gpt2& m, ContextFull when_full) {
     return std::make_unique<Gpt2Generator>(m, when_full);
   }
-  static GgufModelParts gguf_parts(const Gpt2& m) { return gpt2_gguf_parts(m); }
+  static GgufModelParts gguf_parts(const Gpt2& m) { return gpt2_gguf_parts(m, read_loaded()); }
   static void save_as(const Gpt2& m, const std::string& format, const std::string& path,
                       const SafetensorsModelOptions& safetensors) {
     if (format == "safetensors")

@@ -4,7 +4,7 @@
 
 namespace llmcc::models {
 
-GgufModelParts gpt2_gguf_parts(const Gpt2& m) {
+GgufModelParts gpt2_gguf_parts(const Gpt2& m, const TensorReader& read) {
   const Gpt2Config& c = m.cfg;
   GgufModelParts p;
   p.arch = "gpt2";
@@ -19,15 +19,15 @@ GgufModelParts gpt2_gguf_parts(const Gpt2& m) {
   md.set("gpt2.attention.layer_norm_epsilon", 1e-5f);  // llmcc's layernorm and GPT-2's
 
   auto& t = p.tensors;
-  t.push_back(gguf_tensor("token_embd.weight", m.wte, c.vocab_size));
-  t.push_back(gguf_tensor("position_embd.weight", m.wpe));
+  t.push_back(gguf_tensor("token_embd.weight", m.wte, read, c.vocab_size));
+  t.push_back(gguf_tensor("position_embd.weight", m.wpe, read));
   const auto linear = [&](const std::string& at, const Gpt2Linear& l) {
-    t.push_back(gguf_tensor(at + ".weight", l.w));
-    t.push_back(gguf_tensor(at + ".bias", l.b));
+    t.push_back(gguf_tensor(at + ".weight", l.w, read));
+    t.push_back(gguf_tensor(at + ".bias", l.b, read));
   };
   const auto norm = [&](const std::string& at, const Gpt2LayerNorm& n) {
-    t.push_back(gguf_tensor(at + ".weight", n.w));
-    t.push_back(gguf_tensor(at + ".bias", n.b));
+    t.push_back(gguf_tensor(at + ".weight", n.w, read));
+    t.push_back(gguf_tensor(at + ".bias", n.b, read));
   };
   for (int l = 0; l < c.n_layer; ++l) {
     const Gpt2Block& b = m.h[static_cast<std::size_t>(l)];

@@ -9,6 +9,7 @@
 
 namespace llmcc::models {
 
-GgufModelParts gpt2_gguf_parts(const Gpt2& model);
+// `read` gives each parameter's values (read_loaded() for a loaded model).
+GgufModelParts gpt2_gguf_parts(const Gpt2& model, const TensorReader& read);
 
 }  // namespace llmcc::models

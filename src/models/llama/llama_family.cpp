@@ -58,7 +58,7 @@ struct LlamaTraits {
   static std::unique_ptr<Generator> generator(const Llama& m, ContextFull when_full) {
     return std::make_unique<LlamaGenerator>(m, when_full);
   }
-  static GgufModelParts gguf_parts(const Llama& m) { return llama_gguf_parts(m); }
+  static GgufModelParts gguf_parts(const Llama& m) { return llama_gguf_parts(m, read_loaded()); }
   static void save_as(const Llama& m, const std::string& format, const std::string& path,
                       const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("llama", "no export format '" + format + "' (expected safetensors)");
@@ -86,6 +86,10 @@ class LlamaFamily final : public Family {
   }
   std::unique_ptr<Model> load(const std::string& path) const override {
     return std::make_unique<FamilyModel<LlamaTraits>>(load_llama(path));
+  }
+  std::optional<GgufModelParts> hf_gguf_parts(const std::string& path) const override {
+    const LlamaHfStream s = open_llama_hf(path);
+    return llama_gguf_parts(*s.shapes, s.read);
   }
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};

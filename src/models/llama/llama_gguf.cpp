@@ -33,7 +33,7 @@ std::vector<float> llama3_rope_factors(const LlamaConfig& c) {
 
 }  // namespace
 
-GgufModelParts llama_gguf_parts(const Llama& m) {
+GgufModelParts llama_gguf_parts(const Llama& m, const TensorReader& read) {
   const LlamaConfig& c = m.cfg;
   GgufModelParts p;
   p.arch = "llama";
@@ -52,22 +52,22 @@ GgufModelParts llama_gguf_parts(const Llama& m) {
   md.set("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size));
 
   auto& t = p.tensors;
-  t.push_back(gguf_tensor("token_embd.weight", m.tok_embeddings));
+  t.push_back(gguf_tensor("token_embd.weight", m.tok_embeddings, read));
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaBlock& b = m.layers[static_cast<std::size_t>(l)];
     const std::string at = "blk." + std::to_string(l) + ".";
-    t.push_back(gguf_tensor(at + "attn_norm.weight", b.attention_norm.w));
-    t.push_back(gguf_tensor(at + "attn_q.weight", b.attention.wq));
-    t.push_back(gguf_tensor(at + "attn_k.weight", b.attention.wk));
-    t.push_back(gguf_tensor(at + "attn_v.weight", b.attention.wv));
-    t.push_back(gguf_tensor(at + "attn_output.weight", b.attention.wo));
-    t.push_back(gguf_tensor(at + "ffn_norm.weight", b.ffn_norm.w));
-    t.push_back(gguf_tensor(at + "ffn_gate.weight", b.feed_forward.w1));
-    t.push_back(gguf_tensor(at + "ffn_down.weight", b.feed_forward.w2));
-    t.push_back(gguf_tensor(at + "ffn_up.weight", b.feed_forward.w3));
+    t.push_back(gguf_tensor(at + "attn_norm.weight", b.attention_norm.w, read));
+    t.push_back(gguf_tensor(at + "attn_q.weight", b.attention.wq, read));
+    t.push_back(gguf_tensor(at + "attn_k.weight", b.attention.wk, read));
+    t.push_back(gguf_tensor(at + "attn_v.weight", b.attention.wv, read));
+    t.push_back(gguf_tensor(at + "attn_output.weight", b.attention.wo, read));
+    t.push_back(gguf_tensor(at + "ffn_norm.weight", b.ffn_norm.w, read));
+    t.push_back(gguf_tensor(at + "ffn_gate.weight", b.feed_forward.w1, read));
+    t.push_back(gguf_tensor(at + "ffn_down.weight", b.feed_forward.w2, read));
+    t.push_back(gguf_tensor(at + "ffn_up.weight", b.feed_forward.w3, read));
   }
-  t.push_back(gguf_tensor("output_norm.weight", m.norm.w));
-  if (!c.tie_embeddings) t.push_back(gguf_tensor("output.weight", m.output[0].w));
+  t.push_back(gguf_tensor("output_norm.weight", m.norm.w, read));
+  if (!c.tie_embeddings) t.push_back(gguf_tensor("output.weight", m.output[0].w, read));
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
     const std::vector<float> factors = llama3_rope_factors(c);
     t.push_back(

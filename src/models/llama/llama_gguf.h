@@ -8,6 +8,7 @@
 
 namespace llmcc::models {
 
-GgufModelParts llama_gguf_parts(const Llama& model);
+// `read` gives each parameter's values (read_loaded() for a loaded model).
+GgufModelParts llama_gguf_parts(const Llama& model, const TensorReader& read);
 
 }  // namespace llmcc::models

@@ -26,9 +26,11 @@
 // Llama 3.2 1B) loads with output = a copy of the embedding (llmcc's Llama keeps them untied).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "llmcc/io/safetensors.h"
+#include "models/gguf_export.h"
 #include "models/llama/llama_weights.h"
 #include "models/lora_peft.h"
 
@@ -40,6 +42,14 @@ void save_llama_hf(const Llama& model, const std::string& dir, const Safetensors
 // Reads a model directory or a model.safetensors with config.json beside it. Throws
 // llmcc::Error naming the file and the tensor or key for anything missing, unexpected or wrong.
 LlamaWeights load_llama_hf(const std::string& path);
+// The same folder read one tensor at a time, for an export that never holds the whole model: the
+// model's declared shapes (no storage) and a reader of each of its parameters in llmcc's layout
+// (models/gguf_export.h). The folder is checked as load_llama_hf checks it, before any read.
+struct LlamaHfStream {
+  std::shared_ptr<const Llama> shapes;
+  TensorReader read;
+};
+LlamaHfStream open_llama_hf(const std::string& path);
 
 std::string llama_hf_config_json(const LlamaConfig& config, const char* torch_dtype = "float32");
 // tie_word_embeddings sets LlamaConfig::tie_embeddings.

@@ -59,7 +59,7 @@ struct Qwen3Traits {
   static std::unique_ptr<Generator> generator(const Qwen3& m, ContextFull when_full) {
     return std::make_unique<Qwen3Generator>(m, when_full);
   }
-  static GgufModelParts gguf_parts(const Qwen3& m) { return qwen3_gguf_parts(m); }
+  static GgufModelParts gguf_parts(const Qwen3& m) { return qwen3_gguf_parts(m, read_loaded()); }
   static void save_as(const Qwen3& m, const std::string& format, const std::string& path,
                       const SafetensorsModelOptions& safetensors) {
     if (format != "safetensors") fail("qwen3", "no export format '" + format + "' (expected safetensors)");
@@ -87,6 +87,10 @@ class Qwen3Family final : public Family {
   }
   std::unique_ptr<Model> load(const std::string& path) const override {
     return std::make_unique<FamilyModel<Qwen3Traits>>(load_qwen3(path));
+  }
+  std::optional<GgufModelParts> hf_gguf_parts(const std::string& path) const override {
+    const Qwen3HfStream s = open_qwen3_hf(path);
+    return qwen3_gguf_parts(*s.shapes, s.read);
   }
   std::vector<ExportFormat> export_formats() const override {
     return {{"safetensors", "a Hugging Face directory (model.safetensors + config.json), fp32"}};

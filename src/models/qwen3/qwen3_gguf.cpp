@@ -28,7 +28,7 @@ constexpr Rename kBlock[] = {
 
 }  // namespace
 
-GgufModelParts qwen3_gguf_parts(const Qwen3& model_in) {
+GgufModelParts qwen3_gguf_parts(const Qwen3& model_in, const TensorReader& read) {
   Qwen3& m = const_cast<Qwen3&>(model_in);  // for_each_parameter hands Tensor&; nothing is written
   const Qwen3Config& c = m.cfg;
   GgufModelParts p;
@@ -50,15 +50,15 @@ GgufModelParts qwen3_gguf_parts(const Qwen3& model_in) {
   const int D = c.head_dim;
   llmcc::for_each_parameter(m, [&](const std::string& name, Tensor& t) {
     if (name == "model.embed_tokens.weight") {
-      p.tensors.push_back(gguf_tensor("token_embd.weight", t));
+      p.tensors.push_back(gguf_tensor("token_embd.weight", t, read));
       return;
     }
     if (name == "model.norm.weight") {
-      p.tensors.push_back(gguf_tensor("output_norm.weight", t));
+      p.tensors.push_back(gguf_tensor("output_norm.weight", t, read));
       return;
     }
     if (name == "lm_head.0.weight") {
-      p.tensors.push_back(gguf_tensor("output.weight", t));
+      p.tensors.push_back(gguf_tensor("output.weight", t, read));
       return;
     }
     const std::string prefix = "model.layers.";
@@ -68,12 +68,16 @@ GgufModelParts qwen3_gguf_parts(const Qwen3& model_in) {
       const std::string_view rest = std::string_view(name).substr(dot + 1);
       for (const Rename& r : kBlock) {
         if (rest != r.hf) continue;
-        GgufTensor g = gguf_tensor("blk." + layer + "." + std::string(r.gguf), t);
+        GgufTensor g = gguf_tensor("blk." + layer + "." + std::string(r.gguf), t, read);
         if (r.rotary != 0) {
           const int heads = r.rotary == 1 ? c.n_head : r.rotary == 2 ? c.n_kv_head : 1;
           const std::int64_t cols = t.shape().ndim() == 2 ? t.shape()[1] : 1;
-          const float* src = t.f32();
-          g.fill = [src, heads, D, cols](float* out) { hf_permute_rotary(src, heads, D, cols, /*to_hf=*/true, out); };
+          const Tensor* declared = &t;
+          g.fill = [declared, read, heads, D, cols](float* out) {
+            std::vector<float> ours(static_cast<std::size_t>(declared->numel()));
+            read(*declared, ours.data());
+            hf_permute_rotary(ours.data(), heads, D, cols, /*to_hf=*/true, out);
+          };
         }
         p.tensors.push_back(std::move(g));
         return;

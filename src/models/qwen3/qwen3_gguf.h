@@ -8,6 +8,7 @@
 
 namespace llmcc::models {
 
-GgufModelParts qwen3_gguf_parts(const Qwen3& model);
+// `read` gives each parameter's values (read_loaded() for a loaded model).
+GgufModelParts qwen3_gguf_parts(const Qwen3& model, const TensorReader& read);
 
 }  // namespace llmcc::models

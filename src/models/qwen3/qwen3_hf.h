@@ -9,9 +9,11 @@
 // permutation applied to q and k alike, and the per-head RMSNorm commutes with it.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "llmcc/io/safetensors.h"
+#include "models/gguf_export.h"
 #include "models/lora_peft.h"
 #include "models/qwen3/qwen3_weights.h"
 
@@ -26,6 +28,14 @@ void save_qwen3_hf(const Qwen3& model, const std::string& dir, const Safetensors
 // Qwen3 does not compute (biases, sliding-window attention, rope scaling, an activation other
 // than silu), a missing or misshapen tensor, or a tensor nobody reads.
 Qwen3Weights load_qwen3_hf(const std::string& path);
+// The same folder read one tensor at a time, for an export that never holds the whole model: the
+// model's declared shapes (no storage) and a reader of each of its parameters in llmcc's layout
+// (models/gguf_export.h). The folder is checked as load_qwen3_hf checks it, before any read.
+struct Qwen3HfStream {
+  std::shared_ptr<const Qwen3> shapes;
+  TensorReader read;
+};
+Qwen3HfStream open_qwen3_hf(const std::string& path);
 
 // LoRA adapters as PEFT names them (models/lora_peft.h): the short names' module names and every
 // adapter of `lora` with its module ("model.layers.N.self_attn.q_proj", ...).
