@@ -41,8 +41,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 torch_version="${LLMCC_TORCH_VERSION:-2.15.0}"
-# transformers: what tests/fixtures/llama was made with; gguf: llama.cpp's reader (tests/hf/test_gguf_export.py)
-hf_packages=(transformers==5.23.0 safetensors==0.8.0 peft==0.21.2 gguf==0.19.0)
+# transformers: what tests/fixtures/llama was made with; gguf: llama.cpp's reader (tests/hf/test_gguf_export.py);
+# sentencepiece: llama.cpp's converter imports it (bench/gguf_export_speed.py runs the converter here)
+hf_packages=(transformers==5.23.0 safetensors==0.8.0 peft==0.21.2 gguf==0.19.0 sentencepiece==0.2.3)
 base_python="${LLMCC_TORCH_PYTHON:-/usr/bin/python3}"
 case "${1:-}" in
   -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
