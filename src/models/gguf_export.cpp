@@ -134,6 +134,19 @@ void add_tokenizer(GgufMetadata& md, const TextTokenizer& tok, int vocab_rows) {
 
 }  // namespace
 
+GgufModelParts gguf_model_parts(std::string arch, const GgufShape& s) {
+  GgufModelParts p;
+  p.arch = std::move(arch);
+  p.n_layer = s.block_count;
+  p.vocab_rows = s.vocab_rows;
+  p.set("context_length", static_cast<std::uint32_t>(s.context_length));
+  p.set("embedding_length", static_cast<std::uint32_t>(s.embedding_length));
+  p.set("block_count", static_cast<std::uint32_t>(s.block_count));
+  p.set("feed_forward_length", static_cast<std::uint32_t>(s.feed_forward_length));
+  p.set("attention.head_count", static_cast<std::uint32_t>(s.head_count));
+  return p;
+}
+
 TensorReader read_loaded() {
   return [](const Tensor& t, float* out) { std::copy(t.f32(), t.f32() + t.numel(), out); };
 }

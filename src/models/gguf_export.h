@@ -26,7 +26,18 @@ struct GgufModelParts {
   std::vector<GgufTensor> tensors;  // llama.cpp's names and layout; the types are chosen on writing
   int n_layer = 0;
   int vocab_rows = 0;  // rows of token_embd: the vocabulary the file's tokenizer must have
+
+  // One of the architecture's keys: "<arch>." + key.
+  void set(const std::string& key, GgufValue value) { metadata.set(arch + "." + key, std::move(value)); }
 };
+
+// What every architecture's part starts with: its name, its block count and token_embd's rows,
+// and the keys all of llama.cpp's text architectures have (context_length, embedding_length,
+// block_count, feed_forward_length, attention.head_count).
+struct GgufShape {
+  int context_length, embedding_length, block_count, feed_forward_length, head_count, vocab_rows;
+};
+GgufModelParts gguf_model_parts(std::string arch, const GgufShape& shape);
 
 // Where a parameter's values come from when its GGUF tensor is written: `declared` is the model's
 // tensor (its shape; its storage when the model is loaded), `out` takes its fp32 values in

@@ -342,4 +342,22 @@ void hf_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t
   }
 }
 
+std::function<void(const Tensor&, float*)> hf_tensor_reader(std::shared_ptr<const SafetensorsReader> r,
+                                                            std::unordered_map<const Tensor*, HfTensor> tensors,
+                                                            int head_dim, std::shared_ptr<const void> declared) {
+  auto by_tensor = std::make_shared<const std::unordered_map<const Tensor*, HfTensor>>(std::move(tensors));
+  return [r = std::move(r), by_tensor, head_dim, declared = std::move(declared)](const Tensor& t, float* out) {
+    const HfTensor& e = by_tensor->at(&t);
+    TensorShape shape;
+    for (int d = 0; d < t.shape().ndim(); ++d) shape.push_back(t.shape()[d]);
+    if (e.rotary_heads == 0) {
+      r->read_f32(e.name, shape, out);
+      return;
+    }
+    std::vector<float> hf(static_cast<std::size_t>(t.numel()));
+    r->read_f32(e.name, shape, hf.data());
+    hf_permute_rotary(hf.data(), e.rotary_heads, head_dim, shape.size() == 2 ? shape[1] : 1, /*to_hf=*/false, out);
+  };
+}
+
 }  // namespace llmcc::models

@@ -5,13 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "llmcc/io/safetensors.h"
+#include "llmcc/tensor.h"
 
 namespace llmcc {
 struct JsonValue;  // io/json_reader.h, which only the .cpp files that read config.json include
@@ -90,6 +93,18 @@ void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* ds
 // HF row h * head_dim/2 + i is llmcc row 2i + h (h = 0, 1; i < head_dim/2). to_hf: llmcc -> HF
 // order, else the inverse.
 void hf_permute_rotary(const float* src, int n_heads, int head_dim, std::int64_t cols, bool to_hf, float* dst);
+
+// The Hugging Face tensor behind one of a model's parameters: its name, and the heads whose rows
+// hf_permute_rotary reorders (q, k; Qwen3's q and k norm gains: one head), 0 for the same layout.
+struct HfTensor {
+  std::string name;
+  int rotary_heads = 0;
+};
+// Reads each parameter, keyed by its declared tensor, from `r` in llmcc's layout (a streamed
+// export's models::TensorReader). `declared` owns those tensors and lives as long as the reader.
+std::function<void(const Tensor&, float*)> hf_tensor_reader(std::shared_ptr<const SafetensorsReader> r,
+                                                            std::unordered_map<const Tensor*, HfTensor> tensors,
+                                                            int head_dim, std::shared_ptr<const void> declared);
 
 // Throws naming the file and the tensors nobody asked for, when there are any.
 void check_no_unexpected_tensors(const SafetensorsReader& r, const std::string& where, const std::string& model);

@@ -6,17 +6,9 @@ namespace llmcc::models {
 
 GgufModelParts gpt2_gguf_parts(const Gpt2& m, const TensorReader& read) {
   const Gpt2Config& c = m.cfg;
-  GgufModelParts p;
-  p.arch = "gpt2";
-  p.n_layer = c.n_layer;
-  p.vocab_rows = c.vocab_size;
-  GgufMetadata& md = p.metadata;
-  md.set("gpt2.context_length", static_cast<std::uint32_t>(c.max_seq_len));
-  md.set("gpt2.embedding_length", static_cast<std::uint32_t>(c.n_embd));
-  md.set("gpt2.block_count", static_cast<std::uint32_t>(c.n_layer));
-  md.set("gpt2.feed_forward_length", static_cast<std::uint32_t>(4 * c.n_embd));
-  md.set("gpt2.attention.head_count", static_cast<std::uint32_t>(c.n_head));
-  md.set("gpt2.attention.layer_norm_epsilon", 1e-5f);  // llmcc's layernorm and GPT-2's
+  GgufModelParts p =
+      gguf_model_parts("gpt2", {c.max_seq_len, c.n_embd, c.n_layer, 4 * c.n_embd, c.n_head, c.vocab_size});
+  p.set("attention.layer_norm_epsilon", 1e-5f);  // llmcc's layernorm and GPT-2's
 
   auto& t = p.tensors;
   t.push_back(gguf_tensor("token_embd.weight", m.wte, read, c.vocab_size));

@@ -35,21 +35,13 @@ std::vector<float> llama3_rope_factors(const LlamaConfig& c) {
 
 GgufModelParts llama_gguf_parts(const Llama& m, const TensorReader& read) {
   const LlamaConfig& c = m.cfg;
-  GgufModelParts p;
-  p.arch = "llama";
-  p.n_layer = c.n_layer;
-  p.vocab_rows = c.vocab_size;
-  GgufMetadata& md = p.metadata;
-  md.set("llama.context_length", static_cast<std::uint32_t>(c.max_seq_len));
-  md.set("llama.embedding_length", static_cast<std::uint32_t>(c.n_embd));
-  md.set("llama.block_count", static_cast<std::uint32_t>(c.n_layer));
-  md.set("llama.feed_forward_length", static_cast<std::uint32_t>(c.hidden_dim));
-  md.set("llama.attention.head_count", static_cast<std::uint32_t>(c.n_head));
-  md.set("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.n_kv_head));
-  md.set("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
-  md.set("llama.rope.freq_base", c.rope_theta);
-  md.set("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim()));
-  md.set("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size));
+  GgufModelParts p =
+      gguf_model_parts("llama", {c.max_seq_len, c.n_embd, c.n_layer, c.hidden_dim, c.n_head, c.vocab_size});
+  p.set("attention.head_count_kv", static_cast<std::uint32_t>(c.n_kv_head));
+  p.set("attention.layer_norm_rms_epsilon", c.norm_eps);
+  p.set("rope.freq_base", c.rope_theta);
+  p.set("rope.dimension_count", static_cast<std::uint32_t>(c.head_dim()));
+  p.set("vocab_size", static_cast<std::uint32_t>(c.vocab_size));
 
   auto& t = p.tensors;
   t.push_back(gguf_tensor("token_embd.weight", m.tok_embeddings, read));

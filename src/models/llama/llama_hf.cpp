@@ -264,11 +264,11 @@ LlamaHfStream open_llama_hf(const std::string& path) {
   auto r = std::make_shared<const SafetensorsReader>(files.weights);
   check_every_layer_present(*r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
   auto shapes = std::make_shared<Llama>(config);  // declared shapes, no storage
-  auto by_tensor = std::make_shared<std::unordered_map<const Tensor*, Mapped>>();
+  std::unordered_map<const Tensor*, HfTensor> tensors;
   for (const Mapped& e : mapping(*shapes)) {
     check_tensor_shape(*r, e.hf_name, dims(*e.ours));
     r->skip(e.hf_name);  // accounted for: the check below is for tensors nothing will read
-    by_tensor->emplace(e.ours, e);
+    tensors.emplace(e.ours, HfTensor{e.hf_name, e.layout == Layout::Rotary ? e.n_heads : 0});
   }
   if (config.tie_embeddings && r->has("lm_head.weight")) r->skip("lm_head.weight");
   for (int l = 0; l < config.n_layer; ++l) {
@@ -276,21 +276,7 @@ LlamaHfStream open_llama_hf(const std::string& path) {
     if (r->has(name)) r->skip(name);
   }
   check_no_unexpected_tensors(*r, kWhere, "Llama");
-  const int HS = config.head_dim();
-  LlamaHfStream s;
-  s.shapes = shapes;
-  s.read = [r, shapes, by_tensor, HS](const Tensor& t, float* out) {
-    const Mapped& e = by_tensor->at(&t);
-    const TensorShape shape = dims(t);
-    if (e.layout == Layout::Same) {
-      r->read_f32(e.hf_name, shape, out);
-      return;
-    }
-    std::vector<float> hf(static_cast<std::size_t>(t.numel()));
-    r->read_f32(e.hf_name, shape, hf.data());
-    hf_permute_rotary(hf.data(), e.n_heads, HS, shape[1], /*to_hf=*/false, out);
-  };
-  return s;
+  return {shapes, hf_tensor_reader(r, std::move(tensors), config.head_dim(), shapes)};
 }
 
 const PeftModuleNames& llama_peft_modules() {

@@ -31,21 +31,13 @@ constexpr Rename kBlock[] = {
 GgufModelParts qwen3_gguf_parts(const Qwen3& model_in, const TensorReader& read) {
   Qwen3& m = const_cast<Qwen3&>(model_in);  // for_each_parameter hands Tensor&; nothing is written
   const Qwen3Config& c = m.cfg;
-  GgufModelParts p;
-  p.arch = "qwen3";
-  p.n_layer = c.n_layer;
-  p.vocab_rows = c.vocab_size;
-  GgufMetadata& md = p.metadata;
-  md.set("qwen3.context_length", static_cast<std::uint32_t>(c.max_seq_len));
-  md.set("qwen3.embedding_length", static_cast<std::uint32_t>(c.n_embd));
-  md.set("qwen3.block_count", static_cast<std::uint32_t>(c.n_layer));
-  md.set("qwen3.feed_forward_length", static_cast<std::uint32_t>(c.hidden_dim));
-  md.set("qwen3.attention.head_count", static_cast<std::uint32_t>(c.n_head));
-  md.set("qwen3.attention.head_count_kv", static_cast<std::uint32_t>(c.n_kv_head));
-  md.set("qwen3.attention.key_length", static_cast<std::uint32_t>(c.head_dim));
-  md.set("qwen3.attention.value_length", static_cast<std::uint32_t>(c.head_dim));
-  md.set("qwen3.attention.layer_norm_rms_epsilon", c.norm_eps);
-  md.set("qwen3.rope.freq_base", c.rope_theta);
+  GgufModelParts p =
+      gguf_model_parts("qwen3", {c.max_seq_len, c.n_embd, c.n_layer, c.hidden_dim, c.n_head, c.vocab_size});
+  p.set("attention.head_count_kv", static_cast<std::uint32_t>(c.n_kv_head));
+  p.set("attention.key_length", static_cast<std::uint32_t>(c.head_dim));
+  p.set("attention.value_length", static_cast<std::uint32_t>(c.head_dim));
+  p.set("attention.layer_norm_rms_epsilon", c.norm_eps);
+  p.set("rope.freq_base", c.rope_theta);
 
   const int D = c.head_dim;
   llmcc::for_each_parameter(m, [&](const std::string& name, Tensor& t) {

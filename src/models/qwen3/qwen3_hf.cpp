@@ -199,30 +199,15 @@ Qwen3HfStream open_qwen3_hf(const std::string& path) {
   auto r = std::make_shared<const SafetensorsReader>(files.weights);
   check_every_layer_present(*r, "model.layers.", ".input_layernorm.weight", config.n_layer, files.config, kWhere);
   auto shapes = std::make_shared<Qwen3>(config);  // declared shapes, no storage
-  // Each parameter's Hugging Face name and rotary heads (0: the same layout), by tensor.
-  auto by_tensor = std::make_shared<std::unordered_map<const Tensor*, std::pair<std::string, int>>>();
+  std::unordered_map<const Tensor*, HfTensor> tensors;
   llmcc::for_each_parameter(*shapes, [&](const std::string& name, Tensor& t) {
     check_tensor_shape(*r, hf_name(name), dims(t));
     r->skip(hf_name(name));  // accounted for: the check below is for tensors nothing will read
-    by_tensor->emplace(&t, std::make_pair(hf_name(name), rotary_heads(name, config)));
+    tensors.emplace(&t, HfTensor{hf_name(name), rotary_heads(name, config)});
   });
   if (config.tie_embeddings && r->has("lm_head.weight")) r->skip("lm_head.weight");
   check_no_unexpected_tensors(*r, kWhere, "Qwen3");
-  const int D = config.head_dim;
-  Qwen3HfStream s;
-  s.shapes = shapes;
-  s.read = [r, shapes, by_tensor, D](const Tensor& t, float* out) {
-    const auto& [name, heads] = by_tensor->at(&t);
-    const TensorShape shape = dims(t);
-    if (heads == 0) {
-      r->read_f32(name, shape, out);
-      return;
-    }
-    std::vector<float> hf(static_cast<std::size_t>(t.numel()));
-    r->read_f32(name, shape, hf.data());
-    hf_permute_rotary(hf.data(), heads, D, shape.size() == 2 ? shape[1] : 1, /*to_hf=*/false, out);
-  };
-  return s;
+  return {shapes, hf_tensor_reader(r, std::move(tensors), config.head_dim, shapes)};
 }
 
 const PeftModuleNames& qwen3_peft_modules() {
