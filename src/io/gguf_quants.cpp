@@ -1,4 +1,4 @@
-#include "io/gguf_quants.h"
+#include "llmcc/io/gguf_quants.h"
 
 #include <algorithm>
 #include <cmath>

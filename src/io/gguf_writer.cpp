@@ -1,4 +1,4 @@
-#include "io/gguf_writer.h"
+#include "llmcc/io/gguf_writer.h"
 
 #include <algorithm>
 #include <cstring>

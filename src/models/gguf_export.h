@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/gguf_writer.h"
+#include "llmcc/io/gguf_writer.h"
 #include "llmcc/tensor.h"
 #include "llmcc/text/text_tokenizer.h"
 

@@ -1,9 +1,9 @@
-// ggml's tensor types as llmcc's GGUF export writes them (io/gguf_quants.h): each type's bytes
+// ggml's tensor types as llmcc's GGUF export writes them (llmcc/io/gguf_quants.h): each type's bytes
 // decode to within its error bound on rows of every kind (random, outliers, zeros, constants, one
 // sign, tiny), the packings put each value where the layout says (blocks built by hand), and a
 // row its type cannot block is refused by name. tests/hf/test_gguf_export.py checks the same
 // bytes against the `gguf` package's decoder.
-#include "io/gguf_quants.h"
+#include "llmcc/io/gguf_quants.h"
 
 #include <gtest/gtest.h>
 

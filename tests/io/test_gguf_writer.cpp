@@ -1,8 +1,8 @@
-// GGUF files as io/gguf_writer.h writes them, read back byte by byte: the header, every metadata
+// GGUF files as llmcc/io/gguf_writer.h writes them, read back byte by byte: the header, every metadata
 // type, tensor infos with ggml's dimension order, 32-byte aligned offsets and the tensors' bytes;
 // and a bad request (a duplicate name, a row its type cannot block, a zero dimension) refused by
 // name before anything is written.
-#include "io/gguf_writer.h"
+#include "llmcc/io/gguf_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -314,8 +314,8 @@ TEST(Gpt2Llmc, ExportCommandConvertsBothWays) {
   ASSERT_EQ(0, run({"--ckpt", dir.file("a.bin"), "--out", dir.file("d.bin"), "--format=llmc-bf16"}));
   EXPECT_EQ(llmcc::models::read_llmc_header(dir.file("d.bin")).version, 5);
   EXPECT_EQ(0, run({"--help"}));
-  EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "gguf"}); },
-                           {"--format", "gguf", "llmc-bf16"}));
+  EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("a.bin"), "--out", dir.file("e.bin"), "--format", "onnx"}); },
+                           {"--format", "onnx", "gguf", "llmc-bf16"}));
   EXPECT_TRUE(throws_error([&] { run({"--ckpt", dir.file("missing.bin"), "--out", dir.file("e.bin")}); },
                            {"missing.bin", "does not exist"}));
   EXPECT_TRUE(throws_error([&] { run({"--out", dir.file("e.bin")}); }, {"--ckpt"}));

@@ -346,7 +346,7 @@ TEST(LlamaHf, ExportCommandConvertsBothWays) {
 
   r = llmcc::test::run_llmcc(dir, {"export", "--ckpt", dir.file("hf"), "--format", "llmc", "--out", dir.file("x.bin")});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("holds a Llama model, which exports as llmcc, safetensors, not llmc"), std::string::npos)
+  EXPECT_NE(r.err.find("holds a Llama model, which exports as llmcc, gguf, safetensors, not llmc"), std::string::npos)
       << r.err;
 }
 

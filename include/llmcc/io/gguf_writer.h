@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "io/gguf_quants.h"
+#include "llmcc/io/gguf_quants.h"
 
 namespace llmcc {
 
