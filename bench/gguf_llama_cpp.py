@@ -11,8 +11,8 @@ run:
   files) and through `llmcc eval --logits-out`: max |difference| / max |llmcc logit|;
 * token ids: llama.cpp's tokenizer (the file's vocabulary and merges) against `llmcc tokenize` on
   the validation split's text;
-* perplexity on the validation split (--windows windows of --seq-len tokens, each predicting its
-  next tokens, as `llmcc eval --batch-size 1` reads them): llama.cpp's per quantization against
+* perplexity on the validation split (--windows windows of --seq-len tokens, 0 for all of them,
+  each predicting its next tokens, as `llmcc eval --batch-size 1` reads them): llama.cpp's per quantization against
   llmcc's fp32.
 
 With --check the run fails unless logits agree within 1e-3 relative (f32, f16), token ids are
@@ -64,7 +64,8 @@ def main():
     ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--steps", type=int, default=300, help="training steps of the trained models")
     ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--windows", type=int, default=64, help="validation windows for the perplexity")
+    ap.add_argument("--windows", type=int, default=64,
+                    help="validation windows for the perplexity (0: every window of the split)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--check", action="store_true", help="fail unless every figure is within its bound")
     args = ap.parse_args()
@@ -80,6 +81,7 @@ def main():
     run([L, "prepare", "--input", data, "--out", os.path.join(work, "data")])
     train_bin, val_bin = (os.path.join(work, "data", f) for f in ("train_000000.bin", "val_000000.bin"))
     val = shard_tokens(val_bin)
+    windows = args.windows or (len(val) - 1) // T
     presets = ["gpt2-tiny", "llama-tiny", "qwen3-tiny"]
     ok = True
     failures = []
@@ -101,7 +103,7 @@ def main():
             # llmcc's reference figures: the logits of the first window, and the loss over the windows.
             npy = os.path.join(work, f"{preset}-{kind}.logits.npy")
             out = run([L, "eval", "--ckpt", ckpt, "--val-data", val_bin, "--batch-size", "1", "--seq-len", str(T),
-                       "--steps", str(args.windows), "--json", "--logits-out", npy, "--threads", str(args.threads)])
+                       "--steps", str(windows), "--json", "--logits-out", npy, "--threads", str(args.threads)])
             ref_loss = json.loads(out.strip().splitlines()[-1])["loss"]
             ref_logits = np.load(npy)[0].astype(np.float64)  # (T, V)
             for quant in QUANTS:
@@ -113,7 +115,7 @@ def main():
                 llm = Llama(model_path=path, logits_all=True, n_ctx=max(T, 64), n_batch=max(T, 64),
                             n_threads=args.threads, verbose=False)
                 nll = 0.0
-                for w in range(args.windows):
+                for w in range(windows):
                     ids = val[w * T:(w + 1) * T + 1]
                     llm.reset()
                     llm.eval(list(map(int, ids[:T])))
@@ -121,7 +123,7 @@ def main():
                     if w == 0:
                         rel = float(np.abs(logits - ref_logits).max() / np.abs(ref_logits).max())
                     nll += mean_nll(logits, ids[1:T + 1])
-                ppl_ratio = float(np.exp(nll / args.windows) / np.exp(ref_loss))
+                ppl_ratio = float(np.exp(nll / windows) / np.exp(ref_loss))
                 tokens_equal = None
                 if quant == "f32" and kind == "random":
                     # Token ids of all of Tiny Shakespeare: llama.cpp's tokenizer from the file's
