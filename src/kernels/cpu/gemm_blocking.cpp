@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "llmcc/error.h"
@@ -33,7 +37,7 @@ using packed::kNR;
 // A candidate replaces the built-in blocking only when at least this much faster: the two
 // products take about 20 ms each, and a shared machine's noise between trials is a few percent.
 constexpr double kTuneMargin = 0.03;
-constexpr int kTrials = 3;
+constexpr int kTrials = 5;
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -82,8 +86,11 @@ std::vector<std::string> cpuinfo_fields(const std::vector<std::string>& keys) {
 }
 
 // What the cached blocking is for besides the CPU: the micro-kernel and the compiler.
+// The kernel, the compiler and the way the measurement is made ("measure 2": op(B) and C evicted
+// before each timed call, medians of per-round ratios), so that a cache made by another build or
+// an older measurement is measured again.
 std::string build_description() {
-  return std::string(gemm_packed_kernel_name()) + ", " +
+  return std::string(gemm_packed_kernel_name()) + ", measure 2, " +
 #if defined(__clang__)
          "clang " + std::to_string(__clang_major__) + "." + std::to_string(__clang_minor__);
 #elif defined(__GNUC__)
@@ -287,6 +294,27 @@ struct Product {
 constexpr Product kStreamProduct{"streaming 256x3072x768", false, true, 256, 3072, 768};
 constexpr Product kBlockedProduct{"blocked 1024x768x1024", true, false, 1024, 768, 1024};
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Writes back and drops n floats at p from every cache level.
+void evict(const float* p, std::size_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  for (std::size_t i = 0; i < n; i += 64 / sizeof(float)) {
+#if defined(__CLFLUSHOPT__)
+    _mm_clflushopt(const_cast<float*>(p + i));
+#else
+    _mm_clflush(p + i);
+#endif
+  }
+  _mm_sfence();
+#else
+  (void)p, (void)n;
+#endif
+}
+
 class Bench {
  public:
   Bench() {
@@ -301,22 +329,40 @@ class Bench {
     for (float& x : b_) x = u(rng);
   }
 
-  // GFLOP/s of each blocking on product p: the best of kTrials rounds, each running every
-  // blocking once in turn (after an untimed round), so that a slow spell of a shared machine
-  // lowers one trial of each rather than every trial of one.
-  std::vector<double> gflops(const std::vector<GemmBlocking>& blockings, const Product& p) {
+  // Each blocking's rate on product p, from kTrials rounds that run every blocking once in turn
+  // (after an untimed round; every other round in reverse order), each call finding op(B) and C
+  // in memory, as a training step finds a weight (or the activations a weight gradient reads)
+  // and its output. Its speed-up is the median over the rounds of blocking 0's time in that
+  // round over its own: a slow spell of a shared machine slows one round of every blocking
+  // alike, and a lucky one moves a median no more than any other round does.
+  struct Rates {
+    std::vector<double> gflops;   // median GFLOP/s
+    std::vector<double> speedup;  // against blockings[0]
+  };
+  Rates rates(const std::vector<GemmBlocking>& blockings, const Product& p) {
     const int lda = p.trans_a ? p.M : p.K, ldb = p.trans_b ? p.K : p.N;
-    std::vector<double> best(blockings.size(), 0.0);
+    const std::size_t n = blockings.size();
+    std::vector<std::vector<double>> seconds(n);
     for (int round = 0; round <= kTrials; ++round) {
-      for (std::size_t i = 0; i < blockings.size(); ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = round % 2 == 0 ? j : n - 1 - j;
+        evict(b_.data(), static_cast<std::size_t>(p.K) * p.N);
+        evict(c_.data(), static_cast<std::size_t>(p.M) * p.N);
         const auto t0 = std::chrono::steady_clock::now();
         gemm_packed_with(blockings[i], 1, p.trans_a, p.trans_b, p.M, p.N, p.K, 1.0f, a_.data(), lda, b_.data(), ldb,
                          0.0f, c_.data(), p.N, nullptr);
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (round > 0) best[i] = std::max(best[i], 2.0 * p.M * p.N * p.K / dt * 1e-9);
+        if (round > 0) seconds[i].push_back(dt);
       }
     }
-    return best;
+    Rates r{std::vector<double>(n), std::vector<double>(n)};
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<double> ratio(kTrials);
+      for (int t = 0; t < kTrials; ++t) ratio[t] = seconds[0][t] / seconds[i][t];
+      r.speedup[i] = median(ratio);
+      r.gflops[i] = 2.0 * p.M * p.N * p.K / median(seconds[i]) * 1e-9;
+    }
+    return r;
   }
 
  private:
@@ -390,19 +436,19 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
   Bench bench;
   std::ostringstream table;
   char row[160];
-  const auto line = [&](const GemmBlocking& b, const Product& p, double gflops, const char* note) {
-    std::snprintf(row, sizeof row, "%-24s kc %4d mc %4d nc %5d stream_a %7d: %6.1f GFLOP/s%s\n", p.name, b.kc, b.mc,
-                  b.nc, b.stream_a, gflops, note);
+  const auto line = [&](const GemmBlocking& b, const Product& p, double gflops, double speedup, const char* note) {
+    std::snprintf(row, sizeof row, "%-24s kc %4d mc %4d nc %5d stream_a %7d: %6.1f GFLOP/s %5.3fx%s\n", p.name, b.kc,
+                  b.mc, b.nc, b.stream_a, gflops, speedup, note);
     table << row;
   };
 
   // The candidate at index 0 is the one to beat; another replaces it when kTuneMargin faster.
   const auto pick = [&](const std::vector<GemmBlocking>& candidates, const Product& p) {
-    const std::vector<double> rates = bench.gflops(candidates, p);
+    const Bench::Rates r = bench.rates(candidates, p);
     std::size_t best = 0;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      line(candidates[i], p, rates[i], i == 0 ? "  (to beat)" : "");
-      if (rates[i] > rates[best] && rates[i] > rates[0] * (1 + kTuneMargin)) best = i;
+      line(candidates[i], p, r.gflops[i], r.speedup[i], i == 0 ? "  (to beat)" : "");
+      if (r.speedup[i] > r.speedup[best] && r.speedup[i] > 1 + kTuneMargin) best = i;
     }
     return candidates[best];
   };
@@ -458,10 +504,11 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
     }
   }
   if (deeper.size() > 1) {
-    const std::vector<double> rates = bench.gflops(deeper, kBlockedProduct);
+    const Bench::Rates r = bench.rates(deeper, kBlockedProduct);
     for (std::size_t i = 1; i < deeper.size(); ++i) {
-      const bool keeps = rates[i] >= rates[0] * (1 - kTuneMargin);
-      line(deeper[i], kBlockedProduct, rates[i], keeps ? "  (deeper kc: kept)" : "  (deeper kc: slower, dropped)");
+      const bool keeps = r.speedup[i] >= 1 - kTuneMargin;
+      line(deeper[i], kBlockedProduct, r.gflops[i], r.speedup[i],
+           keeps ? "  (deeper kc: kept)" : "  (deeper kc: slower, dropped)");
       if (keeps) streaming.push_back(deeper[i]);
     }
   }
