@@ -165,8 +165,10 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
                           const float*);
   const std::pair<const char*, BiasFn> impls[] = {{"cpu::gemm_bias", &cpu::gemm_bias},
                                                   {"cpu::gemm_packed_bias", &cpu::gemm_packed_bias}};
+  // {28, 16, 64}, {512, 16, 300}: tiles one AVX-512 vector wide, stored straight into C.
   const std::array<int, 3> sizes[] = {{7, 65, 33},    {17, 33, 5},     {256, 197, 300}, {512, 40, 768},
-                                      {700, 70, 300}, {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0}};
+                                      {700, 70, 300}, {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0},
+                                      {28, 16, 64},   {512, 16, 300},  {42, 8, 33}};
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (auto [M, N, K] : sizes) {

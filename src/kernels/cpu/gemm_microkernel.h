@@ -107,9 +107,9 @@ static_assert(Isa::kMC % kMR == 0 && Isa::kNC % kNR == 0, "cache blocks must hol
 // One k step of fp32 panels: acc += a(:, p) . b(p, :), a holding kMR values and b kNR.
 struct Fp32Step {
   using Elem = float;
-  template <int MR>
-  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][Isa::kNV], const float* a, const float* b) {
-    constexpr int NV = Isa::kNV, W = Isa::kWidth;
+  template <int MR, int NV>
+  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][NV], const float* a, const float* b) {
+    constexpr int W = Isa::kWidth;
     Isa::V bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = Isa::load(b + v * W);
@@ -129,10 +129,10 @@ struct Fp32Step {
 // b(2p + 1, j) to lane j in fp32.
 struct Bf16PairStep {
   using Elem = std::uint32_t;
-  template <int MR>
-  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][Isa::kNV], const std::uint32_t* a,
+  template <int MR, int NV>
+  __attribute__((always_inline)) static void step(Isa::V (&acc)[MR][NV], const std::uint32_t* a,
                                                   const std::uint32_t* b) {
-    constexpr int NV = Isa::kNV, W = Isa::kWidth;
+    constexpr int W = Isa::kWidth;
     __m512bh bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + v * W);
@@ -146,17 +146,20 @@ struct Bf16PairStep {
 };
 #endif
 
-// One tile of Rows x NR (Rows = MR: a full tile; fewer: the last rows of a product whose row
-// count is not a multiple of MR, e.g. the 4 left over from 256 = 42 x 6 + 4): k Steps over the
-// packed panels a (k, MR; rows past Rows are padding and not read) and b (k, NR), then
-// c (Rows rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
+// One tile of Rows x (Vectors * kWidth) (Rows = MR: a full tile; fewer: the last rows of a
+// product whose row count is not a multiple of MR, e.g. the 4 left over from 256 = 42 x 6 + 4;
+// Vectors = kNV: a full tile; fewer: the first columns of the panel, for a product narrower than
+// NR, such as a LoRA adapter's rank-16 products): k Steps over the packed panels a (k, MR; rows
+// past Rows are padding and not read) and b (k, NR; columns past Vectors * kWidth are not read),
+// then c (Rows rows, stride ldc) = alpha * acc + beta * c. Every loop has constant bounds and is
 // unrolled, so the accumulators live in registers.
-template <class Step, int Rows = kMR>
+template <class Step, int Rows = kMR, int Vectors = Isa::kNV>
 inline void microkernel(int k, const typename Step::Elem* __restrict a, const typename Step::Elem* __restrict b,
                         float* c, std::ptrdiff_t ldc, float alpha, float beta, const float* bias = nullptr) {
   static_assert(Rows >= 1 && Rows <= kMR, "a tile has 1 to MR rows");
+  static_assert(Vectors >= 1 && Vectors <= Isa::kNV, "a tile has 1 to kNV vectors per row");
   using V = Isa::V;
-  constexpr int MR = Rows, NV = Isa::kNV, W = Isa::kWidth;
+  constexpr int MR = Rows, NV = Vectors, W = Isa::kWidth;
   V acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
@@ -167,7 +170,7 @@ inline void microkernel(int k, const typename Step::Elem* __restrict a, const ty
   // line (Clang does, under -fsanitize=address), it would keep acc in memory and make every
   // FMA a load and a store.
   auto step = [&]() __attribute__((always_inline)) {
-    Step::template step<MR>(acc, a, b);
+    Step::template step<MR, NV>(acc, a, b);
     a += kMR;
     b += kNR;
   };
@@ -183,7 +186,7 @@ inline void microkernel(int k, const typename Step::Elem* __restrict a, const ty
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r) {
     __builtin_prefetch(c + r * ldc, 1, 3);
-    __builtin_prefetch(c + r * ldc + kNR - 1, 1, 3);
+    __builtin_prefetch(c + r * ldc + NV * W - 1, 1, 3);
   }
 #pragma GCC unroll 2
   for (int p = k_half; p < k; ++p) step();

@@ -387,13 +387,25 @@ using Bf16Panels = FloatPanels<true>;
 #endif
 
 // A tile narrower than kNR (N not a multiple of kNR): the micro-kernel writes a full tile to the
-// stack, and only its mr x nr corner is merged into C.
+// stack, and only its mr x nr corner is merged into C. A tile at most one vector wide takes the
+// micro-kernel of one vector per row, half the arithmetic of a full tile with AVX-512 or AVX2
+// (the rank-16 products of LoRA adapters are such products); a full-height one exactly one vector
+// wide stores straight into C.
 // bias: nr values or null.
 template <class P>
 [[gnu::noinline]] void edge_tile(int steps, const typename P::Elem* ap, const typename P::Elem* bp, float* c,
                                  ptrdiff_t ldc, int mr, int nr, float alpha, float beta, const float* bias) {
+  constexpr int W = Isa::kWidth;
+  if (Isa::kNV > 1 && nr == W && mr == kMR) {
+    packed::microkernel<typename P::Step, kMR, 1>(steps, ap, bp, c, ldc, alpha, beta, bias);
+    return;
+  }
   alignas(64) float tile[kMR * kNR];
-  packed::microkernel<typename P::Step>(steps, ap, bp, tile, kNR, alpha, 0.0f);
+  if (Isa::kNV > 1 && nr <= W) {
+    packed::microkernel<typename P::Step, kMR, 1>(steps, ap, bp, tile, kNR, alpha, 0.0f);
+  } else {
+    packed::microkernel<typename P::Step>(steps, ap, bp, tile, kNR, alpha, 0.0f);
+  }
   for (int r = 0; r < mr; ++r) {
     float* crow = c + r * ldc;
     const float* trow = tile + r * kNR;
