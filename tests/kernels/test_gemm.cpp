@@ -63,6 +63,10 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   sizes.push_back({1100, 45, 513});
   sizes.push_back({600, 50, 1000});
   sizes.push_back({530, 4100, 9});
+  // A few tiles of C over a long K take split_k (parts of K, each on one thread, summed in
+  // order): 2 parts, and 8 with an uneven last one.
+  sizes.push_back({30, 50, 9000});
+  sizes.push_back({5, 17, 33003});
   return sizes;
 }
 
@@ -168,7 +172,7 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
   // {28, 16, 64}, {512, 16, 300}: tiles one AVX-512 vector wide, stored straight into C.
   const std::array<int, 3> sizes[] = {{7, 65, 33},    {17, 33, 5},     {256, 197, 300}, {512, 40, 768},
                                       {700, 70, 300}, {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0},
-                                      {28, 16, 64},   {512, 16, 300},  {42, 8, 33}};
+                                      {28, 16, 64},   {512, 16, 300},  {42, 8, 33},     {30, 50, 9000}};
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (auto [M, N, K] : sizes) {

@@ -57,8 +57,9 @@ std::vector<GemmBlocking> odd_blockings() {
 }
 
 // (M, N, K) through both orders (up to and past kStreamMaxRows rows) and across every block.
-const std::vector<std::array<int, 3>> kSizes = {{1, 1, 1},     {7, 33, 65},    {130, 97, 300},
-                                                {512, 70, 41}, {513, 45, 129}, {700, 130, 517}};
+// {20, 60, 12000}: split_k's 2 parts.
+const std::vector<std::array<int, 3>> kSizes = {{1, 1, 1},      {7, 33, 65},     {130, 97, 300}, {512, 70, 41},
+                                                {513, 45, 129}, {700, 130, 517}, {20, 60, 12000}};
 
 std::string describe(const GemmBlocking& b) { return to_string(b); }
 

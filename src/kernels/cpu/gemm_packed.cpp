@@ -30,6 +30,9 @@
 //
 // A bias (gemm_packed_bias) is added by the micro-kernel of each tile's last KC slice, in the
 // same store, so linear's forward needs no pass over its output for it.
+//
+// A product whose C is only a few tiles over a long K (split_k_parts) takes neither order as a
+// team: K goes in parts, each part a one-thread product into a buffer, and C is their sum.
 #include "kernels/cpu/gemm_packed.h"
 
 #include <omp.h>
@@ -772,12 +775,69 @@ void scale_c(int M, int N, float beta, float* C, ptrdiff_t ldc, const float* bia
   }
 }
 
-// The GEMM on panels P (the contract of gemm_packed_bias).
-// max_threads: 0 for the OpenMP thread count.
+// A product whose C is a few tiles (at most kSplitMaxTiles) over a long K, such as the weight
+// gradient of a narrow layer over many rows (64 x 64 x 10,000 in a PINN), has too little of C
+// to share out among threads and a long chain of K slices on each tile. It goes in parts of K
+// instead, each on one thread into a buffer of its own, and C = the parts' sum, added in part
+// order, (+ beta * C + bias). The parts depend on the shape alone (at least kSplitMinK values of
+// K each, at most kSplitMaxParts), never on the thread count, so one or two threads give the
+// same bits.
+constexpr int kSplitMaxTiles = 16, kSplitMinK = 4096, kSplitMaxParts = 8;
+
+int split_k_parts(int m_tiles, int n_tiles, int K) {
+  if (m_tiles * n_tiles > kSplitMaxTiles) return 1;
+  return std::clamp(K / kSplitMinK, 1, kSplitMaxParts);
+}
+
 template <class P>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
                     float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                    const float* bias) {
+                    const float* bias, bool may_split = true);
+
+// The split-K order above: `parts` parts of K (P::kKUnit values per packed element: parts but
+// the last hold whole elements), each a product of its own with beta 0 on one thread, into the
+// calling thread's buffer of parts x M x N floats (kept from call to call).
+template <class P>
+void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool trans_b, int M, int N, int K,
+             float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+             const float* bias) {
+  thread_local GrowingBuffer buffer;
+  const std::size_t mn = static_cast<std::size_t>(M) * N;
+  float* partial = buffer.fit(mn * parts);
+  const int unit = P::kKUnit;
+  const int part_k = (K / parts + unit - 1) / unit * unit;
+  const ptrdiff_t a_step = trans_a ? static_cast<ptrdiff_t>(lda) : 1,
+                  b_step = trans_b ? 1 : static_cast<ptrdiff_t>(ldb);
+  const auto run_part = [&](int q) {
+    const int k0 = q * part_k, kq = q == parts - 1 ? K - k0 : part_k;
+    gemm_on_panels<P>(blk, 1, trans_a, trans_b, M, N, kq, alpha, A + k0 * a_step, lda, B + k0 * b_step, ldb, 0.0f,
+                      partial + q * mn, N, nullptr, false);
+  };
+  if (threads > 1) {
+#pragma omp parallel for num_threads(std::min(threads, parts)) schedule(static, 1)
+    for (int q = 0; q < parts; ++q) run_part(q);
+  } else {
+    for (int q = 0; q < parts; ++q) run_part(q);
+  }
+  for (int i = 0; i < M; ++i) {
+    float* c = C + static_cast<ptrdiff_t>(i) * ldc;
+    const float* p0 = partial + static_cast<std::size_t>(i) * N;
+    for (int j = 0; j < N; ++j) {
+      float sum = p0[j];
+      for (int q = 1; q < parts; ++q) sum += p0[q * mn + j];
+      if (beta != 0.0f) sum += beta * c[j];
+      if (bias) sum += bias[j];
+      c[j] = sum;
+    }
+  }
+}
+
+// The GEMM on panels P (the contract of gemm_packed_bias).
+// max_threads: 0 for the OpenMP thread count. may_split: false for a part of split_k's.
+template <class P>
+void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
+                    float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    const float* bias, bool may_split) {
   using Elem = typename P::Elem;
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
@@ -801,6 +861,10 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
                blk};
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
+  if (const int parts = may_split ? split_k_parts(m_tiles, n_tiles, K) : 1; parts > 1) {
+    split_k<P>(blk, threads, parts, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    return;
+  }
   threads = std::min(threads, std::max(m_tiles, n_tiles));
   if (static_cast<double>(M) * N * K < kParallelMinWork) threads = 1;
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
