@@ -57,6 +57,7 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_blocking.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_skinny.h"
 #include "kernels/cpu/gemv.h"
 
 namespace llmcc::cpu {
@@ -906,6 +907,7 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
 void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc) {
   if (M == 1 && !trans_a && trans_b && K > 0) return gemv_rows(N, K, alpha, A, B, ldb, beta, C, nullptr);
+  if (gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr)) return;
   gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                              nullptr);
 }
@@ -913,6 +915,7 @@ void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 void gemm_packed_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
   if (M == 1 && !trans_a && trans_b && K > 0) return gemv_rows(N, K, alpha, A, B, ldb, beta, C, bias);
+  if (gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias)) return;
   gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                              bias);
 }

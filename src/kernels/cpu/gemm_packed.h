@@ -19,6 +19,7 @@ inline constexpr int kStreamMaxRows = 512;
 // row strides of the stored matrices. beta == 0 overwrites C without reading it. Runs on
 // omp_get_max_threads() threads (on the calling thread alone inside a parallel region or for
 // small products). Valid arguments are the caller's duty (cpu::gemm's callers validate).
+// A product with a dimension of at most 4 runs gemm_skinny.h's loops instead of the panels.
 void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc);
 
