@@ -35,7 +35,7 @@ using packed::kMR;
 using packed::kNR;
 
 // A candidate replaces the built-in blocking only when at least this much faster: the two
-// products take about 20 ms each, and a shared machine's noise between trials is a few percent.
+// products take about 10 ms each, and a shared machine's noise between trials is a few percent.
 constexpr double kTuneMargin = 0.03;
 constexpr int kTrials = 5;
 
@@ -85,10 +85,10 @@ std::vector<std::string> cpuinfo_fields(const std::vector<std::string>& keys) {
   return values;
 }
 
-// What the cached blocking is for besides the CPU: the micro-kernel and the compiler.
-// The kernel, the compiler and the way the measurement is made ("measure 2": op(B) and C evicted
-// before each timed call, medians of per-round ratios), so that a cache made by another build or
-// an older measurement is measured again.
+// What the cached blocking is for besides the CPU: the micro-kernel, the compiler and the way
+// the measurement is made ("measure 2": op(B) and C evicted before each timed call, medians of
+// per-round ratios), so that a cache made by another build or an older measurement is measured
+// again.
 std::string build_description() {
   return std::string(gemm_packed_kernel_name()) + ", measure 2, " +
 #if defined(__clang__)
