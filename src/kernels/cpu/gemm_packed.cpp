@@ -58,6 +58,7 @@
 #include "kernels/cpu/gemm_blocking.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_skinny.h"
+#include "kernels/cpu/gemm_strides.h"
 #include "kernels/cpu/gemv.h"
 
 namespace llmcc::cpu {
@@ -807,8 +808,8 @@ void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool
   float* partial = buffer.fit(mn * parts);
   const int unit = P::kKUnit;
   const int part_k = (K / parts + unit - 1) / unit * unit;
-  const ptrdiff_t a_step = trans_a ? static_cast<ptrdiff_t>(lda) : 1,
-                  b_step = trans_b ? 1 : static_cast<ptrdiff_t>(ldb);
+  // Steps along K: op(A)'s columns, op(B)'s rows.
+  const ptrdiff_t a_step = operand_strides(trans_a, lda).col, b_step = operand_strides(trans_b, ldb).row;
   const auto run_part = [&](int q) {
     const int k0 = q * part_k, kq = q == parts - 1 ? K - k0 : part_k;
     gemm_on_panels<P>(blk, 1, trans_a, trans_b, M, N, kq, alpha, A + k0 * a_step, lda, B + k0 * b_step, ldb, 0.0f,
@@ -845,21 +846,8 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
     scale_c(M, N, beta, C, ldc, bias);
     return;
   }
-  const Gemm g{M,
-               N,
-               K,
-               alpha,
-               beta,
-               A,
-               trans_a ? 1 : static_cast<ptrdiff_t>(lda),
-               trans_a ? static_cast<ptrdiff_t>(lda) : 1,
-               B,
-               trans_b ? 1 : static_cast<ptrdiff_t>(ldb),
-               trans_b ? static_cast<ptrdiff_t>(ldb) : 1,
-               C,
-               ldc,
-               bias,
-               blk};
+  const OperandStrides a = operand_strides(trans_a, lda), b = operand_strides(trans_b, ldb);
+  const Gemm g{M, N, K, alpha, beta, A, a.row, a.col, B, b.row, b.col, C, ldc, bias, blk};
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
   if (const int parts = may_split ? split_k_parts(m_tiles, n_tiles, K) : 1; parts > 1) {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/gemm_strides.h"
 #include "kernels/cpu/ordered_sum.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/thread_buffer.h"
@@ -183,20 +184,8 @@ void small_m(const Skinny& g) {
 bool gemm_skinny(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc, const float* bias) {
   if (M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f || std::min({M, N, K}) > kSkinny) return false;
-  const Skinny g{M,
-                 N,
-                 K,
-                 alpha,
-                 beta,
-                 A,
-                 trans_a ? 1 : static_cast<ptrdiff_t>(lda),
-                 trans_a ? static_cast<ptrdiff_t>(lda) : 1,
-                 B,
-                 trans_b ? 1 : static_cast<ptrdiff_t>(ldb),
-                 trans_b ? static_cast<ptrdiff_t>(ldb) : 1,
-                 C,
-                 ldc,
-                 bias};
+  const OperandStrides a = operand_strides(trans_a, lda), b = operand_strides(trans_b, ldb);
+  const Skinny g{M, N, K, alpha, beta, A, a.row, a.col, B, b.row, b.col, C, ldc, bias};
   if (K <= kSkinny) {
     small_k(g);
   } else if (N <= kSkinny) {
