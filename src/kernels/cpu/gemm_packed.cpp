@@ -131,20 +131,9 @@ PackBuffers& thread_buffers(const GemmBlocking& blk) {
   return buffers;
 }
 
-// Row-major C(M, N) = alpha * op(A)(M, K) . op(B)(K, N) + beta * C, with op(A)'s element (i, p)
-// at A[i * a_row + p * a_col] and op(B)'s (p, j) at B[p * b_row + j * b_col]: the transposes
-// are folded into the strides (one of each pair is 1).
-struct Gemm {
-  int M, N, K;
-  float alpha, beta;
-  const float* A;
-  ptrdiff_t a_row, a_col;
-  const float* B;
-  ptrdiff_t b_row, b_col;
-  float* C;
-  ptrdiff_t ldc;
-  const float* bias;  // N values added to every row of C, or null
-  GemmBlocking blk;   // the cache blocking of this call
+// The product (gemm_strides.h) and the cache blocking of this call.
+struct Gemm : GemmProblem {
+  GemmBlocking blk;
 
   // The bias for the tile at column j of the slice ending at pc + kc: only the last slice adds
   // it.
@@ -846,8 +835,7 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
     scale_c(M, N, beta, C, ldc, bias);
     return;
   }
-  const OperandStrides a = operand_strides(trans_a, lda), b = operand_strides(trans_b, ldb);
-  const Gemm g{M, N, K, alpha, beta, A, a.row, a.col, B, b.row, b.col, C, ldc, bias, blk};
+  const Gemm g{gemm_problem(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias), blk};
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
   if (const int parts = may_split ? split_k_parts(m_tiles, n_tiles, K) : 1; parts > 1) {

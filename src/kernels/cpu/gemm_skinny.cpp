@@ -51,18 +51,8 @@ void store_row(float* __restrict c, const float* __restrict acc, int n, float al
   }
 }
 
-// The strides of the product: op(A)(i, p) = A[i * a_row + p * a_col], op(B)(p, j) = B[p * b_row +
-// j * b_col] (one of each pair is 1), and the rest of the contract.
-struct Skinny {
-  int M, N, K;
-  float alpha, beta;
-  const float* A;
-  ptrdiff_t a_row, a_col;
-  const float* B;
-  ptrdiff_t b_row, b_col;
-  float* C;
-  ptrdiff_t ldc;
-  const float* bias;
+// The product (gemm_strides.h), and whether it is worth a team.
+struct Skinny : GemmProblem {
   bool worth() const { return static_cast<int64_t>(M) * N * K >= kParallelMin; }
 };
 
@@ -184,8 +174,7 @@ void small_m(const Skinny& g) {
 bool gemm_skinny(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc, const float* bias) {
   if (M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f || std::min({M, N, K}) > kSkinny) return false;
-  const OperandStrides a = operand_strides(trans_a, lda), b = operand_strides(trans_b, ldb);
-  const Skinny g{M, N, K, alpha, beta, A, a.row, a.col, B, b.row, b.col, C, ldc, bias};
+  const Skinny g{gemm_problem(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias)};
   if (K <= kSkinny) {
     small_k(g);
   } else if (N <= kSkinny) {
