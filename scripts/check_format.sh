@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Checks that every C++ file git tracks follows .clang-format (clang-format-19), except those
-# .clang-format-ignore lists; prints the files that do not and how to fix them.
+# Checks that every C++ file git tracks, or would add (untracked and not ignored), follows
+# .clang-format (clang-format-19), except those .clang-format-ignore lists; prints the files that
+# do not and how to fix them.
 # Usage: scripts/check_format.sh [--fix]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.h' '*.cpp' | grep -v -e '^generated/' -e '^tests/adgen/')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cpp' | grep -v -e '^generated/' -e '^tests/adgen/')
 if [ "${1:-}" = "--fix" ]; then
   clang-format-19 -i "${files[@]}"
   exit 0
