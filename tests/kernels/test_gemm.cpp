@@ -65,7 +65,7 @@ std::vector<std::array<int, 3>> gemm_sizes() {
   sizes.push_back({530, 4100, 9});
   // A few tiles of C over a long K take split_k (parts of K, each on one thread, summed in
   // order): 2 parts, and 8 with an uneven last one.
-  sizes.push_back({30, 50, 9000});
+  sizes.push_back({20, 33, 8200});
   sizes.push_back({5, 17, 33003});
   // A dimension of at most 4 takes gemm_skinny's loops, on a team once large enough: K (1,000 x
   // 300 x 2), N (10,000 x 2 x 64, 70 x 3 x 2,000) and M (3 x 700 x 900, 2 x 5,000 x 40), each
@@ -177,11 +177,11 @@ TEST(GemmKernel, BiasIsAddedToEveryRow) {
                           const float*);
   const std::pair<const char*, BiasFn> impls[] = {{"cpu::gemm_bias", &cpu::gemm_bias},
                                                   {"cpu::gemm_packed_bias", &cpu::gemm_packed_bias}};
-  // {28, 16, 64}, {512, 16, 300}: tiles one AVX-512 vector wide, stored straight into C; {30, 50,
-  // 9000}: split K; the last three: skinny products.
+  // {28, 16, 64}, {512, 16, 300}: tiles one AVX-512 vector wide, stored straight into C; {20, 33,
+  // 8200}: split K; the last three: skinny products.
   const std::array<int, 3> sizes[] = {{7, 65, 33},     {17, 33, 5},     {256, 197, 300}, {512, 40, 768}, {700, 70, 300},
                                       {1100, 45, 513}, {65, 1000, 768}, {5, 17, 0},      {28, 16, 64},   {512, 16, 300},
-                                      {42, 8, 33},     {30, 50, 9000},  {1000, 300, 2},  {70, 3, 2000},  {3, 700, 900}};
+                                      {42, 8, 33},     {20, 33, 8200},  {1000, 300, 2},  {70, 3, 2000},  {3, 700, 900}};
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (auto [M, N, K] : sizes) {
