@@ -8,6 +8,8 @@
 #                           (gitignored, like every build*/ directory)
 #     LLMCC_TORCH_VERSION   torch version to install (default below)
 #     LLMCC_TORCH_PYTHON    base interpreter for the venv (default /usr/bin/python3, Debian's)
+#     LLMCC_TORCH_COMPILE_CHECK  0: skip the torch.compile check at the end of a new venv
+#                           (scripts/test_python.sh, whose python/tests/test_compile.py checks it)
 #
 # Then: bench/compare.sh uses build/venv-torch/bin/python3 when it exists (or --python VENV/bin/python3).
 #
@@ -103,6 +105,10 @@ backends = [l.strip(" -") for l in cfg.splitlines() if "Math Kernel" in l or "MK
 print(f"setup_pytorch: torch {torch.__version__} runs on the CPU; " + "; ".join(backends))
 EOF
 
+if [[ "${LLMCC_TORCH_COMPILE_CHECK:-1}" == 0 ]]; then
+  echo "setup_pytorch: done: $py (torch.compile not checked: LLMCC_TORCH_COMPILE_CHECK=0)"
+  exit 0
+fi
 echo "setup_pytorch: checking torch.compile (inductor, C++ on CPU; takes a minute or two)"
 if "$py" - <<'EOF'
 import torch

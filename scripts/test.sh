@@ -2,9 +2,9 @@
 # The test command (docs/testing.md): setup; the C++ layout check; configure, build and run the
 # default test suite (everything but the `slow` label) with GCC; the PyTorch extension's tests
 # (scripts/test_python.sh: the torch venv, the extension built on the GCC build's libraries,
-# pytest); then the unit, kernels, grad, e2e, model and mpi tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer (clang-19), and every parser's libFuzzer target for a few seconds
-# (scripts/test_sanitized.sh: one clang build for both).
+# pytest) while the sanitizer build compiles; then the unit, kernels, grad, e2e, model and mpi
+# tests again under AddressSanitizer and UndefinedBehaviorSanitizer (clang-19), and every parser's
+# libFuzzer target for a few seconds (scripts/test_sanitized.sh: one clang build for both).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L grad: then only that GCC ctest run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +41,25 @@ if [ -d "${LLMCC_SHARED_DATA:-../shared/data}" ]; then export LLMCC_TEST_REQUIRE
 (cd build && ctest --output-on-failure -j"$jobs" -LE slow "$@")
 phase "GCC suite"
 if [ $# -eq 0 ]; then
-  LLMCC_BUILD_DIR="$PWD/build" bash scripts/test_python.sh
+  # The PyTorch extension's tests run while the sanitizer build compiles: making the venv (pip
+  # unpacking wheels), pytest and the transformers models leave a core mostly idle, which the
+  # build takes. Their output is printed when both are done; the sanitized tests then run alone.
+  python_log=build/test_python.log
+  # setsid: its own process group, so that a failed build stops pip and pytest too.
+  LLMCC_BUILD_DIR="$PWD/build" setsid bash scripts/test_python.sh > "$python_log" 2>&1 &
+  python_pid=$!
+  trap 'kill -- -"$python_pid" 2> /dev/null || true' EXIT
+  bash scripts/test_sanitized.sh --build-only
+  phase "sanitizer build"
+  python_status=0
+  wait "$python_pid" || python_status=$?
+  trap - EXIT
+  cat "$python_log"
+  if [ "$python_status" -ne 0 ]; then
+    echo "test.sh: the PyTorch extension's tests failed (exit status $python_status; output above)" >&2
+    exit "$python_status"
+  fi
   phase "PyTorch extension"
-  bash scripts/test_sanitized.sh
+  bash scripts/test_sanitized.sh --tests-only
   phase "sanitized suite and bounded fuzz run"
 fi

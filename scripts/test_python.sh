@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 
 venv="${LLMCC_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/llmcc/venv-torch}"
 mkdir -p "$(dirname "$venv")"
-bash bench/setup_pytorch.sh "$venv"
+# python/tests/test_compile.py checks torch.compile, so the venv's own check is skipped.
+LLMCC_TORCH_COMPILE_CHECK=0 bash bench/setup_pytorch.sh "$venv"
 py="$venv/bin/python3"
 "$py" -m pip install --quiet pytest
 # The extension links against the torch it runs with: --no-build-isolation builds it in the venv.

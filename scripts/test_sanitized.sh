@@ -5,9 +5,18 @@
 # libraries serves both. Any sanitizer report fails its test.
 # Needs the packages of scripts/setup.sh (clang-19, libomp-19-dev, libclang-rt-19-dev: the
 # sanitizer runtimes), which scripts/test.sh installs first.
-# Usage: scripts/test_sanitized.sh [extra ctest arguments, e.g. -R Gemm]
+# Usage: scripts/test_sanitized.sh [--build-only | --tests-only] [extra ctest arguments, e.g. -R Gemm]
+#   --build-only   configure and build build-san, run nothing (scripts/test.sh builds it while the
+#                  PyTorch extension's tests run, then runs the tests with --tests-only)
+#   --tests-only   run the tests in an existing build-san
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+build=1 tests=1
+case "${1:-}" in
+  --build-only) tests=0; shift ;;
+  --tests-only) build=0; shift ;;
+esac
 
 jobs=$(nproc)
 # -O1 and line tables (all the stack traces need) keep the build short. adgen is not built, so the models (and the
@@ -17,10 +26,12 @@ jobs=$(nproc)
 # (fuzz/coverage_ignorelist.txt), so the tests' arithmetic runs at the sanitizers' speed.
 # LLMCC_LINK_FLAGS: scripts/test.sh's linker choice (lld), when it calls this.
 # shellcheck disable=SC2086
-cmake -S . -B build-san -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+[ "$build" -eq 0 ] || cmake -S . -B build-san -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLLMCC_SANITIZE=ON -DLLMCC_WERROR=ON \
   -DLLMCC_BUILD_ADGEN=OFF -DLLMCC_BUILD_BENCH=OFF -DLLMCC_INSTALL=OFF -DLLMCC_FUZZ=ON ${LLMCC_LINK_FLAGS:-}
-cmake --build build-san -j"$jobs"
+[ "$build" -eq 0 ] || cmake --build build-san -j"$jobs"
+[ "$tests" -eq 1 ] || exit 0
+[ -f build-san/CTestTestfile.cmake ] || { echo "test_sanitized.sh: build-san is not built (run without --tests-only first)" >&2; exit 1; }
 
 # A report stops the process with a stack trace; a user's own settings come last and win.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
