@@ -2,7 +2,10 @@
 // record adgen's generated backward reads; the backward runs that generated backward in one
 // call and returns the gradients of the input and of every parameter. The parameters are torch
 // tensors (nn.Parameters in llmcc_torch/modules.py), read in place, in llmcc's parameter order.
-#include <torch/extension.h>
+// pybind11 and the at::Tensor caster (not torch/extension.h: see module.cpp).
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
 #include <memory>

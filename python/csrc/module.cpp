@@ -1,6 +1,8 @@
 // The Python module llmcc_torch._C: importing it registers the `llmcc` operators (ops.cpp) with
 // PyTorch's dispatcher and adds the block functions (blocks.cpp) and AdamW's step (optim.cpp).
-#include <torch/extension.h>
+// pybind11 and the at::Tensor caster, without torch/extension.h's C++ frontend (torch/all.h),
+// which would triple this file's compile time.
+#include <torch/csrc/utils/pybind.h>
 
 #include <string>
 

@@ -1,7 +1,9 @@
 // AdamW for torch parameters on llmcc's fused update: one pass per tensor over the parameter,
 // its gradient and both moments (include/llmcc/train/adamw.h), instead of the several passes of
 // torch.optim.AdamW's tensor arithmetic.
-#include <torch/extension.h>
+// pybind11 and the at::Tensor caster (not torch/extension.h: see module.cpp).
+#include <c10/util/Exception.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
 #include <vector>
