@@ -57,7 +57,7 @@ py="$venv/bin/python3"
 installed_version() { "$py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true; }
 
 install_hf() {
-  "$py" -m pip install --quiet "${hf_packages[@]}"
+  "$py" -m pip install --quiet --no-compile "${hf_packages[@]}"
   "$py" -m pip check
   "$py" -c 'import gguf, safetensors, transformers; print(f"setup_pytorch: transformers {transformers.__version__}, safetensors {safetensors.__version__}")'
 }
@@ -93,7 +93,9 @@ command -v g++ > /dev/null || echo "setup_pytorch: warning: no g++, torch.compil
 
 echo "setup_pytorch: creating $venv ($("$base_python" -V 2>&1)) with torch $torch_version from PyPI (about 5 GB)"
 "$base_python" -m venv "$venv"
-"$py" -m pip install --quiet "torch==$torch_version" numpy
+# --no-compile: no .pyc up front for every installed module (torch's own are thousands); the ones
+# a script imports are compiled when first imported.
+"$py" -m pip install --quiet --no-compile "torch==$torch_version" numpy
 install_hf
 
 "$py" - <<'EOF'
