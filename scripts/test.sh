@@ -45,8 +45,9 @@ if [ $# -eq 0 ]; then
   # unpacking wheels), pytest and the transformers models leave a core mostly idle, which the
   # build takes. Their output is printed when both are done; the sanitized tests then run alone.
   python_log=build/test_python.log
-  # setsid: its own process group, so that a failed build stops pip and pytest too.
-  LLMCC_BUILD_DIR="$PWD/build" setsid bash scripts/test_python.sh > "$python_log" 2>&1 &
+  # setsid: its own process group, so that a failed build stops pip and pytest too (--wait: the
+  # exit status is the script's even if setsid had to fork).
+  LLMCC_BUILD_DIR="$PWD/build" setsid --wait bash scripts/test_python.sh > "$python_log" 2>&1 &
   python_pid=$!
   trap 'kill -- -"$python_pid" 2> /dev/null || true' EXIT
   bash scripts/test_sanitized.sh --build-only

@@ -1,7 +1,7 @@
 // The Python module llmcc_torch._C: importing it registers the `llmcc` operators (ops.cpp) with
 // PyTorch's dispatcher and adds the block functions (blocks.cpp) and AdamW's step (optim.cpp).
-// pybind11 and the at::Tensor caster, without torch/extension.h's C++ frontend (torch/all.h),
-// which would triple this file's compile time.
+// pybind11 and the at::Tensor caster. Not torch/extension.h: its torch/all.h (the C++ frontend:
+// modules, optimizers, data loaders), which nothing here uses, takes most of a compile.
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
