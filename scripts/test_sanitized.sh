@@ -42,7 +42,7 @@ export OMP_WAIT_POLICY=passive
 cd build-san
 # unit.NoAllocSteadyState.* skips here (it counts allocations by replacing malloc, which
 # AddressSanitizer owns) and says so in its output. The 600 training steps of
-# e2e.TrainBf16.Gpt2TinyThreeHundredSteps* (80 s in the release build) are left to that build:
+# e2e.TrainBf16.Gpt2TinyThreeHundredSteps* (10 s in the release build) are left to that build:
 # the bf16 GEMM code they run is covered here by kernels.GemmBf16Kernel.*. So are the two
 # 100-step runs of e2e.TrainE2e (a 50257-token head: 105 s each here, alone on the machine): the
 # same command-line training of GPT-2 and Llama runs here in e2e.TrainResume (with stops and

@@ -1,6 +1,6 @@
 // bf16 mixed precision end to end: gpt2-tiny trained 300 steps on a slice of Tiny Shakespeare
 // with `--dtype fp32` and with `--dtype bf16` (same seed, data and schedule): the bf16 run's
-// validation loss ends at most 4% above the fp32 run's; the bf16 run's header names the kernel it
+// validation loss ends at most 2% above the fp32 run's; the bf16 run's header names the kernel it
 // ran on; and a bf16 checkpoint resumes in fp32 (checkpoints hold fp32 weights whatever the dtype).
 #include <gtest/gtest.h>
 
@@ -21,10 +21,19 @@ namespace {
 
 using llmcc::test::run_llmcc;
 
-// The first 200 KB of Tiny Shakespeare, prepared into <dir>/data (about 60k GPT-2 tokens).
+// A 1,024-token vocabulary: GPT-2's 50,257 would make the LM head about 90% of each step's work
+// at C=128, and the runs' final losses would spread more over seeds (docs/perf.md).
+constexpr const char* kVocab = "1024";
+
+// The first 200 KB of Tiny Shakespeare, prepared into <dir>/data with a SentencePiece BPE
+// tokenizer of kVocab tokens trained on it.
 std::string prepare_shakespeare(const llmcc::test::TempDir& dir) {
-  llmcc::test::write_shakespeare_200k(dir.file("shakespeare_200k.txt"));
-  const auto r = run_llmcc(dir, {"prepare", "--input", dir.file("shakespeare_200k.txt"), "--out", dir.file("data")});
+  const std::string text = dir.file("shakespeare_200k.txt");
+  llmcc::test::write_shakespeare_200k(text);
+  auto r = run_llmcc(dir, {"train-tokenizer", "--input", text, "--vocab-size", kVocab, "--out", dir.file("tok")});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = run_llmcc(dir,
+                {"prepare", "--input", text, "--tokenizer", "sp:" + dir.file("tok.model"), "--out", dir.file("data")});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   return dir.file("data");
 }
@@ -34,6 +43,8 @@ std::vector<std::string> train_args(const std::string& data, const std::string& 
   return {"train",
           "--model",
           "gpt2-tiny",
+          "--vocab-size",
+          kVocab,
           "--train-data",
           data + "/train_000000.bin",
           "--val-data",
@@ -64,10 +75,9 @@ std::vector<std::string> train_args(const std::string& data, const std::string& 
           "2"};
 }
 
-TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinFourPercentOfFp32) {
+TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinTwoPercentOfFp32) {
   llmcc::test::TempDir dir;
   LLMCC_REQUIRE_DATA("tinyshakespeare/input.txt");
-  LLMCC_REQUIRE_DATA("gpt2/encoder.json");
   const std::string data = prepare_shakespeare(dir);
   std::map<long, std::string> val[2];
   for (int i = 0; i < 2; ++i) {
@@ -88,14 +98,14 @@ TEST(TrainBf16, Gpt2TinyThreeHundredStepsEndsWithinFourPercentOfFp32) {
   ASSERT_TRUE(val[0].count(300) && val[1].count(300));
   const double fp32 = std::stod(val[0][300]), bf16 = std::stod(val[1][300]);
   std::printf("[ note     ] final val loss: fp32 %.4f, bf16 %.4f (%+.2f%%)\n", fp32, bf16, 100.0 * (bf16 / fp32 - 1));
-  EXPECT_LT(fp32, 7.0) << "the fp32 run did not learn";
-  EXPECT_LT(bf16, 7.0) << "the bf16 run did not learn";
-  // Two runs that round differently follow different trajectories at this learning rate, and so
-  // do two fp32 runs whose sums are ordered differently: with seeds 1, 2 and 3 bf16 ended 0.70%,
-  // 0.49% and 3.4% below fp32, and 2.7% above it at seed 1 once fp32's reductions changed order
-  // (docs/perf.md). So the check is one-sided, the quality claim, with that spread as its margin:
-  // bf16 is not worse by more than 4% (a bf16 path that rounds wrongly ends far above).
-  EXPECT_LE(bf16, 1.04 * fp32);
+  // ln(1024) = 6.93 at the start; both runs end near 4.4.
+  EXPECT_LT(fp32, 5.0) << "the fp32 run did not learn";
+  EXPECT_LT(bf16, 5.0) << "the bf16 run did not learn";
+  // Two runs that round differently follow different trajectories: over seeds 1-8 bf16 ended
+  // between 0.13% below and 0.54% above fp32 (docs/perf.md). So the check is one-sided, the
+  // quality claim, with about four times that spread as its margin: bf16 is not worse by more
+  // than 2% (a bf16 path that rounds wrongly ends far above).
+  EXPECT_LE(bf16, 1.02 * fp32);
 }
 
 // A checkpoint written by a bf16 run holds fp32 weights: resuming it with --dtype fp32 works, is
