@@ -38,12 +38,23 @@ inline void for_each_thread_count(const std::function<void(int)>& fn) {
   set_num_threads(before);
 }
 
+// The value std::uniform_real_distribution<double>(lo, hi) draws from one output `bits` of
+// std::mt19937_64, bit for bit (tests/kernels/test_random_vector.cpp checks it): libstdc++'s
+// generate_canonical divides the 64 bits by 2^64 in long double and rounds to double, which is
+// the one rounding of the conversion below; a result of 1 becomes the double just below it. Its
+// own code takes a long double logarithm on every draw, which unoptimised (the sanitizer build's
+// test sources) was most of the time of the largest kernel tests.
+inline double uniform_from_bits(std::uint64_t bits, double lo, double hi) {
+  double u = static_cast<double>(bits) * 0x1p-64;
+  if (u >= 1.0) u = std::nextafter(1.0, 0.0);
+  return u * (hi - lo) + lo;
+}
+
 template <class T>
 std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(dist(rng));
+  for (auto& x : v) x = static_cast<T>(uniform_from_bits(rng(), lo, hi));
   return v;
 }
 
