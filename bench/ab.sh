@@ -51,9 +51,15 @@ side() {
     git -C "$repo" archive "$rev" src/kernels/cpu src/kernels/attention_layout.h | tar -x -C "$work/$name"
   fi
   local -a sources=("$work/$name/src/kernels/cpu/$source_file")
-  # A GEMM that takes its blocking from gemm_blocking.cpp needs it, and llmcc's error reporting.
-  if [[ $source_file == gemm_packed.cpp && -f "$work/$name/src/kernels/cpu/gemm_blocking.cpp" ]]; then
-    sources+=("$work/$name/src/kernels/cpu/gemm_blocking.cpp" "$repo/src/tensor/error.cpp")
+  # The GEMM takes its blocking from gemm_blocking.cpp (which reports errors through llmcc's
+  # error.cpp) and hands single rows to gemv.cpp and skinny products to gemm_skinny.cpp, in the
+  # revisions that have them.
+  if [[ $source_file == gemm_packed.cpp ]]; then
+    local f
+    for f in gemm_blocking gemm_skinny gemv; do
+      [[ ! -f "$work/$name/src/kernels/cpu/$f.cpp" ]] || sources+=("$work/$name/src/kernels/cpu/$f.cpp")
+    done
+    [[ ! -f "$work/$name/src/kernels/cpu/gemm_blocking.cpp" ]] || sources+=("$repo/src/tensor/error.cpp")
   fi
   local i=0
   for s in "${sources[@]}"; do
