@@ -23,6 +23,7 @@
 // See docs/adgen.md and docs/adgen-subset.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -224,6 +224,81 @@ TEST_P(AdgenJvp, GradientThroughSecondOrderMatchesFiniteDifferences) {
   EXPECT_TRUE(adgen_test::fd_matches("other", other, d_other, loss, h));
 }
 
+// Calls of u and of its jvps at the same points, merged into one call (u's statements once): the
+// gradient with respect to the parameters, the points and both directions.
+TEST_P(AdgenJvp, GradientThroughMergedCallsMatchesFiniteDifferences) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, others, ts;
+  adgen_test::bind_random(net, params, 61, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 62);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 63);
+  const Tensor other = adgen_test::random_tensor(others, {N, 2}, 64);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 65, 0.3f);
+  auto g = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_dir, d_other, d_target;
+  const float value = jvpm::shared_loss_grad(net, x, dir, other, target, g.grad, &d_x, &d_dir, &d_other, &d_target);
+  auto loss = [&] {
+    llmcc::Arena a(1 << 20);
+    llmcc::ArenaScope s(a);
+    return static_cast<double>(jvpm::shared_loss(net, x, dir, other, target));
+  };
+  EXPECT_FLOAT_EQ(value, static_cast<float>(loss()));
+  constexpr double h = 5e-3;  // second derivatives in the loss, as in the test above
+  adgen_test::expect_grad_matches_fd(net, g.grad, loss, h);
+  EXPECT_TRUE(adgen_test::fd_matches("x", x, d_x, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("dir", dir, d_dir, loss, h));
+  EXPECT_TRUE(adgen_test::fd_matches("other", other, d_other, loss, h));
+}
+
+// The merged calls compute what the separate calls do: the same loss bit for bit (the same ops on
+// the same tensors), and the same gradient up to the order its contributions are summed in.
+TEST_P(AdgenJvp, MergedCallsGiveTheSeparateCallsGradient) {
+  const auto [N, H, L] = GetParam();
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, others, ts;
+  adgen_test::bind_random(net, params, 71, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 72);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 73);
+  const Tensor other = adgen_test::random_tensor(others, {N, 2}, 74);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 75, 0.3f);
+  std::vector<std::vector<float>> copies(3, xs);
+  const Tensor x1(copies[0].data(), {N, 2}), x2(copies[1].data(), {N, 2}), x3(copies[2].data(), {N, 2});
+  auto merged = llmcc::adgen::make_grad(net);
+  auto separate = llmcc::adgen::make_grad(net);
+  Tensor d_x, d_dir, d_other, s_x0, s_x1, s_x2, s_x3, s_dir, s_other;
+  const float merged_value =
+      jvpm::shared_loss_grad(net, x, dir, other, target, merged.grad, &d_x, &d_dir, &d_other, nullptr);
+  const float separate_value = jvpm::unshared_loss_grad(net, x, x1, x2, x3, dir, other, target, separate.grad, &s_x0,
+                                                        &s_x1, &s_x2, &s_x3, &s_dir, &s_other, nullptr);
+  EXPECT_EQ(merged_value, separate_value);
+  auto near = [](const std::string& name, const float* a, const std::vector<float>& b) {
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (!(std::fabs(a[i] - b[i]) <= 1e-5f * (1.0f + std::fabs(b[i]))))
+        return ::testing::AssertionFailure() << name << "[" << i << "]: merged " << a[i] << ", separate " << b[i];
+    return ::testing::AssertionSuccess();
+  };
+  std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> params_of;
+  merged.grad.for_each_pair(net, "", [&](const std::string& name, const Tensor&, Tensor& g) {
+    params_of.push_back({name, {g, Tensor()}});
+  });
+  std::size_t k = 0;
+  separate.grad.for_each_pair(net, "",
+                              [&](const std::string&, const Tensor&, Tensor& g) { params_of[k++].second.second = g; });
+  ASSERT_EQ(k, params_of.size());
+  for (const auto& [name, pair] : params_of) EXPECT_TRUE(near(name, pair.first.f32(), values(pair.second)));
+  std::vector<float> sum_x(xs.size());
+  for (std::size_t i = 0; i < sum_x.size(); ++i)
+    sum_x[i] = ((s_x0.f32()[i] + s_x1.f32()[i]) + s_x2.f32()[i]) + s_x3.f32()[i];
+  EXPECT_TRUE(near("x", d_x.f32(), sum_x));
+  EXPECT_TRUE(near("dir", d_dir.f32(), values(s_dir)));
+  EXPECT_TRUE(near("other", d_other.f32(), values(s_other)));
+}
+
 TEST_P(AdgenJvp, GradientThroughSeveralTangentsMatchesFiniteDifferences) {
   const auto [N, H, L] = GetParam();
   llmcc::Arena arena(1 << 22);
@@ -575,6 +650,54 @@ TEST(AdgenJvpCount, EachPrimalOpRunsOncePerGradientCall) {
   // The backward: one pullback per forward op that got an adjoint (the value stream's linears too).
   EXPECT_EQ(calls["linear.bwd"], L + 1);
   EXPECT_EQ(calls["linear_nobias.bwd"], 2 * (L + 1) - 1);
+}
+
+// Calls of u and its jvps at the same points run u's primal ops once between them, forward and
+// backward; at copies of the points (nothing to merge), once per call.
+TEST(AdgenJvpCount, MergedCallsRunEachPrimalOpOnce) {
+  constexpr int N = 5, H = 4, L = 3;
+  llmcc::Arena arena(1 << 22);
+  llmcc::ArenaScope scope(arena);
+  jvpm::Net net = make_net(H, L);
+  std::vector<float> params, xs, dirs, others, ts;
+  adgen_test::bind_random(net, params, 81, 0.7f);
+  const Tensor x = adgen_test::random_tensor(xs, {N, 2}, 82);
+  const Tensor dir = adgen_test::random_tensor(dirs, {N, 2}, 83);
+  const Tensor other = adgen_test::random_tensor(others, {N, 2}, 84);
+  const Tensor target = adgen_test::random_tensor(ts, {N, 1}, 85);
+  std::vector<std::vector<float>> copies(3, xs);
+  const Tensor x1(copies[0].data(), {N, 2}), x2(copies[1].data(), {N, 2}), x3(copies[2].data(), {N, 2});
+  auto counted = [](const std::function<void()>& call) {
+    llmcc::profile::reset();
+    llmcc::profile::enable(true);
+    call();
+    llmcc::profile::enable(false);
+    std::map<std::string, std::int64_t> calls;
+    for (const auto& e : llmcc::profile::snapshot()) calls[e.name] = e.calls;
+    return calls;
+  };
+  auto g = llmcc::adgen::make_grad(net);
+  auto merged =
+      counted([&] { jvpm::shared_loss_grad(net, x, dir, other, target, g.grad, nullptr, nullptr, nullptr, nullptr); });
+  auto separate = counted([&] {
+    jvpm::unshared_loss_grad(net, x, x1, x2, x3, dir, other, target, g.grad, nullptr, nullptr, nullptr, nullptr,
+                             nullptr, nullptr, nullptr);
+  });
+  // u: L hidden linears and tanhs, one output linear, one silu.
+  EXPECT_EQ(merged["linear.fwd"], L + 1);
+  EXPECT_EQ(merged["tanh.fwd"], L);
+  EXPECT_EQ(merged["silu.fwd"], 1);
+  EXPECT_EQ(merged["linear.bwd"], L + 1);
+  EXPECT_EQ(merged["tanh.bwd"], L);
+  EXPECT_EQ(separate["linear.fwd"], 4 * (L + 1));
+  EXPECT_EQ(separate["tanh.fwd"], 4 * L);
+  // Separately, the two calls whose value the loss does not read leave their output linear
+  // without an adjoint.
+  EXPECT_EQ(separate["linear.bwd"], 4 * (L + 1) - 2);
+  // The tangent streams are each plan's own, merged or not.
+  EXPECT_EQ(merged["linear_nobias.fwd"], separate["linear_nobias.fwd"]);
+  EXPECT_EQ(merged["tanh_tangent.fwd"], separate["tanh_tangent.fwd"]);
+  EXPECT_EQ(merged["tanh_tangent2.fwd"], separate["tanh_tangent2.fwd"]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, AdgenJvp, ::testing::Values(Sizes{1, 1, 1}, Sizes{5, 3, 2}, Sizes{9, 7, 3}, Sizes{17, 16, 4}),

@@ -18,11 +18,13 @@ namespace {
 
 const char* kTensor = "llmcc::Tensor";
 
-// Where result k of a jvp's return value is: a Dual's value and tangent, a Dual2's four tensors.
-std::string result_path(int results, int k) {
+// Where result k of a jvp's return value is: a Dual's value and tangent, a Dual2's four tensors,
+// a merged plan's array element.
+std::string result_path(const FuncPlan& g, int k) {
   static const char* const kDual[] = {".value", ".tangent"};
   static const char* const kDual2[] = {".value.value", ".value.tangent", ".tangent.value", ".tangent.tangent"};
-  return results == 2 ? kDual[k] : kDual2[k];
+  if (g.tuple_results) return "[" + std::to_string(k) + "]";
+  return g.results == 2 ? kDual[k] : kDual2[k];
 }
 
 // Whether `word` is used as a variable in `text`: as a whole identifier, not as a member or a
@@ -419,6 +421,7 @@ class FuncEmitter {
 
  private:
   std::string ret_type() const {
+    if (f_.tuple_results) return "std::array<llmcc::Tensor, " + std::to_string(f_.results) + ">";
     return f_.results == 4           ? "llmcc::adgen::Dual2"
            : f_.results == 2         ? "llmcc::adgen::Dual"
            : f_.ret == VKind::Tensor ? kTensor
@@ -677,12 +680,12 @@ class FuncEmitter {
               // A jvp: each of its results is a temporary.
               fwd_.open("");
               fwd_.line("const auto _jvp = " + call + ";");
-              fwd_.line(lhs + "_jvp" + result_path(c.results, 0) + ";");
+              fwd_.line(lhs + "_jvp" + result_path(g, 0) + ";");
               for (std::size_t k = 0; k < s.more_temps.size(); ++k) {
                 const std::string slot = r.slot(kTensor, s.more_temps[k]);
                 temp_slot_[s.more_temps[k]] = slot;
                 r.visit.push_back("f(" + slot + ");");
-                fwd_.line(r.var + "." + slot + " = _jvp" + result_path(c.results, static_cast<int>(k) + 1) + ";");
+                fwd_.line(r.var + "." + slot + " = _jvp" + result_path(g, static_cast<int>(k) + 1) + ";");
               }
               fwd_.close();
             } else {
@@ -760,7 +763,11 @@ class FuncEmitter {
         } else {
           std::vector<std::string> v{fwd_text(s.value, r, nullptr, -1)};
           for (const auto& m : s.more_values) v.push_back(fwd_text(m, r, nullptr, -1));
-          if (f_.results == 2)
+          if (f_.tuple_results) {
+            std::string list;
+            for (const auto& e : v) list += (list.empty() ? "" : ", ") + e;
+            fwd_.line("return " + ret_type() + "{" + list + "};");
+          } else if (f_.results == 2)
             fwd_.line("return llmcc::adgen::Dual{" + v[0] + ", " + v[1] + "};");
           else
             fwd_.line("return llmcc::adgen::Dual2{{" + v[0] + ", " + v[1] + "}, {" + v[2] + ", " + v[3] + "}};");

@@ -74,7 +74,7 @@ struct Call {
   std::vector<ModPath> module_args;  // Func: module arguments, by position (others empty root)
   bool checkpoint = false;
   VKind ret = VKind::Tensor;
-  int results = 1;                   // Func: 1, or a jvp's 2 (adgen::Dual) or 4 (adgen::Dual2)
+  int results = 1;                   // Func: 1, or a jvp's 2 (adgen::Dual), 4 (adgen::Dual2) or more (merged)
   const FuncPlan* scalar = nullptr;  // map_unary: the scalar function's plan
 };
 
@@ -159,6 +159,13 @@ struct FuncPlan {
   std::vector<std::pair<int, int>> taylor_same;
   std::map<std::string, Operand> tangent_of;
   int temps = 0;  // temporaries t0..t<temps-1> are taken
+  // The plan whose statements this one runs unchanged and in order, with its temporaries, locals
+  // and first parameters: a user function's plan is its own base; its tangent plans (and theirs)
+  // and their merges have that plan as base; a specialised copy has none. Two calls of plans with
+  // one base on the same arguments share its statements (merge.cpp).
+  const FuncPlan* base = nullptr;
+  // A merged plan (merge.cpp): its results are returned as std::array<llmcc::Tensor, results>.
+  bool tuple_results = false;
 };
 
 struct ModuleField {

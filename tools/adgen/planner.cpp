@@ -22,9 +22,9 @@ std::string Planner::Scope::bind_name(const VarDecl* vd, bool parameter) {
   // `_s` becomes `s_v`, not `_s_v`: its adjoint `d_s_v` must not hold a reserved `__`.
   const std::string source = vd->getNameAsString();
   const std::string stripped = source.substr(std::min(source.find_first_not_of('_'), source.size()));
-  // A parameter `out` (`out1`, `out2`, `out3`) would have the adjoint `d_out` (`d_out1`, ...),
-  // the names of a backward's incoming adjoints.
-  const bool out_name = source == "out" || source == "out1" || source == "out2" || source == "out3";
+  // A parameter `out` (`out1`, `out2`, ...) would have the adjoint `d_out` (`d_out1`, ...), the
+  // names of a backward's incoming adjoints (a merged jvp plan has one per result).
+  const bool out_name = source.rfind("out", 0) == 0 && source.find_first_not_of("0123456789", 3) == std::string::npos;
   const bool reserved = generated_code_may_use(source) || (parameter && out_name);
   const std::string base = !reserved ? source : stripped.empty() ? "v" : stripped + "_v";
   // Unique, and never one name's adjoint `d_<name>` another's name (`d_out` becomes `d_out_v`,
@@ -208,6 +208,7 @@ FuncPlan* Planner::plan_function(const FunctionDecl* f, SourceLocation use) {
   in_progress_.insert(f);
   auto owned = std::make_unique<FuncPlan>();
   FuncPlan* fp = owned.get();
+  fp->base = fp;
   Scope sc;
   sc.errors_at_start = diag_.errors();
   sc.fp = fp;

@@ -26,8 +26,9 @@ class Planner {
   void plan_entry(const clang::FunctionDecl* entry);
   // A declaration marked LLMCC_ADGEN_JVP("f"): plans f and its tangent function (tangent.cpp).
   FuncPlan* plan_jvp(const clang::FunctionDecl* decl, clang::SourceLocation use);
-  // After planning: calls of jvps with repeated arguments specialised, common subexpressions of
-  // the plans adgen made removed, plans ordered callees first.
+  // After planning: calls of jvps with repeated arguments specialised, calls sharing a primal
+  // stream merged, common subexpressions of the plans adgen made removed, plans ordered callees
+  // first.
   void finish();
   // The function named by LLMCC_ADGEN_JVP on f, or "" when f is not a jvp declaration.
   static std::string jvp_target(const clang::FunctionDecl* f);
@@ -50,6 +51,9 @@ class Planner {
   FuncPlan* specialized(const FuncPlan& g, const std::vector<int>& alias);
   void specialize_calls(FuncPlan& f);
   FuncPlan* taylor_for(const FuncPlan& g, const std::vector<Operand>& args);
+  // merge.cpp: calls of plans of one function on the same arguments become one call.
+  const FuncPlan* merged(const FuncPlan& a, const FuncPlan& b);
+  void merge_calls(FuncPlan& f);
 
   FuncPlan* plan_function(const clang::FunctionDecl* f, clang::SourceLocation use);
   std::string ensure_module(const clang::CXXRecordDecl* rd);
@@ -99,6 +103,7 @@ class Planner {
   std::set<const clang::FunctionDecl*> in_jvp_;
   std::map<std::pair<const FuncPlan*, std::vector<int>>, FuncPlan*> specials_;
   std::map<std::tuple<const FuncPlan*, std::vector<bool>, int>, FuncPlan*> tangents_;
+  std::map<std::pair<const FuncPlan*, const FuncPlan*>, FuncPlan*> merges_;
 };
 
 }  // namespace adgen

@@ -744,6 +744,7 @@ FuncPlan* Planner::tangent_plan(const FuncPlan& f, const std::vector<bool>& mask
   j->used_names = f.used_names;
   j->results = mode == TangentMode::Dual ? 2 * f.results : mode == TangentMode::Taylor ? 4 : 1;
   j->jvp_of = &f;
+  j->base = mode == TangentMode::Slope ? nullptr : f.base;  // a slope returns no value
   j->tangent_param.assign(f.params.size(), -1);
   if (mode == TangentMode::Taylor && (f.results != 2 || f.jvp_of == nullptr)) {
     diag_.error(loc, "internal: the Taylor mode of " + f.source + ", which is not a jvp");
@@ -1010,6 +1011,7 @@ FuncPlan* Planner::specialized(const FuncPlan& g, const std::vector<int>& alias)
   f->primal_decl.clear();
   f->primal_decls.clear();
   f->entry = false;
+  f->base = nullptr;  // its parameters are no longer the function's
   std::string suffix = "_same";
   for (std::size_t j = 0; j < alias.size(); ++j)
     if (alias[j] >= 0) suffix += "_" + std::to_string(j);
@@ -1098,7 +1100,12 @@ void Planner::finish() {
   // Calls of jvps with a repeated argument go to specialised copies; the plans adgen made lose
   // their repeated statements.
   for (std::size_t k = 0; k < program_.funcs.size(); ++k) specialize_calls(*program_.funcs[k]);
+  // Calls that share a primal stream become one (merge.cpp); merged plans are appended, and their
+  // own calls merge in turn.
+  for (std::size_t k = 0; k < program_.funcs.size(); ++k) merge_calls(*program_.funcs[k]);
   for (const auto& [key, plan] : tangents_)
+    if (plan != nullptr) eliminate_common_subexpressions(*plan);
+  for (const auto& [key, plan] : merges_)
     if (plan != nullptr) eliminate_common_subexpressions(*plan);
   // Callees first (a caller's record holds its callees'): a depth-first order over the calls.
   std::vector<std::unique_ptr<FuncPlan>> sorted;

@@ -4,11 +4,13 @@ inside losses it differentiates in reverse. Each program has a module tree (a ne
 of layers, each layer's member function drawn from the ops that have tangent rules, the norms
 among them), a function f(net, x, y, s) -> (N, D), its jvp along every argument, its jvp along x,
 that jvp's jvp along x (second order), the jvp along x of the jvp along every argument (an outer
-jvp that moves fewer arguments than the inner one), and four entries using them: one on the
+jvp that moves fewer arguments than the inner one), and five entries using them: one on the
 first-order tangent, one on the second derivative along the same direction (adgen's Taylor
-path), one on a mixed second derivative (the general jvp of a jvp) and one on the partial one
-with dx as both x directions (which must not take the Taylor path). The driver (nested_check.h) checks the tangents against central
-differences of the function and the entries' gradients against central differences of the loss.
+path), one on a mixed second derivative (the general jvp of a jvp), one on the partial one
+with dx as both x directions (which must not take the Taylor path) and one calling two to four
+of f and its jvps at the same arguments (calls adgen merges into one). The driver
+(nested_check.h) checks the tangents against central differences of the function and the
+entries' gradients against central differences of the loss.
 
   gen_nested.py --seed S --count K --out-dir DIR     writes batch.h and batch_main.cpp
 """
@@ -88,6 +90,32 @@ class Gen:
             "llmcc::mse_loss(r.tangent - 0.3f * r.value * r.value, t)",
         ])
 
+    def loss_shared(self):
+        """Two to four calls of f and its jvps at the same (x, y, s), in a random order: adgen merges
+        them into one call (its statements once). Returns the body's statements."""
+        r = self.rng
+        k = self.k
+        calls = {
+            "plain": "  const Tensor v = f%d(net, x, y, s);" % k,
+            "taylor": "  const llmcc::adgen::Dual2 q = f%d_jxx(net, x, y, s, dx, dx);" % k,
+            "jx": "  const Tensor e = f%d_jx(net, x, y, s, ex).tangent;" % k,
+            "mixed": "  const Tensor m = f%d_jxx(net, x, y, s, dx, ex).tangent.tangent;" % k,
+        }
+        terms = {"plain": "v", "taylor": "q.tangent.tangent", "jx": "e", "mixed": "m"}
+        kinds = list(calls)
+        r.shuffle(kinds)
+        kinds = kinds[:r.choice([2, 3, 4])]
+        if "mixed" not in kinds:  # the entry reads dx and ex
+            kinds += [c for c in ("taylor", "jx") if c not in kinds]
+        a, b = terms[kinds[0]], terms[kinds[1]]
+        rest = " + ".join(terms[c] for c in kinds[2:])
+        lines = [calls[c] for c in kinds]
+        loss = "llmcc::mse_loss(%s * %s, t)" % (a, b)
+        if rest:
+            loss += " + 0.5f * llmcc::mse_loss(%s, t)" % rest
+        lines.append("  return %s;" % loss)
+        return "\n".join(lines)
+
     def render(self):
         k = self.k
         layer = self.layer_expr()
@@ -140,6 +168,10 @@ LLMCC_ADGEN_ENTRY inline float loss_mixed{k}(const Net{k}& net, const Tensor& x,
                                           const Tensor& dx, const Tensor& ex, const Tensor& t) {{
   const llmcc::adgen::Dual2 q = f{k}_jxx(net, x, y, s, dx, ex);
   return llmcc::mse_loss(q.tangent.tangent * q.value.value, t);
+}}
+LLMCC_ADGEN_ENTRY inline float loss_shared{k}(const Net{k}& net, const Tensor& x, const Tensor& y, float s,
+                                           const Tensor& dx, const Tensor& ex, const Tensor& t) {{
+{self.loss_shared()}
 }}
 """
 

@@ -34,7 +34,9 @@
       [](auto&&... a) { return ns::loss_mixed##k(a...); },                                                   \
       [](auto&&... a) { return ns::loss_mixed##k##_grad(a...); },                                            \
       [](auto&&... a) { return ns::f##k##_jvpx(a...); }, [](auto&&... a) { return ns::loss_partial##k(a...); }, \
-      [](auto&&... a) { return ns::loss_partial##k##_grad(a...); }
+      [](auto&&... a) { return ns::loss_partial##k##_grad(a...); },                                          \
+      [](auto&&... a) { return ns::loss_shared##k(a...); },                                                  \
+      [](auto&&... a) { return ns::loss_shared##k##_grad(a...); }
 
 namespace nested {
 
@@ -153,10 +155,11 @@ inline void same(Report& rep, const std::string& kind, const Tensor& a, const Te
 }
 
 template <class Net, class F, class FJvp, class FJx, class FJxx, class L1, class G1, class L2, class G2, class L3,
-          class G3, class FJvpx, class L4, class G4>
+          class G3, class FJvpx, class L4, class G4, class L5, class G5>
 void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool squash, F f, FJvp f_jvp, FJx f_jx,
                  FJxx f_jxx, L1 loss_first, G1 loss_first_grad, L2 loss_taylor, G2 loss_taylor_grad, L3 loss_mixed,
-                 G3 loss_mixed_grad, FJvpx f_jvpx, L4 loss_partial, G4 loss_partial_grad) {
+                 G3 loss_mixed_grad, FJvpx f_jvpx, L4 loss_partial, G4 loss_partial_grad, L5 loss_shared,
+                 G5 loss_shared_grad) {
   rep.sizes = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " D=" + std::to_string(D) +
               " L=" + std::to_string(L) + (squash ? " squash" : "");
   std::mt19937 rng(seed);
@@ -313,6 +316,12 @@ void check_sizes(Report& rep, unsigned seed, int N, int C, int D, int L, bool sq
         loss_partial_grad(net, x.t, y.t, s, dx.t, dy.t, t.t, g, &d[0], &d[1], &d_s, &d[2], &d[3], &d[4]);
       },
       {{"x", &x}, {"y", &y}, {"dx", &dx}, {"dy", &dy}, {"t", &t}});
+  check_grad(
+      "loss_shared", [&] { return static_cast<double>(loss_shared(net, x.t, y.t, s, dx.t, ex.t, t.t)); },
+      [&](auto& g, std::vector<Tensor>& d, float& d_s) {
+        loss_shared_grad(net, x.t, y.t, s, dx.t, ex.t, t.t, g, &d[0], &d[1], &d_s, &d[2], &d[3], &d[4]);
+      },
+      {{"x", &x}, {"y", &y}, {"dx", &dx}, {"ex", &ex}, {"t", &t}});
 }
 
 // One program at two size sets drawn from awkward values.

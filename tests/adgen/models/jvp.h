@@ -104,6 +104,30 @@ LLMCC_ADGEN_ENTRY LLMCC_ADGEN_WRT("net") inline float taylor_loss(const Net& net
   return llmcc::mse_loss(r.tangent.tangent + r.value.tangent * r.value.value, target);
 }
 
+// u, its first derivatives along two directions and its second along one and across both, all at
+// the points x: adgen merges the four calls into one that runs u's statements once (the counting
+// test checks it).
+LLMCC_ADGEN_ENTRY inline float shared_loss(const Net& net, const Tensor& x, const Tensor& dir, const Tensor& other,
+                                           const Tensor& target) {
+  const Tensor v = u(net, x);
+  const llmcc::adgen::Dual2 r = u_jvp_jvp(net, x, dir, dir);
+  const Tensor u_o = u_jvp(net, x, other).tangent;
+  const Tensor mixed = u_jvp_jvp(net, x, dir, other).tangent.tangent;
+  return llmcc::mse_loss(r.tangent.tangent + v * u_o - r.value.tangent, target) +
+         0.5f * llmcc::mse_loss(mixed * r.value.value, target);
+}
+// The same loss with each call at its own copy of the points: nothing merges (the reference).
+LLMCC_ADGEN_ENTRY inline float unshared_loss(const Net& net, const Tensor& x0, const Tensor& x1, const Tensor& x2,
+                                             const Tensor& x3, const Tensor& dir, const Tensor& other,
+                                             const Tensor& target) {
+  const Tensor v = u(net, x0);
+  const llmcc::adgen::Dual2 r = u_jvp_jvp(net, x1, dir, dir);
+  const Tensor u_o = u_jvp(net, x2, other).tangent;
+  const Tensor mixed = u_jvp_jvp(net, x3, dir, other).tangent.tangent;
+  return llmcc::mse_loss(r.tangent.tangent + v * u_o - r.value.tangent, target) +
+         0.5f * llmcc::mse_loss(mixed * r.value.value, target);
+}
+
 // The same with mix's three tangents, read through a Dual local.
 LLMCC_ADGEN_ENTRY inline float mix_loss(const Net& net, const Tensor& x, const Tensor& y, float s,
                                         const Tensor& dx, const Tensor& dy, const Tensor& target) {
