@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemm_blocking.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "naive_gemm.h"
 #include "test_support.h"
@@ -211,6 +212,59 @@ TEST_F(GemmAmxKernel, OneAndTwoThreadsGiveTheSameBits) { one_and_two_threads_giv
 TEST_F(GemmAmxKernel, AcrossKSlicesAndColumnBlocks) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) check_bf16_gemm(&cpu::gemm_amx_bf16, ta, tb, 70, 1100, 1601, 3, 0.5f, -1.0f, true);
+}
+
+// gemm_packed_b_bf16 with op(B) as bf16 bits against the same GEMM on those values widened to
+// floats: the packed panels are the same values, so C must be the same bits. The stored B starts
+// one bf16 past a 4-byte boundary in half the calls and has odd leading dimensions in some, so
+// the (N, K) pair packing's aligned and unaligned paths both run.
+void check_b_in_bf16(bool bf16_products, bool ta, bool tb, int M, int N, int K, int pad, int shift, float alpha,
+                     float beta, bool with_bias) {
+  const int a_rows = ta ? K : M, a_cols = ta ? M : K;
+  const int b_rows = tb ? N : K, b_cols = tb ? K : N;
+  const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+  const auto A = test::random_vector<float>(static_cast<std::size_t>(a_rows) * lda, 11);  // (a_rows, lda)
+  const auto Bf = test::random_vector<float>(static_cast<std::size_t>(b_rows) * ldb, 12);
+  const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 14);      // (N)
+  const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 13);  // (M, ldc)
+  std::vector<std::uint16_t> storage(Bf.size() + 1);  // B (b_rows, ldb) at storage + shift
+  std::vector<float> widened(Bf.size());              // the same values as floats
+  for (std::size_t i = 0; i < Bf.size(); ++i) {
+    storage[i + shift] = cpu::bf16_bits(Bf[i]);
+    widened[i] = cpu::bf16_to_float(storage[i + shift]);
+  }
+  const float* bias_ptr = with_bias ? bias.data() : nullptr;
+  test::for_each_thread_count([&](int) {
+    auto expected = C0, C = C0;  // (M, ldc)
+    if (bf16_products) {
+      cpu::gemm_packed_bf16(ta, tb, M, N, K, alpha, A.data(), lda, widened.data(), ldb, beta, expected.data(), ldc,
+                            bias_ptr);
+    } else {
+      cpu::gemm_packed_with(cpu::current_gemm_blocking(), 0, ta, tb, M, N, K, alpha, A.data(), lda, widened.data(), ldb,
+                            beta, expected.data(), ldc, bias_ptr);
+    }
+    cpu::gemm_packed_b_bf16(bf16_products, ta, tb, M, N, K, alpha, A.data(), lda, storage.data() + shift, ldb, beta,
+                            C.data(), ldc, bias_ptr);
+    ASSERT_EQ(C, expected);
+  });
+}
+
+TEST(GemmBf16Kernel, BInBf16GivesTheBitsOfItsWidenedValues) {
+  for (bool bf16_products : {true, false}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        int call = 0;
+        for (auto [M, N, K] : bf16_sizes()) {
+          const int shift = call % 2, pad = call % 3;
+          ++call;
+          SCOPED_TRACE(trace(ta, tb, M, N, K) + " bf16_products=" + std::to_string(bf16_products) +
+                       " shift=" + std::to_string(shift) + " pad=" + std::to_string(pad));
+          check_b_in_bf16(bf16_products, ta, tb, M, N, K, pad, shift, call % 4 == 0 ? -0.5f : 1.0f,
+                          call % 5 == 0 ? 0.0f : 1.0f, call % 2 == 0);
+        }
+      }
+    }
+  }
 }
 
 // gemm_bf16 (what linear layers call) on a product too small for the tiles and on one they fill.

@@ -48,6 +48,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -131,23 +132,51 @@ PackBuffers& thread_buffers(const GemmBlocking& blk) {
   return buffers;
 }
 
-// The product (gemm_strides.h) and the cache blocking of this call.
+// The product (gemm_strides.h) and the cache blocking of this call. op(B) is read from B, or
+// when b16 is set, from b16 (bf16 bits) at the same strides, B then null.
 struct Gemm : GemmProblem {
   GemmBlocking blk;
+  const std::uint16_t* b16 = nullptr;
+
+  // Packs op(B)'s kc x nc block at (pc, j) into bp with P::pack_b, from whichever source is set.
+  template <class P>
+  void pack_b(int pc, int j, int kc, int nc, typename P::Elem* bp) const {
+    const ptrdiff_t offset = pc * b_row + j * b_col;
+    if (b16) {
+      P::pack_b(kc, nc, b16 + offset, b_row, b_col, bp);
+    } else {
+      P::pack_b(kc, nc, B + offset, b_row, b_col, bp);
+    }
+  }
 
   // The bias for the tile at column j of the slice ending at pc + kc: only the last slice adds
   // it.
   const float* tile_bias(int pc, int kc, int j) const { return bias && pc + kc == K ? bias + j : nullptr; }
 };
 
-// dst[p * dst_stride + r] = src[r * src_stride + p] for r < rows (at most 8), p < kc: a
-// transposing copy, 8 x 8 blocks through AVX registers where available.
-void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, float* dst, int dst_stride) {
+// A source element as a float: floats as they are, bf16 bits widened (exact).
+inline float source_value(float x) { return x; }
+inline float source_value(std::uint16_t bits) { return bf16_to_float(bits); }
+
+#if defined(__AVX2__)
+// Eight consecutive source elements as floats.
+inline __m256 load8(const float* src) { return _mm256_loadu_ps(src); }
+inline __m256 load8(const std::uint16_t* src) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+#endif
+
+// dst[p * dst_stride + r] = src[r * src_stride + p] for r < rows (at most 8), p < kc, as floats:
+// a transposing copy (widening bf16 sources), 8 x 8 blocks through AVX registers where
+// available.
+template <class T>
+void copy_transposed(const T* src, ptrdiff_t src_stride, int rows, int kc, float* dst, int dst_stride) {
   int p = 0;
 #if defined(__AVX2__)
   for (; p + 8 <= kc; p += 8) {
     __m256 r[8];
-    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + i * src_stride + p) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? load8(src + i * src_stride + p) : _mm256_setzero_ps();
     // r[i] = row i, steps p..p+7 -> c[q] = step p+q, rows 0..7.
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
     const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -181,7 +210,7 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
   }
 #endif
   for (; p < kc; ++p)
-    for (int i = 0; i < rows; ++i) dst[p * dst_stride + i] = src[i * src_stride + p];
+    for (int i = 0; i < rows; ++i) dst[p * dst_stride + i] = source_value(src[i * src_stride + p]);
 }
 
 // Ap (panels of kMR rows, each kc steps of kMR values) from op(A)(mc, kc) at a; rows past mc
@@ -216,22 +245,27 @@ void copy_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, f
   }
 }
 
-// Bp (panels of kNR columns, each kc steps of kNR values) from op(B)(kc, nc) at b; columns past
-// nc are zero.
-[[gnu::noinline]] void pack_b_floats(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
+// dst[i] = src[i] as floats for i < n.
+inline void copy_values(const float* src, float* dst, int n) { std::memcpy(dst, src, sizeof(float) * n); }
+inline void copy_values(const std::uint16_t* src, float* dst, int n) { bf16_to_floats(src, dst, n); }
+
+// Bp (panels of kNR columns, each kc steps of kNR values) from op(B)(kc, nc) at b, floats or
+// bf16 bits (widened); columns past nc are zero.
+template <class T>
+[[gnu::noinline]] void pack_b_floats(int kc, int nc, const T* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
   for (int j0 = 0; j0 < nc; j0 += kNR, bp += kNR * kc) {
     const int nr = std::min(kNR, nc - j0);
-    const float* src = b + j0 * b_col;
+    const T* src = b + j0 * b_col;
     if (b_col == 1 && nr == kNR) {
       // B stored (K, N): each step's kNR values are contiguous.
-      for (int p = 0; p < kc; ++p) std::memcpy(bp + p * kNR, src + p * b_row, sizeof(float) * kNR);
+      for (int p = 0; p < kc; ++p) copy_values(src + p * b_row, bp + p * kNR, kNR);
     } else if (b_row == 1 && nr == kNR) {
       // B stored (N, K): each column's steps are contiguous; transpose 8 columns at a time.
       for (int j0 = 0; j0 < kNR; j0 += 8)
         copy_transposed(src + j0 * b_col, b_col, std::min(8, kNR - j0), kc, bp + j0, kNR);
     } else {
       for (int p = 0; p < kc; ++p) {
-        for (int j = 0; j < nr; ++j) bp[p * kNR + j] = src[p * b_row + j * b_col];
+        for (int j = 0; j < nr; ++j) bp[p * kNR + j] = source_value(src[p * b_row + j * b_col]);
         for (int j = nr; j < kNR; ++j) bp[p * kNR + j] = 0.0f;
       }
     }
@@ -333,6 +367,54 @@ void pairs_transposed(const float* src, ptrdiff_t src_stride, int rows, int kc, 
     }
   }
 }
+
+// Bp as bf16 pairs, as above, from op(B) stored in bf16: the pairs are its values as they are.
+[[gnu::noinline]] void pack_b_pairs(int kc, int nc, const std::uint16_t* b, ptrdiff_t b_row, ptrdiff_t b_col,
+                                    std::uint32_t* bp) {
+  const int steps = (kc + 1) / 2, whole = kc / 2;
+  static_assert(kNR % 16 == 0, "a step's columns fill whole vectors");
+  for (int j0 = 0; j0 < nc; j0 += kNR, bp += kNR * steps) {
+    const int nr = std::min(kNR, nc - j0);
+    const std::uint16_t* src = b + j0 * b_col;
+    if (b_col == 1 && nr == kNR) {
+      // B stored (K, N): step p interleaves the kNR values at k = 2p (low halves) and at 2p + 1
+      // (high halves), two contiguous runs.
+      for (int p = 0; p < steps; ++p) {
+        const std::uint16_t* lo = src + 2 * p * b_row;
+        // The zero-masked forms with every lane set: GCC 12 warns of the plain forms' undefined
+        // pass-through operand.
+        constexpr __mmask16 all = 0xFFFF;
+        for (int v = 0; v < kNR; v += 16) {
+          const __m256i lo_bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + v));
+          const __m512i low = _mm512_maskz_cvtepu16_epi32(all, lo_bits);
+          __m512i high = _mm512_setzero_si512();
+          if (2 * p + 1 < kc) {
+            const __m256i hi_bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + b_row + v));
+            high = _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi_bits), 16);
+          }
+          _mm512_storeu_si512(bp + p * kNR + v, _mm512_or_si512(low, high));
+        }
+      }
+    } else if (b_row == 1 && b_col % 2 == 0 && reinterpret_cast<std::uintptr_t>(src) % 4 == 0 && nr == kNR) {
+      // B stored (N, K) at an even stride, 4-byte aligned: a column's pairs are its consecutive
+      // 32-bit words, transposed 8 columns at a time (moved as floats' bits, never computed on);
+      // an odd kc's last value pairs with 0.
+      for (int c0 = 0; c0 < kNR; c0 += 8)
+        copy_transposed(reinterpret_cast<const float*>(src + c0 * b_col), b_col / 2, 8, whole,
+                        reinterpret_cast<float*>(bp + c0), kNR);
+      if (whole < steps)
+        for (int j = 0; j < kNR; ++j) bp[whole * kNR + j] = src[j * b_col + kc - 1];
+    } else {
+      for (int p = 0; p < steps; ++p) {
+        for (int j = 0; j < nr; ++j) {
+          const std::uint16_t* x = src + j * b_col + 2 * p * b_row;
+          bp[p * kNR + j] = x[0] | (2 * p + 1 < kc ? static_cast<std::uint32_t>(x[b_row]) << 16 : 0u);
+        }
+        for (int j = nr; j < kNR; ++j) bp[p * kNR + j] = 0;
+      }
+    }
+  }
+}
 #endif
 
 // How a GEMM's operands are packed and multiplied; the loops below are templates over it.
@@ -357,6 +439,10 @@ struct FloatPanels {
     pack_b_floats(kc, nc, b, b_row, b_col, bp);
     if (RoundToBf16) round_floats_to_bf16(bp, static_cast<std::int64_t>((nc + kNR - 1) / kNR) * kNR * kc);
   }
+  // Values already in bf16: widened, with nothing to round.
+  static void pack_b(int kc, int nc, const std::uint16_t* b, ptrdiff_t b_row, ptrdiff_t b_col, float* bp) {
+    pack_b_floats(kc, nc, b, b_row, b_col, bp);
+  }
 };
 using Fp32Panels = FloatPanels<false>;
 
@@ -372,6 +458,9 @@ struct Bf16PairPanels {
     pack_a_pairs(mc, kc, a, a_row, a_col, ap);
   }
   static void pack_b(int kc, int nc, const float* b, ptrdiff_t b_row, ptrdiff_t b_col, std::uint32_t* bp) {
+    pack_b_pairs(kc, nc, b, b_row, b_col, bp);
+  }
+  static void pack_b(int kc, int nc, const std::uint16_t* b, ptrdiff_t b_row, ptrdiff_t b_col, std::uint32_t* bp) {
     pack_b_pairs(kc, nc, b, b_row, b_col, bp);
   }
 };
@@ -456,18 +545,19 @@ int balanced_block(int n, int block, int unit) {
 class PanelPrefetch {
  public:
   PanelPrefetch() = default;
-  PanelPrefetch(const float* src, int kc, int nr, ptrdiff_t b_row, ptrdiff_t b_col) {
+  // src: the panel's first element, of `elem` bytes; strides in elements.
+  PanelPrefetch(const void* src, int elem, int kc, int nr, ptrdiff_t b_row, ptrdiff_t b_col) {
     if (b_col == 1) {
       // A step's nr values are contiguous: per step, its first and its last value's lines.
       units_ = kc, lines_ = 2;
-      unit_stride_ = b_row, line_stride_ = nr - 1;
+      unit_stride_ = b_row * elem, line_stride_ = (nr - 1) * elem;
     } else {
-      // A column's kc steps are contiguous: per column, a line every 16 floats and the last.
-      units_ = nr, lines_ = kc / 16 + 1;
-      unit_stride_ = b_col, line_stride_ = 16;
-      last_line_ = kc - 1;
+      // A column's kc steps are contiguous: per column, a line every 64 bytes and the last.
+      units_ = nr, lines_ = kc * elem / 64 + 1;
+      unit_stride_ = b_col * elem, line_stride_ = 64;
+      last_line_ = (kc - 1) * elem;
     }
-    unit_ptr_ = src;
+    unit_ptr_ = static_cast<const char*>(src);
   }
   int total() const { return units_ * lines_; }
   void issue(int count) {
@@ -483,9 +573,9 @@ class PanelPrefetch {
   }
 
  private:
-  const float* unit_ptr_ = nullptr;
+  const char* unit_ptr_ = nullptr;
   int units_ = 0, lines_ = 1, unit_ = 0, line_ = 0;
-  ptrdiff_t unit_stride_ = 0, line_stride_ = 0, last_line_ = PTRDIFF_MAX;
+  ptrdiff_t unit_stride_ = 0, line_stride_ = 0, last_line_ = PTRDIFF_MAX;  // in bytes
 };
 
 // KC, the depth of one slice of K, for either order. It depends on M and K alone, never on the
@@ -506,7 +596,10 @@ int slice_kc(const GemmBlocking& blk, int M, int K, int unit) {
 
 // The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
 PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
-  return PanelPrefetch(g.B + pc * g.b_row + j * g.b_col, kc, std::min(kNR, g.N - j), g.b_row, g.b_col);
+  const ptrdiff_t offset = pc * g.b_row + j * g.b_col;
+  const int nr = std::min(kNR, g.N - j);
+  if (g.b16) return PanelPrefetch(g.b16 + offset, sizeof(std::uint16_t), kc, nr, g.b_row, g.b_col);
+  return PanelPrefetch(g.B + offset, sizeof(float), kc, nr, g.b_row, g.b_col);
 }
 
 // One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
@@ -676,8 +769,7 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, type
     StageProgress& progress = state.stages[blk];
     pack_stage(state, blk, n_pieces, m_blocks, [&](int piece) {
       const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
-      P::pack_b(kc, std::min(nc, q1 * kNR) - q0 * kNR, g.B + pc * g.b_row + (jc + q0 * kNR) * g.b_col, g.b_row, g.b_col,
-                bp + q0 * kNR * P::steps(kc));
+      g.template pack_b<P>(pc, jc + q0 * kNR, kc, std::min(nc, q1 * kNR) - q0 * kNR, bp + q0 * kNR * P::steps(kc));
     });
     // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
     // fill the wait for the last part in progress elsewhere.
@@ -742,7 +834,7 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, typename P::E
       }
       wait_at_least(state.items[panel], slice);
       Elem* own_b_panel = reinterpret_cast<Elem*>(own.b_panel);
-      P::pack_b(kc, nr, g.B + pc * g.b_row + jr * g.b_col, g.b_row, g.b_col, own_b_panel);
+      g.template pack_b<P>(pc, jr, kc, nr, own_b_panel);
       panel_times_slice<P>(g, kc, beta, g.tile_bias(pc, kc, jr), ap, own_b_panel, jr, nr, next);
       state.items[panel].store(slice + 1, std::memory_order_release);
       progress.items_done.fetch_add(1, std::memory_order_acq_rel);
@@ -780,17 +872,17 @@ int split_k_parts(int m_tiles, int n_tiles, int K) {
   return std::clamp(K / kSplitMinK, 1, kSplitMaxParts);
 }
 
-template <class P>
+template <class P, class BT>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
-                    float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    float alpha, const float* A, int lda, const BT* B, int ldb, float beta, float* C, int ldc,
                     const float* bias, bool may_split = true);
 
 // The split-K order above: `parts` parts of K (P::kKUnit values per packed element: parts but
 // the last hold whole elements), each a product of its own with beta 0 on one thread, into the
 // calling thread's buffer of parts x M x N floats (kept from call to call).
-template <class P>
+template <class P, class BT>
 void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool trans_b, int M, int N, int K,
-             float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+             float alpha, const float* A, int lda, const BT* B, int ldb, float beta, float* C, int ldc,
              const float* bias) {
   thread_local GrowingBuffer buffer;
   const std::size_t mn = static_cast<std::size_t>(M) * N;
@@ -823,11 +915,11 @@ void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool
   }
 }
 
-// The GEMM on panels P (the contract of gemm_packed_bias).
+// The GEMM on panels P (the contract of gemm_packed_bias), op(B) from floats or bf16 bits (BT).
 // max_threads: 0 for the OpenMP thread count. may_split: false for a part of split_k's.
-template <class P>
+template <class P, class BT>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
-                    float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    float alpha, const float* A, int lda, const BT* B, int ldb, float beta, float* C, int ldc,
                     const float* bias, bool may_split) {
   using Elem = typename P::Elem;
   if (M <= 0 || N <= 0) return;
@@ -835,7 +927,13 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
     scale_c(M, N, beta, C, ldc, bias);
     return;
   }
-  const Gemm g{gemm_problem(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias), blk};
+  Gemm g{gemm_problem(trans_a, trans_b, M, N, K, alpha, A, lda, nullptr, ldb, beta, C, ldc, bias), blk};
+  if constexpr (std::is_same_v<BT, float>) {
+    g.B = B;
+  } else {
+    static_assert(std::is_same_v<BT, std::uint16_t>, "op(B) is floats or bf16 bits");
+    g.b16 = B;
+  }
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
   if (const int parts = may_split ? split_k_parts(m_tiles, n_tiles, K) : 1; parts > 1) {
@@ -907,6 +1005,18 @@ void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alp
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
   gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                              bias);
+}
+
+void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
+                        const float* bias) {
+  if (bf16_products) {
+    gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                               ldc, bias);
+  } else {
+    gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                               ldc, bias);
+  }
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }

@@ -7,6 +7,8 @@
 // tests and benchmarks can call it directly.
 #pragma once
 
+#include <cstdint>
+
 #include "llmcc/runtime.h"  // GemmBlocking
 
 namespace llmcc::cpu {
@@ -44,6 +46,15 @@ const char* gemm_packed_kernel_name();
 // micro-kernel on the rounded operands (the same products; sums in another order).
 void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
+
+// gemm_packed_bias with op(B) stored in bf16 (B: bf16.h's bits, strides as for floats), each
+// value widened exactly as it is packed: the product of the floats the bits stand for, with no
+// float copy of B. bf16_products: gemm_packed_bf16's panels and micro-kernel (op(A) rounded to
+// bf16 as it is packed), else gemm_packed_bias's fp32 ones. Any sizes, through the panels (no
+// one-row or skinny special cases).
+void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
+                        const float* bias);
 
 // The bf16 GEMM's path, e.g. "avx512_bf16 14x32 (vdpbf16ps)" (printed by train and bench).
 const char* gemm_packed_bf16_kernel_name();

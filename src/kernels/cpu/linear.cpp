@@ -5,6 +5,7 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/thread_buffer.h"
@@ -33,7 +34,15 @@ void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int
   }
 }
 
-// Rows of a bf16 weight widened per block: about 2M floats (8 MB), so a block is a few of the
+// Whether a product on a bf16 weight runs on the weight's own bits (gemm_packed_b_bf16, which
+// widens or pairs the values as it packs them) rather than on widened blocks: everywhere but
+// where the bf16 GEMM is AMX's, whose packing reads floats.
+// M, N, K: the product's (gemm_bf16's condition for AMX).
+bool packs_bf16_weight(int M, int N, int K) {
+  return matmul_dtype() != MatmulDtype::Bf16 || !(M >= 16 && N >= 16 && K >= 32 && amx_bf16_usable());
+}
+
+// Rows of a bf16 weight widened per block (AMX's bf16 GEMM): about 2M floats (8 MB), so a block is a few of the
 // GEMM's own KC x NC panels and the widening (6 bytes moved per weight) stays small beside the
 // 2 N flops each weight takes; whole micro-kernel column panels (32) where the rows allow.
 std::int64_t widen_rows(std::int64_t rows, std::int64_t cols) {
@@ -61,6 +70,12 @@ void linear_forward_bf16w(float* out, const float* x, const std::uint16_t* w, co
     gemv_rows_bf16(static_cast<int>(OC), static_cast<int>(C), x, w, static_cast<int>(C), out, b);
     return;
   }
+  const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC);
+  if (packs_bf16_weight(n, oc, c)) {
+    // out (N, OC) = x (N, C) . w^T (C, OC) (+ b)
+    gemm_packed_b_bf16(matmul_dtype() == MatmulDtype::Bf16, false, true, n, oc, c, 1.0f, x, c, w, c, 0.0f, out, oc, b);
+    return;
+  }
   const std::int64_t block = widen_rows(OC, C);
   float* wide = widen_buffer(static_cast<std::size_t>(block * C));  // (block, C)
   for (std::int64_t o0 = 0; o0 < OC; o0 += block) {
@@ -75,6 +90,13 @@ void linear_forward_bf16w(float* out, const float* x, const std::uint16_t* w, co
 
 void linear_backward_bf16w(float* d_x, const float* d_out, const std::uint16_t* w, std::int64_t N, std::int64_t C,
                            std::int64_t OC, bool overwrite_dx) {
+  const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC);
+  if (packs_bf16_weight(n, c, oc)) {
+    // d_x (N, C) += d_out (N, OC) . w (OC, C), or = with overwrite_dx
+    gemm_packed_b_bf16(matmul_dtype() == MatmulDtype::Bf16, false, false, n, c, oc, 1.0f, d_out, oc, w, c,
+                       overwrite_dx ? 0.0f : 1.0f, d_x, c, nullptr);
+    return;
+  }
   const std::int64_t block = widen_rows(OC, C);
   float* wide = widen_buffer(static_cast<std::size_t>(block * C));  // (block, C)
   for (std::int64_t o0 = 0; o0 < OC; o0 += block) {

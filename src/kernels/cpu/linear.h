@@ -16,11 +16,13 @@ void linear_forward(float* out, const float* x, const float* w, const float* b, 
 void linear_backward(float* d_x, float* d_w, float* d_b, const float* d_out, const float* x, const float* w,
                      std::int64_t N, std::int64_t C, std::int64_t OC, bool overwrite_dx = false);
 
-// The same products with w stored in bf16 (a frozen weight, rounded once: --base-dtype bf16).
-// The GEMM multiplies fp32 panels, so w is widened a block of rows at a time into a buffer of
-// the calling thread's (kept across calls): out (N, OC) = x . w^T (+ b) a block of columns per
-// product, d_x (N, C) += d_out . w (= with overwrite_dx) a block of K per product. N == 1 is a
-// product of rows on the bf16 values themselves. No weight gradient: a bf16 weight is frozen.
+// The same products with w stored in bf16 (a frozen weight, rounded once: --base-dtype bf16):
+// out (N, OC) = x . w^T (+ b), d_x (N, C) += d_out . w (= with overwrite_dx). The GEMM packs
+// w's own bits (gemm_packed_b_bf16: as bf16 pairs for the bf16 matmul dtype, widened for fp32),
+// so no float copy of w exists and the results are those of the fp32 product on w's values.
+// Where the bf16 GEMM is AMX's (which packs floats), w is widened a block of rows at a time into
+// a buffer of the calling thread's instead. N == 1 is a product of rows on the bf16 values
+// themselves. No weight gradient: a bf16 weight is frozen.
 void linear_forward_bf16w(float* out, const float* x, const std::uint16_t* w, const float* b, std::int64_t N,
                           std::int64_t C, std::int64_t OC);
 void linear_backward_bf16w(float* d_x, const float* d_out, const std::uint16_t* w, std::int64_t N, std::int64_t C,
