@@ -7,11 +7,15 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/lora_linear.h"
 #include "kernels/ref/lora_linear.h"
 #include "llmcc/ops/linear.h"
 #include "llmcc/ops/scale.h"
+#include "llmcc/runtime.h"
 #include "test_support.h"
 
 namespace llmcc {
@@ -116,6 +120,59 @@ TEST(LoraLinearKernel, BackwardMatchesReferenceAccumulatesAndSkipsNulls) {
           EXPECT_TRUE(all_close("d_a", d_a, d_a_ref, atol_for(N * OC), 1e-5));
           EXPECT_TRUE(all_close("d_b", d_b, d_b_ref, atol_for(N), 1e-5));
           EXPECT_TRUE(all_close("d_bias", d_bias, d_bias_ref, atol_for(N), 1e-5));
+        }
+      }
+  });
+}
+
+// ||v - ref|| / ||ref||.
+double relative_error(const std::vector<float>& v, const std::vector<double>& ref) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) diff += (v[i] - ref[i]) * (v[i] - ref[i]), norm += ref[i] * ref[i];
+  return std::sqrt(diff / norm);
+}
+
+// With bf16 matrix products (--dtype bf16) every product of the op, the rank-R ones included,
+// runs on operands rounded to bf16: each output is the double reference on the fp32 operands to
+// within bf16's precision (relative error about 2^-9 per rounding; 1e-2 allowed), where a lost
+// or misplaced term of a sum would be off by its share of the sum (several percent at these K).
+TEST(LoraLinearKernel, Bf16ProductsMatchReferenceToBf16Precision) {
+  struct DtypeGuard {
+    ~DtypeGuard() { set_matmul_dtype(MatmulDtype::Fp32); }
+  } guard;
+  set_matmul_dtype(MatmulDtype::Bf16);
+  test::for_each_thread_count([](int) {
+    for (const cpu::Dropout& drop : kDropouts)
+      for (auto [N, C, OC, R] :
+           std::vector<std::array<int, 4>>{{65, 96, 197, 16}, {256, 960, 320, 16}, {33, 70, 40, 3}}) {
+        SCOPED_TRACE(label(N, C, OC, R) + label(drop));
+        const auto x = random_vector<float>(N * C, 1), w = random_vector<float>(OC * C, 2);  // (N, C), (OC, C)
+        const auto a = random_vector<float>(R * C, 3), b = random_vector<float>(OC * R, 4);  // (R, C), (OC, R)
+        const auto d_out = random_vector<float>(N * OC, 6);                                  // (N, OC)
+        const float s = 0.75f;
+        std::vector<float> out(N * OC), xa(N * R), g(N * R);  // (N, OC), (N, R)
+        std::vector<float> d_x(N * C), d_w(OC * C), d_a(R * C), d_b(OC * R);
+        cpu::lora_linear_forward(out.data(), xa.data(), x.data(), {w.data(), nullptr}, a.data(), b.data(), s, N, C, OC,
+                                 R, drop);
+        cpu::lora_linear_backward(d_x.data(), d_w.data(), d_a.data(), d_b.data(), g.data(), d_out.data(), x.data(),
+                                  {w.data(), nullptr}, a.data(), b.data(), xa.data(), s, N, C, OC, R, true, drop);
+        const auto xd = cast_vector<double>(x), wd = cast_vector<double>(w), ad = cast_vector<double>(a),
+                   bd = cast_vector<double>(b), dod = cast_vector<double>(d_out);
+        std::vector<double> out_ref(N * OC), xa_ref(N * R), d_x_ref(N * C), d_w_ref(OC * C), d_a_ref(R * C),
+            d_b_ref(OC * R);
+        ref::lora_linear_forward<double>(out_ref.data(), xa_ref.data(), xd.data(), wd.data(), ad.data(), bd.data(), s,
+                                         N, C, OC, R, drop);
+        ref::lora_linear_backward<double>(d_x_ref.data(), d_w_ref.data(), d_a_ref.data(), d_b_ref.data(), dod.data(),
+                                          xd.data(), wd.data(), ad.data(), bd.data(), xa_ref.data(), s, N, C, OC, R,
+                                          drop, nullptr);
+        const std::pair<const char*, double> errors[] = {
+            {"out", relative_error(out, out_ref)}, {"xa", relative_error(xa, xa_ref)},
+            {"d_x", relative_error(d_x, d_x_ref)}, {"d_w", relative_error(d_w, d_w_ref)},
+            {"d_a", relative_error(d_a, d_a_ref)}, {"d_b", relative_error(d_b, d_b_ref)}};
+        for (auto [name, error] : errors) {
+          EXPECT_LT(error, 1e-2) << name;
+          // Some rounding to bf16 happened: fp32 products would be within about 1e-6.
+          EXPECT_GT(error, 1e-5) << name << " looks computed in fp32";
         }
       }
   });

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/thread_buffer.h"
+#include "llmcc/runtime.h"
 
 namespace llmcc::cpu {
 namespace {
@@ -23,6 +25,17 @@ float* mask_buffer(std::size_t floats) {
 }
 
 constexpr std::int64_t kParallelMin = 1 << 14;
+
+// A rank-R product, in the run's matmul dtype as the base product is: on operands rounded to
+// bf16 under --dtype bf16 (as PyTorch's autocast runs an adapter's products), else in fp32.
+void product(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+             int ldb, float beta, float* C, int ldc) {
+  if (matmul_dtype() == MatmulDtype::Bf16) {
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+  } else {
+    gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
 
 // dst (rows, C) = x[row0 .. row0 + rows) . m, on the team.
 void masked_rows(float* dst, const float* x, std::int64_t row0, std::int64_t rows, std::int64_t C,
@@ -52,7 +65,7 @@ void lora_linear_forward(float* out, float* xa, const float* x, LoraWeight w, co
   else
     linear_forward(out, x, w.f32, bias, N, C, OC);
   if (!dropout.active()) {
-    gemm(false, true, n, r, c, 1.0f, x, c, a, c, 0.0f, xa, r);  // xa (N, R) = x . a^T
+    product(false, true, n, r, c, 1.0f, x, c, a, c, 0.0f, xa, r);  // xa (N, R) = x . a^T
   } else {
     const DropoutMask mask(dropout);
     const std::int64_t block = mask_rows(N, C);
@@ -61,10 +74,10 @@ void lora_linear_forward(float* out, float* xa, const float* x, LoraWeight w, co
       const std::int64_t rows = std::min(block, N - i0);
       masked_rows(xm, x, i0, rows, C, mask);
       // xa[i0 ..] (rows, R) = (x . m)[i0 ..] . a^T
-      gemm(false, true, static_cast<int>(rows), r, c, 1.0f, xm, c, a, c, 0.0f, xa + i0 * R, r);
+      product(false, true, static_cast<int>(rows), r, c, 1.0f, xm, c, a, c, 0.0f, xa + i0 * R, r);
     }
   }
-  gemm(false, true, n, oc, r, s, xa, r, b, r, 1.0f, out, oc);  // out += s xa . b^T
+  product(false, true, n, oc, r, s, xa, r, b, r, 1.0f, out, oc);  // out += s xa . b^T
 }
 
 void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float* g, const float* d_out, const float* x,
@@ -72,7 +85,7 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
                           std::int64_t C, std::int64_t OC, std::int64_t R, bool overwrite_dx, const Dropout& dropout,
                           float* d_bias) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC), r = static_cast<int>(R);
-  if (g) gemm(false, false, n, r, oc, 1.0f, d_out, oc, b, r, 0.0f, g, r);  // g (N, R) = d_out . b
+  if (g) product(false, false, n, r, oc, 1.0f, d_out, oc, b, r, 0.0f, g, r);  // g (N, R) = d_out . b
   if (w.bf16) {
     if (d_x) linear_backward_bf16w(d_x, d_out, w.bf16, N, C, OC, overwrite_dx);
     if (d_bias) linear_backward(nullptr, nullptr, d_bias, d_out, x, nullptr, N, C, OC);
@@ -80,8 +93,8 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
     linear_backward(d_x, d_w, d_bias, d_out, x, w.f32, N, C, OC, overwrite_dx);
   }
   if (!dropout.active()) {
-    if (d_x) gemm(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);  // d_x += s g . a
-    if (d_a) gemm(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);   // d_a += s g^T . x
+    if (d_x) product(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);  // d_x += s g . a
+    if (d_a) product(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);   // d_a += s g^T . x
   } else if (d_x || d_a) {
     const DropoutMask mask(dropout);
     const std::int64_t block = mask_rows(N, C);
@@ -91,17 +104,17 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
       const float* g0 = g + i0 * R;  // (rows, R)
       if (d_x) {
         // d_x[i0 ..] += s (g . a)[i0 ..] . m (the base product above wrote d_x already).
-        gemm(false, false, rows, c, r, 1.0f, g0, r, a, c, 0.0f, buf, c);
+        product(false, false, rows, c, r, 1.0f, g0, r, a, c, 0.0f, buf, c);
         add_masked_rows(d_x, buf, i0, rows, C, s, mask);
       }
       if (d_a) {
         // d_a += s g[i0 ..]^T . (x . m)[i0 ..]
         masked_rows(buf, x, i0, rows, C, mask);
-        gemm(true, false, r, c, rows, s, g0, r, buf, c, 1.0f, d_a, c);
+        product(true, false, r, c, rows, s, g0, r, buf, c, 1.0f, d_a, c);
       }
     }
   }
-  if (d_b) gemm(true, false, oc, r, n, s, d_out, oc, xa, r, 1.0f, d_b, r);  // d_b += s d_out^T . xa
+  if (d_b) product(true, false, oc, r, n, s, d_out, oc, xa, r, 1.0f, d_b, r);  // d_b += s d_out^T . xa
 }
 
 }  // namespace llmcc::cpu

@@ -1,6 +1,6 @@
-// Fast kernels for lora_linear: the base product through linear's kernels (fp32 or the bf16
-// matmul dtype), the rank-R products through cpu::gemm in fp32, each accumulating into its
-// destination (beta 1) so that no (N, OC) or (N, C) temporary exists.
+// Fast kernels for lora_linear: the base product through linear's kernels, the rank-R products
+// through cpu::gemm (or gemm_bf16 with the bf16 matmul dtype, as the base product), each
+// accumulating into its destination (beta 1) so that no (N, OC) or (N, C) temporary exists.
 //
 // With dropout on the adapter's input (x replaced by x . m in the update's products, m the mask
 // of kernels/cpu/dropout_mask.h), the masked rows are formed a block at a time in a buffer of the
