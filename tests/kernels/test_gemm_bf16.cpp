@@ -267,6 +267,72 @@ TEST(GemmBf16Kernel, BInBf16GivesTheBitsOfItsWidenedValues) {
   }
 }
 
+// A second product in the same pass (SecondProduct): C = alpha op(A) op(B) + alpha2 A2 op(B2) +
+// beta C (+ bias), in the first product's last slice or in a slice of its own, against the naive
+// loops, for fp32 and bf16 panels and op(B) in fp32 and in
+// bf16; on bf16 panels the naive loops take the operands rounded to bf16, so only the fp32
+// summation differs. Both orders (streaming, blocked), K2 from 1 to a 64-deep update, one too deep
+// for a slice (then a product of its own), a split-K product and an empty first product (both also
+// one after the other), and 1 and 2 threads, which must give the same bits.
+TEST(GemmBf16Kernel, SecondProductIsOneMoreSliceOfK) {
+  const std::vector<std::array<int, 3>> sizes = {{65, 197, 64},  {256, 768, 197}, {600, 70, 385},
+                                                 {530, 4100, 9}, {30, 50, 8193},  {17, 40, 0}};
+  int call = 0;
+  for (bool bf16_products : {false, true}) {
+    for (bool b_in_bf16 : {false, true}) {
+      for (auto [M, N, K] : sizes) {
+        for (int K2 : {1, 3, 16, 64, 1600}) {
+          if (K2 == 1600 && M * N > 50000) continue;  // too deep for a slice: on the small shapes only
+          const bool ta = call % 2, tb = call / 2 % 2, tb2 = call / 4 % 2, with_bias = call % 3 == 0;
+          // alpha2 == alpha lets the second product join the first's last slice; else it takes
+          // a slice of its own.
+          const float beta = call % 5 == 0 ? 0.0f : 1.0f, alpha = 0.5f, alpha2 = call / 3 % 2 ? alpha : -0.75f;
+          ++call;
+          SCOPED_TRACE(trace(ta, tb, M, N, K) + " K2=" + std::to_string(K2) + " trans_b2=" + std::to_string(tb2) +
+                       " alpha2=" + std::to_string(alpha2) + " bf16_products=" + std::to_string(bf16_products) +
+                       " b_in_bf16=" + std::to_string(b_in_bf16));
+          const int lda = ta ? M : K, ldb = tb ? K : N, ldb2 = tb2 ? K2 : N, ldc = N + 1;
+          auto A = test::random_vector<float>(static_cast<std::size_t>(M) * K + 1, 21);       // op(A) (M, K)
+          auto B = test::random_vector<float>(static_cast<std::size_t>(K) * N + 1, 22);       // op(B) (K, N)
+          auto A2 = test::random_vector<float>(static_cast<std::size_t>(M) * K2, 23);         // (M, K2)
+          auto B2 = test::random_vector<float>(static_cast<std::size_t>(K2) * N, 24);         // op(B2) (K2, N)
+          const auto C0 = test::random_vector<float>(static_cast<std::size_t>(M) * ldc, 25);  // (M, ldc)
+          const auto bias = test::random_vector<float>(static_cast<std::size_t>(N), 26);
+          // Values the products see exactly: bf16 ones where op(B) is stored in bf16 or the
+          // panels are bf16.
+          if (b_in_bf16 || bf16_products) B = rounded_to_bf16(B);
+          if (bf16_products) A = rounded_to_bf16(A), A2 = rounded_to_bf16(A2), B2 = rounded_to_bf16(B2);
+          std::vector<std::uint16_t> B16(B.size());
+          for (std::size_t i = 0; i < B.size(); ++i) B16[i] = cpu::bf16_bits(B[i]);
+          const float* bias_ptr = with_bias ? bias.data() : nullptr;
+          auto expected = test::naive_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc, bias_ptr);
+          const auto update =
+              test::naive_gemm(false, tb2, M, N, K2, alpha2, A2, K2, B2, ldb2, 0.0, std::vector<float>(C0.size()), ldc);
+          for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += update[i];
+          const cpu::SecondProduct second{K2, alpha2, A2.data(), K2, tb2, B2.data(), ldb2};
+          std::vector<float> one_thread;
+          test::for_each_thread_count([&](int threads) {
+            auto C = C0;  // (M, ldc)
+            if (b_in_bf16) {
+              cpu::gemm_packed_b_bf16(bf16_products, ta, tb, M, N, K, alpha, A.data(), lda, B16.data(), ldb, beta,
+                                      C.data(), ldc, bias_ptr, second);
+            } else {
+              cpu::gemm_packed_with_second(bf16_products, ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta,
+                                           C.data(), ldc, bias_ptr, second);
+            }
+            EXPECT_TRUE(test::all_close("C", C, expected, 2e-6 * (K + K2) + 1e-6, 1e-5));
+            if (threads == 1) {
+              one_thread = C;
+            } else {
+              EXPECT_EQ(C, one_thread) << "2 threads gave other bits than 1";
+            }
+          });
+        }
+      }
+    }
+  }
+}
+
 // gemm_bf16 (what linear layers call) on a product too small for the tiles and on one they fill.
 TEST(GemmBf16Kernel, DispatchGivesTheSameProductEitherWay) {
   for (auto [M, N, K] : std::vector<std::array<int, 3>>{{5, 40, 70}, {64, 64, 96}}) {

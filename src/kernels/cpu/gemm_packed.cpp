@@ -132,26 +132,91 @@ PackBuffers& thread_buffers(const GemmBlocking& blk) {
   return buffers;
 }
 
+// One slice of K as the loops below go through them: [pc, pc + kc) of the first product, then
+// (k2 > 0, the last slice only) the second product's K2 values in the same panels; or (second)
+// the whole of the second product's K as a slice after the first's.
+struct Slice {
+  int pc, kc;
+  bool second;
+  int k2;
+};
+
 // The product (gemm_strides.h) and the cache blocking of this call. op(B) is read from B, or
-// when b16 is set, from b16 (bf16 bits) at the same strides, B then null.
+// when b16 is set, from b16 (bf16 bits) at the same strides, B then null. A second product
+// (second.K > 0, gemm_packed.h) is one more slice after the first product's.
 struct Gemm : GemmProblem {
   GemmBlocking blk;
   const std::uint16_t* b16 = nullptr;
+  SecondProduct second{};
+  ptrdiff_t a2_row = 0, a2_col = 0, b2_row = 0, b2_col = 0;  // the second product's strides
+  bool second_in_last = false;  // the second product joins the first's last slice, else its own
 
-  // Packs op(B)'s kc x nc block at (pc, j) into bp with P::pack_b, from whichever source is set.
+  // The slices of K for slices of kc_block of the first product: its own, then the second's
+  // when it has a slice of its own.
+  int first_slices(int kc_block) const { return (K + kc_block - 1) / kc_block; }
+  int slices(int kc_block) const { return first_slices(kc_block) + (second.K > 0 && !second_in_last ? 1 : 0); }
+  Slice slice(int s, int kc_block) const {
+    const int first = first_slices(kc_block);
+    if (s < first) {
+      const int k2 = second_in_last && s == first - 1 ? second.K : 0;
+      return {s * kc_block, std::min(kc_block, K - s * kc_block), false, k2};
+    }
+    return {0, second.K, true, 0};
+  }
+  float slice_alpha(const Slice& sl) const { return sl.second ? second.alpha : alpha; }
+
+  // Steps of the micro-kernel over slice sl.
   template <class P>
-  void pack_b(int pc, int j, int kc, int nc, typename P::Elem* bp) const {
-    const ptrdiff_t offset = pc * b_row + j * b_col;
-    if (b16) {
-      P::pack_b(kc, nc, b16 + offset, b_row, b_col, bp);
+  static int steps(const Slice& sl) {
+    return P::steps(sl.kc) + (sl.k2 > 0 ? P::steps(sl.k2) : 0);
+  }
+
+  // Packs op(A)'s mc x kc block at row i of slice sl into ap with P::pack_a; with k2, each row
+  // tile's panel continues with the second product's op(A2) values.
+  template <class P>
+  void pack_a(const Slice& sl, int i, int mc, typename P::Elem* ap) const {
+    if (sl.second) {
+      P::pack_a(mc, sl.kc, second.A + i * a2_row, a2_row, a2_col, ap);
+    } else if (sl.k2 == 0) {
+      P::pack_a(mc, sl.kc, A + i * a_row + sl.pc * a_col, a_row, a_col, ap);
     } else {
-      P::pack_b(kc, nc, B + offset, b_row, b_col, bp);
+      const int first = P::steps(sl.kc), all = steps<P>(sl);
+      for (int t = 0; t < mc; t += kMR) {
+        const int mr = std::min(kMR, mc - t);
+        P::pack_a(mr, sl.kc, A + (i + t) * a_row + sl.pc * a_col, a_row, a_col, ap + t * all);
+        P::pack_a(mr, sl.k2, second.A + (i + t) * a2_row, a2_row, a2_col, ap + t * all + kMR * first);
+      }
     }
   }
 
-  // The bias for the tile at column j of the slice ending at pc + kc: only the last slice adds
-  // it.
-  const float* tile_bias(int pc, int kc, int j) const { return bias && pc + kc == K ? bias + j : nullptr; }
+  // Packs op(B)'s kc x nc block at column j of slice sl into bp with P::pack_b, from whichever
+  // source holds it; with k2, each column panel continues with op(B2)'s values.
+  template <class P>
+  void pack_b(const Slice& sl, int j, int nc, typename P::Elem* bp) const {
+    if (sl.second) {
+      P::pack_b(sl.kc, nc, second.B + j * b2_col, b2_row, b2_col, bp);
+      return;
+    }
+    const int first = P::steps(sl.kc), all = steps<P>(sl);
+    const int panel = sl.k2 > 0 ? kNR : nc;  // columns packed per call
+    for (int jr = 0; jr < nc; jr += panel) {
+      const int nr = std::min(panel, nc - jr);
+      typename P::Elem* dst = bp + jr * all;
+      const ptrdiff_t offset = sl.pc * b_row + (j + jr) * b_col;
+      if (b16) {
+        P::pack_b(sl.kc, nr, b16 + offset, b_row, b_col, dst);
+      } else {
+        P::pack_b(sl.kc, nr, B + offset, b_row, b_col, dst);
+      }
+      if (sl.k2 > 0) P::pack_b(sl.k2, nr, second.B + (j + jr) * b2_col, b2_row, b2_col, dst + kNR * first);
+    }
+  }
+
+  // The bias for the tile at column j of slice sl: only the last slice adds it.
+  const float* tile_bias(const Slice& sl, int j) const {
+    const bool last = second.K > 0 && !second_in_last ? sl.second : sl.pc + sl.kc == K;
+    return bias && last ? bias + j : nullptr;
+  }
 };
 
 // A source element as a float: floats as they are, bf16 bits widened (exact).
@@ -594,26 +659,26 @@ int slice_kc(const GemmBlocking& blk, int M, int K, int unit) {
   return balanced_block(K, std::min(kc_max, blk.stream_a * unit / m_padded / unit * unit), unit);
 }
 
-// The source of the op(B) panel of slice [pc, pc + kc) that starts at column j.
-PanelPrefetch panel_source(const Gemm& g, int pc, int kc, int j) {
-  const ptrdiff_t offset = pc * g.b_row + j * g.b_col;
+// The source of the op(B) panel of slice sl that starts at column j.
+PanelPrefetch panel_source(const Gemm& g, const Slice& sl, int j) {
   const int nr = std::min(kNR, g.N - j);
-  if (g.b16) return PanelPrefetch(g.b16 + offset, sizeof(std::uint16_t), kc, nr, g.b_row, g.b_col);
-  return PanelPrefetch(g.B + offset, sizeof(float), kc, nr, g.b_row, g.b_col);
+  if (sl.second) return PanelPrefetch(g.second.B + j * g.b2_col, sizeof(float), sl.kc, nr, g.b2_row, g.b2_col);
+  const ptrdiff_t offset = sl.pc * g.b_row + j * g.b_col;
+  if (g.b16) return PanelPrefetch(g.b16 + offset, sizeof(std::uint16_t), sl.kc, nr, g.b_row, g.b_col);
+  return PanelPrefetch(g.B + offset, sizeof(float), sl.kc, nr, g.b_row, g.b_col);
 }
 
 // One packed op(B) panel bp (kc x nr, C's columns jr..) times every row tile of the packed
 // op(A) slice ap (all g.M rows); `next` is prefetched a few lines before each tile.
 template <class P>
-void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, const typename P::Elem* ap,
+void panel_times_slice(const Gemm& g, int steps, float alpha, float beta, const float* bias, const typename P::Elem* ap,
                        const typename P::Elem* bp, int jr, int nr, PanelPrefetch& next) {
-  const int steps = P::steps(kc);
   const int m_tiles = (g.M + kMR - 1) / kMR;
   const int per_tile = (next.total() + m_tiles - 1) / m_tiles;
   float* c_panel = g.C + jr;
   for (int ir = 0; ir < g.M; ir += kMR) {
     next.issue(per_tile);
-    tile<P>(steps, ap + ir * steps, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, g.alpha, beta, bias);
+    tile<P>(steps, ap + ir * steps, bp, c_panel + ir * g.ldc, g.ldc, std::min(kMR, g.M - ir), nr, alpha, beta, bias);
   }
 }
 
@@ -621,15 +686,14 @@ void panel_times_slice(const Gemm& g, int kc, float beta, const float* bias, con
 // op(B) block bp (nc columns from jc).
 // bias: the block's nc values, or null.
 template <class P>
-void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int kc, float beta, const float* bias,
-                       const typename P::Elem* ap, const typename P::Elem* bp) {
-  const int steps = P::steps(kc);
+void block_times_block(const Gemm& g, int ic, int mc, int jc, int nc, int steps, float alpha, float beta,
+                       const float* bias, const typename P::Elem* ap, const typename P::Elem* bp) {
   for (int jr = 0; jr < nc; jr += kNR) {
     const int nr = std::min(kNR, nc - jr);
     const float* tile_bias = bias ? bias + jr : nullptr;
     for (int ir = 0; ir < mc; ir += kMR) {
       tile<P>(steps, ap + ir * steps, bp + jr * steps, g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, std::min(kMR, mc - ir),
-              nr, g.alpha, beta, tile_bias);
+              nr, alpha, beta, tile_bias);
     }
   }
 }
@@ -643,7 +707,8 @@ struct BlockedPlan {
   int m_blocks, n_slices, n_blocks;  // row blocks of C; K slices; KC x NC blocks of op(B)
 };
 
-BlockedPlan blocked_plan(const GemmBlocking& blk, int M, int N, int K, int threads, int k_unit) {
+// second_slices: 1 with a second product in a slice of its own (after the first product's), else 0.
+BlockedPlan blocked_plan(const GemmBlocking& blk, int M, int N, int K, int threads, int k_unit, int second_slices) {
   BlockedPlan p{};
   p.nc_block = balanced_block(N, blk.nc, kNR);
   p.kc_block = slice_kc(blk, M, K, k_unit);
@@ -651,7 +716,7 @@ BlockedPlan blocked_plan(const GemmBlocking& blk, int M, int N, int K, int threa
   const int mc_target = (mc_rows + kMR - 1) / kMR * kMR;
   p.mc_block = balanced_block(M, std::min(blk.mc, mc_target), kMR);
   p.m_blocks = (M + p.mc_block - 1) / p.mc_block;
-  p.n_slices = (K + p.kc_block - 1) / p.kc_block;
+  p.n_slices = (K + p.kc_block - 1) / p.kc_block + second_slices;
   p.n_blocks = (N + p.nc_block - 1) / p.nc_block * p.n_slices;
   return p;
 }
@@ -760,16 +825,17 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, type
   PackBuffers& own = thread_buffers(g.blk);
   const auto [nc_block, kc_block, mc_block, m_blocks, n_slices, n_blocks] = plan;
   for (int blk = 0; blk < n_blocks; ++blk) {
-    const int jc = blk / n_slices * nc_block, pc = blk % n_slices * kc_block;
-    const int nc = std::min(nc_block, g.N - jc), kc = std::min(kc_block, g.K - pc);
-    const float beta = pc == 0 ? g.beta : 1.0f;
+    const int jc = blk / n_slices * nc_block, nc = std::min(nc_block, g.N - jc);
+    const Slice sl = g.slice(blk % n_slices, kc_block);
+    const int steps = Gemm::steps<P>(sl);
+    const float alpha = g.slice_alpha(sl), beta = blk % n_slices == 0 ? g.beta : 1.0f;
     const int n_panels = (nc + kNR - 1) / kNR;
     const int n_pieces = (n_panels + kPackPiecePanels - 1) / kPackPiecePanels;
     Elem* bp = shared_b[blk % 2];
     StageProgress& progress = state.stages[blk];
     pack_stage(state, blk, n_pieces, m_blocks, [&](int piece) {
       const int q0 = piece * kPackPiecePanels, q1 = std::min(n_panels, q0 + kPackPiecePanels);
-      g.template pack_b<P>(pc, jc + q0 * kNR, kc, std::min(nc, q1 * kNR) - q0 * kNR, bp + q0 * kNR * P::steps(kc));
+      g.template pack_b<P>(sl, jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, bp + q0 * kNR * steps);
     });
     // The last block's row blocks go in kTailSplit parts: no block follows whose packing could
     // fill the wait for the last part in progress elsewhere.
@@ -783,8 +849,8 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, type
       if (mc > 0) {
         wait_at_least(state.items[rb], blk);
         Elem* own_a = reinterpret_cast<Elem*>(own.a);
-        P::pack_a(mc, kc, g.A + ic * g.a_row + pc * g.a_col, g.a_row, g.a_col, own_a);
-        block_times_block<P>(g, ic, mc, jc, nc, kc, beta, g.tile_bias(pc, kc, jc), own_a, bp);
+        g.template pack_a<P>(sl, ic, mc, own_a);
+        block_times_block<P>(g, ic, mc, jc, nc, steps, alpha, beta, g.tile_bias(sl, jc), own_a, bp);
       }
       // Split row blocks are in the last block, which nothing waits for.
       if (split == 1) state.items[rb].store(blk + 1, std::memory_order_release);
@@ -810,16 +876,16 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, typename P::E
   PackBuffers& own = thread_buffers(g.blk);
   const int m_tiles = (g.M + kMR - 1) / kMR, n_panels = (g.N + kNR - 1) / kNR;
   const int n_pieces = (m_tiles + kPackPieceTiles - 1) / kPackPieceTiles;
-  const int n_slices = (g.K + kc_block - 1) / kc_block;
+  const int n_slices = g.slices(kc_block);
   for (int slice = 0; slice < n_slices; ++slice) {
-    const int pc = slice * kc_block, kc = std::min(kc_block, g.K - pc);
-    const float beta = pc == 0 ? g.beta : 1.0f;
+    const Slice sl = g.slice(slice, kc_block);
+    const int steps = Gemm::steps<P>(sl);
+    const float alpha = g.slice_alpha(sl), beta = slice == 0 ? g.beta : 1.0f;
     Elem* ap = shared_a[slice % 2];
     StageProgress& progress = state.stages[slice];
     pack_stage(state, slice, n_pieces, n_panels, [&](int piece) {
       const int t0 = piece * kPackPieceTiles, t1 = std::min(m_tiles, t0 + kPackPieceTiles);
-      P::pack_a(std::min(g.M, t1 * kMR) - t0 * kMR, kc, g.A + t0 * kMR * g.a_row + pc * g.a_col, g.a_row, g.a_col,
-                ap + t0 * kMR * P::steps(kc));
+      g.template pack_a<P>(sl, t0 * kMR, std::min(g.M, t1 * kMR) - t0 * kMR, ap + t0 * kMR * steps);
     });
     int panel = progress.items_taken.fetch_add(1, std::memory_order_relaxed);
     while (panel < n_panels) {
@@ -828,14 +894,14 @@ void team_streaming(const Gemm& g, int kc_block, TeamState& state, typename P::E
       // The next panel: the one taken, else the first of the next slice.
       PanelPrefetch next;
       if (following < n_panels) {
-        next = panel_source(g, pc, kc, following * kNR);
-      } else if (pc + kc < g.K) {
-        next = panel_source(g, pc + kc, std::min(kc_block, g.K - pc - kc), 0);
+        next = panel_source(g, sl, following * kNR);
+      } else if (slice + 1 < n_slices) {
+        next = panel_source(g, g.slice(slice + 1, kc_block), 0);
       }
       wait_at_least(state.items[panel], slice);
       Elem* own_b_panel = reinterpret_cast<Elem*>(own.b_panel);
-      g.template pack_b<P>(pc, jr, kc, nr, own_b_panel);
-      panel_times_slice<P>(g, kc, beta, g.tile_bias(pc, kc, jr), ap, own_b_panel, jr, nr, next);
+      g.template pack_b<P>(sl, jr, nr, own_b_panel);
+      panel_times_slice<P>(g, steps, alpha, beta, g.tile_bias(sl, jr), ap, own_b_panel, jr, nr, next);
       state.items[panel].store(slice + 1, std::memory_order_release);
       progress.items_done.fetch_add(1, std::memory_order_acq_rel);
       panel = following;
@@ -875,7 +941,7 @@ int split_k_parts(int m_tiles, int n_tiles, int K) {
 template <class P, class BT>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
                     float alpha, const float* A, int lda, const BT* B, int ldb, float beta, float* C, int ldc,
-                    const float* bias, bool may_split = true);
+                    const float* bias, const SecondProduct& second = {}, bool may_split = true);
 
 // The split-K order above: `parts` parts of K (P::kKUnit values per packed element: parts but
 // the last hold whole elements), each a product of its own with beta 0 on one thread, into the
@@ -894,7 +960,7 @@ void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool
   const auto run_part = [&](int q) {
     const int k0 = q * part_k, kq = q == parts - 1 ? K - k0 : part_k;
     gemm_on_panels<P>(blk, 1, trans_a, trans_b, M, N, kq, alpha, A + k0 * a_step, lda, B + k0 * b_step, ldb, 0.0f,
-                      partial + q * mn, N, nullptr, false);
+                      partial + q * mn, N, nullptr, {}, false);
   };
   if (threads > 1) {
 #pragma omp parallel for num_threads(std::min(threads, parts)) schedule(static, 1)
@@ -915,15 +981,25 @@ void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool
   }
 }
 
-// The GEMM on panels P (the contract of gemm_packed_bias), op(B) from floats or bf16 bits (BT).
+// The GEMM on panels P (the contract of gemm_packed_bias), op(B) from floats or bf16 bits (BT),
+// with a second product (second.K > 0) as one more slice of K where it fits one.
 // max_threads: 0 for the OpenMP thread count. may_split: false for a part of split_k's.
 template <class P, class BT>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
                     float alpha, const float* A, int lda, const BT* B, int ldb, float beta, float* C, int ldc,
-                    const float* bias, bool may_split) {
+                    const float* bias, const SecondProduct& second, bool may_split) {
   using Elem = typename P::Elem;
   if (M <= 0 || N <= 0) return;
+  // Where the second product has no slice of its own below: the first product, then the second
+  // (which adds the bias) as a product of its own.
+  const auto one_after_the_other = [&] {
+    gemm_on_panels<P>(blk, max_threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, {},
+                      may_split);
+    gemm_on_panels<P>(blk, max_threads, false, second.trans_b, M, N, second.K, second.alpha, second.A, second.lda,
+                      second.B, second.ldb, 1.0f, C, ldc, bias, {}, may_split);
+  };
   if (K <= 0 || alpha == 0.0f) {
+    if (second.K > 0) return one_after_the_other();
     scale_c(M, N, beta, C, ldc, bias);
     return;
   }
@@ -937,6 +1013,7 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
   const int m_tiles = (M + kMR - 1) / kMR, n_tiles = (N + kNR - 1) / kNR;
   int threads = omp_in_parallel() ? 1 : max_threads > 0 ? max_threads : omp_get_max_threads();
   if (const int parts = may_split ? split_k_parts(m_tiles, n_tiles, K) : 1; parts > 1) {
+    if (second.K > 0) return one_after_the_other();
     split_k<P>(blk, threads, parts, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
     return;
   }
@@ -945,12 +1022,32 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
   // shares out row blocks.
   const bool streaming = M <= kStreamMaxRows && n_tiles >= 4 * threads;
+  // Either order's slices of K (blocked_plan's kc_block is the same).
+  const int kc_block = slice_kc(blk, M, K, P::kKUnit);
+  const int stream_kc = streaming ? kc_block : 0;
+  int second_slices = 0;
+  if (second.K > 0) {
+    // The second product's values go into the panels of the first's last slice where they fit
+    // the packing buffers and share its alpha: then C is not read and written once more for
+    // them. Else they get a slice of their own, if they fit one. The buffers hold blk.kc steps
+    // of every panel (PackBuffers), and the streaming order's op(A) slice of all rows at most
+    // stream_a elements.
+    const int m_padded = (M + kMR - 1) / kMR * kMR;
+    const int room = streaming ? std::min(blk.kc, blk.stream_a / m_padded) : blk.kc;  // steps
+    const int last_kc = K - (K - 1) / kc_block * kc_block;
+    g.second_in_last = second.alpha == alpha && P::steps(last_kc) + P::steps(second.K) <= room;
+    if (!g.second_in_last && P::steps(second.K) > P::steps(kc_block)) return one_after_the_other();
+    second_slices = g.second_in_last ? 0 : 1;
+    g.second = second;
+    g.a2_row = second.lda, g.a2_col = 1;
+    const OperandStrides b2 = operand_strides(second.trans_b, second.ldb);
+    g.b2_row = b2.row, g.b2_col = b2.col;
+  }
+  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(blk, M, N, K, threads, P::kKUnit, second_slices);
   PackBuffers& mine = thread_buffers(blk);
   TeamState& state = team_state();
-  const int stream_kc = streaming ? slice_kc(blk, M, K, P::kKUnit) : 0;
-  const BlockedPlan plan = streaming ? BlockedPlan{} : blocked_plan(blk, M, N, K, threads, P::kKUnit);
   if (streaming) {
-    state.reset(blk, (K + stream_kc - 1) / stream_kc, n_tiles, threads > 1);
+    state.reset(blk, g.slices(stream_kc), n_tiles, threads > 1);
   } else {
     state.reset(blk, plan.n_blocks, plan.m_blocks, threads > 1);
   }
@@ -998,7 +1095,7 @@ void gemm_packed_with(const GemmBlocking& blocking, int max_threads, bool trans_
                       float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
                       const float* bias) {
   gemm_on_panels<Fp32Panels>(blocking, max_threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                             bias);
+                             bias, {});
 }
 
 void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
@@ -1009,13 +1106,25 @@ void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alp
 
 void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
-                        const float* bias) {
+                        const float* bias, const SecondProduct& second) {
   if (bf16_products) {
     gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                               ldc, bias);
+                               ldc, bias, second);
   } else {
     gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                               ldc, bias);
+                               ldc, bias, second);
+  }
+}
+
+void gemm_packed_with_second(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                             const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                             const float* bias, const SecondProduct& second) {
+  if (bf16_products) {
+    gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                               ldc, bias, second);
+  } else {
+    gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                               ldc, bias, second);
   }
 }
 

@@ -47,14 +47,36 @@ const char* gemm_packed_kernel_name();
 void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias);
 
+// A second product summed into C by the same pass as the first: alpha op(A2)(M, K) . op(B2)(K, N),
+// fp32 operands, A2 stored (M, K) with row stride lda, B2 stored (K, N), or (N, K) with trans_b,
+// row stride ldb. Its K values come after the first product's, as one more slice of K, so C is
+// read and written as often as for the first product alone (a rank-r update of a linear map's
+// output, added by its base product). In the bf16 products' GEMM its operands are rounded to
+// bf16 too. A K deeper than one slice of the first product's is added by a product of its own.
+struct SecondProduct {
+  int K = 0;  // 0: none
+  float alpha = 1.0f;
+  const float* A = nullptr;
+  int lda = 0;
+  bool trans_b = false;
+  const float* B = nullptr;
+  int ldb = 0;
+};
+
+// C = alpha op(A) op(B) + (second) + beta C (+ bias) on gemm_packed_bf16's panels
+// (bf16_products) or gemm_packed_bias's fp32 ones. Any sizes, through the panels.
+void gemm_packed_with_second(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                             const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                             const float* bias, const SecondProduct& second);
+
 // gemm_packed_bias with op(B) stored in bf16 (B: bf16.h's bits, strides as for floats), each
 // value widened exactly as it is packed: the product of the floats the bits stand for, with no
 // float copy of B. bf16_products: gemm_packed_bf16's panels and micro-kernel (op(A) rounded to
 // bf16 as it is packed), else gemm_packed_bias's fp32 ones. Any sizes, through the panels (no
-// one-row or skinny special cases).
+// one-row or skinny special cases). With a second product as gemm_packed_with_second.
 void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
-                        const float* bias);
+                        const float* bias, const SecondProduct& second = {});
 
 // The bf16 GEMM's path, e.g. "avx512_bf16 14x32 (vdpbf16ps)" (printed by train and bench).
 const char* gemm_packed_bf16_kernel_name();
