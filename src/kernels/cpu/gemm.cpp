@@ -108,4 +108,12 @@ bool gemm_is_allocation_free() {
 #endif
 }
 
+bool gemm_is_packed() {
+#if defined(LLMCC_GEMM_OWN)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace llmcc::cpu

@@ -23,6 +23,10 @@ void gemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 // The steady-state allocation test holds a training step to zero allocations when it is.
 bool gemm_is_allocation_free();
 
+// Whether gemm is llmcc's own packed GEMM (gemm_packed.h), so that callers may use that GEMM's
+// own entry points (a second product in the same pass) for products gemm would run.
+bool gemm_is_packed();
+
 // The fp32 kernel behind gemm, e.g. "avx512 14x32" or "onednn dnnl_sgemm".
 const char* gemm_kernel_name();
 

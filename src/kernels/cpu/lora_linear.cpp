@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/thread_buffer.h"
@@ -54,16 +55,38 @@ void add_masked_rows(float* d_x, const float* t, std::int64_t row0, std::int64_t
   });
 }
 
+struct ScaledTag;
+
+// C (M, N) = A (M, K) . op(w) + beta C (+ bias) + s a2 (M, R) . op(b2) (R, N): the base product
+// of a map (forward: op(w) = w^T, trans_w; backward: op(w) = w) with the rank-R update in the
+// same pass over C (gemm_packed.h's SecondProduct), when llmcc's packed GEMM runs the base
+// product: not on AMX tiles, not with another fp32 GEMM library, not for a few rows (the
+// one-row and skinny products). Returns false, computing nothing, otherwise.
+bool base_with_update(bool trans_w, int M, int N, int K, const float* A, LoraWeight w, int ldw, float beta, float* C,
+                      const float* bias, float s, const float* a2, int R, bool trans_b2, const float* b2, int ldb2) {
+  const bool bf16 = matmul_dtype() == MatmulDtype::Bf16;
+  if (M <= 4 || N <= 4 || K <= 4) return false;
+  if (bf16 ? amx_bf16_usable() : (!w.bf16 && !gemm_is_packed())) return false;
+  // s a2 in a buffer of the calling thread's (kept across calls), so that the update shares the
+  // base product's alpha (1) and joins its last slice of K.
+  const std::size_t count = static_cast<std::size_t>(M) * R;
+  float* scaled = thread_buffer<ScaledTag>(count, "lora_linear", "for the update's scaled rows");  // (M, R)
+  for (std::size_t i = 0; i < count; ++i) scaled[i] = s * a2[i];
+  const SecondProduct update{R, 1.0f, scaled, R, trans_b2, b2, ldb2};
+  if (w.bf16) {
+    gemm_packed_b_bf16(bf16, false, trans_w, M, N, K, 1.0f, A, K, w.bf16, ldw, beta, C, N, bias, update);
+  } else {
+    gemm_packed_with_second(bf16, false, trans_w, M, N, K, 1.0f, A, K, w.f32, ldw, beta, C, N, bias, update);
+  }
+  return true;
+}
+
 }  // namespace
 
 void lora_linear_forward(float* out, float* xa, const float* x, LoraWeight w, const float* a, const float* b, float s,
                          std::int64_t N, std::int64_t C, std::int64_t OC, std::int64_t R, const Dropout& dropout,
                          const float* bias) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC), r = static_cast<int>(R);
-  if (w.bf16)
-    linear_forward_bf16w(out, x, w.bf16, bias, N, C, OC);
-  else
-    linear_forward(out, x, w.f32, bias, N, C, OC);
   if (!dropout.active()) {
     product(false, true, n, r, c, 1.0f, x, c, a, c, 0.0f, xa, r);  // xa (N, R) = x . a^T
   } else {
@@ -77,6 +100,12 @@ void lora_linear_forward(float* out, float* xa, const float* x, LoraWeight w, co
       product(false, true, static_cast<int>(rows), r, c, 1.0f, xm, c, a, c, 0.0f, xa + i0 * R, r);
     }
   }
+  // out (N, OC) = x . w^T (+ bias) + s xa . b^T, in one pass where the packed GEMM can.
+  if (base_with_update(true, n, oc, c, x, w, c, 0.0f, out, bias, s, xa, r, true, b, r)) return;
+  if (w.bf16)
+    linear_forward_bf16w(out, x, w.bf16, bias, N, C, OC);
+  else
+    linear_forward(out, x, w.f32, bias, N, C, OC);
   product(false, true, n, oc, r, s, xa, r, b, r, 1.0f, out, oc);  // out += s xa . b^T
 }
 
@@ -86,15 +115,21 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
                           float* d_bias) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC), r = static_cast<int>(R);
   if (g) product(false, false, n, r, oc, 1.0f, d_out, oc, b, r, 0.0f, g, r);  // g (N, R) = d_out . b
+  // d_x (N, C) (+)= d_out . w + s g . a, in one pass where the packed GEMM can (with a dropout
+  // the update's part is masked first: below).
+  const bool dx_done =
+      d_x && !dropout.active() &&
+      base_with_update(false, n, c, oc, d_out, w, c, overwrite_dx ? 0.0f : 1.0f, d_x, nullptr, s, g, r, false, a, c);
+  float* base_dx = dx_done ? nullptr : d_x;  // d_x for the base product alone
   if (w.bf16) {
-    if (d_x) linear_backward_bf16w(d_x, d_out, w.bf16, N, C, OC, overwrite_dx);
+    if (base_dx) linear_backward_bf16w(base_dx, d_out, w.bf16, N, C, OC, overwrite_dx);
     if (d_bias) linear_backward(nullptr, nullptr, d_bias, d_out, x, nullptr, N, C, OC);
   } else {
-    linear_backward(d_x, d_w, d_bias, d_out, x, w.f32, N, C, OC, overwrite_dx);
+    linear_backward(base_dx, d_w, d_bias, d_out, x, w.f32, N, C, OC, overwrite_dx);
   }
   if (!dropout.active()) {
-    if (d_x) product(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);  // d_x += s g . a
-    if (d_a) product(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);   // d_a += s g^T . x
+    if (base_dx) product(false, false, n, c, r, s, g, r, a, c, 1.0f, d_x, c);  // d_x += s g . a
+    if (d_a) product(true, false, r, c, n, s, g, r, x, c, 1.0f, d_a, c);       // d_a += s g^T . x
   } else if (d_x || d_a) {
     const DropoutMask mask(dropout);
     const std::int64_t block = mask_rows(N, C);
