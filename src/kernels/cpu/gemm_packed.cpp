@@ -1104,9 +1104,13 @@ void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alp
                              bias);
 }
 
-void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                        const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
-                        const float* bias, const SecondProduct& second) {
+namespace {
+
+// gemm_on_panels on bf16 or fp32 panels, with the current blocking and thread count.
+template <class BT>
+void on_chosen_panels(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                      int lda, const BT* B, int ldb, float beta, float* C, int ldc, const float* bias,
+                      const SecondProduct& second) {
   if (bf16_products) {
     gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
                                ldc, bias, second);
@@ -1116,16 +1120,18 @@ void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, i
   }
 }
 
+}  // namespace
+
+void gemm_packed_b_bf16(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, const std::uint16_t* B, int ldb, float beta, float* C, int ldc,
+                        const float* bias, const SecondProduct& second) {
+  on_chosen_panels(bf16_products, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, second);
+}
+
 void gemm_packed_with_second(bool bf16_products, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                              const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
                              const float* bias, const SecondProduct& second) {
-  if (bf16_products) {
-    gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                               ldc, bias, second);
-  } else {
-    gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                               ldc, bias, second);
-  }
+  on_chosen_panels(bf16_products, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, second);
 }
 
 const char* gemm_packed_kernel_name() { return Isa::kName; }
