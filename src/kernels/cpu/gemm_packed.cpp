@@ -31,6 +31,11 @@
 // A bias (gemm_packed_bias) is added by the micro-kernel of each tile's last KC slice, in the
 // same store, so linear's forward needs no pass over its output for it.
 //
+// A second product (gemm_packed.h's SecondProduct: a LoRA map's rank-r update) is packed into
+// the panels of the last KC slice after the first product's values, so the micro-kernels that
+// finish each tile of C add it too (struct Gemm, "slices"); op(B) may be stored in bf16 and is
+// then widened or paired as it is packed (gemm_packed_b_bf16).
+//
 // A product whose C is only a few tiles over a long K (split_k_parts) takes neither order as a
 // team: K goes in parts, each part a one-thread product into a buffer, and C is their sum.
 #include "kernels/cpu/gemm_packed.h"
