@@ -42,9 +42,10 @@ bool packs_bf16_weight(int M, int N, int K) {
   return matmul_dtype() != MatmulDtype::Bf16 || !(M >= 16 && N >= 16 && K >= 32 && amx_bf16_usable());
 }
 
-// Rows of a bf16 weight widened per block (AMX's bf16 GEMM): about 2M floats (8 MB), so a block is a few of the
-// GEMM's own KC x NC panels and the widening (6 bytes moved per weight) stays small beside the
-// 2 N flops each weight takes; whole micro-kernel column panels (32) where the rows allow.
+// Rows of a bf16 weight widened per block (for AMX's bf16 GEMM): about 2M floats (8 MB), so a
+// block is a few of the GEMM's own KC x NC panels and the widening (6 bytes moved per weight)
+// stays small beside the 2 N flops each weight takes; whole micro-kernel column panels (32) where
+// the rows allow.
 std::int64_t widen_rows(std::int64_t rows, std::int64_t cols) {
   const std::int64_t target = std::max<std::int64_t>(32, (std::int64_t{1} << 21) / std::max<std::int64_t>(cols, 1));
   return std::min(rows, target / 32 * 32);
