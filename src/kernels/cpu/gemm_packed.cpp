@@ -148,7 +148,8 @@ struct Slice {
 
 // The product (gemm_strides.h) and the cache blocking of this call. op(B) is read from B, or
 // when b16 is set, from b16 (bf16 bits) at the same strides, B then null. A second product
-// (second.K > 0, gemm_packed.h) is one more slice after the first product's.
+// (second.K > 0, gemm_packed.h) joins the first product's last slice (second_in_last), else is
+// one more slice after the first product's.
 struct Gemm : GemmProblem {
   GemmBlocking blk;
   const std::uint16_t* b16 = nullptr;
@@ -987,7 +988,7 @@ void split_k(const GemmBlocking& blk, int threads, int parts, bool trans_a, bool
 }
 
 // The GEMM on panels P (the contract of gemm_packed_bias), op(B) from floats or bf16 bits (BT),
-// with a second product (second.K > 0) as one more slice of K where it fits one.
+// with a second product (second.K > 0) in the last slice of K, in one of its own, or after.
 // max_threads: 0 for the OpenMP thread count. may_split: false for a part of split_k's.
 template <class P, class BT>
 void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool trans_b, int M, int N, int K,
