@@ -29,8 +29,9 @@ KernelMode kernel_mode();
 // The operand precision of the matrix products (every linear layer's forward and backward
 // GEMMs). Fp32 by default. Bf16 rounds both operands of each product to bfloat16 and sums the
 // products in fp32 (mixed precision): weights, gradients, the optimizer and every other op stay
-// fp32. On CPUs with AVX512_BF16 the products run on vdpbf16ps; elsewhere bf16 still works, on
-// the fp32 kernel (matmul_kernel_name says which). Reference kernel mode ignores it.
+// fp32. On CPUs with AVX512_BF16 the products run on vdpbf16ps, and so do causal attention's
+// (its softmax stays fp32); elsewhere bf16 still works, on the fp32 kernel (matmul_kernel_name
+// says which), with attention in fp32. Reference kernel mode ignores it.
 enum class MatmulDtype { Fp32, Bf16 };
 void set_matmul_dtype(MatmulDtype dtype);
 MatmulDtype matmul_dtype();

@@ -66,6 +66,11 @@ AttentionLayout check_packed(const Tensor& qkv, int n_head, int n_kv_head) {
                                  static_cast<int>(W / heads));
 }
 
+// Attention's products follow the matrix products' dtype (runtime.h).
+cpu::AttentionProducts products() {
+  return matmul_dtype() == MatmulDtype::Bf16 ? cpu::AttentionProducts::Bf16 : cpu::AttentionProducts::Fp32;
+}
+
 // The output (B, T, NH*HS) and, when `saved`, the lse (B, NH, T) of either form.
 Tensor forward(const char* op, const AttentionLayout& L, const float* q, const float* k, const float* v,
                AttentionSaved* saved) {
@@ -78,7 +83,7 @@ Tensor forward(const char* op, const AttentionLayout& L, const float* q, const f
   if (kernel_mode() == KernelMode::Reference) {
     ref::attention_forward(out.f32(), lse, q, k, v, L);
   } else {
-    cpu::attention_forward(out.f32(), lse, q, k, v, L);
+    cpu::attention_forward(out.f32(), lse, q, k, v, L, products());
   }
   return out;
 }
@@ -108,7 +113,7 @@ void backward(const AttentionLayout& L, const float* q, const float* k, const fl
     ref::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L);
   } else {
     cpu::attention_backward(dq, dk, dv, d_out.f32(), q, k, v, out.f32(), saved.lse.f32(), L, overwrite_q, overwrite_k,
-                            overwrite_v);
+                            overwrite_v, products());
   }
 }
 

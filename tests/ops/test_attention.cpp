@@ -2,7 +2,9 @@
 // double (Grad), front-end validation, pullback contract and arena use (Api).
 #include "llmcc/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/ref/attention.h"
@@ -132,6 +134,94 @@ TEST(AttentionKernel, FastMatchesReferenceOnPackedQkvOverAwkwardSizes) {
 TEST(AttentionKernel, FastMatchesReferenceAtLongerSequence) {
   // T = 768 crosses many key tiles, so the running max is rescaled repeatedly.
   expect_fast_matches_reference({1, 768, 2, 1, 8});
+}
+
+// ||x - ref|| / ||ref||, and the largest |x_i - ref_i| in units of ref's root mean square.
+struct Bf16Error {
+  double relative = 0, worst = 0;
+};
+Bf16Error bf16_error(const std::vector<float>& x, const std::vector<double>& ref) {
+  double diff = 0, norm = 0, worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = x[i] - ref[i];
+    diff += d * d, norm += ref[i] * ref[i], worst = std::max(worst, std::abs(d));
+  }
+  return {std::sqrt(diff / norm), worst / std::sqrt(norm / static_cast<double>(x.size()))};
+}
+
+// With bf16 products every product of the forward and backward reads operands rounded to bf16:
+// the outputs are the double reference to within bf16's precision (2^-9 relative per rounding;
+// 1e-2 of the norm allowed, and 0.1 of the root mean square for any one element), where a lost,
+// doubled or misplaced pair (a wrong pad at odd T or HS, a mask edge off by one) puts its
+// elements off by a whole term of their sum. Sizes cross the blocks with odd T and odd HS, GQA
+// and MQA, dense and packed rows; 1 and 2 threads give the same bits (each output element is one
+// task's). Without AVX512_BF16 the request runs as fp32, which the test checks bit for bit.
+TEST(AttentionKernel, Bf16ProductsMatchReferenceToBf16Precision) {
+  const bool bf16 = cpu::runs_bf16(cpu::AttentionProducts::Bf16);
+  if (!bf16) std::printf("note: this build has no AVX512_BF16: bf16 attention runs as fp32, checked as such\n");
+  for (const Case c : {Case{2, 2, 2, 1, 8}, Case{2, 7, 4, 2, 3}, Case{1, 65, 4, 2, 24}, Case{1, 197, 2, 1, 64},
+                       Case{1, 131, 2, 2, 128}, Case{2, 50, 3, 3, 1}}) {
+    for (Layout layout : {Layout::Dense, Layout::Packed}) {
+      SCOPED_TRACE(c.str() + (layout == Layout::Packed ? " packed" : " dense"));
+      const auto q = test::random_vector<float>(c.nq(), 41, -2.0, 2.0);   // (B, T, NH*HS)
+      const auto k = test::random_vector<float>(c.nkv(), 42, -2.0, 2.0);  // (B, T, NKV*HS)
+      const auto v = test::random_vector<float>(c.nkv(), 43);             // (B, T, NKV*HS)
+      const auto d_out = test::random_vector<float>(c.nq(), 44);          // (B, T, NH*HS)
+      const auto qd = test::cast_vector<double>(q), kd = test::cast_vector<double>(k),
+                 vd = test::cast_vector<double>(v), dod = test::cast_vector<double>(d_out);
+      const AttentionLayout dense = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
+      std::vector<double> ref[5] = {std::vector<double>(c.nq()), std::vector<double>(c.nlse()),
+                                    std::vector<double>(c.nq(), 0.0), std::vector<double>(c.nkv(), 0.0),
+                                    std::vector<double>(c.nkv(), 0.0)};  // out, lse, d_q, d_k, d_v
+      ref::attention_forward(ref[0].data(), ref[1].data(), qd.data(), kd.data(), vd.data(), dense);
+      ref::attention_backward(ref[2].data(), ref[3].data(), ref[4].data(), dod.data(), qd.data(), kd.data(), vd.data(),
+                              ref[0].data(), ref[1].data(), dense);
+      // out, lse, d_q, d_k, d_v of the fast kernels with the given products and thread count.
+      const auto run = [&](cpu::AttentionProducts products, int threads) {
+        const int before = num_threads();
+        set_num_threads(threads);
+        std::vector<float> r[5] = {std::vector<float>(c.nq()), std::vector<float>(c.nlse()),
+                                   std::vector<float>(c.nq(), 0.0f), std::vector<float>(c.nkv(), 0.0f),
+                                   std::vector<float>(c.nkv(), 0.0f)};
+        if (layout == Layout::Dense) {
+          cpu::attention_forward(r[0].data(), r[1].data(), q.data(), k.data(), v.data(), dense, products);
+          cpu::attention_backward(r[2].data(), r[3].data(), r[4].data(), d_out.data(), q.data(), k.data(), v.data(),
+                                  r[0].data(), r[1].data(), dense, false, false, false, products);
+        } else {
+          const AttentionLayout L = AttentionLayout::packed(c.B, c.T, c.NH, c.NKV, c.HS);
+          const auto qkv = pack_qkv(c, q, k, v);  // (B, T, (NH + 2*NKV) * HS)
+          auto d_qkv = pack_qkv(c, r[2], r[3], r[4]);
+          const float* p = qkv.data();
+          float* d = d_qkv.data();
+          cpu::attention_forward(r[0].data(), r[1].data(), p, p + L.packed_k_offset(), p + L.packed_v_offset(), L,
+                                 products);
+          cpu::attention_backward(d, d + L.packed_k_offset(), d + L.packed_v_offset(), d_out.data(), p,
+                                  p + L.packed_k_offset(), p + L.packed_v_offset(), r[0].data(), r[1].data(), L, false,
+                                  false, false, products);
+          unpack_qkv(c, d_qkv, &r[2], &r[3], &r[4]);
+        }
+        set_num_threads(before);
+        return std::vector<std::vector<float>>(std::begin(r), std::end(r));
+      };
+      const auto got = run(cpu::AttentionProducts::Bf16, 1);
+      const auto got2 = run(cpu::AttentionProducts::Bf16, 2);
+      const char* names[5] = {"out", "lse", "d_q", "d_k", "d_v"};
+      for (int i = 0; i < 5; ++i) {
+        SCOPED_TRACE(names[i]);
+        EXPECT_TRUE(all_close("2 threads", got2[i], got[i], 0.0, 0.0));
+        if (!bf16) continue;
+        const Bf16Error e = bf16_error(got[i], ref[i]);
+        EXPECT_LT(e.relative, 2e-2);
+        EXPECT_LT(e.worst, 0.1);
+        // Some rounding to bf16 happened: the fp32 kernels are within about 1e-6.
+        EXPECT_GT(e.relative, 1e-5) << "looks computed in fp32";
+      }
+      if (!bf16) {
+        const auto fp32 = run(cpu::AttentionProducts::Fp32, 1);
+        for (int i = 0; i < 5; ++i) EXPECT_TRUE(all_close(names[i], got[i], fp32[i], 0.0, 0.0));
+      }
+    }
+  }
 }
 
 TEST(AttentionKernel, FastForwardIsStableForLargeScores) {

@@ -3,11 +3,13 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/ordered_sum.h"
@@ -208,8 +210,70 @@ void micro_tile(int K, const Operands& o, int tail) {
   }
 }
 
-template <bool kAcc, int M, int NV>
-void tile_nv(int nv, int tail, int K, const Operands& o) {
+#if defined(__AVX512BF16__)
+// The bf16 products' operands: bf16 pairs (bf16.h's bf16_pairs: two consecutive depth values in
+// 32 bits, the even one in the low half), summed in fp32 by vdpbf16ps. A's pair (i, p) is
+// a[i * ars + p * acs]; B's pair row p (depth 2p and 2p + 1 of every column) starts at b + p * ldb,
+// one pair per column, columns contiguous.
+struct PairOperands {
+  const std::uint32_t* a;
+  i64 ars, acs;
+  const std::uint32_t* b;
+  i64 ldb;
+  float* c;
+  i64 ldc;
+};
+
+// micro_tile for bf16 pairs: P pair steps (depth 2P).
+template <int M, int NV, bool kAcc, bool kPartial>
+void micro_tile(int P, const PairOperands& o, int tail) {
+  vec acc[M][NV];
+  for (int i = 0; i < M; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (kAcc) {
+        const float* c = o.c + i * o.ldc + v * W;
+        acc[i][v] = (kPartial && v == NV - 1) ? load_n(c, tail) : vload(c);
+      } else {
+        acc[i][v] = vzero();
+      }
+    }
+  }
+  const std::uint32_t* a = o.a;
+  const std::uint32_t* b = o.b;
+  for (int p = 0; p < P; ++p, a += o.acs, b += o.ldb) {
+    __m512bh bv[NV];
+    for (int v = 0; v < NV; ++v) {
+      bv[v] = (__m512bh)((kPartial && v == NV - 1) ? _mm512_maskz_loadu_epi32(lanes(tail), b + v * W)
+                                                   : _mm512_loadu_si512(b + v * W));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * o.ars]));
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      float* c = o.c + i * o.ldc + v * W;
+      if (kPartial && v == NV - 1) {
+        store_n(c, acc[i][v], tail);
+      } else {
+        vstore(c, acc[i][v]);
+      }
+    }
+  }
+}
+#endif
+
+// Depth values per step of an operand type: 1 for floats, 2 for bf16 pairs.
+template <class Ops>
+constexpr int kDepthPerStep = 1;
+#if defined(__AVX512BF16__)
+template <>
+constexpr int kDepthPerStep<PairOperands> = 2;
+#endif
+
+template <bool kAcc, int M, int NV, class Ops>
+void tile_nv(int nv, int tail, int K, const Ops& o) {
   if constexpr (NV >= 1) {
     if (nv != NV) return tile_nv<kAcc, M, NV - 1>(nv, tail, K, o);
     if (tail == W) return micro_tile<M, NV, kAcc, false>(K, o, tail);
@@ -217,8 +281,8 @@ void tile_nv(int nv, int tail, int K, const Operands& o) {
   }
 }
 
-template <bool kAcc, int M>
-void tile_m(int m, int nv, int tail, int K, const Operands& o) {
+template <bool kAcc, int M, class Ops>
+void tile_m(int m, int nv, int tail, int K, const Ops& o) {
   if constexpr (M >= 1) {
     if (m != M) return tile_m<kAcc, M - 1>(m, nv, tail, K, o);
     tile_nv<kAcc, M, kNV>(nv, tail, K, o);
@@ -233,19 +297,22 @@ struct Span {
 
 // C (+)= A B for M rows; span(i, m) gives the span of rows i .. i+m-1. Columns below n_lo are
 // computed from the vector boundary below it (harmless: callers never read them when !kAcc, and
-// kAcc callers use n_lo = 0).
-template <bool kAcc, class SpanOf>
-void small_gemm(int M, const Operands& o, SpanOf span) {
+// kAcc callers use n_lo = 0). With bf16 pairs the depth span widens to whole pairs: the value it
+// gains on either side is masked (exactly zero in A) or padding (zero in both operands).
+template <bool kAcc, class Ops, class SpanOf>
+void small_gemm(int M, const Ops& o, SpanOf span) {
+  constexpr int S = kDepthPerStep<Ops>;
   for (int i = 0; i < M; i += kMR) {
     const int m = std::min(kMR, M - i);
     const Span s = span(i, m);
     if (s.k_hi <= s.k_lo || s.n_hi <= s.n_lo) continue;
+    const int k_lo = s.k_lo / S, k_hi = (s.k_hi + S - 1) / S;
     for (int n = s.n_lo / W * W; n < s.n_hi; n += kNV * W) {
       const int rem = std::min(s.n_hi - n, kNV * W);
       const int nv = (rem + W - 1) / W;
-      const Operands t{
-          o.a + i * o.ars + s.k_lo * o.acs, o.ars, o.acs, o.b + s.k_lo * o.ldb + n, o.ldb, o.c + i * o.ldc + n, o.ldc};
-      tile_m<kAcc, kMR>(m, nv, rem - (nv - 1) * W, s.k_hi - s.k_lo, t);
+      const Ops t{
+          o.a + i * o.ars + k_lo * o.acs, o.ars, o.acs, o.b + k_lo * o.ldb + n, o.ldb, o.c + i * o.ldc + n, o.ldc};
+      tile_m<kAcc, kMR>(m, nv, rem - (nv - 1) * W, k_hi - k_lo, t);
     }
   }
 }
@@ -325,15 +392,26 @@ void copy_rows(float* dst, const float* src, i64 ld_src, int n, int HS) {
 // 16 bytes past a page once it is large enough for malloc to map it), and a vector load at 16
 // bytes past a line splits every other load across two lines.
 struct Scratch {
-  std::vector<float> buf;  // kAlignFloats more than the arrays need, for the alignment
-  static constexpr std::size_t kAlignFloats = 16;
-  float* take(std::size_t n, std::size_t& at) {
-    const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 / sizeof(float);
-    float* p = buf.data() + skip + at;
+  // kAlign more elements than the arrays need, for the alignment.
+  std::vector<float> buf;
+  std::vector<std::uint32_t> pairs;  // the bf16 products' operands (PairOperands)
+  static constexpr std::size_t kAlign = 16;
+  template <class E>
+  E* take(std::size_t n, std::size_t& at) {
+    static_assert(sizeof(E) == 4);
+    std::vector<E>& v = storage(static_cast<E*>(nullptr));
+    const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(v.data()) % 64) % 64 / sizeof(E);
+    E* p = v.data() + skip + at;
     at += (n + 15) / 16 * 16;  // whole lines keep the next array aligned too
-    LLMCC_ASSERT(skip + at <= buf.size(), "attention scratch smaller than scratch_floats promised");
+    LLMCC_ASSERT(skip + at <= v.size(), "attention scratch smaller than scratch_floats promised");
     return p;
   }
+  float* take(std::size_t n, std::size_t& at) { return take<float>(n, at); }
+  std::uint32_t* take_pairs(std::size_t n, std::size_t& at) { return take<std::uint32_t>(n, at); }
+
+ private:
+  std::vector<float>& storage(float*) { return buf; }
+  std::vector<std::uint32_t>& storage(std::uint32_t*) { return pairs; }
 };
 Scratch& thread_scratch() {
   thread_local Scratch s;
@@ -343,21 +421,84 @@ int padded_T(int T) { return (T + W - 1) / W * W; }
 std::size_t scratch_floats(const AttentionLayout& L) {
   const std::size_t HS = L.HS, Tp = padded_T(L.T), Bk = kBlock;
   const std::size_t fwd = (2 * HS + Bk + 3) * Bk + 16 * 6;  // qt, st, m, l, corr, vblk (+ rounding)
-  // qt, dot, qrows, dorows, D, Lh, pt, dst, dk, dv, kblk, vblk
-  const std::size_t bwd = (4 * HS + 2) * Tp + 2 * Bk * (Bk + 2 * HS) + 16 * 12;
+  // qt, dot (rows Tp + 16 apart), qrows, dorows, D, Lh, pt, dst, dk, dv, kblk, vblk
+  const std::size_t bwd = 2 * HS * (Tp + 16) + (2 * HS + 2) * Tp + 2 * Bk * (Bk + 2 * HS) + 16 * 12;
   return std::max(fwd, bwd);
 }
-void size_thread_scratch(const AttentionLayout& L) {
+// The bf16 products' pair arrays (forward_block and backward_head take them in this order).
+std::size_t scratch_pairs(const AttentionLayout& L) {
+  const std::size_t HS = L.HS, HP = (HS + 1) / 2, Tp = padded_T(L.T), Bk = kBlock;
+  const std::size_t fwd = HP * Bk + Bk * HP + Bk / 2 * HS + Bk / 2 * Bk + HP + 16 * 5;  // qp, kp, vp, pp, row
+  // qp, dop, qr, dor, kp, vp, kr, pp, dsp, dsr, row
+  const std::size_t bwd = 2 * HP * (Tp + 16) + Tp * HS + 2 * Bk * HP + Bk / 2 * HS + 3 * Bk * Bk / 2 + HP + 16 * 11;
+  return std::max(fwd, bwd);
+}
+void size_thread_scratch(const AttentionLayout& L, bool bf16) {
   Scratch& sc = thread_scratch();
   const std::size_t n = scratch_floats(L);
-  if (sc.buf.size() < n + Scratch::kAlignFloats) sc.buf.assign(n + Scratch::kAlignFloats, 0.0f);
+  if (sc.buf.size() < n + Scratch::kAlign) sc.buf.assign(n + Scratch::kAlign, 0.0f);
+  const std::size_t np = bf16 ? scratch_pairs(L) : 0;
+  if (np > 0 && sc.pairs.size() < np + Scratch::kAlign) sc.pairs.assign(np + Scratch::kAlign, 0u);
 }
+
+#if defined(__AVX512BF16__)
+// out[p] = the pair (scale x[2p], scale x[2p + 1]) for p < (n + 1) / 2, the last high half zero
+// when n is odd: a row's consecutive values as the pairs of an A operand (depth along the row).
+void row_pairs(std::uint32_t* out, const float* x, int n, float scale) {
+  const vec sv = vset1(scale);
+  for (int d = 0; d < n; d += 2 * W) {
+    const int m = std::min(2 * W, n - d);
+    const vec lo = vmul(sv, load_n(x + d, std::min(W, m)));
+    const vec hi = m > W ? vmul(sv, load_n(x + d + W, m - W)) : vzero();
+    // vcvtne2ps2bf16 writes lo's 16 values to words 0-15 and hi's to 16-31: the row in order,
+    // which as 32-bit words is its pairs in order.
+    const __m512i w = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+    _mm512_mask_storeu_epi32(out + d / 2, lanes((m + 1) / 2), w);
+  }
+}
+
+// dst[p * ld + i] = the pair (scale src[i][2p], scale src[i][2p + 1]) for rows i < n of src
+// (row i at src + i * ld_src) and p < (HS + 1) / 2: rows transposed at pair granularity, the B
+// operand of a product over the head dimension (S^T = K Q^T, dP^T = V dO^T). `row` holds one
+// row's pairs on the way.
+void transpose_row_pairs(std::uint32_t* dst, i64 ld, const float* src, i64 ld_src, int n, int HS, float scale,
+                         std::uint32_t* row) {
+  const int HP = (HS + 1) / 2;
+  for (int i = 0; i < n; ++i) {
+    if (i + kRowsAhead < n) prefetch_row(src + (i + kRowsAhead) * ld_src, HS);
+    row_pairs(row, src + i * ld_src, HS, scale);
+    for (int p = 0; p < HP; ++p) dst[p * ld + i] = row[p];
+  }
+}
+
+// dst[p * ld + d] = the pair (src[2p][d], src[2p + 1][d]) for d < ncols and p < (n + 1) / 2 (row
+// n zero when n is odd), row r of src at src + r * ld_src: two rows interleaved, the B operand of
+// a product whose depth runs down the rows (O = P V, dV = P^T dO, dK = dS^T Q, dQ = dS K), or the A
+// operand P or dS of one read across its rows.
+void interleave_rows(std::uint32_t* dst, i64 ld, const float* src, i64 ld_src, int n, int ncols) {
+  for (int r = 0; r < n; r += 2, dst += ld) {
+    const float* x0 = src + r * ld_src;
+    const float* x1 = x0 + ld_src;
+    if (r + 1 + kRowsAhead < n) {
+      prefetch_row(x0 + kRowsAhead * ld_src, ncols);
+      prefetch_row(x1 + kRowsAhead * ld_src, ncols);
+    }
+    for (int d = 0; d < ncols; d += W) {
+      const int m = std::min(W, ncols - d);
+      const vec hi = r + 1 < n ? load_n(x1 + d, m) : vzero();
+      _mm512_mask_storeu_epi32(dst + d, lanes(m), bf16_pairs(load_n(x0 + d, m), hi));
+    }
+  }
+}
+#endif
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ---- forward ---------------------------------------------------------------------------------
 // Query rows i0 .. i0+nq-1 of head h in batch b: S^T = K Q^T per key block, the online softmax
-// vectorised across the block's queries, O += P V into the output rows, then O /= l.
+// vectorised across the block's queries, O += P V into the output rows, then O /= l. kBf16: both
+// products on bf16 pairs (scale Q^T, K and V converted per block, P after the softmax).
+template <bool kBf16>
 void forward_block(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
                    int b, int h, int i0) {
   const int T = L.T, HS = L.HS, nq = std::min(kBlock, T - i0);
@@ -376,8 +517,24 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   float* l = sc.take(kBlock, at);                         // running sum of exp(s - m)
   float* corr = sc.take(kBlock, at);                      // exp(m_old - m_new)
   float* vblk = sc.take(std::size_t(kBlock) * HS, at);    // (keys, HS): V_blk, dense
+  // The bf16 products' operands (unused in fp32): HP pairs span the head dimension.
+  const int HP = (HS + 1) / 2;
+  std::size_t pat = 0;
+  std::uint32_t* qp = kBf16 ? sc.take_pairs(std::size_t(HP) * kBlock, pat) : nullptr;      // (HP, kBlock): scale Q^T
+  std::uint32_t* kp = kBf16 ? sc.take_pairs(std::size_t(kBlock) * HP, pat) : nullptr;      // (keys, HP): K_blk
+  std::uint32_t* vp = kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * HS, pat) : nullptr;  // (key pairs, HS): V_blk
+  std::uint32_t* pp =
+      kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * kBlock, pat) : nullptr;  // (key pairs, kBlock): P^T
+  std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;               // (HP)
 
-  transpose_rows(qt, kBlock, q + (row0 + i0) * L.ld_q + i64{h} * HS, L.ld_q, nq, HS, scale);
+  const float* qrows = q + (row0 + i0) * L.ld_q + i64{h} * HS;
+  if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+    transpose_row_pairs(qp, kBlock, qrows, L.ld_q, nq, HS, scale, row);
+#endif
+  } else {
+    transpose_rows(qt, kBlock, qrows, L.ld_q, nq, HS, scale);
+  }
   for (int ii = 0; ii < nq; ++ii) {
     m[ii] = kNegInf;
     l[ii] = 0.0f;
@@ -388,8 +545,15 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
     const int diag = i0 - j0;                       // key jj is visible to query ii iff jj <= ii + diag
     const bool full = nk - 1 <= diag;
     // S^T (nk, nq) = K_blk (nk, HS) . (scale Q^T) (HS, nq); a key tile needs queries >= its first key - diag.
-    small_gemm<false>(nk, {kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt, kBlock, st, kBlock},
-                      [&](int jj, int) { return Span{full ? 0 : std::max(0, jj - diag), nq, 0, HS}; });
+    const auto queries_seen = [&](int jj, int) { return Span{full ? 0 : std::max(0, jj - diag), nq, 0, HS}; };
+    if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+      for (int jj = 0; jj < nk; ++jj) row_pairs(kp + jj * HP, kb + i64{j0 + jj} * L.ld_kv, HS, 1.0f);
+      small_gemm<false>(nk, PairOperands{kp, HP, 1, qp, kBlock, st, kBlock}, queries_seen);
+#endif
+    } else {
+      small_gemm<false>(nk, Operands{kb + i64{j0} * L.ld_kv, L.ld_kv, 1, qt, kBlock, st, kBlock}, queries_seen);
+    }
     // Online softmax, W queries at a time (lanes past nq compute on stale scratch and are never
     // read). Query ii sees keys jj <= ii + diag: in row jj of S^T, lanes below jj - diag are masked.
     for (int c = 0; c < nq; c += W) {
@@ -424,14 +588,22 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
     }
     // O (nq, HS) += P (nq, nk) . V_blk (nk, HS); P = (P^T)^T read with swapped strides. A query
     // tile needs keys <= its last query + diag.
+    const auto keys_seen = [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; };
     const float* v_blk = vb + i64{j0} * L.ld_kv;
-    i64 ld_v_blk = L.ld_kv;
-    if (copy_operands(T)) {
-      copy_rows(vblk, v_blk, L.ld_kv, nk, HS);
-      v_blk = vblk, ld_v_blk = HS;
+    if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+      interleave_rows(pp, kBlock, st, kBlock, nk, nq);
+      interleave_rows(vp, HS, v_blk, L.ld_kv, nk, HS);
+      small_gemm<true>(nq, PairOperands{pp, 1, kBlock, vp, HS, ob, L.ld_out}, keys_seen);
+#endif
+    } else {
+      i64 ld_v_blk = L.ld_kv;
+      if (copy_operands(T)) {
+        copy_rows(vblk, v_blk, L.ld_kv, nk, HS);
+        v_blk = vblk, ld_v_blk = HS;
+      }
+      small_gemm<true>(nq, Operands{st, 1, kBlock, v_blk, ld_v_blk, ob, L.ld_out}, keys_seen);
     }
-    small_gemm<true>(nq, {st, 1, kBlock, v_blk, ld_v_blk, ob, L.ld_out},
-                     [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
   }
   for (int ii = 0; ii < nq; ++ii) {
     float* o = ob + ii * L.ld_out;
@@ -445,6 +617,9 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 // ---- backward --------------------------------------------------------------------------------
 // Head h of batch b, accumulating into dK and dV of its kv head and into its own dQ. Key blocks
 // outermost: a block's dK and dV stay in scratch while every query block that sees it passes.
+// kBf16: all five products on bf16 pairs (Q, dO and K, V converted once per head or key block, P
+// and dS per block pair); the softmax, D and the sums stay fp32.
+template <bool kBf16>
 void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
                    const float* v, const float* out, const float* lse, const AttentionLayout& L, int b, int h) {
   const int T = L.T, HS = L.HS;
@@ -464,8 +639,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
   const int Tp = padded_T(T);
-  float* qt = sc.take(std::size_t(HS) * Tp, at);           // (HS, Tp): scale * Q^T of the head
-  float* dot = sc.take(std::size_t(HS) * Tp, at);          // (HS, Tp): dO^T
+  // The transposes' rows are ldt apart, not Tp: at Tp = 1024 their stores down a column (one per
+  // row of the result) would all fall into one L1 set and evict each other.
+  const int ldt = Tp + 16;
+  float* qt = sc.take(std::size_t(HS) * ldt, at);          // (HS, ldt): scale * Q^T of the head
+  float* dot = sc.take(std::size_t(HS) * ldt, at);         // (HS, ldt): dO^T
   float* D = sc.take(Tp, at);                              // (T): dO_i . O_i
   float* Lh = sc.take(Tp, at);                             // (T): lse of the head
   float* pt = sc.take(std::size_t(kBlock) * kBlock, at);   // (keys, queries): P^T
@@ -476,11 +654,36 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   float* dorows = sc.take(std::size_t(HS) * Tp, at);       // (T, HS): dO of the head, dense
   float* kblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): K_blk, dense
   float* vblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): V_blk, dense
+  // The bf16 products' operands (unused in fp32): HP pairs span the head dimension, Tp / 2 the
+  // head's queries, kBlock / 2 a block's keys or queries.
+  const int HP = (HS + 1) / 2;
+  const std::size_t Bk = kBlock;
+  std::size_t pat = 0;
+  std::uint32_t* qp = kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;      // (HP, ldt): scale Q^T
+  std::uint32_t* dop = kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;     // (HP, ldt): dO^T
+  std::uint32_t* qr = kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;   // (query pairs, HS): Q
+  std::uint32_t* dor = kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;  // (query pairs, HS): dO
+  std::uint32_t* kp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;                    // (keys, HP): K_blk
+  std::uint32_t* vp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;                    // (keys, HP): V_blk
+  std::uint32_t* kr = kBf16 ? sc.take_pairs(Bk / 2 * HS, pat) : nullptr;                // (key pairs, HS): K_blk
+  std::uint32_t* pp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;                // (keys, query pairs): P^T
+  std::uint32_t* dsp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;               // (keys, query pairs): dS^T
+  std::uint32_t* dsr = kBf16 ? sc.take_pairs(Bk / 2 * Bk, pat) : nullptr;               // (key pairs, queries): dS^T
+  std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;                        // (HP)
 
-  transpose_rows(qt, Tp, qb, L.ld_q, T, HS, scale);
-  if (need_ds) transpose_rows(dot, Tp, dob, L.ld_out, T, HS, 1.0f);
-  // Q and dO rows as the B operands of dK and dV: in place, or copied dense.
-  const bool copy = copy_operands(T);
+  if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+    transpose_row_pairs(qp, ldt, qb, L.ld_q, T, HS, scale, row);
+    if (need_ds) transpose_row_pairs(dop, ldt, dob, L.ld_out, T, HS, 1.0f, row);
+    if (d_k) interleave_rows(qr, HS, qb, L.ld_q, T, HS);
+    if (d_v) interleave_rows(dor, HS, dob, L.ld_out, T, HS);
+#endif
+  } else {
+    transpose_rows(qt, ldt, qb, L.ld_q, T, HS, scale);
+    if (need_ds) transpose_rows(dot, ldt, dob, L.ld_out, T, HS, 1.0f);
+  }
+  // Q and dO rows as the fp32 B operands of dK and dV: in place, or copied dense.
+  const bool copy = !kBf16 && copy_operands(T);
   const float* q_rows = qb;
   const float* do_rows = dob;
   i64 ld_q_rows = L.ld_q, ld_do_rows = L.ld_out;
@@ -519,6 +722,15 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
         v_blk = vblk, ld_v_blk = HS;
       }
     }
+    if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+      for (int jj = 0; jj < nk; ++jj) row_pairs(kp + jj * HP, k_blk + jj * ld_k_blk, HS, 1.0f);
+      if (need_ds) {
+        for (int jj = 0; jj < nk; ++jj) row_pairs(vp + jj * HP, v_blk + jj * ld_v_blk, HS, 1.0f);
+      }
+      if (d_q) interleave_rows(kr, HS, k_blk, ld_k_blk, nk, HS);
+#endif
+    }
     for (int i0 = j0 / kBlock * kBlock; i0 < T; i0 += kBlock) {
       const int nq = std::min(kBlock, T - i0);
       const int diag = i0 - j0;  // key jj is visible to query ii iff jj <= ii + diag
@@ -526,11 +738,18 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       auto keys_by_queries = [&](int jj, int) {  // rows: keys; columns or depth: queries
         return Span{full ? 0 : std::max(0, jj - diag), nq, full ? 0 : std::max(0, jj - diag), nq};
       };
-      // S^T (nk, nq) = K_blk . (scale Q^T); P^T = exp(S^T - lse), 0 where masked.
-      small_gemm<false>(nk, {k_blk, ld_k_blk, 1, qt + i0, Tp, pt, kBlock}, [&](int jj, int r) {
+      auto queries_over_heads = [&](int jj, int r) {  // rows: keys; columns: queries; depth: HS
         Span s = keys_by_queries(jj, r);
         return Span{s.n_lo, nq, 0, HS};
-      });
+      };
+      // S^T (nk, nq) = K_blk . (scale Q^T); P^T = exp(S^T - lse), 0 where masked.
+      if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+        small_gemm<false>(nk, PairOperands{kp, HP, 1, qp + i0, ldt, pt, kBlock}, queries_over_heads);
+#endif
+      } else {
+        small_gemm<false>(nk, Operands{k_blk, ld_k_blk, 1, qt + i0, ldt, pt, kBlock}, queries_over_heads);
+      }
       // P^T = exp(S^T - lse), W queries at a time, 0 where masked (select, not multiply: masked
       // entries of the scratch hold stale values; lanes past nq are never read).
       for (int c = 0; c < nq; c += W) {
@@ -545,10 +764,13 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
       }
       if (need_ds) {
         // dP^T (nk, nq) = V_blk . dO^T; dS^T = scale * P^T * (dP^T - D), 0 where masked.
-        small_gemm<false>(nk, {v_blk, ld_v_blk, 1, dot + i0, Tp, dst, kBlock}, [&](int jj, int r) {
-          Span s = keys_by_queries(jj, r);
-          return Span{s.n_lo, nq, 0, HS};
-        });
+        if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+          small_gemm<false>(nk, PairOperands{vp, HP, 1, dop + i0, ldt, dst, kBlock}, queries_over_heads);
+#endif
+        } else {
+          small_gemm<false>(nk, Operands{v_blk, ld_v_blk, 1, dot + i0, ldt, dst, kBlock}, queries_over_heads);
+        }
         const vec sv = vset1(scale);
         for (int c = 0; c < nq; c += W) {
           const vec dv = vload(D + i0 + c);
@@ -567,12 +789,35 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
         Span s = keys_by_queries(jj, r);
         return Span{0, HS, s.k_lo, nq};
       };
-      if (d_v) small_gemm<true>(nk, {pt, kBlock, 1, do_rows + i0 * ld_do_rows, ld_do_rows, dv_acc, HS}, depth_queries);
-      if (d_k) small_gemm<true>(nk, {dst, kBlock, 1, q_rows + i0 * ld_q_rows, ld_q_rows, dk_acc, HS}, depth_queries);
       // dQ_blk (nq, HS) += dS (nq, nk) . K_blk (nk, HS). A query tile needs keys <= its last query + diag.
-      if (d_q) {
-        small_gemm<true>(nq, {dst, 1, kBlock, k_blk, ld_k_blk, dqb + i64{i0} * L.ld_q, L.ld_q},
-                         [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; });
+      auto keys_seen = [&](int ii, int rows) { return Span{0, HS, 0, full ? nk : std::min(nk, ii + rows + diag)}; };
+      if constexpr (kBf16) {
+#if defined(__AVX512BF16__)
+        // Query i0 is even (a multiple of kBlock), so the block's query pairs start at pair i0 / 2.
+        const i64 qpair0 = i0 / 2;
+        if (d_v) {
+          for (int jj = 0; jj < nk; ++jj) row_pairs(pp + jj * (Bk / 2), pt + jj * kBlock, nq, 1.0f);
+          small_gemm<true>(nk, PairOperands{pp, Bk / 2, 1, dor + qpair0 * HS, HS, dv_acc, HS}, depth_queries);
+        }
+        if (d_k) {
+          for (int jj = 0; jj < nk; ++jj) row_pairs(dsp + jj * (Bk / 2), dst + jj * kBlock, nq, 1.0f);
+          small_gemm<true>(nk, PairOperands{dsp, Bk / 2, 1, qr + qpair0 * HS, HS, dk_acc, HS}, depth_queries);
+        }
+        if (d_q) {
+          interleave_rows(dsr, kBlock, dst, kBlock, nk, nq);
+          small_gemm<true>(nq, PairOperands{dsr, 1, kBlock, kr, HS, dqb + i64{i0} * L.ld_q, L.ld_q}, keys_seen);
+        }
+#endif
+      } else {
+        if (d_v) {
+          small_gemm<true>(nk, Operands{pt, kBlock, 1, do_rows + i0 * ld_do_rows, ld_do_rows, dv_acc, HS},
+                           depth_queries);
+        }
+        if (d_k) {
+          small_gemm<true>(nk, Operands{dst, kBlock, 1, q_rows + i0 * ld_q_rows, ld_q_rows, dk_acc, HS}, depth_queries);
+        }
+        if (d_q)
+          small_gemm<true>(nq, Operands{dst, 1, kBlock, k_blk, ld_k_blk, dqb + i64{i0} * L.ld_q, L.ld_q}, keys_seen);
       }
     }
     // Added after the block, not accumulated in place: d_k and d_v may alias d_q (or each other).
@@ -601,8 +846,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const AttentionLayout& L) {
+bool runs_bf16(AttentionProducts products) { return kHaveBf16DotProduct && products == AttentionProducts::Bf16; }
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
+                       AttentionProducts products) {
+  const bool bf16 = runs_bf16(products);
   const i64 blocks = (L.T + kBlock - 1) / kBlock;
   const i64 tasks = i64{L.B} * L.NH * blocks;
   // Query blocks differ in cost (block i sees i + 1 key blocks), hence dynamic; the last blocks
@@ -610,18 +858,22 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const auto task = [&](i64 t) {
     const i64 bh = t / blocks;
     const int blk = static_cast<int>(blocks - 1 - t % blocks);
-    forward_block(out, lse, q, k, v, L, static_cast<int>(bh / L.NH), static_cast<int>(bh % L.NH), blk * kBlock);
+    const int b = static_cast<int>(bh / L.NH), h = static_cast<int>(bh % L.NH);
+    if constexpr (kHaveBf16DotProduct) {
+      if (bf16) return forward_block<kHaveBf16DotProduct>(out, lse, q, k, v, L, b, h, blk * kBlock);
+    }
+    forward_block<false>(out, lse, q, k, v, L, b, h, blk * kBlock);
   };
   // One thread (or already inside a region): no region at all, since libgomp allocates a
   // one-thread team for every region it opens (src/kernels/cpu/parallel.h).
   if (!use_team(tasks > 1)) {
-    size_thread_scratch(L);
+    size_thread_scratch(L, bf16);
     for (i64 t = 0; t < tasks; ++t) task(t);
     return;
   }
 #pragma omp parallel
   {
-    size_thread_scratch(L);
+    size_thread_scratch(L, bf16);
 #pragma omp for schedule(dynamic, 1)
     for (i64 t = 0; t < tasks; ++t) task(t);
   }
@@ -629,8 +881,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const AttentionLayout& L, bool overwrite_q,
-                        bool overwrite_k, bool overwrite_v) {
+                        bool overwrite_k, bool overwrite_v, AttentionProducts products) {
   if (!d_q && !d_k && !d_v) return;
+  const bool bf16 = runs_bf16(products);
   const int group = L.NH / L.NKV;
   // T rows of `width` floats from column `col` of batch b's rows (stride ld) set to zero.
   const auto zero_rows = [&](float* d, i64 ld, int b, i64 col, int width) {
@@ -642,18 +895,24 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
     if (d_k && overwrite_k) zero_rows(d_k, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
     if (d_v && overwrite_v) zero_rows(d_v, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
     for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-      backward_head(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
+      if constexpr (kHaveBf16DotProduct) {
+        if (bf16) {
+          backward_head<kHaveBf16DotProduct>(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
+          continue;
+        }
+      }
+      backward_head<false>(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
     }
   };
   if (!use_team(L.B * L.NKV > 1)) {  // see attention_forward
-    size_thread_scratch(L);
+    size_thread_scratch(L, bf16);
     for (int b = 0; b < L.B; ++b)
       for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
     return;
   }
 #pragma omp parallel
   {
-    size_thread_scratch(L);
+    size_thread_scratch(L, bf16);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < L.B; ++b) {
       for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);

@@ -26,11 +26,18 @@
 
 namespace llmcc::cpu {
 
+// The operand precision of the products (S = Q K^T, O = P V and the backward's five). Bf16, where
+// the build has AVX512_BF16: Q / sqrt(HS), K, V, P, dO and dS rounded to bf16 (bf16.h's rule),
+// products summed in fp32 on vdpbf16ps; the softmax, lse, D = dO . O and every output stay fp32.
+// Without AVX512_BF16, Bf16 runs as Fp32 (rounding would cost time and buy nothing).
+enum class AttentionProducts { Fp32, Bf16 };
+bool runs_bf16(AttentionProducts products);  // whether Bf16 runs as asked in this build
+
 // Online softmax per query block over key blocks, O accumulated in the output rows, then
 // normalised; lse = m + log(l) per row. lse may be null. OpenMP over (b, head, query block),
 // dynamic, most expensive (last) blocks first.
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const AttentionLayout& L);
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
+                       AttentionProducts products = AttentionProducts::Fp32);
 
 // Recomputes P from lse and accumulates into d_q, d_k, d_v (null ones skipped: d_v alone skips
 // dP and dS; they may alias each other). Per head: Q^T, dO^T and D_i = dO_i . O_i once; key
@@ -42,6 +49,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 // used (its old contents are never read).
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const AttentionLayout& L,
-                        bool overwrite_q = false, bool overwrite_k = false, bool overwrite_v = false);
+                        bool overwrite_q = false, bool overwrite_k = false, bool overwrite_v = false,
+                        AttentionProducts products = AttentionProducts::Fp32);
 
 }  // namespace llmcc::cpu
