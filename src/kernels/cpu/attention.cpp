@@ -420,7 +420,7 @@ Scratch& thread_scratch() {
 int padded_T(int T) { return (T + W - 1) / W * W; }
 std::size_t scratch_floats(const AttentionLayout& L) {
   const std::size_t HS = L.HS, Tp = padded_T(L.T), Bk = kBlock;
-  const std::size_t fwd = (2 * HS + Bk + 3) * Bk + 16 * 6;  // qt, st, m, l, corr, vblk (+ rounding)
+  const std::size_t fwd = (3 * HS + Bk + 3) * Bk + 16 * 7;  // qt, st, m, l, corr, vblk, oacc (+ rounding)
   // qt, dot (rows Tp + 16 apart), qrows, dorows, D, Lh, pt, dst, dk, dv, kblk, vblk
   const std::size_t bwd = 2 * HS * (Tp + 16) + (2 * HS + 2) * Tp + 2 * Bk * (Bk + 2 * HS) + 16 * 12;
   return std::max(fwd, bwd);
@@ -517,6 +517,10 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   float* l = sc.take(kBlock, at);                         // running sum of exp(s - m)
   float* corr = sc.take(kBlock, at);                      // exp(m_old - m_new)
   float* vblk = sc.take(std::size_t(kBlock) * HS, at);    // (keys, HS): V_blk, dense
+  // (queries, HS): O, unnormalised. Accumulated here, dense, and written to the output rows once
+  // at the end: those rows are ld_out apart (8 KB for a 2048-wide layer), and the product's C
+  // tile of 8 of them would keep 16 lines in two L1 sets.
+  float* oacc = sc.take(std::size_t(kBlock) * HS, at);
   // The bf16 products' operands (unused in fp32): HP pairs span the head dimension.
   const int HP = (HS + 1) / 2;
   std::size_t pat = 0;
@@ -538,7 +542,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   for (int ii = 0; ii < nq; ++ii) {
     m[ii] = kNegInf;
     l[ii] = 0.0f;
-    std::fill_n(ob + ii * L.ld_out, HS, 0.0f);
+    std::fill_n(oacc + ii * HS, HS, 0.0f);
   }
   for (int j0 = 0; j0 < i0 + nq; j0 += kBlock) {
     const int nk = std::min(kBlock, i0 + nq - j0);  // keys no query of the block sees are skipped
@@ -580,7 +584,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
     }
     if (j0 > 0) {
       for (int ii = 0; ii < nq; ++ii) {
-        float* o = ob + ii * L.ld_out;
+        float* o = oacc + ii * HS;
         const float c = corr[ii];
 #pragma omp simd
         for (int d = 0; d < HS; ++d) o[d] *= c;
@@ -594,7 +598,7 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 #if defined(__AVX512BF16__)
       interleave_rows(pp, kBlock, st, kBlock, nk, nq);
       interleave_rows(vp, HS, v_blk, L.ld_kv, nk, HS);
-      small_gemm<true>(nq, PairOperands{pp, 1, kBlock, vp, HS, ob, L.ld_out}, keys_seen);
+      small_gemm<true>(nq, PairOperands{pp, 1, kBlock, vp, HS, oacc, HS}, keys_seen);
 #endif
     } else {
       i64 ld_v_blk = L.ld_kv;
@@ -602,14 +606,15 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
         copy_rows(vblk, v_blk, L.ld_kv, nk, HS);
         v_blk = vblk, ld_v_blk = HS;
       }
-      small_gemm<true>(nq, Operands{st, 1, kBlock, v_blk, ld_v_blk, ob, L.ld_out}, keys_seen);
+      small_gemm<true>(nq, Operands{st, 1, kBlock, v_blk, ld_v_blk, oacc, HS}, keys_seen);
     }
   }
   for (int ii = 0; ii < nq; ++ii) {
     float* o = ob + ii * L.ld_out;
+    const float* a = oacc + ii * HS;
     const float inv = 1.0f / l[ii];
 #pragma omp simd
-    for (int d = 0; d < HS; ++d) o[d] *= inv;
+    for (int d = 0; d < HS; ++d) o[d] = a[d] * inv;
     if (lse) lse[(i64{b} * L.NH + h) * T + i0 + ii] = m[ii] + std::log(l[ii]);
   }
 }
