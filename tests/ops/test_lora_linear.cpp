@@ -174,6 +174,14 @@ TEST(LoraLinearKernel, Bf16ProductsMatchReferenceToBf16Precision) {
           // Some rounding to bf16 happened: fp32 products would be within about 1e-6.
           EXPECT_GT(error, 1e-5) << name << " looks computed in fp32";
         }
+        // The adapters' gradients accumulate: a second backward adds the same values again.
+        auto d_a2 = d_a, d_b2 = d_b;
+        cpu::lora_linear_backward(d_x.data(), nullptr, d_a2.data(), d_b2.data(), g.data(), d_out.data(), x.data(),
+                                  {w.data(), nullptr}, a.data(), b.data(), xa.data(), s, N, C, OC, R, true, drop);
+        for (float& v : d_a) v *= 2.0f;
+        for (float& v : d_b) v *= 2.0f;
+        EXPECT_TRUE(all_close("d_a accumulated", d_a2, d_a, 1e-6, 1e-6));
+        EXPECT_TRUE(all_close("d_b accumulated", d_b2, d_b, 1e-6, 1e-6));
       }
   });
 }

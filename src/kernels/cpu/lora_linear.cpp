@@ -56,6 +56,25 @@ void add_masked_rows(float* d_x, const float* t, std::int64_t row0, std::int64_t
 }
 
 struct ScaledTag;
+struct TransposedTag;
+
+// d_b (OC, R) += s d_out^T . xa. In bf16 as (R, OC) = xa^T . d_out into a buffer, then added in
+// transposed: the GEMM's tiles are 32 columns wide, so the direct form (R = 16 columns) leaves
+// half of every tile's vdpbf16ps idle, where the transposed one spreads OC over the columns.
+// fp32 keeps the direct form, whose tiles are narrower and gain nothing from the extra pass.
+void adapter_b_gradient(float* d_b, const float* d_out, const float* xa, float s, int n, int oc, int r) {
+  if (matmul_dtype() != MatmulDtype::Bf16) {
+    product(true, false, oc, r, n, s, d_out, oc, xa, r, 1.0f, d_b, r);
+    return;
+  }
+  float* t = thread_buffer<TransposedTag>(static_cast<std::size_t>(r) * oc, "lora_linear",
+                                          "for the adapter's transposed gradient");  // (R, OC)
+  product(true, false, r, oc, n, s, xa, r, d_out, oc, 0.0f, t, oc);
+  parallel_for(oc, std::int64_t{oc} * r > kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o)
+      for (int j = 0; j < r; ++j) d_b[o * r + j] += t[j * std::int64_t{oc} + o];
+  });
+}
 
 // C (M, N) = A (M, K) . op(w) + beta C (+ bias) + s a2 (M, R) . op(b2) (R, N): the base product
 // of a map (forward: op(w) = w^T, trans_w; backward: op(w) = w) with the rank-R update in the
@@ -149,7 +168,7 @@ void lora_linear_backward(float* d_x, float* d_w, float* d_a, float* d_b, float*
       }
     }
   }
-  if (d_b) product(true, false, oc, r, n, s, d_out, oc, xa, r, 1.0f, d_b, r);  // d_b += s d_out^T . xa
+  if (d_b) adapter_b_gradient(d_b, d_out, xa, s, n, oc, r);  // d_b += s d_out^T . xa
 }
 
 }  // namespace llmcc::cpu
