@@ -522,14 +522,17 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
   // tile of 8 of them would keep 16 lines in two L1 sets.
   float* oacc = sc.take(std::size_t(kBlock) * HS, at);
   // The bf16 products' operands (unused in fp32): HP pairs span the head dimension.
-  const int HP = (HS + 1) / 2;
-  std::size_t pat = 0;
-  std::uint32_t* qp = kBf16 ? sc.take_pairs(std::size_t(HP) * kBlock, pat) : nullptr;      // (HP, kBlock): scale Q^T
-  std::uint32_t* kp = kBf16 ? sc.take_pairs(std::size_t(kBlock) * HP, pat) : nullptr;      // (keys, HP): K_blk
-  std::uint32_t* vp = kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * HS, pat) : nullptr;  // (key pairs, HS): V_blk
-  std::uint32_t* pp =
-      kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * kBlock, pat) : nullptr;  // (key pairs, kBlock): P^T
-  std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;               // (HP)
+  [[maybe_unused]] const int HP = (HS + 1) / 2;
+  [[maybe_unused]] std::size_t pat = 0;
+  [[maybe_unused]] std::uint32_t* qp =
+      kBf16 ? sc.take_pairs(std::size_t(HP) * kBlock, pat) : nullptr;  // (HP, kBlock): scale Q^T
+  [[maybe_unused]] std::uint32_t* kp =
+      kBf16 ? sc.take_pairs(std::size_t(kBlock) * HP, pat) : nullptr;  // (keys, HP): K_blk
+  [[maybe_unused]] std::uint32_t* vp =
+      kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * HS, pat) : nullptr;  // (key pairs, HS): V_blk
+  [[maybe_unused]] std::uint32_t* pp =
+      kBf16 ? sc.take_pairs(std::size_t(kBlock) / 2 * kBlock, pat) : nullptr;      // (key pairs, kBlock): P^T
+  [[maybe_unused]] std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;  // (HP)
 
   const float* qrows = q + (row0 + i0) * L.ld_q + i64{h} * HS;
   if constexpr (kBf16) {
@@ -661,20 +664,24 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   float* vblk = sc.take(std::size_t(kBlock) * HS, at);     // (keys, HS): V_blk, dense
   // The bf16 products' operands (unused in fp32): HP pairs span the head dimension, Tp / 2 the
   // head's queries, kBlock / 2 a block's keys or queries.
-  const int HP = (HS + 1) / 2;
-  const std::size_t Bk = kBlock;
-  std::size_t pat = 0;
-  std::uint32_t* qp = kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;      // (HP, ldt): scale Q^T
-  std::uint32_t* dop = kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;     // (HP, ldt): dO^T
-  std::uint32_t* qr = kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;   // (query pairs, HS): Q
-  std::uint32_t* dor = kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;  // (query pairs, HS): dO
-  std::uint32_t* kp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;                    // (keys, HP): K_blk
-  std::uint32_t* vp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;                    // (keys, HP): V_blk
-  std::uint32_t* kr = kBf16 ? sc.take_pairs(Bk / 2 * HS, pat) : nullptr;                // (key pairs, HS): K_blk
-  std::uint32_t* pp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;                // (keys, query pairs): P^T
-  std::uint32_t* dsp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;               // (keys, query pairs): dS^T
-  std::uint32_t* dsr = kBf16 ? sc.take_pairs(Bk / 2 * Bk, pat) : nullptr;               // (key pairs, queries): dS^T
-  std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;                        // (HP)
+  [[maybe_unused]] const int HP = (HS + 1) / 2;
+  [[maybe_unused]] const std::size_t Bk = kBlock;
+  [[maybe_unused]] std::size_t pat = 0;
+  [[maybe_unused]] std::uint32_t* qp =
+      kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;  // (HP, ldt): scale Q^T
+  [[maybe_unused]] std::uint32_t* dop = kBf16 ? sc.take_pairs(std::size_t(HP) * ldt, pat) : nullptr;  // (HP, ldt): dO^T
+  [[maybe_unused]] std::uint32_t* qr =
+      kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;  // (query pairs, HS): Q
+  [[maybe_unused]] std::uint32_t* dor =
+      kBf16 ? sc.take_pairs(std::size_t(Tp) / 2 * HS, pat) : nullptr;                       // (query pairs, HS): dO
+  [[maybe_unused]] std::uint32_t* kp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;       // (keys, HP): K_blk
+  [[maybe_unused]] std::uint32_t* vp = kBf16 ? sc.take_pairs(Bk * HP, pat) : nullptr;       // (keys, HP): V_blk
+  [[maybe_unused]] std::uint32_t* kr = kBf16 ? sc.take_pairs(Bk / 2 * HS, pat) : nullptr;   // (key pairs, HS): K_blk
+  [[maybe_unused]] std::uint32_t* pp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;   // (keys, query pairs): P^T
+  [[maybe_unused]] std::uint32_t* dsp = kBf16 ? sc.take_pairs(Bk * Bk / 2, pat) : nullptr;  // (keys, query pairs): dS^T
+  [[maybe_unused]] std::uint32_t* dsr =
+      kBf16 ? sc.take_pairs(Bk / 2 * Bk, pat) : nullptr;                           // (key pairs, queries): dS^T
+  [[maybe_unused]] std::uint32_t* row = kBf16 ? sc.take_pairs(HP, pat) : nullptr;  // (HP)
 
   if constexpr (kBf16) {
 #if defined(__AVX512BF16__)
