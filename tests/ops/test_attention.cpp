@@ -337,6 +337,53 @@ TEST(AttentionApi, ReferenceAndFastModesAgreeThroughTheFrontEnd) {
   EXPECT_TRUE(all_close("d_v", results[1][3], results[0][3], 1e-5, 1e-4));
 }
 
+// The front ends follow the matrix products' dtype: under bf16 (with AVX512_BF16) both forms run
+// the bf16 kernels, so their outputs and gradients are the kernels' bf16 results, bit for bit;
+// under fp32 the fp32 kernels'.
+TEST(AttentionApi, FrontEndsFollowTheMatmulDtype) {
+  struct DtypeGuard {
+    ~DtypeGuard() { set_matmul_dtype(MatmulDtype::Fp32); }
+  } guard;
+  Arena arena(16 << 20);
+  ArenaScope scope(arena);
+  const Case c{1, 70, 4, 2, 16};
+  const Inputs in = make_inputs(arena, c);
+  const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
+  for (MatmulDtype dtype : {MatmulDtype::Fp32, MatmulDtype::Bf16}) {
+    SCOPED_TRACE(matmul_dtype_name(dtype));
+    set_matmul_dtype(dtype);
+    const auto products = dtype == MatmulDtype::Bf16 ? cpu::AttentionProducts::Bf16 : cpu::AttentionProducts::Fp32;
+    std::vector<float> out(c.nq()), lse(c.nlse()), d_q(c.nq(), 0.0f), d_k(c.nkv(), 0.0f), d_v(c.nkv(), 0.0f);
+    cpu::attention_forward(out.data(), lse.data(), in.q.f32(), in.k.f32(), in.v.f32(), L, products);
+    cpu::attention_backward(d_q.data(), d_k.data(), d_v.data(), in.d_out.f32(), in.q.f32(), in.k.f32(), in.v.f32(),
+                            out.data(), lse.data(), L, false, false, false, products);
+    AttentionSaved saved;
+    Tensor o = attention_fwd(in.q, in.k, in.v, c.NH, c.NKV, saved);  // (B, T, NH*HS)
+    Tensor gq = arena.zeros(in.q.shape(), "d_q"), gk = arena.zeros(in.k.shape(), "d_k"),
+           gv = arena.zeros(in.v.shape(), "d_v");
+    attention_pullback(in.q, in.k, in.v, c.NH, c.NKV, o, saved, in.d_out, &gq, &gk, &gv);
+    EXPECT_TRUE(all_close("out", test::to_vector(o), out, 0.0, 0.0));
+    EXPECT_TRUE(all_close("d_q", test::to_vector(gq), d_q, 0.0, 0.0));
+    EXPECT_TRUE(all_close("d_k", test::to_vector(gk), d_k, 0.0, 0.0));
+    EXPECT_TRUE(all_close("d_v", test::to_vector(gv), d_v, 0.0, 0.0));
+    // The packed form too.
+    const std::vector<float> q = test::to_vector(in.q), k = test::to_vector(in.k), v = test::to_vector(in.v);
+    Tensor qkv = test::tensor_from(arena, {c.B, c.T, (c.NH + 2 * c.NKV) * c.HS}, pack_qkv(c, q, k, v));
+    EXPECT_TRUE(all_close("packed out", test::to_vector(attention_qkv(qkv, c.NH, c.NKV)), out, 0.0, 0.0));
+  }
+  // And bf16 differs from fp32 where it runs.
+  set_matmul_dtype(MatmulDtype::Bf16);
+  const auto bf16_out = test::to_vector(attention(in.q, in.k, in.v, c.NH, c.NKV));
+  set_matmul_dtype(MatmulDtype::Fp32);
+  const auto fp32_out = test::to_vector(attention(in.q, in.k, in.v, c.NH, c.NKV));
+  if (cpu::runs_bf16(cpu::AttentionProducts::Bf16)) {
+    EXPECT_FALSE(all_close("bf16 against fp32", bf16_out, fp32_out, 0.0, 0.0));
+  } else {
+    std::printf("note: this build has no AVX512_BF16: bf16 attention runs as fp32\n");
+    EXPECT_TRUE(all_close("bf16 against fp32", bf16_out, fp32_out, 0.0, 0.0));
+  }
+}
+
 TEST(AttentionApi, PullbackAccumulatesSkipsNullsAndToleratesAliasing) {
   Arena arena(16 << 20);
   ArenaScope scope(arena);
