@@ -332,9 +332,11 @@ void gemm_amx_bf16(bool, bool, int, int, int, float, const float*, int, const fl
 
 #endif
 
+bool gemm_bf16_uses_amx(int M, int N, int K) { return M >= 16 && N >= 16 && K >= 32 && amx_bf16_usable(); }
+
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc, const float* bias) {
-  if (M >= 16 && N >= 16 && K >= 32 && amx_bf16_usable())
+  if (gemm_bf16_uses_amx(M, N, K))
     gemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
   else
     gemm_packed_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);

@@ -26,8 +26,11 @@ void gemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
 inline constexpr double kAmxFlopsPerIter = 4 * 2.0 * 16 * 16 * 32;
 float amx_bf16_dot_loop(std::int64_t iters, float seed);
 
-// The bf16 GEMM llmcc runs (linear.cpp): AMX where usable and the product fills its tiles
-// (M and N at least 16, K at least 32), else gemm_packed_bf16.
+// Whether gemm_bf16 runs this product on AMX tiles: usable here and the product fills them (M and
+// N at least 16, K at least 32).
+bool gemm_bf16_uses_amx(int M, int N, int K);
+
+// The bf16 GEMM llmcc runs (linear.cpp): AMX where gemm_bf16_uses_amx, else gemm_packed_bf16.
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc, const float* bias);
 

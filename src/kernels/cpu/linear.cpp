@@ -37,9 +37,9 @@ void matmul(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int
 // Whether a product on a bf16 weight runs on the weight's own bits (gemm_packed_b_bf16, which
 // widens or pairs the values as it packs them) rather than on widened blocks: everywhere but
 // where the bf16 GEMM is AMX's, whose packing reads floats.
-// M, N, K: the product's (gemm_bf16's condition for AMX).
+// M, N, K: the product's.
 bool packs_bf16_weight(int M, int N, int K) {
-  return matmul_dtype() != MatmulDtype::Bf16 || !(M >= 16 && N >= 16 && K >= 32 && amx_bf16_usable());
+  return matmul_dtype() != MatmulDtype::Bf16 || !gemm_bf16_uses_amx(M, N, K);
 }
 
 // Rows of a bf16 weight widened per block (for AMX's bf16 GEMM): about 2M floats (8 MB), so a

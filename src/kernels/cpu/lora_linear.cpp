@@ -85,7 +85,7 @@ bool base_with_update(bool trans_w, int M, int N, int K, const float* A, LoraWei
                       const float* bias, float s, const float* a2, int R, bool trans_b2, const float* b2, int ldb2) {
   const bool bf16 = matmul_dtype() == MatmulDtype::Bf16;
   if (M <= 4 || N <= 4 || K <= 4) return false;
-  if (bf16 ? amx_bf16_usable() : (!w.bf16 && !gemm_is_packed())) return false;
+  if (bf16 ? gemm_bf16_uses_amx(M, N, K) : (!w.bf16 && !gemm_is_packed())) return false;
   // s a2 in a buffer of the calling thread's (kept across calls), so that the update shares the
   // base product's alpha (1) and joins its last slice of K.
   const std::size_t count = static_cast<std::size_t>(M) * R;
