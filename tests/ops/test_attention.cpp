@@ -224,6 +224,49 @@ TEST(AttentionKernel, Bf16ProductsMatchReferenceToBf16Precision) {
   }
 }
 
+// With few kv heads per thread the backward splits its tasks by query head (partial dK, dV rows
+// added after a barrier, in head order): 2 threads then give the bits of 1 thread, which runs
+// one task per kv head, for every subset of adjoints, accumulating or overwriting, in fp32 and
+// bf16.
+TEST(AttentionKernel, BackwardSplitByQueryHeadGivesTheBitsOfOneThread) {
+  for (const Case c : {Case{1, 70, 15, 5, 8}, Case{1, 131, 9, 3, 16}, Case{1, 40, 6, 1, 5}, Case{2, 33, 6, 3, 8}}) {
+    for (auto products : {cpu::AttentionProducts::Fp32, cpu::AttentionProducts::Bf16}) {
+      SCOPED_TRACE(c.str() + (products == cpu::AttentionProducts::Bf16 ? " bf16" : " fp32"));
+      const AttentionLayout L = AttentionLayout::dense(c.B, c.T, c.NH, c.NKV, c.HS);
+      const auto q = test::random_vector<float>(c.nq(), 51, -2.0, 2.0);   // (B, T, NH*HS)
+      const auto k = test::random_vector<float>(c.nkv(), 52, -2.0, 2.0);  // (B, T, NKV*HS)
+      const auto v = test::random_vector<float>(c.nkv(), 53);             // (B, T, NKV*HS)
+      const auto d_out = test::random_vector<float>(c.nq(), 54);          // (B, T, NH*HS)
+      const auto d_q0 = test::random_vector<float>(c.nq(), 55), d_k0 = test::random_vector<float>(c.nkv(), 56),
+                 d_v0 = test::random_vector<float>(c.nkv(), 57);
+      std::vector<float> out(c.nq()), lse(c.nlse());
+      cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), L, products);
+      for (int wanted = 1; wanted < 8; ++wanted) {  // bits: d_q, d_k, d_v
+        for (bool overwrite : {false, true}) {
+          SCOPED_TRACE("adjoints " + std::to_string(wanted) + (overwrite ? " overwritten" : " accumulated"));
+          std::vector<float> r[2][3];
+          for (int threads = 1; threads <= 2; ++threads) {
+            auto& [gq, gk, gv] = r[threads - 1];
+            gq = d_q0, gk = d_k0, gv = d_v0;
+            const int before = num_threads();
+            set_num_threads(threads);
+            cpu::attention_backward(wanted & 1 ? gq.data() : nullptr, wanted & 2 ? gk.data() : nullptr,
+                                    wanted & 4 ? gv.data() : nullptr, d_out.data(), q.data(), k.data(), v.data(),
+                                    out.data(), lse.data(), L, overwrite, overwrite, overwrite, products);
+            set_num_threads(before);
+          }
+          EXPECT_TRUE(all_close("d_q", r[1][0], r[0][0], 0.0, 0.0));
+          EXPECT_TRUE(all_close("d_k", r[1][1], r[0][1], 0.0, 0.0));
+          EXPECT_TRUE(all_close("d_v", r[1][2], r[0][2], 0.0, 0.0));
+          if (!(wanted & 2)) {
+            EXPECT_TRUE(all_close("d_k untouched", r[1][1], d_k0, 0.0, 0.0));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionKernel, FastForwardIsStableForLargeScores) {
   // Scores around 1e3 overflow exp() unless the running max is subtracted. Against the reference
   // in double: float scores near 1250 are spaced 1.2e-4 apart, so even an exact float kernel's

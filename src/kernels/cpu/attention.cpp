@@ -623,13 +623,16 @@ void forward_block(float* out, float* lse, const float* q, const float* k, const
 }
 
 // ---- backward --------------------------------------------------------------------------------
-// Head h of batch b, accumulating into dK and dV of its kv head and into its own dQ. Key blocks
-// outermost: a block's dK and dV stay in scratch while every query block that sees it passes.
+// Head h of batch b, accumulating into its own dQ and, for its kv head, into dK and dV: key j's
+// rows at dk_rows + j * ld_dkv and dv_rows + j * ld_dkv (null: not wanted), or written there
+// instead when assign_kv. Key blocks outermost: a block's dK and dV stay in scratch while every
+// query block that sees it passes, then go to their rows once.
 // kBf16: all five products on bf16 pairs (Q, dO and K, V converted once per head or key block, P
 // and dS per block pair); the softmax, D and the sums stay fp32.
 template <bool kBf16>
-void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
-                   const float* v, const float* out, const float* lse, const AttentionLayout& L, int b, int h) {
+void backward_head(float* d_q, float* dk_rows, float* dv_rows, i64 ld_dkv, bool assign_kv, const float* d_out,
+                   const float* q, const float* k, const float* v, const float* out, const float* lse,
+                   const AttentionLayout& L, int b, int h) {
   const int T = L.T, HS = L.HS;
   const int kvh = h / (L.NH / L.NKV);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -642,7 +645,7 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   const float* dob = d_out + row0 * L.ld_out + qcol;
   float* dqb = d_q ? d_q + row0 * L.ld_q + qcol : nullptr;
   const float* lse_h = lse + (i64{b} * L.NH + h) * T;  // (T)
-  const bool need_ds = d_q || d_k;
+  const bool need_ds = d_q || dk_rows;
 
   Scratch& sc = thread_scratch();
   std::size_t at = 0;
@@ -687,8 +690,8 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
 #if defined(__AVX512BF16__)
     transpose_row_pairs(qp, ldt, qb, L.ld_q, T, HS, scale, row);
     if (need_ds) transpose_row_pairs(dop, ldt, dob, L.ld_out, T, HS, 1.0f, row);
-    if (d_k) interleave_rows(qr, HS, qb, L.ld_q, T, HS);
-    if (d_v) interleave_rows(dor, HS, dob, L.ld_out, T, HS);
+    if (dk_rows) interleave_rows(qr, HS, qb, L.ld_q, T, HS);
+    if (dv_rows) interleave_rows(dor, HS, dob, L.ld_out, T, HS);
 #endif
   } else {
     transpose_rows(qt, ldt, qb, L.ld_q, T, HS, scale);
@@ -699,11 +702,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
   const float* q_rows = qb;
   const float* do_rows = dob;
   i64 ld_q_rows = L.ld_q, ld_do_rows = L.ld_out;
-  if (copy && d_k) {
+  if (copy && dk_rows) {
     copy_rows(qrows, qb, L.ld_q, T, HS);
     q_rows = qrows, ld_q_rows = HS;
   }
-  if (copy && d_v) {
+  if (copy && dv_rows) {
     copy_rows(dorows, dob, L.ld_out, T, HS);
     do_rows = dorows, ld_do_rows = HS;
   }
@@ -807,11 +810,11 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
 #if defined(__AVX512BF16__)
         // Query i0 is even (a multiple of kBlock), so the block's query pairs start at pair i0 / 2.
         const i64 qpair0 = i0 / 2;
-        if (d_v) {
+        if (dv_rows) {
           for (int jj = 0; jj < nk; ++jj) row_pairs(pp + jj * (Bk / 2), pt + jj * kBlock, nq, 1.0f);
           small_gemm<true>(nk, PairOperands{pp, Bk / 2, 1, dor + qpair0 * HS, HS, dv_acc, HS}, depth_queries);
         }
-        if (d_k) {
+        if (dk_rows) {
           for (int jj = 0; jj < nk; ++jj) row_pairs(dsp + jj * (Bk / 2), dst + jj * kBlock, nq, 1.0f);
           small_gemm<true>(nk, PairOperands{dsp, Bk / 2, 1, qr + qpair0 * HS, HS, dk_acc, HS}, depth_queries);
         }
@@ -821,36 +824,44 @@ void backward_head(float* d_q, float* d_k, float* d_v, const float* d_out, const
         }
 #endif
       } else {
-        if (d_v) {
+        if (dv_rows) {
           small_gemm<true>(nk, Operands{pt, kBlock, 1, do_rows + i0 * ld_do_rows, ld_do_rows, dv_acc, HS},
                            depth_queries);
         }
-        if (d_k) {
+        if (dk_rows) {
           small_gemm<true>(nk, Operands{dst, kBlock, 1, q_rows + i0 * ld_q_rows, ld_q_rows, dk_acc, HS}, depth_queries);
         }
         if (d_q)
           small_gemm<true>(nq, Operands{dst, 1, kBlock, k_blk, ld_k_blk, dqb + i64{i0} * L.ld_q, L.ld_q}, keys_seen);
       }
     }
-    // Added after the block, not accumulated in place: d_k and d_v may alias d_q (or each other).
+    // Added after the block, not accumulated in place: dK and dV may alias dQ (or each other).
     for (int jj = 0; jj < nk; ++jj) {
-      const i64 row = i64{j0 + jj} * L.ld_kv;
+      const i64 row = i64{j0 + jj} * ld_dkv;
       if (jj + kRowsAhead < nk) {
-        const i64 ahead = row0 * L.ld_kv + kvcol + row + kRowsAhead * L.ld_kv;
-        if (d_k) prefetch_row<1>(d_k + ahead, HS);
-        if (d_v) prefetch_row<1>(d_v + ahead, HS);
+        const i64 ahead = row + kRowsAhead * ld_dkv;
+        if (dk_rows) prefetch_row<1>(dk_rows + ahead, HS);
+        if (dv_rows) prefetch_row<1>(dv_rows + ahead, HS);
       }
-      if (d_k) {
-        float* dk = d_k + (row0 * L.ld_kv + kvcol) + row;
+      if (dk_rows) {
+        float* dk = dk_rows + row;
         const float* a = dk_acc + i64{jj} * HS;
+        if (assign_kv) {
+          std::copy_n(a, HS, dk);
+        } else {
 #pragma omp simd
-        for (int d = 0; d < HS; ++d) dk[d] += a[d];
+          for (int d = 0; d < HS; ++d) dk[d] += a[d];
+        }
       }
-      if (d_v) {
-        float* dv = d_v + (row0 * L.ld_kv + kvcol) + row;
+      if (dv_rows) {
+        float* dv = dv_rows + row;
         const float* a = dv_acc + i64{jj} * HS;
+        if (assign_kv) {
+          std::copy_n(a, HS, dv);
+        } else {
 #pragma omp simd
-        for (int d = 0; d < HS; ++d) dv[d] += a[d];
+          for (int d = 0; d < HS; ++d) dv[d] += a[d];
+        }
       }
     }
   }
@@ -901,34 +912,103 @@ void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, 
   const auto zero_rows = [&](float* d, i64 ld, int b, i64 col, int width) {
     for (int t = 0; t < L.T; ++t) std::fill_n(d + (i64{b} * L.T + t) * ld + col, width, 0.0f);
   };
-  // One task per (b, kv head): it owns that kv head's dK, dV rows and its query heads' dQ rows.
-  const auto task = [&](int b, int kvh) {
-    if (d_q && overwrite_q) zero_rows(d_q, L.ld_q, b, i64{kvh} * group * L.HS, group * L.HS);
+  const auto head = [&](int b, int h, float* dk_rows, float* dv_rows, i64 ld_dkv, bool assign_kv) {
+    if constexpr (kHaveBf16DotProduct) {
+      if (bf16) {
+        return backward_head<kHaveBf16DotProduct>(d_q, dk_rows, dv_rows, ld_dkv, assign_kv, d_out, q, k, v, out, lse, L,
+                                                  b, h);
+      }
+    }
+    backward_head<false>(d_q, dk_rows, dv_rows, ld_dkv, assign_kv, d_out, q, k, v, out, lse, L, b, h);
+  };
+  // Batch b's rows of kv head kvh in d (null stays null).
+  const auto kv_rows = [&](float* d, int b, int kvh) {
+    return d ? d + i64{b} * L.T * L.ld_kv + i64{kvh} * L.HS : nullptr;
+  };
+  // Batch b's dK, dV rows of kv head kvh set to zero where their overwrite flags ask for it.
+  const auto zero_kv = [&](int b, int kvh) {
     if (d_k && overwrite_k) zero_rows(d_k, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
     if (d_v && overwrite_v) zero_rows(d_v, L.ld_kv, b, i64{kvh} * L.HS, L.HS);
-    for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-      if constexpr (kHaveBf16DotProduct) {
-        if (bf16) {
-          backward_head<kHaveBf16DotProduct>(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
-          continue;
-        }
-      }
-      backward_head<false>(d_q, d_k, d_v, d_out, q, k, v, out, lse, L, b, h);
-    }
   };
-  if (!use_team(L.B * L.NKV > 1)) {  // see attention_forward
-    size_thread_scratch(L, bf16);
-    for (int b = 0; b < L.B; ++b)
-      for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
+
+  // One task per (b, kv head) owns that kv head's dK, dV rows and its query heads' dQ rows, so
+  // nothing is shared. When those tasks are too few to share evenly (5 kv heads on 2 threads
+  // take 3 task times against 2.5), the tasks are per query head instead: the first head of each
+  // group adds into dK and dV, the others write partial (T, HS) rows, and after a barrier the
+  // partials are added in head order, the order one task would have added them in (the same
+  // bits).
+  const int threads = use_team(true) ? std::min(omp_get_max_threads(), omp_get_thread_limit()) : 1;
+  const i64 kv_tasks = i64{L.B} * L.NKV, head_tasks = i64{L.B} * L.NH;
+  const bool split =
+      group > 1 && (d_k || d_v) && (kv_tasks + threads - 1) / threads * group > (head_tasks + threads - 1) / threads;
+  if (!split) {
+    const auto task = [&](int b, int kvh) {
+      if (d_q && overwrite_q) zero_rows(d_q, L.ld_q, b, i64{kvh} * group * L.HS, group * L.HS);
+      zero_kv(b, kvh);
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+        head(b, h, kv_rows(d_k, b, kvh), kv_rows(d_v, b, kvh), L.ld_kv, false);
+    };
+    if (!use_team(kv_tasks > 1)) {  // see attention_forward
+      size_thread_scratch(L, bf16);
+      for (int b = 0; b < L.B; ++b)
+        for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
+      return;
+    }
+#pragma omp parallel
+    {
+      size_thread_scratch(L, bf16);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int b = 0; b < L.B; ++b) {
+        for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
+      }
+    }
     return;
   }
+
+  // Partial rows: (B, NKV, group - 1) blocks of dK then dV, (T, HS) each; the calling thread's,
+  // kept between calls.
+  const std::size_t rows_floats = std::size_t(L.T) * L.HS;
+  thread_local std::vector<float> partial;
+  const std::size_t partial_floats = std::size_t(kv_tasks) * (group - 1) * 2 * rows_floats;
+  if (partial.size() < partial_floats) partial.assign(partial_floats, 0.0f);
+  // The team's threads use the calling thread's buffer (the name `partial` would be their own).
+  float* const part = partial.data();
+  const auto partial_rows = [&](int b, int h, int which) {  // which: 0 dK, 1 dV
+    const int kvh = h / group, g = h % group;
+    return part + ((i64{b} * L.NKV + kvh) * (group - 1) + (g - 1)) * 2 * rows_floats + which * rows_floats;
+  };
+  const auto head_task = [&](i64 t) {
+    const int b = static_cast<int>(t / L.NH), h = static_cast<int>(t % L.NH), kvh = h / group;
+    if (d_q && overwrite_q) zero_rows(d_q, L.ld_q, b, i64{h} * L.HS, L.HS);
+    if (h % group == 0) {
+      zero_kv(b, kvh);
+      head(b, h, kv_rows(d_k, b, kvh), kv_rows(d_v, b, kvh), L.ld_kv, false);
+    } else {
+      head(b, h, d_k ? partial_rows(b, h, 0) : nullptr, d_v ? partial_rows(b, h, 1) : nullptr, L.HS, true);
+    }
+  };
+  // Row t of batch b's kv head kvh: += the partials of query heads 1 .. group-1, in order.
+  const auto add_partials = [&](i64 r) {
+    const int b = static_cast<int>(r / (i64{L.NKV} * L.T)), kvh = static_cast<int>(r / L.T % L.NKV);
+    const int t = static_cast<int>(r % L.T);
+    for (int which = 0; which < 2; ++which) {
+      float* d = kv_rows(which == 0 ? d_k : d_v, b, kvh);
+      if (!d) continue;
+      float* row = d + i64{t} * L.ld_kv;
+      for (int g = 1; g < group; ++g) {
+        const float* p = partial_rows(b, kvh * group + g, which) + i64{t} * L.HS;
+#pragma omp simd
+        for (int c = 0; c < L.HS; ++c) row[c] += p[c];
+      }
+    }
+  };
 #pragma omp parallel
   {
     size_thread_scratch(L, bf16);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < L.B; ++b) {
-      for (int kvh = 0; kvh < L.NKV; ++kvh) task(b, kvh);
-    }
+#pragma omp for schedule(dynamic, 1)
+    for (i64 t = 0; t < head_tasks; ++t) head_task(t);
+#pragma omp for schedule(static)
+    for (i64 r = 0; r < kv_tasks * L.T; ++r) add_partials(r);
   }
 }
 

@@ -44,9 +44,13 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 // blocks outermost, their dK and dV in scratch while every query block that sees them passes,
 // dQ accumulated in place. OpenMP over (b, kv head): one thread writes one kv head's dK/dV and
 // its query heads' dQ, so GQA needs no atomics or per-thread dQ buffers (B * NKV tasks: 48 for
-// GPT-2 at B=4, plenty for a few threads). An adjoint whose overwrite flag is set is written,
-// not accumulated into: each task zeroes its own rows of it first, while they are about to be
-// used (its old contents are never read).
+// GPT-2 at B=4, plenty for a few threads). Where those tasks would leave threads idle (5 kv
+// heads on 2 threads), OpenMP over (b, query head) instead: a group's first head adds into dK
+// and dV, the others write partial rows (kept by the calling thread, B * NKV * (group - 1) *
+// 2 * T * HS floats) that are added after a barrier in head order, so the sums are the same
+// bits either way. An adjoint whose overwrite flag is set is written, not accumulated into:
+// each task zeroes its own rows of it first, while they are about to be used (its old contents
+// are never read).
 void attention_backward(float* d_q, float* d_k, float* d_v, const float* d_out, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const AttentionLayout& L,
                         bool overwrite_q = false, bool overwrite_k = false, bool overwrite_v = false,
