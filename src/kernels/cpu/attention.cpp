@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
@@ -173,43 +174,6 @@ struct Operands {
   i64 ldc;
 };
 
-// One micro-tile: M rows x NV vectors of C, depth K; the last vector has `tail` valid lanes when
-// kPartial. kAcc: C += A B, else C = A B.
-template <int M, int NV, bool kAcc, bool kPartial>
-void micro_tile(int K, const Operands& o, int tail) {
-  vec acc[M][NV];
-  for (int i = 0; i < M; ++i) {
-    for (int v = 0; v < NV; ++v) {
-      if constexpr (kAcc) {
-        const float* c = o.c + i * o.ldc + v * W;
-        acc[i][v] = (kPartial && v == NV - 1) ? load_n(c, tail) : vload(c);
-      } else {
-        acc[i][v] = vzero();
-      }
-    }
-  }
-  const float* a = o.a;
-  const float* b = o.b;
-  for (int k = 0; k < K; ++k, a += o.acs, b += o.ldb) {
-    vec bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = (kPartial && v == NV - 1) ? load_n(b + v * W, tail) : vload(b + v * W);
-    for (int i = 0; i < M; ++i) {
-      const vec ai = vset1(a[i * o.ars]);
-      for (int v = 0; v < NV; ++v) acc[i][v] = vfma(ai, bv[v], acc[i][v]);
-    }
-  }
-  for (int i = 0; i < M; ++i) {
-    for (int v = 0; v < NV; ++v) {
-      float* c = o.c + i * o.ldc + v * W;
-      if (kPartial && v == NV - 1) {
-        store_n(c, acc[i][v], tail);
-      } else {
-        vstore(c, acc[i][v]);
-      }
-    }
-  }
-}
-
 #if defined(__AVX512BF16__)
 // The bf16 products' operands: bf16 pairs (bf16.h's bf16_pairs: two consecutive depth values in
 // 32 bits, the even one in the low half), summed in fp32 by vdpbf16ps. A's pair (i, p) is
@@ -223,10 +187,13 @@ struct PairOperands {
   float* c;
   i64 ldc;
 };
+#endif
 
-// micro_tile for bf16 pairs: P pair steps (depth 2P).
-template <int M, int NV, bool kAcc, bool kPartial>
-void micro_tile(int P, const PairOperands& o, int tail) {
+// One micro-tile: M rows x NV vectors of C, K steps of depth (Operands: one depth value per
+// step, fmadd; PairOperands: two, vdpbf16ps); the last vector has `tail` valid lanes when
+// kPartial. kAcc: C += A B, else C = A B.
+template <int M, int NV, bool kAcc, bool kPartial, class Ops>
+void micro_tile(int K, const Ops& o, int tail) {
   vec acc[M][NV];
   for (int i = 0; i < M; ++i) {
     for (int v = 0; v < NV; ++v) {
@@ -238,17 +205,28 @@ void micro_tile(int P, const PairOperands& o, int tail) {
       }
     }
   }
-  const std::uint32_t* a = o.a;
-  const std::uint32_t* b = o.b;
-  for (int p = 0; p < P; ++p, a += o.acs, b += o.ldb) {
-    __m512bh bv[NV];
-    for (int v = 0; v < NV; ++v) {
-      bv[v] = (__m512bh)((kPartial && v == NV - 1) ? _mm512_maskz_loadu_epi32(lanes(tail), b + v * W)
-                                                   : _mm512_loadu_si512(b + v * W));
-    }
-    for (int i = 0; i < M; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * o.ars]));
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+  auto a = o.a;
+  auto b = o.b;
+  for (int k = 0; k < K; ++k, a += o.acs, b += o.ldb) {
+    if constexpr (std::is_same_v<Ops, Operands>) {
+      vec bv[NV];
+      for (int v = 0; v < NV; ++v) bv[v] = (kPartial && v == NV - 1) ? load_n(b + v * W, tail) : vload(b + v * W);
+      for (int i = 0; i < M; ++i) {
+        const vec ai = vset1(a[i * o.ars]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = vfma(ai, bv[v], acc[i][v]);
+      }
+    } else {
+#if defined(__AVX512BF16__)
+      __m512bh bv[NV];
+      for (int v = 0; v < NV; ++v) {
+        bv[v] = (__m512bh)((kPartial && v == NV - 1) ? _mm512_maskz_loadu_epi32(lanes(tail), b + v * W)
+                                                     : _mm512_loadu_si512(b + v * W));
+      }
+      for (int i = 0; i < M; ++i) {
+        const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * o.ars]));
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+      }
+#endif
     }
   }
   for (int i = 0; i < M; ++i) {
@@ -262,7 +240,6 @@ void micro_tile(int P, const PairOperands& o, int tail) {
     }
   }
 }
-#endif
 
 // Depth values per step of an operand type: 1 for floats, 2 for bf16 pairs.
 template <class Ops>
@@ -386,8 +363,9 @@ void copy_rows(float* dst, const float* src, i64 ld_src, int n, int HS) {
 }
 
 // Per-thread scratch, kept between calls. Every thread of the team sizes its own for the call's
-// shape before taking tasks (scratch_floats covers forward and backward), so all allocation
-// happens on the first call with a shape, however the dynamic schedule deals the tasks later.
+// shape before taking tasks (scratch_floats, and scratch_pairs for bf16 products, cover forward
+// and backward), so all allocation happens on the first call with a shape, however the dynamic
+// schedule deals the tasks later.
 // Arrays start on 64-byte boundaries: a std::vector's data is only 16-byte aligned (and lands
 // 16 bytes past a page once it is large enough for malloc to map it), and a vector load at 16
 // bytes past a line splits every other load across two lines.
@@ -403,7 +381,7 @@ struct Scratch {
     const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(v.data()) % 64) % 64 / sizeof(E);
     E* p = v.data() + skip + at;
     at += (n + 15) / 16 * 16;  // whole lines keep the next array aligned too
-    LLMCC_ASSERT(skip + at <= v.size(), "attention scratch smaller than scratch_floats promised");
+    LLMCC_ASSERT(skip + at <= v.size(), "attention scratch smaller than scratch_floats or scratch_pairs promised");
     return p;
   }
   float* take(std::size_t n, std::size_t& at) { return take<float>(n, at); }
