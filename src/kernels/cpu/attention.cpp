@@ -474,8 +474,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ---- forward ---------------------------------------------------------------------------------
 // Query rows i0 .. i0+nq-1 of head h in batch b: S^T = K Q^T per key block, the online softmax
-// vectorised across the block's queries, O += P V into the output rows, then O /= l. kBf16: both
-// products on bf16 pairs (scale Q^T, K and V converted per block, P after the softmax).
+// vectorised across the block's queries, O += P V in scratch, then O / l into the output rows.
+// kBf16: both products on bf16 pairs (scale Q^T, K and V converted per block, P after the
+// softmax).
 template <bool kBf16>
 void forward_block(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
                    int b, int h, int i0) {

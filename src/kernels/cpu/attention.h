@@ -18,6 +18,10 @@
 // dV += P^T dO and dK += dS^T Q. Causality: key blocks past a query block are never visited;
 // on diagonal blocks each micro-tile is limited to the columns and depth the mask leaves
 // non-zero, and masked scores are set to 0 (select, not multiply) before they are used.
+// With bf16 products (AVX512_BF16) the same tiles run vdpbf16ps on bf16 pairs: Q^T and dO^T
+// transposed at pair granularity, K and V rows converted or interleaved two at a time per key
+// block, P and dS converted after the softmax; odd head sizes and block lengths are padded with
+// zeros in both operands.
 // Scratch is per thread, grown on first use and kept (no allocation in a steady state).
 
 #pragma once
@@ -33,8 +37,8 @@ namespace llmcc::cpu {
 enum class AttentionProducts { Fp32, Bf16 };
 bool runs_bf16(AttentionProducts products);  // whether Bf16 runs as asked in this build
 
-// Online softmax per query block over key blocks, O accumulated in the output rows, then
-// normalised; lse = m + log(l) per row. lse may be null. OpenMP over (b, head, query block),
+// Online softmax per query block over key blocks, O summed in a dense block of scratch, then
+// written to the output rows normalised; lse = m + log(l) per row. lse may be null. OpenMP over (b, head, query block),
 // dynamic, most expensive (last) blocks first.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionLayout& L,
                        AttentionProducts products = AttentionProducts::Fp32);
