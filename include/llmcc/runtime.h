@@ -46,7 +46,7 @@ std::string matmul_kernel_name();
 // order: runs with the same blocking, instruction set, compiler and thread count give the same
 // bits; another blocking rounds differently (within fp32 accuracy).
 struct GemmBlocking {
-  int kc = 0;        // K values per slice (fp32; a bf16 slice holds twice as many)
+  int kc = 0;        // K values per slice (fp32; a slice of vdpbf16ps products holds 4 times as many)
   int mc = 0;        // rows of C per packed op(A) block in the blocked order: a multiple of MR
   int nc = 0;        // columns of C per packed op(B) block: a multiple of NR
   int stream_a = 0;  // floats of the streaming order's packed op(A) slice (its rows x KC)

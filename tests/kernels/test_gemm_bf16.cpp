@@ -48,6 +48,10 @@ std::vector<std::array<int, 3>> bf16_sizes() {
   sizes.push_back({9, 4100, 5});
   sizes.push_back({530, 4100, 9});
   sizes.push_back({30, 50, 8193});  // split_k's 2 parts, the second ending in half a pair
+  // Several slices of the built-in blocking's bf16 depth (4 KC values of K): blocked, the last
+  // slice ending in half a pair; streaming, its slices set by the op(A) slice's size.
+  sizes.push_back({600, 50, 3331});
+  sizes.push_back({256, 96, 1700});
   return sizes;
 }
 
@@ -275,7 +279,7 @@ TEST(GemmBf16Kernel, BInBf16GivesTheBitsOfItsWidenedValues) {
 // for a slice (then a product of its own), a split-K product and an empty first product (both also
 // one after the other), and 1 and 2 threads, which must give the same bits.
 TEST(GemmBf16Kernel, SecondProductIsOneMoreSliceOfK) {
-  const std::vector<std::array<int, 3>> sizes = {{65, 197, 64},  {256, 384, 197}, {600, 70, 385},
+  const std::vector<std::array<int, 3>> sizes = {{65, 197, 64},  {256, 384, 197}, {600, 70, 385}, {600, 50, 3331},
                                                  {530, 4100, 9}, {30, 50, 8193},  {17, 40, 0}};
   int call = 0;
   for (bool bf16_products : {false, true}) {

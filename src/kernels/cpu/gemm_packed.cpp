@@ -502,6 +502,7 @@ struct FloatPanels {
   using Step = packed::Fp32Step;
   static constexpr int kKUnit = 1;
   static int steps(int kc) { return kc; }
+  static GemmBlocking blocking(const GemmBlocking& b) { return b; }
   static void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, float* ap) {
     pack_a_floats(mc, kc, a, a_row, a_col, ap);
     if (RoundToBf16) round_floats_to_bf16(ap, static_cast<std::int64_t>((mc + kMR - 1) / kMR) * kMR * kc);
@@ -525,6 +526,15 @@ struct Bf16PairPanels {
   using Step = packed::Bf16PairStep;
   static constexpr int kKUnit = 2;
   static int steps(int kc) { return (kc + 1) / 2; }
+  // Slices of twice the blocking's KC in pairs, 4 KC values of K: an op(B) panel of 2 KC x NR
+  // pairs (96 KB at KC 384) streams from L2 as the fp32 one does, and C, which a product of
+  // 1,024 rows keeps in L3 or memory, is read and written half as often as with 2 KC values,
+  // which counts where two threads share the L3 and memory (docs/perf.md, "bf16 mixed
+  // precision").
+  static GemmBlocking blocking(GemmBlocking b) {
+    b.kc *= 2;
+    return b;
+  }
   static void pack_a(int mc, int kc, const float* a, ptrdiff_t a_row, ptrdiff_t a_col, std::uint32_t* ap) {
     pack_a_pairs(mc, kc, a, a_row, a_col, ap);
   }
@@ -655,9 +665,8 @@ class PanelPrefetch {
 // gives the same bits on any number of threads. Up to kStreamMaxRows rows it is the streaming
 // order's, whose op(A) slice of all rows times KC fits in blk.stream_a floats.
 // Slices are multiples of `unit` (P::kKUnit: the values of K per packed element) but the last,
-// and hold up to unit times as many values of K: a panel of bf16 pairs covering 2 KC values
-// takes the bytes of an fp32 panel covering KC, so the blocks keep their sizes in cache, and C
-// is read and written half as often (K = 768: once, not twice).
+// and hold up to KC packed elements, unit x KC values of K (the bf16 pair panels are given
+// twice the KC: Bf16PairPanels::blocking).
 int slice_kc(const GemmBlocking& blk, int M, int K, int unit) {
   const int kc_max = blk.kc * unit;
   if (M > kStreamMaxRows) return balanced_block(K, kc_max, unit);
@@ -1106,8 +1115,8 @@ void gemm_packed_with(const GemmBlocking& blocking, int max_threads, bool trans_
 
 void gemm_packed_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, const float* bias) {
-  gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                             bias);
+  gemm_on_panels<Bf16Panels>(Bf16Panels::blocking(current_gemm_blocking()), 0, trans_a, trans_b, M, N, K, alpha, A, lda,
+                             B, ldb, beta, C, ldc, bias);
 }
 
 namespace {
@@ -1118,8 +1127,8 @@ void on_chosen_panels(bool bf16_products, bool trans_a, bool trans_b, int M, int
                       int lda, const BT* B, int ldb, float beta, float* C, int ldc, const float* bias,
                       const SecondProduct& second) {
   if (bf16_products) {
-    gemm_on_panels<Bf16Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                               ldc, bias, second);
+    gemm_on_panels<Bf16Panels>(Bf16Panels::blocking(current_gemm_blocking()), 0, trans_a, trans_b, M, N, K, alpha, A,
+                               lda, B, ldb, beta, C, ldc, bias, second);
   } else {
     gemm_on_panels<Fp32Panels>(current_gemm_blocking(), 0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
                                ldc, bias, second);
