@@ -19,5 +19,6 @@
 #include "llmcc/ops/scale.h"
 #include "llmcc/ops/silu.h"
 #include "llmcc/ops/sub.h"
+#include "llmcc/ops/swiglu.h"
 #include "llmcc/ops/tanh.h"
 #include "llmcc/ops/view.h"

@@ -41,6 +41,7 @@ TEST(OpsHeaderApi, DeclaresEveryRule) {
       nullptr);
   EXPECT_NE(&scale_pullback, nullptr);
   EXPECT_NE(&silu_pullback, nullptr);
+  EXPECT_NE(&swiglu_pullback, nullptr);
   EXPECT_NE(&tanh_pullback, nullptr);
   EXPECT_NE(&view_pullback, nullptr);
 }

@@ -1,6 +1,6 @@
 // Adjoints with pending zeros (Tensor::mark_zero_pending, made by adgen::acc): reads fill the
 // zeros, adgen::accumulate adds nothing for them, and the pullbacks that overwrite such an
-// adjoint (linear, linear_nobias, gelu, add, layernorm, cross_entropy, attention) give exactly what they
+// adjoint (linear, linear_nobias, gelu, swiglu, add, layernorm, cross_entropy, attention) give exactly what they
 // give when adding into real zeros, whatever garbage the storage held, in both kernel modes.
 #include <cmath>
 #include <functional>
@@ -131,6 +131,25 @@ TEST(PendingZerosApi, GeluOverwritesDx) {
   Tensor d_out = test::tensor_from(arena, {n}, random_vector<float>(n, 6));
   Tensor out = gelu(x);
   expect_pending_matches_zeros(arena, {x}, [&](std::vector<Tensor*>& d) { gelu_pullback(x, out, d_out, d[0]); });
+}
+
+TEST(PendingZerosApi, SwigluOverwritesEitherAdjoint) {
+  Arena arena(1 << 24);
+  ArenaScope scope(arena);
+  const int n = 70001;  // large enough for the parallel path
+  Tensor g = test::tensor_from(arena, {n}, random_vector<float>(n, 10, -6.0, 6.0));
+  Tensor up = test::tensor_from(arena, {n}, random_vector<float>(n, 11));
+  Tensor d_out = test::tensor_from(arena, {n}, random_vector<float>(n, 12));
+  Tensor out = swiglu(g, up);
+  expect_pending_matches_zeros(arena, {g, up},
+                               [&](std::vector<Tensor*>& d) { swiglu_pullback(g, up, out, d_out, d[0], d[1]); });
+  expect_pending_matches_zeros(arena, {g},
+                               [&](std::vector<Tensor*>& d) { swiglu_pullback(g, up, out, d_out, d[0], nullptr); });
+  expect_pending_matches_zeros(arena, {up},
+                               [&](std::vector<Tensor*>& d) { swiglu_pullback(g, up, out, d_out, nullptr, d[0]); });
+  // swiglu(x, x): one adjoint given twice; the d_up term overwrites, the d_g term adds.
+  expect_pending_matches_zeros(arena, {g},
+                               [&](std::vector<Tensor*>& d) { swiglu_pullback(g, g, out, d_out, d[0], d[0]); });
 }
 
 TEST(PendingZerosApi, AddOverwritesEitherAdjoint) {

@@ -198,10 +198,15 @@ class Gen:
             upu = self.lin_use("d.H", "d.C")
             mod.fields.append(("child", up, upu))
             g = sc.pick("_g")
-            self.features.append("mul")
-            body = "Tensor %s = %s;\n    %s = %s * %s;\n    return %s;" % (
-                g, act_call(self.call(fc, fcu, x, None)), g, g, self.call(up, upu, x, None),
-                self.call(proj, proju, g, None))
+            if self.rng.random() < 0.5:
+                self.features.append("mul")
+                body = "Tensor %s = %s;\n    %s = %s * %s;\n    return %s;" % (
+                    g, act_call(self.call(fc, fcu, x, None)), g, g, self.call(up, upu, x, None),
+                    self.call(proj, proju, g, None))
+            else:  # the gated activation as one op: silu(fc x) * up x
+                self.features.append("swiglu")
+                body = "Tensor %s = llmcc::swiglu(%s, %s);\n    return %s;" % (
+                    g, self.call(fc, fcu, x, None), self.call(up, upu, x, None), self.call(proj, proju, g, None))
         self.emit_struct(mod, "  %s {\n    %s\n  }" % (sig, body))
         return Use(mod)
 
@@ -607,7 +612,7 @@ class Gen:
         f = sc.pick("f")
         fu = self.lin_use("d.T * d.C", "d.C")
         mod.fields.append(("child", f, fu))
-        post = self.rng.choice(["none", "gelu", "norm", "mul", "silu"])
+        post = self.rng.choice(["none", "gelu", "norm", "mul", "silu", "swiglu"])
         if post == "norm":
             nrm = sc.pick("self")
             nu = self.norm(Scope(self.rng, self.plain))
@@ -632,6 +637,9 @@ class Gen:
         elif post == "mul":
             self.features.append("mul")
             lines.append("%s = %s * %s;" % (p, p, p))
+        elif post == "swiglu":  # one input in both slots: one adjoint receives both terms
+            self.features.append("swiglu")
+            lines.append("%s = llmcc::swiglu(%s, %s);" % (p, p, p))
         lines.append("Tensor %s = %s;" % (q, self.call(f, fu, p, None)))
         back = "llmcc::view(%s, %s, 0)" % (q, self.shape_of(self.rng.choice([x, h])))
         style = self.rng.randrange(3)
