@@ -712,13 +712,12 @@ llmcc::Tensor Qwen3Mlp_forward_fwd(const llmcc::models::Qwen3Mlp& self, const ll
   _s.t1 = Qwen3BlockLora_apply_up_proj_fwd(lora, x, self.up_proj, _s.lora_2);
   llmcc::Tensor up = _s.t1;
   _s.g_2 = g;
-  _s.t2 = llmcc::silu(_s.g_2);
-  _s.up_3 = up;
-  _s.t3 = llmcc::mul(_s.t2, _s.up_3);
-  llmcc::Tensor h = _s.t3;
-  _s.h_4 = h;
-  _s.t4 = Qwen3BlockLora_apply_down_proj_fwd(lora, _s.h_4, self.down_proj, _s.lora_3);
-  llmcc::Tensor out = _s.t4;
+  _s.up_2 = up;
+  _s.t2 = llmcc::swiglu(_s.g_2, _s.up_2);
+  llmcc::Tensor h = _s.t2;
+  _s.h_3 = h;
+  _s.t3 = Qwen3BlockLora_apply_down_proj_fwd(lora, _s.h_3, self.down_proj, _s.lora_3);
+  llmcc::Tensor out = _s.t3;
   return out;
 }
 
@@ -734,37 +733,32 @@ void Qwen3Mlp_forward_bwd(const llmcc::models::Qwen3Mlp& self, const llmcc::Tens
   llmcc::Tensor _d_t1;   // adjoint of t1
   llmcc::Tensor _d_t2;   // adjoint of t2
   llmcc::Tensor _d_t3;   // adjoint of t3
-  llmcc::Tensor _d_t4;   // adjoint of t4
   llmcc::Tensor _d_up;   // adjoint of up
   llmcc::adgen::accumulate(_d_out, d_out);
   if (_d_out.defined()) {
     const llmcc::Tensor _g = _d_out;
     _d_out = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t4, _g);
+    llmcc::adgen::accumulate(_d_t3, _g);
   }
-  if (_d_t4.defined()) {
-    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_4);
+  if (_d_t3.defined()) {
+    llmcc::Tensor* _a0 = llmcc::adgen::acc(&_d_h, _s.h_3);
     llmcc::Tensor* _a1 = llmcc::adgen::acc((d_self ? &d_self->down_proj : nullptr), self.down_proj);
     {
       llmcc::adgen::Scratch _scratch;
-      Qwen3BlockLora_apply_down_proj_bwd(lora, _s.h_4, self.down_proj, _s.lora_3, _d_t4, d_lora,
+      Qwen3BlockLora_apply_down_proj_bwd(lora, _s.h_3, self.down_proj, _s.lora_3, _d_t3, d_lora,
                                          _a0, _a1, false);
     }
-    _d_t4 = llmcc::Tensor();
+    _d_t3 = llmcc::Tensor();
   }
   if (_final && d_self) llmcc::adgen::grad_final(d_self->down_proj);
   if (_d_h.defined()) {
     const llmcc::Tensor _g = _d_h;
     _d_h = llmcc::Tensor();
-    llmcc::adgen::accumulate(_d_t3, _g);
-  }
-  if (_d_t3.defined()) {
-    llmcc::mul_pullback(_s.t2, _s.up_3, _s.t3, _d_t3, llmcc::adgen::acc(&_d_t2, _s.t2),
-                        llmcc::adgen::acc(&_d_up, _s.up_3));
-    _d_t3 = llmcc::Tensor();
+    llmcc::adgen::accumulate(_d_t2, _g);
   }
   if (_d_t2.defined()) {
-    llmcc::silu_pullback(_s.g_2, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2));
+    llmcc::swiglu_pullback(_s.g_2, _s.up_2, _s.t2, _d_t2, llmcc::adgen::acc(&_d_g, _s.g_2),
+                           llmcc::adgen::acc(&_d_up, _s.up_2));
     _d_t2 = llmcc::Tensor();
   }
   if (_d_up.defined()) {

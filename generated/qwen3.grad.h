@@ -13,10 +13,9 @@
 #include "llmcc/ops/embedding.h"
 #include "llmcc/ops/linear.h"
 #include "llmcc/ops/lora_linear.h"
-#include "llmcc/ops/mul.h"
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
-#include "llmcc/ops/silu.h"
+#include "llmcc/ops/swiglu.h"
 #include "llmcc/ops/view.h"
 #include "models/qwen3/qwen3.h"
 
@@ -954,11 +953,10 @@ struct Qwen3Mlp_forward_Saved {
   llmcc::Tensor t1;
   Qwen3BlockLora_apply_up_proj_Saved lora_2;
   llmcc::Tensor g_2;
+  llmcc::Tensor up_2;
   llmcc::Tensor t2;
-  llmcc::Tensor up_3;
+  llmcc::Tensor h_3;
   llmcc::Tensor t3;
-  llmcc::Tensor h_4;
-  llmcc::Tensor t4;
   Qwen3BlockLora_apply_down_proj_Saved lora_3;
   // Every tensor this record keeps for the backward (see adgen::saved_bytes).
   template <class F>
@@ -968,11 +966,10 @@ struct Qwen3Mlp_forward_Saved {
     f(t1);
     lora_2.visit(f);
     f(g_2);
+    f(up_2);
     f(t2);
-    f(up_3);
+    f(h_3);
     f(t3);
-    f(h_4);
-    f(t4);
     lora_3.visit(f);
   }
 };

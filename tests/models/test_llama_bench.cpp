@@ -100,7 +100,7 @@ TEST(LlamaBenchCli, ReportsStepSpeedMfuAndProfile) {
             "--threads", "1", "--warmup", "1", "--steps", "2", "--profile-steps", "1", "--peak-seconds", "0.1"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   for (const char* want : {"llmcc bench: llama-tiny (Llama L4 H4/2 C128", "ms/step: median", "tokens/s:", "MFU",
-                           "peak RSS:", "per-op profile", "linear_nobias", "rope", "rmsnorm", "silu", "adamw.step",
+                           "peak RSS:", "per-op profile", "linear_nobias", "rope", "rmsnorm", "swiglu", "adamw.step",
                            "result: impl=llmcc model=llama-tiny B=2 T=16 threads=1"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in\n" << r.out;
   }

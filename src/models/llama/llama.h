@@ -23,7 +23,7 @@
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
 #include "llmcc/ops/scale.h"
-#include "llmcc/ops/silu.h"
+#include "llmcc/ops/swiglu.h"
 #include "models/kv_cache.h"
 #include "models/llama/llama_config.h"
 #include "models/lora.h"
@@ -152,7 +152,7 @@ struct LlamaFeedForward {
   Tensor forward(const Tensor& x, const LlamaBlockLora& lora) const {  // x: (B, T, C)
     Tensor g = lora.apply_w1(x, w1);                                   // (B, T, F)
     Tensor up = lora.apply_w3(x, w3);                                  // (B, T, F)
-    Tensor h = llmcc::silu(g) * up;                                    // (B, T, F)
+    Tensor h = llmcc::swiglu(g, up);                                   // (B, T, F): silu(g) * up
     Tensor out = lora.apply_w2(h, w2);                                 // (B, T, C)
     return out;
   }

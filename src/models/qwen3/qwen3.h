@@ -23,7 +23,7 @@
 #include "llmcc/ops/rmsnorm.h"
 #include "llmcc/ops/rope.h"
 #include "llmcc/ops/scale.h"
-#include "llmcc/ops/silu.h"
+#include "llmcc/ops/swiglu.h"
 #include "llmcc/ops/view.h"
 #include "models/kv_cache.h"
 #include "models/qwen3/qwen3_config.h"
@@ -164,7 +164,7 @@ struct Qwen3Mlp {
   Tensor forward(const Tensor& x, const Qwen3BlockLora& lora) const {  // x: (B, T, C)
     Tensor g = lora.apply_gate_proj(x, gate_proj);                     // (B, T, F)
     Tensor up = lora.apply_up_proj(x, up_proj);                        // (B, T, F)
-    Tensor h = llmcc::silu(g) * up;                                    // (B, T, F)
+    Tensor h = llmcc::swiglu(g, up);                                   // (B, T, F): silu(g) * up
     Tensor out = lora.apply_down_proj(h, down_proj);                   // (B, T, C)
     return out;
   }
