@@ -85,12 +85,12 @@ std::vector<std::string> cpuinfo_fields(const std::vector<std::string>& keys) {
   return values;
 }
 
-// What the cached blocking is for besides the CPU: the micro-kernel, the compiler and the way
-// the measurement is made ("measure 2": op(B) and C evicted before each timed call, medians of
-// per-round ratios), so that a cache made by another build or an older measurement is measured
-// again.
+// What the cached blocking is for besides the CPU: the micro-kernel, the compiler, the way the
+// measurement is made ("measure 2": op(B) and C evicted before each timed call, medians of
+// per-round ratios) and the built-in blocking it was measured against, so that a cache made by
+// another build, an older measurement or against another built-in blocking is measured again.
 std::string build_description() {
-  return std::string(gemm_packed_kernel_name()) + ", measure 2, " +
+  return std::string(gemm_packed_kernel_name()) + ", measure 2 against " + to_string(builtin_gemm_blocking()) + ", " +
 #if defined(__clang__)
          "clang " + std::to_string(__clang_major__) + "." + std::to_string(__clang_minor__);
 #elif defined(__GNUC__)

@@ -39,10 +39,12 @@ struct Isa {
   // and at K = 768 that is 2 passes instead of 4. The choice and its measurement on Zen 4:
   // docs/perf.md, "GEMM blocking and micro-kernels".
   static constexpr int kKC = 384, kMC = 224, kNC = 4096;
-  // The streaming order's packed op(A) slice (gemm_packed.cpp): 256 rows (19 tiles of 14) at
-  // KC 384, 399 KB of L2, so K = 768 goes in 2 slices (with 258 x 256 floats: 4 of 192).
+  // The streaming order's packed op(A) slice (gemm_packed.cpp), three quarters of a 1 MB L2:
+  // 256 rows (19 tiles of 14) at KC 384, so K = 768 goes in 2 slices (with 258 x 256 floats: 4
+  // of 192), and 512 rows (37 tiles) at 378, so the products of B*T = 512 tokens are sliced
+  // nearly as deep as the blocked order's (a slice of 256 rows' size would cut them to 196).
   // Measured: docs/perf.md, "GEMM blocking and micro-kernels".
-  static constexpr int kStreamA = 266 * 384;
+  static constexpr int kStreamA = 196608;
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
