@@ -92,6 +92,29 @@ TEST(SwigluKernel, FastKernelsGiveTheBitsOfSiluThenMul) {
   });
 }
 
+// d_out may be given as one of the adjoints (the pullback then reads each element before it
+// writes it): the same values as with a separate d_out.
+TEST(SwigluKernel, DOutMayBeOneOfTheAdjoints) {
+  const int n = 70001;  // large enough for the parallel path
+  const auto g = gate_values(n, 31), up = random_vector<float>(n, 32), d_out = random_vector<float>(n, 33);
+  const auto other = random_vector<float>(n, 34);
+  for (bool as_g : {false, true}) {
+    for (bool overwrite : {false, true}) {
+      SCOPED_TRACE(std::string(as_g ? "d_out as d_g" : "d_out as d_up") + (overwrite ? ", overwriting" : ", adding"));
+      auto want_g = as_g ? d_out : other, want_up = as_g ? other : d_out;  // (n)
+      const auto d_out_copy = d_out;
+      cpu::swiglu_backward(want_g.data(), overwrite, want_up.data(), overwrite, g.data(), up.data(), d_out_copy.data(),
+                           n);
+      auto shared = d_out, rest = other;  // (n): d_out and the adjoint it is, and the other adjoint
+      float* dg = as_g ? shared.data() : rest.data();
+      float* du = as_g ? rest.data() : shared.data();
+      cpu::swiglu_backward(dg, overwrite, du, overwrite, g.data(), up.data(), shared.data(), n);
+      EXPECT_TRUE(test::all_close("d_g", as_g ? shared : rest, want_g, 0.0, 0.0));
+      EXPECT_TRUE(test::all_close("d_up", as_g ? rest : shared, want_up, 0.0, 0.0));
+    }
+  }
+}
+
 TEST(SwigluKernel, ForwardAndBackwardMatchReference) {
   for (int n : {1, 7, 65, 1000, 40001}) {
     SCOPED_TRACE("n=" + std::to_string(n));

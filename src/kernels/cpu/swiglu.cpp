@@ -41,25 +41,26 @@ template <bool OverwriteG, bool OverwriteUp>
 void backward(float* d_g, float* d_up, const float* g, const float* up, const float* d_out, std::int64_t n) {
   if (d_g && d_g == d_up) {
     each(n, [&](std::int64_t i) {
-      const float dt = d_out[i] * up[i];
+      const float dout = d_out[i], dt = dout * up[i];
       if constexpr (OverwriteUp) {
-        d_g[i] = d_out[i] * silu_value(g[i]);
+        d_g[i] = dout * silu_value(g[i]);
       } else {
-        d_g[i] += d_out[i] * silu_value(g[i]);
+        d_g[i] += dout * silu_value(g[i]);
       }
       d_g[i] += dt * silu_slope(g[i]);
     });
     return;
   }
-  const auto term_up = [&](std::int64_t i) {
+  // Each term reads d_out[i] once, before either adjoint is written: d_out may be one of them.
+  const auto term_up = [&](std::int64_t i, float dout) {
     if constexpr (OverwriteUp) {
-      d_up[i] = d_out[i] * silu_value(g[i]);
+      d_up[i] = dout * silu_value(g[i]);
     } else {
-      d_up[i] += d_out[i] * silu_value(g[i]);
+      d_up[i] += dout * silu_value(g[i]);
     }
   };
-  const auto term_g = [&](std::int64_t i) {
-    const float dt = d_out[i] * up[i];
+  const auto term_g = [&](std::int64_t i, float dout) {
+    const float dt = dout * up[i];
     if constexpr (OverwriteG) {
       d_g[i] = dt * silu_slope(g[i]);
     } else {
@@ -68,13 +69,14 @@ void backward(float* d_g, float* d_up, const float* g, const float* up, const fl
   };
   if (d_g && d_up) {
     each(n, [&](std::int64_t i) {
-      term_up(i);
-      term_g(i);
+      const float dout = d_out[i];
+      term_up(i, dout);
+      term_g(i, dout);
     });
   } else if (d_g) {
-    each(n, term_g);
+    each(n, [&](std::int64_t i) { term_g(i, d_out[i]); });
   } else if (d_up) {
-    each(n, term_up);
+    each(n, [&](std::int64_t i) { term_up(i, d_out[i]); });
   }
 }
 
