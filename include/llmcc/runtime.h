@@ -50,10 +50,13 @@ struct GemmBlocking {
   int mc = 0;        // rows of C per packed op(A) block in the blocked order: a multiple of MR
   int nc = 0;        // columns of C per packed op(B) block: a multiple of NR
   int stream_a = 0;  // floats of the streaming order's packed op(A) slice (its rows x KC)
+  // Products with at most this many rows of C take the streaming order (its op(A) slice of all
+  // rows in stream_a), wider ones the blocked order; 0 to 512.
+  int stream_rows = 0;
   bool operator==(const GemmBlocking&) const = default;
 };
 // How the blocking is chosen, once, before the first product. Auto: this CPU's cached
-// measurement, else measure now (about a second, one thread) and cache it; Off: the blocking
+// measurement, else measure now (about two seconds, one thread) and cache it; Off: the blocking
 // built in for the instruction set; Redo: measure now and overwrite the cache. The default is
 // $LLMCC_GEMM_TUNE (auto, off or redo), else Auto. Setting a mode drops any choice made so far.
 enum class GemmTune { Auto, Off, Redo };
@@ -71,7 +74,8 @@ GemmBlockingInfo gemm_blocking_info();
 // Use this blocking from now on (a resumed run's, tests, benchmarks); throws llmcc::Error naming
 // a field that no packed GEMM of this build can use. `source` is what gemm_blocking_info says.
 void set_gemm_blocking(const GemmBlocking& blocking, const std::string& source = "set by the program");
-// "kc=384 mc=240 nc=4096 stream_a=66048", and back (llmcc::Error unless all four are there).
+// "kc=384 mc=240 nc=4096 stream_a=66048 stream_rows=512", and back (llmcc::Error unless kc, mc,
+// nc and stream_a are there; a text without stream_rows, as runs before it wrote, means 512).
 std::string to_string(const GemmBlocking& blocking);
 GemmBlocking parse_gemm_blocking(const std::string& text);
 // The blocking built in for this build's instruction set (what Off uses).

@@ -1,9 +1,11 @@
 // The packed GEMM under cache blockings nobody picked, and the autotuner that picks one:
-//   - any valid blocking (KC, MC, NC and the streaming slice, down to the smallest) gives the
-//     product of a naive double loop, in both orders, all transposes, with bias and beta, fp32 and
-//     bf16, on 1 and 2 threads; with a fixed blocking the thread count changes no bit;
+//   - any valid blocking (KC, MC, NC, the streaming slice and the streaming order's row limit,
+//     down to the smallest) gives the product of a naive double loop, in both orders, all
+//     transposes, with bias and beta, fp32 and bf16, on 1 and 2 threads; with a fixed blocking the
+//     thread count changes no bit;
 //   - the tuning modes: redo measures and writes the cache file, auto reads it back, off is the
-//     built-in blocking; a corrupt cache or one measured on another CPU is measured again;
+//     built-in blocking; a corrupt cache, one measured on another CPU or one without stream_rows
+//     is measured again;
 //   - bad blockings and modes are refused with the field named.
 #include <array>
 #include <cstdio>
@@ -35,13 +37,16 @@ using cpu::packed::kNR;
 constexpr int kMinStream = (cpu::kStreamMaxRows + kMR - 1) / kMR * kMR * 16;
 
 // Blockings from the smallest valid one to larger than any CPU's caches would suggest, with
-// uneven multiples of the tile.
+// uneven multiples of the tile, and streaming row limits on either side of kSizes' row counts
+// (none, 129 and 130 around M = 130, 511 and 512 around M = 512).
 std::vector<GemmBlocking> odd_blockings() {
   std::vector<GemmBlocking> v = {
-      {16, kMR, kNR, kMinStream},
-      {34, 3 * kMR, 2 * kNR, kMinStream + 16 * kMR},
-      {130, 7 * kMR, 5 * kNR, 3 * kMinStream},
-      {1024, 97 * kMR, 130 * kNR, 40 * kMinStream},
+      {16, kMR, kNR, kMinStream, cpu::kStreamMaxRows},
+      {16, kMR, kNR, 16 * kMR, 1},  // the smallest slice: one tile's rows, 16 values of K
+      {34, 3 * kMR, 2 * kNR, kMinStream + 16 * kMR, 129},
+      {130, 7 * kMR, 5 * kNR, 3 * kMinStream, 130},
+      {1024, 97 * kMR, 130 * kNR, 40 * kMinStream, 511},
+      {384, 5 * kMR, 9 * kNR, kMinStream, 0},
       builtin_gemm_blocking(),
   };
   std::mt19937 rng(11);
@@ -51,12 +56,14 @@ std::vector<GemmBlocking> odd_blockings() {
     b.mc = kMR * (1 + static_cast<int>(rng() % 60));
     b.nc = kNR * (1 + static_cast<int>(rng() % 40));
     b.stream_a = kMinStream + 16 * kMR * static_cast<int>(rng() % 40);
+    b.stream_rows = static_cast<int>(rng() % (cpu::kStreamMaxRows + 1));
     v.push_back(b);
   }
   return v;
 }
 
-// (M, N, K) through both orders (up to and past kStreamMaxRows rows) and across every block.
+// (M, N, K) through both orders (up to and past each blocking's stream_rows) and across every
+// block.
 // {20, 60, 12000}: split_k's 2 parts.
 const std::vector<std::array<int, 3>> kSizes = {{1, 1, 1},      {7, 33, 65},     {130, 97, 300}, {512, 70, 41},
                                                 {513, 45, 129}, {700, 130, 517}, {20, 60, 12000}};
@@ -166,10 +173,28 @@ TEST(GemmBlockingApi, BadBlockingsAndModesAreRefusedByName) {
   b = builtin_gemm_blocking();
   b.stream_a = 100;
   EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"stream_a is 100", "at least"}));
+  b = builtin_gemm_blocking();
+  b.stream_rows = cpu::kStreamMaxRows + 1;
+  const std::string rows_is = "stream_rows is " + std::to_string(cpu::kStreamMaxRows + 1);
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {rows_is.c_str(), "expected 0 to"}));
+  b.stream_rows = -1;
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"stream_rows is -1"}));
+  // A slice that holds one tile's rows serves a row limit of one tile, not of two.
+  b.stream_a = 16 * kMR;
+  b.stream_rows = kMR;
+  EXPECT_NO_THROW(cpu::validate_gemm_blocking(b));
+  b.stream_rows = kMR + 1;
+  EXPECT_TRUE(test::throws_error([&] { set_gemm_blocking(b); }, {"stream_a is", "at least"}));
   EXPECT_TRUE(test::throws_error([] { parse_gemm_tune("fast"); }, {"'fast'", "auto, off or redo"}));
   EXPECT_TRUE(test::throws_error([] { parse_gemm_blocking("kc=384 mc=240"); }, {"lacks one of"}));
   EXPECT_TRUE(test::throws_error([] { parse_gemm_blocking("kc=384 mc=x nc=4096 stream_a=66048"); }, {"at 'mc=x'"}));
+  EXPECT_TRUE(test::throws_error([] { parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048 stream_rows=-2"); },
+                                 {"at 'stream_rows=-2'"}));
   EXPECT_EQ(parse_gemm_blocking(to_string(builtin_gemm_blocking())), builtin_gemm_blocking());
+  // A checkpoint's text from before stream_rows: its run streamed up to the built-in limit.
+  const GemmBlocking old = parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048");
+  EXPECT_EQ(old.stream_rows, cpu::kStreamMaxRows);
+  EXPECT_EQ(parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048 stream_rows=0").stream_rows, 0);
 }
 
 // Points LLMCC_TUNE_CACHE at a fresh directory for one test, and restores the blocking.
@@ -214,6 +239,8 @@ TEST_F(GemmTuneCache, RedoMeasuresAutoReadsOffIsBuiltIn) {
   const std::string text = read(path);
   EXPECT_NE(text.find("cpu " + cpu::cpu_description()), std::string::npos) << text;
   EXPECT_NE(text.find("kc " + std::to_string(measured.blocking.kc)), std::string::npos) << text;
+  EXPECT_NE(text.find("\nstream_rows " + std::to_string(measured.blocking.stream_rows) + "\n"), std::string::npos)
+      << text;
   std::printf("measured on %s: %s\n%s", measured.cpu.c_str(), to_string(measured.blocking).c_str(), text.c_str());
 
   set_gemm_tune(GemmTune::Auto);
@@ -230,7 +257,7 @@ TEST_F(GemmTuneCache, RedoMeasuresAutoReadsOffIsBuiltIn) {
 TEST_F(GemmTuneCache, CorruptOrForeignCacheIsMeasuredAgain) {
   const std::string path = gemm_tune_cache_path();
   const std::string valid_rest = "kc 384\nmc " + std::to_string(10 * kMR) + "\nnc " + std::to_string(4 * kNR) +
-                                 "\nstream_a " + std::to_string(kMinStream) + "\n";
+                                 "\nstream_a " + std::to_string(kMinStream) + "\nstream_rows 512\n";
   for (const std::string& bad :
        {std::string("kc 38x\n"), std::string("\x01\x02garbage"),
         "cpu some other CPU\nbuild " + std::string(cpu::gemm_packed_kernel_name()) + "\n" + valid_rest}) {
@@ -242,6 +269,15 @@ TEST_F(GemmTuneCache, CorruptOrForeignCacheIsMeasuredAgain) {
     set_gemm_tune(GemmTune::Auto);
     EXPECT_EQ(gemm_blocking_info().source, "read from " + path) << read(path);
   }
+
+  // This CPU's and build's own file, but from before stream_rows was measured.
+  const std::string text = read(path);
+  const std::size_t at = text.find("\nstream_rows ");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::ofstream(path) << text.substr(0, at) << "\n";  // stream_rows is the file's last line
+  set_gemm_tune(GemmTune::Auto);
+  const GemmBlockingInfo info = gemm_blocking_info();
+  EXPECT_NE(info.source.find("measured now"), std::string::npos) << info.source << "\n" << read(path);
 }
 
 }  // namespace

@@ -321,9 +321,10 @@ int run_bench(int argc, char** argv) {
   std::printf(
       "\nresult: impl=llmcc model=%s B=%d T=%d threads=%d dtype=%s median_ms=%.3f min_ms=%.3f tokens_per_s=%.3f "
       "gflops=%.3f mfu=%.4f peak_gflops=%.3f peak_rss_mib=%.1f minor_faults_per_step=%.1f "
-      "major_faults_per_step=%.1f gemm_kc=%d gemm_mc=%d gemm_nc=%d gemm_stream_a=%d\n",
+      "major_faults_per_step=%.1f gemm_kc=%d gemm_mc=%d gemm_nc=%d gemm_stream_a=%d gemm_stream_rows=%d\n",
       model.c_str(), batch, seq_len, threads, dtype.c_str(), med, best, tokens / (med * 1e-3), gflops, mfu, peak.gflops,
-      rss, minor_faults, major_faults, gemm.blocking.kc, gemm.blocking.mc, gemm.blocking.nc, gemm.blocking.stream_a);
+      rss, minor_faults, major_faults, gemm.blocking.kc, gemm.blocking.mc, gemm.blocking.nc, gemm.blocking.stream_a,
+      gemm.blocking.stream_rows);
   return 0;
 }
 

@@ -108,11 +108,19 @@ std::uint64_t fnv1a(const std::string& s) {
 
 // ---- choosing the blocking -----------------------------------------------------------------
 
-// The field of `b` named `key` (kc, mc, nc, stream_a: the cache file's and to_string's names),
-// else null.
+// The field of `b` named `key` (kc, mc, nc, stream_a, stream_rows: the cache file's and
+// to_string's names), else null.
 int* blocking_field(GemmBlocking& b, const std::string& key) {
-  return key == "kc" ? &b.kc : key == "mc" ? &b.mc : key == "nc" ? &b.nc : key == "stream_a" ? &b.stream_a : nullptr;
+  return key == "kc"            ? &b.kc
+         : key == "mc"          ? &b.mc
+         : key == "nc"          ? &b.nc
+         : key == "stream_a"    ? &b.stream_a
+         : key == "stream_rows" ? &b.stream_rows
+                                : nullptr;
 }
+
+// stream_rows is the only field that may be 0 (no product streams).
+int min_field_value(const std::string& key) { return key == "stream_rows" ? 0 : 1; }
 
 struct State {
   std::mutex mutex;
@@ -134,6 +142,7 @@ std::optional<GemmBlocking> read_cache(const fs::path& path, const std::string& 
     return std::nullopt;
   }
   GemmBlocking b;
+  b.stream_rows = -1;  // required: a file without it is from before the order was measured
   std::string line, file_cpu, file_build;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -149,14 +158,15 @@ std::optional<GemmBlocking> read_cache(const fs::path& path, const std::string& 
     } else if (field) {
       char* end = nullptr;
       const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v <= 0 || v > (1L << 30)) {
-        why = "line " + std::to_string(line_no) + ": " + key + " is '" + value + "', expected a positive integer";
+      if (value.empty() || *end != '\0' || v < min_field_value(key) || v > (1L << 30)) {
+        why = "line " + std::to_string(line_no) + ": " + key + " is '" + value + "', expected " +
+              (min_field_value(key) == 0 ? "a non-negative" : "a positive") + " integer";
         return std::nullopt;
       }
       *field = static_cast<int>(v);
     } else {
-      why =
-          "line " + std::to_string(line_no) + ": unknown key '" + key + "' (expected cpu, build, kc, mc, nc, stream_a)";
+      why = "line " + std::to_string(line_no) + ": unknown key '" + key +
+            "' (expected cpu, build, kc, mc, nc, stream_a, stream_rows)";
       return std::nullopt;
     }
   }
@@ -164,8 +174,8 @@ std::optional<GemmBlocking> read_cache(const fs::path& path, const std::string& 
     why = "it was measured for another CPU or build ('" + file_cpu + "', '" + file_build + "')";
     return std::nullopt;
   }
-  if (b.kc == 0 || b.mc == 0 || b.nc == 0 || b.stream_a == 0) {
-    why = "it lacks one of kc, mc, nc, stream_a";
+  if (b.kc == 0 || b.mc == 0 || b.nc == 0 || b.stream_a == 0 || b.stream_rows < 0) {
+    why = "it lacks one of kc, mc, nc, stream_a, stream_rows";
     return std::nullopt;
   }
   try {
@@ -193,7 +203,7 @@ bool write_cache(const fs::path& path, const GemmBlocking& b, const std::string&
     std::istringstream table(r.table);
     for (std::string row; std::getline(table, row);) out << "# " << row << "\n";
     out << "cpu " << cpu << "\nbuild " << build_description() << "\nkc " << b.kc << "\nmc " << b.mc << "\nnc " << b.nc
-        << "\nstream_a " << b.stream_a << "\n";
+        << "\nstream_a " << b.stream_a << "\nstream_rows " << b.stream_rows << "\n";
     if (!out.flush()) {
       std::fprintf(stderr, "llmcc: cannot write the GEMM tuning cache %s; the measured blocking is used but not kept\n",
                    tmp.c_str());
@@ -293,6 +303,13 @@ struct Product {
 // tokens): the blocked order, with K long enough that KC decides the slice count.
 constexpr Product kStreamProduct{"streaming 256x3072x768", false, true, 256, 3072, 768};
 constexpr Product kBlockedProduct{"blocked 1024x768x1024", true, false, 1024, 768, 1024};
+// The forward product at 128 to 512 rows, where either order may be the faster one: the
+// streaming order packs all rows of op(A) per slice, so more rows mean shallower slices (more
+// passes over C), while the blocked order packs each KC x NC block of op(B) before using it.
+constexpr Product kOrderProducts[] = {{"order 128x3072x768", false, true, 128, 3072, 768},
+                                      {"order 256x3072x768", false, true, 256, 3072, 768},
+                                      {"order 384x3072x768", false, true, 384, 3072, 768},
+                                      {"order 512x3072x768", false, true, 512, 3072, 768}};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -320,7 +337,7 @@ class Bench {
   Bench() {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (const Product* p : {&kStreamProduct, &kBlockedProduct}) {
+    for (const Product* p : {&kStreamProduct, &kBlockedProduct, &kOrderProducts[3]}) {
       a_.resize(std::max(a_.size(), static_cast<std::size_t>(p->M) * p->K));
       b_.resize(std::max(b_.size(), static_cast<std::size_t>(p->K) * p->N));
       c_.resize(std::max(c_.size(), static_cast<std::size_t>(p->M) * p->N));
@@ -369,6 +386,10 @@ class Bench {
   std::vector<float> a_, b_, c_;
 };
 
+// The smallest stream_a that holds `rows` rows of the streaming order (padded to whole tiles; at
+// least one) times 16 values of K.
+int min_stream_a(int rows) { return (std::max(rows, 1) + kMR - 1) / kMR * kMR * 16; }
+
 int round_down(long v, int unit) { return static_cast<int>(std::max<long>(unit, v / unit * unit)); }
 
 void add_unique(std::vector<int>& v, int x) {
@@ -396,13 +417,15 @@ void validate_gemm_blocking(const GemmBlocking& b) {
   need(b.nc >= kNR && b.nc <= 65536 && b.nc % kNR == 0, "nc is " + std::to_string(b.nc) + ", expected a multiple of " +
                                                             std::to_string(kNR) +
                                                             " (the micro-kernel's columns) up to 65536");
-  // The streaming order's slice holds all its rows (up to kStreamMaxRows, padded to whole
-  // tiles) times at least 16 values of K.
-  const int min_stream = (kStreamMaxRows + kMR - 1) / kMR * kMR * 16;
+  need(b.stream_rows >= 0 && b.stream_rows <= kStreamMaxRows,
+       "stream_rows is " + std::to_string(b.stream_rows) + ", expected 0 to " + std::to_string(kStreamMaxRows));
+  // The streaming order's slice holds all its rows (up to stream_rows, padded to whole tiles)
+  // times at least 16 values of K.
+  const int min_stream = min_stream_a(b.stream_rows);
   need(b.stream_a >= min_stream && b.stream_a <= (1 << 24),
        "stream_a is " + std::to_string(b.stream_a) + ", expected at least " + std::to_string(min_stream) +
-           " floats (the streaming order's " + std::to_string(kStreamMaxRows) +
-           " rows times 16 values of K) and at most 16M");
+           " floats (the streaming order's " + std::to_string(std::max(b.stream_rows, 1)) +
+           " rows, padded to whole tiles, times 16 values of K) and at most 16M");
 }
 
 CpuCaches cpu_caches() {
@@ -435,10 +458,10 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
   const GemmBlocking builtin = builtin_gemm_blocking();
   Bench bench;
   std::ostringstream table;
-  char row[160];
+  char row[192];
   const auto line = [&](const GemmBlocking& b, const Product& p, double gflops, double speedup, const char* note) {
-    std::snprintf(row, sizeof row, "%-24s kc %4d mc %4d nc %5d stream_a %7d: %6.1f GFLOP/s %5.3fx%s\n", p.name, b.kc,
-                  b.mc, b.nc, b.stream_a, gflops, speedup, note);
+    std::snprintf(row, sizeof row, "%-24s kc %4d mc %4d nc %5d stream_a %7d stream_rows %3d: %6.1f GFLOP/s %5.3fx%s\n",
+                  p.name, b.kc, b.mc, b.nc, b.stream_a, b.stream_rows, gflops, speedup, note);
     table << row;
   };
 
@@ -485,7 +508,7 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
   // they go on only if the blocked product stays within kTuneMargin of step 1's choice (their
   // MC shrinks to keep op(A)'s block in half of L2).
   const int rows = (kStreamProduct.M + kMR - 1) / kMR * kMR;
-  const int min_stream = (kStreamMaxRows + kMR - 1) / kMR * kMR * 16;
+  const int min_stream = min_stream_a(kStreamMaxRows);
   std::vector<GemmBlocking> streaming = {best};
   streaming[0].stream_a = builtin.stream_a;
   std::vector<GemmBlocking> deeper = {best};  // [0]: step 1's choice, to compare with
@@ -513,8 +536,31 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
     }
   }
   best = pick(streaming, kStreamProduct);
-  std::snprintf(row, sizeof row, "chosen: kc %d mc %d nc %d stream_a %d (built in: kc %d mc %d nc %d stream_a %d)\n",
-                best.kc, best.mc, best.nc, best.stream_a, builtin.kc, builtin.mc, builtin.nc, builtin.stream_a);
+
+  // 3. stream_rows: the orders on the forward product of 256 rows, then of 384 and 512 while the
+  // streaming order holds (else 128): the largest of them at which it holds, with the blockings
+  // chosen. The streaming order is the one to beat at every size (the built-in stream_rows).
+  int stream_rows = 0;
+  const auto streaming_holds = [&](const Product& p) {
+    GemmBlocking blocked_order = best;
+    blocked_order.stream_rows = p.M - 1;
+    return pick({best, blocked_order}, p) == best;
+  };
+  if (streaming_holds(kOrderProducts[1])) {
+    stream_rows = kOrderProducts[1].M;
+    for (const Product& p : {kOrderProducts[2], kOrderProducts[3]}) {
+      if (!streaming_holds(p)) break;
+      stream_rows = p.M;
+    }
+  } else if (streaming_holds(kOrderProducts[0])) {
+    stream_rows = kOrderProducts[0].M;
+  }
+  best.stream_rows = stream_rows;
+  std::snprintf(row, sizeof row,
+                "chosen: kc %d mc %d nc %d stream_a %d stream_rows %d (built in: kc %d mc %d nc %d stream_a %d "
+                "stream_rows %d)\n",
+                best.kc, best.mc, best.nc, best.stream_a, best.stream_rows, builtin.kc, builtin.mc, builtin.nc,
+                builtin.stream_a, builtin.stream_rows);
   table << row;
   return {best, table.str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
@@ -522,7 +568,8 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
 }  // namespace cpu
 
 GemmBlocking builtin_gemm_blocking() {
-  return {cpu::packed::Isa::kKC, cpu::packed::Isa::kMC, cpu::packed::Isa::kNC, cpu::packed::Isa::kStreamA};
+  return {cpu::packed::Isa::kKC, cpu::packed::Isa::kMC, cpu::packed::Isa::kNC, cpu::packed::Isa::kStreamA,
+          cpu::kStreamMaxRows};
 }
 
 GemmTune parse_gemm_tune(const std::string& name) {
@@ -557,11 +604,12 @@ void set_gemm_blocking(const GemmBlocking& blocking, const std::string& source) 
 
 std::string to_string(const GemmBlocking& b) {
   return "kc=" + std::to_string(b.kc) + " mc=" + std::to_string(b.mc) + " nc=" + std::to_string(b.nc) +
-         " stream_a=" + std::to_string(b.stream_a);
+         " stream_a=" + std::to_string(b.stream_a) + " stream_rows=" + std::to_string(b.stream_rows);
 }
 
 GemmBlocking parse_gemm_blocking(const std::string& text) {
   GemmBlocking b;
+  b.stream_rows = -1;
   std::istringstream in(text);
   std::string word;
   while (in >> word) {
@@ -570,13 +618,16 @@ GemmBlocking parse_gemm_blocking(const std::string& text) {
     int* field = cpu::blocking_field(b, key);
     char* end = nullptr;
     const long v = eq == std::string::npos ? 0 : std::strtol(word.c_str() + eq + 1, &end, 10);
-    if (!field || eq == std::string::npos || *end != '\0' || v <= 0 || v > (1L << 30))
-      fail("gemm blocking",
-           "'" + text + "' is not of the form kc=384 mc=240 nc=4096 stream_a=66048 (at '" + word + "')");
+    if (!field || eq == std::string::npos || *end != '\0' || v < cpu::min_field_value(key) || v > (1L << 30))
+      fail(
+          "gemm blocking",
+          "'" + text + "' is not of the form kc=384 mc=240 nc=4096 stream_a=66048 stream_rows=512 (at '" + word + "')");
     *field = static_cast<int>(v);
   }
   if (b.kc == 0 || b.mc == 0 || b.nc == 0 || b.stream_a == 0)
     fail("gemm blocking", "'" + text + "' lacks one of kc, mc, nc, stream_a");
+  // Runs before the field existed streamed up to the built-in row count.
+  if (b.stream_rows < 0) b.stream_rows = cpu::kStreamMaxRows;
   return b;
 }
 

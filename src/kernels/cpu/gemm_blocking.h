@@ -2,10 +2,11 @@
 // built in per instruction set, or measured on this CPU by a short autotuning pass and cached
 // per CPU and build, as FFTW keeps wisdom and BLIS a configuration per architecture.
 //
-// The measurement times the packed GEMM on one thread, on two products of a GPT-2 124M training
+// The measurement times the packed GEMM on one thread, on products of a GPT-2 124M training
 // step's kind: a forward product of 256 rows (the streaming order, whose op(A) slice is
-// stream_a) and a weight-gradient product of 1,024 rows (the blocked order: kc, mc), with op(B)
-// and C flushed from the caches before each call, as a step finds them. Candidates
+// stream_a), a weight-gradient product of 1,024 rows (the blocked order: kc, mc) and the forward
+// product at 128 to 512 rows in both orders (stream_rows: up to how many rows streaming pays),
+// with op(B) and C flushed from the caches before each call, as a step finds them. Candidates
 // come from the caches Linux reports (an op(B) panel of KC x NR in L1, an MC x KC block of
 // op(A) in half of L2, the streaming slice in up to three quarters of L2) and always include
 // the built-in blocking, which is kept unless another is at least kTuneMargin faster: a noisy

@@ -11,14 +11,15 @@
 // all four cases. The buffers are allocated on a thread's first call and kept (thread_local),
 // so later calls allocate nothing.
 //
-// A product with few rows of C (M <= kStreamMaxRows: the B*T rows of a training step's forward and
-// d_x GEMMs, where op(B) is a weight matrix used by only those few rows) takes another order,
-// the streaming one: all of op(A)'s rows for one KC slice are packed once (they fit in L2), and
-// op(B) is packed one NR-wide panel at a time into a buffer that stays in L1, while the
-// micro-kernels of the current panel prefetch the source of the next one. The blocked order
-// above instead packs a whole KC x NC block of a weight matrix first, a pass that waits on
-// memory with no arithmetic to hide it behind, then reads it back from L3 once per MC block
-// (docs/perf.md, "GEMM blocking and micro-kernels").
+// A product with few rows of C (M <= GemmBlocking::stream_rows, 512 built in: the B*T rows of a
+// training step's forward and d_x GEMMs, where op(B) is a weight matrix used by only those few
+// rows) takes another order, the streaming one: all of op(A)'s rows for one KC slice are packed
+// once (they fit in L2), and op(B) is packed one NR-wide panel at a time into a buffer that stays
+// in L1, while the micro-kernels of the current panel prefetch the source of the next one. The
+// blocked order above instead packs a whole KC x NC block of a weight matrix first, a pass that
+// waits on memory with no arithmetic to hide it behind, then reads it back from L3 once per MC
+// block (docs/perf.md, "GEMM blocking and micro-kernels"). Which order pays up to 512 rows
+// depends on the CPU's caches: the autotuner measures it (gemm_blocking.h).
 //
 // Threads share the operand packed once per stage (op(A)'s KC slice when streaming, op(B)'s
 // KC x NC block when blocked), pack it together in pieces, and then take the other operand's
@@ -78,7 +79,7 @@ using std::ptrdiff_t;
 // Products smaller than this (M*N*K) run on the calling thread: waking a team costs more.
 constexpr double kParallelMinWork = 1 << 18;
 
-// The streaming order takes at most kStreamMaxRows rows of C (gemm_packed.h) and packs the op(A)
+// The streaming order takes at most GemmBlocking::stream_rows rows of C and packs the op(A)
 // slice of all of them (rows rounded up to kMR, times KC) in at most GemmBlocking::stream_a
 // floats, which sets KC for that order. The built-in stream_a for AVX2, 258 x 256 (258 KB, about
 // half of Zen 3's L2), is a training step's 256 rows at B=4, T=64 with KC 256, so that K = 768
@@ -662,14 +663,14 @@ class PanelPrefetch {
 // KC, the depth of one slice of K, for either order. It depends on M and K alone, never on the
 // thread count: which order runs can (a narrow product of few rows streams on one thread but
 // not on two), and each element of C sums its K slices in order, so one KC for both orders
-// gives the same bits on any number of threads. Up to kStreamMaxRows rows it is the streaming
+// gives the same bits on any number of threads. Up to blk.stream_rows rows it is the streaming
 // order's, whose op(A) slice of all rows times KC fits in blk.stream_a floats.
 // Slices are multiples of `unit` (P::kKUnit: the values of K per packed element) but the last,
 // and hold up to KC packed elements, unit x KC values of K (the bf16 pair panels are given
 // twice the KC: Bf16PairPanels::blocking).
 int slice_kc(const GemmBlocking& blk, int M, int K, int unit) {
   const int kc_max = blk.kc * unit;
-  if (M > kStreamMaxRows) return balanced_block(K, kc_max, unit);
+  if (M > blk.stream_rows) return balanced_block(K, kc_max, unit);
   const int m_padded = (M + kMR - 1) / kMR * kMR;
   return balanced_block(K, std::min(kc_max, blk.stream_a * unit / m_padded / unit * unit), unit);
 }
@@ -877,7 +878,7 @@ void team_blocked(const Gemm& g, const BlockedPlan& plan, TeamState& state, type
 // op(A) row tiles per packing piece of the streaming order (48 rows).
 constexpr int kPackPieceTiles = 8;
 
-// The streaming order (up to kStreamMaxRows rows) on a team of any size (1 included), in stages of
+// The streaming order (up to blk.stream_rows rows) on a team of any size (1 included), in stages of
 // KC slices: each slice's op(A) rows are packed into one of two shared buffers in pieces, then
 // threads take op(B) panels from a counter (the one after next is taken early, so that its
 // source can be prefetched), each packing the panel into its own L1 buffer. As in the blocked
@@ -1036,7 +1037,7 @@ void gemm_on_panels(const GemmBlocking& blk, int max_threads, bool trans_a, bool
   if (static_cast<double>(M) * N * K < kParallelMinWork) threads = 1;
   // Streaming needs a few op(B) panels per thread to share out; otherwise the blocked order
   // shares out row blocks.
-  const bool streaming = M <= kStreamMaxRows && n_tiles >= 4 * threads;
+  const bool streaming = M <= blk.stream_rows && n_tiles >= 4 * threads;
   // Either order's slices of K (blocked_plan's kc_block is the same).
   const int kc_block = slice_kc(blk, M, K, P::kKUnit);
   const int stream_kc = streaming ? kc_block : 0;

@@ -13,7 +13,8 @@
 
 namespace llmcc::cpu {
 
-// Products with at most this many rows of C take the streaming order (gemm_packed.cpp).
+// The most rows of C a product in the streaming order may have (gemm_packed.cpp): the largest
+// GemmBlocking::stream_rows, and the built-in one.
 inline constexpr int kStreamMaxRows = 512;
 
 // Same contract as cpu::gemm (gemm.h): row-major C(M, N) = alpha * op(A) . op(B) + beta * C,
