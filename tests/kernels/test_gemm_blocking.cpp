@@ -7,6 +7,7 @@
 //     built-in blocking; a corrupt cache, one measured on another CPU or one without stream_rows
 //     is measured again;
 //   - bad blockings and modes are refused with the field named.
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -195,6 +196,33 @@ TEST(GemmBlockingApi, BadBlockingsAndModesAreRefusedByName) {
   const GemmBlocking old = parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048");
   EXPECT_EQ(old.stream_rows, cpu::kStreamMaxRows);
   EXPECT_EQ(parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048 stream_rows=0").stream_rows, 0);
+}
+
+// The order step's rule on made-up outcomes: which row counts it asks about, in which order,
+// and what it keeps.
+TEST(GemmBlockingTune, StreamRowsIsTheLargestMeasuredRowCountWhereStreamingHolds) {
+  struct Case {
+    std::vector<int> holds;  // row counts at which streaming holds
+    std::vector<int> asked;  // expected questions, in order
+    int rows;                // expected choice
+  };
+  const std::vector<Case> cases = {
+      {{128, 256, 384, 512}, {256, 384, 512}, 512},
+      {{256, 384}, {256, 384, 512}, 384},
+      {{256, 512}, {256, 384}, 256},
+      {{128}, {256, 128}, 128},
+      {{}, {256, 128}, 0},
+      {{384, 512}, {256, 128}, 0},
+  };
+  for (const Case& c : cases) {
+    std::vector<int> asked;
+    const int rows = cpu::choose_stream_rows([&](int r) {
+      asked.push_back(r);
+      return std::find(c.holds.begin(), c.holds.end(), r) != c.holds.end();
+    });
+    EXPECT_EQ(rows, c.rows) << ::testing::PrintToString(c.holds);
+    EXPECT_EQ(asked, c.asked) << ::testing::PrintToString(c.holds);
+  }
 }
 
 // Points LLMCC_TUNE_CACHE at a fresh directory for one test, and restores the blocking.

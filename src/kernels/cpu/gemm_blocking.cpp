@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -481,6 +483,16 @@ std::string cpu_description() {
   return s;
 }
 
+int choose_stream_rows(const std::function<bool(int rows)>& streaming_holds) {
+  if (!streaming_holds(256)) return streaming_holds(128) ? 128 : 0;
+  int rows = 256;
+  for (const int more : {384, 512}) {
+    if (!streaming_holds(more)) break;
+    rows = more;
+  }
+  return rows;
+}
+
 GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
   const auto start = std::chrono::steady_clock::now();
   const GemmBlocking builtin = builtin_gemm_blocking();
@@ -565,25 +577,15 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
   }
   best = pick(streaming, kStreamProduct);
 
-  // 3. stream_rows: the orders on the forward product of 256 rows, then of 384 and 512 while the
-  // streaming order holds (else 128): the largest of them at which it holds, with the blockings
-  // chosen. The streaming order is the one to beat at every size (the built-in stream_rows).
-  int stream_rows = 0;
-  const auto streaming_holds = [&](const Product& p) {
+  // 3. stream_rows, with the blockings chosen. The streaming order is the one to beat at every
+  // size (the built-in stream_rows).
+  best.stream_rows = choose_stream_rows([&](int rows) {
+    const Product* p = std::find_if(std::begin(kOrderProducts), std::end(kOrderProducts),
+                                    [&](const Product& q) { return q.M == rows; });
     GemmBlocking blocked_order = best;
-    blocked_order.stream_rows = p.M - 1;
-    return pick({best, blocked_order}, p) == best;
-  };
-  if (streaming_holds(kOrderProducts[1])) {
-    stream_rows = kOrderProducts[1].M;
-    for (const Product& p : {kOrderProducts[2], kOrderProducts[3]}) {
-      if (!streaming_holds(p)) break;
-      stream_rows = p.M;
-    }
-  } else if (streaming_holds(kOrderProducts[0])) {
-    stream_rows = kOrderProducts[0].M;
-  }
-  best.stream_rows = stream_rows;
+    blocked_order.stream_rows = rows - 1;
+    return pick({best, blocked_order}, *p) == best;
+  });
   std::snprintf(row, sizeof row,
                 "chosen: kc %d mc %d nc %d stream_a %d stream_rows %d (built in: kc %d mc %d nc %d stream_a %d "
                 "stream_rows %d)\n",

@@ -13,6 +13,7 @@
 // measurement cannot make the GEMM slower than the built-in one by much.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "llmcc/runtime.h"
@@ -43,5 +44,11 @@ struct GemmTuneResult {
   double seconds = 0;
 };
 GemmTuneResult tune_gemm_blocking(const CpuCaches& caches);
+
+// The tuning's choice of stream_rows from streaming_holds(rows), whether the streaming order
+// holds against the blocked one on the forward product of that many rows (asked for 256, then
+// 384 and 512 while it holds, else 128): the largest of those at which it holds, 0 if none.
+// The row counts in between follow the smaller measured one.
+int choose_stream_rows(const std::function<bool(int rows)>& streaming_holds);
 
 }  // namespace llmcc::cpu
