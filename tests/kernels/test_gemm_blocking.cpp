@@ -4,8 +4,9 @@
 //     transposes, with bias and beta, fp32 and bf16, on 1 and 2 threads; with a fixed blocking the
 //     thread count changes no bit;
 //   - the tuning modes: redo measures and writes the cache file, auto reads it back, off is the
-//     built-in blocking; a corrupt cache, one measured on another CPU or one without stream_rows
-//     is measured again;
+//     built-in blocking; a corrupt cache is measured again, and the cache reader refuses, naming
+//     the fault, a file of another CPU or build, one without stream_rows (from before it), one with
+//     a malformed, unknown or unusable field;
 //   - bad blockings and modes are refused with the field named.
 #include <algorithm>
 #include <array>
@@ -282,30 +283,59 @@ TEST_F(GemmTuneCache, RedoMeasuresAutoReadsOffIsBuiltIn) {
   EXPECT_NE(off.source.find("built in"), std::string::npos) << off.source;
 }
 
+// A corrupt file is measured again and replaced; every other fault of a file is found by the same
+// reader, which the checks below call directly (a measurement takes seconds).
 TEST_F(GemmTuneCache, CorruptOrForeignCacheIsMeasuredAgain) {
   const std::string path = gemm_tune_cache_path();
-  const std::string valid_rest = "kc 384\nmc " + std::to_string(10 * kMR) + "\nnc " + std::to_string(4 * kNR) +
-                                 "\nstream_a " + std::to_string(kMinStream) + "\nstream_rows 512\n";
-  for (const std::string& bad :
-       {std::string("kc 38x\n"), std::string("\x01\x02garbage"),
-        "cpu some other CPU\nbuild " + std::string(cpu::gemm_packed_kernel_name()) + "\n" + valid_rest}) {
-    SCOPED_TRACE(bad);
-    std::ofstream(path) << bad;
-    set_gemm_tune(GemmTune::Auto);
-    const GemmBlockingInfo info = gemm_blocking_info();
-    EXPECT_NE(info.source.find("measured now"), std::string::npos) << info.source;
-    set_gemm_tune(GemmTune::Auto);
-    EXPECT_EQ(gemm_blocking_info().source, "read from " + path) << read(path);
-  }
-
-  // This CPU's and build's own file, but from before stream_rows was measured.
-  const std::string text = read(path);
-  const std::size_t at = text.find("\nstream_rows ");
-  ASSERT_NE(at, std::string::npos) << text;
-  std::ofstream(path) << text.substr(0, at) << "\n";  // stream_rows is the file's last line
+  std::ofstream(path) << "\x01\x02garbage";
   set_gemm_tune(GemmTune::Auto);
   const GemmBlockingInfo info = gemm_blocking_info();
-  EXPECT_NE(info.source.find("measured now"), std::string::npos) << info.source << "\n" << read(path);
+  EXPECT_NE(info.source.find("measured now"), std::string::npos) << info.source;
+  set_gemm_tune(GemmTune::Auto);
+  EXPECT_EQ(gemm_blocking_info().source, "read from " + path) << read(path);
+
+  const std::string cpu = cpu::cpu_description(), good = read(path);
+  std::string why;
+  ASSERT_TRUE(cpu::read_gemm_tune_cache(path, cpu, why)) << why << "\n" << good;
+  // The good file with the line of `key` replaced by `line` (dropped when empty; appended when
+  // there is no such line).
+  const auto with_line = [&](const std::string& key, const std::string& line) {
+    std::istringstream in(good);
+    std::string out, l;
+    bool found = false;
+    while (std::getline(in, l)) {
+      if (l.rfind(key + " ", 0) == 0) {
+        found = true;
+        if (!line.empty()) out += line + "\n";
+      } else {
+        out += l + "\n";
+      }
+    }
+    if (!found) out += line + "\n";
+    return out;
+  };
+  const std::string mc_bad = "mc " + std::to_string(kMR + 1), rows_bad = "stream_rows 513";
+  const std::pair<std::string, std::string> faults[] = {
+      {with_line("kc", "kc 38x"), "kc is '38x', expected a positive integer"},
+      {with_line("stream_rows", "stream_rows -1"), "stream_rows is '-1', expected a non-negative integer"},
+      {with_line("cpu", "cpu some other CPU"), "another CPU or build"},
+      {with_line("build", "build another build"), "another CPU or build"},
+      {with_line("stream_rows", ""), "lacks one of kc, mc, nc, stream_a, stream_rows"},  // from before the field
+      {with_line("speed", "speed 3"), "unknown key 'speed'"},
+      {with_line("mc", mc_bad), "mc is " + std::to_string(kMR + 1)},
+      {with_line("stream_rows", rows_bad), "stream_rows is 513"},
+      {"\x01\x02garbage", "unknown key"},
+  };
+  for (const auto& [text, expect] : faults) {
+    SCOPED_TRACE(text);
+    std::ofstream(path) << text;
+    why.clear();
+    EXPECT_FALSE(cpu::read_gemm_tune_cache(path, cpu, why));
+    EXPECT_NE(why.find(expect), std::string::npos) << why;
+  }
+  std::filesystem::remove(path);
+  EXPECT_FALSE(cpu::read_gemm_tune_cache(path, cpu, why));
+  EXPECT_EQ(why, "");  // no file: nothing to warn about
 }
 
 }  // namespace

@@ -137,59 +137,6 @@ State& state() {
   return s;
 }
 
-// The cache file's blocking, or nullopt with `why` set (missing, malformed, another CPU).
-std::optional<GemmBlocking> read_cache(const fs::path& path, const std::string& cpu, std::string& why) {
-  std::ifstream in(path);
-  if (!in) {
-    why = "";  // no file yet: nothing to warn about
-    return std::nullopt;
-  }
-  GemmBlocking b;
-  b.stream_rows = -1;  // required: a file without it is from before the order was measured
-  std::string line, file_cpu, file_build;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    const std::size_t space = line.find(' ');
-    const std::string key = line.substr(0, space), value = space == std::string::npos ? "" : line.substr(space + 1);
-    int* field = blocking_field(b, key);
-    if (key == "cpu") {
-      file_cpu = value;
-    } else if (key == "build") {
-      file_build = value;
-    } else if (field) {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < min_field_value(key) || v > (1L << 30)) {
-        why = "line " + std::to_string(line_no) + ": " + key + " is '" + value + "', expected " +
-              (min_field_value(key) == 0 ? "a non-negative" : "a positive") + " integer";
-        return std::nullopt;
-      }
-      *field = static_cast<int>(v);
-    } else {
-      why = "line " + std::to_string(line_no) + ": unknown key '" + key +
-            "' (expected cpu, build, kc, mc, nc, stream_a, stream_rows)";
-      return std::nullopt;
-    }
-  }
-  if (file_cpu != cpu || file_build != build_description()) {
-    why = "it was measured for another CPU or build ('" + file_cpu + "', '" + file_build + "')";
-    return std::nullopt;
-  }
-  if (b.kc == 0 || b.mc == 0 || b.nc == 0 || b.stream_a == 0 || b.stream_rows < 0) {
-    why = "it lacks one of kc, mc, nc, stream_a, stream_rows";
-    return std::nullopt;
-  }
-  try {
-    validate_gemm_blocking(b);
-  } catch (const Error& e) {
-    why = e.what();
-    return std::nullopt;
-  }
-  return b;
-}
-
 // Written whole to a temporary file and renamed over the old one: a reader never sees half a
 // file. Returns false (and says why on stderr) when the directory cannot be written.
 bool write_cache(const fs::path& path, const GemmBlocking& b, const std::string& cpu, const GemmTuneResult& r) {
@@ -266,7 +213,7 @@ GemmBlockingInfo choose(GemmTune mode) {
   const FileLock lock(path.string() + ".lock");
   if (mode == GemmTune::Auto) {
     std::string why;
-    if (const std::optional<GemmBlocking> b = read_cache(path, cpu, why))
+    if (const std::optional<GemmBlocking> b = read_gemm_tune_cache(path.string(), cpu, why))
       return {*b, "read from " + path.string(), cpu};
     if (!why.empty())
       std::fprintf(stderr, "llmcc: ignoring the GEMM tuning cache %s: %s; measuring again\n", path.c_str(),
@@ -433,6 +380,58 @@ GemmBlocking current_gemm_blocking() {
   const std::lock_guard<std::mutex> lock(s.mutex);
   ensure_chosen(s);
   return s.info.blocking;
+}
+
+std::optional<GemmBlocking> read_gemm_tune_cache(const std::string& path, const std::string& cpu, std::string& why) {
+  std::ifstream in(path);
+  if (!in) {
+    why = "";  // no file yet: nothing to warn about
+    return std::nullopt;
+  }
+  GemmBlocking b;
+  b.stream_rows = -1;  // required: a file without it is from before the order was measured
+  std::string line, file_cpu, file_build;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t space = line.find(' ');
+    const std::string key = line.substr(0, space), value = space == std::string::npos ? "" : line.substr(space + 1);
+    int* field = blocking_field(b, key);
+    if (key == "cpu") {
+      file_cpu = value;
+    } else if (key == "build") {
+      file_build = value;
+    } else if (field) {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < min_field_value(key) || v > (1L << 30)) {
+        why = "line " + std::to_string(line_no) + ": " + key + " is '" + value + "', expected " +
+              (min_field_value(key) == 0 ? "a non-negative" : "a positive") + " integer";
+        return std::nullopt;
+      }
+      *field = static_cast<int>(v);
+    } else {
+      why = "line " + std::to_string(line_no) + ": unknown key '" + key +
+            "' (expected cpu, build, kc, mc, nc, stream_a, stream_rows)";
+      return std::nullopt;
+    }
+  }
+  if (file_cpu != cpu || file_build != build_description()) {
+    why = "it was measured for another CPU or build ('" + file_cpu + "', '" + file_build + "')";
+    return std::nullopt;
+  }
+  if (b.kc == 0 || b.mc == 0 || b.nc == 0 || b.stream_a == 0 || b.stream_rows < 0) {
+    why = "it lacks one of kc, mc, nc, stream_a, stream_rows";
+    return std::nullopt;
+  }
+  try {
+    validate_gemm_blocking(b);
+  } catch (const Error& e) {
+    why = e.what();
+    return std::nullopt;
+  }
+  return b;
 }
 
 void validate_gemm_blocking(const GemmBlocking& b) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "llmcc/runtime.h"
@@ -27,6 +28,11 @@ GemmBlocking current_gemm_blocking();
 // Throws llmcc::Error ("[gemm blocking] mc is 100, expected ...") unless every packed GEMM can
 // run with `b`.
 void validate_gemm_blocking(const GemmBlocking& b);
+
+// The blocking a tuning cache file holds for `cpu` (cpu_description()) and this build, or nullopt
+// with `why` set: empty when there is no file, else what is wrong with it (malformed, an unknown
+// key, another CPU or build, a field missing or one no packed GEMM can use).
+std::optional<GemmBlocking> read_gemm_tune_cache(const std::string& path, const std::string& cpu, std::string& why);
 
 // The caches of the CPU this runs on, in bytes (0: not reported).
 struct CpuCaches {
