@@ -285,7 +285,7 @@ void evict(const float* p, std::size_t n) {
 // n floats from allocate_large: on the pages a training step's buffers get (huge pages where
 // the kernel offers them). On 4 KB pages, packing an op(B) panel walks a page per row of a
 // weight, and the page walks (nested ones, in a VM) would weigh in the figures as they do not in
-// a step: Zen 4, a 256-row forward product on one thread spent 6% of its time in them.
+// a step (docs/perf.md, "GEMM blocking and autotuning").
 class LargeFloats {
  public:
   explicit LargeFloats(std::size_t n) : data_(static_cast<float*>(allocate_large(n * sizeof(float)))) {
@@ -300,27 +300,23 @@ class LargeFloats {
   float* data_;
 };
 
-// The largest of the products' operand and result sizes.
-std::size_t largest(std::size_t (*size)(const Product&)) {
+// Floats of op(A), op(B) and C of a product, and the most any product measured needs.
+std::size_t a_floats(const Product& p) { return static_cast<std::size_t>(p.M) * p.K; }
+std::size_t b_floats(const Product& p) { return static_cast<std::size_t>(p.K) * p.N; }
+std::size_t c_floats(const Product& p) { return static_cast<std::size_t>(p.M) * p.N; }
+std::size_t largest(std::size_t (*floats)(const Product&)) {
   std::size_t n = 0;
-  for (const Product* p : {&kStreamProduct, &kBlockedProduct, &kOrderProducts[3]}) n = std::max(n, size(*p));
+  for (const Product* p : {&kStreamProduct, &kBlockedProduct, &kOrderProducts[3]}) n = std::max(n, floats(*p));
   return n;
 }
 
 class Bench {
  public:
-  Bench()
-      : a_(largest([](const Product& p) { return static_cast<std::size_t>(p.M) * p.K; })),
-        b_(largest([](const Product& p) { return static_cast<std::size_t>(p.K) * p.N; })),
-        c_(largest([](const Product& p) { return static_cast<std::size_t>(p.M) * p.N; })) {
+  Bench() : a_(largest(a_floats)), b_(largest(b_floats)), c_(largest(c_floats)) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (std::size_t i = 0, n = largest([](const Product& p) { return static_cast<std::size_t>(p.M) * p.K; }); i < n;
-         ++i)
-      a_.data()[i] = u(rng);
-    for (std::size_t i = 0, n = largest([](const Product& p) { return static_cast<std::size_t>(p.K) * p.N; }); i < n;
-         ++i)
-      b_.data()[i] = u(rng);
+    for (std::size_t i = 0, n = largest(a_floats); i < n; ++i) a_.data()[i] = u(rng);
+    for (std::size_t i = 0, n = largest(b_floats); i < n; ++i) b_.data()[i] = u(rng);
   }
 
   // Each blocking's rate on product p, from kTrials rounds that run every blocking once in turn
