@@ -51,8 +51,9 @@ struct GemmBlocking {
   int nc = 0;        // columns of C per packed op(B) block: a multiple of NR
   int stream_a = 0;  // floats of the streaming order's packed op(A) slice (its rows x KC)
   // Products with at most this many rows of C take the streaming order (its op(A) slice of all
-  // rows in stream_a), wider ones the blocked order; 0 to 512.
-  int stream_rows = 0;
+  // rows in stream_a), wider ones the blocked order; 0 to 512. 512 is the built-in limit, so a
+  // blocking written with the other four fields alone keeps it.
+  int stream_rows = 512;
   bool operator==(const GemmBlocking&) const = default;
 };
 // How the blocking is chosen, once, before the first product. Auto: this CPU's cached

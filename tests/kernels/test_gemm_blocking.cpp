@@ -197,6 +197,9 @@ TEST(GemmBlockingApi, BadBlockingsAndModesAreRefusedByName) {
   const GemmBlocking old = parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048");
   EXPECT_EQ(old.stream_rows, cpu::kStreamMaxRows);
   EXPECT_EQ(parse_gemm_blocking("kc=384 mc=224 nc=4096 stream_a=66048 stream_rows=0").stream_rows, 0);
+  // A blocking the program writes with the four older fields keeps the built-in row limit.
+  const GemmBlocking four{384, 224, 4096, kMinStream};
+  EXPECT_EQ(four.stream_rows, cpu::kStreamMaxRows);
 }
 
 // The order step's rule on made-up outcomes: which row counts it asks about, in which order,

@@ -305,8 +305,8 @@ std::size_t a_floats(const Product& p) { return static_cast<std::size_t>(p.M) * 
 std::size_t b_floats(const Product& p) { return static_cast<std::size_t>(p.K) * p.N; }
 std::size_t c_floats(const Product& p) { return static_cast<std::size_t>(p.M) * p.N; }
 std::size_t largest(std::size_t (*floats)(const Product&)) {
-  std::size_t n = 0;
-  for (const Product* p : {&kStreamProduct, &kBlockedProduct, &kOrderProducts[3]}) n = std::max(n, floats(*p));
+  std::size_t n = std::max(floats(kStreamProduct), floats(kBlockedProduct));
+  for (const Product& p : kOrderProducts) n = std::max(n, floats(p));
   return n;
 }
 
@@ -574,11 +574,12 @@ GemmTuneResult tune_gemm_blocking(const CpuCaches& caches) {
 
   // 3. stream_rows, with the blockings chosen. The streaming order is the one to beat at every
   // size (the built-in stream_rows).
-  best.stream_rows = choose_stream_rows([&](int rows) {
-    const Product* p = std::find_if(std::begin(kOrderProducts), std::end(kOrderProducts),
-                                    [&](const Product& q) { return q.M == rows; });
+  best.stream_rows = choose_stream_rows([&](int m) {
+    const Product* p =
+        std::find_if(std::begin(kOrderProducts), std::end(kOrderProducts), [&](const Product& q) { return q.M == m; });
+    if (p == std::end(kOrderProducts)) fail("gemm blocking", "no order product of " + std::to_string(m) + " rows");
     GemmBlocking blocked_order = best;
-    blocked_order.stream_rows = rows - 1;
+    blocked_order.stream_rows = m - 1;
     return pick({best, blocked_order}, *p) == best;
   });
   std::snprintf(row, sizeof row,
