@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (docs/testing.md): setup; the C++ layout check; configure, build and run the
-# default test suite (everything but the `slow` label) with GCC; the PyTorch extension's tests
-# (scripts/test_python.sh: the torch venv, the extension built on the GCC build's libraries,
-# pytest) while the sanitizer build compiles; then the unit, kernels, grad, e2e, model and mpi
+# default test suite (everything but the `slow` label) with GCC, while the sanitizer build
+# compiles at the lowest priority; the PyTorch extension's tests (scripts/test_python.sh: the
+# torch venv, the extension built on the GCC build's libraries, pytest) while that build
+# finishes; then the unit, kernels, grad, e2e, model and mpi
 # tests again under AddressSanitizer and UndefinedBehaviorSanitizer (clang-19), and every parser's
 # libFuzzer target for a few seconds (scripts/test_sanitized.sh: one clang build for both).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L grad: then only that GCC ctest run]
@@ -31,6 +32,21 @@ else
   tune=znver1  # 128-bit vectors; every AVX2 CPU's own tuning uses 256
 fi
 echo "test.sh: building with -mtune=$tune on top of -march=native"
+if [ $# -eq 0 ]; then
+  # The sanitizer build (clang, build-san) starts now, beside the GCC build and suite, at the
+  # lowest priority: it takes a core only when they leave one idle (a build's serial tail, a
+  # suite's last tests), and the rest after the GCC suite. setsid puts it in a process group of
+  # its own (stopped with the script) and, where the kernel groups a session's processes for
+  # scheduling (autogroup), in a group of its own: that group's nice value is the one that
+  # counts against the GCC build's, so it is set to 19 as well. Its output is printed when the
+  # build is waited for.
+  mkdir -p build-san
+  sanitizer_log=build-san/test_sh_build.log
+  setsid --wait nice -n 19 bash -c '{ echo 19 > /proc/self/autogroup; } 2> /dev/null || true
+    exec bash scripts/test_sanitized.sh --build-only' > "$sanitizer_log" 2>&1 &
+  sanitizer_pid=$!
+  trap 'kill -- -"$sanitizer_pid" 2> /dev/null || true' EXIT
+fi
 # shellcheck disable=SC2086  # LLMCC_LINK_FLAGS is two arguments
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLLMCC_WERROR=ON -DLLMCC_TUNE="$tune" $LLMCC_LINK_FLAGS
 cmake --build build -j"$jobs"
@@ -44,7 +60,7 @@ if [ -d "${LLMCC_SHARED_DATA:-../shared/data}" ]; then export LLMCC_TEST_REQUIRE
 (cd build && OMP_WAIT_POLICY=passive ctest --output-on-failure -j"$jobs" -LE slow "$@")
 phase "GCC suite"
 if [ $# -eq 0 ]; then
-  # The PyTorch extension's tests run while the sanitizer build compiles: making the venv (pip
+  # The PyTorch extension's tests run while the sanitizer build finishes: making the venv (pip
   # unpacking wheels), pytest and the transformers models leave a core mostly idle, which the
   # build takes. Their output is printed when both are done; the sanitized tests then run alone.
   python_log=build/test_python.log
@@ -52,8 +68,14 @@ if [ $# -eq 0 ]; then
   # exit status is the script's even if setsid had to fork).
   LLMCC_BUILD_DIR="$PWD/build" setsid --wait bash scripts/test_python.sh > "$python_log" 2>&1 &
   python_pid=$!
-  trap 'kill -- -"$python_pid" 2> /dev/null || true' EXIT
-  bash scripts/test_sanitized.sh --build-only
+  trap 'kill -- -"$python_pid" -"$sanitizer_pid" 2> /dev/null || true' EXIT
+  sanitizer_status=0
+  wait "$sanitizer_pid" || sanitizer_status=$?
+  cat "$sanitizer_log"
+  if [ "$sanitizer_status" -ne 0 ]; then
+    echo "test.sh: the sanitizer build failed (exit status $sanitizer_status; output above)" >&2
+    exit "$sanitizer_status"
+  fi
   phase "sanitizer build"
   python_status=0
   wait "$python_pid" || python_status=$?
