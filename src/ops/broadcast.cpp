@@ -44,11 +44,18 @@ BinaryShapes binary_shapes(const char* op, const Tensor& a, const Tensor& b, boo
   check::defined(op, "b", b);
   BinaryShapes s;
   if (a.shape() == b.shape()) return s;
-  if ((s.broadcast = broadcast_onto(a.shape(), b.shape()))) return s;
+  // Two operands of one element: the one with more axes is the full one, as it is whenever its
+  // axes are longer than 1, so that a program's shapes are the same when all its sizes are 1.
+  const bool b_has_more_axes = a.numel() == 1 && b.numel() == 1 && b.ndim() > a.ndim();
+  if (!b_has_more_axes && (s.broadcast = broadcast_onto(a.shape(), b.shape()))) return s;
   if (either_side && (s.broadcast = broadcast_onto(b.shape(), a.shape()))) {
     s.swapped = true;
     return s;
   }
+  if (b_has_more_axes)
+    fail(op, "a has shape " + a.shape().str() + ", fewer axes than b's " + b.shape().str() +
+                 ": the result would have b's shape, and " + op +
+                 " broadcasts only its right operand (write -(b - a))");
   if (a.ndim() == 0 || a.numel() == 0)
     fail(op, "b has shape " + b.shape().str() + ", expected " + a.shape().str() + " (the shape of a)");
   fail(op, "b has shape " + b.shape().str() + ", expected " + a.shape().str() + " (the shape of a), " +

@@ -1,8 +1,9 @@
 // The front ends' shape rule for add, sub and mul: the output has the shape of the "full"
 // operand; the other is either of the same shape, one element (a scalar, any shape of one
 // element), a row vector ((C) or (1, ..., 1, C), one value per last-axis index) or a column
-// vector (the full shape with its last axis 1, one value per row of C). add and mul take the
-// broadcast operand on either side; sub only on the right (write -(x - row) for row - x).
+// vector (the full shape with its last axis 1, one value per row of C). Of two operands of one
+// element, the full one is the one with more axes (a's when they have as many). add and mul take
+// the broadcast operand on either side; sub only on the right (write -(x - row) for row - x).
 #pragma once
 
 #include <optional>

@@ -161,6 +161,53 @@ TEST(BroadcastApi, EveryFormOnEitherSideWithItsPullback) {
   }
 }
 
+// Of two one-element operands the one with more axes is the full one, as it is when its sizes
+// are larger: a (1) gain times a (B, T, C) activation stays (B, T, C) at B = T = C = 1.
+TEST(BroadcastApi, OneElementOperandsTakeTheShapeWithMoreAxes) {
+  for (KernelMode mode : {KernelMode::Reference, KernelMode::Fast}) {
+    test::KernelModeScope kernels(mode);
+    Arena arena(1 << 20);
+    ArenaScope scope(arena);
+    const Shape shapes[] = {Shape{1}, Shape{1, 1}, Shape{1, 1, 1}};
+    for (const Shape& sa : shapes)
+      for (const Shape& sb : shapes) {
+        if (sa == sb) continue;
+        SCOPED_TRACE("a " + sa.str() + ", b " + sb.str());
+        const Shape& want = sa.ndim() >= sb.ndim() ? sa : sb;
+        const float av = 1.5f, bv = -2.25f, g = 0.5f;
+        Tensor a = test::tensor_from(arena, sa, {av}), b = test::tensor_from(arena, sb, {bv});
+        Tensor d_out = test::tensor_from(arena, want, {g});
+        const Tensor sum = a + b, product = a * b;
+        ASSERT_EQ(sum.shape().str(), want.str());
+        ASSERT_EQ(product.shape().str(), want.str());
+        EXPECT_EQ(sum.f32()[0], av + bv);
+        EXPECT_EQ(product.f32()[0], av * bv);
+        // Pullbacks accumulate onto adjoints holding 1.
+        Tensor d_a = test::tensor_from(arena, sa, {1.0f}), d_b = test::tensor_from(arena, sb, {1.0f});
+        add_pullback(a, b, sum, d_out, &d_a, &d_b);
+        EXPECT_EQ(d_a.f32()[0], 1.0f + g);
+        EXPECT_EQ(d_b.f32()[0], 1.0f + g);
+        d_a.f32()[0] = d_b.f32()[0] = 1.0f;
+        mul_pullback(a, b, product, d_out, &d_a, &d_b);
+        EXPECT_FLOAT_EQ(d_a.f32()[0], 1.0f + g * bv);
+        EXPECT_FLOAT_EQ(d_b.f32()[0], 1.0f + g * av);
+        // sub broadcasts only its right operand: with fewer axes, a would be the broadcast one.
+        if (sa.ndim() < sb.ndim()) {
+          const std::string a_is = "a has shape " + sa.str(), fewer = "fewer axes than b's " + sb.str();
+          EXPECT_TRUE(test::throws_error([&] { (void)(a - b); }, {"[sub]", a_is.c_str(), fewer.c_str(), "-(b - a)"}));
+          continue;
+        }
+        const Tensor difference = a - b;
+        ASSERT_EQ(difference.shape().str(), want.str());
+        EXPECT_EQ(difference.f32()[0], av - bv);
+        d_a.f32()[0] = d_b.f32()[0] = 1.0f;
+        sub_pullback(a, b, difference, d_out, &d_a, &d_b);
+        EXPECT_EQ(d_a.f32()[0], 1.0f + g);
+        EXPECT_EQ(d_b.f32()[0], 1.0f - g);
+      }
+  }
+}
+
 TEST(BroadcastApi, ShapesThatDoNotBroadcastAreClearErrors) {
   Arena arena(1 << 20);
   ArenaScope scope(arena);

@@ -11,8 +11,9 @@ namespace llmcc {
 // Broadcasting: either operand may instead be one element (a learnable scalar), a row vector
 // ((C) or (1, ..., 1, C): one value per index of the other's last axis, as a bias) or a column
 // vector (the other's shape with its last axis 1: one value per row, as a per-token gate); the
-// output then has the other operand's shape, and the pullback sums the broadcast operand's
-// adjoint over everything each of its values reached (in double, in a fixed order).
+// output then has the other operand's shape (of two one-element operands, the shape with more
+// axes, as when their sizes are larger), and the pullback sums the broadcast operand's adjoint
+// over everything each of its values reached (in double, in a fixed order).
 Tensor mul(const Tensor& a, const Tensor& b);
 // The same as mul(a, b); adgen maps `a * b` on two tensors to the mul rule.
 LLMCC_ADGEN_RULE("mul") Tensor operator*(const Tensor& a, const Tensor& b);

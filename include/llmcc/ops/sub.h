@@ -9,7 +9,8 @@ namespace llmcc {
 
 // out = a - b.  a, b, out: any shape, the same for all three; or b broadcast as add's operands
 // may be (one element, a row vector or a column vector of a), the output then a's shape. A
-// broadcast minuend is written -(x - row).
+// broadcast minuend is written -(x - row); so is a one-element a with fewer axes than a
+// one-element b (an error names it), whose result add's rule would give b's shape.
 Tensor sub(const Tensor& a, const Tensor& b);
 // The same as sub(a, b); adgen maps `a - b` on two tensors to the sub rule.
 LLMCC_ADGEN_RULE("sub") Tensor operator-(const Tensor& a, const Tensor& b);
