@@ -17,10 +17,25 @@
 #include <string>
 #include <utility>
 
+#include "llmcc/adgen.h"
+#include "llmcc/parameters.h"
 #include "llmcc/train/trainer.h"
 #include "models/model.h"
 
 namespace llmcc::models {
+
+// The mean loss of adgen's entry `Entry` on `in` (in *loss) and its gradient with respect to
+// every parameter of `m`, in a store laid out as make_grad lays it out (the parameter list's
+// order).
+template <class Entry>
+ParameterStore entry_gradient(const typename Entry::Model& m, const typename Entry::Inputs& in, float* loss) {
+  auto g = adgen::make_grad(m);
+  typename Entry::Saved saved;
+  const float value = Entry::fwd(m, in, saved);
+  Entry::bwd(m, in, saved, 1.0f, &g.grad);
+  if (loss != nullptr) *loss = value;
+  return std::move(g.store);
+}
 
 template <class Traits>
 class FamilyModel final : public Model {
@@ -37,6 +52,9 @@ class FamilyModel final : public Model {
   void set_checkpoint_activations(bool on) override { w_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(w_.model, {x, y}); }
   Tensor logits(const Tokens& x) const override { return w_.model.forward(x); }
+  ParameterStore gradient(const Tokens& x, const Tokens& y, float* loss) const override {
+    return entry_gradient<Entry>(w_.model, {x, y}, loss);
+  }
   std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
                                           TrainerOptions options, TrainerHooks hooks) override {
     return std::make_unique<Trainer<Entry>>(w_.model, w_.params, train, val, std::move(options), std::move(hooks));

@@ -110,6 +110,9 @@ class LoraModel final : public Model {
   void set_checkpoint_activations(bool on) override { base_.model.checkpoint_blocks = on; }
   float loss(const Tokens& x, const Tokens& y) const override { return Entry::loss(lora_, {base_.model, x, y}); }
   Tensor logits(const Tokens& x) const override { return base_.model.forward(x, lora_); }
+  ParameterStore gradient(const Tokens& x, const Tokens& y, float* loss) const override {
+    return entry_gradient<Entry>(lora_, {base_.model, x, y}, loss);
+  }
   // One trainer at a time: the sources that put the base in front of each batch live here.
   std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
                                           TrainerOptions options, TrainerHooks hooks) override {

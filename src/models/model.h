@@ -122,6 +122,11 @@ class Model {
   // The forward's logits on x (B, T): (B, T, rows of the LM head), which may be more than
   // vocab_size() (GPT-2's padded vocabulary). Ops allocate from the current arena.
   virtual Tensor logits(const Tokens& x) const = 0;
+  // The forward's mean cross-entropy on (x, y) in *loss, and its gradient with respect to every
+  // parameter from the generated backward, as a training step computes it (without LoRA
+  // dropout): a store with params()'s names, order and shapes. Ops allocate from the current
+  // arena.
+  virtual ParameterStore gradient(const Tokens& x, const Tokens& y, float* loss) const = 0;
   // A Trainer (llmcc/train/trainer.h) for the family's adgen entry over these weights: the
   // weights are shared, the Trainer owns its gradients and record.
   virtual std::unique_ptr<TrainLoop> make_trainer(BatchSource<TokenPair>& train, BatchSource<TokenPair>* val,
