@@ -22,7 +22,8 @@ py="$venv/bin/python3"
 # The extension links against the torch it runs with: --no-build-isolation builds it in the venv.
 MAX_JOBS="${MAX_JOBS:-$(nproc)}" "$py" -m pip install --quiet --no-build-isolation ./python
 if [ -n "${LLMCC_BUILD_DIR:-}" ] && [ -x "$LLMCC_BUILD_DIR/llmcc" ]; then
-  (cd tests/hf && LLMCC_BINARY="$LLMCC_BUILD_DIR/llmcc" "$py" -m pytest -q -p no:cacheprovider .)
+  (cd tests/hf && LLMCC_BINARY="$LLMCC_BUILD_DIR/llmcc" LLMCC_GRADIENT_DUMP="$LLMCC_BUILD_DIR/tests/hf/llmcc_gradient_dump" \
+    "$py" -m pytest -q -p no:cacheprovider .)
 fi
 "$py" -c 'import llmcc_torch, torch; print(f"test_python: llmcc_torch on torch {torch.__version__}, GEMM kernel {llmcc_torch.matmul_kernel_name()}")'
 # From the tests' folder, so `import llmcc_torch` is the installed package, not python/llmcc_torch.

@@ -1,0 +1,184 @@
+"""llmcc's generated gradients against transformers' autograd, at sizes drawn at random.
+
+The parity tests (tests/models/test_*_parity.cpp) hold one small configuration per family. Here
+each run draws new ones: for GPT-2, Llama and Qwen3, one configuration whose batch has at most
+512 rows (B * T) and one with more, so both of the GEMM's orders run, with heads of 8 to 128
+channels, grouped key/value heads, SwiGLU widths that are multiples of nothing in particular,
+sequences past the attention kernels' 64-row blocks, vocabularies on both sides of the GEMM's
+4,096-column blocks, tied and untied heads and llama3 rope scaling. transformers builds each model
+(weights drawn so that every path carries signal) and saves it as a folder in f32;
+`llmcc_gradient_dump` (tests/hf/gradient_dump.cpp) loads it through llmcc's Hugging Face reader,
+computes the mean cross-entropy's gradient on a batch with about one target in ten ignored, and
+writes it in the family's layout; transformers computes the same gradient in float64 from the
+same f32 weights. Every tensor's max abs difference, relative to that tensor's max magnitude,
+must be at most TOLERANCE with fp32 products (each configuration on 1 and 2 threads) or
+BF16_TOLERANCE with bf16 products (the configurations of at most 512 rows), and the loss must
+agree as closely. Over 14 seeds (84 configurations) the worst tensors were at 1.1e-5 in fp32 and
+3.9e-2 in bf16 (the query and key maps and their norms, where bf16's rounding of the operands
+moves the gradient most); a wrong term in a backward moves a tensor by far more.
+
+The sizes come from LLMCC_GRADIENT_SEED, else from a seed drawn per run; a failure names the seed
+and the configuration, so `LLMCC_GRADIENT_SEED=<seed> scripts/test_python.sh -k gradients`
+repeats it. Run by scripts/test_python.sh with LLMCC_GRADIENT_DUMP set to the build's tool.
+"""
+import math
+import os
+import random
+import struct
+import subprocess
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+from safetensors.torch import load_file
+
+TOOL = os.environ.get("LLMCC_GRADIENT_DUMP", "")
+SEED = int(os.environ.get("LLMCC_GRADIENT_SEED", "0")) or random.SystemRandom().randrange(1, 1 << 31)
+TOLERANCE = 2e-4
+BF16_TOLERANCE = 1e-1
+# A tensor's scale is at least this fraction of the largest gradient magnitude in the model: a
+# gradient that is zero in exact arithmetic (GPT-2's key bias) is rounding noise in both.
+FLOOR = 1e-5
+# The GEMM's built-in blocking, as in every C++ test (cmake/Tests.cmake): no test measures one on a
+# loaded machine and writes it into the user's cache.
+TOOL_ENV = {**os.environ, "LLMCC_GEMM_TUNE": "off"}
+STREAM_ROWS = 512  # the GEMM's streaming order takes products of at most this many rows
+
+pytestmark = pytest.mark.skipif(not os.access(TOOL, os.X_OK),
+                                reason="LLMCC_GRADIENT_DUMP does not name llmcc_gradient_dump "
+                                       "(scripts/test_python.sh sets it)")
+
+
+def draw_batch_shape(rng, large):
+    """B and T with B * T at most STREAM_ROWS, or above it."""
+    B = rng.choice([1, 2, 3])
+    if large:
+        T = rng.randint(STREAM_ROWS // B + 1, STREAM_ROWS // B + 160)
+    else:
+        T = rng.randint(33, min(200, STREAM_ROWS // B))
+    return B, T
+
+
+def draw_config(family, rng, T):
+    V = rng.randint(257, 6000)
+    L = rng.choice([1, 2])
+    if family == "gpt2":
+        NH = rng.randint(1, 6)
+        HS = rng.choice([8, 16, 24, 40, 64, 72])
+        return transformers.GPT2Config(
+            vocab_size=V, n_positions=T + rng.choice([0, 7]), n_embd=NH * HS, n_layer=L, n_head=NH,
+            activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    NKV = rng.randint(1, 4)
+    NH = NKV * rng.choice([1, 2, 3])
+    HS = rng.choice([8, 16, 32, 48, 64, 128])
+    if family == "llama":
+        C = NH * HS
+        scaling = None
+        if rng.random() < 0.5:
+            scaling = {"rope_type": "llama3", "factor": rng.choice([2.0, 8.0]), "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": rng.choice([16, 64])}
+        return transformers.LlamaConfig(
+            vocab_size=V, hidden_size=C, intermediate_size=rng.randint(C, 3 * C + 1), num_hidden_layers=L,
+            num_attention_heads=NH, num_key_value_heads=NKV, max_position_embeddings=T + rng.choice([0, 5]),
+            rms_norm_eps=rng.choice([1e-5, 1e-6]), rope_theta=rng.choice([10000.0, 500000.0]),
+            tie_word_embeddings=rng.random() < 0.5, rope_scaling=scaling)
+    C = rng.choice([2, 4, 6, 8]) * rng.randint(4, 64)  # independent of the heads
+    return transformers.Qwen3Config(
+        vocab_size=V, hidden_size=C, intermediate_size=rng.randint(C // 2, 3 * C + 1), num_hidden_layers=L,
+        num_attention_heads=NH, num_key_value_heads=NKV, head_dim=HS, max_position_embeddings=T + rng.choice([0, 3]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5]), rope_theta=rng.choice([10000.0, 1000000.0]),
+        tie_word_embeddings=rng.random() < 0.5)
+
+
+MODEL_CLASS = {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
+               "qwen3": transformers.Qwen3ForCausalLM}
+
+
+def init_weights(model, gen):
+    """Activations and logits of order one: matrices N(0, 1/fan_in), norm gains 1 + N(0, 0.1),
+    biases N(0, 0.1)."""
+    conv1d = transformers.pytorch_utils.Conv1D
+    with torch.no_grad():
+        for module in model.modules():
+            for name, p in module.named_parameters(recurse=False):
+                if p.dim() == 2:
+                    fan_in = p.shape[0] if isinstance(module, conv1d) else p.shape[1]
+                    p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
+                elif name == "weight":  # a norm's gain
+                    p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+def reference(model, idx, targets):
+    """transformers' loss and gradient by parameter name, in float64 from the f32 weights."""
+    model = model.double()
+    logits = model(torch.tensor(idx)).logits
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(targets).reshape(-1), ignore_index=-1)
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def deviations(got, ref):
+    """Each tensor's max |got - ref| over its own max |ref| (floored), worst first."""
+    top = max(float(g.abs().max()) for g in ref.values())
+    out = []
+    for name, r in ref.items():
+        g = got[name].double()
+        assert g.shape == r.shape, f"{name}: llmcc's gradient has shape {tuple(g.shape)}, transformers' {tuple(r.shape)}"
+        scale = max(float(r.abs().max()), FLOOR * top)
+        out.append((float((g - r).abs().max()) / scale, name))
+    return sorted(out, reverse=True)
+
+
+SHAPE_KEYS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "hidden_size", "intermediate_size",
+              "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
+              "tie_word_embeddings")
+CASES = [(family, large) for family in ("gpt2", "llama", "qwen3") for large in (False, True)]
+
+
+@pytest.mark.parametrize("family,large", CASES, ids=[f"{f}-{'over' if big else 'upto'}{STREAM_ROWS}rows"
+                                                     for f, big in CASES])
+def test_gradient_matches_transformers_at_random_sizes(family, large, tmp_path):
+    rng = random.Random(f"{SEED}-{family}-{large}")
+    B, T = draw_batch_shape(rng, large)
+    config = draw_config(family, rng, T)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 62))
+    model = MODEL_CLASS[family](config).float()
+    init_weights(model, gen)
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+
+    V = config.vocab_size
+    idx = [[rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    targets = [[-1 if rng.random() < 0.1 else rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    batch = tmp_path / "batch.bin"
+    flat = [v for row in idx for v in row] + [v for row in targets for v in row]
+    batch.write_bytes(struct.pack(f"<{2 + len(flat)}i", B, T, *flat))
+
+    ref_loss, ref = reference(model, idx, targets)
+    shape = {k: v for k, v in config.to_dict().items() if k in SHAPE_KEYS and v is not None}
+    what = f"LLMCC_GRADIENT_SEED={SEED}: {family} B={B} T={T} {shape}"
+
+    # Every configuration on 1 and 2 threads in fp32, the batch of at most 512 rows also with bf16
+    # products. The fast kernels only: the reference kernels take seconds at these sizes, and the
+    # op tests hold each fast kernel to its reference kernel.
+    modes = [("fp32", 1), ("fp32", 2)] + ([("bf16", 2)] if not large else [])
+    for dtype, threads in modes:
+        out = tmp_path / f"grad-{dtype}-{threads}"
+        result = subprocess.run([TOOL, str(folder), str(batch), str(out), "--threads", str(threads), "--dtype",
+                                 dtype], capture_output=True, text=True, env=TOOL_ENV)
+        assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
+        loss = float(result.stdout.split()[1])
+        got = load_file(out / "model.safetensors")
+        missing = sorted(set(ref) - set(got))
+        assert not missing, f"{what}\nllmcc wrote no gradient for {missing}"
+        tolerance = BF16_TOLERANCE if dtype == "bf16" else TOLERANCE
+        worst = deviations(got, ref)
+        mode = f"{dtype} products, {threads} threads"
+        assert abs(loss - ref_loss) <= tolerance * max(1.0, abs(ref_loss)), \
+            f"{what}\n{mode}: loss {loss} against transformers' {ref_loss}"
+        assert worst[0][0] <= tolerance, \
+            f"{what}\n{mode}: worst gradients (relative error, tensor): {worst[:5]}"
