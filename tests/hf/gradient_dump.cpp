@@ -1,15 +1,17 @@
 // llmcc_gradient_dump: a model's mean cross-entropy on one batch and its gradient from the
 // generated backward (Model::gradient), written in the family's Hugging Face layout (each
 // weight's gradient where `llmcc export --format safetensors` writes the weight), so that
-// test_hf_gradients.py compares it with transformers' gradient tensor by tensor, by name.
+// test_hf_gradients.py compares it with transformers' (or PEFT's) gradient tensor by tensor,
+// by name.
 //
 //   llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]
 //
-// MODEL is anything llmcc loads (a Hugging Face folder, say). BATCH holds little-endian int32
-// values: B, T, the token ids (B, T), then the targets (B, T), -1 for an ignored target. OUT is a
-// directory that receives the gradient as a Hugging Face model in f32 (config.json and
-// model.safetensors). Prints `loss <value>` on stdout; a bad argument or file gets a message
-// naming it on stderr and exit code 2.
+// MODEL is anything llmcc loads (a Hugging Face folder, a PEFT adapter directory, ...). BATCH
+// holds little-endian int32 values: B, T, the token ids (B, T), then the targets (B, T), -1 for an
+// ignored target. OUT is a directory that receives the gradient as a Hugging Face model in f32
+// (config.json and model.safetensors), or for a model with LoRA adapters the adapters' gradient
+// as a PEFT adapter (adapter_model.safetensors). Prints `loss <value>` on stdout; a bad argument
+// or file gets a message naming it on stderr and exit code 2.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -106,7 +108,6 @@ int run(int argc, char** argv) {
   llmcc::set_matmul_dtype(llmcc::parse_matmul_dtype(dtype));
 
   std::unique_ptr<llmcc::models::Model> model = llmcc::models::load_model(positional[0]);
-  if (model->lora() != nullptr) throw llmcc::Error("MODEL '" + positional[0] + "' has LoRA adapters: not supported");
   const Batch b = read_batch(positional[1], model->config().vocab_size());
 
   // Pages are touched only as they are used: the capacity bounds the batch, not the memory.
@@ -115,8 +116,10 @@ int run(int argc, char** argv) {
   float loss = 0.0f;
   const llmcc::ParameterStore grad = model->gradient({b.idx.data(), b.B, b.T}, {b.targets.data(), b.B, b.T}, &loss);
 
-  // The gradient as the weights of a model of the same config, written in its family's layout.
-  std::unique_ptr<llmcc::models::Model> out = llmcc::models::make_model(model->config());
+  // The gradient as the weights of a model of the same config, written in its family's layout;
+  // with LoRA adapters, as the adapters, written in PEFT's layout.
+  const bool lora = model->lora() != nullptr;
+  std::unique_ptr<llmcc::models::Model> out = lora ? std::move(model) : llmcc::models::make_model(model->config());
   llmcc::ParameterStore& dst = out->params();
   if (dst.count() != grad.count()) throw llmcc::Error("gradient and model have different parameter counts");
   for (std::size_t i = 0; i < grad.count(); ++i) {
@@ -125,7 +128,10 @@ int run(int argc, char** argv) {
       throw llmcc::Error("gradient tensor " + grad.name(i) + " does not match parameter " + dst.name(i));
     std::memcpy(w.f32(), g.f32(), static_cast<std::size_t>(g.numel()) * sizeof(float));
   }
-  out->save_as("safetensors", positional[2], {});
+  if (lora)
+    out->save_peft(positional[2]);
+  else
+    out->save_as("safetensors", positional[2], {});
   std::printf("loss %.9g\n", static_cast<double>(loss));
   return 0;
 }

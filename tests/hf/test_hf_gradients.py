@@ -17,6 +17,13 @@ agree as closely. Over 14 seeds (84 configurations) the worst tensors were at 1.
 3.9e-2 in bf16 (the query and key maps and their norms, where bf16's rounding of the operands
 moves the gradient most); a wrong term in a backward moves a tensor by far more.
 
+LoRA adapters of a random rank (1 to 32), alpha and set of maps over a base drawn the same way
+get the same check against PEFT (peft.get_peft_model on transformers' model): the tool loads the
+PEFT adapter directory and writes the adapters' gradient in PEFT's layout. Their updates are
+drawn at about 0.3 of each map's output: adapters that dominate the base make the gradient so
+sensitive to rounding that bf16 products (llmcc's, or PyTorch's emulated in float64) move it by
+more than its size.
+
 The sizes come from LLMCC_GRADIENT_SEED, else from a seed drawn per run; a failure names the seed
 and the configuration, so `LLMCC_GRADIENT_SEED=<seed> scripts/test_python.sh -k gradients`
 repeats it. Run by scripts/test_python.sh with LLMCC_GRADIENT_DUMP set to the build's tool.
@@ -182,3 +189,74 @@ def test_gradient_matches_transformers_at_random_sizes(family, large, tmp_path):
             f"{what}\n{mode}: loss {loss} against transformers' {ref_loss}"
         assert worst[0][0] <= tolerance, \
             f"{what}\n{mode}: worst gradients (relative error, tensor): {worst[:5]}"
+
+
+LORA_MODULES = {"gpt2": ["c_attn", "c_proj", "c_fc"],
+                "llama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+LORA_MODULES["qwen3"] = LORA_MODULES["llama"]
+
+
+@pytest.mark.parametrize("family", ("gpt2", "llama", "qwen3"))
+def test_lora_gradient_matches_peft_at_random_sizes(family, tmp_path):
+    """LoRA adapters of a random rank, alpha and set of maps over a base of random sizes: the
+    adapters' gradient against PEFT's (peft.get_peft_model on transformers' model, float64)."""
+    peft = pytest.importorskip("peft")
+    rng = random.Random(f"{SEED}-{family}-lora")
+    B, T = draw_batch_shape(rng, rng.random() < 0.5)
+    config = draw_config(family, rng, T)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 62))
+    base = tmp_path / "base"
+    model = MODEL_CLASS[family](config).float()
+    init_weights(model, gen)
+    model.save_pretrained(base)
+    # Loaded back, so that the adapter's base_model_name_or_path names the folder llmcc reads.
+    model = MODEL_CLASS[family].from_pretrained(base, dtype=torch.float32)
+    modules = [m for m in LORA_MODULES[family] if rng.random() < 0.6] or [rng.choice(LORA_MODULES[family])]
+    rank = rng.choice([1, 2, 3, 4, 8, 13, 16, 32])
+    alpha = rng.choice([1.0, 8.0, 16.0, 32.0])
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=modules,
+                                                      lora_dropout=0.0, fan_in_fan_out=family == "gpt2",
+                                                      init_lora_weights=False))
+    # A ~ N(0, 1/fan_in) and B ~ N(0, 0.3 sqrt(rank) / alpha): each map's update (alpha / rank) B A x
+    # about 0.3 of its base's output, whatever the rank and alpha.
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if ".lora_A." in name:
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+            elif ".lora_B." in name:
+                p.copy_(0.3 * math.sqrt(rank) / alpha * torch.randn(p.shape, generator=gen))
+    adapter = tmp_path / "adapter"
+    lora.save_pretrained(adapter)
+
+    V = config.vocab_size
+    idx = [[rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    targets = [[-1 if rng.random() < 0.1 else rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    batch = tmp_path / "batch.bin"
+    flat = [v for row in idx for v in row] + [v for row in targets for v in row]
+    batch.write_bytes(struct.pack(f"<{2 + len(flat)}i", B, T, *flat))
+    lora = lora.double()
+    logits = lora(torch.tensor(idx)).logits
+    loss = F.cross_entropy(logits.reshape(-1, V), torch.tensor(targets).reshape(-1), ignore_index=-1)
+    loss.backward()
+    ref_loss = float(loss.detach())
+    # PEFT's parameter names carry the adapter's name ("lora_A.default.weight"); its files do not.
+    ref = {n.replace(".default.", "."): p.grad.detach().clone() for n, p in lora.named_parameters() if p.requires_grad}
+    shape = {k: v for k, v in config.to_dict().items() if k in SHAPE_KEYS and v is not None}
+    what = (f"LLMCC_GRADIENT_SEED={SEED}: {family} B={B} T={T} {shape}, LoRA rank {rank} alpha {alpha} on "
+            f"{modules}")
+
+    for dtype, threads in [("fp32", 1), ("fp32", 2), ("bf16", 2)]:
+        out = tmp_path / f"grad-{dtype}-{threads}"
+        result = subprocess.run([TOOL, str(adapter), str(batch), str(out), "--threads", str(threads), "--dtype",
+                                 dtype], capture_output=True, text=True, env=TOOL_ENV)
+        assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
+        loss = float(result.stdout.split()[1])
+        got = load_file(out / "adapter_model.safetensors")
+        assert sorted(got) == sorted(ref), f"{what}\nllmcc's adapter tensors {sorted(got)}, PEFT's {sorted(ref)}"
+        tolerance = BF16_TOLERANCE if dtype == "bf16" else TOLERANCE
+        worst = deviations(got, ref)
+        mode = f"{dtype} products, {threads} threads"
+        assert abs(loss - ref_loss) <= tolerance * max(1.0, abs(ref_loss)), \
+            f"{what}\n{mode}: loss {loss} against PEFT's {ref_loss}"
+        assert worst[0][0] <= tolerance, f"{what}\n{mode}: worst gradients (relative error, tensor): {worst[:5]}"
+

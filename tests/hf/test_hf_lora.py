@@ -10,8 +10,9 @@ architectures (a SmolLM2-style Llama with tied embeddings, an untied Llama, Qwen
   and of `llmcc export --merge-lora --format safetensors` (loaded by transformers alone) give the
   same loss, as does PEFT's merge_and_unload.
 
-The gradients against PEFT's are tests/models/test_lora_parity.cpp's (fixtures). Run by
-scripts/test_python.sh with LLMCC_BINARY set to the build's llmcc.
+The gradients against PEFT's are tests/models/test_lora_parity.cpp's (fixtures) and
+test_hf_gradients.py's (sizes drawn per run). Run by scripts/test_python.sh with LLMCC_BINARY set
+to the build's llmcc.
 """
 import json
 import os
