@@ -5,6 +5,7 @@
 // by name.
 //
 //   llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]
+//                       [--checkpoint-activations on|off]
 //
 // MODEL is anything llmcc loads (a Hugging Face folder, a PEFT adapter directory, ...). BATCH
 // holds little-endian int32 values: B, T, the token ids (B, T), then the targets (B, T), -1 for an
@@ -31,7 +32,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]";
+    "usage: llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]\n"
+    "                           [--checkpoint-activations on|off]";
 
 struct Batch {
   int B = 0, T = 0;
@@ -83,6 +85,7 @@ int run(int argc, char** argv) {
   int threads = 1;
   llmcc::KernelMode kernels = llmcc::KernelMode::Fast;
   std::string dtype = "fp32";
+  bool checkpoint = false;  // the generated backward that runs each block's forward again
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
@@ -98,6 +101,9 @@ int run(int argc, char** argv) {
       kernels = v == "fast" ? llmcc::KernelMode::Fast : llmcc::KernelMode::Reference;
     } else if (a == "--dtype") {
       dtype = v;
+    } else if (a == "--checkpoint-activations") {
+      if (v != "on" && v != "off") throw llmcc::Error("--checkpoint-activations expects on or off, got '" + v + "'");
+      checkpoint = v == "on";
     } else {
       throw llmcc::Error("unknown flag " + a);
     }
@@ -108,6 +114,7 @@ int run(int argc, char** argv) {
   llmcc::set_matmul_dtype(llmcc::parse_matmul_dtype(dtype));
 
   std::unique_ptr<llmcc::models::Model> model = llmcc::models::load_model(positional[0]);
+  model->set_checkpoint_activations(checkpoint);
   const Batch b = read_batch(positional[1], model->config().vocab_size());
 
   // Pages are touched only as they are used: the capacity bounds the batch, not the memory.
