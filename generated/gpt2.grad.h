@@ -875,7 +875,7 @@ void Gpt2_forward_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& idx,
                       const Gpt2_forward_Saved& _s, const llmcc::Tensor& d_out, Gpt2_Grad* d_self,
                       bool _final = false);
 
-// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:210) reads.
+// gpt2_loss: what the backward of llmcc::models::gpt2_loss (gpt2.h:212) reads.
 struct gpt2_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_Saved m;
@@ -963,7 +963,7 @@ void Gpt2_forward_12_bwd(const llmcc::models::Gpt2& self, const llmcc::Tokens& i
                          const llmcc::Tensor& d_out, Gpt2_Grad* d_self, Gpt2Lora_Grad* d_lora,
                          bool _final = false);
 
-// gpt2_lora_loss: what the backward of llmcc::models::gpt2_lora_loss (gpt2.h:216) reads.
+// gpt2_lora_loss: what the backward of llmcc::models::gpt2_lora_loss (gpt2.h:218) reads.
 struct gpt2_lora_loss_Saved {
   llmcc::Tensor t0;
   Gpt2_forward_12_Saved base;

@@ -40,7 +40,7 @@ Dims check_tokens(const char* op, const Tokens& idx, const Tensor& wte) {
 
 // wpe is (maxT, C) with T <= maxT.
 void check_positions(const Tensor& wpe, const Dims& d) {
-  check::ndim(kTokPos, "wpe", wpe, 2, "(maxT, C)");
+  check::weight_ndim(kTokPos, "wpe", wpe, 2, "(maxT, C)");
   check::dim(kTokPos, "wpe", wpe, 1, d.C, "C, dim 1 of wte");
   check::that(d.T <= wpe.dim(0), kTokPos, [&] {
     return "idx has T = " + std::to_string(d.T) + ", expected T <= maxT = " + std::to_string(wpe.dim(0)) +
@@ -55,21 +55,42 @@ void check_d_out(const char* op, const Tensor& d_out, const Dims& d) {
   check::dim(op, "d_out", d_out, 2, d.C, "C of wte");
 }
 
-Tensor forward(const char* op, const Tokens& idx, const Tensor& wte, const float* wpe, const Dims& d) {
+// A table (V, C) or (maxT, C) read as floats, stored in f32 or bf16 (widened exactly).
+struct Table {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+  explicit Table(const Tensor& t) {
+    if (t.dtype() == DType::BF16)
+      bf16 = static_cast<const std::uint16_t*>(t.raw());
+    else
+      f32 = t.f32();
+  }
+  float operator[](std::int64_t i) const { return bf16 != nullptr ? cpu::bf16_to_float(bf16[i]) : f32[i]; }
+};
+
+// wpe (maxT, C) or null (token_embedding).
+Tensor forward(const char* op, const Tokens& idx, const Tensor& wte, const Tensor* wpe, const Dims& d) {
   Tensor out = new_tensor({d.B, d.T, d.C}, op);  // (B, T, C)
-  if (wte.dtype() == DType::BF16) {
-    // A frozen table stored in bf16: each row widened as it is gathered (both kernel modes).
-    const auto* table = static_cast<const std::uint16_t*>(wte.raw());
-    float* o = out.f32();
+  if (wte.dtype() == DType::BF16 || (wpe != nullptr && wpe->dtype() == DType::BF16)) {
+    // A frozen table stored in bf16 (a LoRA model's base): each row widened as it is gathered,
+    // in both kernel modes. The sum is the f32 kernels' (one add of two floats per element).
+    float* o = out.f32();  // (B, T, C)
+    const Table te(wte);
     for (std::int64_t i = 0; i < d.B * d.T; ++i) {
-      const std::uint16_t* row = table + static_cast<std::int64_t>(idx.data()[i]) * d.C;
-      const float* pos = wpe ? wpe + (i % d.T) * d.C : nullptr;
-      for (std::int64_t c = 0; c < d.C; ++c) o[i * d.C + c] = cpu::bf16_to_float(row[c]) + (pos ? pos[c] : 0.0f);
+      const std::int64_t row = static_cast<std::int64_t>(idx.data()[i]) * d.C;
+      for (std::int64_t c = 0; c < d.C; ++c) o[i * d.C + c] = te[row + c];
+    }
+    if (wpe != nullptr) {
+      const Table pe(*wpe);
+      for (std::int64_t i = 0; i < d.B * d.T; ++i) {
+        const std::int64_t pos = (i % d.T) * d.C;
+        for (std::int64_t c = 0; c < d.C; ++c) o[i * d.C + c] += pe[pos + c];
+      }
     }
   } else if (kernel_mode() == KernelMode::Reference) {
-    ref::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe, d.B, d.T, d.C);
+    ref::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe != nullptr ? wpe->f32() : nullptr, d.B, d.T, d.C);
   } else {
-    cpu::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe, d.B, d.T, d.C);
+    cpu::embedding_forward(out.f32(), idx.data(), wte.f32(), wpe != nullptr ? wpe->f32() : nullptr, d.B, d.T, d.C);
   }
   return out;
 }
@@ -108,7 +129,7 @@ Tensor token_position_embedding(const Tokens& idx, const Tensor& wte, const Tens
   LLMCC_PROFILE("tok_pos_embedding.fwd");
   const Dims d = check_tokens(kTokPos, idx, wte);
   check_positions(wpe, d);
-  return forward(kTokPos, idx, wte, wpe.f32(), d);
+  return forward(kTokPos, idx, wte, &wpe, d);
 }
 
 void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, const Tensor& wpe, const Tensor& out,
@@ -119,6 +140,7 @@ void token_position_embedding_pullback(const Tokens& idx, const Tensor& wte, con
   check_positions(wpe, d);
   check_d_out(kTokPos, d_out, d);
   check::no_adjoint_of_bf16(kTokPos, "wte", d_wte, wte);
+  check::no_adjoint_of_bf16(kTokPos, "wpe", d_wpe, wpe);
   check::adjoint(kTokPos, "d_wte", d_wte, wte);
   check::adjoint(kTokPos, "d_wpe", d_wpe, wpe);
   backward(idx, d_out, d_wte, d_wpe, d);

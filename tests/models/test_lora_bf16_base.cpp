@@ -1,10 +1,12 @@
 // A LoRA model whose frozen base is stored in bf16 (Model::store_base_in_bf16, --base-dtype bf16)
 // computes what the same model computes with an fp32 base holding the bf16-rounded values: the
 // loss, training steps of the adapters (forward, generated backward, AdamW), generation and the
-// merged model, for Llama (untied head) and Qwen3; the fp32 memory of the matrices is given back.
+// merged model, for every family with adapters (GPT-2's tied head and position table, Llama's
+// untied head, Qwen3); the fp32 memory of the matrices is given back.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +47,7 @@ std::unique_ptr<Model> with_adapters(std::unique_ptr<Model> m) {
   return lora;
 }
 
-class LoraBf16Base : public ::testing::TestWithParam<const char*> {};
+class LoraBf16Base : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LoraBf16Base, TrainsAndGeneratesAsTheRoundedFp32Base) {
   const std::string preset = GetParam();
@@ -87,7 +89,29 @@ TEST_P(LoraBf16Base, TrainsAndGeneratesAsTheRoundedFp32Base) {
   EXPECT_EQ(bf16->sample({1, 2, 3}, 8, greedy, rb), ref->sample({1, 2, 3}, 8, greedy, ra));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LoraBf16Base, ::testing::Values("llama-tiny", "qwen3-tiny"));
+// Every family with adapters, at its smallest preset.
+std::vector<std::string> lora_family_presets() {
+  std::vector<std::string> presets;
+  for (const llmcc::models::Family* f : llmcc::models::model_families()) {
+    if (f->lora_targets().empty()) continue;
+    std::string best;
+    std::int64_t fewest = 0;
+    for (const std::string& name : f->preset_names()) {
+      const std::int64_t n = f->preset(name).parameter_count();
+      if (best.empty() || n < fewest) best = name, fewest = n;
+    }
+    presets.push_back(best);
+  }
+  return presets;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, LoraBf16Base, ::testing::ValuesIn(lora_family_presets()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 TEST(LoraBf16BaseApi, AModelWithoutAdaptersIsRefused) {
   std::unique_ptr<Model> m = base("llama-tiny", false);

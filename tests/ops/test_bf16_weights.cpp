@@ -1,7 +1,7 @@
-// Frozen weights stored in bf16 (--base-dtype bf16): linear, linear_nobias, lora_linear and
-// token_embedding read a bf16 weight as the f32 weight of the same values, in both kernel modes,
-// on sizes that take several of the fast path's widening blocks and the one-row product; asking
-// for a bf16 weight's gradient is refused by name.
+// Frozen weights stored in bf16 (--base-dtype bf16): linear, linear_nobias, lora_linear,
+// token_embedding and token_position_embedding read a bf16 weight as the f32 weight of the same values, in both kernel
+// modes, on sizes that take several of the fast path's widening blocks and the one-row product; asking for a bf16
+// weight's gradient is refused by name.
 #include <cstdint>
 #include <vector>
 
@@ -109,12 +109,18 @@ TEST(Bf16WeightApi, LoraLinearReadsTheWeightAsItsF32Values) {
 TEST(Bf16WeightApi, EmbeddingGathersTheWidenedRows) {
   Arena arena(std::size_t{1} << 22);
   ArenaScope scope(arena);
-  const RoundedWeight table(arena, {11, 24}, 7);  // (V, C)
+  const RoundedWeight table(arena, {11, 24}, 7);     // (V, C)
+  const RoundedWeight positions(arena, {5, 24}, 8);  // (maxT, C)
   const std::vector<std::int32_t> ids = {3, 0, 10, 3, 7, 1};
   const Tokens idx(ids.data(), 2, 3);
   for (KernelMode mode : {KernelMode::Fast, KernelMode::Reference}) {
     set_kernel_mode(mode);
     EXPECT_EQ(test::to_vector(token_embedding(idx, table.bf16)), test::to_vector(token_embedding(idx, table.f32)));
+    // GPT-2's encoder with either table in bf16, or both: the sums of the f32 values.
+    const std::vector<float> want = test::to_vector(token_position_embedding(idx, table.f32, positions.f32));
+    EXPECT_EQ(test::to_vector(token_position_embedding(idx, table.bf16, positions.f32)), want);
+    EXPECT_EQ(test::to_vector(token_position_embedding(idx, table.f32, positions.bf16)), want);
+    EXPECT_EQ(test::to_vector(token_position_embedding(idx, table.bf16, positions.bf16)), want);
   }
   set_kernel_mode(KernelMode::Fast);
 }
@@ -138,6 +144,12 @@ TEST(Bf16WeightApi, AGradientOfABf16WeightIsRefusedByName) {
   Tensor d_e = arena.zeros({1, 3, 4}, "d_e");
   EXPECT_TRUE(test::throws_error([&] { token_embedding_pullback(Tokens(ids.data(), 1, 3), w.bf16, e, d_e, &d_w); },
                                  {"[token_embedding]", "wte is stored in bf16"}));
+  Tensor wte = arena.zeros({5, 4}, "wte");
+  Tensor pe = token_position_embedding(Tokens(ids.data(), 1, 3), wte, w.bf16);
+  EXPECT_TRUE(test::throws_error(
+      [&] { token_position_embedding_pullback(Tokens(ids.data(), 1, 3), wte, w.bf16, pe, d_e, nullptr, &d_w); },
+      {"[token_position_embedding]", "wpe is stored in bf16"}));
+  token_position_embedding_pullback(Tokens(ids.data(), 1, 3), wte, w.bf16, pe, d_e, &d_w, nullptr);  // wte's only
   // An activation in bf16 is still refused: only weights may be.
   std::vector<std::uint16_t> xb(12, 0);
   Tensor x16(xb.data(), {3, 4}, DType::BF16);

@@ -1,6 +1,8 @@
 // Embedding lookups: token_embedding (Llama: a row of wte per token) and
 // token_position_embedding (GPT-2's encoder: a row of wte per token plus a row of wpe per
-// position). Token ids get no adjoint; the weight adjoints are scatter-adds.
+// position). Token ids get no adjoint; the weight adjoints are scatter-adds. wte and wpe may be
+// stored in bf16 (a LoRA model's frozen base, Model::store_base_in_bf16): they are read widened to
+// f32 and get no adjoint (d_wte, d_wpe null).
 #pragma once
 
 #include "llmcc/tensor.h"

@@ -196,8 +196,10 @@ struct Gpt2 {
   Tensor decode(const Tokens& idx, KvCache& cache) const { return decode(idx, cache, no_adapters); }
   Tensor decode(const Tokens& idx, KvCache& cache, const Gpt2Lora& lora) const {
     const std::int64_t C = cfg.n_embd, T = idx.T(), pos = cache.pos();
-    const Tensor positions(wpe.f32() + pos * C, {cfg.max_seq_len - pos, C});  // rows pos.. of wpe
-    Tensor x = llmcc::token_position_embedding(idx, wte, positions);          // (1, T, C)
+    // Rows pos.. of wpe, in its dtype (bf16 in a LoRA model's frozen base): (maxT - pos, C).
+    const Tensor positions(static_cast<char*>(wpe.raw()) + pos * C * static_cast<std::int64_t>(dtype_size(wpe.dtype())),
+                           {cfg.max_seq_len - pos, C}, wpe.dtype());
+    Tensor x = llmcc::token_position_embedding(idx, wte, positions);  // (1, T, C)
     for (int l = 0; l < cfg.n_layer; ++l) x = h[l].decode(cache.carry(x), cache, l, lora.h[l]);
     x = cache.carry(x);                                    // (1, T, C)
     const Tensor last(x.f32() + (T - 1) * C, {1, 1, C});   // (1, 1, C)
