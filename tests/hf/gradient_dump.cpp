@@ -5,14 +5,15 @@
 // by name.
 //
 //   llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]
-//                       [--checkpoint-activations on|off]
+//                       [--checkpoint-activations on|off] [--base-dtype f32|bf16]
 //
 // MODEL is anything llmcc loads (a Hugging Face folder, a PEFT adapter directory, ...). BATCH
 // holds little-endian int32 values: B, T, the token ids (B, T), then the targets (B, T), -1 for an
 // ignored target. OUT is a directory that receives the gradient as a Hugging Face model in f32
 // (config.json and model.safetensors), or for a model with LoRA adapters the adapters' gradient
 // as a PEFT adapter (adapter_model.safetensors). Prints `loss <value>` on stdout; a bad argument
-// or file gets a message naming it on stderr and exit code 2.
+// or file gets a message naming it on stderr and exit code 2. --base-dtype bf16 stores a LoRA
+// model's frozen base matrices in bf16 (Model::store_base_in_bf16, `--base-dtype` of llmcc).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -33,7 +34,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]\n"
-    "                           [--checkpoint-activations on|off]";
+    "                           [--checkpoint-activations on|off] [--base-dtype f32|bf16]";
 
 struct Batch {
   int B = 0, T = 0;
@@ -86,6 +87,7 @@ int run(int argc, char** argv) {
   llmcc::KernelMode kernels = llmcc::KernelMode::Fast;
   std::string dtype = "fp32";
   bool checkpoint = false;  // the generated backward that runs each block's forward again
+  bool bf16_base = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
@@ -104,6 +106,9 @@ int run(int argc, char** argv) {
     } else if (a == "--checkpoint-activations") {
       if (v != "on" && v != "off") throw llmcc::Error("--checkpoint-activations expects on or off, got '" + v + "'");
       checkpoint = v == "on";
+    } else if (a == "--base-dtype") {
+      if (v != "f32" && v != "bf16") throw llmcc::Error("--base-dtype expects f32 or bf16, got '" + v + "'");
+      bf16_base = v == "bf16";
     } else {
       throw llmcc::Error("unknown flag " + a);
     }
@@ -115,6 +120,11 @@ int run(int argc, char** argv) {
 
   std::unique_ptr<llmcc::models::Model> model = llmcc::models::load_model(positional[0]);
   model->set_checkpoint_activations(checkpoint);
+  if (bf16_base) {
+    if (model->lora() == nullptr)
+      throw llmcc::Error("--base-dtype bf16 needs a model with LoRA adapters; MODEL '" + positional[0] + "' has none");
+    model->store_base_in_bf16();
+  }
   const Batch b = read_batch(positional[1], model->config().vocab_size());
 
   // Pages are touched only as they are used: the capacity bounds the batch, not the memory.
