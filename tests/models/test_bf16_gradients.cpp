@@ -1,5 +1,5 @@
-// Gradients with bf16 matrix products against fp32 ones, for GPT-2 and Llama at the tiny presets'
-// shapes: per parameter tensor, the cosine similarity of the two gradients is at least 0.999,
+// Gradients with bf16 matrix products against fp32 ones, for GPT-2, Llama and Qwen3 at the tiny
+// presets' shapes: per parameter tensor, the cosine similarity of the two gradients is at least 0.999,
 // and the loss agrees to bf16 precision. The figures are printed per model (the smallest cosine
 // and its tensor).
 #include <gtest/gtest.h>
@@ -20,6 +20,10 @@
 #include "models/llama/llama.h"
 #include "models/llama/llama_config.h"
 #include "models/llama/llama_weights.h"
+#include "models/qwen3/qwen3.h"
+#include "models/qwen3/qwen3_config.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "qwen3.grad.h"
 #include "test_support.h"
 
 namespace {
@@ -98,6 +102,18 @@ TEST(Bf16Gradients, LlamaMatchesFp32PerTensor) {
   const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
   expect_bf16_gradients_close("llama-tiny (vocab 512)", w,
                               [&](auto& model, auto& grad) { return llama_loss_grad(model, x, y, grad); });
+}
+
+TEST(Bf16Gradients, Qwen3MatchesFp32PerTensor) {
+  llmcc::models::Qwen3Config c = llmcc::models::qwen3_preset("qwen3-tiny");
+  c.vocab_size = 512;
+  auto w = llmcc::models::make_qwen3(c);
+  llmcc::models::qwen3_init(w.model, 5);
+  const int B = 4, T = 64;
+  const auto idx = random_ids(B * T, c.vocab_size, 6), tgt = random_ids(B * T, c.vocab_size, 7);
+  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
+  expect_bf16_gradients_close("qwen3-tiny (vocab 512)", w,
+                              [&](auto& model, auto& grad) { return qwen3_loss_grad(model, x, y, grad); });
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 // The generated backward's gradient-final notifications (llmcc::adgen::GradFinalListener) for
-// GPT-2 and Llama: every parameter gradient is notified exactly once per gradient call, holding
-// its final value when notified (also when gradients accumulate over a second call), and each
-// block's are notified in backward order, as soon as its backward is done: the last block's
-// before the first block's and the embeddings' (so data-parallel training reduces them while the
-// blocks below run).
+// GPT-2, Llama and Qwen3 (tied and untied): every parameter gradient is notified exactly once per gradient call,
+// holding its final value when notified (also when gradients accumulate over a second call), and each block's are
+// notified in backward order, as soon as its backward is done: the last block's before the first block's and the
+// embeddings' (so data-parallel training reduces them while the blocks below run).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,6 +19,10 @@
 #include "models/llama/llama.h"
 #include "models/llama/llama_config.h"
 #include "models/llama/llama_weights.h"
+#include "models/qwen3/qwen3.h"
+#include "models/qwen3/qwen3_config.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "qwen3.grad.h"
 #include "random_ids.h"
 #include "test_support.h"
 
@@ -112,6 +115,32 @@ TEST(GradFinal, LlamaEachGradientOnceFinalInBackwardOrder) {
     EXPECT_LT(upper.second, lower.first) << "block " << k;
   }
   EXPECT_LT(notified_span(order, g.store, "layers.0.").second, embedding.first);
+}
+
+TEST(GradFinal, Qwen3EachGradientOnceFinalInBackwardOrder) {
+  for (const bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    llmcc::models::Qwen3Config c = llmcc::models::qwen3_preset("qwen3-tiny");
+    c.vocab_size = 256;
+    c.tie_embeddings = tied;
+    auto w = llmcc::models::make_qwen3(c);
+    llmcc::models::qwen3_init(w.model, 3);
+    const int B = 2, T = 16;
+    const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
+    const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
+    auto g = llmcc::adgen::make_grad(w.model);
+    const auto order = check_two_calls(
+        w.model, [&](const auto& m, auto& grad) { llmcc::models::qwen3_loss_grad(m, x, y, grad); }, "qwen3");
+    ASSERT_EQ(order.size(), g.store.count());
+    ASSERT_GE(c.n_layer, 2);
+    const auto embedding = notified_span(order, g.store, "model.embed_tokens");
+    for (int k = c.n_layer - 1; k > 0; --k) {
+      const auto upper = notified_span(order, g.store, "model.layers." + std::to_string(k) + ".");
+      const auto lower = notified_span(order, g.store, "model.layers." + std::to_string(k - 1) + ".");
+      EXPECT_LT(upper.second, lower.first) << "block " << k;
+    }
+    EXPECT_LT(notified_span(order, g.store, "model.layers.0.").second, embedding.first);
+  }
 }
 
 // Scopes nest: the inner listener gets the notifications, the outer one is restored after.

@@ -68,6 +68,8 @@ inline std::pair<std::size_t, std::size_t> notified_span(const std::vector<std::
       first = std::min(first, k);
       last = k;
     }
+  // An empty span would pass every order check against it.
+  if (first == order.size()) ADD_FAILURE() << "no notified gradient's name starts with '" << prefix << "'";
   return {first, last};
 }
 
