@@ -84,6 +84,8 @@ def draw_config(family, rng, T):
     NH = NKV * rng.choice([1, 2, 3])
     HS = rng.choice([8, 16, 32, 48, 64, 128])
     if family == "llama":
+        while NH * HS > 768:  # at most GPT-2 124M's width, so that a run stays within seconds
+            HS //= 2
         C = NH * HS
         scaling = None
         if rng.random() < 0.5:
