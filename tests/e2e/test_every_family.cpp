@@ -16,6 +16,7 @@
 #include "cli_run.h"
 #include "llmcc/train/data_loader.h"
 #include "models/registry.h"
+#include "smallest_preset.h"
 #include "temp_dir.h"
 #include "train_run.h"
 
@@ -23,17 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using llmcc::test::run_llmcc;
-
-// The family's preset with the fewest parameters.
-std::string smallest_preset(const llmcc::models::Family& f) {
-  std::string best;
-  std::int64_t fewest = 0;
-  for (const std::string& name : f.preset_names()) {
-    const std::int64_t n = f.preset(name).parameter_count();
-    if (best.empty() || n < fewest) best = name, fewest = n;
-  }
-  return best;
-}
+using llmcc::test::smallest_preset;
 
 // "val loss 4.1234" from `llmcc eval`'s text.
 std::string val_loss(const std::string& out) {

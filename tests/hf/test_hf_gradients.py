@@ -145,6 +145,32 @@ def deviations(got, ref):
     return sorted(out, reverse=True)
 
 
+def write_batch(rng, V, B, T, path):
+    """Token ids (B, T) and targets with about one in ten ignored (-1), written as the tool reads
+    them (int32: B, T, ids, targets)."""
+    idx = [[rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    targets = [[-1 if rng.random() < 0.1 else rng.randrange(V) for _ in range(T)] for _ in range(B)]
+    flat = [v for row in idx for v in row] + [v for row in targets for v in row]
+    path.write_bytes(struct.pack(f"<{2 + len(flat)}i", B, T, *flat))
+    return idx, targets, path
+
+
+def llmcc_gradient(model, batch, out, what, dtype, threads, checkpoint, *extra):
+    """Runs llmcc_gradient_dump; returns the loss it printed."""
+    result = subprocess.run([TOOL, str(model), str(batch), str(out), "--threads", str(threads), "--dtype", dtype,
+                             "--checkpoint-activations", checkpoint, *extra], capture_output=True, text=True,
+                            env=TOOL_ENV)
+    assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
+    return float(result.stdout.split()[1])
+
+
+def expect_close(loss, got, ref_loss, ref, dtype, what):
+    tolerance = BF16_TOLERANCE if dtype == "bf16" else TOLERANCE
+    assert abs(loss - ref_loss) <= tolerance * max(1.0, abs(ref_loss)), f"{what}: loss {loss}, reference {ref_loss}"
+    worst = deviations(got, ref)
+    assert worst[0][0] <= tolerance, f"{what}: worst gradients (relative error, tensor): {worst[:5]}"
+
+
 SHAPE_KEYS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "hidden_size", "intermediate_size",
               "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
               "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
@@ -165,11 +191,7 @@ def test_gradient_matches_transformers_at_random_sizes(family, large, tmp_path):
     model.save_pretrained(folder)
 
     V = config.vocab_size
-    idx = [[rng.randrange(V) for _ in range(T)] for _ in range(B)]
-    targets = [[-1 if rng.random() < 0.1 else rng.randrange(V) for _ in range(T)] for _ in range(B)]
-    batch = tmp_path / "batch.bin"
-    flat = [v for row in idx for v in row] + [v for row in targets for v in row]
-    batch.write_bytes(struct.pack(f"<{2 + len(flat)}i", B, T, *flat))
+    idx, targets, batch = write_batch(rng, V, B, T, tmp_path / "batch.bin")
 
     ref_loss, ref = reference(model, idx, targets)
     shape = {k: v for k, v in config.to_dict().items() if k in SHAPE_KEYS and v is not None}
@@ -182,21 +204,12 @@ def test_gradient_matches_transformers_at_random_sizes(family, large, tmp_path):
     modes = [("fp32", 1, "off"), ("fp32", 2, "off"), ("fp32", 2, "on")] + ([("bf16", 2, "off")] if not large else [])
     for dtype, threads, checkpoint in modes:
         out = tmp_path / f"grad-{dtype}-{threads}-{checkpoint}"
-        result = subprocess.run([TOOL, str(folder), str(batch), str(out), "--threads", str(threads), "--dtype",
-                                 dtype, "--checkpoint-activations", checkpoint], capture_output=True, text=True,
-                                env=TOOL_ENV)
-        assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
-        loss = float(result.stdout.split()[1])
+        loss = llmcc_gradient(folder, batch, out, what, dtype, threads, checkpoint)
         got = load_file(out / "model.safetensors")
         missing = sorted(set(ref) - set(got))
         assert not missing, f"{what}\nllmcc wrote no gradient for {missing}"
-        tolerance = BF16_TOLERANCE if dtype == "bf16" else TOLERANCE
-        worst = deviations(got, ref)
-        mode = f"{dtype} products, {threads} threads, activation checkpointing {checkpoint}"
-        assert abs(loss - ref_loss) <= tolerance * max(1.0, abs(ref_loss)), \
-            f"{what}\n{mode}: loss {loss} against transformers' {ref_loss}"
-        assert worst[0][0] <= tolerance, \
-            f"{what}\n{mode}: worst gradients (relative error, tensor): {worst[:5]}"
+        expect_close(loss, got, ref_loss, ref, dtype,
+                     f"{what}\n{dtype} products, {threads} threads, activation checkpointing {checkpoint}")
 
 
 def peft_gradient(lora, idx, targets):
@@ -248,11 +261,7 @@ def test_lora_gradient_matches_peft_at_random_sizes(family, tmp_path):
     lora.save_pretrained(adapter)
 
     V = config.vocab_size
-    idx = [[rng.randrange(V) for _ in range(T)] for _ in range(B)]
-    targets = [[-1 if rng.random() < 0.1 else rng.randrange(V) for _ in range(T)] for _ in range(B)]
-    batch = tmp_path / "batch.bin"
-    flat = [v for row in idx for v in row] + [v for row in targets for v in row]
-    batch.write_bytes(struct.pack(f"<{2 + len(flat)}i", B, T, *flat))
+    idx, targets, batch = write_batch(rng, V, B, T, tmp_path / "batch.bin")
     lora = lora.double()
     ref_loss, ref = peft_gradient(lora, idx, targets)
     # With the base's matrices stored in bf16 (llmcc's --base-dtype bf16) the adapters train over
@@ -270,18 +279,10 @@ def test_lora_gradient_matches_peft_at_random_sizes(family, tmp_path):
                                                    ("fp32", 2, "on", "f32"), ("bf16", 2, "off", "f32"),
                                                    ("fp32", 2, "off", "bf16"), ("bf16", 2, "off", "bf16")]:
         out = tmp_path / f"grad-{dtype}-{threads}-{checkpoint}-{base_dtype}"
-        result = subprocess.run([TOOL, str(adapter), str(batch), str(out), "--threads", str(threads), "--dtype",
-                                 dtype, "--checkpoint-activations", checkpoint, "--base-dtype", base_dtype],
-                                capture_output=True, text=True, env=TOOL_ENV)
-        assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
-        loss = float(result.stdout.split()[1])
+        loss = llmcc_gradient(adapter, batch, out, what, dtype, threads, checkpoint, "--base-dtype", base_dtype)
         got = load_file(out / "adapter_model.safetensors")
         assert sorted(got) == sorted(ref), f"{what}\nllmcc's adapter tensors {sorted(got)}, PEFT's {sorted(ref)}"
-        tolerance = BF16_TOLERANCE if dtype == "bf16" else TOLERANCE
         want_loss, want = (rounded_loss, rounded) if base_dtype == "bf16" else (ref_loss, ref)
-        worst = deviations(got, want)
-        mode = f"{dtype} products, {threads} threads, activation checkpointing {checkpoint}, base in {base_dtype}"
-        assert abs(loss - want_loss) <= tolerance * max(1.0, abs(want_loss)), \
-            f"{what}\n{mode}: loss {loss} against PEFT's {want_loss}"
-        assert worst[0][0] <= tolerance, f"{what}\n{mode}: worst gradients (relative error, tensor): {worst[:5]}"
+        expect_close(loss, got, want_loss, want, dtype, f"{what}\n{dtype} products, {threads} threads, "
+                     f"activation checkpointing {checkpoint}, base in {base_dtype}")
 

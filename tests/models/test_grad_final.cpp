@@ -65,35 +65,40 @@ std::vector<std::size_t> check_two_calls(const Model& model, GradCall grad_call,
   return first;
 }
 
+// check_two_calls on a batch of 2 x 16 random tokens; returns the first call's order.
+template <class Model, class LossGrad>
+std::vector<std::size_t> notified_order(const Model& model, int vocab, LossGrad loss_grad, const std::string& what) {
+  const int B = 2, T = 16;
+  const auto idx = random_ids(B * T, vocab, 4), tgt = random_ids(B * T, vocab, 5);
+  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
+  return check_two_calls(model, [&](const auto& m, auto& grad) { loss_grad(m, x, y, grad); }, what);
+}
+
+// Each block's gradients (names `block`K.) are notified together, right after its backward:
+// block k's before block k-1's, and block 0's before the embedding's.
+void expect_blocks_last_to_first(const std::vector<std::size_t>& order, const llmcc::ParameterStore& store,
+                                 const std::string& block, int n_layer, const std::string& embedding) {
+  ASSERT_GE(n_layer, 2);
+  for (int k = n_layer - 1; k > 0; --k) {
+    const auto upper = notified_span(order, store, block + std::to_string(k) + ".");
+    const auto lower = notified_span(order, store, block + std::to_string(k - 1) + ".");
+    EXPECT_LT(upper.second, lower.first) << "block " << k;
+  }
+  EXPECT_LT(notified_span(order, store, block + "0.").second, notified_span(order, store, embedding).first);
+}
+
 TEST(GradFinal, Gpt2EachGradientOnceFinalInBackwardOrder) {
   llmcc::models::Gpt2Config c = llmcc::models::gpt2_preset("gpt2-tiny");
   c.vocab_size = 256;
   c.padded_vocab_size = 256;
   auto w = llmcc::models::make_gpt2(c);
   llmcc::models::gpt2_init(w.model, 3);
-  const int B = 2, T = 16;
-  const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
-  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  ASSERT_GE(c.n_layer, 2);
-  auto g = llmcc::adgen::make_grad(w.model);  // the layout check_two_calls' store has: names by index
-  const auto order = check_two_calls(
-      w.model, [&](const auto& m, auto& grad) { llmcc::models::gpt2_loss_grad(m, x, y, grad); }, "gpt2");
-  ASSERT_EQ(order.size(), g.store.count());
-  const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
-  const auto [last_first, last_end] = notified_span(order, g.store, last);
-  const auto [block0_first, block0_end] = notified_span(order, g.store, "h.0.");
-  const auto [wte_first, wte_end] = notified_span(order, g.store, "wte");
-  const auto [wpe_first, wpe_end] = notified_span(order, g.store, "wpe");
-  EXPECT_LT(last_end, block0_first) << "block " << c.n_layer - 1 << " is not notified before block 0";
-  EXPECT_LT(last_end, wte_first);
-  EXPECT_LT(last_end, wpe_first);
-  // Each block's gradients are notified together, right after its backward: block k's before
-  // block k-1's.
-  for (int k = c.n_layer - 1; k > 0; --k) {
-    const auto upper = notified_span(order, g.store, "h." + std::to_string(k) + ".");
-    const auto lower = notified_span(order, g.store, "h." + std::to_string(k - 1) + ".");
-    EXPECT_LT(upper.second, lower.first) << "block " << k;
-  }
+  const auto order = notified_order(
+      w.model, c.vocab_size, [](const auto& m, auto x, auto y, auto& g) { llmcc::models::gpt2_loss_grad(m, x, y, g); },
+      "gpt2");
+  ASSERT_EQ(order.size(), w.params.count());
+  expect_blocks_last_to_first(order, w.params, "h.", c.n_layer, "wte");
+  EXPECT_LT(notified_span(order, w.params, "h.0.").second, notified_span(order, w.params, "wpe").first);
 }
 
 TEST(GradFinal, LlamaEachGradientOnceFinalInBackwardOrder) {
@@ -101,20 +106,11 @@ TEST(GradFinal, LlamaEachGradientOnceFinalInBackwardOrder) {
   c.vocab_size = 256;
   auto w = llmcc::models::make_llama(c);
   llmcc::models::llama_init(w.model, 3);
-  const int B = 2, T = 16;
-  const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
-  const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-  auto g = llmcc::adgen::make_grad(w.model);
-  const auto order = check_two_calls(
-      w.model, [&](const auto& m, auto& grad) { llmcc::models::llama_loss_grad(m, x, y, grad); }, "llama");
-  ASSERT_EQ(order.size(), g.store.count());
-  const auto embedding = notified_span(order, g.store, "tok_embeddings");
-  for (int k = c.n_layer - 1; k > 0; --k) {
-    const auto upper = notified_span(order, g.store, "layers." + std::to_string(k) + ".");
-    const auto lower = notified_span(order, g.store, "layers." + std::to_string(k - 1) + ".");
-    EXPECT_LT(upper.second, lower.first) << "block " << k;
-  }
-  EXPECT_LT(notified_span(order, g.store, "layers.0.").second, embedding.first);
+  const auto order = notified_order(
+      w.model, c.vocab_size, [](const auto& m, auto x, auto y, auto& g) { llmcc::models::llama_loss_grad(m, x, y, g); },
+      "llama");
+  ASSERT_EQ(order.size(), w.params.count());
+  expect_blocks_last_to_first(order, w.params, "layers.", c.n_layer, "tok_embeddings");
 }
 
 TEST(GradFinal, Qwen3EachGradientOnceFinalInBackwardOrder) {
@@ -125,21 +121,11 @@ TEST(GradFinal, Qwen3EachGradientOnceFinalInBackwardOrder) {
     c.tie_embeddings = tied;
     auto w = llmcc::models::make_qwen3(c);
     llmcc::models::qwen3_init(w.model, 3);
-    const int B = 2, T = 16;
-    const auto idx = random_ids(B * T, c.vocab_size, 4), tgt = random_ids(B * T, c.vocab_size, 5);
-    const llmcc::Tokens x(idx.data(), B, T), y(tgt.data(), B, T);
-    auto g = llmcc::adgen::make_grad(w.model);
-    const auto order = check_two_calls(
-        w.model, [&](const auto& m, auto& grad) { llmcc::models::qwen3_loss_grad(m, x, y, grad); }, "qwen3");
-    ASSERT_EQ(order.size(), g.store.count());
-    ASSERT_GE(c.n_layer, 2);
-    const auto embedding = notified_span(order, g.store, "model.embed_tokens");
-    for (int k = c.n_layer - 1; k > 0; --k) {
-      const auto upper = notified_span(order, g.store, "model.layers." + std::to_string(k) + ".");
-      const auto lower = notified_span(order, g.store, "model.layers." + std::to_string(k - 1) + ".");
-      EXPECT_LT(upper.second, lower.first) << "block " << k;
-    }
-    EXPECT_LT(notified_span(order, g.store, "model.layers.0.").second, embedding.first);
+    const auto order = notified_order(
+        w.model, c.vocab_size,
+        [](const auto& m, auto x, auto y, auto& g) { llmcc::models::qwen3_loss_grad(m, x, y, g); }, "qwen3");
+    ASSERT_EQ(order.size(), w.params.count());
+    expect_blocks_last_to_first(order, w.params, "model.layers.", c.n_layer, "model.embed_tokens");
   }
 }
 

@@ -16,6 +16,7 @@
 #include "llmcc/error.h"
 #include "llmcc/train/rng.h"
 #include "models/registry.h"
+#include "smallest_preset.h"
 
 namespace {
 
@@ -93,14 +94,7 @@ TEST_P(LoraBf16Base, TrainsAndGeneratesAsTheRoundedFp32Base) {
 std::vector<std::string> lora_family_presets() {
   std::vector<std::string> presets;
   for (const llmcc::models::Family* f : llmcc::models::model_families()) {
-    if (f->lora_targets().empty()) continue;
-    std::string best;
-    std::int64_t fewest = 0;
-    for (const std::string& name : f->preset_names()) {
-      const std::int64_t n = f->preset(name).parameter_count();
-      if (best.empty() || n < fewest) best = name, fewest = n;
-    }
-    presets.push_back(best);
+    if (!f->lora_targets().empty()) presets.push_back(llmcc::test::smallest_preset(*f));
   }
   return presets;
 }

@@ -17,6 +17,7 @@
 #include "models/lora.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "smallest_preset.h"
 
 namespace {
 
@@ -25,13 +26,7 @@ using llmcc::models::Model;
 
 // The family's preset with the fewest parameters, shrunk to 2 layers and 61 token ids.
 llmcc::models::ModelConfig small_config(const llmcc::models::Family& f) {
-  std::string best;
-  std::int64_t fewest = 0;
-  for (const std::string& name : f.preset_names()) {
-    const std::int64_t n = f.preset(name).parameter_count();
-    if (best.empty() || n < fewest) best = name, fewest = n;
-  }
-  llmcc::models::ModelConfig c = f.preset(best);
+  llmcc::models::ModelConfig c = f.preset(llmcc::test::smallest_preset(f));
   c.set("n_layer", 2);
   c.set("vocab_size", 61);
   return c;

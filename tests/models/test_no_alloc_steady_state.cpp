@@ -37,6 +37,7 @@
 #include "llmcc/runtime.h"
 #include "models/gpt2/gpt2_config.h"
 #include "models/llama/llama_config.h"
+#include "smallest_preset.h"
 
 // glibc's own allocator entry points (exported for exactly this kind of interposition).
 extern "C" {
@@ -310,17 +311,6 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothingOutsideGemmAndOpen
 // ends build their messages only on failure, no parallel region runs on one thread (libgomp
 // allocates a team for each; src/kernels/cpu/parallel.h), and the GEMM packs into per-thread
 // buffers allocated on a thread's first call.
-// The family's preset of fewest parameters (gpt2-tiny, llama-tiny, ...).
-std::string tiny_preset(const llmcc::models::Family& f) {
-  std::string best;
-  std::int64_t fewest = 0;
-  for (const std::string& name : f.preset_names()) {
-    const std::int64_t n = f.preset(name).parameter_count();
-    if (best.empty() || n < fewest) best = name, fewest = n;
-  }
-  return best;
-}
-
 // Steps 2..5 of a (B=2, T=32) training step of `preset`, on 1 and 2 threads: no allocation.
 void expect_steps_allocate_nothing(const std::string& preset) {
   for (int threads : {1, 2}) {
@@ -340,7 +330,8 @@ TEST(NoAllocSteadyState, TrainingStepsTwoToFiveAllocateNothing) {
     GTEST_SKIP() << "this build's GEMM library allocates per call (-DLLMCC_GEMM other than own)";
   // Every family's smallest preset: its ops (Llama's RMSNorm, RoPE, GQA attention, SwiGLU,
   // untied head, ...) as well.
-  for (const llmcc::models::Family* f : llmcc::models::model_families()) expect_steps_allocate_nothing(tiny_preset(*f));
+  for (const llmcc::models::Family* f : llmcc::models::model_families())
+    expect_steps_allocate_nothing(llmcc::test::smallest_preset(*f));
 }
 
 // The same with bf16 matrix products, which always run on llmcc's packed GEMM (its bf16 panels
@@ -352,7 +343,8 @@ TEST(NoAllocSteadyState, Bf16TrainingStepsTwoToFiveAllocateNothing) {
 #endif
   std::printf("bf16 GEMM kernel: %s\n", llmcc::cpu::gemm_bf16_kernel_name());
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Bf16);
-  for (const llmcc::models::Family* f : llmcc::models::model_families()) expect_steps_allocate_nothing(tiny_preset(*f));
+  for (const llmcc::models::Family* f : llmcc::models::model_families())
+    expect_steps_allocate_nothing(llmcc::test::smallest_preset(*f));
   llmcc::set_matmul_dtype(llmcc::MatmulDtype::Fp32);
 }
 
