@@ -5,7 +5,7 @@
 // by name.
 //
 //   llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]
-//                       [--checkpoint-activations on|off] [--base-dtype f32|bf16]
+//                       [--checkpoint-activations on|off] [--base-dtype f32|bf16] [--decode-logits FILE]
 //
 // MODEL is anything llmcc loads (a Hugging Face folder, a PEFT adapter directory, ...). BATCH
 // holds little-endian int32 values: B, T, the token ids (B, T), then the targets (B, T), -1 for an
@@ -14,6 +14,11 @@
 // as a PEFT adapter (adapter_model.safetensors). Prints `loss <value>` on stdout; a bad argument
 // or file gets a message naming it on stderr and exit code 2. --base-dtype bf16 stores a LoRA
 // model's frozen base matrices in bf16 (Model::store_base_in_bf16, `--base-dtype` of llmcc).
+// --decode-logits also runs the model's KV-cache generator on the batch's first row: a prefill of
+// its first T / 2 tokens (at least one), then one step per token after them, and writes the
+// logits each returns (T - P + 1 rows of vocab_size float32 values, P the prefill's length) to
+// FILE, the logits of positions P - 1 .. T - 1 of a forward.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +32,7 @@
 #include "llmcc/io/safetensors.h"
 #include "llmcc/runtime.h"
 #include "llmcc/tensor.h"
+#include "models/generate.h"
 #include "models/model.h"
 #include "models/registry.h"
 
@@ -34,7 +40,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: llmcc_gradient_dump MODEL BATCH OUT [--threads N] [--kernels fast|reference] [--dtype fp32|bf16]\n"
-    "                           [--checkpoint-activations on|off] [--base-dtype f32|bf16]";
+    "                           [--checkpoint-activations on|off] [--base-dtype f32|bf16] [--decode-logits FILE]";
 
 struct Batch {
   int B = 0, T = 0;
@@ -69,6 +75,19 @@ Batch read_batch(const std::string& path, int vocab) {
   return b;
 }
 
+// The generator's logits over the batch's first row, as --decode-logits describes.
+void write_decode_logits(const llmcc::models::Model& model, const Batch& b, const std::string& path) {
+  const int V = model.config().vocab_size(), P = std::max(1, b.T / 2);
+  std::unique_ptr<llmcc::models::Generator> gen = model.generator(llmcc::models::ContextFull::Stop);
+  std::vector<float> rows;  // (T - P + 1, V)
+  auto keep = [&](const llmcc::Tensor& logits) { rows.insert(rows.end(), logits.f32(), logits.f32() + V); };
+  keep(gen->prefill({b.idx.data(), static_cast<std::size_t>(P)}));
+  for (int t = P; t < b.T; ++t) keep(gen->step(b.idx[static_cast<std::size_t>(t)]));
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float)));
+  if (!f) throw llmcc::Error("--decode-logits: cannot write '" + path + "'");
+}
+
 int parse_int(const std::string& flag, const std::string& text) {
   std::size_t used = 0;
   int v = 0;
@@ -88,6 +107,7 @@ int run(int argc, char** argv) {
   std::string dtype = "fp32";
   bool checkpoint = false;  // the generated backward that runs each block's forward again
   bool bf16_base = false;
+  std::string decode_logits;  // empty: no decoding
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
@@ -106,6 +126,8 @@ int run(int argc, char** argv) {
     } else if (a == "--checkpoint-activations") {
       if (v != "on" && v != "off") throw llmcc::Error("--checkpoint-activations expects on or off, got '" + v + "'");
       checkpoint = v == "on";
+    } else if (a == "--decode-logits") {
+      decode_logits = v;
     } else if (a == "--base-dtype") {
       if (v != "f32" && v != "bf16") throw llmcc::Error("--base-dtype expects f32 or bf16, got '" + v + "'");
       bf16_base = v == "bf16";
@@ -130,6 +152,10 @@ int run(int argc, char** argv) {
   // Pages are touched only as they are used: the capacity bounds the batch, not the memory.
   llmcc::Arena arena(std::size_t{8} << 30);
   llmcc::ArenaScope scope(arena);
+  if (!decode_logits.empty()) {
+    write_decode_logits(*model, b, decode_logits);
+    arena.reset();
+  }
   float loss = 0.0f;
   const llmcc::ParameterStore grad = model->gradient({b.idx.data(), b.B, b.T}, {b.targets.data(), b.B, b.T}, &loss);
 

@@ -11,13 +11,19 @@ sequences past the attention kernels' 64-row blocks, vocabularies on both sides 
 computes the mean cross-entropy's gradient on a batch with about one target in ten ignored, and
 writes it in the family's layout; transformers computes the same gradient in float64 from the
 same f32 weights. Every tensor's max abs difference, relative to that tensor's max magnitude,
-must be at most TOLERANCE with fp32 products (each configuration on 1 and 2 threads, and with
-activation checkpointing, whose generated backward runs each block's forward again) or
+must be at most TOLERANCE with fp32 products (each configuration on 2 threads, with and without
+activation checkpointing, whose generated backward runs each block's forward again; the smaller
+batch on one thread too) or
 BF16_TOLERANCE with bf16 products (the configurations of at most 512 rows), and the loss must
 agree as closely. Over 30 seeds (270 configurations, LoRA's below included) the worst tensors
 were at 1.2e-5 in fp32 and 4.9e-2 in bf16 (the query and key maps, their norms and the adapters
 on them, where bf16's rounding of the operands moves the gradient most); a wrong term in a
 backward moves a tensor by far more.
+
+The tool also runs each model's KV-cache generator over the batch's first row (a prefill of half
+of it, then one step per token): its logits must match the reference forward's at those
+positions within TOLERANCE of the largest (at most 6.7e-6 over 8 seeds), so generation is held
+to transformers (and PEFT) at the same random sizes.
 
 LoRA adapters of a random rank (1 to 32), alpha and set of maps over a base drawn the same way
 get the same check against PEFT (peft.get_peft_model on transformers' model): the tool loads the
@@ -125,12 +131,14 @@ def init_weights(model, gen):
 
 
 def reference(model, idx, targets):
-    """transformers' loss and gradient by parameter name, in float64 from the f32 weights."""
+    """transformers' loss, gradient by parameter name and the first row's logits (T, V), in float64
+    from the f32 weights."""
     model = model.double()
     logits = model(torch.tensor(idx)).logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(targets).reshape(-1), ignore_index=-1)
     loss.backward()
-    return float(loss.detach()), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return float(loss.detach()), {n: p.grad.detach().clone() for n, p in model.named_parameters()}, \
+        logits[0].detach()
 
 
 def deviations(got, ref):
@@ -139,7 +147,7 @@ def deviations(got, ref):
     out = []
     for name, r in ref.items():
         g = got[name].double()
-        assert g.shape == r.shape, f"{name}: llmcc's gradient has shape {tuple(g.shape)}, transformers' {tuple(r.shape)}"
+        assert g.shape == r.shape, f"{name}: llmcc's gradient {tuple(g.shape)}, the reference's {tuple(r.shape)}"
         scale = max(float(r.abs().max()), FLOOR * top)
         out.append((float((g - r).abs().max()) / scale, name))
     return sorted(out, reverse=True)
@@ -162,6 +170,18 @@ def llmcc_gradient(model, batch, out, what, dtype, threads, checkpoint, *extra):
                             env=TOOL_ENV)
     assert result.returncode == 0, f"{what}\nllmcc_gradient_dump failed:\n{result.stdout}\n{result.stderr}"
     return float(result.stdout.split()[1])
+
+
+def expect_decode_logits(path, ref_logits, V, what):
+    """The tool's --decode-logits file (a prefill of the first row's first T / 2 tokens, then a
+    step per token) against rows P - 1 .. T - 1 of the reference forward's logits (T, V)."""
+    T = ref_logits.shape[0]
+    P = max(1, T // 2)
+    got = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.float32).double()
+    assert got.numel() == (T - P + 1) * V, f"{what}: {got.numel()} decoded logits, expected {(T - P + 1) * V}"
+    want = ref_logits[P - 1:, :V]
+    error = float((got.reshape(want.shape) - want).abs().max() / want.abs().max())
+    assert error <= TOLERANCE, f"{what}: KV-cache decoding's logits off by {error} of the largest"
 
 
 def expect_close(loss, got, ref_loss, ref, dtype, what):
@@ -193,34 +213,39 @@ def test_gradient_matches_transformers_at_random_sizes(family, large, tmp_path):
     V = config.vocab_size
     idx, targets, batch = write_batch(rng, V, B, T, tmp_path / "batch.bin")
 
-    ref_loss, ref = reference(model, idx, targets)
+    ref_loss, ref, ref_logits = reference(model, idx, targets)
     shape = {k: v for k, v in config.to_dict().items() if k in SHAPE_KEYS and v is not None}
     what = f"LLMCC_GRADIENT_SEED={SEED}: {family} B={B} T={T} {shape}"
 
-    # Every configuration on 1 and 2 threads in fp32, with activation checkpointing (adgen's other
-    # backward, which runs each block's forward again), and the batch of at most 512 rows also with
-    # bf16 products. The fast kernels only: the reference kernels take seconds at these sizes, and
-    # the op tests hold each fast kernel to its reference kernel.
-    modes = [("fp32", 1, "off"), ("fp32", 2, "off"), ("fp32", 2, "on")] + ([("bf16", 2, "off")] if not large else [])
+    # Every configuration on 2 threads in fp32, also with activation checkpointing (adgen's other
+    # backward, which runs each block's forward again); the batch of at most 512 rows also on one
+    # thread and with bf16 products. The fast kernels only: the reference kernels take seconds at
+    # these sizes, and the op tests hold each fast kernel to its reference kernel.
+    modes = [("fp32", 2, "off"), ("fp32", 2, "on")] + ([("fp32", 1, "off"), ("bf16", 2, "off")] if not large else [])
     for dtype, threads, checkpoint in modes:
         out = tmp_path / f"grad-{dtype}-{threads}-{checkpoint}"
-        loss = llmcc_gradient(folder, batch, out, what, dtype, threads, checkpoint)
+        mode = f"{what}\n{dtype} products, {threads} threads, activation checkpointing {checkpoint}"
+        decode = dtype == "fp32" and threads == 2 and checkpoint == "off"
+        extra = ["--decode-logits", str(out) + ".logits"] if decode else []
+        loss = llmcc_gradient(folder, batch, out, what, dtype, threads, checkpoint, *extra)
         got = load_file(out / "model.safetensors")
         missing = sorted(set(ref) - set(got))
         assert not missing, f"{what}\nllmcc wrote no gradient for {missing}"
-        expect_close(loss, got, ref_loss, ref, dtype,
-                     f"{what}\n{dtype} products, {threads} threads, activation checkpointing {checkpoint}")
+        expect_close(loss, got, ref_loss, ref, dtype, mode)
+        if decode:
+            expect_decode_logits(str(out) + ".logits", ref_logits, config.vocab_size, mode)
 
 
 def peft_gradient(lora, idx, targets):
-    """PEFT's loss and the adapters' gradient by the names of its adapter files (its parameters'
-    names carry the adapter's name, "lora_A.default.weight"; the files do not)."""
+    """PEFT's loss, the adapters' gradient by the names of its adapter files (its parameters' names
+    carry the adapter's name, "lora_A.default.weight"; the files do not) and the first row's
+    logits (T, V)."""
     lora.zero_grad()
     logits = lora(torch.tensor(idx)).logits
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(targets).reshape(-1), ignore_index=-1)
     loss.backward()
     return float(loss.detach()), {n.replace(".default.", "."): p.grad.detach().clone()
-                                  for n, p in lora.named_parameters() if p.requires_grad}
+                                  for n, p in lora.named_parameters() if p.requires_grad}, logits[0].detach()
 
 
 LORA_MODULES = {"gpt2": ["c_attn", "c_proj", "c_fc"],
@@ -263,14 +288,14 @@ def test_lora_gradient_matches_peft_at_random_sizes(family, tmp_path):
     V = config.vocab_size
     idx, targets, batch = write_batch(rng, V, B, T, tmp_path / "batch.bin")
     lora = lora.double()
-    ref_loss, ref = peft_gradient(lora, idx, targets)
+    ref_loss, ref, ref_logits = peft_gradient(lora, idx, targets)
     # With the base's matrices stored in bf16 (llmcc's --base-dtype bf16) the adapters train over
     # those values: the same reference on a base rounded to bf16, for fp32's tolerance.
     with torch.no_grad():
         for name, p in lora.named_parameters():
             if not p.requires_grad and p.dim() == 2:
                 p.copy_(p.to(torch.bfloat16).double())
-    rounded_loss, rounded = peft_gradient(lora, idx, targets)
+    rounded_loss, rounded, rounded_logits = peft_gradient(lora, idx, targets)
     shape = {k: v for k, v in config.to_dict().items() if k in SHAPE_KEYS and v is not None}
     what = (f"LLMCC_GRADIENT_SEED={SEED}: {family} B={B} T={T} {shape}, LoRA rank {rank} alpha {alpha} on "
             f"{modules}")
@@ -279,10 +304,17 @@ def test_lora_gradient_matches_peft_at_random_sizes(family, tmp_path):
                                                    ("fp32", 2, "on", "f32"), ("bf16", 2, "off", "f32"),
                                                    ("fp32", 2, "off", "bf16"), ("bf16", 2, "off", "bf16")]:
         out = tmp_path / f"grad-{dtype}-{threads}-{checkpoint}-{base_dtype}"
-        loss = llmcc_gradient(adapter, batch, out, what, dtype, threads, checkpoint, "--base-dtype", base_dtype)
+        mode = (f"{what}\n{dtype} products, {threads} threads, activation checkpointing {checkpoint}, "
+                f"base in {base_dtype}")
+        decode = dtype == "fp32" and threads == 2 and checkpoint == "off"
+        extra = ["--decode-logits", str(out) + ".logits"] if decode else []
+        loss = llmcc_gradient(adapter, batch, out, what, dtype, threads, checkpoint, "--base-dtype", base_dtype,
+                              *extra)
         got = load_file(out / "adapter_model.safetensors")
         assert sorted(got) == sorted(ref), f"{what}\nllmcc's adapter tensors {sorted(got)}, PEFT's {sorted(ref)}"
-        want_loss, want = (rounded_loss, rounded) if base_dtype == "bf16" else (ref_loss, ref)
-        expect_close(loss, got, want_loss, want, dtype, f"{what}\n{dtype} products, {threads} threads, "
-                     f"activation checkpointing {checkpoint}, base in {base_dtype}")
+        rounded_base = base_dtype == "bf16"
+        expect_close(loss, got, rounded_loss if rounded_base else ref_loss, rounded if rounded_base else ref, dtype,
+                     mode)
+        if decode:
+            expect_decode_logits(str(out) + ".logits", rounded_logits if rounded_base else ref_logits, V, mode)
 
