@@ -60,10 +60,14 @@ side() {
       [[ ! -f "$work/$name/src/kernels/cpu/$f.cpp" ]] || sources+=("$work/$name/src/kernels/cpu/$f.cpp")
     done
     [[ ! -f "$work/$name/src/kernels/cpu/gemm_blocking.cpp" ]] || sources+=("$repo/src/tensor/error.cpp")
+    # The tuner's buffers come from tensor/large_alloc (the step's pages), in revisions that use it.
+    if grep -q 'tensor/large_alloc.h' "$work/$name/src/kernels/cpu/gemm_blocking.cpp" 2> /dev/null; then
+      sources+=("$repo/src/tensor/large_alloc.cpp")
+    fi
   fi
   local i=0
   for s in "${sources[@]}"; do
-    "$cxx" "${flags[@]}" "${extra[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/include" \
+    "$cxx" "${flags[@]}" "${extra[@]}" "-Dllmcc=llmcc_ab_$name" -I "$work/$name/src" -I "$repo/src" -I "$repo/include" \
       -c "$s" -o "$work/$name.$i.o"
     objects+=("$work/$name.$i.o")
     i=$((i + 1))
