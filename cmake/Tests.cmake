@@ -6,6 +6,7 @@
 #   <Op>Kernel.*  fast kernel against the reference kernel        -> label kernels
 #   <Op>Grad.*    reference backward against finite differences   -> label grad
 #   <Op>Api.*     front-end validation, accumulation, null skips  -> label unit
+# A suite named otherwise runs too, labelled unit.
 find_package(GTest REQUIRED)
 include(GoogleTest)
 
@@ -118,6 +119,8 @@ foreach(test_file ${LLMCC_TEST_FILES})
     gtest_discover_tests(${test_name} TEST_FILTER "*Grad.*" TEST_PREFIX "grad."
                          PROPERTIES LABELS grad ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
     gtest_discover_tests(${test_name} TEST_FILTER "*Api.*" TEST_PREFIX "unit."
+                         PROPERTIES LABELS unit ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${test_name} TEST_FILTER "-*Kernel.*:*Grad.*:*Api.*" TEST_PREFIX "unit."
                          PROPERTIES LABELS unit ENVIRONMENT ${LLMCC_TEST_ENVIRONMENT} DISCOVERY_TIMEOUT 60)
   elseif(test_name IN_LIST LLMCC_SERIAL_TESTS)
     gtest_discover_tests(${test_name} TEST_PREFIX "${test_label}."
