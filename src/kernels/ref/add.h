@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = a[i] + b[i]  (n)
@@ -22,3 +26,5 @@ void add_backward(T* d_a, T* d_b, const T* d_out, std::int64_t n) {
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "kernels/attention_layout.h"
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
 
 namespace llmcc::ref {
 
@@ -99,3 +102,5 @@ void attention_backward(Real* d_q, Real* d_k, Real* d_v, const Real* d_out, cons
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

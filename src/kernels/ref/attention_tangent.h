@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "kernels/attention_layout.h"
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
 
 namespace llmcc::ref {
 
@@ -159,3 +162,5 @@ void attention_tangent_backward(Real* d_q, Real* d_k, Real* d_v, Real* d_tq, Rea
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -12,6 +12,10 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out_i = sum_j softmax_j(s_i.) v_j;  lse_i = log sum_j exp(s_ij).  lse may be null.
@@ -87,3 +91,5 @@ void bidirectional_attention_backward(Real* d_q, Real* d_k, Real* d_v, const Rea
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

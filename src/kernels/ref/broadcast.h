@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "kernels/cpu/broadcast.h"
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
 
 namespace llmcc::ref {
 
@@ -50,3 +53,5 @@ void broadcast_backward(BinaryKind kind, T* d_full, T* d_small, const T* full, c
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

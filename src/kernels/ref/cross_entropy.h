@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // lse[n] = log sum_{v < V} exp(logits[n, v]) for every row (max-subtracted, summed in double);
@@ -105,3 +109,5 @@ void cross_entropy_tangent_backward(T* d_logits, T* d_t, const T* logits, const 
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[b, t, :] = wte[idx[b, t], :] (+ wpe[t, :] unless wpe is null).
@@ -43,3 +47,5 @@ void embedding_backward(S* d_wte, S* d_wpe, const S* d_out, const std::int32_t* 
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // sqrt(2/pi) and the cubic coefficient of the tanh approximation.
@@ -37,3 +41,5 @@ void gelu_backward(T* d_x, const T* x, const T* d_out, std::int64_t n) {
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // GPT-2's epsilon; shared with the fast kernel.
@@ -62,3 +66,5 @@ void layernorm_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, cons
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out (N, OC) = x (N, C) . w (OC, C)^T + b (OC); b may be null (no bias).
@@ -52,3 +56,5 @@ void linear_backward(T* d_x, T* d_w, T* d_b, const T* d_out, const T* x, const T
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

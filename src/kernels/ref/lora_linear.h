@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "kernels/cpu/dropout_mask.h"
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
 
 namespace llmcc::ref {
 
@@ -103,3 +106,5 @@ void lora_linear_backward(T* d_x, T* d_w, T* d_a, T* d_b, const T* d_out, const 
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[b, c] = (1 / T) sum_t x[b, t, c].  x: (B, T, C); out: (B, C).
@@ -27,3 +31,5 @@ void mean_pool_backward(Real* d_x, const Real* d_out, std::int64_t B, std::int64
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

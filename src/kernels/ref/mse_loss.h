@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // (1 / n) sum_i (pred[i] - target[i])^2, summed in order in at least double precision.  (n)
@@ -55,3 +59,5 @@ void mse_loss_tangent_backward(Real* d_pred, Real* d_target, Real* d_tp, Real* d
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

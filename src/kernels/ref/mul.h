@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = a[i] * b[i]  (n)
@@ -23,3 +27,5 @@ void mul_backward(T* d_a, T* d_b, const T* a, const T* b, const T* d_out, std::i
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps).  x, out: (N, C); w: (C);
@@ -47,3 +51,5 @@ void rmsnorm_backward(T* d_x, T* d_w, const T* d_out, const T* x, const T* w, co
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

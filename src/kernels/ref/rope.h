@@ -7,6 +7,9 @@
 #include <numbers>
 
 #include "llmcc/ops/rope.h"
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
 
 namespace llmcc::ref {
 
@@ -73,3 +76,5 @@ void rope_backward(S* d_x, const S* d_out, int B, int T, int NH, int HS, const R
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

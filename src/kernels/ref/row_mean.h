@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[r] = (1 / C) sum_c x[r, c].  x: (R, C); out: (R).
@@ -24,3 +28,5 @@ void row_mean_backward(Real* d_x, const Real* d_out, std::int64_t R, std::int64_
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

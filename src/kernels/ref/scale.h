@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = s * x[i]  (n)
@@ -28,3 +32,5 @@ void scale_backward(T* d_x, T* d_s, const T* x, T s, const T* d_out, std::int64_
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

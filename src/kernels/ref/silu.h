@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = x[i] * sigmoid(x[i])  (n)
@@ -27,3 +31,5 @@ void silu_backward(T* d_x, const T* x, const T* d_out, std::int64_t n) {
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = a[i] - b[i]  (n)
@@ -51,3 +55,5 @@ void rsub_backward(T* d_s, T* d_x, const T* d_out, std::int64_t n) {
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

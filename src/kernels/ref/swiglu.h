@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = g[i] * sigmoid(g[i]) * up[i]  (n)
@@ -28,3 +32,5 @@ void swiglu_backward(T* d_g, T* d_up, const T* g, const T* up, const T* d_out, s
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END

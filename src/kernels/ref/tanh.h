@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ref/scalar_loops.h"
+
+LLMCC_REF_KERNELS_BEGIN
+
 namespace llmcc::ref {
 
 // out[i] = tanh(x[i])  (n)
@@ -58,3 +62,5 @@ void tanh_tangent2_backward(T* d_y, T* d_t, T* d_ty, T* d_tt, const T* y, const 
 }
 
 }  // namespace llmcc::ref
+
+LLMCC_REF_KERNELS_END
