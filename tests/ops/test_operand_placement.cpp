@@ -79,33 +79,37 @@ TEST(OperandPlacementKernel, NormPullbacksGiveTheSameBitsWhereverDwLies) {
       Tensor w = test::tensor_from(arena, {C}, w_v);             // (C)
       Tensor b = test::tensor_from(arena, {C}, b_v);             // (C)
       Tensor d_out = test::tensor_from(arena, {N, C}, d_out_v);  // (N, C)
-      // Each run's outputs, read before the arena is rewound to where it stood.
-      auto outputs = [](const Tensor& out, const Tensor& d_x, const float* d_w, int c) {
-        return std::vector<std::vector<float>>{test::to_vector(out), test::to_vector(d_x),
-                                               std::vector<float>(d_w, d_w + c)};
+      // One run's operands: x copied to x_at, a zeroed d_w at d_w_at, d_x (zeros) and everything
+      // the op allocates in `run`, rewound for each run.
+      Arena run(1 << 20);
+      struct Placed {
+        Tensor x, d_w, d_x;  // (N, C), (C), (N, C)
+      };
+      auto place = [&](float* x_at, float* d_w_at) {
+        run.reset();
+        std::memcpy(x_at, x.data(), sizeof(float) * NC);
+        std::memset(d_w_at, 0, sizeof(float) * C);
+        return Placed{Tensor(x_at, {N, C}), Tensor(d_w_at, {C}), run.zeros({N, C}, "d_x")};
+      };
+      auto outputs = [&](const Tensor& out, const Placed& p) {
+        return std::vector<std::vector<float>>{test::to_vector(out), test::to_vector(p.d_x), test::to_vector(p.d_w)};
       };
       expect_placement_free("rmsnorm", N, C, [&](float* x_at, float* d_w_at) {
-        std::memcpy(x_at, x.data(), sizeof(float) * NC);
-        std::memset(d_w_at, 0, sizeof(float) * C);
-        Tensor xt(x_at, {N, C});                  // (N, C)
-        Tensor d_w(d_w_at, {C});                  // (C)
-        Tensor d_x = arena.zeros({N, C}, "d_x");  // (N, C)
+        Placed p = place(x_at, d_w_at);
+        ArenaScope in_run(run);
         RmsNormSaved saved;
-        Tensor out = rmsnorm_fwd(xt, w, 1e-5f, saved);  // (N, C)
-        rmsnorm_pullback(xt, w, 1e-5f, out, saved, d_out, &d_x, &d_w);
-        return outputs(out, d_x, d_w_at, C);
+        Tensor out = rmsnorm_fwd(p.x, w, 1e-5f, saved);  // (N, C)
+        rmsnorm_pullback(p.x, w, 1e-5f, out, saved, d_out, &p.d_x, &p.d_w);
+        return outputs(out, p);
       });
       expect_placement_free("layernorm", N, C, [&](float* x_at, float* d_w_at) {
-        std::memcpy(x_at, x.data(), sizeof(float) * NC);
-        std::memset(d_w_at, 0, sizeof(float) * C);
-        Tensor xt(x_at, {N, C});                  // (N, C)
-        Tensor d_w(d_w_at, {C});                  // (C)
-        Tensor d_x = arena.zeros({N, C}, "d_x");  // (N, C)
-        Tensor d_b = arena.zeros({C}, "d_b");     // (C)
+        Placed p = place(x_at, d_w_at);
+        ArenaScope in_run(run);
+        Tensor d_b = run.zeros({C}, "d_b");  // (C)
         LayerNormSaved saved;
-        Tensor out = layernorm_fwd(xt, w, b, saved);  // (N, C)
-        layernorm_pullback(xt, w, b, out, saved, d_out, &d_x, &d_w, &d_b);
-        return outputs(out, d_x, d_w_at, C);
+        Tensor out = layernorm_fwd(p.x, w, b, saved);  // (N, C)
+        layernorm_pullback(p.x, w, b, out, saved, d_out, &p.d_x, &p.d_w, &d_b);
+        return outputs(out, p);
       });
     }
   }
