@@ -142,6 +142,24 @@ TEST(GgufQuantsKernel, RoundingErrorsAreAsSmallAsTheGridAllows) {
   EXPECT_LT(rms_rel(GgmlType::Q4_K), rms_rel(GgmlType::Q4_0));
 }
 
+TEST(GgufQuantsKernel, BytesDoNotDependOnWhereTheRowLies) {
+  // The K types' scale fits sum over their blocks, and a vectorised loop may take a scalar
+  // path for a row that is not aligned; the same values at every float offset within a cache
+  // line give the same bytes.
+  const std::vector<float> x = llmcc::test::random_vector<float>(4096, 23, -0.1, 0.1);
+  for (const GgmlType t : kAll) {
+    const auto n = static_cast<std::int64_t>(x.size());
+    std::vector<std::uint8_t> first(llmcc::ggml_row_bytes(t, n)), bytes(first.size());
+    std::vector<float> buffer(x.size() + 16);
+    llmcc::ggml_quantize_row(t, x.data(), n, first.data());
+    for (int offset = 0; offset < 16; ++offset) {
+      std::copy(x.begin(), x.end(), buffer.begin() + offset);
+      llmcc::ggml_quantize_row(t, buffer.data() + offset, n, bytes.data());
+      EXPECT_EQ(first, bytes) << llmcc::ggml_type_name(t) << " at offset " << offset;
+    }
+  }
+}
+
 void put_f16(std::uint8_t* at, float x) {
   const std::uint16_t h = llmcc::f32_to_f16_bits(x);
   std::memcpy(at, &h, 2);
