@@ -33,12 +33,20 @@ inline T fold_lanes(T (&acc)[kSumLanes]) {
   return acc[0];
 }
 
-// The sum of term(i) for i in [0, n), accumulated in T.
-template <class T = float, class Term>
-inline T ordered_sum(std::int64_t n, Term&& term) {
+// No prefetching: the terms' loads are left to the hardware prefetchers.
+struct NoPrefetch {
+  void operator()(std::int64_t) const {}
+};
+
+// The sum of term(i) for i in [0, n), accumulated in T. ahead(i) is called before each full
+// group of terms i .. i + kSumLanes - 1 is added: a sum that streams from memory can request
+// lines further on there.
+template <class T = float, class Term, class Ahead = NoPrefetch>
+inline T ordered_sum(std::int64_t n, Term&& term, Ahead&& ahead = {}) {
   T acc[kSumLanes] = {};
   std::int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
+    ahead(i);
 #pragma omp simd
     for (int l = 0; l < kSumLanes; ++l) acc[l] += term(i + l);
   }
@@ -70,9 +78,10 @@ inline std::pair<T, T> ordered_sum2(std::int64_t n, Terms&& terms) {
 // ordered_sum over a team of threads (when use_team(worth)): chunks of kSumChunk terms, each an
 // ordered_sum, added in chunk order, so the thread count changes no bit. The partial sums of
 // kSumBatch chunks at a time are held on the stack (8 KiB in double): no heap allocation.
+// ahead(i) as in ordered_sum, with i counted from 0 over all n terms.
 inline constexpr std::int64_t kSumChunk = 1 << 14, kSumBatch = 1024;
-template <class T = float, class Term>
-T parallel_ordered_sum(std::int64_t n, bool worth, Term&& term) {
+template <class T = float, class Term, class Ahead = NoPrefetch>
+T parallel_ordered_sum(std::int64_t n, bool worth, Term&& term, Ahead&& ahead = {}) {
   const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
   T total = 0;
   T partial[kSumBatch];
@@ -80,7 +89,9 @@ T parallel_ordered_sum(std::int64_t n, bool worth, Term&& term) {
     const std::int64_t count = std::min(kSumBatch, chunks - c0);
     const auto chunk_sum = [&](std::int64_t c) {
       const std::int64_t begin = (c0 + c) * kSumChunk;
-      partial[c] = ordered_sum<T>(std::min(kSumChunk, n - begin), [&](std::int64_t i) { return term(begin + i); });
+      partial[c] = ordered_sum<T>(
+          std::min(kSumChunk, n - begin), [&](std::int64_t i) { return term(begin + i); },
+          [&](std::int64_t i) { ahead(begin + i); });
     };
     if (use_team(worth && count > 1)) {
 #pragma omp parallel for schedule(static)
